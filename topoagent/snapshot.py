@@ -1,0 +1,271 @@
+"""The snapshot: every fact a scan gathered, as plain frozen data.
+
+A snapshot read from a live host, a fake sysfs root, a capture, or pasted tool output is the
+same kind of value.  It serialises to JSON and back (:func:`to_dict`, :func:`from_dict`);
+everything downstream of it is pure.
+
+Kernel placeholders never reach this module: the parsers turn ``numa_node = -1``, a link speed
+of ``Unknown`` or a width of 0/255 into ``None`` ("unknown"), never into a guessed value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+SNAPSHOT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProbeError:
+    """A probe that failed: the host path (or source) and what went wrong."""
+
+    path: str
+    error: str
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    """One kind of evidence and whether it was available (``ok``, ``partial``, ``unavailable``)."""
+
+    name: str
+    status: str
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class LinkInfo:
+    """A PCIe link: current and maximum speed (GT/s per lane) and width (lanes)."""
+
+    current_gts: float | None = None
+    current_width: int | None = None
+    max_gts: float | None = None
+    max_width: int | None = None
+
+    @property
+    def known(self) -> bool:
+        return any(v is not None for v in dataclasses.astuple(self))
+
+
+@dataclass(frozen=True)
+class AcsInfo:
+    """The ACS extended capability: capability and control registers (16 bits each)."""
+
+    capability: int
+    control: int
+
+    # Control-register bits, PCIe Base Spec 7.7.8.3 (ACS Control Register).
+    BITS: typing.ClassVar[tuple[tuple[int, str], ...]] = (
+        (0, "SrcValid"),
+        (1, "TransBlk"),
+        (2, "ReqRedir"),
+        (3, "CmpltRedir"),
+        (4, "UpstreamFwd"),
+        (5, "EgressCtrl"),
+        (6, "DirectTrans"),
+    )
+
+    def enabled(self) -> tuple[str, ...]:
+        """Names (lspci's spelling) of the control bits that are set."""
+        return tuple(name for bit, name in self.BITS if self.control >> bit & 1)
+
+    @property
+    def redirects_p2p(self) -> bool:
+        """Request/Completion Redirect or Egress Control: peer traffic goes up to the root."""
+        return bool(self.control & 0b101100)
+
+
+@dataclass(frozen=True)
+class ConfigSpace:
+    """Facts parsed from a function's PCI configuration space.
+
+    ``size`` is how many bytes could be read: 64 without CAP_SYS_ADMIN, 256 for conventional
+    PCI, 4096 for PCIe with privilege.  ``extended_readable`` says whether the extended
+    capability list (offset 0x100 on) was visible; when it was not, ``acs`` is unknown rather
+    than absent.
+    """
+
+    size: int
+    header_type: int | None = None
+    pcie_port_type: int | None = None
+    link: LinkInfo | None = None
+    secondary_bus: int | None = None
+    subordinate_bus: int | None = None
+    extended_readable: bool = False
+    extended_caps: tuple[int, ...] = ()
+    acs: AcsInfo | None = None
+
+
+@dataclass(frozen=True)
+class PciFunction:
+    """One PCI function as sysfs (or another source) describes it."""
+
+    bdf: str
+    #: Real path below ``/sys/devices`` (``pci0000:00/0000:00:01.0/0000:01:00.0``); ``None``
+    #: where the source has no tree (some captures keep plain directories in bus/pci/devices).
+    sysfs_path: str | None = None
+    class_code: int | None = None
+    vendor_id: int | None = None
+    device_id: int | None = None
+    subsystem_vendor_id: int | None = None
+    subsystem_device_id: int | None = None
+    numa_node: int | None = None
+    local_cpus: str | None = None
+    link: LinkInfo = field(default_factory=LinkInfo)
+    driver: str | None = None
+    iommu_group: int | None = None
+    physfn: str | None = None
+    sriov_totalvfs: int | None = None
+    sriov_numvfs: int | None = None
+    config: ConfigSpace | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class NetDevice:
+    """A network interface and the PCI function behind it."""
+
+    name: str
+    bdf: str | None
+    operstate: str | None = None
+    speed_mbps: int | None = None
+
+
+@dataclass(frozen=True)
+class RdmaPort:
+    port: int
+    state: str | None = None
+    rate_gbps: float | None = None
+    link_layer: str | None = None
+
+
+@dataclass(frozen=True)
+class RdmaDevice:
+    """An RDMA device (``mlx5_0``, ``rdmap16s27``) and the PCI function behind it."""
+
+    name: str
+    bdf: str | None
+    ports: tuple[RdmaPort, ...] = ()
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    """A NUMA node: its CPUs (may be empty), memory and distance row."""
+
+    id: int
+    cpus: str = ""
+    memory_bytes: int | None = None
+    #: Distances to every node, in the order of :attr:`Snapshot.numa_nodes`.
+    distances: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Cpu:
+    id: int
+    package: int | None = None
+    die: int | None = None
+    core: int | None = None
+
+
+@dataclass(frozen=True)
+class IommuGroup:
+    id: int
+    type: str | None = None
+
+
+@dataclass(frozen=True)
+class NvLink:
+    """Bonded NVLinks from one GPU to one peer (a GPU, or an NVSwitch) identified by BDF."""
+
+    peer_bdf: str
+    count: int
+
+
+@dataclass(frozen=True)
+class NvmlGpu:
+    """What NVML says of one GPU (``nvidia-ml-py``; only on hosts with the NVIDIA driver)."""
+
+    index: int
+    bdf: str
+    name: str | None = None
+    uuid: str | None = None
+    minor: int | None = None
+    numa_node: int | None = None
+    #: NVML's ideal CPU affinity for the GPU, kernel list format.
+    cpu_affinity: str | None = None
+    nvlinks: tuple[NvLink, ...] = ()
+    #: Peer GPUs (BDF) for which NVML reports P2P read OK / not OK.
+    p2p_ok: tuple[str, ...] = ()
+    p2p_not_ok: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one scan gathered."""
+
+    hostname: str | None = None
+    root: str = "/"
+    kernel_cmdline: str | None = None
+    virtualized: bool | None = None
+    #: The scanning process's allowed CPUs (``Cpus_allowed_list``), ``None`` when unknown.
+    allowed_cpus: str | None = None
+    numa_nodes: tuple[NumaNode, ...] = ()
+    cpus: tuple[Cpu, ...] = ()
+    pci: tuple[PciFunction, ...] = ()
+    netdevs: tuple[NetDevice, ...] = ()
+    rdma: tuple[RdmaDevice, ...] = ()
+    iommu_groups: tuple[IommuGroup, ...] = ()
+    #: Kernel modules relevant to GPUDirect that are loaded (``nvidia``, ``nvidia_peermem`` ...).
+    modules: tuple[str, ...] = ()
+    #: Entries of ``/sys/kernel/mm/memory_peers`` (``nv_mem``, ``nv_mem_nc``).
+    memory_peers: tuple[str, ...] = ()
+    nvml_gpus: tuple[NvmlGpu, ...] = ()
+    driver_version: str | None = None
+    sources: tuple[SourceStatus, ...] = ()
+    probe_errors: tuple[ProbeError, ...] = ()
+    version: int = SNAPSHOT_VERSION
+
+
+# -- (de)serialisation ----------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def to_dict(value: Any) -> Any:
+    """A snapshot (or any record in it) as JSON-ready plain data."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_dict(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [to_dict(v) for v in value]
+    return value
+
+
+def _build(tp: Any, data: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        if data is None:
+            return None
+        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _build(inner, data)
+    if origin is tuple:
+        (inner, *_rest) = typing.get_args(tp)
+        return tuple(_build(inner, v) for v in data)
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, data)
+    if tp is float and isinstance(data, int):
+        return float(data)
+    return data
+
+
+def from_dict(cls: type[T], data: dict[str, Any]) -> T:
+    """Rebuild a record of type ``cls`` from :func:`to_dict` output (unknown keys ignored)."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {
+        f.name: _build(hints[f.name], data[f.name])
+        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        if f.name in data
+    }
+    return cls(**kwargs)
