@@ -81,9 +81,13 @@ class HostFS:
         return os.path.isdir(self._abs(rel))
 
     # -- reads ------------------------------------------------------------------------
-    def text(self, rel: str, *, limit: int = 1 << 20) -> str | None:
-        """The file's text, stripped; ``None`` when absent or unreadable (recorded)."""
-        data = self.bytes(rel, limit=limit)
+    def text(self, rel: str, *, limit: int = 1 << 20, quiet: bool = False) -> str | None:
+        """The file's text, stripped; ``None`` when absent or unreadable (recorded).
+
+        ``quiet`` skips recording for files whose read fails in normal operation (a down
+        interface's ``speed`` answers EINVAL).
+        """
+        data = self.bytes(rel, limit=limit, quiet=quiet)
         if data is None:
             return None
         try:
@@ -92,17 +96,16 @@ class HostFS:
             self.record(rel, _describe(exc))
             return None
 
-    def bytes(self, rel: str, *, limit: int = 4096) -> bytes | None:
+    def bytes(self, rel: str, *, limit: int = 4096, quiet: bool = False) -> bytes | None:
         """Up to ``limit`` raw bytes of the file; ``None`` when absent or unreadable."""
         try:
             with open(self._abs(rel), "rb") as fh:
                 return fh.read(limit)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except (OSError, ValueError) as exc:
-            if isinstance(exc, NotADirectoryError):
-                return None
-            self.record(rel, _describe(exc))
+            if not quiet:
+                self.record(rel, _describe(exc))
             return None
 
     def listdir(self, rel: str) -> list[str]:

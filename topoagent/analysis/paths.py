@@ -1,0 +1,160 @@
+"""Path classes between devices, as ``nvidia-smi topo -m`` and NCCL define them.
+
+Best first: ``X`` < ``NV#`` < ``PIX`` < ``PXB`` < ``PHB`` < ``NODE`` < ``SYS``.  The PCIe class
+is computed from the tree (REFERENCE §4):
+
+* a switch is counted by its upstream port; its downstream ports are part of it;
+* a Broadcom PEX88xxx/PEX890xx chip that presents two levels of ports counts as one switch
+  when its subsystem vendor is Broadcom too, as NCCL's ``ncclTopoGetPciNode`` merge does;
+* root ports vanish: they are the host bridge's ports, so two devices under different root
+  ports of one root bus are ``PHB``.
+
+Unknown locality yields the worst class it could be, flagged ``locality_known=False``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from itertools import combinations
+
+from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
+
+
+class PathClass(IntEnum):
+    """PCIe-and-NVLink path classes, ordered best to worst."""
+
+    X = 0
+    NV = 1
+    PIX = 2
+    PXB = 3
+    PHB = 4
+    NODE = 5
+    SYS = 6
+
+
+#: Broadcom switches whose two presented levels are one chip (vendor, device), REFERENCE §4.
+BROADCOM_MERGED_SWITCHES = frozenset({(0x1000, 0xC010), (0x1000, 0xC030)})
+BROADCOM = 0x1000
+
+
+@dataclass(frozen=True)
+class Path:
+    """The path between devices ``a`` and ``b`` (ids, ``a`` < ``b`` in device order)."""
+
+    a: str
+    b: str
+    pcie: PathClass
+    nvlinks: int = 0
+    #: For SYS: whether the two NUMA nodes share a socket (AMD NPS2/4, Intel SNC).
+    same_socket: bool | None = None
+    #: False when a NUMA node or the tree was unknown and the class is the worst plausible.
+    locality_known: bool = True
+
+    @property
+    def cls(self) -> PathClass:
+        return PathClass.NV if self.nvlinks else self.pcie
+
+    @property
+    def token(self) -> str:
+        """The nvidia-smi legend token (``NV18``, ``PIX``, ``SYS`` ...)."""
+        return f"NV{self.nvlinks}" if self.nvlinks else self.pcie.name
+
+
+def switch_of(topo: Topology, bridge: Device) -> str | None:
+    """The switch a bridge belongs to, named by its (outermost merged) upstream port.
+
+    Root ports and plain PCI bridges are not switches here (``None`` for root ports).
+    """
+    if bridge.role is BridgeRole.ROOT_PORT:
+        return None
+    if bridge.role is BridgeRole.SWITCH_DOWNSTREAM and bridge.parent is not None:
+        up = topo.by_bdf(bridge.parent)
+        if up is not None and up.role is BridgeRole.SWITCH_UPSTREAM:
+            return switch_of(topo, up)
+    if bridge.role is BridgeRole.SWITCH_UPSTREAM and _is_merged_broadcom(bridge):
+        # Inner level of a Broadcom chip: its parent downstream port belongs to the same chip.
+        dsp = topo.by_bdf(bridge.parent) if bridge.parent else None
+        if dsp is not None and dsp.role is BridgeRole.SWITCH_DOWNSTREAM and _is_merged_broadcom(dsp):
+            return switch_of(topo, dsp)
+    return bridge.bdf
+
+
+def _is_merged_broadcom(d: Device) -> bool:
+    return (d.vendor_id, d.device_id) in BROADCOM_MERGED_SWITCHES and d.subsystem_vendor_id == BROADCOM
+
+
+def _switches(topo: Topology, bdfs: tuple[str, ...]) -> list[str | None]:
+    out = []
+    for bdf in bdfs:
+        bridge = topo.by_bdf(bdf)
+        out.append(switch_of(topo, bridge) if bridge is not None else bdf)
+    return out
+
+
+def pcie_class(topo: Topology, a: Device, b: Device) -> tuple[PathClass, bool]:
+    """The PCIe class between two devices and whether locality was known."""
+    if a.bdf == b.bdf:
+        return PathClass.X, True
+    if a.bdf.rsplit(".", 1)[0] == b.bdf.rsplit(".", 1)[0]:
+        return PathClass.PIX, True  # two functions of one device
+    if a.root_bus is not None and a.root_bus == b.root_bus:
+        common = 0
+        for x, y in zip(a.ancestors, b.ancestors):
+            if x != y:
+                break
+            common += 1
+        if common:
+            # Switches the path crosses: those of every bridge below the common ancestor on
+            # both sides, plus the common ancestor's own.
+            crossed = set(_switches(topo, a.ancestors[common - 1 :])) | set(
+                _switches(topo, b.ancestors[common - 1 :])
+            )
+            crossed.discard(None)
+            if len(crossed) <= 1:
+                return PathClass.PIX, True
+            return PathClass.PXB, True
+        return PathClass.PHB, True
+    return _between_host_bridges(topo, a, b)
+
+
+def _between_host_bridges(topo: Topology, a: Device, b: Device) -> tuple[PathClass, bool]:
+    if len(topo.nodes) <= 1:
+        # One NUMA node: different root buses (or an unknown tree) meet inside it.
+        return PathClass.NODE, a.root_bus is not None and b.root_bus is not None
+    if a.numa_node is None or b.numa_node is None:
+        return PathClass.SYS, False
+    if a.numa_node != b.numa_node:
+        return PathClass.SYS, True
+    return PathClass.NODE, a.root_bus is not None and b.root_bus is not None
+
+
+def nvlink_count(topo: Topology, a: Device, b: Device) -> int:
+    """Bonded NVLinks between two GPUs from NVML: direct links, or links through NVSwitches."""
+    nv = {g.bdf: g for g in topo.snapshot.nvml_gpus}
+    ga, gb = nv.get(a.bdf), nv.get(b.bdf)
+    if ga is None or gb is None:
+        return 0
+    gpu_bdfs = set(nv)
+    direct = sum(l.count for l in ga.nvlinks if l.peer_bdf == b.bdf)
+    sw_a = {l.peer_bdf: l.count for l in ga.nvlinks if l.peer_bdf not in gpu_bdfs}
+    sw_b = {l.peer_bdf: l.count for l in gb.nvlinks if l.peer_bdf not in gpu_bdfs}
+    # Through NVSwitches every GPU reaches every other at its full NVLink width, as
+    # nvidia-smi reports (NV12 on HGX A100, NV18 on HGX H100): the narrower side bounds it.
+    via_switch = min(sum(sw_a.values()), sum(sw_b.values())) if set(sw_a) & set(sw_b) else 0
+    return direct + via_switch
+
+
+def path(topo: Topology, a: Device, b: Device) -> Path:
+    cls, known = pcie_class(topo, a, b)
+    same_socket = None
+    if cls is PathClass.SYS and known:
+        same_socket = a.socket is not None and a.socket == b.socket
+    links = nvlink_count(topo, a, b) if a.kind is DeviceKind.GPU and b.kind is DeviceKind.GPU else 0
+    return Path(a.id, b.id, cls, links, same_socket, known)
+
+
+def all_paths(topo: Topology) -> tuple[Path, ...]:
+    """Every GPU-GPU, GPU-NIC and NIC-NIC pair, in device order (``a`` before ``b``)."""
+    devs = [d for d in topo.devices if d.kind in (DeviceKind.GPU, DeviceKind.NIC)]
+    return tuple(path(topo, a, b) for a, b in combinations(devs, 2))

@@ -1,0 +1,117 @@
+"""The JSON contract of ``topoagent scan --format json`` (schema in ``topoagent/schema``).
+
+``schema_version`` is bumped only for breaking changes; additive fields keep it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from topoagent import __version__
+from topoagent.api import ScanResult
+from topoagent.snapshot import to_dict
+from topoagent.topology import Device, Topology
+
+SCHEMA_VERSION = 1
+
+
+def _hex(value: int | None, width: int) -> str | None:
+    return None if value is None else f"0x{value:0{width}x}"
+
+
+def device_dict(d: Device) -> dict[str, Any]:
+    return {
+        "id": d.id,
+        "bdf": d.bdf,
+        "kind": d.kind.value,
+        "role": d.role.value if d.role else None,
+        "vendor_id": _hex(d.vendor_id, 4),
+        "device_id": _hex(d.device_id, 4),
+        "subsystem_vendor_id": _hex(d.subsystem_vendor_id, 4),
+        "subsystem_device_id": _hex(d.subsystem_device_id, 4),
+        "class": _hex(d.class_code, 6),
+        "name": d.name,
+        "numa_node": d.numa_node,
+        "numa_source": d.numa_source,
+        "local_cpus": d.local_cpus,
+        "socket": d.socket,
+        "parent": d.parent,
+        "driver": d.driver,
+        "link": to_dict(d.link),
+        "netdevs": list(d.netdevs),
+        "rdma_devices": list(d.rdma_devices),
+        "iommu_group": d.iommu_group,
+        "iommu_type": d.iommu_type,
+        "physfn": d.physfn,
+        "virtfns": list(d.virtfns),
+        "acs_control": list(d.config.acs.enabled()) if d.config and d.config.acs else None,
+    }
+
+
+def numa_dict(topo: Topology) -> list[dict[str, Any]]:
+    ids = [n.id for n in topo.nodes]
+    return [
+        {
+            "id": n.id,
+            "cpus": n.cpulist,
+            "socket": n.socket,
+            "memory_bytes": n.memory_bytes,
+            "distances": [n.distances.get(i) for i in ids] if n.distances else [],
+            "cpu_less": n.cpu_less,
+            "nearest_cpu_node": n.nearest_cpu_node,
+        }
+        for n in topo.nodes
+    ]
+
+
+def report(result: ScanResult) -> dict[str, Any]:
+    """The scan as the JSON contract's object (field order is part of the contract)."""
+    snap, topo = result.snapshot, result.topology
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "topoagent", "version": __version__},
+        "host": {
+            "hostname": snap.hostname,
+            "root": snap.root,
+            "sources": [to_dict(s) for s in snap.sources],
+            "virtualized": snap.virtualized,
+            "kernel_cmdline": snap.kernel_cmdline,
+            "allowed_cpus": snap.allowed_cpus,
+            "modules": list(snap.modules),
+            "memory_peers": list(snap.memory_peers),
+        },
+        "sockets": [
+            {"id": s.id, "numa_nodes": list(s.nodes), "cpus": _cpus(s.cpus)} for s in topo.sockets
+        ],
+        "numa_nodes": numa_dict(topo),
+        "host_bridges": [
+            {"name": h.name, "numa_node": h.numa_node, "socket": h.socket} for h in topo.host_bridges
+        ],
+        "devices": [device_dict(d) for d in topo.devices],
+        "paths": [
+            {
+                "a": p.a,
+                "b": p.b,
+                "kind": p.token,
+                "pcie": p.pcie.name,
+                "nvlinks": p.nvlinks,
+                "same_socket": p.same_socket,
+                "locality_known": p.locality_known,
+            }
+            for p in result.paths
+        ],
+        "findings": [],
+        "recommendations": {"gpus": []},
+        "probe_errors": [to_dict(e) for e in snap.probe_errors],
+    }
+
+
+def _cpus(cpus: frozenset[int]) -> str:
+    from topoagent.cpuset import format_cpulist
+
+    return format_cpulist(cpus)
+
+
+def render_json(result: ScanResult) -> str:
+    return json.dumps(report(result), indent=2) + "\n"

@@ -1,0 +1,212 @@
+"""The person-facing tree: socket -> NUMA node -> host bridge -> switch -> device.
+
+Switch downstream ports are folded into their switch (their devices hang under it), empty
+ports are counted rather than drawn, and functions of no interest (USB, SMBus, chipset) are
+summarised unless ``show_all`` is set.  Output is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from topoagent import __version__
+from topoagent.api import ScanResult
+from topoagent.pciids import CLASSES
+from topoagent.cpuset import format_cpulist
+from topoagent.snapshot import LinkInfo
+from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
+
+_TAG = {
+    DeviceKind.GPU: "GPU",
+    DeviceKind.NIC: "NIC",
+    DeviceKind.NVME: "NVMe",
+    DeviceKind.ACCELERATOR: "ACCEL",
+    DeviceKind.BRIDGE: "BRIDGE",
+    DeviceKind.OTHER: "other",
+}
+
+
+def format_bytes(n: int | None) -> str:
+    if n is None:
+        return "memory ?"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _gts(v: float | None) -> str:
+    return "?" if v is None else (f"{v:g}")
+
+
+def format_link(link: LinkInfo) -> str | None:
+    """``x16 32 GT/s``; ``x8 (max x16) 16 GT/s (max 32)`` when below max; None when unknown."""
+    if not link.known:
+        return None
+    w, mw, s, ms = link.current_width, link.max_width, link.current_gts, link.max_gts
+    width = f"x{w}" if w is not None else "x?"
+    if mw is not None and mw != w:
+        width += f" (max x{mw})"
+    speed = f"{_gts(s)} GT/s"
+    if ms is not None and ms != s:
+        speed = f"{_gts(s)} GT/s (max {_gts(ms)})"
+    return f"{width} {speed}"
+
+
+class _Tree:
+    def __init__(self, topo: Topology, show_all: bool, rails: dict[str, tuple[str, ...]]) -> None:
+        self.topo = topo
+        self.show_all = show_all
+        self.rails = rails
+        self.lines: list[str] = []
+
+    def add(self, prefix: str, last: bool, text: str) -> str:
+        self.lines.append(f"{prefix}{'└─ ' if last else '├─ '}{text}")
+        return prefix + ("   " if last else "│  ")
+
+    # -- what to draw -------------------------------------------------------------------------
+    def interesting(self, d: Device) -> bool:
+        if d.kind is DeviceKind.BRIDGE and d.role is not None:
+            return any(self.interesting(c) for c in self.below(d))
+        if self.show_all:
+            return True
+        if d.kind is DeviceKind.BRIDGE:
+            # Host and ISA bridge functions are chipset furniture; "other" bridges
+            # (class 0x0680) are where NVSwitches show up.
+            return d.class_code is not None and d.class_code >> 8 == 0x0680
+        return d.kind is not DeviceKind.OTHER
+
+    def below(self, d: Device) -> list[Device]:
+        """Children to draw under a bridge, with switch downstream ports folded away."""
+        out: list[Device] = []
+        for c in self.topo.children(d.bdf):
+            if d.role is BridgeRole.SWITCH_UPSTREAM and c.role is BridgeRole.SWITCH_DOWNSTREAM:
+                out.extend(self.topo.children(c.bdf))
+            else:
+                out.append(c)
+        return out
+
+    def label(self, d: Device) -> str:
+        if d.role is BridgeRole.ROOT_PORT:
+            text = f"{d.bdf} root port"
+        elif d.role is BridgeRole.SWITCH_UPSTREAM:
+            ports = [c for c in self.topo.children(d.bdf) if c.role is BridgeRole.SWITCH_DOWNSTREAM]
+            text = f"{d.bdf} switch {d.name} ({len(ports)} downstream ports)"
+        elif d.role is not None:
+            text = f"{d.bdf} {d.role.value.replace('_', ' ')} {d.name}"
+        else:
+            text = f"{d.bdf} [{_TAG[d.kind]}] {d.id} {d.name}"
+        extras = []
+        names = list(d.rdma_devices) + list(d.netdevs)
+        if names:
+            extras.append(" ".join(names))
+        link = format_link(d.link)
+        if link and (d.role is None or d.role is BridgeRole.ROOT_PORT or d.role is BridgeRole.SWITCH_UPSTREAM):
+            extras.append(link)
+        if d.numa_node is None and len(self.topo.nodes) > 1 and d.kind is not DeviceKind.BRIDGE:
+            extras.append("NUMA unknown")
+        if d.physfn:
+            extras.append(f"VF of {d.physfn}")
+        if d.virtfns:
+            extras.append(f"{len(d.virtfns)} VFs")
+        rail = self.rails.get(d.id)
+        if rail:
+            extras.append("rail " + ",".join(rail))
+        return text + ("  · " + " · ".join(extras) if extras else "")
+
+    # -- drawing ----------------------------------------------------------------------------
+    def devices(self, prefix: str, devs: Iterable[Device]) -> None:
+        devs = list(devs)
+        shown = [d for d in devs if self.interesting(d)]
+        hidden = [d for d in devs if not self.interesting(d)]
+        items: list[object] = list(shown)
+        if hidden:
+            items.append(hidden)
+        for i, item in enumerate(items):
+            last = i == len(items) - 1
+            if isinstance(item, Device):
+                sub = self.add(prefix, last, self.label(item))
+                if item.kind is DeviceKind.BRIDGE and item.role is not None:
+                    self.devices(sub, self.below(item))
+            else:
+                self.add(prefix, last, _summary(item))  # type: ignore[arg-type]
+
+
+def _summary(hidden: list[Device]) -> str:
+    kinds = Counter(
+        "empty port" if d.role is not None
+        else CLASSES.get((d.class_code or 0) >> 8, "unclassified") if d.class_code is not None
+        else "unclassified"
+        for d in hidden
+    )
+    parts = [f"{n}× {k}" if n > 1 else k for k, n in sorted(kinds.items())]
+    return f"(+{len(hidden)} not shown: {', '.join(parts)}; --all shows them)"
+
+
+def render_tree(result: ScanResult, *, show_all: bool = False, rails: dict[str, tuple[str, ...]] | None = None) -> str:
+    """The scan as an indented tree for a person."""
+    topo, snap = result.topology, result.snapshot
+    t = _Tree(topo, show_all, rails or {})
+    gpus, nics = len(topo.gpus), len(topo.nics)
+    virt = {True: "yes", False: "no", None: "unknown"}[snap.virtualized]
+    t.lines.append(f"topoagent {__version__} · host {snap.hostname or '?'} · root {snap.root}")
+    t.lines.append(
+        f"{len(topo.sockets)} socket(s) · {len(topo.nodes)} NUMA node(s) · {len(topo.all_cpus)} CPUs · "
+        f"{gpus} GPU(s) · {nics} NIC(s) · virtualized: {virt}"
+    )
+    t.lines.append("")
+
+    bridges_of: dict[int | None, list[str]] = {}
+    for hb in topo.host_bridges:
+        bridges_of.setdefault(hb.numa_node, []).append(hb.name)
+    treeless: dict[int | None, list[Device]] = {}
+    for d in topo.devices:
+        if d.root_bus is None:
+            treeless.setdefault(d.numa_node, []).append(d)
+
+    def node_body(prefix: str, node_id: int | None) -> None:
+        items: list[tuple[str, list[Device]]] = [
+            (f"{b} host bridge", list(topo.children(b))) for b in bridges_of.get(node_id, [])
+        ]
+        if treeless.get(node_id):
+            items.append(("(no PCI tree in this source)", treeless[node_id]))
+        for i, (title, devs) in enumerate(items):
+            sub = t.add(prefix, i == len(items) - 1, title)
+            t.devices(sub, devs)
+
+    placed: set[int] = set()
+    for sock in topo.sockets:
+        t.lines.append(f"Socket {sock.id} · CPUs {format_cpulist(sock.cpus) or '-'}")
+        nodes = [n for n in topo.nodes if n.socket == sock.id]
+        for i, n in enumerate(nodes):
+            placed.add(n.id)
+            sub = t.add("", i == len(nodes) - 1, _node_title(n))
+            node_body(sub, n.id)
+    rest = [n for n in topo.nodes if n.id not in placed]
+    if rest:
+        t.lines.append("Socket unknown")
+        for i, n in enumerate(rest):
+            sub = t.add("", i == len(rest) - 1, _node_title(n))
+            node_body(sub, n.id)
+    if bridges_of.get(None) or treeless.get(None):
+        t.lines.append("NUMA node unknown")
+        node_body("", None)
+
+    errors = snap.probe_errors
+    sources = ", ".join(f"{s.name} {s.status}" + (f" ({s.detail})" if s.detail else "") for s in snap.sources)
+    t.lines.append("")
+    t.lines.append(f"Sources: {sources}")
+    if errors:
+        t.lines.append(f"Lost probes ({len(errors)}):")
+        t.lines.extend(f"  {e.path}: {e.error}" for e in errors)
+    return "\n".join(t.lines) + "\n"
+
+
+def _node_title(n) -> str:  # type: ignore[no-untyped-def]
+    if n.cpu_less:
+        bind = f" (bind to node {n.nearest_cpu_node})" if n.nearest_cpu_node is not None else ""
+        return f"NUMA node {n.id} · no CPUs{bind} · {format_bytes(n.memory_bytes)}"
+    return f"NUMA node {n.id} · CPUs {n.cpulist} · {format_bytes(n.memory_bytes)}"

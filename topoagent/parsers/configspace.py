@@ -1,0 +1,129 @@
+"""Parse the bytes of a function's PCI configuration space.
+
+Works on every view the kernel hands out through ``/sys/bus/pci/devices/X/config``: 64 bytes
+(the header only, what an unprivileged reader gets), 256 (conventional space) and 4096 (PCIe
+extended space, with CAP_SYS_ADMIN).  Offsets follow the PCI Local Bus Spec 3.0 §6 and the PCIe
+Base Spec §7; see REFERENCE.md §2.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from topoagent.snapshot import AcsInfo, ConfigSpace, LinkInfo
+
+CAP_ID_PCIE = 0x10
+EXT_CAP_ID_ACS = 0x000D
+
+#: PCIe capability, Device/Port Type (bits 7:4 of the register at +0x02).
+PORT_TYPES = {
+    0: "endpoint",
+    1: "legacy_endpoint",
+    4: "root_port",
+    5: "switch_upstream",
+    6: "switch_downstream",
+    7: "pcie_to_pci_bridge",
+    8: "pci_to_pcie_bridge",
+    9: "rc_integrated_endpoint",
+    10: "rc_event_collector",
+}
+
+#: Link speed codes of Link Capabilities/Status (bits 3:0), in GT/s per lane.
+SPEED_CODES = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+
+
+class ConfigSpaceError(ValueError):
+    """Bytes too short or malformed to be a configuration space header."""
+
+
+def _u8(data: bytes, off: int) -> int | None:
+    return data[off] if off < len(data) else None
+
+
+def _u16(data: bytes, off: int) -> int | None:
+    return struct.unpack_from("<H", data, off)[0] if off + 2 <= len(data) else None
+
+
+def _u32(data: bytes, off: int) -> int | None:
+    return struct.unpack_from("<I", data, off)[0] if off + 4 <= len(data) else None
+
+
+def _link(cap: int | None, status: int | None) -> LinkInfo | None:
+    if cap is None and status is None:
+        return None
+
+    def width(v: int | None) -> int | None:
+        w = (v >> 4) & 0x3F if v is not None else None
+        return w or None  # 0 lanes: link down / not trained
+
+    return LinkInfo(
+        current_gts=SPEED_CODES.get(status & 0xF) if status is not None else None,
+        current_width=width(status),
+        max_gts=SPEED_CODES.get(cap & 0xF) if cap is not None else None,
+        max_width=width(cap),
+    )
+
+
+def parse_config_space(data: bytes) -> ConfigSpace:
+    """Parse a configuration space of any readable length (at least the 64-byte header)."""
+    if len(data) < 64:
+        raise ConfigSpaceError(f"config space truncated: {len(data)} bytes, need 64")
+    vendor = _u16(data, 0x00)
+    if vendor in (0xFFFF, 0x0000):
+        raise ConfigSpaceError(f"config space reads vendor {vendor:#06x}: device absent")
+    header_type = data[0x0E] & 0x7F
+    secondary = subordinate = None
+    if header_type == 1:
+        secondary, subordinate = data[0x19], data[0x1A]
+
+    # Standard capability list: pointer at 0x34 when Status bit 4 says there is one.  Walk at
+    # most 48 entries (the list lives in 0x40..0xFF) so a corrupt loop ends.
+    port_type: int | None = None
+    link: LinkInfo | None = None
+    status = _u16(data, 0x06) or 0
+    ptr = data[0x34] & 0xFC if status & 0x10 else 0
+    seen: set[int] = set()
+    while ptr >= 0x40 and ptr not in seen and len(seen) < 48:
+        seen.add(ptr)
+        cap_id, nxt = _u8(data, ptr), _u8(data, ptr + 1)
+        if cap_id is None or nxt is None:
+            break  # list runs past what we could read (the 64-byte unprivileged view)
+        if cap_id == CAP_ID_PCIE:
+            flags = _u16(data, ptr + 0x02)
+            if flags is not None:
+                port_type = (flags >> 4) & 0xF
+            link = _link(_u32(data, ptr + 0x0C), _u16(data, ptr + 0x12))
+            break
+        ptr = nxt & 0xFC
+
+    ext_caps: list[int] = []
+    acs: AcsInfo | None = None
+    extended = len(data) >= 0x104
+    if extended:
+        off = 0x100
+        visited: set[int] = set()
+        while off and off not in visited and off + 4 <= len(data) and len(visited) < 512:
+            visited.add(off)
+            header = _u32(data, off) or 0
+            if header in (0, 0xFFFFFFFF):
+                break  # no extended capabilities (conventional PCI device behind the bridge)
+            cap_id = header & 0xFFFF
+            ext_caps.append(cap_id)
+            if cap_id == EXT_CAP_ID_ACS:
+                cap_reg, ctl_reg = _u16(data, off + 4), _u16(data, off + 6)
+                if cap_reg is not None and ctl_reg is not None:
+                    acs = AcsInfo(capability=cap_reg, control=ctl_reg)
+            nxt = (header >> 20) & 0xFFC
+            off = nxt if nxt >= 0x100 else 0
+
+    return ConfigSpace(
+        size=len(data),
+        header_type=header_type,
+        pcie_port_type=port_type,
+        link=link,
+        secondary_bus=secondary,
+        subordinate_bus=subordinate,
+        extended_readable=extended,
+        extended_caps=tuple(ext_caps),
+        acs=acs,
+    )

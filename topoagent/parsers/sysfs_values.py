@@ -1,0 +1,121 @@
+"""Pure parsers for the small text files of sysfs and procfs.
+
+Each takes the stripped text of one file and returns a value, or ``None`` where the kernel
+writes a placeholder for "unknown".  They raise :class:`ValueError` on text that is not of
+the file's format; the caller records that as a probe error with the path.
+"""
+
+from __future__ import annotations
+
+import re
+
+from topoagent.cpuset import format_cpulist, parse_cpulist, parse_cpumask
+
+
+def parse_int(text: str) -> int:
+    """A decimal integer file (``sriov_numvfs``, ``physical_package_id``)."""
+    return int(text.strip(), 10)
+
+
+def parse_hex_id(text: str) -> int:
+    """An id or class file written as ``0x10de`` / ``0x030200``."""
+    t = text.strip()
+    if not t.lower().startswith("0x"):
+        raise ValueError(f"expected 0x-prefixed hex, got {t!r}")
+    return int(t, 16)
+
+
+def parse_numa_node(text: str) -> int | None:
+    """``numa_node``: -1 means the firmware gave no locality (VMs, single-node BIOSes)."""
+    value = int(text.strip())
+    return value if value >= 0 else None
+
+
+_SPEED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s\b")
+
+
+def parse_link_speed(text: str) -> float | None:
+    """``current_link_speed``/``max_link_speed`` in GT/s.
+
+    Kernels since 5.7 print ``"16.0 GT/s PCIe"``, older ones ``"16 GT/s"``; a link whose speed
+    the kernel cannot decode reads ``"Unknown"`` (drivers/pci/pci-sysfs.c,
+    ``pci_speed_string``), which is unknown, not zero.
+    """
+    t = text.strip()
+    if not t or t.lower().startswith("unknown"):
+        return None
+    m = _SPEED.match(t)
+    if not m:
+        raise ValueError(f"not a link speed: {t!r}")
+    value = float(m.group(1))
+    return value if value > 0 else None
+
+
+def parse_link_width(text: str) -> int | None:
+    """``current_link_width``/``max_link_width`` in lanes.
+
+    0 is what a link that is down or virtual reports, 255 (0xff) what an all-ones config read
+    gives; neither is a width.
+    """
+    value = int(text.strip())
+    return value if 0 < value < 255 else None
+
+
+def parse_node_meminfo_total(text: str) -> int | None:
+    """Bytes of ``MemTotal`` from ``nodeN/meminfo`` (``Node 0 MemTotal:  263921240 kB``)."""
+    m = re.search(r"MemTotal:\s*([0-9]+)\s*kB", text)
+    return int(m.group(1)) * 1024 if m else None
+
+
+def parse_distances(text: str) -> tuple[int, ...]:
+    """A node's ``distance`` row (``10 21``)."""
+    return tuple(int(x) for x in text.split())
+
+
+def parse_cpus_allowed(status_text: str) -> str | None:
+    """``Cpus_allowed_list`` from ``/proc/<pid>/status``, normalised to the list format."""
+    for line in status_text.splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return format_cpulist(parse_cpulist(line.split(":", 1)[1]))
+    return None
+
+
+def parse_local_cpus(cpulist: str | None, cpumask: str | None) -> str | None:
+    """A device's local CPUs from ``local_cpulist``, else from the ``local_cpus`` mask."""
+    if cpulist is not None:
+        return format_cpulist(parse_cpulist(cpulist))
+    if cpumask is not None:
+        return format_cpulist(parse_cpumask(cpumask))
+    return None
+
+
+def parse_rdma_state(text: str) -> str:
+    """An InfiniBand port ``state`` (``"4: ACTIVE"`` -> ``"ACTIVE"``)."""
+    return text.split(":", 1)[-1].strip()
+
+
+def parse_rdma_rate(text: str) -> float | None:
+    """An InfiniBand port ``rate`` in Gb/s (``"400 Gb/sec (4X NDR)"`` -> 400.0)."""
+    m = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec", text)
+    if not m:
+        raise ValueError(f"not an RDMA rate: {text!r}")
+    return float(m.group(1))
+
+
+def parse_net_speed(text: str) -> int | None:
+    """``/sys/class/net/IF/speed`` in Mb/s; -1 (or an unsigned wrap of it) when the link is down.
+
+    Empty text (what a capture holds when the read failed with EINVAL) is unknown too.
+    """
+    if not text.strip():
+        return None
+    value = int(text.strip())
+    return value if 0 < value < 4_000_000 else None
+
+
+def parse_cpuinfo_hypervisor(text: str) -> bool:
+    """Whether ``/proc/cpuinfo`` flags a hypervisor (x86 ``hypervisor`` CPUID bit)."""
+    for line in text.splitlines():
+        if line.startswith("flags") and ":" in line:
+            return "hypervisor" in line.split(":", 1)[1].split()
+    return False

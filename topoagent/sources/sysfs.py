@@ -1,0 +1,328 @@
+"""Read a host's PCI, NUMA, CPU, network and RDMA facts from sysfs and procfs into a snapshot.
+
+Every read goes through :class:`~topoagent.hostfs.HostFS`; every value goes through a pure
+parser.  A file that fails to read or parse becomes a probe error and an unknown value; the
+scan carries on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TypeVar
+
+from topoagent.hostfs import HostFS
+from topoagent.parsers import sysfs_values as sv
+from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
+from topoagent.snapshot import (
+    ConfigSpace,
+    Cpu,
+    IommuGroup,
+    LinkInfo,
+    NetDevice,
+    NumaNode,
+    PciFunction,
+    RdmaDevice,
+    RdmaPort,
+    Snapshot,
+    SourceStatus,
+)
+
+T = TypeVar("T")
+
+PCI_DEVICES = "sys/bus/pci/devices"
+SYS_DEVICES = "sys/devices"
+_BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_NODE = re.compile(r"^node([0-9]+)$")
+_CPU = re.compile(r"^cpu([0-9]+)$")
+
+#: Kernel modules whose presence matters for GPUDirect RDMA (REFERENCE §5).
+MODULES_OF_INTEREST = (
+    "nvidia",
+    "nvidia_peermem",
+    "nv_peer_mem",
+    "nvidia_uvm",
+    "ib_core",
+    "mlx5_core",
+    "efa",
+    "vfio_pci",
+)
+
+#: DMI vendors/products of hypervisors (``/sys/class/dmi/id``).
+_VM_DMI = ("qemu", "kvm", "vmware", "virtualbox", "xen", "microsoft corporation", "amazon ec2",
+           "google compute engine", "openstack", "bochs", "parallels", "innotek")
+
+
+def is_bdf(name: str) -> bool:
+    return bool(_BDF.match(name))
+
+
+class SysfsReader:
+    """Turns the files below a :class:`HostFS` root into a :class:`Snapshot`."""
+
+    def __init__(self, fs: HostFS) -> None:
+        self.fs = fs
+
+    def _value(self, rel: str, parse: Callable[[str], T], *, quiet: bool = False) -> T | None:
+        text = self.fs.text(rel, quiet=quiet)
+        if text is None:
+            return None
+        try:
+            return parse(text)
+        except ValueError as exc:
+            self.fs.record(rel, f"unparsable: {exc}")
+            return None
+
+    # -- PCI ------------------------------------------------------------------------------
+    def pci_functions(self) -> tuple[PciFunction, ...]:
+        out = []
+        for entry in self.fs.listdir(PCI_DEVICES):
+            if not is_bdf(entry):
+                continue
+            out.append(self.pci_function(entry))
+        return tuple(out)
+
+    def pci_function(self, entry: str) -> PciFunction:
+        bdf = entry.lower()
+        link_rel = f"{PCI_DEVICES}/{entry}"
+        real = self.fs.resolve(link_rel)
+        sysfs_path = None
+        if real is not None and real.startswith(SYS_DEVICES + "/"):
+            sysfs_path = real[len(SYS_DEVICES) + 1 :]
+        d = real or link_rel  # some captures keep plain directories here
+        v = self._value
+        local = self._local_cpus(d)
+        return PciFunction(
+            bdf=bdf,
+            sysfs_path=sysfs_path,
+            class_code=v(f"{d}/class", sv.parse_hex_id),
+            vendor_id=v(f"{d}/vendor", sv.parse_hex_id),
+            device_id=v(f"{d}/device", sv.parse_hex_id),
+            subsystem_vendor_id=v(f"{d}/subsystem_vendor", sv.parse_hex_id),
+            subsystem_device_id=v(f"{d}/subsystem_device", sv.parse_hex_id),
+            numa_node=v(f"{d}/numa_node", sv.parse_numa_node),
+            local_cpus=local,
+            link=LinkInfo(
+                current_gts=v(f"{d}/current_link_speed", sv.parse_link_speed),
+                current_width=v(f"{d}/current_link_width", sv.parse_link_width),
+                max_gts=v(f"{d}/max_link_speed", sv.parse_link_speed),
+                max_width=v(f"{d}/max_link_width", sv.parse_link_width),
+            ),
+            driver=self.fs.link_name(f"{d}/driver"),
+            iommu_group=self._link_int(f"{d}/iommu_group"),
+            physfn=self._link_bdf(f"{d}/physfn"),
+            sriov_totalvfs=v(f"{d}/sriov_totalvfs", sv.parse_int),
+            sriov_numvfs=v(f"{d}/sriov_numvfs", sv.parse_int),
+            config=self._config(f"{d}/config"),
+        )
+
+    def _local_cpus(self, d: str) -> str | None:
+        cpulist = self.fs.text(f"{d}/local_cpulist")
+        cpumask = None if cpulist is not None else self.fs.text(f"{d}/local_cpus")
+        try:
+            return sv.parse_local_cpus(cpulist, cpumask)
+        except ValueError as exc:
+            self.fs.record(f"{d}/local_cpulist", f"unparsable: {exc}")
+            return None
+
+    def _link_int(self, rel: str) -> int | None:
+        name = self.fs.link_name(rel)
+        return int(name) if name is not None and name.isdigit() else None
+
+    def _link_bdf(self, rel: str) -> str | None:
+        name = self.fs.link_name(rel)
+        return name.lower() if name is not None and is_bdf(name) else None
+
+    def _config(self, rel: str) -> ConfigSpace | None:
+        data = self.fs.bytes(rel, limit=4096)
+        if data is None:
+            return None
+        try:
+            return parse_config_space(data)
+        except ConfigSpaceError as exc:
+            self.fs.record(rel, str(exc))
+            return None
+
+    def _pci_owner(self, rel: str) -> str | None:
+        """The BDF of the PCI function a class device's ``device`` link leads to.
+
+        The link names the function itself for most drivers, but a virtio NIC's points at the
+        virtio bus device (``.../0000:00:03.0/virtio0``), so take the nearest BDF on the path.
+        """
+        real = self.fs.resolve(rel)
+        if real is None or not real.startswith(SYS_DEVICES + "/"):
+            return None
+        for name in reversed(real.split("/")):
+            if is_bdf(name):
+                return name.lower()
+        return None
+
+    # -- network and RDMA -------------------------------------------------------------------
+    def netdevs(self) -> tuple[NetDevice, ...]:
+        out = []
+        for name in self.fs.listdir("sys/class/net"):
+            base = f"sys/class/net/{name}"
+            bdf = self._pci_owner(f"{base}/device")
+            if bdf is None:
+                continue  # virtual interfaces (lo, bridges, bonds) have no PCI function
+            out.append(
+                NetDevice(
+                    name=name,
+                    bdf=bdf,
+                    operstate=self.fs.text(f"{base}/operstate"),
+                    # Reading `speed` of a down link fails with EINVAL: that is "unknown".
+                    speed_mbps=self._value(f"{base}/speed", sv.parse_net_speed, quiet=True),
+                )
+            )
+        return tuple(out)
+
+    def rdma_devices(self) -> tuple[RdmaDevice, ...]:
+        out = []
+        for name in self.fs.listdir("sys/class/infiniband"):
+            base = f"sys/class/infiniband/{name}"
+            ports = []
+            for port in self.fs.listdir(f"{base}/ports"):
+                if not port.isdigit():
+                    continue
+                p = f"{base}/ports/{port}"
+                ports.append(
+                    RdmaPort(
+                        port=int(port),
+                        state=self._value(f"{p}/state", sv.parse_rdma_state),
+                        rate_gbps=self._value(f"{p}/rate", sv.parse_rdma_rate),
+                        link_layer=self.fs.text(f"{p}/link_layer"),
+                    )
+                )
+            ports.sort(key=lambda r: r.port)
+            out.append(RdmaDevice(name=name, bdf=self._pci_owner(f"{base}/device"), ports=tuple(ports)))
+        return tuple(out)
+
+    # -- NUMA and CPUs ----------------------------------------------------------------------
+    def numa_nodes(self) -> tuple[NumaNode, ...]:
+        base = "sys/devices/system/node"
+        ids = sorted(int(m.group(1)) for n in self.fs.listdir(base) if (m := _NODE.match(n)))
+        out = []
+        for i in ids:
+            d = f"{base}/node{i}"
+            cpus = self._value(f"{d}/cpulist", lambda t: sv.parse_local_cpus(t, None))
+            out.append(
+                NumaNode(
+                    id=i,
+                    cpus=cpus or "",
+                    memory_bytes=self._value(f"{d}/meminfo", sv.parse_node_meminfo_total),
+                    distances=self._value(f"{d}/distance", sv.parse_distances) or (),
+                )
+            )
+        return tuple(out)
+
+    def cpus(self) -> tuple[Cpu, ...]:
+        base = "sys/devices/system/cpu"
+        ids = sorted(int(m.group(1)) for n in self.fs.listdir(base) if (m := _CPU.match(n)))
+        out = []
+        for i in ids:
+            t = f"{base}/cpu{i}/topology"
+            if not self.fs.isdir(t):
+                out.append(Cpu(id=i))  # offline CPUs have no topology directory
+                continue
+            out.append(
+                Cpu(
+                    id=i,
+                    package=self._value(f"{t}/physical_package_id", _non_negative),
+                    die=self._value(f"{t}/die_id", _non_negative),
+                    core=self._value(f"{t}/core_id", _non_negative),
+                )
+            )
+        return tuple(out)
+
+    # -- kernel ---------------------------------------------------------------------------
+    def iommu_groups(self) -> tuple[IommuGroup, ...]:
+        base = "sys/kernel/iommu_groups"
+        ids = sorted(int(n) for n in self.fs.listdir(base) if n.isdigit())
+        return tuple(IommuGroup(id=i, type=self.fs.text(f"{base}/{i}/type")) for i in ids)
+
+    def modules(self) -> tuple[str, ...]:
+        return tuple(m for m in MODULES_OF_INTEREST if self.fs.isdir(f"sys/module/{m}"))
+
+    def memory_peers(self) -> tuple[str, ...]:
+        base = "sys/kernel/mm/memory_peers"
+        return tuple(n for n in self.fs.listdir(base) if self.fs.exists(f"{base}/{n}/version"))
+
+    def virtualized(self) -> bool | None:
+        cpuinfo = self.fs.text("proc/cpuinfo")
+        if cpuinfo is not None and sv.parse_cpuinfo_hypervisor(cpuinfo):
+            return True
+        if self.fs.exists("sys/hypervisor/type"):
+            return True
+        dmi = " ".join(
+            t.lower()
+            for t in (self.fs.text("sys/class/dmi/id/sys_vendor"),
+                      self.fs.text("sys/class/dmi/id/product_name"))
+            if t
+        )
+        if dmi:
+            return any(v in dmi for v in _VM_DMI)
+        return False if cpuinfo is not None else None
+
+    def allowed_cpus(self) -> str | None:
+        status = self.fs.text("proc/self/status")
+        if status is None:
+            return None
+        try:
+            return sv.parse_cpus_allowed(status)
+        except ValueError as exc:
+            self.fs.record("proc/self/status", f"unparsable: {exc}")
+            return None
+
+    # -- all of it ------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """Read everything; the snapshot's ``probe_errors`` holds what could not be read."""
+        pci = self.pci_functions()
+        configs = [f.config for f in pci if f.config is not None]
+        if not configs:
+            config_status = SourceStatus("configspace", "unavailable", "no config files readable")
+        elif all(c.extended_readable for c in configs):
+            config_status = SourceStatus("configspace", "ok")
+        else:
+            config_status = SourceStatus(
+                "configspace", "partial",
+                "extended config space not readable (needs CAP_SYS_ADMIN): ACS unknown",
+            )
+        snap = Snapshot(
+            hostname=self.fs.text("proc/sys/kernel/hostname"),
+            root=self.fs.root,
+            kernel_cmdline=self.fs.text("proc/cmdline"),
+            virtualized=self.virtualized(),
+            allowed_cpus=self.allowed_cpus(),
+            numa_nodes=self.numa_nodes(),
+            cpus=self.cpus(),
+            pci=pci,
+            netdevs=self.netdevs(),
+            rdma=self.rdma_devices(),
+            iommu_groups=self.iommu_groups(),
+            modules=self.modules(),
+            memory_peers=self.memory_peers(),
+        )
+        status = "partial" if self.fs.errors else "ok"
+        detail = f"{len(self.fs.errors)} probe(s) failed" if self.fs.errors else None
+        return _replace(
+            snap,
+            sources=(SourceStatus("sysfs", status, detail), config_status),
+            probe_errors=tuple(self.fs.errors),
+        )
+
+
+def _non_negative(text: str) -> int | None:
+    value = int(text.strip())
+    return value if value >= 0 else None
+
+
+def _replace(snap: Snapshot, **changes: object) -> Snapshot:
+    import dataclasses
+
+    return dataclasses.replace(snap, **changes)  # type: ignore[arg-type]
+
+
+def read_sysfs(fs: HostFS) -> Snapshot:
+    """Read a snapshot of the host below ``fs``'s root (checks that it is a sysfs tree first)."""
+    fs.require_sysfs()
+    return SysfsReader(fs).snapshot()

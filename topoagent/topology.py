@@ -1,0 +1,418 @@
+"""The typed, immutable model of a host: sockets, NUMA nodes, host bridges, bridges, endpoints.
+
+Built from a :class:`~topoagent.snapshot.Snapshot` by :func:`build_topology`; pure.  The tree
+follows hwloc's shape: host -> socket -> NUMA node -> host bridge (root bus) -> root port ->
+switch ports -> endpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from enum import Enum
+
+from topoagent import pciids
+from topoagent.cpuset import format_cpulist, parse_cpulist
+from topoagent.parsers.configspace import PORT_TYPES
+from topoagent.snapshot import ConfigSpace, LinkInfo, PciFunction, Snapshot
+
+
+class DeviceKind(str, Enum):
+    GPU = "gpu"
+    NIC = "nic"
+    NVME = "nvme"
+    ACCELERATOR = "accelerator"
+    BRIDGE = "bridge"
+    OTHER = "other"
+
+
+class BridgeRole(str, Enum):
+    ROOT_PORT = "root_port"
+    SWITCH_UPSTREAM = "switch_upstream"
+    SWITCH_DOWNSTREAM = "switch_downstream"
+    PCI_BRIDGE = "pci_bridge"
+
+
+#: How a device's NUMA node was learnt.
+NUMA_FROM_SYSFS = "numa_node"
+NUMA_FROM_CPUS = "local_cpus"
+
+_ID_PREFIX = {
+    DeviceKind.GPU: "gpu",
+    DeviceKind.NIC: "nic",
+    DeviceKind.NVME: "nvme",
+    DeviceKind.ACCELERATOR: "accel",
+    DeviceKind.BRIDGE: "bridge",
+    DeviceKind.OTHER: "other",
+}
+
+
+@dataclass(frozen=True)
+class Device:
+    """A PCI function placed in the tree."""
+
+    id: str
+    bdf: str
+    kind: DeviceKind
+    role: BridgeRole | None
+    name: str
+    vendor_id: int | None
+    device_id: int | None
+    class_code: int | None
+    subsystem_vendor_id: int | None
+    subsystem_device_id: int | None
+    numa_node: int | None
+    numa_source: str | None
+    local_cpus: str | None
+    socket: int | None
+    #: Parent bridge BDF, or the root bus (``pci0000:00``); ``None`` where the source has no tree.
+    parent: str | None
+    #: BDFs of the bridges from the root bus down to the parent.
+    ancestors: tuple[str, ...]
+    root_bus: str | None
+    driver: str | None
+    link: LinkInfo
+    netdevs: tuple[str, ...]
+    rdma_devices: tuple[str, ...]
+    iommu_group: int | None
+    iommu_type: str | None
+    physfn: str | None
+    virtfns: tuple[str, ...]
+    config: ConfigSpace | None
+
+    @property
+    def is_vf(self) -> bool:
+        return self.physfn is not None
+
+
+@dataclass(frozen=True)
+class Node:
+    """A NUMA node; ``cpu_less`` nodes (Grace GPU memory, CXL) name the node to bind to."""
+
+    id: int
+    cpus: frozenset[int]
+    socket: int | None
+    memory_bytes: int | None
+    distances: dict[int, int]
+    nearest_cpu_node: int | None
+
+    @property
+    def cpu_less(self) -> bool:
+        return not self.cpus
+
+    @property
+    def cpulist(self) -> str:
+        return format_cpulist(self.cpus)
+
+
+@dataclass(frozen=True)
+class Socket:
+    id: int
+    nodes: tuple[int, ...]
+    cpus: frozenset[int]
+
+
+@dataclass(frozen=True)
+class HostBridge:
+    """A root bus (``/sys/devices/pciDDDD:BB``): the CPU's side of the PCIe tree."""
+
+    name: str
+    numa_node: int | None
+    socket: int | None
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The host's tree, with indexes by BDF and id."""
+
+    snapshot: Snapshot
+    sockets: tuple[Socket, ...]
+    nodes: tuple[Node, ...]
+    host_bridges: tuple[HostBridge, ...]
+    devices: tuple[Device, ...]
+    _by_bdf: dict[str, Device] = field(repr=False, compare=False, default_factory=dict)
+    _by_id: dict[str, Device] = field(repr=False, compare=False, default_factory=dict)
+    _children: dict[str, tuple[Device, ...]] = field(repr=False, compare=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._by_bdf.update({d.bdf: d for d in self.devices})
+        self._by_id.update({d.id: d for d in self.devices})
+        kids: dict[str, list[Device]] = defaultdict(list)
+        for d in self.devices:
+            if d.parent is not None:
+                kids[d.parent].append(d)
+        self._children.update({k: tuple(v) for k, v in kids.items()})
+
+    def by_bdf(self, bdf: str) -> Device | None:
+        return self._by_bdf.get(bdf)
+
+    def by_id(self, ident: str) -> Device | None:
+        return self._by_id.get(ident)
+
+    def children(self, parent: str) -> tuple[Device, ...]:
+        """Devices directly below a bridge BDF or a root bus name."""
+        return self._children.get(parent, ())
+
+    def of_kind(self, kind: DeviceKind) -> tuple[Device, ...]:
+        return tuple(d for d in self.devices if d.kind is kind)
+
+    @property
+    def gpus(self) -> tuple[Device, ...]:
+        return self.of_kind(DeviceKind.GPU)
+
+    @property
+    def nics(self) -> tuple[Device, ...]:
+        return self.of_kind(DeviceKind.NIC)
+
+    def node(self, node_id: int | None) -> Node | None:
+        return next((n for n in self.nodes if n.id == node_id), None)
+
+    @property
+    def all_cpus(self) -> frozenset[int]:
+        return frozenset().union(*(n.cpus for n in self.nodes)) if self.nodes else frozenset()
+
+    @property
+    def cpu_nodes(self) -> tuple[Node, ...]:
+        return tuple(n for n in self.nodes if n.cpus)
+
+
+# -- classification -------------------------------------------------------------------------
+
+
+def classify(fn: PciFunction) -> DeviceKind:
+    """A function's kind from its class code (REFERENCE §1)."""
+    cc = fn.class_code
+    if cc is None:
+        return DeviceKind.OTHER
+    base, sub = cc >> 16, (cc >> 8) & 0xFF
+    if base == 0x03:
+        if fn.vendor_id in pciids.CONSOLE_DISPLAY_VENDORS:
+            return DeviceKind.OTHER
+        return DeviceKind.GPU
+    if base == 0x12 or (base == 0x0B and sub == 0x40):
+        return DeviceKind.ACCELERATOR
+    if base == 0x02 or (base == 0x0C and sub == 0x06):
+        return DeviceKind.NIC
+    if base == 0x01 and sub == 0x08:
+        return DeviceKind.NVME
+    if base == 0x06:
+        return DeviceKind.BRIDGE
+    return DeviceKind.OTHER
+
+
+def _is_p2p_bridge(fn: PciFunction) -> bool:
+    cc = fn.class_code
+    if cc is not None and (cc >> 8) in (0x0604, 0x0609):
+        return True
+    return fn.config is not None and fn.config.header_type == 1
+
+
+_ROLE_FROM_PORT = {
+    4: BridgeRole.ROOT_PORT,
+    5: BridgeRole.SWITCH_UPSTREAM,
+    6: BridgeRole.SWITCH_DOWNSTREAM,
+    7: BridgeRole.PCI_BRIDGE,
+    8: BridgeRole.PCI_BRIDGE,
+}
+
+
+def _bdf_key(bdf: str) -> tuple[int, int, int, int]:
+    dom, bus, devfn = bdf.split(":")
+    dev, fn = devfn.split(".")
+    return int(dom, 16), int(bus, 16), int(dev, 16), int(fn, 16)
+
+
+def _ancestry(path: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """Root bus and the BDF chain above a function, from its real sysfs path."""
+    if not path:
+        return None, ()
+    parts = path.split("/")
+    root = parts[0] if parts[0].startswith("pci") else None
+    chain = tuple(p.lower() for p in parts[1:-1] if ":" in p and "." in p)
+    return root, chain
+
+
+# -- building -------------------------------------------------------------------------------
+
+
+def _build_nodes(snap: Snapshot) -> tuple[Node, ...]:
+    package_of = {c.id: c.package for c in snap.cpus}
+    raw = list(snap.numa_nodes)
+    if not raw and snap.cpus:
+        # A kernel without CONFIG_NUMA has no node directories: one implied node holds it all.
+        from topoagent.snapshot import NumaNode
+
+        raw = [NumaNode(id=0, cpus=format_cpulist(c.id for c in snap.cpus), distances=(10,))]
+    ids = [n.id for n in raw]
+    cpus = {n.id: parse_cpulist(n.cpus) for n in raw}
+    dist = {n.id: dict(zip(ids, n.distances)) if len(n.distances) == len(ids) else {} for n in raw}
+    sockets: dict[int, int | None] = {}
+    for n in raw:
+        pkgs = Counter(package_of.get(c) for c in cpus[n.id] if package_of.get(c) is not None)
+        sockets[n.id] = min(pkgs, key=lambda p: (-pkgs[p], p)) if pkgs else None
+    out = []
+    for n in raw:
+        nearest = None
+        if not cpus[n.id]:
+            with_cpus = [m for m in ids if cpus[m]]
+            if with_cpus:
+                nearest = min(with_cpus, key=lambda m: (dist[n.id].get(m, 1 << 30), m))
+        socket = sockets[n.id] if cpus[n.id] else (sockets.get(nearest) if nearest is not None else None)
+        out.append(Node(n.id, cpus[n.id], socket, n.memory_bytes, dist[n.id], nearest))
+    return tuple(out)
+
+
+def _build_sockets(nodes: tuple[Node, ...], snap: Snapshot) -> tuple[Socket, ...]:
+    by_socket: dict[int, list[int]] = defaultdict(list)
+    for n in nodes:
+        if n.socket is not None:
+            by_socket[n.socket].append(n.id)
+    cpus_of: dict[int, set[int]] = defaultdict(set)
+    for c in snap.cpus:
+        if c.package is not None:
+            cpus_of[c.package].add(c.id)
+    ids = sorted(set(by_socket) | set(cpus_of))
+    return tuple(Socket(s, tuple(sorted(by_socket.get(s, ()))), frozenset(cpus_of.get(s, ()))) for s in ids)
+
+
+def locate_by_cpus(local: frozenset[int], nodes: tuple[Node, ...]) -> tuple[int | None, int | None]:
+    """(node, socket) from a device's local CPUs, the way hwloc places a PCI device.
+
+    The kernel reports *all* CPUs when it has no locality (``cpumask_of_node(NUMA_NO_NODE)``),
+    so a set spanning several nodes names no node; if those nodes share one socket, the socket
+    is still known.
+    """
+    cpu_nodes = [n for n in nodes if n.cpus]
+    if not local or not cpu_nodes:
+        return None, None
+    inside = [n for n in cpu_nodes if local <= n.cpus]
+    if len(inside) == 1:
+        return inside[0].id, inside[0].socket
+    touching = [n for n in cpu_nodes if local & n.cpus]
+    socks = {n.socket for n in touching}
+    if len(socks) == 1 and len(touching) < len(cpu_nodes):
+        return None, socks.pop()
+    return None, None
+
+
+def _merge_link(sysfs: LinkInfo, config: ConfigSpace | None) -> LinkInfo:
+    """sysfs link attributes, with holes filled from the config-space Link registers."""
+    cfg = config.link if config is not None and config.link is not None else None
+    if cfg is None:
+        return sysfs
+    return LinkInfo(*(a if a is not None else b for a, b in zip(dataclasses.astuple(sysfs), dataclasses.astuple(cfg))))
+
+
+def build_topology(snap: Snapshot) -> Topology:
+    """Place every PCI function of the snapshot in the host's tree."""
+    nodes = _build_nodes(snap)
+    node_by_id = {n.id: n for n in nodes}
+    sockets = _build_sockets(nodes, snap)
+    fns = sorted(snap.pci, key=lambda f: _bdf_key(f.bdf))
+    by_bdf = {f.bdf: f for f in fns}
+    netdevs: dict[str, list[str]] = defaultdict(list)
+    for nd in snap.netdevs:
+        if nd.bdf:
+            netdevs[nd.bdf].append(nd.name)
+    rdma: dict[str, list[str]] = defaultdict(list)
+    for r in snap.rdma:
+        if r.bdf:
+            rdma[r.bdf].append(r.name)
+    iommu_type = {g.id: g.type for g in snap.iommu_groups}
+    virtfns: dict[str, list[str]] = defaultdict(list)
+    for f in fns:
+        if f.physfn:
+            virtfns[f.physfn].append(f.bdf)
+
+    # Bridge roles: the PCIe capability's port type where readable, the tree's shape otherwise.
+    # A switch's upstream port is the bridge whose children are bridges (its downstream
+    # ports); a bridge with only endpoints below (ASPEED AST1150, PCIe-to-PCI) is not a switch.
+    bridge_bdfs = {f.bdf for f in fns if _is_p2p_bridge(f)}
+    has_bridge_child = {c for f in fns if f.bdf in bridge_bdfs for c in _ancestry(f.sysfs_path)[1][-1:]}
+    roles: dict[str, BridgeRole] = {}
+    for f in fns:  # BDF order puts parents before children on every real bus numbering
+        if not _is_p2p_bridge(f):
+            continue
+        port = f.config.pcie_port_type if f.config is not None else None
+        if port in _ROLE_FROM_PORT:
+            roles[f.bdf] = _ROLE_FROM_PORT[port]
+            continue
+        _, chain = _ancestry(f.sysfs_path)
+        parent_role = roles.get(chain[-1]) if chain else None
+        if f.sysfs_path is not None and not chain:
+            roles[f.bdf] = BridgeRole.ROOT_PORT
+        elif parent_role in (BridgeRole.ROOT_PORT, BridgeRole.SWITCH_DOWNSTREAM) and f.bdf in has_bridge_child:
+            roles[f.bdf] = BridgeRole.SWITCH_UPSTREAM
+        elif parent_role is BridgeRole.SWITCH_UPSTREAM:
+            roles[f.bdf] = BridgeRole.SWITCH_DOWNSTREAM
+        else:
+            roles[f.bdf] = BridgeRole.PCI_BRIDGE
+
+    counters: Counter[DeviceKind] = Counter()
+    devices = []
+    for f in fns:
+        kind = classify(f)
+        ident = f"{_ID_PREFIX[kind]}{counters[kind]}"
+        counters[kind] += 1
+        root, chain = _ancestry(f.sysfs_path)
+        local = parse_cpulist(f.local_cpus) if f.local_cpus is not None else frozenset()
+        if f.numa_node is not None:
+            numa, source = f.numa_node, NUMA_FROM_SYSFS
+            socket = node_by_id[numa].socket if numa in node_by_id else None
+        else:
+            numa, socket = locate_by_cpus(local, nodes)
+            source = NUMA_FROM_CPUS if numa is not None else None
+        devices.append(
+            Device(
+                id=ident,
+                bdf=f.bdf,
+                kind=kind,
+                role=roles.get(f.bdf) if kind is DeviceKind.BRIDGE else None,
+                name=f.name or pciids.device_name(f.vendor_id, f.device_id, f.class_code),
+                vendor_id=f.vendor_id,
+                device_id=f.device_id,
+                class_code=f.class_code,
+                subsystem_vendor_id=f.subsystem_vendor_id,
+                subsystem_device_id=f.subsystem_device_id,
+                numa_node=numa,
+                numa_source=source,
+                local_cpus=f.local_cpus,
+                socket=socket,
+                parent=chain[-1] if chain else root,
+                ancestors=chain,
+                root_bus=root,
+                driver=f.driver,
+                link=_merge_link(f.link, f.config),
+                netdevs=tuple(sorted(netdevs.get(f.bdf, ()))),
+                rdma_devices=tuple(sorted(rdma.get(f.bdf, ()))),
+                iommu_group=f.iommu_group,
+                iommu_type=iommu_type.get(f.iommu_group) if f.iommu_group is not None else None,
+                physfn=f.physfn if f.physfn in by_bdf else f.physfn,
+                virtfns=tuple(sorted(virtfns.get(f.bdf, ()), key=_bdf_key)),
+                config=f.config,
+            )
+        )
+
+    # A host bridge sits on the NUMA node most of its devices report.
+    # (``numa_node`` answers outvote local-CPU matches.)
+    votes: dict[str, Counter[int]] = defaultdict(Counter)
+    for d in devices:
+        if d.root_bus is not None and d.numa_node is not None:
+            votes[d.root_bus][d.numa_node] += 1000 if d.numa_source == NUMA_FROM_SYSFS else 1
+    buses = sorted({d.root_bus for d in devices if d.root_bus}, key=_bus_key)
+    host_bridges = []
+    for b in buses:
+        v = votes.get(b)
+        numa = min(v, key=lambda n: (-v[n], n)) if v else None
+        host_bridges.append(HostBridge(b, numa, node_by_id[numa].socket if numa in node_by_id else None))
+    return Topology(snap, sockets, nodes, tuple(host_bridges), tuple(devices))
+
+
+def _bus_key(name: str) -> tuple[int, int]:
+    dom, bus = name[3:].split(":")
+    return int(dom, 16), int(bus, 16)
+
+
+def port_type_name(code: int | None) -> str | None:
+    return PORT_TYPES.get(code) if code is not None else None
