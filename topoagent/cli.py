@@ -26,7 +26,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--root", default="/", show_default=True, type=click.Path(file_okay=False),
+@click.option("--root", default="/", show_default=True, metavar="DIR",
               help="Read the host tree below this directory (a fake or captured root).")
 @click.option("--format", "fmt", type=click.Choice(["tree", "json"]), default="tree",
               show_default=True, help="Output format.")

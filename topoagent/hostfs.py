@@ -65,8 +65,10 @@ class HostFS:
     # -- checks -----------------------------------------------------------------------
     def require_sysfs(self) -> None:
         """Raise :class:`NotAHostTree` unless the root looks like a Linux host tree."""
-        if not os.path.isdir(self.root):
+        if not os.path.exists(self.root):
             raise NotAHostTree(f"{self.root}: no such directory")
+        if not os.path.isdir(self.root):
+            raise NotAHostTree(f"{self.root}: not a directory")
         if not os.path.isdir(self._abs("sys/devices")) and not os.path.isdir(
             self._abs("sys/bus/pci/devices")
         ):

@@ -101,6 +101,7 @@ def report(result: ScanResult) -> dict[str, Any]:
             }
             for p in result.paths
         ],
+        "rails": [],
         "findings": [],
         "recommendations": {"gpus": []},
         "probe_errors": [to_dict(e) for e in snap.probe_errors],

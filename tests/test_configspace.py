@@ -1,0 +1,104 @@
+import pytest
+
+from configbytes import config_bytes
+from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
+from topoagent.snapshot import LinkInfo
+
+
+@pytest.mark.parametrize(
+    "kwargs, port_type, link",
+    [
+        (dict(port_type=0), 0, LinkInfo(16.0, 16, 16.0, 16)),
+        (dict(header_type=1, port_type=4, buses=(0, 1, 5)), 4, LinkInfo(16.0, 16, 16.0, 16)),
+        (dict(header_type=1, port_type=5, link_cap=(32.0, 16), link_status=(32.0, 16)), 5, LinkInfo(32.0, 16, 32.0, 16)),
+        (dict(header_type=1, port_type=6, link_cap=(32.0, 16), link_status=(16.0, 8)), 6, LinkInfo(16.0, 8, 32.0, 16)),
+        (dict(port_type=0, link_cap=(8.0, 8), link_status=(2.5, 8)), 0, LinkInfo(2.5, 8, 8.0, 8)),
+        (dict(port_type=9, link_cap=None, link_status=None), 9, LinkInfo(None, None, None, None)),
+        (dict(port_type=None), None, None),  # conventional PCI: no PCIe capability
+    ],
+)
+def test_pcie_capability(kwargs, port_type, link):
+    cs = parse_config_space(config_bytes(**kwargs))
+    assert cs.pcie_port_type == port_type
+    assert cs.link == link
+
+
+def test_bridge_bus_numbers():
+    cs = parse_config_space(config_bytes(header_type=0x81, port_type=4, buses=(0, 0x17, 0x1C)))
+    assert cs.header_type == 1  # bit 7 is the multi-function flag
+    assert (cs.secondary_bus, cs.subordinate_bus) == (0x17, 0x1C)
+
+
+@pytest.mark.parametrize(
+    "ctl, enabled, redirects",
+    [
+        (0x0000, (), False),
+        (0x001D, ("SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"), True),
+        (0x0020, ("EgressCtrl",), True),
+        (0x0011, ("SrcValid", "UpstreamFwd"), False),
+        (0x007F, ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans"), True),
+    ],
+)
+def test_acs(ctl, enabled, redirects):
+    cs = parse_config_space(config_bytes(header_type=1, port_type=6, acs=(0x005F, ctl)))
+    assert cs.extended_readable
+    assert cs.extended_caps == (0x0001, 0x000D)
+    assert cs.acs is not None and cs.acs.capability == 0x005F
+    assert cs.acs.enabled() == enabled
+    assert cs.acs.redirects_p2p is redirects
+
+
+def test_no_acs_capability_on_full_view():
+    cs = parse_config_space(config_bytes(header_type=1, port_type=6))
+    assert cs.extended_readable and cs.acs is None and cs.extended_caps == (0x0001,)
+
+
+@pytest.mark.parametrize("size", [64, 256])
+def test_unprivileged_and_conventional_views(size):
+    cs = parse_config_space(config_bytes(size=size, header_type=1, port_type=6, acs=(0x5F, 0x1D)))
+    assert cs.size == size
+    assert not cs.extended_readable and cs.acs is None  # unknown, not "no ACS"
+    if size == 64:
+        assert cs.pcie_port_type is None  # the capability list starts past the 64-byte view
+    else:
+        assert cs.pcie_port_type == 6
+
+
+@pytest.mark.parametrize("data", [b"", b"\x86\x80" * 10, bytes(63)])
+def test_truncated(data):
+    with pytest.raises(ConfigSpaceError, match="truncated"):
+        parse_config_space(data)
+
+
+def test_absent_device_reads_all_ones():
+    with pytest.raises(ConfigSpaceError, match="absent"):
+        parse_config_space(b"\xff" * 256)
+
+
+def test_capability_loop_terminates():
+    b = bytearray(config_bytes(size=256, port_type=None))
+    b[0x06] = 0x10
+    b[0x34] = 0x40
+    b[0x40], b[0x41] = 0x01, 0x50
+    b[0x50], b[0x51] = 0x05, 0x40  # 0x50 -> 0x40 -> 0x50 ...
+    cs = parse_config_space(bytes(b))
+    assert cs.pcie_port_type is None
+
+
+def test_extended_loop_terminates():
+    import struct
+
+    b = bytearray(config_bytes(port_type=0))
+    struct.pack_into("<I", b, 0x100, 0x0001 | (0x100 << 20))  # points at itself
+    cs = parse_config_space(bytes(b))
+    assert cs.extended_caps == (0x0001,)
+
+
+def test_random_bytes_never_crash():
+    import random
+
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.choice([64, 100, 256, 300, 4096])
+        data = bytes([0x86, 0x80]) + bytes(rng.getrandbits(8) for _ in range(n - 2))
+        parse_config_space(data)
