@@ -10,7 +10,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from topoagent.analysis.findings import Finding, Severity, find_all
 from topoagent.analysis.paths import Path, all_paths
+from topoagent.analysis.rails import RailPlan, plan_rails
 from topoagent.hostfs import HostFS
 from topoagent.snapshot import Snapshot
 from topoagent.sources.sysfs import read_sysfs
@@ -24,6 +26,12 @@ class ScanResult:
     snapshot: Snapshot
     topology: Topology
     paths: tuple[Path, ...]
+    rails: RailPlan
+    findings: tuple[Finding, ...]
+
+    def worst(self) -> Severity | None:
+        """The most severe finding's severity, or None when there are none."""
+        return max((f.severity for f in self.findings), default=None)
 
 
 def read_host(root: str | os.PathLike[str] = "/") -> Snapshot:
@@ -38,7 +46,9 @@ def read_host(root: str | os.PathLike[str] = "/") -> Snapshot:
 def analyse(snapshot: Snapshot) -> ScanResult:
     """Build the topology of a snapshot and analyse it (pure)."""
     topo = build_topology(snapshot)
-    return ScanResult(snapshot=snapshot, topology=topo, paths=all_paths(topo))
+    paths = all_paths(topo)
+    rails = plan_rails(topo, paths)
+    return ScanResult(snapshot, topo, paths, rails, find_all(topo, paths, rails))
 
 
 def scan(root: str | os.PathLike[str] = "/") -> ScanResult:

@@ -31,8 +31,16 @@ def cli() -> None:
 @click.option("--format", "fmt", type=click.Choice(["tree", "json"]), default="tree",
               show_default=True, help="Output format.")
 @click.option("--all", "show_all", is_flag=True, help="Show every PCI function in the tree.")
-def scan(root: str, fmt: str, show_all: bool) -> None:
-    """Read this host's PCIe/NUMA tree and report it."""
+@click.option("--fail-on", type=click.Choice(["critical", "warning", "info"]), default="critical",
+              show_default=True, help="Exit 1 when a finding at or above this severity is raised.")
+def scan(root: str, fmt: str, show_all: bool, fail_on: str) -> None:
+    """Read this host's PCIe/NUMA tree and report it.
+
+    Exit status: 0 nothing at or above --fail-on, 1 findings at or above it, 2 the scan
+    could not run.
+    """
+    from topoagent.analysis.findings import Severity
+
     from topoagent.api import analyse, read_host
     from topoagent.hostfs import NotAHostTree
 
@@ -49,6 +57,8 @@ def scan(root: str, fmt: str, show_all: bool) -> None:
         from topoagent.outputs.tree import render_tree
 
         click.echo(render_tree(result, show_all=show_all), nl=False)
+    worst = result.worst()
+    sys.exit(EXIT_FINDINGS if worst is not None and worst >= Severity.parse(fail_on) else EXIT_OK)
 
 
 def main() -> None:

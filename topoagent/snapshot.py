@@ -193,6 +193,8 @@ class NvmlGpu:
     name: str | None = None
     uuid: str | None = None
     minor: int | None = None
+    #: ``nvmlDeviceGetNumaNodeId``: the GPU's *own memory* node on platforms where GPU memory
+    #: is a NUMA node (Grace: the CPU-less node), not the node the GPU hangs off; None on x86.
     numa_node: int | None = None
     #: NVML's ideal CPU affinity for the GPU, kernel list format.
     cpu_affinity: str | None = None

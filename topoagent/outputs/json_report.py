@@ -9,6 +9,8 @@ import json
 from typing import Any
 
 from topoagent import __version__
+from topoagent.analysis.findings import Finding
+from topoagent.analysis.rails import NicRole
 from topoagent.api import ScanResult
 from topoagent.snapshot import to_dict
 from topoagent.topology import Device, Topology
@@ -20,7 +22,7 @@ def _hex(value: int | None, width: int) -> str | None:
     return None if value is None else f"0x{value:0{width}x}"
 
 
-def device_dict(d: Device) -> dict[str, Any]:
+def device_dict(d: Device, roles: dict[str, NicRole]) -> dict[str, Any]:
     return {
         "id": d.id,
         "bdf": d.bdf,
@@ -39,6 +41,7 @@ def device_dict(d: Device) -> dict[str, Any]:
         "parent": d.parent,
         "driver": d.driver,
         "link": to_dict(d.link),
+        "nic_role": roles[d.id].value if d.id in roles else None,
         "netdevs": list(d.netdevs),
         "rdma_devices": list(d.rdma_devices),
         "iommu_group": d.iommu_group,
@@ -46,6 +49,17 @@ def device_dict(d: Device) -> dict[str, Any]:
         "physfn": d.physfn,
         "virtfns": list(d.virtfns),
         "acs_control": list(d.config.acs.enabled()) if d.config and d.config.acs else None,
+    }
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    return {
+        "code": f.code,
+        "severity": f.severity.label,
+        "subjects": list(f.subjects),
+        "message": f.message,
+        "evidence": [{"path": e.path, "value": e.value} for e in f.evidence],
+        "remedy": f.remedy,
     }
 
 
@@ -88,7 +102,7 @@ def report(result: ScanResult) -> dict[str, Any]:
         "host_bridges": [
             {"name": h.name, "numa_node": h.numa_node, "socket": h.socket} for h in topo.host_bridges
         ],
-        "devices": [device_dict(d) for d in topo.devices],
+        "devices": [device_dict(d, result.rails.roles) for d in topo.devices],
         "paths": [
             {
                 "a": p.a,
@@ -101,8 +115,12 @@ def report(result: ScanResult) -> dict[str, Any]:
             }
             for p in result.paths
         ],
-        "rails": [],
-        "findings": [],
+        "rails": [
+            {"gpu": r.gpu, "nic": r.nic, "kind": r.cls.name if r.cls is not None else None,
+             "nics": list(r.nics), "shared_with": list(r.shared_with)}
+            for r in result.rails.rails
+        ],
+        "findings": [finding_dict(f) for f in result.findings],
         "recommendations": {"gpus": []},
         "probe_errors": [to_dict(e) for e in snap.probe_errors],
     }

@@ -57,7 +57,7 @@ def format_link(link: LinkInfo) -> str | None:
 
 
 class _Tree:
-    def __init__(self, topo: Topology, show_all: bool, rails: dict[str, tuple[str, ...]]) -> None:
+    def __init__(self, topo: Topology, show_all: bool, rails: dict[str, str]) -> None:
         self.topo = topo
         self.show_all = show_all
         self.rails = rails
@@ -114,7 +114,7 @@ class _Tree:
             extras.append(f"{len(d.virtfns)} VFs")
         rail = self.rails.get(d.id)
         if rail:
-            extras.append("rail " + ",".join(rail))
+            extras.append(rail)
         return text + ("  · " + " · ".join(extras) if extras else "")
 
     # -- drawing ----------------------------------------------------------------------------
@@ -146,10 +146,22 @@ def _summary(hidden: list[Device]) -> str:
     return f"(+{len(hidden)} not shown: {', '.join(parts)}; --all shows them)"
 
 
-def render_tree(result: ScanResult, *, show_all: bool = False, rails: dict[str, tuple[str, ...]] | None = None) -> str:
-    """The scan as an indented tree for a person."""
+def _rail_labels(result: ScanResult) -> dict[str, str]:
+    """``rail nic0 (PIX)`` on GPUs, ``rail for gpu0`` / ``storage`` on NICs."""
+    labels: dict[str, str] = {}
+    for r in result.rails.rails:
+        if r.nic is not None and r.cls is not None:
+            labels[r.gpu] = f"rail {','.join(r.nics)} ({r.cls.name})"
+    for nic, role in result.rails.roles.items():
+        users = result.rails.users(nic)
+        labels[nic] = f"rail for {','.join(users)}" if users else f"{role.value} NIC"
+    return labels
+
+
+def render_tree(result: ScanResult, *, show_all: bool = False) -> str:
+    """The scan as an indented tree for a person, then findings by severity, then lost probes."""
     topo, snap = result.topology, result.snapshot
-    t = _Tree(topo, show_all, rails or {})
+    t = _Tree(topo, show_all, _rail_labels(result))
     gpus, nics = len(topo.gpus), len(topo.nics)
     virt = {True: "yes", False: "no", None: "unknown"}[snap.virtualized]
     t.lines.append(f"topoagent {__version__} · host {snap.hostname or '?'} · root {snap.root}")
@@ -195,6 +207,7 @@ def render_tree(result: ScanResult, *, show_all: bool = False, rails: dict[str, 
         t.lines.append("NUMA node unknown")
         node_body("", None)
 
+    t.lines.extend(render_findings(result))
     errors = snap.probe_errors
     sources = ", ".join(f"{s.name} {s.status}" + (f" ({s.detail})" if s.detail else "") for s in snap.sources)
     t.lines.append("")
@@ -210,3 +223,27 @@ def _node_title(n) -> str:  # type: ignore[no-untyped-def]
         bind = f" (bind to node {n.nearest_cpu_node})" if n.nearest_cpu_node is not None else ""
         return f"NUMA node {n.id} · no CPUs{bind} · {format_bytes(n.memory_bytes)}"
     return f"NUMA node {n.id} · CPUs {n.cpulist} · {format_bytes(n.memory_bytes)}"
+
+
+def render_findings(result: ScanResult) -> list[str]:
+    """Findings grouped by severity, most severe first."""
+    from topoagent.analysis.findings import Severity
+
+    lines = [""]
+    if not result.findings:
+        return lines + ["Findings: none"]
+    lines.append(f"Findings ({len(result.findings)}):")
+    for sev in sorted(Severity, reverse=True):
+        group = [f for f in result.findings if f.severity is sev]
+        if not group:
+            continue
+        lines.append(f"  {sev.label.upper()} ({len(group)})")
+        for f in group:
+            lines.append(f"    [{f.code}] {f.message}")
+            lines.append(f"        subjects: {', '.join(f.subjects)}")
+            for e in f.evidence[:4]:
+                lines.append(f"        evidence: {e.path} = {e.value if e.value is not None else '(none)'}")
+            if len(f.evidence) > 4:
+                lines.append(f"        evidence: ... {len(f.evidence) - 4} more in --format json")
+            lines.append(f"        remedy:   {f.remedy}")
+    return lines

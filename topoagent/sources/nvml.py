@@ -6,7 +6,7 @@ failure is data: a host without the library or driver gives an ``unavailable`` s
 a call that fails for one GPU, link or pair becomes a :class:`ProbeError` whose path names the
 call (``nvml:nvmlDeviceGetNvLinkState(gpu0,link3)``) and the scan goes on.
 
-Facts worth knowing about the API (nvidia-ml-py 12.x/13.x):
+Facts worth knowing about the API (checked against nvidia-ml-py 13.615):
 
 * ``nvmlDeviceGetPciInfo(h).busId`` is ``b"00000000:1B:00.0"``: an 8-hex-digit domain, upper
   case.  ``busIdLegacy`` has a 4-digit domain.  Both are normalised to sysfs's spelling,
@@ -21,8 +21,9 @@ Facts worth knowing about the API (nvidia-ml-py 12.x/13.x):
   CPU-side locality is ``cpu_affinity`` (and sysfs's ``numa_node``).
 * ``NVML_P2P_CAPS_INDEX_READ`` is spelled ``= 0,`` in nvidia-ml-py, i.e. the tuple ``(0,)``,
   which ctypes cannot pass.  :func:`_const_int` unwraps it.
-* ``NVML_NVLINK_MAX_LINKS`` grew with the library (6, 12, 18, 36); links past what a GPU has
-  answer Invalid Argument, a GPU without NVLink answers Not Supported: both are silent.
+* ``NVML_NVLINK_MAX_LINKS`` grows with the library (36 in 13.x; an H100 has 18, a V100 6);
+  links past what a GPU has answer Invalid Argument, a GPU without NVLink answers Not
+  Supported: both are silent.
 """
 
 from __future__ import annotations
@@ -113,6 +114,11 @@ def _const_int(nvml: Any, name: str, default: int) -> int:
         return default
 
 
+def _path(fn_name: str, where: str) -> str:
+    """A probe-error path: ``nvml:nvmlDeviceGetNvLinkState(gpu0,link3)``."""
+    return f"{SOURCE}:{fn_name}({where})" if where else f"{SOURCE}:{fn_name}"
+
+
 def _describe(exc: BaseException) -> str:
     try:
         text = str(exc)
@@ -133,10 +139,6 @@ class _Prober:
     def __init__(self, nvml: Any) -> None:
         self.nvml = nvml
         self.errors: list[ProbeError] = []
-        base = getattr(nvml, "NVMLError", None)
-        self.nvml_error: type[BaseException] = (
-            base if isinstance(base, type) and issubclass(base, BaseException) else Exception
-        )
 
     def _classes(self, names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
         found = (getattr(self.nvml, n, None) for n in names)
@@ -154,7 +156,6 @@ class _Prober:
         Silent classes (feature absent) are not errors; anything else is recorded with the path
         ``nvml:<fn_name>(<where>)``.
         """
-        path = f"{SOURCE}:{fn_name}({where})" if where else f"{SOURCE}:{fn_name}"
         fn = getattr(self.nvml, fn_name, None)
         if fn is None:
             raise _Skip  # an older binding without this function: nothing to say
@@ -163,13 +164,21 @@ class _Prober:
         except self._classes(silent):
             raise _Skip from None
         except Exception as exc:  # any other failure is data, never the end of the scan
-            self.errors.append(ProbeError(path, _describe(exc)))
+            self.errors.append(ProbeError(_path(fn_name, where), _describe(exc)))
             raise _Skip from None
 
     def value(self, where: str, fn_name: str, *args: Any, convert: Callable[[Any], T]) -> T | None:
+        """:meth:`call`, then ``convert``; None when either gives nothing."""
         try:
-            return convert(self.call(where, fn_name, *args))
+            raw = self.call(where, fn_name, *args)
         except _Skip:
+            return None
+        try:
+            return convert(raw)
+        except (TypeError, ValueError) as exc:
+            self.errors.append(
+                ProbeError(_path(fn_name, where), f"unexpected value {raw!r}: {_describe(exc)}")
+            )
             return None
 
     # -- per GPU ----------------------------------------------------------------------------
@@ -187,7 +196,7 @@ class _Prober:
             return f"{int(info.domain):04x}:{int(info.bus):02x}:{int(info.device):02x}.0"
         except (AttributeError, TypeError, ValueError):
             self.errors.append(
-                ProbeError(f"{SOURCE}:nvmlDeviceGetPciInfo({where})", "no usable PCI bus id")
+                ProbeError(_path("nvmlDeviceGetPciInfo", where), "no usable PCI bus id")
             )
             return None
 
@@ -213,7 +222,9 @@ class _Prober:
         for link in range(max_links):
             at = f"{where},link{link}"
             try:
-                state = self.call(at, "nvmlDeviceGetNvLinkState", handle, link, silent=_NO_SUCH_LINK)
+                state = self.call(
+                    at, "nvmlDeviceGetNvLinkState", handle, link, silent=_NO_SUCH_LINK
+                )
             except _Skip:
                 continue
             if _const_int_value(state) != enabled:
@@ -227,7 +238,7 @@ class _Prober:
             if peer is None:
                 self.errors.append(
                     ProbeError(
-                        f"{SOURCE}:nvmlDeviceGetNvLinkRemotePciInfo({at})",
+                        _path("nvmlDeviceGetNvLinkRemotePciInfo", at),
                         f"unparseable remote PCI bus id {_text(raw)!r}",
                     )
                 )

@@ -1,0 +1,450 @@
+"""Findings: what is wrong with a host's placement, with evidence and a remedy.
+
+Every check is a pure function of the analysed host; codes are stable and never reused.  The
+catalogue with one example each is ``docs/findings.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+
+from topoagent.analysis.paths import Path, PathClass
+from topoagent.analysis.rails import NicRole, RailPlan, path_index
+from topoagent.cpuset import format_cpulist, parse_cpulist
+from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
+
+
+class Severity(IntEnum):
+    INFO = 0
+    WARNING = 1
+    CRITICAL = 2
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> "Severity":
+        return cls[text.upper()]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A fact that proves a finding: where it was read and what it said."""
+
+    path: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: Severity
+    subjects: tuple[str, ...]
+    message: str
+    evidence: tuple[Evidence, ...]
+    remedy: str
+
+
+#: Stable codes and their default severities.  Never renumber or reuse a code.
+CATALOGUE: dict[str, Severity] = {
+    "GPU_NIC_CROSS_SOCKET": Severity.CRITICAL,
+    "GPU_NIC_CROSS_NUMA": Severity.WARNING,
+    "GPU_NIC_VIA_HOST_BRIDGE": Severity.WARNING,
+    "NO_RDMA_NIC": Severity.INFO,
+    "NO_PEER_MEMORY": Severity.WARNING,
+    "ACS_REDIRECT": Severity.CRITICAL,
+    "ACS_UNKNOWN": Severity.INFO,
+    "IOMMU_TRANSLATING": Severity.WARNING,
+    "LINK_WIDTH_DEGRADED": Severity.WARNING,
+    "LINK_SPEED_DEGRADED": Severity.WARNING,
+    "LINK_SPEED_BELOW_MAX_GPU": Severity.INFO,
+    "NUMA_UNKNOWN": Severity.WARNING,
+    "NUMA_CPULIST_MISMATCH": Severity.WARNING,
+    "SOCKET_WITHOUT_RAIL": Severity.WARNING,
+    "NIC_SHARED_WHILE_IDLE": Severity.WARNING,
+    "CPU_LESS_NUMA_NODE": Severity.INFO,
+    "NVLINK_P2P_DISABLED": Severity.CRITICAL,
+    "VM_FLAT_PCI_TREE": Severity.INFO,
+}
+
+_GDR = "GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB): every byte is staged through host memory"
+
+
+def sysfs_attr(d: Device, attr: str) -> str:
+    return f"/sys/bus/pci/devices/{d.bdf}/{attr}"
+
+
+class _Ctx:
+    def __init__(self, topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> None:
+        self.topo = topo
+        self.paths = paths
+        self.idx = path_index(paths)
+        self.rails = rails
+
+    def dev(self, ident: str) -> Device:
+        d = self.topo.by_id(ident)
+        assert d is not None
+        return d
+
+    def finding(self, code: str, subjects: Iterable[str], message: str, evidence: Iterable[Evidence],
+                remedy: str, severity: Severity | None = None) -> Finding:
+        return Finding(code, severity if severity is not None else CATALOGUE[code], tuple(subjects),
+                       message, tuple(evidence), remedy)
+
+    @property
+    def rdma_nics(self) -> list[Device]:
+        return [n for n in self.topo.nics if n.rdma_devices and not n.is_vf]
+
+
+def _nic_label(n: Device) -> str:
+    names = n.rdma_devices or n.netdevs
+    return f"{n.id} ({', '.join(names)})" if names else n.id
+
+
+def _numa_evidence(d: Device) -> list[Evidence]:
+    return [Evidence(sysfs_attr(d, "numa_node"), str(d.numa_node) if d.numa_node is not None else "-1")]
+
+
+# -- GPU <-> NIC placement ---------------------------------------------------------------------
+
+
+def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
+    out = []
+    for rail in c.rails.rails:
+        if rail.nic is None or rail.cls is None or rail.cls <= PathClass.PXB:
+            continue
+        g, n = c.dev(rail.gpu), c.dev(rail.nic)
+        if not n.rdma_devices:
+            continue  # no RDMA on the best NIC: GPUDirect is moot (NO_RDMA_NIC says so)
+        p = c.idx[(g.id, n.id)]
+        ev = _numa_evidence(g) + _numa_evidence(n)
+        if rail.cls is PathClass.SYS and not p.locality_known:
+            continue  # NUMA_UNKNOWN explains it; the class is only the worst case
+        if rail.cls is PathClass.SYS and p.same_socket is False:
+            out.append(c.finding(
+                "GPU_NIC_CROSS_SOCKET", [g.id, n.id],
+                f"{g.id}'s nearest RDMA NIC {_nic_label(n)} is on socket {n.socket}, the GPU on socket {g.socket}: "
+                f"traffic crosses the socket interconnect and {_GDR}.",
+                ev, "Move the NIC (or the GPU) to a slot on the same socket, under the GPU's PCIe switch; "
+                    "until then bind the rank to the NIC's socket only if it is host-memory bound."))
+        elif rail.cls is PathClass.SYS:
+            out.append(c.finding(
+                "GPU_NIC_CROSS_NUMA", [g.id, n.id],
+                f"{g.id}'s nearest RDMA NIC {_nic_label(n)} is on NUMA node {n.numa_node}, the GPU on node "
+                f"{g.numa_node} of the same socket: {_GDR}.",
+                ev, "Place the NIC under the same PCIe switch as the GPU, or use NPS1/SNC off in the BIOS so "
+                    "both share a NUMA node; set NCCL_NET_GDR_LEVEL=SYS only after measuring."))
+        else:
+            out.append(c.finding(
+                "GPU_NIC_VIA_HOST_BRIDGE", [g.id, n.id],
+                f"{g.id} reaches its nearest RDMA NIC {_nic_label(n)} only through the CPU ({rail.cls.name}): {_GDR}.",
+                ev, "Put GPU and NIC under one PCIe switch for GPUDirect RDMA; NCCL_NET_GDR_LEVEL=PHB forces it "
+                    "through the host bridge, which is slower than a switch and worth measuring first."))
+    return out
+
+
+def check_no_rdma_nic(c: _Ctx) -> list[Finding]:
+    if not c.topo.gpus or c.rdma_nics:
+        return []
+    nics = [n for n in c.topo.nics if not n.is_vf]
+    return [c.finding(
+        "NO_RDMA_NIC", [g.id for g in c.topo.gpus],
+        f"{len(c.topo.gpus)} GPU(s) but no RDMA-capable NIC: traffic between hosts goes through host memory "
+        "over TCP sockets.",
+        [Evidence("/sys/class/infiniband", "absent or empty")] + [Evidence(sysfs_attr(n, "class"), f"0x{n.class_code:06x}" if n.class_code is not None else None) for n in nics],
+        "Fine for a single-node box; for multi-node training add an InfiniBand/RoCE NIC per GPU pair "
+        "under the GPUs' PCIe switches.")]
+
+
+def check_peer_memory(c: _Ctx) -> list[Finding]:
+    snap = c.topo.snapshot
+    nvidia = [g for g in c.topo.gpus if g.vendor_id == 0x10DE]
+    if not nvidia or not c.rdma_nics:
+        return []
+    if {"nvidia_peermem", "nv_peer_mem"} & set(snap.modules) or snap.memory_peers:
+        return []
+    return [c.finding(
+        "NO_PEER_MEMORY", [g.id for g in nvidia] + [n.id for n in c.rdma_nics],
+        "NVIDIA GPUs and RDMA NICs are present but no peer-memory module is loaded "
+        "(no nvidia_peermem, nv_peer_mem or memory_peers): unless DMA-BUF is in use, NCCL logs "
+        "'GPU Direct RDMA Disabled' and inter-node bandwidth drops several-fold.",
+        [Evidence("/sys/module/nvidia_peermem", "absent"), Evidence("/sys/module/nv_peer_mem", "absent"),
+         Evidence("/sys/kernel/mm/memory_peers", "absent")],
+        "modprobe nvidia_peermem (and list it in /etc/modules-load.d/), or use DMA-BUF: kernel >= 5.12, "
+        "the open GPU kernel module and a recent rdma-core (NCCL uses it when available).")]
+
+
+# -- PCIe faults ------------------------------------------------------------------------------
+
+
+def _path_bridges(c: _Ctx, a: Device, b: Device) -> list[Device]:
+    """Bridges where peer traffic between a and b turns round: from their common ancestor down."""
+    common = 0
+    for x, y in zip(a.ancestors, b.ancestors):
+        if x != y:
+            break
+        common += 1
+    if not common:
+        return []
+    bdfs = dict.fromkeys(a.ancestors[common - 1:] + b.ancestors[common - 1:])
+    return [d for bdf in bdfs if (d := c.topo.by_bdf(bdf)) is not None]
+
+
+def check_acs(c: _Ctx) -> list[Finding]:
+    redirect: dict[str, set[str]] = {}
+    unknown: dict[str, set[str]] = {}
+    for p in c.paths:
+        a, b = c.dev(p.a), c.dev(p.b)
+        if DeviceKind.GPU not in (a.kind, b.kind) or p.pcie > PathClass.PXB or p.pcie is PathClass.X:
+            continue
+        for br in _path_bridges(c, a, b):
+            cfg = br.config
+            if cfg is not None and cfg.acs is not None:
+                if cfg.acs.redirects_p2p:
+                    redirect.setdefault(br.id, set()).update((a.id, b.id))
+            elif cfg is None or not cfg.extended_readable:
+                unknown.setdefault(br.id, set()).update((a.id, b.id))
+    out = []
+    for bid, devs in sorted(redirect.items(), key=lambda kv: c.dev(kv[0]).bdf):
+        br = c.dev(bid)
+        acs = br.config.acs  # type: ignore[union-attr]
+        flags = " ".join(f"{name}{'+' if name in acs.enabled() else '-'}" for _, name in acs.BITS)
+        out.append(c.finding(
+            "ACS_REDIRECT", [bid, *sorted(devs, key=_order)],
+            f"ACS on {br.role.value.replace('_', ' ') if br.role else 'bridge'} {br.bdf} redirects peer-to-peer "
+            f"traffic up to the root complex ({', '.join(n for n in acs.enabled() if n in ('ReqRedir', 'CmpltRedir', 'EgressCtrl'))}): "
+            "GPUDirect P2P/RDMA below it will hang or crawl.",
+            [Evidence(sysfs_attr(br, "config"), f"ACSCtl: {flags}")],
+            f"Disable ACS redirect in the BIOS, or boot with pci=disable_acs_redir={br.bdf} (persistent); "
+            f"for a test only: setpci -s {br.bdf} ECAP_ACS+6.w=0000 (lost at reboot)."))
+    if unknown:
+        ids = sorted(unknown, key=lambda i: c.dev(i).bdf)
+        out.append(c.finding(
+            "ACS_UNKNOWN", ids,
+            f"ACS state of {len(ids)} bridge(s) on GPU paths is unknown: the extended config space "
+            "is readable only with CAP_SYS_ADMIN.",
+            [Evidence(sysfs_attr(c.dev(i), "config"), f"{c.dev(i).config.size} bytes readable" if c.dev(i).config else "unreadable") for i in ids[:8]],
+            "Run topoagent scan as root (or with CAP_SYS_ADMIN) to read ACS control registers."))
+    return out
+
+
+def _order(ident: str) -> tuple[str, int]:
+    head = ident.rstrip("0123456789")
+    return head, int(ident[len(head):] or 0)
+
+
+def check_iommu(c: _Ctx) -> list[Finding]:
+    cmdline = (c.topo.snapshot.kernel_cmdline or "").split()
+    if "iommu=pt" in cmdline or "intel_iommu=off" in cmdline or "amd_iommu=off" in cmdline:
+        return []
+    hit = [d for d in c.topo.devices
+           if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and d.iommu_type in ("DMA", "DMA-FQ")]
+    if not hit:
+        return []
+    return [c.finding(
+        "IOMMU_TRANSLATING", [d.id for d in hit],
+        f"The IOMMU translates DMA for {len(hit)} GPU/NIC function(s) and iommu=pt is not set: "
+        "peer-to-peer transfers can hang or corrupt data, and every DMA pays a translation.",
+        [Evidence("/proc/cmdline", c.topo.snapshot.kernel_cmdline)]
+        + [Evidence(f"/sys/kernel/iommu_groups/{d.iommu_group}/type", d.iommu_type) for d in hit[:8]],
+        "Boot with iommu=pt (plus intel_iommu=on or amd_iommu=on if you need VFIO), then reboot.")]
+
+
+_CHECK_LINK_KINDS = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.NVME, DeviceKind.ACCELERATOR)
+
+
+def check_links(c: _Ctx) -> list[Finding]:
+    out = []
+    for d in c.topo.devices:
+        if d.kind not in _CHECK_LINK_KINDS and d.role is not BridgeRole.SWITCH_UPSTREAM:
+            continue
+        if d.is_vf:
+            continue  # VFs mirror their PF's link
+        lk = d.link
+        parent = c.topo.by_bdf(d.parent) if d.parent else None
+        ev = lambda *attrs: [Evidence(sysfs_attr(d, a), _fmt(getattr(lk, f))) for a, f in attrs]  # noqa: E731
+        if lk.current_width is not None and lk.max_width is not None and lk.current_width < lk.max_width:
+            out.append(c.finding(
+                "LINK_WIDTH_DEGRADED", [d.id],
+                f"{d.id} {d.name} trained at x{lk.current_width} of x{lk.max_width}: "
+                f"{100 * lk.current_width // lk.max_width}% of its PCIe bandwidth.",
+                ev(("current_link_width", "current_width"), ("max_link_width", "max_width")),
+                "Reseat the card or riser, check the slot's wiring (an x16 slot wired x8) and the BIOS "
+                "bifurcation setting; the width does not change at idle, so this is not power saving."))
+        if lk.current_gts is not None and lk.max_gts is not None and lk.current_gts < lk.max_gts:
+            slot_max = parent.link.max_gts if parent is not None else None
+            capped = slot_max is not None and slot_max <= lk.current_gts
+            evidence = ev(("current_link_speed", "current_gts"), ("max_link_speed", "max_gts"))
+            if capped:
+                evidence.append(Evidence(sysfs_attr(parent, "max_link_speed"), _fmt(slot_max)))  # type: ignore[arg-type]
+            if d.kind is DeviceKind.GPU:
+                out.append(c.finding(
+                    "LINK_SPEED_BELOW_MAX_GPU", [d.id],
+                    f"{d.id} link runs at {lk.current_gts:g} of {lk.max_gts:g} GT/s; GPUs drop link speed at idle, "
+                    "so this is only a fault if it stays there under load.",
+                    evidence,
+                    "Re-check under load (e.g. during nvbandwidth or a training step); if it stays low, "
+                    "check the slot and riser." + (f" The slot itself tops out at {slot_max:g} GT/s." if capped else "")))
+            else:
+                out.append(c.finding(
+                    "LINK_SPEED_DEGRADED", [d.id],
+                    f"{d.id} {d.name} link runs at {lk.current_gts:g} of {lk.max_gts:g} GT/s"
+                    + (f" (its slot supports only {slot_max:g} GT/s)." if capped else "; NICs and switches do not downclock at idle."),
+                    evidence,
+                    ("Move the device to a slot of its own generation." if capped else
+                     "Reseat the device, check risers/retimers and the BIOS PCIe generation setting."),
+                    severity=Severity.INFO if capped else None))
+    return out
+
+
+def _fmt(v: object) -> str | None:
+    return None if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+# -- NUMA ------------------------------------------------------------------------------------
+
+
+def check_numa(c: _Ctx) -> list[Finding]:
+    topo = c.topo
+    out = []
+    multi = len(topo.cpu_nodes) > 1
+    placed = [d for d in topo.devices if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and not d.is_vf]
+    unknown = [d for d in placed if d.numa_node is None]
+    if unknown and (multi or (topo.snapshot.virtualized and topo.gpus)):
+        vm = bool(topo.snapshot.virtualized)
+        out.append(c.finding(
+            "NUMA_UNKNOWN", [d.id for d in unknown],
+            f"{len(unknown)} GPU/NIC function(s) report no NUMA node (numa_node = -1)"
+            + (" on a multi-node host: their path classes are assumed SYS and affinity cannot be derived."
+               if multi else " in a VM: the host's placement is hidden from this guest."),
+            [e for d in unknown[:8] for e in _numa_evidence(d)],
+            ("Expose the host NUMA layout to the VM (VMware numa.nodeAffinity / vNUMA, libvirt <numatune> and "
+             "guest NUMA cells with the devices' host nodes) or give NCCL an NCCL_TOPO_FILE built on the host."
+             if vm else "Update the BIOS/firmware (the _PXM/SRAT tables give PCI locality) or set "
+                        "NCCL_TOPO_FILE; bind by measured locality meanwhile."),
+            severity=Severity.WARNING if multi else Severity.INFO))
+    for d in placed:
+        if d.numa_source != "numa_node" or d.local_cpus is None:
+            continue
+        node = topo.node(d.numa_node)
+        local = parse_cpulist(d.local_cpus)
+        if node is None or not node.cpus or local == topo.all_cpus or local & node.cpus:
+            continue
+        out.append(c.finding(
+            "NUMA_CPULIST_MISMATCH", [d.id],
+            f"{d.id} says NUMA node {d.numa_node} (CPUs {node.cpulist}) but its local CPUs are {d.local_cpus}: "
+            "firmware tables disagree, so affinity from either may be wrong.",
+            _numa_evidence(d) + [Evidence(sysfs_attr(d, "local_cpulist"), d.local_cpus),
+                                 Evidence(f"/sys/devices/system/node/node{node.id}/cpulist", node.cpulist)],
+            "Report to the platform vendor (ACPI _PXM vs SRAT); measure which CPUs are local "
+            "(e.g. nvbandwidth or ib_write_bw with numactl) and bind by that."))
+    for n in topo.nodes:
+        if n.cpu_less:
+            out.append(c.finding(
+                "CPU_LESS_NUMA_NODE", [f"node{n.id}"],
+                f"NUMA node {n.id} has memory but no CPUs (GPU memory on Grace, CXL or HBM): binding a "
+                f"process to it fails; bind CPUs to node {n.nearest_cpu_node} instead.",
+                [Evidence(f"/sys/devices/system/node/node{n.id}/cpulist", "")],
+                f"numactl --cpunodebind={n.nearest_cpu_node} (memory may still be placed on node {n.id} "
+                "with --membind or --preferred if that is the point)."))
+    return out
+
+
+# -- rails -----------------------------------------------------------------------------------
+
+
+def check_rails(c: _Ctx) -> list[Finding]:
+    topo, plan = c.topo, c.rails
+    out = []
+    compute = [n for n in topo.nics if plan.roles.get(n.id) is NicRole.COMPUTE]
+    if compute:
+        for s in topo.sockets:
+            gpus = [g for g in topo.gpus if g.socket == s.id]
+            if gpus and not any(n.socket == s.id for n in compute):
+                out.append(c.finding(
+                    "SOCKET_WITHOUT_RAIL", [g.id for g in gpus],
+                    f"Socket {s.id} has {len(gpus)} GPU(s) but no compute NIC: its GPUs' network traffic "
+                    "crosses to another socket.",
+                    [Evidence(sysfs_attr(g, "numa_node"), str(g.numa_node)) for g in gpus[:8]],
+                    "Add a NIC on this socket (ideally one per GPU switch) or keep this socket's GPUs to "
+                    "intra-node work."))
+    idle = [n for n in compute if not plan.users(n.id)]
+    for n in compute:
+        users = plan.users(n.id)
+        if len(users) < 2:
+            continue
+        for other in idle:
+            close = [g for g in users if c.idx[(g, other.id)].cls == c.idx[(g, n.id)].cls]
+            if close:
+                out.append(c.finding(
+                    "NIC_SHARED_WHILE_IDLE", [*users, n.id, other.id],
+                    f"{', '.join(users)} share {_nic_label(n)} while {_nic_label(other)}, as close to "
+                    f"{', '.join(close)}, serves no GPU.",
+                    [Evidence(f"path {g}-{n.id}", c.idx[(g, n.id)].token) for g in users]
+                    + [Evidence(f"path {g}-{other.id}", c.idx[(g, other.id)].token) for g in close],
+                    f"Give {close[0]} its own NIC: NCCL_IB_HCA per rank (e.g. ={','.join(other.rdma_devices) or other.id}) "
+                    "or check why the idle NIC is slower (link, port rate)."))
+                break
+    return out
+
+
+def check_nvlink_p2p(c: _Ctx) -> list[Finding]:
+    out = []
+    nv = {g.bdf: g for g in c.topo.snapshot.nvml_gpus}
+    for p in c.paths:
+        if not p.nvlinks:
+            continue
+        a, b = c.dev(p.a), c.dev(p.b)
+        rec = nv.get(a.bdf)
+        if rec is not None and b.bdf in rec.p2p_not_ok:
+            out.append(c.finding(
+                "NVLINK_P2P_DISABLED", [a.id, b.id],
+                f"{a.id} and {b.id} share {p.nvlinks} NVLinks but NVML reports P2P not OK: NCCL aborts with "
+                "a hardware error or falls back to host memory.",
+                [Evidence(f"nvml:nvmlDeviceGetP2PStatus({a.bdf},{b.bdf},READ)", "not OK")],
+                "Check nvidia-smi nvlink -s and nvidia-smi -q (fabric manager state on NVSwitch systems: "
+                "systemctl status nvidia-fabricmanager); reset the GPUs or reboot."))
+    return out
+
+
+def check_vm_flat(c: _Ctx) -> list[Finding]:
+    topo = c.topo
+    if not topo.snapshot.virtualized or len(topo.gpus) < 2:
+        return []
+    if any(g.ancestors for g in topo.gpus):
+        return []
+    return [c.finding(
+        "VM_FLAT_PCI_TREE", [g.id for g in topo.gpus],
+        "The hypervisor presents every GPU on the root bus: the guest sees PHB between all devices "
+        "and cannot see the host's PCIe switches.",
+        [Evidence(sysfs_attr(g, ""), g.parent) for g in topo.gpus[:8]],
+        "Give NCCL the host's topology with NCCL_TOPO_FILE (generated on the host), or pass through "
+        "the switch hierarchy (e.g. QEMU pcie-root-port/x3130 switches mirroring the host).")]
+
+
+CHECKS: tuple[Callable[[_Ctx], list[Finding]], ...] = (
+    check_gpu_nic_placement,
+    check_no_rdma_nic,
+    check_peer_memory,
+    check_acs,
+    check_iommu,
+    check_links,
+    check_numa,
+    check_rails,
+    check_nvlink_p2p,
+    check_vm_flat,
+)
+
+
+def find_all(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> tuple[Finding, ...]:
+    """Every finding, most severe first, then by code and subjects (deterministic)."""
+    c = _Ctx(topo, paths, rails)
+    found = [f for check in CHECKS for f in check(c)]
+    return tuple(sorted(found, key=lambda f: (-f.severity, f.code, [_order(s) for s in f.subjects])))
+
+
+def cpus_text(cpus: frozenset[int]) -> str:
+    return format_cpulist(cpus)

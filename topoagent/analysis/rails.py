@@ -1,0 +1,152 @@
+"""Rails: which NIC each GPU should use, and which NICs are not rails at all.
+
+Pairing (REFERENCE §5, NCCL's rules): for every GPU, its candidates are the compute NICs at
+the best path class; among those the fastest; then GPUs are spread so that no NIC serves two
+GPUs while an equally close and equally fast NIC serves none.  Storage and management NICs
+are never rails.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from enum import Enum
+
+from topoagent.analysis.paths import Path, PathClass
+from topoagent.topology import Device, Topology
+
+_STORAGE_NAME = re.compile(r"stor", re.IGNORECASE)
+#: Below this a NIC without RDMA is a management/front-end port, not a GPU fabric port.
+_FABRIC_MBPS = 100_000
+
+
+class NicRole(str, Enum):
+    COMPUTE = "compute"
+    STORAGE = "storage"
+    MANAGEMENT = "management"
+
+
+@dataclass(frozen=True)
+class Rail:
+    """A GPU's pairing: its primary NIC (or none), the path class, and the NICs it may use."""
+
+    gpu: str
+    nic: str | None
+    cls: PathClass | None
+    #: All rail NICs for this GPU, best first (``nic`` first).
+    nics: tuple[str, ...]
+    #: Other GPUs whose primary NIC is the same.
+    shared_with: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RailPlan:
+    roles: dict[str, NicRole]
+    rails: tuple[Rail, ...]
+
+    def rail(self, gpu: str) -> Rail | None:
+        return next((r for r in self.rails if r.gpu == gpu), None)
+
+    def users(self, nic: str) -> tuple[str, ...]:
+        return tuple(r.gpu for r in self.rails if r.nic == nic)
+
+
+def path_index(paths: tuple[Path, ...]) -> dict[tuple[str, str], Path]:
+    """Paths keyed both ways round."""
+    idx: dict[tuple[str, str], Path] = {}
+    for p in paths:
+        idx[(p.a, p.b)] = p
+        idx[(p.b, p.a)] = p
+    return idx
+
+
+def nic_bandwidth_gbps(topo: Topology, nic: Device) -> float:
+    """A NIC's port speed: RDMA port rate, else netdev speed, else PCIe link (per direction)."""
+    names = set(nic.rdma_devices)
+    rates = [p.rate_gbps for r in topo.snapshot.rdma if r.name in names for p in r.ports if p.rate_gbps]
+    if rates:
+        return max(rates)
+    speeds = [n.speed_mbps / 1000 for n in topo.snapshot.netdevs if n.bdf == nic.bdf and n.speed_mbps]
+    if speeds:
+        return max(speeds)
+    link = nic.link
+    gts, width = link.max_gts or link.current_gts, link.max_width or link.current_width
+    return (gts or 0.0) * (width or 0)
+
+
+def _is_fabric(topo: Topology, nic: Device) -> bool:
+    return bool(nic.rdma_devices) or nic_bandwidth_gbps(topo, nic) * 1000 >= _FABRIC_MBPS
+
+
+def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> dict[str, NicRole]:
+    """Classify physical NICs (VFs are left out: they are a PF's slices, not rails)."""
+    nics = [n for n in topo.nics if not n.is_vf]
+    gpus = topo.gpus
+    roles: dict[str, NicRole] = {}
+    for n in nics:
+        names = " ".join(n.rdma_devices + n.netdevs)
+        if _STORAGE_NAME.search(names):
+            roles[n.id] = NicRole.STORAGE
+        elif not _is_fabric(topo, n):
+            roles[n.id] = NicRole.MANAGEMENT
+        else:
+            roles[n.id] = NicRole.COMPUTE
+    # A fabric NIC worse than PXB to every GPU, on a host whose other NICs do sit next to
+    # GPUs, is placed for storage; if no NIC is near any GPU the host simply has poor rails.
+    def near(n: Device) -> bool:
+        return any(paths[(g.id, n.id)].cls <= PathClass.PXB for g in gpus)
+
+    compute = [n for n in nics if roles[n.id] is NicRole.COMPUTE]
+    if gpus and any(near(n) for n in compute):
+        for n in compute:
+            if not near(n):
+                roles[n.id] = NicRole.STORAGE
+    return roles
+
+
+def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
+    idx = path_index(paths)
+    roles = nic_roles(topo, idx)
+    compute = [n for n in topo.nics if roles.get(n.id) is NicRole.COMPUTE]
+    bw = {n.id: nic_bandwidth_gbps(topo, n) for n in compute}
+
+    best: dict[str, list[str]] = {}
+    best_cls: dict[str, PathClass | None] = {}
+    for g in topo.gpus:
+        if not compute:
+            best[g.id], best_cls[g.id] = [], None
+            continue
+        cls = min(idx[(g.id, n.id)].cls for n in compute)
+        same = [n for n in compute if idx[(g.id, n.id)].cls == cls]
+        top = max(bw[n.id] for n in same)
+        best[g.id] = [n.id for n in same if bw[n.id] == top]
+        best_cls[g.id] = cls
+
+    # Most constrained GPU first, each to its least-loaded candidate (ties: lowest id).
+    load: dict[str, int] = defaultdict(int)
+    primary: dict[str, str | None] = {}
+    order = sorted(topo.gpus, key=lambda g: (len(best[g.id]) or 1 << 20, _num(g.id)))
+    for g in order:
+        cands = best[g.id]
+        if not cands:
+            primary[g.id] = None
+            continue
+        pick = min(cands, key=lambda n: (load[n], _num(n)))
+        primary[g.id] = pick
+        load[pick] += 1
+
+    primaries = set(v for v in primary.values() if v)
+    rails = []
+    for g in topo.gpus:
+        nic = primary[g.id]
+        extra = [n for n in best[g.id] if n != nic and n not in primaries]
+        nics = ((nic,) if nic else ()) + tuple(extra)
+        shared = tuple(o.id for o in topo.gpus if o.id != g.id and nic and primary[o.id] == nic)
+        rails.append(Rail(g.id, nic, best_cls[g.id], nics, shared))
+    return RailPlan(roles, tuple(rails))
+
+
+def _num(ident: str) -> int:
+    m = re.search(r"(\d+)$", ident)
+    return int(m.group(1)) if m else 0

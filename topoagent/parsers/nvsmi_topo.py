@@ -1,0 +1,596 @@
+"""Parse the text of ``nvidia-smi topo -m`` (the GPU/NIC connectivity matrix).
+
+The matrix has been printed in several shapes since 2015, and users paste it in worse ones.
+This parser reads all of those seen in the wild (see ``tests/parsers/samples/nvsmi/``):
+
+* a header row of device labels -- ``GPU0 … NIC0 …`` with a ``NIC Legend:`` block that maps
+  ``NIC0: mlx5_0``, or (older drivers) raw RDMA names ``mlx5_0`` / ``mlx4_0`` -- followed by
+  the column titles ``CPU Affinity``, ``NUMA Affinity`` (since ~R450) and ``GPU NUMA ID``
+  (since ~R535; numeric on Grace, ``N/A`` elsewhere);
+* one row per device: the label, one cell per device (``X``, ``NV#``, ``PIX``, ``PXB``,
+  ``PHB``, ``NODE``, ``SYS``, or ``SOC`` from ≈2017 drivers, which had no ``NODE``), then, on
+  GPU rows only, the affinity values;
+* a ``Legend:`` block (ignored) and a ``NIC Legend:`` block (used).
+
+Cells are separated by tabs or runs of spaces.  Pastes glue cells (``NODENODE``), glue the
+affinity to the last cell (``SYS0-47,96-143``) or the NUMA column to the CPU column
+(``0-45,92-1370``), glue the header (``GPU0GPU1``, ``NIC28NIC29``), prefix lines with ``#``,
+keep the ANSI underline nvidia-smi puts around the header on a terminal, and drop the final
+newline.  Cells are split by the known token vocabulary; numbers glued to numbers are split by
+position and column count, and where more than one reading fits, by evidence from the rest of
+the matrix (the symmetric cell, identical affinities on other rows, equal CPU counts).  When
+the evidence does not decide, the value is left unknown and a warning says so: the parser never
+guesses silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from topoagent.cpuset import format_cpulist
+
+__all__ = [
+    "PATH_TOKENS",
+    "TopoDevice",
+    "TopoMatrix",
+    "TopoParseError",
+    "parse_topo_matrix",
+]
+
+#: The path-class tokens a cell may hold, besides ``NV<n>`` (and ``?`` for an unreadable cell).
+PATH_TOKENS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
+
+#: NVLink counts seen in real matrices: NV1 (DGX-1) … NV18 (H100/B200 NVSwitch).  Only used to
+#: split a count glued to the digits of an affinity (``NV180-47``); a count written apart from
+#: its neighbours is taken as printed.
+MAX_GLUED_NVLINKS = 18
+
+# Linux limits (NR_CPUS with MAXSMP, MAX_NUMNODES with NODES_SHIFT=10): bounds that rule out
+# impossible readings of glued numbers, nothing more.
+_MAX_CPU = 8191
+_MAX_NODE = 1023
+
+_COLUMN_TITLES = (
+    ("cpu", re.compile(r"CPU\s*Affinity")),
+    ("numa", re.compile(r"NUMA\s*Affinity")),
+    ("gpu_numa", re.compile(r"GPU\s*NUMA\s*ID")),
+)
+
+# ANSI escape sequences: CSI (``\x1b[4m``, ``\x1b[0m``) and the charset reset ``\x1b(B`` that
+# tput sgr0 emits.
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|\([A-Za-z0-9])")
+_CELL = re.compile(r"X|NV(\d+)|PIX|PXB|PHB|NODE|SYS|SOC")
+_LABEL_START = re.compile(r"(?=GPU\d|NIC\d|mlx\d+_)")
+_LABEL = re.compile(r"(?:GPU|NIC)\d+|[A-Za-z][A-Za-z0-9_]*\d")
+_LEGEND_ENTRY = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+_LIST = re.compile(r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*")
+
+
+class TopoParseError(ValueError):
+    """Text that is not an ``nvidia-smi topo -m`` matrix."""
+
+
+@dataclass(frozen=True)
+class TopoDevice:
+    """One row (and column) of the matrix.
+
+    ``label`` is the name the matrix uses (``GPU0``, ``NIC3``, or a raw ``mlx5_0`` on older
+    drivers).  ``rdma_name`` is the RDMA device behind a NIC: from the ``NIC Legend`` block, or
+    the label itself when the header used raw names; ``None`` for GPUs or when the legend is
+    missing.  The affinities are the kernel list format, normalised (``0-47,96-143``; ``1-1``
+    becomes ``1``); ``""`` is an empty CPU affinity (the caller's cpuset excluded every local
+    CPU), ``None`` means ``N/A``, absent (NIC rows, older drivers) or unresolved -- in the last
+    case ``unresolved_affinity`` keeps the text that could not be split and a warning explains.
+    """
+
+    label: str
+    kind: str
+    rdma_name: str | None = None
+    cpu_affinity: str | None = None
+    numa_affinity: str | None = None
+    gpu_numa_id: int | None = None
+    unresolved_affinity: str | None = None
+
+
+@dataclass(frozen=True)
+class TopoMatrix:
+    """The parsed matrix.
+
+    ``cells[i][j]`` is the path class between ``devices[i]`` and ``devices[j]``: ``X``,
+    ``NV<n>``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``, or ``?`` where the text could not
+    be read.  Old ``SOC`` cells are stored as ``SYS`` with ``legacy_soc`` set.  ``warnings``
+    lists every repair and every ambiguity the parser met, one sentence each.
+    """
+
+    devices: tuple[TopoDevice, ...]
+    cells: tuple[tuple[str, ...], ...]
+    legacy_soc: bool = False
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Device labels in matrix order."""
+        return tuple(d.label for d in self.devices)
+
+    def index(self, name: str) -> int:
+        """Position of a device given its label (``GPU0``) or RDMA name (``mlx5_0``)."""
+        for i, d in enumerate(self.devices):
+            if d.label == name:
+                return i
+        for i, d in enumerate(self.devices):
+            if d.rdma_name == name:
+                return i
+        raise KeyError(name)
+
+    def device(self, name: str) -> TopoDevice:
+        """The device with this label or RDMA name."""
+        return self.devices[self.index(name)]
+
+    def cell(self, a: str, b: str) -> str:
+        """Path class between two devices named by label or RDMA name."""
+        return self.cells[self.index(a)][self.index(b)]
+
+
+# --------------------------------------------------------------------------------------------
+# Value validation
+
+
+def _parse_list(text: str, limit: int) -> list[tuple[int, int]] | None:
+    """Ranges of a kernel list if ``text`` is one nvidia-smi could print, else None.
+
+    nvidia-smi prints ranges in ascending order without overlap; a range may be degenerate
+    (``1-1``) when the caller's cpuset cuts a node down to one CPU.
+    """
+    if not _LIST.fullmatch(text):
+        return None
+    ranges: list[tuple[int, int]] = []
+    prev = -1
+    for chunk in text.split(","):
+        lo_s, _, hi_s = chunk.partition("-")
+        # A leading zero ("05") is no number nvidia-smi prints: it can only come from gluing.
+        if (len(lo_s) > 1 and lo_s[0] == "0") or (len(hi_s) > 1 and hi_s[0] == "0"):
+            return None
+        lo = int(lo_s)
+        hi = int(hi_s) if hi_s else lo
+        if hi < lo or lo <= prev or hi > limit:
+            return None
+        ranges.append((lo, hi))
+        prev = hi
+    return ranges
+
+
+def _norm_list(text: str, limit: int) -> str | None:
+    ranges = _parse_list(text, limit)
+    if ranges is None:
+        return None
+    return format_cpulist(c for lo, hi in ranges for c in range(lo, hi + 1))
+
+
+def _cpu_count(text: str | None) -> int | None:
+    if not text:
+        return 0 if text == "" else None
+    ranges = _parse_list(text, _MAX_CPU)
+    return None if ranges is None else sum(hi - lo + 1 for lo, hi in ranges)
+
+
+_NA = object()  # an "N/A" value, distinct from an empty or missing one
+
+
+def _read_value(field: str, text: str) -> object:
+    """The value of one affinity field, ``_NA``, or None if ``text`` cannot be that field."""
+    if text == "N/A":
+        return _NA
+    if field == "cpu":
+        return "" if text == "" else _norm_list(text, _MAX_CPU)
+    if text == "":
+        return None  # only the CPU list can be empty
+    if field == "numa":
+        return _norm_list(text, _MAX_NODE)
+    if text.isdigit() and (text == "0" or text[0] != "0") and int(text) <= _MAX_NODE:
+        return int(text)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Line handling
+
+
+def _clean(line: str) -> str:
+    line = _ANSI.sub("", line).rstrip()
+    stripped = line.lstrip()
+    # Pastes into scripts and issue templates prefix every line with "#" (or "# ").
+    if stripped.startswith("#"):
+        line = stripped[1:]
+    return line
+
+
+def _read_header(line: str) -> tuple[list[str], list[str]] | None:
+    """Labels and column fields of a header line, or None if the line is no header."""
+    found: list[tuple[int, str]] = []
+    rest = line
+    for name, pattern in _COLUMN_TITLES:
+        m = pattern.search(rest)
+        if m:
+            found.append((m.start(), name))
+            rest = rest[: m.start()] + " " * (m.end() - m.start()) + rest[m.end() :]
+    labels: list[str] = []
+    for word in rest.split():
+        # Glued labels: "GPU0GPU1", "NIC28NIC29", "mlx5_0mlx5_1".
+        for piece in _LABEL_START.split(word):
+            if not piece:
+                continue
+            if not _LABEL.fullmatch(piece) or _CELL.fullmatch(piece):
+                return None
+            labels.append(piece)
+    if not labels or not re.fullmatch(r"GPU\d+", labels[0]):
+        return None
+    if not found and len(labels) < 2:
+        return None  # "GPU0 X" alone is a row of a one-GPU matrix, not a header
+    return labels, [name for _, name in sorted(found)]
+
+
+def _row_label(line: str, labels: list[str]) -> str | None:
+    """The header label this line starts with (longest match, ``GPU1`` is not ``GPU10``)."""
+    text = line.lstrip()
+    best: str | None = None
+    for label in labels:
+        if text.startswith(label):
+            nxt = text[len(label) : len(label) + 1]
+            if nxt.isdigit() or nxt in ("_", ":"):
+                continue
+            if best is None or len(label) > len(best):
+                best = label
+    return best
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """One way to read a row: its cells and its affinity values (cpu, numa, gpu_numa)."""
+
+    cells: tuple[str, ...]
+    values: tuple[object, ...] | None  # None: no affinity text on the row
+    repaired: bool  # the reading split glued digits or assumed an empty field
+
+
+def _scan_cells(body: str, n: int) -> tuple[list[str], list[tuple[int, int]], int, list[str]]:
+    """Split the cell part of a row by vocabulary.
+
+    Returns the cells, the span of each cell's text, the position where the affinity text
+    starts, and notes about unreadable cells.
+    """
+    cells: list[str] = []
+    spans: list[tuple[int, int]] = []
+    notes: list[str] = []
+    pos = 0
+    while len(cells) < n:
+        while pos < len(body) and body[pos].isspace():
+            pos += 1
+        if pos >= len(body):
+            break
+        if body[pos].isdigit() or body.startswith("N/A", pos):
+            break  # the affinity columns begin
+        m = _CELL.match(body, pos)
+        if m:
+            cells.append(m.group())
+            spans.append((m.start(), m.end()))
+            pos = m.end()
+            continue
+        # Not a path token: one unreadable cell, up to the next space or known token.
+        end = pos + 1
+        while end < len(body) and not body[end].isspace() and not _CELL.match(body, end):
+            end += 1
+        notes.append(f"unreadable cell {body[pos:end]!r}")
+        cells.append("?")
+        spans.append((pos, end))
+        pos = end
+    return cells, spans, pos, notes
+
+
+def _tail_tokens(text: str) -> list[str]:
+    # "N/A" is a word of its own even when glued ("0N/A", "N/AN/A").
+    return text.replace("N/A", " N/A ").split()
+
+
+def _assignments(tokens: list[str], fields: list[str]) -> Iterator[tuple[tuple[object, ...], bool]]:
+    """Every way to read ``tokens`` as the affinity ``fields``, with a flag for repairs.
+
+    A field takes a whole token, or a piece of a token glued to the next field (split between
+    two digits), or -- the CPU list only -- nothing at all.
+    """
+
+    def walk(fi: int, ti: int, off: int, acc: tuple[object, ...], repaired: bool):
+        if fi == len(fields):
+            if ti == len(tokens):
+                yield acc, repaired
+            return
+        field = fields[fi]
+        if field == "cpu" and off == 0:
+            yield from walk(fi + 1, ti, 0, acc + ("",), True)
+        if ti >= len(tokens):
+            return
+        token = tokens[ti]
+        rest = token[off:]
+        value = _read_value(field, rest)
+        if value is not None and rest:
+            yield from walk(fi + 1, ti + 1, 0, acc + (value,), repaired or off > 0)
+        for cut in range(off + 1, len(token)):
+            if token[cut - 1].isdigit() and token[cut].isdigit():
+                value = _read_value(field, token[off:cut])
+                if value is not None:
+                    yield from walk(fi + 1, ti, cut, acc + (value,), True)
+
+    yield from walk(0, 0, 0, (), False)
+
+
+def _row_readings(
+    body: str, n: int, fields: list[str], is_gpu: bool
+) -> tuple[list[_Reading], tuple[str, ...], list[str], str]:
+    """All readings of one row's text after its label.
+
+    Returns the readings (possibly none, or several when glued digits allow more than one),
+    the cells as first scanned, notes on unreadable text, and the raw text the readings
+    disagree about (for warnings).
+    """
+    cells, spans, pos, notes = _scan_cells(body, n)
+    if len(cells) < n:
+        notes.append(f"{n - len(cells)} of {n} cells missing")
+        cells += ["?"] * (n - len(cells))
+    tail = body[pos:].strip()
+    raw = tail
+    variants: list[tuple[list[str], str, bool]] = [(cells, tail, False)]
+
+    # The last cell's NVLink count may have swallowed the first digits of the CPU list:
+    # "NV180-47" is NV18 + "0-47" (or NV1 + "80-47").  Offer every split with a plausible
+    # count; the affinity columns, the symmetric cell and the other rows decide.
+    if fields and spans and len(spans) == n and cells[-1].startswith("NV"):
+        start, end = spans[-1]
+        digits = cells[-1][2:]
+        glued = end < len(body) and not body[end].isspace()
+        if glued or not tail:
+            raw = body[start:].strip()
+            for k in range(1, len(digits)):
+                if 1 <= int(digits[:k]) <= MAX_GLUED_NVLINKS:
+                    split_tail = (digits[k:] + body[end:]).strip()
+                    variants.append((cells[:-1] + ["NV" + digits[:k]], split_tail, True))
+            if glued and int(digits) > MAX_GLUED_NVLINKS:
+                variants.pop(0)  # "NV180-47" read as NV180 is no reading at all
+
+    readings: list[_Reading] = []
+    for vcells, vtail, nv_split in variants:
+        if not fields or (not vtail and not is_gpu):
+            # No affinity columns, or a NIC row (nvidia-smi prints no affinity for NICs).
+            readings.append(_Reading(tuple(vcells), None, nv_split))
+            continue
+        seen: set[tuple[object, ...]] = set()
+        for values, repaired in _assignments(_tail_tokens(vtail), fields):
+            if values not in seen:
+                seen.add(values)
+                readings.append(_Reading(tuple(vcells), values, repaired or nv_split))
+    # A reading that needed no repair wins outright: the text says what it means.
+    clean = [r for r in readings if not r.repaired]
+    if clean:
+        readings = clean[:1]
+    return readings, tuple(cells), notes, raw
+
+
+def _values_key(values: tuple[object, ...] | None, fields: list[str]) -> dict[str, object]:
+    out: dict[str, object] = {"cpu": None, "numa": None, "gpu_numa": None}
+    if values is not None:
+        for name, value in zip(fields, values):
+            out[name] = None if value is _NA else value
+    return out
+
+
+_FIELD_NAMES = {"cpu": "CPU Affinity", "numa": "NUMA Affinity", "gpu_numa": "GPU NUMA ID"}
+
+
+def _describe(values: tuple[object, ...], fields: list[str]) -> str:
+    return ", ".join(
+        f"{_FIELD_NAMES[name]} {'N/A' if value is _NA else repr(value)}"
+        for name, value in zip(fields, values)
+    )
+
+
+def parse_topo_matrix(text: str) -> TopoMatrix:
+    """Parse the output of ``nvidia-smi topo -m`` (or a paste of it) into a :class:`TopoMatrix`.
+
+    Lines before the header (prompts, ``NVIDIA Topology:``) and after the matrix (legends,
+    comments) are skipped; the ``NIC Legend`` block names the NICs.  Raises
+    :class:`TopoParseError` when no header is found, a label repeats, or a device has no row.
+    """
+    if not isinstance(text, str):
+        raise TopoParseError(f"expected text, got {type(text).__name__}")
+    lines = [_clean(line) for line in text.splitlines()]
+
+    header_at = -1
+    labels: list[str] = []
+    fields: list[str] = []
+    for i, line in enumerate(lines):
+        parsed = _read_header(line)
+        if parsed:
+            header_at = i
+            labels, fields = parsed
+            break
+    if header_at < 0:
+        raise TopoParseError("no nvidia-smi topo -m header (a line of GPU0 … labels) found")
+    if len(set(labels)) != len(labels):
+        dup = next(lb for lb in labels if labels.count(lb) > 1)
+        raise TopoParseError(f"device label {dup} appears twice in the header")
+
+    n = len(labels)
+    warnings: list[str] = []
+    legacy = False
+    legend: dict[str, str] = {}
+    row_text: dict[str, str] = {}
+    in_legend = False
+    for line in lines[header_at + 1 :]:
+        stripped = line.strip()
+        if not stripped:
+            continue
+        entry = _LEGEND_ENTRY.match(line)
+        if entry:
+            legend[entry.group(1)] = entry.group(2)
+            continue
+        if stripped.startswith(("Legend:", "NIC Legend:")):
+            in_legend = True
+            continue
+        if in_legend:
+            # Legend lines ("  SOC  = Connection traversing …") only matter for the flag.
+            if re.match(r"SOC\s*=", stripped):
+                legacy = True
+            continue
+        label = _row_label(line, labels)
+        if label is None:
+            if re.match(r"(GPU|NIC)\d+\b", stripped):
+                warnings.append(f"row {stripped.split()[0]} is not in the header; ignored")
+            continue
+        if label in row_text:
+            warnings.append(f"second row for {label} ignored")
+            continue
+        row_text[label] = line.lstrip()[len(label) :]
+
+    missing = [lb for lb in labels if lb not in row_text]
+    if missing:
+        raise TopoParseError(
+            f"header names {n} devices but {len(missing)} have no row (first: {missing[0]})"
+        )
+
+    # Pass 1: every reading of every row.
+    readings: dict[str, list[_Reading]] = {}
+    raw_tails: dict[str, str] = {}
+    unresolved: dict[str, str] = {}
+    for label in labels:
+        is_gpu = label.startswith("GPU")
+        rs, cells, notes, raw = _row_readings(row_text[label], n, fields, is_gpu)
+        raw_tails[label] = raw
+        warnings.extend(f"{label}: {note}" for note in notes)
+        if not rs:
+            # No reading of the affinity text fits the columns: keep the cells, drop values.
+            rs = [_Reading(cells, None, True)]
+            if raw or is_gpu:
+                cols = ", ".join(_FIELD_NAMES[f] for f in fields) or "(none)"
+                warnings.append(
+                    f"{label}: affinity text {raw!r} does not fit the columns {cols}; "
+                    "left unknown"
+                )
+                unresolved[label] = raw
+        readings[label] = rs
+
+    # Pass 2: settle ambiguous rows with evidence from the rows that have one reading.
+    settled = {lb: rs[0] for lb, rs in readings.items() if len(rs) == 1}
+    known = [
+        _values_key(r.values, fields)
+        for lb, r in settled.items()
+        if r.values is not None and lb not in unresolved
+    ]
+    evidence = (
+        ("the same affinities on another row", lambda v: v in known),
+        ("the same CPU list on another row", lambda v: any(v["cpu"] == k["cpu"] for k in known)),
+        (
+            "the same NUMA affinity on another row",
+            lambda v: v["numa"] is not None and any(v["numa"] == k["numa"] for k in known),
+        ),
+        (
+            "the CPU count of another row",
+            lambda v: _cpu_count(v["cpu"]) is not None
+            and any(_cpu_count(v["cpu"]) == _cpu_count(k["cpu"]) for k in known),
+        ),
+    )
+    chosen: dict[str, _Reading] = dict(settled)
+    for i, label in enumerate(labels):
+        if label in chosen:
+            continue
+        rs = readings[label]
+
+        def mirrors(r: _Reading, i: int = i) -> bool:
+            # Evidence 1: the matrix is symmetric; compare with the settled rows' column i.
+            return all(
+                r.cells[j] == settled[other].cells[i]
+                for j, other in enumerate(labels)
+                if other in settled and "?" not in (r.cells[j], settled[other].cells[i])
+            )
+
+        pool = [r for r in rs if mirrors(r)] or rs
+        reason = "the symmetric cell" if len(pool) < len(rs) else "elimination"
+        for why, test in evidence:
+            if len(pool) == 1:
+                break
+            hits = [r for r in pool if test(_values_key(r.values, fields))]
+            if hits and len(hits) < len(pool):
+                pool, reason = hits, why
+        if len(pool) == 1:
+            chosen[label] = pool[0]
+            if pool[0].values is not None:
+                warnings.append(
+                    f"{label}: glued text {raw_tails[label]!r} read as "
+                    f"{_describe(pool[0].values, fields)} (decided by {reason})"
+                )
+            continue
+        # Still ambiguous: keep what every reading agrees on, leave the rest unknown.
+        cells = tuple(
+            pool[0].cells[j] if all(r.cells[j] == pool[0].cells[j] for r in pool) else "?"
+            for j in range(n)
+        )
+        for j in range(n):
+            if cells[j] == "?" and pool[0].cells[j] != "?":
+                options = " or ".join(sorted({r.cells[j] for r in pool}))
+                warnings.append(f"{label}/{labels[j]}: cell could be {options}; left unknown")
+        options = sorted({_describe(r.values, fields) for r in pool if r.values is not None})
+        if options:
+            warnings.append(
+                f"{label}: affinity text {raw_tails[label]!r} could be read as "
+                f"{' or as '.join(options)}; left unknown"
+            )
+            unresolved[label] = raw_tails[label]
+        chosen[label] = _Reading(cells, None, True)
+
+    # Build the result.
+    devices: list[TopoDevice] = []
+    rows: list[tuple[str, ...]] = []
+    for label in labels:
+        r = chosen[label]
+        kind = "gpu" if label.startswith("GPU") else "nic"
+        if kind == "nic":
+            rdma = legend.get(label) if re.fullmatch(r"NIC\d+", label) else label
+        else:
+            rdma = None
+        v = _values_key(r.values, fields)
+        cells = []
+        for c in r.cells:
+            if c == "SOC":
+                legacy = True
+                c = "SYS"
+            cells.append(c)
+        rows.append(tuple(cells))
+        devices.append(
+            TopoDevice(
+                label=label,
+                kind=kind,
+                rdma_name=rdma,
+                cpu_affinity=v["cpu"],  # type: ignore[arg-type]
+                numa_affinity=v["numa"],  # type: ignore[arg-type]
+                gpu_numa_id=v["gpu_numa"],  # type: ignore[arg-type]
+                unresolved_affinity=unresolved.get(label),
+            )
+        )
+    for lb in legend:
+        if lb not in index:
+            warnings.append(f"NIC Legend names {lb}, which is not in the matrix")
+
+    # Consistency notes: the diagonal and symmetry.
+    for i in range(n):
+        if rows[i][i] not in ("X", "?"):
+            warnings.append(f"{labels[i]}/{labels[i]}: diagonal cell is {rows[i][i]}, not X")
+        for j in range(i + 1, n):
+            a, b = rows[i][j], rows[j][i]
+            if a != b and "?" not in (a, b):
+                warnings.append(f"{labels[i]}/{labels[j]} is {a} but {labels[j]}/{labels[i]} is {b}")
+
+    return TopoMatrix(
+        devices=tuple(devices),
+        cells=tuple(rows),
+        legacy_soc=legacy,
+        warnings=tuple(warnings),
+    )
