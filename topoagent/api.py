@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from topoagent.analysis.findings import Finding, Severity, find_all
 from topoagent.analysis.paths import Path, all_paths
 from topoagent.analysis.rails import RailPlan, plan_rails
+from topoagent.advice.plan import Plan, make_plan
 from topoagent.hostfs import HostFS
 from topoagent.snapshot import Snapshot
 from topoagent.sources.sysfs import read_sysfs
@@ -28,6 +29,7 @@ class ScanResult:
     paths: tuple[Path, ...]
     rails: RailPlan
     findings: tuple[Finding, ...]
+    plan: Plan
 
     def worst(self) -> Severity | None:
         """The most severe finding's severity, or None when there are none."""
@@ -48,7 +50,7 @@ def analyse(snapshot: Snapshot) -> ScanResult:
     topo = build_topology(snapshot)
     paths = all_paths(topo)
     rails = plan_rails(topo, paths)
-    return ScanResult(snapshot, topo, paths, rails, find_all(topo, paths, rails))
+    return ScanResult(snapshot, topo, paths, rails, find_all(topo, paths, rails), make_plan(topo, rails))
 
 
 def scan(root: str | os.PathLike[str] = "/") -> ScanResult:

@@ -341,15 +341,21 @@ def check_numa(c: _Ctx) -> list[Finding]:
                                  Evidence(f"/sys/devices/system/node/node{node.id}/cpulist", node.cpulist)],
             "Report to the platform vendor (ACPI _PXM vs SRAT); measure which CPUs are local "
             "(e.g. nvbandwidth or ib_write_bw with numactl) and bind by that."))
+    by_target: dict[int | None, list[int]] = {}
     for n in topo.nodes:
         if n.cpu_less:
-            out.append(c.finding(
-                "CPU_LESS_NUMA_NODE", [f"node{n.id}"],
-                f"NUMA node {n.id} has memory but no CPUs (GPU memory on Grace, CXL or HBM): binding a "
-                f"process to it fails; bind CPUs to node {n.nearest_cpu_node} instead.",
-                [Evidence(f"/sys/devices/system/node/node{n.id}/cpulist", "")],
-                f"numactl --cpunodebind={n.nearest_cpu_node} (memory may still be placed on node {n.id} "
-                "with --membind or --preferred if that is the point)."))
+            by_target.setdefault(n.nearest_cpu_node, []).append(n.id)
+    for target, ids in sorted(by_target.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        names = ", ".join(str(i) for i in ids)
+        bind = f"bind CPUs to node {target} instead" if target is not None else "no node has CPUs"
+        out.append(c.finding(
+            "CPU_LESS_NUMA_NODE", [f"node{i}" for i in ids],
+            f"NUMA node(s) {names} have memory but no CPUs (GPU memory on Grace, CXL or HBM): "
+            f"binding a process's CPUs there fails; {bind}.",
+            [Evidence(f"/sys/devices/system/node/node{i}/cpulist", "") for i in ids[:8]],
+            f"numactl --cpunodebind={target} (memory may still go to node {ids[0]} with --membind or "
+            "--preferred if that is the point)." if target is not None else
+            "Check that CPUs are online (/sys/devices/system/cpu/online)."))
     return out
 
 

@@ -121,7 +121,18 @@ def report(result: ScanResult) -> dict[str, Any]:
             for r in result.rails.rails
         ],
         "findings": [finding_dict(f) for f in result.findings],
-        "recommendations": {"gpus": []},
+        "recommendations": {
+            "gpus": [
+                {"gpu": g.gpu, "bdf": g.bdf, "numa_node": g.numa_node, "cpus": g.cpus, "nics": list(g.nics),
+                 "env": dict(g.env), "numactl": g.numactl}
+                for g in result.plan.gpus
+            ],
+            "numa_groups": [
+                {"numa_node": n.numa_node, "gpus": list(n.gpus), "cuda_visible_devices": n.cuda_visible_devices,
+                 "cpus": n.cpus}
+                for n in result.plan.numa_groups
+            ],
+        },
         "probe_errors": [to_dict(e) for e in snap.probe_errors],
     }
 
