@@ -1,5 +1,36 @@
 import sys
 from pathlib import Path
 
-# Test helpers (configbytes, fakesysfs) import as top-level modules.
-sys.path.insert(0, str(Path(__file__).parent))
+import pytest
+
+# Test helpers (configbytes, fakenvml, realtrees) import as top-level modules; the fake-sysfs
+# generator as the package tests.fakesysfs.
+TESTS = Path(__file__).parent
+sys.path.insert(0, str(TESTS))
+sys.path.insert(0, str(TESTS.parent))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="Rewrite tests/golden/* from the current outputs instead of comparing.")
+
+
+@pytest.fixture(scope="session")
+def update_golden(request) -> bool:
+    return request.config.getoption("--update-golden")
+
+
+@pytest.fixture(scope="session")
+def fixture_root(tmp_path_factory):
+    """Generate (once per session) the fake sysfs root of a machine description by name."""
+    from tests.fakesysfs import generate
+
+    cache: dict[str, Path] = {}
+    base = tmp_path_factory.mktemp("machines")
+
+    def make(name: str) -> Path:
+        if name not in cache:
+            cache[name] = generate(name, base / name)
+        return cache[name]
+
+    return make

@@ -28,7 +28,7 @@ def cli() -> None:
 @cli.command()
 @click.option("--root", default="/", show_default=True, metavar="DIR",
               help="Read the host tree below this directory (a fake or captured root).")
-@click.option("--format", "fmt", type=click.Choice(["tree", "json"]), default="tree",
+@click.option("--format", "fmt", type=click.Choice(["tree", "json", "matrix"]), default="tree",
               show_default=True, help="Output format.")
 @click.option("--all", "show_all", is_flag=True, help="Show every PCI function in the tree.")
 @click.option("--fail-on", type=click.Choice(["critical", "warning", "info"]), default="critical",
@@ -53,6 +53,11 @@ def scan(root: str, fmt: str, show_all: bool, fail_on: str) -> None:
         from topoagent.outputs.json_report import render_json
 
         click.echo(render_json(result), nl=False)
+    elif fmt == "matrix":
+        from topoagent.analysis.matrix import matrix_of
+        from topoagent.outputs.matrix import render_topo_matrix
+
+        click.echo(render_topo_matrix(matrix_of(result)), nl=False)
     else:
         from topoagent.outputs.tree import render_tree
 

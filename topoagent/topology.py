@@ -85,6 +85,11 @@ class Device:
     def is_vf(self) -> bool:
         return self.physfn is not None
 
+    @property
+    def rdma_capable(self) -> bool:
+        """An RDMA device is bound to it, or it is an InfiniBand controller (class 0x0207)."""
+        return bool(self.rdma_devices) or (self.class_code is not None and self.class_code >> 8 == 0x0207)
+
 
 @dataclass(frozen=True)
 class Node:

@@ -96,7 +96,7 @@ class _Ctx:
 
     @property
     def rdma_nics(self) -> list[Device]:
-        return [n for n in self.topo.nics if n.rdma_devices and not n.is_vf]
+        return [n for n in self.topo.nics if n.rdma_capable and not n.is_vf]
 
 
 def _nic_label(n: Device) -> str:
@@ -117,7 +117,7 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
         if rail.nic is None or rail.cls is None or rail.cls <= PathClass.PXB:
             continue
         g, n = c.dev(rail.gpu), c.dev(rail.nic)
-        if not n.rdma_devices:
+        if not n.rdma_capable:
             continue  # no RDMA on the best NIC: GPUDirect is moot (NO_RDMA_NIC says so)
         p = c.idx[(g.id, n.id)]
         ev = _numa_evidence(g) + _numa_evidence(n)
@@ -240,8 +240,11 @@ def check_iommu(c: _Ctx) -> list[Finding]:
     cmdline = (c.topo.snapshot.kernel_cmdline or "").split()
     if "iommu=pt" in cmdline or "intel_iommu=off" in cmdline or "amd_iommu=off" in cmdline:
         return []
+    if not c.topo.gpus:
+        return []  # the hazard is GPU peer-to-peer DMA; a translating IOMMU is normal elsewhere
     hit = [d for d in c.topo.devices
-           if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and d.iommu_type in ("DMA", "DMA-FQ")]
+           if (d.kind is DeviceKind.GPU or (d.kind is DeviceKind.NIC and d.rdma_capable))
+           and d.iommu_type in ("DMA", "DMA-FQ")]
     if not hit:
         return []
     return [c.finding(

@@ -76,7 +76,7 @@ def nic_bandwidth_gbps(topo: Topology, nic: Device) -> float:
 
 
 def _is_fabric(topo: Topology, nic: Device) -> bool:
-    return bool(nic.rdma_devices) or nic_bandwidth_gbps(topo, nic) * 1000 >= _FABRIC_MBPS
+    return nic.rdma_capable or nic_bandwidth_gbps(topo, nic) * 1000 >= _FABRIC_MBPS
 
 
 def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> dict[str, NicRole]:

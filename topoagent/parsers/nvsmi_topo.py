@@ -5,8 +5,8 @@ This parser reads all of those seen in the wild (see ``tests/parsers/samples/nvs
 
 * a header row of device labels -- ``GPU0 … NIC0 …`` with a ``NIC Legend:`` block that maps
   ``NIC0: mlx5_0``, or (older drivers) raw RDMA names ``mlx5_0`` / ``mlx4_0`` -- followed by
-  the column titles ``CPU Affinity``, ``NUMA Affinity`` (since ~R450) and ``GPU NUMA ID``
-  (since ~R535; numeric on Grace, ``N/A`` elsewhere);
+  the column titles ``CPU Affinity``, ``NUMA Affinity`` (absent from older drivers) and
+  ``GPU NUMA ID`` (newer drivers; numeric on Grace, ``N/A`` elsewhere);
 * one row per device: the label, one cell per device (``X``, ``NV#``, ``PIX``, ``PXB``,
   ``PHB``, ``NODE``, ``SYS``, or ``SOC`` from ≈2017 drivers, which had no ``NODE``), then, on
   GPU rows only, the affinity values;
@@ -252,6 +252,14 @@ class _Reading:
     cells: tuple[str, ...]
     values: tuple[object, ...] | None  # None: no affinity text on the row
     repaired: bool  # the reading split glued digits or assumed an empty field
+    split: bool = False  # the reading split glued digits
+    nv_cell: str | None = None  # the last cell, when its NVLink count was split off digits
+
+    def describe(self, fields: list[str]) -> str:
+        parts = [self.nv_cell] if self.nv_cell else []
+        if self.values is not None:
+            parts.append(_describe(self.values, fields))
+        return ", ".join(parts) or "cells only"
 
 
 def _scan_cells(body: str, n: int) -> tuple[list[str], list[tuple[int, int]], int, list[str]]:
@@ -293,35 +301,38 @@ def _tail_tokens(text: str) -> list[str]:
     return text.replace("N/A", " N/A ").split()
 
 
-def _assignments(tokens: list[str], fields: list[str]) -> Iterator[tuple[tuple[object, ...], bool]]:
-    """Every way to read ``tokens`` as the affinity ``fields``, with a flag for repairs.
+def _assignments(
+    tokens: list[str], fields: list[str]
+) -> Iterator[tuple[tuple[object, ...], bool, bool]]:
+    """Every way to read ``tokens`` as the affinity ``fields``.
 
     A field takes a whole token, or a piece of a token glued to the next field (split between
-    two digits), or -- the CPU list only -- nothing at all.
+    two digits), or -- the CPU list only -- nothing at all.  Yields the values with two flags:
+    whether a field was assumed empty, and whether a token was split.
     """
 
-    def walk(fi: int, ti: int, off: int, acc: tuple[object, ...], repaired: bool):
+    def walk(fi: int, ti: int, off: int, acc: tuple[object, ...], empty: bool, split: bool):
         if fi == len(fields):
             if ti == len(tokens):
-                yield acc, repaired
+                yield acc, empty, split
             return
         field = fields[fi]
         if field == "cpu" and off == 0:
-            yield from walk(fi + 1, ti, 0, acc + ("",), True)
+            yield from walk(fi + 1, ti, 0, acc + ("",), True, split)
         if ti >= len(tokens):
             return
         token = tokens[ti]
         rest = token[off:]
         value = _read_value(field, rest)
         if value is not None and rest:
-            yield from walk(fi + 1, ti + 1, 0, acc + (value,), repaired or off > 0)
+            yield from walk(fi + 1, ti + 1, 0, acc + (value,), empty, split or off > 0)
         for cut in range(off + 1, len(token)):
             if token[cut - 1].isdigit() and token[cut].isdigit():
                 value = _read_value(field, token[off:cut])
                 if value is not None:
-                    yield from walk(fi + 1, ti, cut, acc + (value,), True)
+                    yield from walk(fi + 1, ti, cut, acc + (value,), empty, True)
 
-    yield from walk(0, 0, 0, (), False)
+    yield from walk(0, 0, 0, (), False, False)
 
 
 def _row_readings(
@@ -361,18 +372,21 @@ def _row_readings(
     for vcells, vtail, nv_split in variants:
         if not fields or (not vtail and not is_gpu):
             # No affinity columns, or a NIC row (nvidia-smi prints no affinity for NICs).
-            readings.append(_Reading(tuple(vcells), None, nv_split))
+            nv_cell = vcells[-1] if nv_split else None
+            readings.append(_Reading(tuple(vcells), None, nv_split, nv_split, nv_cell))
             continue
         seen: set[tuple[object, ...]] = set()
-        for values, repaired in _assignments(_tail_tokens(vtail), fields):
+        for values, empty, split in _assignments(_tail_tokens(vtail), fields):
             if values not in seen:
                 seen.add(values)
-                readings.append(_Reading(tuple(vcells), values, repaired or nv_split))
+                split = split or nv_split
+                nv_cell = vcells[-1] if nv_split else None
+                readings.append(_Reading(tuple(vcells), values, empty or split, split, nv_cell))
     # A reading that needed no repair wins outright: the text says what it means.
     clean = [r for r in readings if not r.repaired]
     if clean:
         readings = clean[:1]
-    return readings, tuple(cells), notes, raw
+    return readings, tuple(cells), notes, " ".join(raw.split())
 
 
 def _values_key(values: tuple[object, ...] | None, fields: list[str]) -> dict[str, object]:
@@ -499,6 +513,12 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         ),
     )
     chosen: dict[str, _Reading] = dict(settled)
+    for label, r in settled.items():
+        if r.split:
+            warnings.append(
+                f"{label}: glued text {raw_tails[label]!r} read as {r.describe(fields)} "
+                "(the only reading that fits)"
+            )
     for i, label in enumerate(labels):
         if label in chosen:
             continue
@@ -522,11 +542,10 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
                 pool, reason = hits, why
         if len(pool) == 1:
             chosen[label] = pool[0]
-            if pool[0].values is not None:
-                warnings.append(
-                    f"{label}: glued text {raw_tails[label]!r} read as "
-                    f"{_describe(pool[0].values, fields)} (decided by {reason})"
-                )
+            warnings.append(
+                f"{label}: glued text {raw_tails[label]!r} read as "
+                f"{pool[0].describe(fields)} (decided by {reason})"
+            )
             continue
         # Still ambiguous: keep what every reading agrees on, leave the rest unknown.
         cells = tuple(
@@ -537,7 +556,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
             if cells[j] == "?" and pool[0].cells[j] != "?":
                 options = " or ".join(sorted({r.cells[j] for r in pool}))
                 warnings.append(f"{label}/{labels[j]}: cell could be {options}; left unknown")
-        options = sorted({_describe(r.values, fields) for r in pool if r.values is not None})
+        options = sorted({r.describe(fields) for r in pool})
         if options:
             warnings.append(
                 f"{label}: affinity text {raw_tails[label]!r} could be read as "
@@ -576,7 +595,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
             )
         )
     for lb in legend:
-        if lb not in index:
+        if lb not in row_text:
             warnings.append(f"NIC Legend names {lb}, which is not in the matrix")
 
     # Consistency notes: the diagonal and symmetry.

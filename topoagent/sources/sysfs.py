@@ -150,7 +150,12 @@ class SysfsReader:
         virtio bus device (``.../0000:00:03.0/virtio0``), so take the nearest BDF on the path.
         """
         real = self.fs.resolve(rel)
-        if real is None or not real.startswith(SYS_DEVICES + "/"):
+        if real is None:
+            parent = rel.rsplit("/", 1)[0]
+            if self.fs.exists(rel) or (self.fs.exists(parent) and self.fs.resolve(parent) is None):
+                self.fs.record(rel, "dangling symlink")  # a link is there but leads nowhere
+            return None
+        if not real.startswith(SYS_DEVICES + "/"):
             return None
         for name in reversed(real.split("/")):
             if is_bdf(name):

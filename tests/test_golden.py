@@ -1,0 +1,55 @@
+"""Golden end-to-end outputs of `topoagent scan` for every machine description.
+
+Regenerate after an intended change with ``python -m pytest tests/test_golden.py --update-golden``
+and review the diff like code.
+"""
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from tests.fakesysfs import machine_names
+from topoagent.cli import cli
+
+GOLDEN = Path(__file__).parent / "golden"
+SCHEMA = json.loads((Path(__file__).parents[1] / "topoagent/schema/scan.schema.json").read_text())
+FORMATS = {"tree": "tree.txt", "json": "scan.json", "matrix": "matrix.txt"}
+MACHINES = machine_names()
+
+
+def scan(root: Path, fmt: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["scan", "--root", str(root), "--format", fmt])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output.replace(str(root), "<ROOT>")
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_golden(machine, fmt, fixture_root, update_golden):
+    code, out = scan(fixture_root(machine), fmt)
+    assert code in (0, 1)
+    text = f"{out}" if fmt != "tree" else f"{out}# exit {code}\n"
+    path = GOLDEN / machine / FORMATS[fmt]
+    if update_golden:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return
+    assert path.exists(), f"no golden file {path}: run pytest --update-golden"
+    assert text == path.read_text(), f"{path} differs: review, then --update-golden"
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_json_validates_and_is_deterministic(machine, fixture_root):
+    root = fixture_root(machine)
+    _, first = scan(root, "json")
+    _, second = scan(root, "json")
+    assert first == second
+    doc = json.loads(first)
+    jsonschema.validate(doc, SCHEMA)
+    ids = [d["id"] for d in doc["devices"]]
+    assert len(ids) == len(set(ids))
+    for p in doc["paths"]:
+        assert ids.index(p["a"]) < ids.index(p["b"])

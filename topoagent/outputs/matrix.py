@@ -1,0 +1,76 @@
+"""Render a :class:`~topoagent.parsers.nvsmi_topo.TopoMatrix` the way ``nvidia-smi topo -m`` prints it.
+
+The layout is the current driver's (the one with a ``GPU NUMA ID`` column): a header row of tab-separated labels with a
+leading tab, one row per device with `` X `` on the diagonal and tabs between cells, the
+affinity values on GPU rows only, a blank line, the ``Legend:`` block, and a ``NIC Legend:``
+block when NICs are named ``NIC<n>``.  The text parses back to an equal matrix with
+:func:`~topoagent.parsers.nvsmi_topo.parse_topo_matrix` (warnings aside).
+
+Which affinity columns are printed: ``CPU Affinity`` always (every driver generation has it);
+``NUMA Affinity`` and ``GPU NUMA ID`` together, when any device has a value in either of them --
+as a modern driver prints them -- and neither otherwise, as older drivers did.  A column that
+holds only ``N/A`` reads back the same as a column that is absent, so dropping it loses nothing.
+Unknown values print as ``N/A``.
+"""
+
+from __future__ import annotations
+
+from topoagent.parsers.nvsmi_topo import TopoDevice, TopoMatrix
+
+__all__ = ["LEGEND", "render_topo_matrix"]
+
+#: The legend block as current nvidia-smi prints it, word for word (older drivers said
+#: "PCIe switches" where it now says "PCIe bridges", and had ``SOC`` instead of ``SYS``).
+LEGEND = """\
+Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""
+
+
+def _na(value: object) -> str:
+    return "N/A" if value is None else str(value)
+
+
+def _affinity(device: TopoDevice, numa_columns: bool) -> str:
+    cpu = _na(device.cpu_affinity)
+    if not numa_columns:
+        return cpu
+    # nvidia-smi pads the NUMA Affinity value with two tabs (its header title is wider than a
+    # tab stop); the parser accepts one or more.
+    return f"{cpu}\t{_na(device.numa_affinity)}\t\t{_na(device.gpu_numa_id)}"
+
+
+def render_topo_matrix(m: TopoMatrix) -> str:
+    """Text of ``m`` in the layout of ``nvidia-smi topo -m`` (ends with a newline)."""
+    numa_columns = any(
+        d.numa_affinity is not None or d.gpu_numa_id is not None for d in m.devices
+    )
+    titles = ["CPU Affinity"] + (["NUMA Affinity", "GPU NUMA ID"] if numa_columns else [])
+    lines = ["\t" + "\t".join([d.label for d in m.devices] + titles)]
+    for device, row in zip(m.devices, m.cells):
+        cells = [" X " if c == "X" else c for c in row]
+        line = device.label + "\t" + "\t".join(cells)
+        has_values = (
+            device.cpu_affinity is not None
+            or device.numa_affinity is not None
+            or device.gpu_numa_id is not None
+        )
+        # GPU rows always carry the affinity columns; NIC rows never do in nvidia-smi, so a NIC
+        # gets them only when it has values to show.
+        if device.kind == "gpu" or has_values:
+            line += "\t" + _affinity(device, numa_columns)
+        lines.append(line)
+    text = "\n".join(lines) + "\n\n" + LEGEND
+    named = [
+        d for d in m.devices if d.kind == "nic" and d.rdma_name and d.label != d.rdma_name
+    ]
+    if named:
+        text += "\nNIC Legend:\n\n" + "".join(f"  {d.label}: {d.rdma_name}\n" for d in named)
+    return text

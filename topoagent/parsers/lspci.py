@@ -1,0 +1,539 @@
+"""Parse ``lspci`` text: the tree (``lspci -t``, ``-tv``, ``-tvnn``) and the verbose listing
+(``lspci -vvv``, ``-vvvnn``, ``-D -vvv``).
+
+``lspci`` is a fallback and a cross-check for sysfs (REFERENCE.md §1–2): pasted ``lspci`` output
+is what users attach to bug reports, and ``lspci -vvv`` shows ACS control bits that sysfs only
+exposes as raw config space.  Both parsers are pure: they take the text, never a path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from topoagent.snapshot import AcsInfo
+
+__all__ = [
+    "ACS_FLAGS",
+    "LspciFunction",
+    "LspciParseError",
+    "LspciTreeNode",
+    "SriovInfo",
+    "decode_acs",
+    "parse_lspci_tree",
+    "parse_lspci_verbose",
+]
+
+#: ACS capability/control bits in register order (PCIe Base Spec 7.7.8), in lspci's spelling.
+ACS_FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
+
+# lspci's names for the PCIe capability's Device/Port Type, mapped to the names used by
+# topoagent.parsers.configspace.PORT_TYPES.
+_PORT_TYPES = (
+    ("Root Complex Integrated Endpoint", "rc_integrated_endpoint"),
+    ("Root Complex Event Collector", "rc_event_collector"),
+    ("Legacy Endpoint", "legacy_endpoint"),
+    ("Endpoint", "endpoint"),
+    ("Root Port", "root_port"),
+    ("Upstream Port", "switch_upstream"),
+    ("Downstream Port", "switch_downstream"),
+    ("PCI-Express to PCI/PCI-X Bridge", "pcie_to_pci_bridge"),
+    ("PCI/PCI-X to PCI-Express Bridge", "pci_to_pcie_bridge"),
+)
+
+
+class LspciParseError(ValueError):
+    """Text that is not the lspci output the parser was asked to read."""
+
+
+def decode_acs(register: int) -> dict[str, bool]:
+    """ACS capability or control register as ``{"SrcValid": True, …}`` (bit 0 first)."""
+    return {name: bool(register >> bit & 1) for bit, name in enumerate(ACS_FLAGS)}
+
+
+def _ids(text: str) -> tuple[int | None, int | None, str]:
+    """Strip a trailing ``[vvvv:dddd]`` (added by ``-nn``) and return the ids and the text."""
+    m = re.search(r"\s*\[([0-9a-fA-F]{4}):([0-9a-fA-F]{4})\]\s*$", text)
+    if not m:
+        return None, None, text
+    return int(m.group(1), 16), int(m.group(2), 16), text[: m.start()]
+
+
+# --------------------------------------------------------------------------------------------
+# lspci -t
+
+
+@dataclass(frozen=True)
+class LspciTreeNode:
+    """One PCI function in ``lspci -t`` output.
+
+    ``bdf`` is the full ``dddd:bb:dd.f`` (lower case): the domain comes from the root bus
+    (``[0000:00]``) and the bus is the secondary bus of the parent bridge, read from its
+    ``[bb]`` / ``[bb-ss]`` range.  ``description`` is the device name printed by ``-tv``
+    (``None`` with plain ``-t``, and for bridges, which lspci prints without a name);
+    ``vendor_id``/``device_id`` come from the ``[vvvv:dddd]`` that ``-nn`` appends.  A bridge
+    has ``secondary_bus``/``subordinate_bus`` and its children; an empty bridge has no
+    children.
+    """
+
+    bdf: str
+    description: str | None = None
+    children: tuple[LspciTreeNode, ...] = ()
+    secondary_bus: int | None = None
+    subordinate_bus: int | None = None
+    vendor_id: int | None = None
+    device_id: int | None = None
+
+    @property
+    def is_bridge(self) -> bool:
+        return self.secondary_bus is not None
+
+    def walk(self):
+        """This node and every node below it, depth first."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+@dataclass
+class _Node:
+    bdf: str
+    description: str | None = None
+    secondary: int | None = None
+    subordinate: int | None = None
+    children: list[_Node] = field(default_factory=list)
+
+    def freeze(self) -> LspciTreeNode:
+        vendor = device = None
+        desc = self.description
+        if desc is not None:
+            vendor, device, desc = _ids(desc)
+        return LspciTreeNode(
+            bdf=self.bdf,
+            description=desc,
+            children=tuple(c.freeze() for c in self.children),
+            secondary_bus=self.secondary,
+            subordinate_bus=self.subordinate,
+            vendor_id=vendor,
+            device_id=device,
+        )
+
+
+# A root bus: "[0000:00]" (or "[00]" from lspci without domain support; VMD domains have five
+# hex digits, "[10000:e0]").
+_ROOT = re.compile(r"\[(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2})\]-")
+_TREE_START = re.compile(r"-(?:[+\\]-)?\[(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}\]-")
+_DEV = re.compile(r"([0-9a-fA-F]{2})\.([0-7])")
+_BRIDGE = re.compile(r"-\[([0-9a-fA-F]{2})(?:-([0-9a-fA-F]{2}))?\]-")
+
+
+@dataclass
+class _Bus:
+    domain: int
+    number: int
+    children: list[_Node]
+
+
+def parse_lspci_tree(text: str) -> tuple[LspciTreeNode, ...]:
+    """Parse ``lspci -t`` / ``-tv`` / ``-tvnn`` into the functions on the root buses.
+
+    Returns the functions of every root bus in output order, each with its subtree; the root
+    bus itself is the ``dddd:bb`` part of their BDFs.  Blank input gives ``()``.
+
+    lspci draws the tree on a character grid (pciutils ``ls-tree.c``): a bus with one device
+    continues the line with ``--``/``----``, a bus with several opens a branch ``+-`` whose
+    later siblings start further lines with ``+-`` or ``\\-`` in the same column, and ``|``
+    carries an open branch down.  So the parent of a line's first node is known by its column.
+    """
+    if not isinstance(text, str):
+        raise LspciParseError(f"expected text, got {type(text).__name__}")
+    roots: list[_Node] = []
+    host = _Bus(0, 0, roots)
+    # Column of a branch character -> the bus whose siblings hang off that column.
+    branches: dict[int, _Bus | None] = {}  # None: the list of root buses
+    seen_any = False
+
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+
+        def fail(why: str, lineno: int = lineno, line: str = line) -> LspciParseError:
+            return LspciParseError(f"lspci tree line {lineno}: {why}: {line.strip()[:80]!r}")
+
+        col = len(line) - len(line.lstrip(" |"))
+        if col >= len(line):
+            continue  # only "|" continuation marks
+        ch = line[col]
+        if not seen_any:
+            # First line: "-[0000:00]-…" (one root bus) or "-+-[0000:00]-…" (several).
+            # Anything before it (a shell prompt, a heading) is not part of the tree.
+            if not _TREE_START.match(line, col):
+                continue
+            seen_any = True
+            if line.startswith("-+-", col) or line.startswith("-\\-", col):
+                branches[col + 1] = None
+                pos = _root_bus(line, col + 3, host, branches, fail)
+            else:
+                pos = _root_bus(line, col + 1, host, branches, fail)
+            continue
+        if ch not in "+\\" or line[col + 1 : col + 2] != "-":
+            raise fail("expected '+-' or '\\-' where a branch continues")
+        if col not in branches:
+            raise fail("branch in a column no earlier line opened")
+        bus = branches[col]
+        # Everything right of this column belonged to the previous sibling's subtree.
+        for c in [c for c in branches if c > col]:
+            del branches[c]
+        if bus is None:
+            pos = _root_bus(line, col + 2, host, branches, fail)
+        else:
+            pos = _device(line, col + 2, bus, branches, fail)
+        del pos
+    if not seen_any and text.strip():
+        raise LspciParseError("no lspci tree found")
+    return tuple(n.freeze() for n in roots)
+
+
+def _root_bus(line: str, pos: int, host: _Bus, branches, fail) -> int:
+    m = _ROOT.match(line, pos)
+    if not m:
+        raise fail("expected a root bus like [0000:00]")
+    domain = int(m.group(1), 16) if m.group(1) else 0
+    bus = _Bus(domain, int(m.group(2), 16), host.children)
+    return _bus_children(line, m.end(), bus, branches, fail)
+
+
+def _bus_children(line: str, pos: int, bus: _Bus, branches, fail) -> int:
+    """Devices of ``bus`` starting at ``pos``: nothing, ``-`` + one device, or a branch."""
+    rest = line[pos:]
+    if not rest:
+        return pos  # empty bus (a bridge with nothing behind it)
+    if rest.startswith("-") and not rest.startswith("-+") and not rest.startswith("-\\"):
+        # One device: the bus printed "--" and the bridge its own "-"; after a root bus the
+        # first "-" of "--" is already consumed by "[0000:00]-".
+        i = pos
+        while i < len(line) and line[i] == "-":
+            i += 1
+        if i == len(line):
+            return i  # "-[08]--": a bridge with an empty secondary bus
+        return _device(line, i, bus, branches, fail)
+    if rest[:2] in ("+-", "\\-"):
+        branches[pos] = bus
+        return _device(line, pos + 2, bus, branches, fail)
+    if rest[:1] == "-" and rest[1:3] in ("+-", "\\-"):
+        branches[pos + 1] = bus
+        return _device(line, pos + 3, bus, branches, fail)
+    raise fail("expected '--', '+-' or '\\-' after a bus")
+
+
+def _device(line: str, pos: int, bus: _Bus, branches, fail) -> int:
+    m = _DEV.match(line, pos)
+    if not m:
+        raise fail("expected a device and function like 00.0")
+    bdf = f"{bus.domain:04x}:{bus.number:02x}:{m.group(1).lower()}.{m.group(2)}"
+    node = _Node(bdf)
+    bus.children.append(node)
+    pos = m.end()
+    b = _BRIDGE.match(line, pos)
+    if b:
+        node.secondary = int(b.group(1), 16)
+        node.subordinate = int(b.group(2) or b.group(1), 16)
+        if node.subordinate < node.secondary:
+            raise fail("bridge bus range runs backwards")
+        child_bus = _Bus(bus.domain, node.secondary, node.children)
+        return _bus_children(line, b.end(), child_bus, branches, fail)
+    rest = line[pos:]
+    if rest.strip():
+        if not rest.startswith(" "):
+            raise fail("unexpected text after a device")
+        node.description = rest.strip()
+    return len(line)
+
+
+# --------------------------------------------------------------------------------------------
+# lspci -vvv
+
+
+@dataclass(frozen=True)
+class SriovInfo:
+    """The SR-IOV capability of a physical function (``Initial VFs: 16, Total VFs: 16, …``)."""
+
+    initial_vfs: int | None = None
+    total_vfs: int | None = None
+    num_vfs: int | None = None
+    vf_offset: int | None = None
+    vf_stride: int | None = None
+    vf_device_id: int | None = None
+
+
+@dataclass(frozen=True)
+class LspciFunction:
+    """One function of ``lspci -vvv`` output.
+
+    ``bdf`` is the full ``dddd:bb:dd.f`` (domain ``0000`` when the output had none).
+    ``class_name`` is lspci's text (``3D controller``); ``class_code`` (``0x0302``), the ids
+    and ``revision`` are present with ``-nn`` (revision also without).  ``description`` is the
+    device name without the trailing ids, revision and prog-if.
+
+    ``capabilities_readable`` is False when lspci printed ``Capabilities: <access denied>``
+    (run without root): the PCIe port type, link fields, ACS and SR-IOV are then *unknown*, not
+    absent.  It is True when at least one capability was listed and None when none was (plain
+    ``-v``, or a device without capabilities).
+
+    Link fields come from ``LnkCap`` (``link_max_*``) and ``LnkSta`` (``link_*``); speeds are
+    GT/s per lane, ``None`` for ``Speed unknown`` and widths of ``x0``.  ``link_*_downgraded``
+    is True for ``(downgraded)``, False for ``(ok)`` and None where lspci printed neither
+    (versions before 3.8 never do).  ``acs`` holds the ACS capability and control registers
+    rebuilt from the ``ACSCap``/``ACSCtl`` flags (bit 0 SrcValid … bit 6 DirectTrans).
+    """
+
+    bdf: str
+    class_name: str
+    description: str
+    class_code: int | None = None
+    vendor_id: int | None = None
+    device_id: int | None = None
+    revision: int | None = None
+    subsystem: str | None = None
+    subsystem_vendor_id: int | None = None
+    subsystem_device_id: int | None = None
+    physical_slot: str | None = None
+    numa_node: int | None = None
+    iommu_group: int | None = None
+    driver: str | None = None
+    kernel_modules: tuple[str, ...] = ()
+    capabilities_readable: bool | None = None
+    port_type: str | None = None
+    slot_implemented: bool | None = None
+    link_max_gts: float | None = None
+    link_max_width: int | None = None
+    link_port: int | None = None
+    link_gts: float | None = None
+    link_width: int | None = None
+    link_speed_downgraded: bool | None = None
+    link_width_downgraded: bool | None = None
+    acs: AcsInfo | None = None
+    sriov: SriovInfo | None = None
+
+    @property
+    def acs_ctl_flags(self) -> dict[str, bool] | None:
+        """The ACSCtl flags by name, or None when there is no (readable) ACS capability."""
+        return decode_acs(self.acs.control) if self.acs else None
+
+    @property
+    def acs_cap_flags(self) -> dict[str, bool] | None:
+        """The ACSCap flags by name, or None when there is no (readable) ACS capability."""
+        return decode_acs(self.acs.capability) if self.acs else None
+
+
+_HEADER = re.compile(
+    r"^(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])"
+    r"\s+(?P<rest>\S.*)$"
+)
+_CLASS = re.compile(r"^(?P<name>[^:\[]+?)(?:\s*\[(?P<code>[0-9a-fA-F]{4})\])?:\s*(?P<desc>.*)$")
+_EXPRESS = re.compile(r"\[[0-9a-fA-F]+(?: v\d+)?\]\s+Express\s+(?:\(v\d+\)\s+)?(?P<type>.*)$")
+_SPEED = re.compile(r"Speed\s+(?:(?P<gts>[0-9.]+)GT/s|(?P<unknown>unknown))(?:\s*\((?P<flag>[^)]*)\))?")
+_WIDTH = re.compile(r"Width\s+x(?P<w>\d+)(?:\s*\((?P<flag>[^)]*)\))?")
+
+
+def _flag(text: str | None) -> bool | None:
+    if text == "downgraded":
+        return True
+    if text == "ok":
+        return False
+    return None
+
+
+def _link(text: str, fail) -> tuple[float | None, bool | None, int | None, bool | None]:
+    s = _SPEED.search(text)
+    w = _WIDTH.search(text)
+    if not s and not w:
+        raise fail("link line without Speed or Width")
+    gts = flag_s = width = flag_w = None
+    if s:
+        if s.group("gts"):
+            try:
+                gts = float(s.group("gts"))
+            except ValueError:
+                raise fail("bad link speed") from None
+        flag_s = _flag(s.group("flag"))
+    if w:
+        width = int(w.group("w")) or None  # x0: link down or width unknown
+        flag_w = _flag(w.group("flag"))
+    return gts, flag_s, width, flag_w
+
+
+def _acs(text: str) -> int | None:
+    flags = dict(re.findall(r"(\w+)([+-])", text))
+    if not all(name in flags for name in ACS_FLAGS):
+        return None  # a flag missing: do not guess its bit
+    return sum(1 << bit for bit, name in enumerate(ACS_FLAGS) if flags[name] == "+")
+
+
+def parse_lspci_verbose(text: str) -> tuple[LspciFunction, ...]:
+    """Parse ``lspci -v``/``-vv``/``-vvv`` output, with or without ``-nn`` and ``-D``.
+
+    Lines before the first device line (a shell prompt, a ``sudo`` banner) are skipped, as
+    are ``pcilib:`` warnings; any other unindented line that is not a device line raises
+    :class:`LspciParseError`.  Blank input gives ``()``.
+    """
+    if not isinstance(text, str):
+        raise LspciParseError(f"expected text, got {type(text).__name__}")
+    out: list[LspciFunction] = []
+    cur: dict | None = None
+    cap: str | None = None  # the capability whose body we are in
+    acs_cap = acs_ctl = None
+    sriov: dict[str, int] = {}
+
+    def finish() -> None:
+        nonlocal cur, acs_cap, acs_ctl, sriov
+        if cur is not None:
+            if acs_cap is not None and acs_ctl is not None:
+                cur["acs"] = AcsInfo(capability=acs_cap, control=acs_ctl)
+            if sriov:
+                cur["sriov"] = SriovInfo(**sriov)
+            out.append(LspciFunction(**cur))
+        cur, acs_cap, acs_ctl, sriov = None, None, None, {}
+
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip()
+
+        def fail(why: str, lineno: int = lineno, line: str = line) -> LspciParseError:
+            return LspciParseError(f"lspci line {lineno}: {why}: {line.strip()[:80]!r}")
+
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            m = _HEADER.match(line)
+            if m:
+                finish()
+                cur = _function_header(m, fail)
+                cap = None
+                continue
+            if cur is None or line.startswith(("pcilib:", "lspci:")):
+                continue
+            raise fail("expected a device line (bb:dd.f …) or an indented field")
+        if cur is None:
+            continue  # indented text before any device: part of a prompt or banner
+        body = line.strip()
+        # Depth 1 fields (one tab; pastes turn it into spaces) and capability headers.
+        key, sep, value = body.partition(":")
+        value = value.strip()
+        if key == "Capabilities" and sep:
+            if value.startswith("<access denied>"):
+                cur["capabilities_readable"] = False
+                cap = None
+                continue
+            if cur.get("capabilities_readable") is None:
+                cur["capabilities_readable"] = True
+            m = _EXPRESS.match(value)
+            cap = "pcie" if m else (
+                "acs" if "Access Control Services" in value
+                else "sriov" if "(SR-IOV)" in value else "other"
+            )
+            if m:
+                kind = m.group("type")
+                for prefix, name in _PORT_TYPES:
+                    if kind.startswith(prefix):
+                        cur["port_type"] = name
+                        slot = re.match(r"\(Slot([+-])\)", kind[len(prefix) :].strip())
+                        if slot:
+                            cur["slot_implemented"] = slot.group(1) == "+"
+                        break
+                else:
+                    cur["port_type"] = "unknown"
+            continue
+        if key == "Subsystem" and sep and cap is None and "subsystem" not in cur:
+            vend, dev, name = _ids(value)
+            cur["subsystem"] = name.strip()
+            cur["subsystem_vendor_id"], cur["subsystem_device_id"] = vend, dev
+        elif key == "Physical Slot" and sep:
+            cur["physical_slot"] = value
+        elif key == "NUMA node" and sep:
+            cur["numa_node"] = _int(value, fail)
+        elif key == "IOMMU group" and sep:
+            cur["iommu_group"] = _int(value, fail)
+        elif key == "Kernel driver in use" and sep:
+            cur["driver"] = value
+            cap = None
+        elif key == "Kernel modules" and sep:
+            cur["kernel_modules"] = tuple(p.strip() for p in value.split(",") if p.strip())
+            cap = None
+        elif key == "LnkCap" and sep and cap == "pcie":
+            gts, _, width, _ = _link(value, fail)
+            port = re.search(r"Port #(\d+)", value)
+            cur["link_max_gts"], cur["link_max_width"] = gts, width
+            cur["link_port"] = int(port.group(1)) if port else None
+        elif key == "LnkSta" and sep and cap == "pcie":
+            gts, fs, width, fw = _link(value, fail)
+            cur["link_gts"], cur["link_width"] = gts, width
+            cur["link_speed_downgraded"], cur["link_width_downgraded"] = fs, fw
+        elif key == "ACSCap" and sep and cap == "acs":
+            acs_cap = _acs(value)
+        elif key == "ACSCtl" and sep and cap == "acs":
+            acs_ctl = _acs(value)
+        elif cap == "sriov":
+            _sriov_line(body, sriov, fail)
+    finish()
+    if not out and text.strip():
+        raise LspciParseError("no lspci device line (bb:dd.f class: name) found")
+    return tuple(out)
+
+
+def _int(text: str, fail) -> int:
+    try:
+        return int(text.split()[0])
+    except (ValueError, IndexError):
+        raise fail("expected a number") from None
+
+
+def _function_header(m: re.Match, fail) -> dict:
+    dom = int(m.group("dom"), 16) if m.group("dom") else 0
+    bdf = f"{dom:04x}:{m.group('bus').lower()}:{m.group('dev').lower()}.{m.group('fn')}"
+    rest = m.group("rest")
+    c = _CLASS.match(rest)
+    if not c:
+        raise fail("device line without 'class: name'")
+    desc = c.group("desc")
+    # Trailing "(prog-if 00 [Normal decode])" then "(rev a1)", in that order from the end.
+    desc = re.sub(r"\s*\(prog-if [^()]*(?:\([^()]*\)[^()]*)*\)\s*$", "", desc)
+    revision = None
+    r = re.search(r"\s*\(rev ([0-9a-fA-F]{2})\)\s*$", desc)
+    if r:
+        revision = int(r.group(1), 16)
+        desc = desc[: r.start()]
+    vendor, device, desc = _ids(desc)
+    return {
+        "bdf": bdf,
+        "class_name": c.group("name").strip(),
+        "class_code": int(c.group("code"), 16) if c.group("code") else None,
+        "description": desc.strip(),
+        "vendor_id": vendor,
+        "device_id": device,
+        "revision": revision,
+    }
+
+
+def _sriov_line(body: str, sriov: dict[str, int], fail) -> None:
+    # "Initial VFs: 16, Total VFs: 16, Number of VFs: 0, Function Dependency Link: 00"
+    # "VF offset: 2, stride: 1, Device ID: 101e"
+    names = {
+        "Initial VFs": ("initial_vfs", 10),
+        "Total VFs": ("total_vfs", 10),
+        "Number of VFs": ("num_vfs", 10),
+        "VF offset": ("vf_offset", 10),
+        "stride": ("vf_stride", 10),
+        "Device ID": ("vf_device_id", 16),
+    }
+    if not (body.startswith("Initial VFs") or body.startswith("VF offset")):
+        return
+    for part in body.split(","):
+        key, sep, value = part.partition(":")
+        key = key.strip()
+        if sep and key in names:
+            attr, base = names[key]
+            try:
+                sriov[attr] = int(value.strip(), base)
+            except ValueError:
+                raise fail(f"bad SR-IOV {key}") from None
