@@ -177,6 +177,14 @@ class IommuGroup:
 
 
 @dataclass(frozen=True)
+class GpuMemoryNode:
+    """A NUMA node that holds a GPU's memory (``/proc/driver/nvidia/gpus/BDF/numa_status``)."""
+
+    bdf: str
+    node: int
+
+
+@dataclass(frozen=True)
 class NvLink:
     """Bonded NVLinks from one GPU to one peer (a GPU, or an NVSwitch) identified by BDF."""
 
@@ -224,6 +232,7 @@ class Snapshot:
     modules: tuple[str, ...] = ()
     #: Entries of ``/sys/kernel/mm/memory_peers`` (``nv_mem``, ``nv_mem_nc``).
     memory_peers: tuple[str, ...] = ()
+    gpu_memory_nodes: tuple[GpuMemoryNode, ...] = ()
     nvml_gpus: tuple[NvmlGpu, ...] = ()
     driver_version: str | None = None
     sources: tuple[SourceStatus, ...] = ()

@@ -260,9 +260,13 @@ def _build_nodes(snap: Snapshot) -> tuple[Node, ...]:
     for n in raw:
         nearest = None
         if not cpus[n.id]:
-            with_cpus = [m for m in ids if cpus[m]]
+            with_cpus = [m for m in ids if cpus[m] and m in dist[n.id]]
             if with_cpus:
-                nearest = min(with_cpus, key=lambda m: (dist[n.id].get(m, 1 << 30), m))
+                best = min(dist[n.id][m] for m in with_cpus)
+                closest = [m for m in with_cpus if dist[n.id][m] == best]
+                # A tie (POWER9 GPU memory is 80 from every CPU node) names no node; the GPU
+                # that owns the memory may still place it (see _own_memory_nodes).
+                nearest = closest[0] if len(closest) == 1 else None
         socket = sockets[n.id] if cpus[n.id] else (sockets.get(nearest) if nearest is not None else None)
         out.append(Node(n.id, cpus[n.id], socket, n.memory_bytes, dist[n.id], nearest))
     return tuple(out)
@@ -411,7 +415,21 @@ def build_topology(snap: Snapshot) -> Topology:
         v = votes.get(b)
         numa = min(v, key=lambda n: (-v[n], n)) if v else None
         host_bridges.append(HostBridge(b, numa, node_by_id[numa].socket if numa in node_by_id else None))
+    nodes = _own_memory_nodes(nodes, snap, {d.bdf: d for d in devices})
     return Topology(snap, sockets, nodes, tuple(host_bridges), tuple(devices))
+
+
+def _own_memory_nodes(nodes: tuple[Node, ...], snap: Snapshot, by_bdf: dict[str, Device]) -> tuple[Node, ...]:
+    """A CPU-less node holding a GPU's memory belongs with the CPU node that GPU hangs off."""
+    owner = {m.node: by_bdf.get(m.bdf) for m in snap.gpu_memory_nodes}
+    cpu_node = {n.id: n for n in nodes if n.cpus}
+    out = []
+    for n in nodes:
+        gpu = owner.get(n.id)
+        if n.cpu_less and gpu is not None and gpu.numa_node in cpu_node and gpu.numa_node != n.id:
+            n = dataclasses.replace(n, nearest_cpu_node=gpu.numa_node, socket=cpu_node[gpu.numa_node].socket)
+        out.append(n)
+    return tuple(out)
 
 
 def _bus_key(name: str) -> tuple[int, int]:

@@ -119,3 +119,12 @@ def parse_cpuinfo_hypervisor(text: str) -> bool:
         if line.startswith("flags") and ":" in line:
             return "hypervisor" in line.split(":", 1)[1].split()
     return False
+
+
+def parse_nvidia_numa_status(text: str) -> int | None:
+    """The ``Node:`` line of the NVIDIA driver's ``numa_status`` (GPU memory onlined as a node)."""
+    m = re.search(r"^Node:\s*(-?[0-9]+)\s*$", text, re.MULTILINE)
+    if not m:
+        raise ValueError("no Node: line")
+    value = int(m.group(1))
+    return value if value >= 0 else None

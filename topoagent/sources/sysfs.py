@@ -17,6 +17,7 @@ from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
 from topoagent.snapshot import (
     ConfigSpace,
     Cpu,
+    GpuMemoryNode,
     IommuGroup,
     LinkInfo,
     NetDevice,
@@ -252,6 +253,18 @@ class SysfsReader:
         base = "sys/kernel/mm/memory_peers"
         return tuple(n for n in self.fs.listdir(base) if self.fs.exists(f"{base}/{n}/version"))
 
+    def gpu_memory_nodes(self) -> tuple[GpuMemoryNode, ...]:
+        """GPU memory onlined as NUMA nodes (POWER9 + V100, Grace Hopper), by owning GPU."""
+        base = "proc/driver/nvidia/gpus"
+        out = []
+        for entry in self.fs.listdir(base):
+            if not is_bdf(entry):
+                continue
+            node = self._value(f"{base}/{entry}/numa_status", sv.parse_nvidia_numa_status)
+            if node is not None:
+                out.append(GpuMemoryNode(bdf=entry.lower(), node=node))
+        return tuple(out)
+
     def virtualized(self) -> bool | None:
         cpuinfo = self.fs.text("proc/cpuinfo")
         if cpuinfo is not None and sv.parse_cpuinfo_hypervisor(cpuinfo):
@@ -306,6 +319,7 @@ class SysfsReader:
             iommu_groups=self.iommu_groups(),
             modules=self.modules(),
             memory_peers=self.memory_peers(),
+            gpu_memory_nodes=self.gpu_memory_nodes(),
         )
         status = "partial" if self.fs.errors else "ok"
         detail = f"{len(self.fs.errors)} probe(s) failed" if self.fs.errors else None
