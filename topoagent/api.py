@@ -7,8 +7,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from topoagent.analysis.findings import Finding, Severity, find_all
 from topoagent.analysis.paths import Path, all_paths
@@ -36,13 +38,32 @@ class ScanResult:
         return max((f.severity for f in self.findings), default=None)
 
 
-def read_host(root: str | os.PathLike[str] = "/") -> Snapshot:
+def read_host(root: str | os.PathLike[str] = "/", *, nvml: Any = "auto") -> Snapshot:
     """Read a snapshot of the host tree at ``root``.
+
+    ``nvml``: ``"auto"`` asks NVML (nvidia-ml-py) only when scanning the live host (``/``),
+    since NVML always describes the machine it runs on, never a fake root; ``None``/``False``
+    skips it; a module-like object is used as ``pynvml`` (recordings in tests).
 
     Raises :class:`~topoagent.hostfs.NotAHostTree` when ``root`` holds no sysfs tree; every
     other failure is a probe error inside the snapshot.
     """
-    return read_sysfs(HostFS(root))
+    snap = read_sysfs(HostFS(root))
+    live = os.path.realpath(os.fspath(root)) == "/"
+    if nvml == "auto":
+        nvml = True if live else None
+    if not nvml:
+        return snap
+    from topoagent.sources.nvml import probe_nvml
+
+    probe = probe_nvml(None if nvml is True else nvml)
+    return dataclasses.replace(
+        snap,
+        nvml_gpus=probe.gpus,
+        driver_version=probe.driver_version,
+        sources=snap.sources + (probe.source,),
+        probe_errors=snap.probe_errors + probe.errors,
+    )
 
 
 def analyse(snapshot: Snapshot) -> ScanResult:
@@ -53,6 +74,6 @@ def analyse(snapshot: Snapshot) -> ScanResult:
     return ScanResult(snapshot, topo, paths, rails, find_all(topo, paths, rails), make_plan(topo, rails))
 
 
-def scan(root: str | os.PathLike[str] = "/") -> ScanResult:
+def scan(root: str | os.PathLike[str] = "/", *, nvml: Any = "auto") -> ScanResult:
     """Read and analyse the host at ``root``."""
-    return analyse(read_host(root))
+    return analyse(read_host(root, nvml=nvml))

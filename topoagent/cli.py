@@ -33,7 +33,8 @@ def cli() -> None:
 @click.option("--all", "show_all", is_flag=True, help="Show every PCI function in the tree.")
 @click.option("--fail-on", type=click.Choice(["critical", "warning", "info"]), default="critical",
               show_default=True, help="Exit 1 when a finding at or above this severity is raised.")
-def scan(root: str, fmt: str, show_all: bool, fail_on: str) -> None:
+@click.option("--no-nvml", is_flag=True, help="Do not ask NVML (it is asked only when scanning /).")
+def scan(root: str, fmt: str, show_all: bool, fail_on: str, no_nvml: bool) -> None:
     """Read this host's PCIe/NUMA tree and report it.
 
     Exit status: 0 nothing at or above --fail-on, 1 findings at or above it, 2 the scan
@@ -45,7 +46,7 @@ def scan(root: str, fmt: str, show_all: bool, fail_on: str) -> None:
     from topoagent.hostfs import NotAHostTree
 
     try:
-        snapshot = read_host(root)
+        snapshot = read_host(root, nvml=None if no_nvml else "auto")
     except NotAHostTree as exc:
         _fail(str(exc))
     result = analyse(snapshot)

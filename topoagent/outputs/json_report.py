@@ -94,6 +94,7 @@ def report(result: ScanResult) -> dict[str, Any]:
             "allowed_cpus": snap.allowed_cpus,
             "modules": list(snap.modules),
             "memory_peers": list(snap.memory_peers),
+            "driver_version": snap.driver_version,
         },
         "sockets": [
             {"id": s.id, "numa_nodes": list(s.nodes), "cpus": _cpus(s.cpus)} for s in topo.sockets

@@ -9,6 +9,7 @@ exposes as raw config space.  Both parsers are pure: they take the text, never a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from topoagent.snapshot import AcsInfo
@@ -173,9 +174,9 @@ def parse_lspci_tree(text: str) -> tuple[LspciTreeNode, ...]:
             seen_any = True
             if line.startswith("-+-", col) or line.startswith("-\\-", col):
                 branches[col + 1] = None
-                pos = _root_bus(line, col + 3, host, branches, fail)
+                _root_bus(line, col + 3, host, branches, fail)
             else:
-                pos = _root_bus(line, col + 1, host, branches, fail)
+                _root_bus(line, col + 1, host, branches, fail)
             continue
         if ch not in "+\\" or line[col + 1 : col + 2] != "-":
             raise fail("expected '+-' or '\\-' where a branch continues")
@@ -186,69 +187,67 @@ def parse_lspci_tree(text: str) -> tuple[LspciTreeNode, ...]:
         for c in [c for c in branches if c > col]:
             del branches[c]
         if bus is None:
-            pos = _root_bus(line, col + 2, host, branches, fail)
+            _root_bus(line, col + 2, host, branches, fail)
         else:
-            pos = _device(line, col + 2, bus, branches, fail)
-        del pos
+            _device(line, col + 2, bus, branches, fail)
     if not seen_any and text.strip():
         raise LspciParseError("no lspci tree found")
     return tuple(n.freeze() for n in roots)
 
 
-def _root_bus(line: str, pos: int, host: _Bus, branches, fail) -> int:
+_Branches = dict[int, "_Bus | None"]
+_Fail = Callable[[str], LspciParseError]
+
+
+def _root_bus(line: str, pos: int, host: _Bus, branches: _Branches, fail: _Fail) -> None:
     m = _ROOT.match(line, pos)
     if not m:
         raise fail("expected a root bus like [0000:00]")
     domain = int(m.group(1), 16) if m.group(1) else 0
-    bus = _Bus(domain, int(m.group(2), 16), host.children)
-    return _bus_children(line, m.end(), bus, branches, fail)
+    _bus_children(line, m.end(), _Bus(domain, int(m.group(2), 16), host.children), branches, fail)
 
 
-def _bus_children(line: str, pos: int, bus: _Bus, branches, fail) -> int:
-    """Devices of ``bus`` starting at ``pos``: nothing, ``-`` + one device, or a branch."""
+def _bus_children(line: str, pos: int, bus: _Bus, branches: _Branches, fail: _Fail) -> None:
+    """The devices of ``bus``, drawn from ``pos`` on: nothing, dashes + one device, or a branch.
+
+    After a bridge's ``-[bb]-`` lspci prints one more ``-`` and then the bus: ``""`` (empty),
+    ``--`` + device (one device) or ``+-`` + device (the first of several).  After a root
+    bus's ``[dddd:bb]-`` the bus follows directly.
+    """
     rest = line[pos:]
-    if not rest:
-        return pos  # empty bus (a bridge with nothing behind it)
-    if rest.startswith("-") and not rest.startswith("-+") and not rest.startswith("-\\"):
-        # One device: the bus printed "--" and the bridge its own "-"; after a root bus the
-        # first "-" of "--" is already consumed by "[0000:00]-".
-        i = pos
-        while i < len(line) and line[i] == "-":
-            i += 1
-        if i == len(line):
-            return i  # "-[08]--": a bridge with an empty secondary bus
-        return _device(line, i, bus, branches, fail)
-    if rest[:2] in ("+-", "\\-"):
-        branches[pos] = bus
-        return _device(line, pos + 2, bus, branches, fail)
-    if rest[:1] == "-" and rest[1:3] in ("+-", "\\-"):
-        branches[pos + 1] = bus
-        return _device(line, pos + 3, bus, branches, fail)
+    for lead in (0, 1):
+        if rest[:lead] == "-" * lead and rest[lead : lead + 2] in ("+-", "\\-"):
+            branches[pos + lead] = bus
+            _device(line, pos + lead + 2, bus, branches, fail)
+            return
+    if rest.strip("-") == "":
+        return  # an empty bus: a bridge with nothing behind it ("-[08]--")
+    if rest.startswith("-"):
+        _device(line, pos + len(rest) - len(rest.lstrip("-")), bus, branches, fail)
+        return
     raise fail("expected '--', '+-' or '\\-' after a bus")
 
 
-def _device(line: str, pos: int, bus: _Bus, branches, fail) -> int:
+def _device(line: str, pos: int, bus: _Bus, branches: _Branches, fail: _Fail) -> None:
     m = _DEV.match(line, pos)
     if not m:
         raise fail("expected a device and function like 00.0")
-    bdf = f"{bus.domain:04x}:{bus.number:02x}:{m.group(1).lower()}.{m.group(2)}"
-    node = _Node(bdf)
+    node = _Node(f"{bus.domain:04x}:{bus.number:02x}:{m.group(1).lower()}.{m.group(2)}")
     bus.children.append(node)
-    pos = m.end()
-    b = _BRIDGE.match(line, pos)
+    b = _BRIDGE.match(line, m.end())
     if b:
         node.secondary = int(b.group(1), 16)
         node.subordinate = int(b.group(2) or b.group(1), 16)
         if node.subordinate < node.secondary:
             raise fail("bridge bus range runs backwards")
         child_bus = _Bus(bus.domain, node.secondary, node.children)
-        return _bus_children(line, b.end(), child_bus, branches, fail)
-    rest = line[pos:]
+        _bus_children(line, b.end(), child_bus, branches, fail)
+        return
+    rest = line[m.end() :]
     if rest.strip():
         if not rest.startswith(" "):
             raise fail("unexpected text after a device")
         node.description = rest.strip()
-    return len(line)
 
 
 # --------------------------------------------------------------------------------------------
@@ -332,9 +331,9 @@ _HEADER = re.compile(
     r"\s+(?P<rest>\S.*)$"
 )
 _CLASS = re.compile(r"^(?P<name>[^:\[]+?)(?:\s*\[(?P<code>[0-9a-fA-F]{4})\])?:\s*(?P<desc>.*)$")
-_EXPRESS = re.compile(r"\[[0-9a-fA-F]+(?: v\d+)?\]\s+Express\s+(?:\(v\d+\)\s+)?(?P<type>.*)$")
-_SPEED = re.compile(r"Speed\s+(?:(?P<gts>[0-9.]+)GT/s|(?P<unknown>unknown))(?:\s*\((?P<flag>[^)]*)\))?")
-_WIDTH = re.compile(r"Width\s+x(?P<w>\d+)(?:\s*\((?P<flag>[^)]*)\))?")
+_EXPRESS = re.compile(r"\[[0-9a-fA-F]+(?: v[0-9]+)?\]\s+Express\s+(?:\(v[0-9]+\)\s+)?(?P<type>.*)$")
+_SPEED = re.compile(r"Speed\s+(?:(?P<gts>[0-9.]{1,8})GT/s|(?P<unknown>unknown))(?:\s*\((?P<flag>[^)]*)\))?")
+_WIDTH = re.compile(r"Width\s+x(?P<w>[0-9]{1,4})\b(?:\s*\((?P<flag>[^)]*)\))?")
 
 
 def _flag(text: str | None) -> bool | None:
@@ -462,7 +461,7 @@ def parse_lspci_verbose(text: str) -> tuple[LspciFunction, ...]:
             cap = None
         elif key == "LnkCap" and sep and cap == "pcie":
             gts, _, width, _ = _link(value, fail)
-            port = re.search(r"Port #(\d+)", value)
+            port = re.search(r"Port #([0-9]{1,5})\b", value)
             cur["link_max_gts"], cur["link_max_width"] = gts, width
             cur["link_port"] = int(port.group(1)) if port else None
         elif key == "LnkSta" and sep and cap == "pcie":

@@ -61,11 +61,12 @@ _COLUMN_TITLES = (
 # ANSI escape sequences: CSI (``\x1b[4m``, ``\x1b[0m``) and the charset reset ``\x1b(B`` that
 # tput sgr0 emits.
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|\([A-Za-z0-9])")
-_CELL = re.compile(r"X|NV(\d+)|PIX|PXB|PHB|NODE|SYS|SOC")
-_LABEL_START = re.compile(r"(?=GPU\d|NIC\d|mlx\d+_)")
-_LABEL = re.compile(r"(?:GPU|NIC)\d+|[A-Za-z][A-Za-z0-9_]*\d")
-_LEGEND_ENTRY = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
-_LIST = re.compile(r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*")
+_CELL = re.compile(r"X|NV([0-9]{1,4})|PIX|PXB|PHB|NODE|SYS|SOC")
+_LABEL_START = re.compile(r"(?=GPU[0-9]|NIC[0-9]|mlx[0-9]+_)")
+_LABEL = re.compile(r"(?:GPU|NIC)[0-9]+|[A-Za-z][A-Za-z0-9_]*[0-9]")
+_LEGEND_ENTRY = re.compile(r"^\s*(NIC[0-9]+)\s*:\s*(\S+)\s*$")
+# Numbers are bounded in length: int() of a 5000-digit string raises, and no CPU id is that long.
+_LIST = re.compile(r"[0-9]{1,5}(?:-[0-9]{1,5})?(?:,[0-9]{1,5}(?:-[0-9]{1,5})?)*")
 
 
 class TopoParseError(ValueError):
@@ -175,6 +176,7 @@ def _cpu_count(text: str | None) -> int | None:
     return None if ranges is None else sum(hi - lo + 1 for lo, hi in ranges)
 
 
+_DIGITS = frozenset("0123456789")
 _NA = object()  # an "N/A" value, distinct from an empty or missing one
 
 
@@ -188,7 +190,7 @@ def _read_value(field: str, text: str) -> object:
         return None  # only the CPU list can be empty
     if field == "numa":
         return _norm_list(text, _MAX_NODE)
-    if text.isdigit() and (text == "0" or text[0] != "0") and int(text) <= _MAX_NODE:
+    if re.fullmatch(r"0|[1-9][0-9]{0,4}", text) and int(text) <= _MAX_NODE:
         return int(text)
     return None
 
@@ -224,7 +226,7 @@ def _read_header(line: str) -> tuple[list[str], list[str]] | None:
             if not _LABEL.fullmatch(piece) or _CELL.fullmatch(piece):
                 return None
             labels.append(piece)
-    if not labels or not re.fullmatch(r"GPU\d+", labels[0]):
+    if not labels or not re.fullmatch(r"GPU[0-9]+", labels[0]):
         return None
     if not found and len(labels) < 2:
         return None  # "GPU0 X" alone is a row of a one-GPU matrix, not a header
@@ -238,7 +240,7 @@ def _row_label(line: str, labels: list[str]) -> str | None:
     for label in labels:
         if text.startswith(label):
             nxt = text[len(label) : len(label) + 1]
-            if nxt.isdigit() or nxt in ("_", ":"):
+            if nxt in _DIGITS or nxt in ("_", ":"):
                 continue
             if best is None or len(label) > len(best):
                 best = label
@@ -277,7 +279,7 @@ def _scan_cells(body: str, n: int) -> tuple[list[str], list[tuple[int, int]], in
             pos += 1
         if pos >= len(body):
             break
-        if body[pos].isdigit() or body.startswith("N/A", pos):
+        if body[pos] in _DIGITS or body.startswith("N/A", pos):
             break  # the affinity columns begin
         m = _CELL.match(body, pos)
         if m:
@@ -289,7 +291,7 @@ def _scan_cells(body: str, n: int) -> tuple[list[str], list[tuple[int, int]], in
         end = pos + 1
         while end < len(body) and not body[end].isspace() and not _CELL.match(body, end):
             end += 1
-        notes.append(f"unreadable cell {body[pos:end]!r}")
+        notes.append(f"unreadable cell {_short(body[pos:end], 20)}")
         cells.append("?")
         spans.append((pos, end))
         pos = end
@@ -327,7 +329,7 @@ def _assignments(
         if value is not None and rest:
             yield from walk(fi + 1, ti + 1, 0, acc + (value,), empty, split or off > 0)
         for cut in range(off + 1, len(token)):
-            if token[cut - 1].isdigit() and token[cut].isdigit():
+            if token[cut - 1] in _DIGITS and token[cut] in _DIGITS:
                 value = _read_value(field, token[off:cut])
                 if value is not None:
                     yield from walk(fi + 1, ti, cut, acc + (value,), empty, True)
@@ -400,6 +402,11 @@ def _values_key(values: tuple[object, ...] | None, fields: list[str]) -> dict[st
 _FIELD_NAMES = {"cpu": "CPU Affinity", "numa": "NUMA Affinity", "gpu_numa": "GPU NUMA ID"}
 
 
+def _short(text: str, limit: int = 60) -> str:
+    """``repr`` of a raw text for a warning, cut to a readable length."""
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
 def _describe(values: tuple[object, ...], fields: list[str]) -> str:
     return ", ".join(
         f"{_FIELD_NAMES[name]} {'N/A' if value is _NA else repr(value)}"
@@ -457,8 +464,8 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
             continue
         label = _row_label(line, labels)
         if label is None:
-            if re.match(r"(GPU|NIC)\d+\b", stripped):
-                warnings.append(f"row {stripped.split()[0]} is not in the header; ignored")
+            if re.match(r"(GPU|NIC)[0-9]+\b", stripped):
+                warnings.append(f"row {_short(stripped.split()[0], 20)} is not in the header; ignored")
             continue
         if label in row_text:
             warnings.append(f"second row for {label} ignored")
@@ -486,7 +493,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
             if raw or is_gpu:
                 cols = ", ".join(_FIELD_NAMES[f] for f in fields) or "(none)"
                 warnings.append(
-                    f"{label}: affinity text {raw!r} does not fit the columns {cols}; "
+                    f"{label}: affinity text {_short(raw)} does not fit the columns {cols}; "
                     "left unknown"
                 )
                 unresolved[label] = raw
@@ -516,7 +523,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
     for label, r in settled.items():
         if r.split:
             warnings.append(
-                f"{label}: glued text {raw_tails[label]!r} read as {r.describe(fields)} "
+                f"{label}: glued text {_short(raw_tails[label])} read as {r.describe(fields)} "
                 "(the only reading that fits)"
             )
     for i, label in enumerate(labels):
@@ -543,7 +550,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         if len(pool) == 1:
             chosen[label] = pool[0]
             warnings.append(
-                f"{label}: glued text {raw_tails[label]!r} read as "
+                f"{label}: glued text {_short(raw_tails[label])} read as "
                 f"{pool[0].describe(fields)} (decided by {reason})"
             )
             continue
@@ -559,7 +566,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         options = sorted({r.describe(fields) for r in pool})
         if options:
             warnings.append(
-                f"{label}: affinity text {raw_tails[label]!r} could be read as "
+                f"{label}: affinity text {_short(raw_tails[label])} could be read as "
                 f"{' or as '.join(options)}; left unknown"
             )
             unresolved[label] = raw_tails[label]
@@ -572,7 +579,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         r = chosen[label]
         kind = "gpu" if label.startswith("GPU") else "nic"
         if kind == "nic":
-            rdma = legend.get(label) if re.fullmatch(r"NIC\d+", label) else label
+            rdma = legend.get(label) if re.fullmatch(r"NIC[0-9]+", label) else label
         else:
             rdma = None
         v = _values_key(r.values, fields)
