@@ -1,9 +1,9 @@
-"""Render a :class:`~topoagent.parsers.nvsmi_topo.TopoMatrix` the way ``nvidia-smi topo -m`` prints it.
+"""Render a :class:`~topoagent.parsers.nvsmi_topo.TopoMatrix` as ``nvidia-smi topo -m`` prints it.
 
-The layout is the current driver's (the one with a ``GPU NUMA ID`` column): a header row of tab-separated labels with a
-leading tab, one row per device with `` X `` on the diagonal and tabs between cells, the
-affinity values on GPU rows only, a blank line, the ``Legend:`` block, and a ``NIC Legend:``
-block when NICs are named ``NIC<n>``.  The text parses back to an equal matrix with
+The layout is the current driver's (the one with a ``GPU NUMA ID`` column): a header row of
+tab-separated labels with a leading tab, one row per device with `` X `` on the diagonal and
+tabs between cells, the affinity values on GPU rows only, a blank line, the ``Legend:`` block,
+and a ``NIC Legend:`` block when NICs are named ``NIC<n>``.  The text parses back to an equal matrix with
 :func:`~topoagent.parsers.nvsmi_topo.parse_topo_matrix` (warnings aside).
 
 Which affinity columns are printed: ``CPU Affinity`` always (every driver generation has it);

@@ -26,7 +26,9 @@ __all__ = [
 ]
 
 #: ACS capability/control bits in register order (PCIe Base Spec 7.7.8), in lspci's spelling.
-ACS_FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
+ACS_FLAGS = (
+    "SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans",
+)
 
 # lspci's names for the PCIe capability's Device/Port Type, mapped to the names used by
 # topoagent.parsers.configspace.PORT_TYPES.
@@ -327,12 +329,16 @@ class LspciFunction:
 
 
 _HEADER = re.compile(
-    r"^(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])"
+    r"^(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})"
+    r"\.(?P<fn>[0-7])"
     r"\s+(?P<rest>\S.*)$"
 )
 _CLASS = re.compile(r"^(?P<name>[^:\[]+?)(?:\s*\[(?P<code>[0-9a-fA-F]{4})\])?:\s*(?P<desc>.*)$")
 _EXPRESS = re.compile(r"\[[0-9a-fA-F]+(?: v[0-9]+)?\]\s+Express\s+(?:\(v[0-9]+\)\s+)?(?P<type>.*)$")
-_SPEED = re.compile(r"Speed\s+(?:(?P<gts>[0-9.]{1,8})GT/s|(?P<unknown>unknown))(?:\s*\((?P<flag>[^)]*)\))?")
+# "Speed 16GT/s (downgraded)", "Speed 8GT/s (ok)", "Speed 2.5GT/s", "Speed unknown".
+_SPEED = re.compile(
+    r"Speed\s+(?:(?P<gts>[0-9.]{1,8})GT/s|(?P<unknown>unknown))(?:\s*\((?P<flag>[^)]*)\))?"
+)
 _WIDTH = re.compile(r"Width\s+x(?P<w>[0-9]{1,4})\b(?:\s*\((?P<flag>[^)]*)\))?")
 
 

@@ -465,7 +465,8 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         label = _row_label(line, labels)
         if label is None:
             if re.match(r"(GPU|NIC)[0-9]+\b", stripped):
-                warnings.append(f"row {_short(stripped.split()[0], 20)} is not in the header; ignored")
+                first = _short(stripped.split()[0], 20)
+                warnings.append(f"row {first} is not in the header; ignored")
             continue
         if label in row_text:
             warnings.append(f"second row for {label} ignored")
@@ -612,7 +613,9 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         for j in range(i + 1, n):
             a, b = rows[i][j], rows[j][i]
             if a != b and "?" not in (a, b):
-                warnings.append(f"{labels[i]}/{labels[j]} is {a} but {labels[j]}/{labels[i]} is {b}")
+                warnings.append(
+                    f"{labels[i]}/{labels[j]} is {a} but {labels[j]}/{labels[i]} is {b}"
+                )
 
     return TopoMatrix(
         devices=tuple(devices),
