@@ -115,6 +115,11 @@ CLASSES = {
     0x0403: "Audio device",
 }
 
+#: GPUs attached to a Grace CPU over NVLink-C2C (GH200, GB200).  NCCL calls their path to a
+#: NIC on the same CPU "P2C" and enables GPUDirect RDMA there by default
+#: (NCCL_NET_GDR_LEVEL defaults to P2C on Grace; REFERENCE §4-5).
+C2C_GPUS = frozenset({(0x10DE, 0x2342), (0x10DE, 0x2348), (0x10DE, 0x2941)})
+
 #: Vendors whose display controllers are BMC or emulated consoles, not compute GPUs: an
 #: ASPEED AST2500 on every server board must not become ``gpu0`` and shift the numbering that
 #: CUDA and nvidia-smi use.

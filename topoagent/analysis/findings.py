@@ -13,6 +13,7 @@ from enum import IntEnum
 from topoagent.analysis.paths import Path, PathClass
 from topoagent.analysis.rails import NicRole, RailPlan, path_index
 from topoagent.cpuset import format_cpulist, parse_cpulist
+from topoagent.pciids import C2C_GPUS
 from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
 
 
@@ -123,6 +124,8 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
         ev = _numa_evidence(g) + _numa_evidence(n)
         if rail.cls is PathClass.SYS and not p.locality_known:
             continue  # NUMA_UNKNOWN explains it; the class is only the worst case
+        if rail.cls <= PathClass.NODE and _c2c(c.topo, g):
+            continue  # Grace: GPU <-> NIC through the same CPU is P2C, GPUDirect RDMA on
         if rail.cls is PathClass.SYS and p.same_socket is False:
             out.append(c.finding(
                 "GPU_NIC_CROSS_SOCKET", [g.id, n.id],
@@ -144,6 +147,13 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
                 ev, "Put GPU and NIC under one PCIe switch for GPUDirect RDMA; NCCL_NET_GDR_LEVEL=PHB forces it "
                     "through the host bridge, which is slower than a switch and worth measuring first."))
     return out
+
+
+def _c2c(topo: Topology, gpu: Device) -> bool:
+    """A GPU on NVLink-C2C to a Grace CPU: a known part, or NVML giving it a memory node."""
+    if (gpu.vendor_id, gpu.device_id) in C2C_GPUS:
+        return True
+    return any(n.bdf == gpu.bdf and n.numa_node is not None for n in topo.snapshot.nvml_gpus)
 
 
 def check_no_rdma_nic(c: _Ctx) -> list[Finding]:
