@@ -1,0 +1,1611 @@
+"""Generate a fake Linux host tree (``sys/`` and ``proc/``) from a short machine description.
+
+The description format is documented in ``README.md`` beside this file.  The work is done in
+two steps: :func:`build` turns a description into a :class:`Machine` (plain objects: CPUs, NUMA
+nodes, root buses, PCI functions with their names, links and config space), and
+:func:`write_tree` writes that machine the way Linux lays it out.  Everything is deterministic:
+sorted iteration, names and numbers derived from the description alone, no clocks, no
+randomness.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+HERE = Path(__file__).resolve().parent
+PARTS_FILE = HERE / "parts.toml"
+MACHINES_DIR = HERE.parent / "fixtures" / "machines"
+
+
+class DescriptionError(ValueError):
+    """The machine description is inconsistent or malformed."""
+
+
+# ------------------------------------------------------------------------------------------
+# loading
+# ------------------------------------------------------------------------------------------
+def _load_toml(path: Path) -> dict:
+    with open(path, "rb") as fh:
+        return tomllib.load(fh)
+
+
+def machine_names() -> list[str]:
+    """Names of the machine descriptions in :data:`MACHINES_DIR`, sorted."""
+    return sorted(p.stem for p in MACHINES_DIR.glob("*.toml"))
+
+
+def load_machine(name: str) -> dict:
+    """The parsed description ``MACHINES_DIR/NAME.toml``."""
+    path = MACHINES_DIR / f"{name}.toml"
+    if not path.is_file():
+        raise DescriptionError(
+            f"no machine description {name!r} in {MACHINES_DIR} (have: {', '.join(machine_names())})"
+        )
+    desc = _load_toml(path)
+    desc.setdefault("machine", {}).setdefault("name", name)
+    return desc
+
+
+_PARTS_CACHE: dict | None = None
+
+
+def _catalogue() -> dict:
+    global _PARTS_CACHE
+    if _PARTS_CACHE is None:
+        _PARTS_CACHE = _load_toml(PARTS_FILE)
+    return _PARTS_CACHE
+
+
+def _as_description(src: Any) -> dict:
+    if isinstance(src, dict):
+        return copy.deepcopy(src)
+    path = Path(os.fspath(src))
+    if path.is_file():
+        desc = _load_toml(path)
+        desc.setdefault("machine", {}).setdefault("name", path.stem)
+        return desc
+    if isinstance(src, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", src):
+        return load_machine(src)
+    raise DescriptionError(f"{src!r}: neither a description file, a dict, nor a machine name")
+
+
+# ------------------------------------------------------------------------------------------
+# CPU lists and masks, the kernel's formats
+# ------------------------------------------------------------------------------------------
+def fmt_cpulist(cpus) -> str:
+    """``[0,1,2,5]`` -> ``"0-2,5"``; empty -> ``""``."""
+    out: list[str] = []
+    ids = sorted(set(cpus))
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def parse_cpulist(text: str) -> list[int]:
+    cpus: set[int] = set()
+    for part in str(text).strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            cpus.update(range(int(lo), int(hi) + 1))
+        else:
+            cpus.add(int(part))
+    return sorted(cpus)
+
+
+def fmt_mask(ids, nbits: int) -> str:
+    """A bitmap the way the kernel prints ``%*pb``: 32-bit hex words, most significant first,
+    the first word as wide as the bits left in it (``ff,ffffffff,ffffffff`` for 72 bits)."""
+    val = 0
+    for i in ids:
+        val |= 1 << i
+    nbits = max(int(nbits), 1)
+    nwords = (nbits + 31) // 32
+    words = []
+    for w in range(nwords - 1, -1, -1):
+        chunk = (val >> (32 * w)) & 0xFFFFFFFF
+        width = 8
+        if w == nwords - 1:
+            rem = nbits % 32 or 32
+            width = (rem + 3) // 4
+        words.append(f"{chunk:0{width}x}")
+    return ",".join(words)
+
+
+# ------------------------------------------------------------------------------------------
+# the model
+# ------------------------------------------------------------------------------------------
+SPEED_CODES = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+CODE_SPEEDS = {v: k for k, v in SPEED_CODES.items()}
+PORT_TYPES = {
+    "endpoint": 0,
+    "legacy_endpoint": 1,
+    "root_port": 4,
+    "switch_upstream": 5,
+    "switch_downstream": 6,
+    "pci_bridge": 7,
+    "rciep": 9,
+}
+ROLE_ALIASES = {
+    "root": "root_port",
+    "up": "switch_upstream",
+    "down": "switch_downstream",
+    "pci": "pci_bridge",
+    "rciep": "rciep",
+    "endpoint": "endpoint",
+}
+ACS_BITS = {
+    "SrcValid": 0x01,
+    "TransBlk": 0x02,
+    "ReqRedir": 0x04,
+    "CmpltRedir": 0x08,
+    "UpstreamFwd": 0x10,
+    "EgressCtrl": 0x20,
+    "DirectTrans": 0x40,
+}
+BRIDGE_ROLES = ("root_port", "switch_upstream", "switch_downstream", "pci_bridge")
+
+
+@dataclass
+class Cpu:
+    id: int
+    socket: int
+    core: int
+    thread: int
+    node: int
+
+
+@dataclass
+class Node:
+    id: int
+    cpus: list[int]
+    memory_kb: int
+    socket: int | None
+
+
+@dataclass
+class Link:
+    """One function's view of its PCIe link.
+
+    ``kind``: ``none`` (no PCIe capability: no link files), ``zero`` (capability present, link
+    registers zero: the kernel prints Unknown/0/255) or ``num``.  Speeds are GT/s floats, or a
+    raw string to write verbatim (``"16 GT/s"``, ``"Unknown"``).
+    """
+
+    kind: str
+    max_speed: float | str | None = None
+    max_width: int | None = None
+    cur_speed: float | str | None = None
+    cur_width: int | None = None
+    explicit_cur_speed: bool = False
+    explicit_cur_width: bool = False
+
+
+@dataclass(eq=False)
+class RootBus:
+    domain: int
+    bus: int
+    node: int
+    children: list["Func"] = field(default_factory=list)
+    next_bus: int = 0
+    last_bus: int = 0
+    is_rootbus = True
+
+    @property
+    def name(self) -> str:
+        return f"pci{self.domain:04x}:{self.bus:02x}"
+
+    @property
+    def relpath(self) -> str:
+        return f"sys/devices/{self.name}"
+
+
+@dataclass(eq=False)
+class Func:
+    domain: int
+    bus: int
+    dev: int
+    fn: int
+    part_name: str
+    part: dict
+    attrs: dict
+    parent: Any  # Func or RootBus
+    rootbus: RootBus
+    role: str
+    is_vf: bool = False
+    children: list["Func"] = field(default_factory=list)
+    sec: int | None = None
+    sub: int | None = None
+    numa_node: int = -1
+    local_cpus: list[int] = field(default_factory=list)
+    link: Link = field(default_factory=lambda: Link("none"))
+    driver: str | None = None
+    netdevs: list[str] = field(default_factory=list)
+    rdma: str | None = None
+    nvme: str | None = None
+    vfs: list["Func"] = field(default_factory=list)
+    physfn: "Func | None" = None
+    vf_index: int = -1
+    iommu_group: int | None = None
+    config_size: int = 0
+    acs_ctl: int | None = None  # None: no ACS capability
+    acs_cap: int = 0
+    multifunction: bool = False
+    irqs: list[int] = field(default_factory=list)
+    is_rootbus = False
+
+    @property
+    def bdf(self) -> str:
+        return f"{self.domain:04x}:{self.bus:02x}:{self.dev:02x}.{self.fn}"
+
+    @property
+    def key(self) -> tuple[int, int, int, int]:
+        return (self.domain, self.bus, self.dev, self.fn)
+
+    @property
+    def vendor(self) -> int:
+        return self.part["_vendor"]
+
+    @property
+    def device(self) -> int:
+        return self.part["_device"]
+
+    @property
+    def cls(self) -> int:
+        return self.part["_class"]
+
+    @property
+    def is_bridge(self) -> bool:
+        return self.role in BRIDGE_ROLES
+
+    @property
+    def relpath(self) -> str:
+        return f"{self.parent.relpath}/{self.bdf}"
+
+
+@dataclass
+class Machine:
+    name: str
+    settings: dict
+    cpus: list[Cpu]
+    nodes: list[Node]
+    distances: list[list[int]]
+    nr_cpu_ids: int
+    allowed: list[int]
+    rootbuses: list[RootBus]
+    funcs: list[Func]  # every function, sorted by (domain, bus, dev, fn)
+    cpu_settings: dict = field(default_factory=dict)
+
+    @property
+    def online(self) -> list[int]:
+        return [c.id for c in self.cpus]
+
+    def node_by_id(self, nid: int) -> Node | None:
+        for n in self.nodes:
+            if n.id == nid:
+                return n
+        return None
+
+
+# ------------------------------------------------------------------------------------------
+# the tree notation
+# ------------------------------------------------------------------------------------------
+_SLOT_RE = re.compile(r"^(?:([0-9a-fA-F]{1,2}))?\.([0-7])$")
+_COUNT_RE = re.compile(r"^\*(\d+)$")
+_PART_COUNT_RE = re.compile(r"^(@?[A-Za-z0-9_.+-]+)\*(\d+)$")
+
+
+def _parse_item(tokens: list[str], where: str) -> dict:
+    if not tokens:
+        raise DescriptionError(f"{where}: empty item (two '>' in a row?)")
+    node: dict = {"part": None, "slot": None, "count": 1, "attrs": {}, "children": [], "where": where}
+    toks = list(tokens)
+    if _SLOT_RE.match(toks[0]):
+        node["slot"] = toks.pop(0)
+    if not toks:
+        raise DescriptionError(f"{where}: slot {node['slot']} without a part")
+    part = toks.pop(0)
+    if "=" in part:
+        raise DescriptionError(f"{where}: expected a part name, got {part!r}")
+    m = _PART_COUNT_RE.match(part)
+    if m:
+        part, node["count"] = m.group(1), int(m.group(2))
+    node["part"] = part
+    for tok in toks:
+        m = _COUNT_RE.match(tok)
+        if m:
+            node["count"] = int(m.group(1))
+            continue
+        if "=" not in tok:
+            raise DescriptionError(f"{where}: expected key=value, got {tok!r}")
+        k, v = tok.split("=", 1)
+        node["attrs"][k] = v
+    if node["count"] < 1:
+        raise DescriptionError(f"{where}: count must be at least 1")
+    return node
+
+
+def parse_tree(text: str, blocks: dict | None = None, where: str = "tree", _seen: tuple = ()) -> list[dict]:
+    """Parse the indented tree notation into nested node dicts (see README.md)."""
+    blocks = blocks or {}
+    roots: list[dict] = []
+    stack: list[tuple[int, dict | None]] = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        here = f"{where}, line {lineno}"
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        lead = raw[: len(raw) - len(raw.lstrip())]
+        if "\t" in lead:
+            raise DescriptionError(f"{here}: indent with spaces, not tabs")
+        indent = len(lead)
+        try:
+            tokens = shlex.split(raw, comments=True)
+        except ValueError as exc:
+            raise DescriptionError(f"{here}: {exc}") from None
+        if not tokens:
+            continue
+        groups: list[list[str]] = [[]]
+        for tok in tokens:
+            if tok == ">":
+                groups.append([])
+            else:
+                groups[-1].append(tok)
+        items = [_parse_item(g, here) for g in groups]
+        for it in items[1:]:
+            if it["count"] != 1:
+                raise DescriptionError(f"{here}: a count ('*N') is allowed on the first item of a chain only")
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if stack:
+            parent = stack[-1][1]
+            if parent is None:
+                raise DescriptionError(f"{here}: a block reference ('@name') cannot have children")
+            siblings = parent["children"]
+        else:
+            siblings = roots
+        last: dict | None = None
+        for pos, it in enumerate(items):
+            if it["part"].startswith("@"):
+                if it["slot"] or it["attrs"] or it["count"] != 1:
+                    raise DescriptionError(f"{here}: a block reference takes no slot, count or attributes")
+                if pos != len(items) - 1:
+                    raise DescriptionError(f"{here}: nothing may follow a block reference in a chain")
+                expanded = _expand_block(it["part"][1:], blocks, here, _seen)
+                siblings.extend(expanded)
+                last = None
+            else:
+                siblings.append(it)
+                siblings = it["children"]
+                last = it
+        stack.append((indent, last))
+    return roots
+
+
+def _expand_block(name: str, blocks: dict, where: str, seen: tuple) -> list[dict]:
+    if name in seen:
+        raise DescriptionError(f"{where}: block @{name} refers to itself")
+    if name not in blocks:
+        raise DescriptionError(f"{where}: no block named @{name}")
+    body = blocks[name]
+    tree = body.get("tree") if isinstance(body, dict) else body
+    return _normalise_tree(tree, blocks, f"block {name}", seen + (name,))
+
+
+def _normalise_tree(tree: Any, blocks: dict, where: str, seen: tuple = ()) -> list[dict]:
+    """A tree given as text, or as a list of dicts ``{part, slot, count, children, **attrs}``."""
+    if tree is None:
+        return []
+    if isinstance(tree, str):
+        return parse_tree(tree, blocks, where, seen)
+    out: list[dict] = []
+    for i, d in enumerate(tree):
+        here = f"{where}[{i}]"
+        if not isinstance(d, dict) or "part" not in d:
+            raise DescriptionError(f"{here}: a tree node must be a table with a 'part'")
+        if str(d["part"]).startswith("@"):
+            out.extend(_expand_block(str(d["part"])[1:], blocks, here, seen))
+            continue
+        attrs = {k: str(v) for k, v in d.items() if k not in ("part", "slot", "count", "children")}
+        out.append(
+            {
+                "part": str(d["part"]),
+                "slot": d.get("slot"),
+                "count": int(d.get("count", 1)),
+                "attrs": attrs,
+                "children": _normalise_tree(d.get("children"), blocks, here, seen),
+                "where": here,
+            }
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# parts
+# ------------------------------------------------------------------------------------------
+def _hex(text: Any, what: str) -> int:
+    try:
+        return int(str(text), 16)
+    except ValueError:
+        raise DescriptionError(f"{what}: {text!r} is not hexadecimal") from None
+
+
+def _resolve_parts(desc: dict) -> dict:
+    raw = dict(_catalogue())
+    raw.update(desc.get("parts", {}))
+    resolved: dict = {}
+
+    def get(name: str, chain: tuple = ()) -> dict:
+        if name in resolved:
+            return resolved[name]
+        if name not in raw:
+            raise DescriptionError(f"unknown part {name!r}")
+        if name in chain:
+            raise DescriptionError(f"part {name!r} inherits from itself")
+        p = dict(raw[name])
+        if "base" in p:
+            merged = dict(get(p.pop("base"), chain + (name,)))
+            merged = {k: v for k, v in merged.items() if not k.startswith("_")}
+            merged.update(p)
+            p = merged
+        if "id" not in p or "class" not in p:
+            raise DescriptionError(f"part {name!r} needs 'id' and 'class'")
+        v, d = str(p["id"]).split(":")
+        p["_vendor"], p["_device"] = _hex(v, f"part {name} id"), _hex(d, f"part {name} id")
+        sv, sd = str(p.get("subsys", p["id"])).split(":")
+        p["_subvendor"], p["_subdevice"] = _hex(sv, f"part {name} subsys"), _hex(sd, f"part {name} subsys")
+        p["_class"] = int(str(p["class"]), 16) if isinstance(p["class"], str) else int(p["class"])
+        resolved[name] = p
+        return p
+
+    class _Lazy(dict):
+        def __missing__(self, name):  # noqa: D401 - tiny adapter
+            return get(name)
+
+    return _Lazy()
+
+
+# ------------------------------------------------------------------------------------------
+# link values
+# ------------------------------------------------------------------------------------------
+def _speed_value(text: Any) -> float | str:
+    """``"16"`` -> 16.0; anything that is not a number stays a raw string for the file."""
+    s = str(text).strip()
+    try:
+        v = float(s)
+    except ValueError:
+        return s
+    if v not in SPEED_CODES:
+        raise DescriptionError(f"link speed {s} GT/s is not a PCIe speed (2.5, 5, 8, 16, 32, 64)")
+    return v
+
+
+def _speed_num(v: float | str | None) -> float | None:
+    """The GT/s a speed value stands for, parsing raw strings like ``"16 GT/s"``."""
+    if v is None:
+        return None
+    if isinstance(v, float):
+        return v
+    m = re.match(r"^\s*([0-9.]+)\s*GT/s", v)
+    if m and float(m.group(1)) in SPEED_CODES:
+        return float(m.group(1))
+    return None
+
+
+def _parse_link(spec: str, where: str) -> tuple[str, float | None, int | None]:
+    spec = str(spec).strip()
+    if spec in ("none", "zero"):
+        return spec, None, None
+    m = re.fullmatch(r"([0-9.]+)x([0-9]+)", spec)
+    if not m:
+        raise DescriptionError(f"{where}: link {spec!r} is not 'GTxWIDTH', 'none' or 'zero'")
+    speed = _speed_value(m.group(1))
+    return "num", speed, int(m.group(2))  # type: ignore[return-value]
+
+
+def speed_text(v: float | str | None, fmt: str) -> str:
+    """The text of ``current_link_speed``/``max_link_speed`` for a speed value."""
+    if isinstance(v, str):
+        return v
+    if v is None:
+        return "Unknown" if fmt == "new" else "Unknown speed"
+    if fmt == "new":
+        return f"{v:.1f} GT/s PCIe"
+    return f"{v:g} GT/s"
+
+
+# ------------------------------------------------------------------------------------------
+# building the machine
+# ------------------------------------------------------------------------------------------
+def _size_kb(d: dict, default_kb: int, where: str) -> int:
+    if "memory_kb" in d:
+        return int(d["memory_kb"])
+    if "memory_gib" in d:
+        return int(float(d["memory_gib"]) * 1024 * 1024)
+    return default_kb
+
+
+def _build_cpus(desc: dict) -> tuple[list[Cpu], list[Node], list[list[int]], int]:
+    c = desc.get("cpu", {})
+    sockets = int(c.get("sockets", 1))
+    cores = int(c.get("cores", 1))
+    threads = int(c.get("threads", 1))
+    nps = int(c.get("nodes_per_socket", 1))
+    if cores % nps:
+        raise DescriptionError(f"cpu: {cores} cores do not split into {nps} nodes per socket")
+    per_node = cores // nps
+    cpus: list[Cpu] = []
+    total_cores = sockets * cores
+    for t in range(threads):
+        for s in range(sockets):
+            for core in range(cores):
+                cid = t * total_cores + s * cores + core
+                cpus.append(Cpu(cid, s, core, t, s * nps + core // per_node))
+    cpus.sort(key=lambda x: x.id)
+    default_kb = _size_kb(c, 64 * 1024 * 1024, "cpu")
+    nodes: dict[int, Node] = {}
+    for n in range(sockets * nps):
+        nodes[n] = Node(n, [x.id for x in cpus if x.node == n], default_kb, n // nps)
+    for i, extra in enumerate(desc.get("node", [])):
+        ids = extra.get("id")
+        ids = ids if isinstance(ids, list) else [ids]
+        for nid in ids:
+            if nid is None:
+                raise DescriptionError(f"node[{i}]: needs an id")
+            nid = int(nid)
+            node = nodes.get(nid) or Node(nid, [], 0, extra.get("socket"))
+            if "cpus" in extra:
+                node.cpus = parse_cpulist(extra["cpus"])
+            node.memory_kb = _size_kb(extra, node.memory_kb, f"node {nid}")
+            if "socket" in extra:
+                node.socket = int(extra["socket"])
+            nodes[nid] = node
+    # explicit cpus on nodes must still partition the CPUs
+    seen: dict[int, int] = {}
+    for node in nodes.values():
+        for cid in node.cpus:
+            if cid in seen:
+                raise DescriptionError(f"cpu {cid} is in node {seen[cid]} and node {node.id}")
+            seen[cid] = node.id
+    by_id = {x.id: x for x in cpus}
+    for cid, nid in seen.items():
+        if cid not in by_id:
+            raise DescriptionError(f"node {nid} lists cpu {cid}, which does not exist")
+        by_id[cid].node = nid
+    node_list = [nodes[k] for k in sorted(nodes)]
+
+    numa = desc.get("numa", {})
+    if "distances" in numa:
+        dist = [list(map(int, row)) for row in numa["distances"]]
+        if len(dist) != len(node_list) or any(len(r) != len(node_list) for r in dist):
+            raise DescriptionError("numa.distances must be a square matrix, one row per node")
+    else:
+        same_socket = int(numa.get("same_socket", 12))
+        remote = int(numa.get("remote", 21))
+        cpuless = int(numa.get("cpuless", remote))
+        dist = []
+        for a in node_list:
+            row = []
+            for b in node_list:
+                if a.id == b.id:
+                    row.append(10)
+                elif not a.cpus or not b.cpus:
+                    row.append(cpuless)
+                elif a.socket is not None and a.socket == b.socket:
+                    row.append(same_socket)
+                else:
+                    row.append(remote)
+            dist.append(row)
+    nr_cpu_ids = int(c.get("possible", len(cpus)))
+    if nr_cpu_ids < len(cpus):
+        raise DescriptionError("cpu.possible is smaller than the number of CPUs")
+    return cpus, node_list, dist, nr_cpu_ids
+
+
+def _parse_rootbus_id(text: str, where: str) -> tuple[int, int]:
+    parts = str(text).split(":")
+    if len(parts) == 1:
+        return 0, _hex(parts[0], where)
+    if len(parts) == 2:
+        return _hex(parts[0], where), _hex(parts[1], where)
+    raise DescriptionError(f"{where}: root bus id {text!r} is not 'DDDD:BB'")
+
+
+def _parse_acs(text: str, where: str) -> int | None:
+    s = str(text).strip()
+    if s == "none":
+        return None
+    if s in ("", "0", "off"):
+        return 0
+    if re.fullmatch(r"0x[0-9a-fA-F]+", s):
+        return int(s, 16)
+    val = 0
+    for name in s.split(","):
+        name = name.strip()
+        if name not in ACS_BITS:
+            raise DescriptionError(f"{where}: unknown ACS bit {name!r} (known: {', '.join(ACS_BITS)})")
+        val |= ACS_BITS[name]
+    return val
+
+
+def _substitute_index(node: dict, i: int) -> dict:
+    """A copy of a repeated line's subtree with ``{n}`` replaced by the repeat index ``i``;
+    a nested repeated line keeps its own ``{n}`` (the nearest repeat wins)."""
+
+    def walk(nd: dict, top: bool) -> dict:
+        out = dict(nd)
+        if top or nd["count"] == 1:
+            out["attrs"] = {k: v.replace("{n}", str(i)) for k, v in nd["attrs"].items()}
+            out["children"] = [walk(c, False) for c in nd["children"]]
+        return out
+
+    return walk(node, True)
+
+
+class _Builder:
+    def __init__(self, desc: dict) -> None:
+        self.desc = desc
+        self.m = desc.get("machine", {})
+        self.parts = _resolve_parts(desc)
+        self.blocks = desc.get("blocks", {})
+        self.cpus, self.nodes, self.dist, self.nr_cpu_ids = _build_cpus(desc)
+        self.online = [c.id for c in self.cpus]
+        self.funcs: dict[tuple, Func] = {}
+        self.rootbuses: list[RootBus] = []
+        self.config_default = int(self.m.get("config", 4096))
+        self.acs_default = _parse_acs(self.m.get("acs", ""), "machine.acs")
+
+    # -- helpers ----------------------------------------------------------------------
+    def node_cpus(self, nid: int) -> list[int]:
+        if nid < 0:
+            return list(self.online)
+        for n in self.nodes:
+            if n.id == nid:
+                return list(n.cpus)
+        raise DescriptionError(f"NUMA node {nid} does not exist")
+
+    def slot_of(self, node: dict, prev_dev: int | None) -> tuple[int, int]:
+        slot = node["slot"]
+        if slot is None:
+            return (0 if prev_dev is None else prev_dev + 1), 0
+        m = _SLOT_RE.match(str(slot))
+        if not m:
+            raise DescriptionError(f"{node['where']}: bad slot {slot!r} (want DD.F or .F)")
+        if m.group(1) is None:
+            return (0 if prev_dev is None else prev_dev), int(m.group(2))
+        dev = int(m.group(1), 16)
+        if dev > 0x1F:
+            raise DescriptionError(f"{node['where']}: device number {dev:#x} is above 0x1f")
+        return dev, int(m.group(2))
+
+    # -- placing the tree ---------------------------------------------------------------
+    def add_rootbus(self, i: int, spec: dict) -> None:
+        ids = spec.get("id")
+        if ids is None:
+            raise DescriptionError(f"rootbus[{i}]: needs an id ('0000:15' or a list)")
+        ids = ids if isinstance(ids, list) else [ids]
+        nodes = spec.get("node", -1)
+        nodes = nodes if isinstance(nodes, list) else [nodes] * len(ids)
+        if len(nodes) != len(ids):
+            raise DescriptionError(f"rootbus[{i}]: 'node' list must be as long as 'id'")
+        where = f"rootbus[{i}]"
+        tree = _normalise_tree(spec.get("tree"), self.blocks, where)
+        for rid, nid in zip(ids, nodes):
+            domain, bus = _parse_rootbus_id(rid, where)
+            nid = int(nid)
+            if nid >= 0:
+                self.node_cpus(nid)  # validates
+            rb = RootBus(domain, bus, nid, next_bus=bus + 1, last_bus=bus)
+            self.rootbuses.append(rb)
+            self.place(copy.deepcopy(tree), rb, bus, rb)
+            rb.last_bus = max(bus, rb.next_bus - 1)
+
+    def place(self, nodes: list[dict], parent: Any, bus: int, rb: RootBus) -> None:
+        prev_dev: int | None = None
+        for node in nodes:
+            dev0, fn = self.slot_of(node, prev_dev)
+            for i in range(node["count"]):
+                dev = dev0 + i
+                if dev > 0x1F:
+                    raise DescriptionError(f"{node['where']}: device number runs past 0x1f")
+                inst = _substitute_index(node, i) if node["count"] > 1 else node
+                attrs = dict(inst["attrs"])
+                f = self.make_func(rb.domain, bus, dev, fn, inst, attrs, parent, rb)
+                if f.is_bridge:
+                    sec = rb.next_bus
+                    if "sec" in attrs:
+                        want = _hex(attrs["sec"], inst["where"])
+                        if want < rb.next_bus:
+                            raise DescriptionError(
+                                f"{inst['where']}: sec={want:02x} but bus {rb.next_bus:02x} is the next free bus"
+                            )
+                        sec = want
+                    if sec > 0xFF:
+                        raise DescriptionError(f"{inst['where']}: ran out of bus numbers below {rb.name}")
+                    f.sec = sec
+                    rb.next_bus = sec + 1
+                    self.place(inst["children"], f, sec, rb)
+                    sub = rb.next_bus - 1
+                    if "sub" in attrs:
+                        sub = max(sub, _hex(attrs["sub"], inst["where"]))
+                    if sub > 0xFF:
+                        raise DescriptionError(f"{inst['where']}: ran out of bus numbers below {rb.name}")
+                    f.sub = sub
+                    rb.next_bus = sub + 1
+                elif inst["children"]:
+                    raise DescriptionError(
+                        f"{inst['where']}: {inst['part']} is not a bridge (class {f.cls:#08x}) but has children"
+                    )
+            prev_dev = dev0 + node["count"] - 1
+
+    def make_func(self, domain, bus, dev, fn, node, attrs, parent, rb) -> Func:
+        where = node["where"]
+        part = dict(self.parts[node["part"]])
+        for key, field_ in (("id", "id"), ("subsys", "subsys")):
+            if key in attrs:
+                v, d = attrs[key].split(":")
+                if field_ == "id":
+                    part["_vendor"], part["_device"] = _hex(v, where), _hex(d, where)
+                else:
+                    part["_subvendor"], part["_subdevice"] = _hex(v, where), _hex(d, where)
+        if "class" in attrs:
+            part["_class"] = int(attrs["class"], 16)
+        if "rev" in attrs:
+            part["rev"] = int(attrs["rev"], 0)
+        bridge = (part["_class"] >> 8) == 0x0604
+        if isinstance(parent, RootBus):
+            role = "root_port" if bridge else "rciep"
+        elif parent.role in ("root_port", "switch_downstream"):
+            role = "switch_upstream" if bridge else "endpoint"
+        elif parent.role == "switch_upstream":
+            if not bridge:
+                raise DescriptionError(
+                    f"{where}: {node['part']} sits directly below a switch upstream port; "
+                    "only downstream ports can (write 'PORT > DEVICE')"
+                )
+            role = "switch_downstream"
+        else:  # below a PCIe-to-PCI bridge: conventional PCI
+            role = "pci_bridge" if bridge else "endpoint"
+        if "role" in attrs:
+            if attrs["role"] not in ROLE_ALIASES:
+                raise DescriptionError(f"{where}: role must be one of {', '.join(ROLE_ALIASES)}")
+            role = ROLE_ALIASES[attrs["role"]]
+            if (role in BRIDGE_ROLES) != bridge:
+                raise DescriptionError(f"{where}: role {role} does not fit class {part['_class']:#08x}")
+        if not isinstance(parent, RootBus) and parent.role in ("root_port", "switch_downstream") and dev != 0:
+            raise DescriptionError(
+                f"{where}: below a PCIe port only device 00 exists (got {dev:02x}.{fn}); "
+                "a link carries one device"
+            )
+        f = Func(domain, bus, dev, fn, node["part"], part, attrs, parent, rb, role)
+        if f.key in self.funcs:
+            raise DescriptionError(f"{where}: {f.bdf} is defined twice")
+        self.funcs[f.key] = f
+        parent.children.append(f)
+        self.finish_func(f, attrs, where)
+        # SR-IOV virtual functions: siblings of the PF, in the same parent directory
+        self.setup_sriov(f, where)
+        if int(attrs.get("vfs", 0)) > 0:
+            self.add_vfs(f, int(attrs["vfs"]), where)
+        return f
+
+    def finish_func(self, f: Func, attrs: dict, where: str) -> None:
+        part = f.part
+        rb = f.rootbus
+        f.numa_node = int(attrs["node"]) if "node" in attrs else rb.node
+        f.local_cpus = parse_cpulist(attrs["cpus"]) if "cpus" in attrs else self.node_cpus(rb.node)
+        drv = attrs.get("driver", part.get("driver"))
+        f.driver = None if drv in (None, "", "none") else drv
+        f.config_size = int(attrs.get("config", self.config_default))
+        if f.config_size not in (0, 64, 256, 4096):
+            raise DescriptionError(f"{where}: config must be 0, 64, 256 or 4096")
+        # link
+        kind, mspeed, mwidth = _parse_link(attrs.get("link", part.get("link", "none")), where)
+        if isinstance(f.parent, Func) and f.parent.role == "pci_bridge":
+            kind = "none"
+        link = Link(kind, mspeed, mwidth)
+        if kind == "num":
+            if "maxspeed" in attrs:
+                link.max_speed = _speed_value(attrs["maxspeed"])
+            if "maxwidth" in attrs:
+                link.max_width = int(attrs["maxwidth"])
+            if "cur" in attrs:
+                _, cs, cw = _parse_link(attrs["cur"], where)
+                link.cur_speed, link.cur_width = cs, cw
+                link.explicit_cur_speed = link.explicit_cur_width = True
+            if "speed" in attrs:
+                link.cur_speed, link.explicit_cur_speed = _speed_value(attrs["speed"]), True
+            if "width" in attrs:
+                link.cur_width, link.explicit_cur_width = int(attrs["width"]), True
+        elif any(k in attrs for k in ("cur", "speed", "width", "maxspeed", "maxwidth")):
+            raise DescriptionError(f"{where}: link speed/width given for a link of kind {kind!r}")
+        f.link = link
+        # ACS on root ports and switch downstream ports
+        if f.role in ("root_port", "switch_downstream") and part.get("acs", True):
+            f.acs_cap = int(part.get("acs_cap", 0x5F))
+            f.acs_ctl = self.acs_default
+            if "acs" in attrs:
+                f.acs_ctl = _parse_acs(attrs["acs"], where)
+        elif "acs" in attrs and attrs["acs"] != "none":
+            f.acs_cap = int(part.get("acs_cap", 0x5F))
+            f.acs_ctl = _parse_acs(attrs["acs"], where)
+        if f.acs_ctl:
+            f.acs_cap |= f.acs_ctl
+
+    def setup_sriov(self, pf: Func, where: str) -> None:
+        """The SR-IOV capability of a PF whose part has ``sriov_total`` (VFs enabled or not)."""
+        total = int(pf.attrs.get("sriov_total", pf.part.get("sriov_total", 0)))
+        if not total:
+            return
+        vf_part_name = pf.part.get("vf_part")
+        if not vf_part_name:
+            raise DescriptionError(f"{where}: part {pf.part_name} names no vf_part")
+        vf_part = self.parts[vf_part_name]
+        default_offset = int(pf.part.get("vf_offset", 1)) + pf.fn * (total - 1)
+        pf.part["_sriov"] = {
+            "total": total,
+            "offset": int(pf.attrs.get("vf_offset", default_offset)),
+            "stride": int(pf.attrs.get("vf_stride", pf.part.get("vf_stride", 1))),
+            "vf_device": vf_part["_device"],
+            "vf_part": vf_part_name,
+        }
+
+    def add_vfs(self, pf: Func, count: int, where: str) -> None:
+        sriov = pf.part.get("_sriov")
+        if not sriov:
+            raise DescriptionError(f"{where}: {pf.part_name} is not SR-IOV capable (no sriov_total)")
+        total, offset, stride = sriov["total"], sriov["offset"], sriov["stride"]
+        if count > total:
+            raise DescriptionError(f"{where}: vfs={count} exceeds sriov_total={total}")
+        vf_part_name = sriov["vf_part"]
+        vf_part = dict(self.parts[vf_part_name])
+        drivers = pf.attrs.get("vf_driver", vf_part.get("driver", "")).split(",")
+        rid = (pf.bus << 8) | (pf.dev << 3) | pf.fn
+        for i in range(count):
+            vrid = rid + offset + i * stride
+            vbus, vdev, vfn = vrid >> 8, (vrid >> 3) & 0x1F, vrid & 7
+            if vbus != pf.bus:
+                raise DescriptionError(f"{where}: VF {i} would land on another bus; not supported")
+            role = "rciep" if isinstance(pf.parent, RootBus) else "endpoint"
+            vf = Func(pf.domain, vbus, vdev, vfn, vf_part_name, dict(vf_part), {}, pf.parent, pf.rootbus, role)
+            vf.is_vf = True
+            vf.vf_index = i
+            vf.physfn = pf
+            if vf.key in self.funcs:
+                raise DescriptionError(f"{where}: VF {vf.bdf} collides with {self.funcs[vf.key].bdf}")
+            self.funcs[vf.key] = vf
+            pf.parent.children.append(vf)
+            pf.vfs.append(vf)
+            vf.numa_node = pf.numa_node
+            vf.local_cpus = list(pf.local_cpus)
+            drv = drivers[min(i, len(drivers) - 1)].strip()
+            vf.driver = None if drv in ("", "none") else drv
+            vf.config_size = pf.config_size
+            kind, ms, mw = _parse_link(vf_part.get("link", "zero"), where)
+            vf.link = Link(kind, ms, mw)
+
+    # -- whole-machine passes ---------------------------------------------------------------
+    def negotiate_links(self) -> None:
+        """Both ends of a link train to the same speed and width."""
+        for f in self.funcs.values():
+            if f.link.kind != "num":
+                continue
+            if f.link.cur_speed is None:
+                f.link.cur_speed = f.link.max_speed
+            if f.link.cur_width is None:
+                f.link.cur_width = f.link.max_width
+        for port in sorted(self.funcs.values(), key=lambda x: x.key):
+            if port.role not in ("root_port", "switch_downstream") or port.link.kind != "num":
+                continue
+            below = [c for c in port.children if not c.is_vf and c.link.kind == "num" and c.dev == 0]
+            if not below:
+                # an empty slot: link down, Gen1 speed code, width 0
+                if not port.link.explicit_cur_speed:
+                    port.link.cur_speed = 2.5
+                if not port.link.explicit_cur_width:
+                    port.link.cur_width = 0
+                continue
+            head = min(below, key=lambda c: c.fn)
+            pmax = _speed_num(port.link.max_speed)
+            cmax = _speed_num(head.link.max_speed)
+            if head.link.explicit_cur_speed:
+                speed = head.link.cur_speed
+            elif port.link.explicit_cur_speed:
+                speed = port.link.cur_speed
+            else:
+                speed = min(x for x in (pmax, cmax) if x is not None) if (pmax or cmax) else None
+            if head.link.explicit_cur_width:
+                width = head.link.cur_width
+            elif port.link.explicit_cur_width:
+                width = port.link.cur_width
+            else:
+                width = min(port.link.max_width or 0, head.link.max_width or 0)
+            for c in below:
+                if not c.link.explicit_cur_speed:
+                    c.link.cur_speed = speed
+                if not c.link.explicit_cur_width:
+                    c.link.cur_width = width
+            if not port.link.explicit_cur_speed:
+                port.link.cur_speed = _speed_num(speed) if _speed_num(speed) is not None else speed
+            if not port.link.explicit_cur_width:
+                port.link.cur_width = width
+
+    def assign_names(self, funcs: list[Func]) -> None:
+        by_slot: dict[tuple, list[Func]] = {}
+        for f in funcs:
+            if not f.is_vf:
+                by_slot.setdefault((f.domain, f.bus, f.dev), []).append(f)
+        for group in by_slot.values():
+            if len(group) > 1:
+                for f in group:
+                    f.multifunction = True
+        # netdevs
+        for f in funcs:
+            net = f.part.get("net")
+            explicit = f.attrs.get("net")
+            if explicit == "none" or not f.driver or f.driver == "vfio-pci":
+                continue
+            if explicit:
+                f.netdevs = [n for n in explicit.split(",") if n]
+            elif net and not f.is_vf:
+                f.netdevs = [self.path_name(net, f)]
+        for f in funcs:  # VFs take the PF's name plus vN (systemd's scheme)
+            if f.is_vf and f.part.get("net") and f.driver and f.driver != "vfio-pci" and not f.netdevs:
+                pf = f.physfn
+                base = self.path_name(pf.part.get("net") or f.part["net"], pf, with_port=False)
+                f.netdevs = [f"{base}v{f.vf_index}"]
+        # RDMA devices: mlx5_N in probe order (PFs by BDF, then VFs), EFA by PCI path
+        counter = 0
+        ordered = [f for f in funcs if not f.is_vf] + [f for f in funcs if f.is_vf]
+        for f in ordered:
+            kind = f.part.get("rdma")
+            explicit = f.attrs.get("rdma")
+            if not kind or not f.driver or f.driver == "vfio-pci":
+                continue
+            if kind == "mlx5":
+                idx = counter
+                counter += 1
+                if explicit == "none":
+                    continue
+                f.rdma = explicit or f"mlx5_{idx}"
+            elif explicit != "none":
+                f.rdma = explicit or self.path_name("rdma", f, with_port=False)
+        # NVMe controllers
+        n = 0
+        for f in funcs:
+            if f.driver == "nvme":
+                f.nvme = f.attrs.get("nvme", f"nvme{n}")
+                n += 1
+
+    @staticmethod
+    def path_name(prefix: str, f: Func, with_port: bool = True) -> str:
+        dom = f"P{f.domain}" if f.domain else ""
+        name = f"{prefix}{dom}p{f.bus}s{f.dev}"
+        if f.multifunction:
+            name += f"f{f.fn}"
+        if with_port and f.part.get("phys_port"):
+            name += f"np{f.fn}"
+        return name
+
+    def assign_groups_and_irqs(self, funcs: list[Func]) -> None:
+        iommu = str(self.m.get("iommu", "identity"))
+        if iommu != "none":
+            groups: dict[tuple, int] = {}
+            for f in funcs:
+                if f.is_vf or f.is_bridge:
+                    key: tuple = ("f",) + f.key
+                else:
+                    key = ("d", f.domain, f.bus, f.dev)  # functions of one device share a group
+                if key not in groups:
+                    groups[key] = len(groups)
+                f.iommu_group = groups[key]
+        irq = int(self.m.get("first_irq", 100))
+        for f in funcs:
+            if f.driver and int(f.part.get("irqs", 0)) > 0:
+                f.irqs = list(range(irq, irq + int(f.part["irqs"])))
+                irq += len(f.irqs)
+
+    def check_bus_ranges(self) -> None:
+        spans = sorted((rb.domain, rb.bus, rb.last_bus, rb.name) for rb in self.rootbuses)
+        for a, b in zip(spans, spans[1:]):
+            if a[0] == b[0] and b[1] <= a[2]:
+                raise DescriptionError(
+                    f"{a[3]} uses buses {a[1]:02x}-{a[2]:02x}, which overlaps root bus {b[3]}"
+                )
+        names = [rb.name for rb in self.rootbuses]
+        if len(set(names)) != len(names):
+            raise DescriptionError("a root bus is defined twice")
+
+    def build(self) -> Machine:
+        for i, spec in enumerate(self.desc.get("rootbus", [])):
+            self.add_rootbus(i, spec)
+        self.check_bus_ranges()
+        funcs = sorted(self.funcs.values(), key=lambda f: f.key)
+        for f in funcs:
+            f.children.sort(key=lambda c: c.key)
+        for rb in self.rootbuses:
+            rb.children.sort(key=lambda c: c.key)
+        self.negotiate_links()
+        self.assign_names(funcs)
+        self.assign_groups_and_irqs(funcs)
+        allowed = parse_cpulist(self.desc.get("cpu", {}).get("allowed", fmt_cpulist(self.online)))
+        if not set(allowed) <= set(self.online):
+            raise DescriptionError("cpu.allowed lists CPUs that are not online")
+        return Machine(
+            name=str(self.m.get("name", "machine")),
+            settings=self.m,
+            cpus=self.cpus,
+            nodes=self.nodes,
+            distances=self.dist,
+            nr_cpu_ids=self.nr_cpu_ids,
+            allowed=allowed,
+            rootbuses=sorted(self.rootbuses, key=lambda r: (r.domain, r.bus)),
+            funcs=funcs,
+            cpu_settings=dict(self.desc.get("cpu", {})),
+        )
+
+
+def build(description: Any) -> Machine:
+    """Build the machine model from a description (dict, TOML path or machine name)."""
+    desc = _as_description(description)
+    return _Builder(desc).build()
+
+
+# ------------------------------------------------------------------------------------------
+# PCI configuration space
+# ------------------------------------------------------------------------------------------
+def _w(buf: bytearray, off: int, val: int, size: int) -> None:
+    buf[off : off + size] = (val & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+
+
+def _width_reg(w: int | None) -> int:
+    if w is None or w < 0 or w > 63:  # 255 is the kernel's "unknown": the register held 0
+        return 0
+    return w
+
+
+def build_config(f: Func) -> bytes:
+    """The function's configuration space, truncated to its ``config_size``."""
+    b = bytearray(4096)
+    bridge = f.is_bridge
+    _w(b, 0x00, f.vendor, 2)
+    _w(b, 0x02, f.device, 2)
+    _w(b, 0x04, 0x0407 if bridge else (0x0406 if f.driver else 0x0000), 2)
+    _w(b, 0x06, 0x0010, 2)  # capabilities list
+    _w(b, 0x08, int(f.part.get("rev", 0)), 1)
+    _w(b, 0x09, f.cls, 3)  # prog-if, subclass, base class
+    _w(b, 0x0C, 0x10 if bridge else 0x00, 1)
+    _w(b, 0x0E, (1 if bridge else 0) | (0x80 if f.multifunction else 0), 1)
+    if bridge:
+        _w(b, 0x18, f.bus, 1)
+        _w(b, 0x19, f.sec or 0, 1)
+        _w(b, 0x1A, f.sub or 0, 1)
+    else:
+        _w(b, 0x2C, f.part["_subvendor"], 2)
+        _w(b, 0x2E, f.part["_subdevice"], 2)
+        _w(b, 0x3D, 0 if f.is_vf else 1, 1)  # INTA#
+    _w(b, 0x34, 0x40, 1)
+    has_pcie = f.link.kind != "none"
+    caps: list[tuple[int, int]] = [(0x40, 0x01)]  # power management
+    caps.append((0x50, 0x05 if bridge else 0x11))  # MSI on ports, MSI-X on endpoints
+    if has_pcie:
+        caps.append((0x60, 0x10))
+    if bridge:
+        caps.append((0xA0, 0x0D))  # bridge subsystem vendor id
+    for i, (off, cid) in enumerate(caps):
+        nxt = caps[i + 1][0] if i + 1 < len(caps) else 0
+        _w(b, off, cid, 1)
+        _w(b, off + 1, nxt, 1)
+    _w(b, 0x42, 0x0003, 2)  # PM version 3
+    _w(b, 0x44, 0x0008, 2)  # PMCSR: D0, no soft reset
+    if bridge:
+        _w(b, 0x52, 0x0080, 2)  # MSI: 64-bit
+        _w(b, 0xA4, f.part["_subvendor"], 2)
+        _w(b, 0xA6, f.part["_subdevice"], 2)
+    else:
+        _w(b, 0x52, max(len(f.irqs), 1) - 1, 2)  # MSI-X table size
+    if has_pcie:
+        cap = 0x60
+        ptype = PORT_TYPES[f.role]
+        slot = 0x0100 if f.role in ("root_port", "switch_downstream") else 0
+        _w(b, cap + 0x02, 0x0002 | (ptype << 4) | slot, 2)
+        _w(b, cap + 0x04, 0x00008022 if not bridge else 0x00008001, 4)
+        if f.link.kind == "num":
+            mcode = SPEED_CODES.get(_speed_num(f.link.max_speed) or 0.0, 0)
+            ccode = SPEED_CODES.get(_speed_num(f.link.cur_speed) or 0.0, 0)
+            lnkcap = mcode | (_width_reg(f.link.max_width) << 4)
+            if f.role in ("root_port", "switch_downstream"):
+                lnkcap |= 1 << 20  # data link layer link active reporting
+                lnkcap |= (f.dev & 0xFF) << 24  # port number
+            _w(b, cap + 0x0C, lnkcap, 4)
+            lnksta = ccode | (_width_reg(f.link.cur_width) << 4)
+            if f.role in ("root_port", "switch_downstream") and (f.link.cur_width or 0) > 0:
+                lnksta |= 1 << 13  # data link layer link active
+            _w(b, cap + 0x12, lnksta, 2)
+            _w(b, cap + 0x2C, ((1 << mcode) - 1) << 1 if mcode else 0, 4)  # supported speeds
+            _w(b, cap + 0x30, mcode, 2)  # target link speed
+        # extended capabilities
+        ext: list[tuple[int, int, int, bytes]] = [(0x0001, 2, 0x48, bytes(0x44))]  # AER
+        if f.acs_ctl is not None:
+            body = bytearray(4)
+            _w(body, 0, f.acs_cap, 2)
+            _w(body, 2, f.acs_ctl, 2)
+            ext.append((0x000D, 1, 0x08, bytes(body)))
+        sriov = f.part.get("_sriov")
+        if sriov:
+            body = bytearray(0x3C)
+            n = len(f.vfs)
+            _w(body, 0x08 - 4, 0x0009 if n else 0x0000, 2)  # VF enable, VF MSE
+            _w(body, 0x0C - 4, sriov["total"], 2)  # initial VFs
+            _w(body, 0x0E - 4, sriov["total"], 2)  # total VFs
+            _w(body, 0x10 - 4, n, 2)  # num VFs
+            _w(body, 0x14 - 4, sriov["offset"], 2)
+            _w(body, 0x16 - 4, sriov["stride"], 2)
+            _w(body, 0x1A - 4, sriov["vf_device"], 2)
+            ext.append((0x0010, 1, 0x40, bytes(body)))
+        off = 0x100
+        for i, (cid, ver, size, body) in enumerate(ext):
+            nxt = 0
+            if i + 1 < len(ext):
+                nxt = (off + size + 0xF) & ~0xF
+            _w(b, off, cid | (ver << 16) | (nxt << 20), 4)
+            b[off + 4 : off + 4 + len(body)] = body
+            off = nxt
+    return bytes(b[: f.config_size])
+
+
+# ------------------------------------------------------------------------------------------
+# writing the tree
+# ------------------------------------------------------------------------------------------
+class _Writer:
+    """Writes files, directories and relative symlinks below the root, creating each
+    directory once (a tree has thousands of small files: syscalls and path handling are the
+    whole cost, so paths stay plain strings relative to the root)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = str(root).rstrip("/") + "/"
+        self.made: set[str] = {""}
+
+    def _parent(self, rel: str) -> str:
+        parent = rel.rpartition("/")[0]
+        if parent not in self.made:
+            missing = []
+            d = parent
+            while d not in self.made:
+                missing.append(d)
+                d = d.rpartition("/")[0]
+            for d in reversed(missing):
+                try:
+                    os.mkdir(self.root + d)
+                except FileExistsError:
+                    pass
+                self.made.add(d)
+        return parent
+
+    def text(self, rel: str, content: str, newline: bool = True) -> None:
+        self.data(rel, (content + "\n" if newline else content).encode("utf-8"))
+
+    def data(self, rel: str, content: bytes) -> None:
+        self._parent(rel)
+        fd = os.open(self.root + rel, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, content)
+        finally:
+            os.close(fd)
+
+    def dir(self, rel: str) -> None:
+        self._parent(rel + "/x")
+
+    def link(self, rel: str, target_rel: str) -> None:
+        """A relative symlink at ``rel`` pointing to ``target_rel`` (both relative to the root)."""
+        # as the kernel does (kernfs_get_target_path): climb to the nearest ancestor of the
+        # target's parent, then name the way down, so net/IF/device is ../../../BDF, never ../..
+        here = self._parent(rel).split("/")
+        there = target_rel.split("/")
+        n = 0
+        while n < len(here) and n < len(there) - 1 and here[n] == there[n]:
+            n += 1
+        target = "/".join([".."] * (len(here) - n) + there[n:])
+        os.symlink(target, self.root + rel)
+
+
+_X86_FLAGS = (
+    "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr "
+    "sse sse2 ss ht syscall nx pdpe1gb rdtscp lm constant_tsc rep_good nopl xtopology cpuid "
+    "tsc_known_freq pni pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt aes "
+    "xsave avx f16c rdrand{hv} lahf_lm abm 3dnowprefetch fsgsbase bmi1 avx2 smep bmi2 erms "
+    "invpcid avx512f avx512dq rdseed adx smap clflushopt clwb avx512cd sha_ni avx512bw "
+    "avx512vl xsaveopt xsavec xgetbv1 xsaves"
+)
+_ARM_FEATURES = (
+    "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma "
+    "lrcpc dcpop sha3 sm3 sm4 asimddp sha512 sve asimdfhm dit uscat ilrcpc flagm ssbs sb paca "
+    "pacg dcpodp sve2 sveaes svepmull svebitperm svesha3 svesm4 flagm2 frint svei8mm svebf16 "
+    "i8mm bf16 dgh bti"
+)
+
+
+def write_tree(machine: Machine, out_root: Path) -> None:
+    w = _Writer(out_root)
+    s = machine.settings
+    link_format = str(s.get("link_format", "new"))
+    online = machine.online
+    nbits = machine.nr_cpu_ids
+
+    # ---- PCI: root buses ------------------------------------------------------------------
+    for rb in machine.rootbuses:
+        w.text(f"{rb.relpath}/uevent", "", newline=False)
+        cpus = machine_node_cpus(machine, rb.node)
+        pb = f"{rb.relpath}/pci_bus/{rb.domain:04x}:{rb.bus:02x}"
+        w.text(f"{pb}/cpulistaffinity", fmt_cpulist(cpus))
+        w.text(f"{pb}/cpuaffinity", fmt_mask(cpus, nbits))
+
+    drivers: set[str] = set()
+    for f in machine.funcs:
+        d = f.relpath
+        w.text(f"{d}/class", f"0x{f.cls:06x}")
+        w.text(f"{d}/vendor", f"0x{f.vendor:04x}")
+        w.text(f"{d}/device", f"0x{f.device:04x}")
+        w.text(f"{d}/subsystem_vendor", f"0x{f.part['_subvendor']:04x}")
+        w.text(f"{d}/subsystem_device", f"0x{f.part['_subdevice']:04x}")
+        w.text(f"{d}/numa_node", str(f.numa_node))
+        w.text(f"{d}/local_cpulist", fmt_cpulist(f.local_cpus))
+        w.text(f"{d}/local_cpus", fmt_mask(f.local_cpus, nbits))
+        # link files
+        lk = f.link
+        if lk.kind == "zero":
+            w.text(f"{d}/current_link_speed", speed_text(None, link_format))
+            w.text(f"{d}/max_link_speed", speed_text(None, link_format))
+            w.text(f"{d}/current_link_width", "0")
+            w.text(f"{d}/max_link_width", "255")
+        elif lk.kind == "num":
+            w.text(f"{d}/current_link_speed", speed_text(lk.cur_speed, link_format))
+            w.text(f"{d}/max_link_speed", speed_text(lk.max_speed, link_format))
+            w.text(f"{d}/current_link_width", str(lk.cur_width))
+            w.text(f"{d}/max_link_width", str(lk.max_width))
+        if f.config_size:
+            w.data(f"{d}/config", build_config(f))
+        if f.driver:
+            drivers.add(f.driver)
+            w.link(f"{d}/driver", f"sys/bus/pci/drivers/{f.driver}")
+            w.link(f"sys/bus/pci/drivers/{f.driver}/{f.bdf}", d)
+        if f.iommu_group is not None:
+            w.link(f"{d}/iommu_group", f"sys/kernel/iommu_groups/{f.iommu_group}")
+            w.link(f"sys/kernel/iommu_groups/{f.iommu_group}/devices/{f.bdf}", d)
+        if f.is_bridge:
+            w.dir(f"{d}/pci_bus/{f.domain:04x}:{f.sec:02x}")
+        if f.role == "root_port":  # PCIe port services: directories that are not functions
+            w.dir(f"{d}/{f.bdf}:pcie001")
+            w.dir(f"{d}/{f.bdf}:pcie002")
+        for irq in f.irqs:
+            w.text(f"{d}/msi_irqs/{irq}", "msix")
+        # SR-IOV
+        sriov = f.part.get("_sriov")
+        if sriov:
+            w.text(f"{d}/sriov_totalvfs", str(sriov["total"]))
+            w.text(f"{d}/sriov_numvfs", str(len(f.vfs)))
+            w.text(f"{d}/sriov_offset", str(sriov["offset"]))
+            w.text(f"{d}/sriov_stride", str(sriov["stride"]))
+            w.text(f"{d}/sriov_vf_device", f"{sriov['vf_device']:x}")
+            for vf in f.vfs:
+                w.link(f"{d}/virtfn{vf.vf_index}", vf.relpath)
+        if f.physfn is not None:
+            w.link(f"{d}/physfn", f.physfn.relpath)
+        w.link(f"sys/bus/pci/devices/{f.bdf}", d)
+    for drv in sorted(drivers):
+        w.dir(f"sys/bus/pci/drivers/{drv}")
+
+    # ---- IOMMU groups ------------------------------------------------------------------------
+    iommu = str(s.get("iommu", "identity"))
+    if iommu != "none":
+        for g in sorted({f.iommu_group for f in machine.funcs if f.iommu_group is not None}):
+            w.text(f"sys/kernel/iommu_groups/{g}/type", iommu)
+
+    # ---- network interfaces --------------------------------------------------------------
+    ifindex = 2
+    w.text("sys/devices/virtual/net/lo/address", "00:00:00:00:00:00")
+    w.text("sys/devices/virtual/net/lo/operstate", "unknown")
+    w.text("sys/devices/virtual/net/lo/carrier", "1")
+    w.text("sys/devices/virtual/net/lo/mtu", "65536")
+    w.text("sys/devices/virtual/net/lo/type", "772")
+    w.text("sys/devices/virtual/net/lo/ifindex", "1")
+    w.link("sys/class/net/lo", "sys/devices/virtual/net/lo")
+    for f in machine.funcs:
+        down = f.attrs.get("state", "up") == "down"
+        for port, ifname in enumerate(f.netdevs):
+            nd = f"{f.relpath}/net/{ifname}"
+            ib = f.part.get("net") == "ib" or f.cls == 0x020700
+            w.text(f"{nd}/address", _ib_hwaddr(f) if ib else _mac(f, port))
+            w.text(f"{nd}/operstate", "down" if down else "up")
+            w.text(f"{nd}/carrier", "0" if down else "1")
+            w.text(f"{nd}/speed", "-1" if down else str(int(f.attrs.get("mbps", f.part.get("mbps", -1)))))
+            w.text(f"{nd}/mtu", "4092" if ib else "1500")
+            w.text(f"{nd}/type", "32" if ib else "1")
+            w.text(f"{nd}/ifindex", str(ifindex))
+            w.text(f"{nd}/dev_port", str(port))
+            if f.part.get("phys_port") and not f.is_vf:
+                w.text(f"{nd}/phys_port_name", f"p{f.fn}")
+            w.link(f"{nd}/device", f.relpath)
+            w.link(f"sys/class/net/{ifname}", nd)
+            ifindex += 1
+
+    # ---- RDMA ------------------------------------------------------------------------------
+    for f in machine.funcs:
+        if not f.rdma:
+            continue
+        down = f.attrs.get("state", "up") == "down"
+        ibd = f"{f.relpath}/infiniband/{f.rdma}"
+        guid = _guid(f)
+        w.text(f"{ibd}/node_type", "1: CA")
+        w.text(f"{ibd}/node_guid", guid)
+        w.text(f"{ibd}/sys_image_guid", guid)
+        w.text(f"{ibd}/fw_ver", str(f.part.get("fw", "0.0.0")))
+        w.text(f"{ibd}/hca_type", str(f.part.get("hca", "")))
+        ll = f.attrs.get("ll", f.part.get("ll", "InfiniBand"))
+        w.text(f"{ibd}/ports/1/state", "1: DOWN" if down else "4: ACTIVE")
+        w.text(f"{ibd}/ports/1/phys_state", "3: Disabled" if down else "5: LinkUp")
+        w.text(f"{ibd}/ports/1/rate", str(f.attrs.get("rate", f.part.get("rate", "10 Gb/sec (4X SDR)"))))
+        w.text(f"{ibd}/ports/1/link_layer", ll)
+        w.link(f"{ibd}/device", f.relpath)
+        w.link(f"sys/class/infiniband/{f.rdma}", ibd)
+
+    # ---- NVMe ------------------------------------------------------------------------------
+    for f in machine.funcs:
+        if not f.nvme:
+            continue
+        nv = f"{f.relpath}/nvme/{f.nvme}"
+        w.text(f"{nv}/model", str(f.part.get("model", "NVMe SSD")))
+        w.text(f"{nv}/serial", f"S{f.domain:04X}{f.bus:02X}{f.dev:02X}{f.fn}FAKE")
+        w.text(f"{nv}/firmware_rev", str(f.part.get("fw", "1.0")))
+        w.text(f"{nv}/transport", "pcie")
+        w.text(f"{nv}/address", f.bdf)
+        w.text(f"{nv}/state", "live")
+        w.link(f"{nv}/device", f.relpath)
+        w.link(f"sys/class/nvme/{f.nvme}", nv)
+
+    # ---- NUMA nodes ------------------------------------------------------------------------
+    node_ids = [n.id for n in machine.nodes]
+    base = "sys/devices/system/node"
+    w.text(f"{base}/online", fmt_cpulist(node_ids))
+    w.text(f"{base}/possible", fmt_cpulist(node_ids))
+    w.text(f"{base}/has_cpu", fmt_cpulist([n.id for n in machine.nodes if n.cpus]))
+    w.text(f"{base}/has_memory", fmt_cpulist([n.id for n in machine.nodes if n.memory_kb]))
+    w.text(f"{base}/has_normal_memory", fmt_cpulist([n.id for n in machine.nodes if n.memory_kb]))
+    for i, n in enumerate(machine.nodes):
+        nd = f"{base}/node{n.id}"
+        w.text(f"{nd}/cpulist", fmt_cpulist(n.cpus))
+        w.text(f"{nd}/cpumap", fmt_mask(n.cpus, nbits))
+        w.text(f"{nd}/distance", " ".join(str(x) for x in machine.distances[i]))
+        total = n.memory_kb
+        free = total - total // 20
+        w.text(
+            f"{nd}/meminfo",
+            "\n".join(
+                [
+                    "Node %d MemTotal:       %8d kB" % (n.id, total),
+                    "Node %d MemFree:        %8d kB" % (n.id, free),
+                    "Node %d MemUsed:        %8d kB" % (n.id, total - free),
+                    "Node %d HugePages_Total: %5d" % (n.id, 0),
+                    "Node %d HugePages_Free:  %5d" % (n.id, 0),
+                ]
+            ),
+        )
+
+    # ---- CPUs ------------------------------------------------------------------------------
+    cbase = "sys/devices/system/cpu"
+    w.text(f"{cbase}/online", fmt_cpulist(online))
+    w.text(f"{cbase}/present", fmt_cpulist(online))
+    w.text(f"{cbase}/possible", fmt_cpulist(range(machine.nr_cpu_ids)))
+    siblings: dict[tuple, list[int]] = {}
+    package: dict[int, list[int]] = {}
+    for c in machine.cpus:
+        siblings.setdefault((c.socket, c.core), []).append(c.id)
+        package.setdefault(c.socket, []).append(c.id)
+    sib_masks = {k: fmt_mask(v, nbits) for k, v in siblings.items()}
+    pkg_masks = {k: fmt_mask(v, nbits) for k, v in package.items()}
+    for c in machine.cpus:
+        t = f"{cbase}/cpu{c.id}/topology"
+        sib = siblings[(c.socket, c.core)]
+        w.text(f"{t}/physical_package_id", str(c.socket))
+        w.text(f"{t}/die_id", "0")
+        w.text(f"{t}/core_id", str(c.core))
+        w.text(f"{t}/thread_siblings_list", fmt_cpulist(sib))
+        w.text(f"{t}/core_cpus", sib_masks[(c.socket, c.core)])  # masks: what hwloc reads
+        w.text(f"{t}/package_cpus", pkg_masks[c.socket])
+        w.link(f"{cbase}/cpu{c.id}/node{c.node}", f"{base}/node{c.node}")
+
+    # ---- modules, peer memory ---------------------------------------------------------------
+    for name, version in sorted(dict(s.get("modules", {})).items()):
+        w.text(f"sys/module/{name}/initstate", "live")
+        if version:
+            w.text(f"sys/module/{name}/version", str(version))
+    for name, version in sorted(dict(s.get("memory_peers", {})).items()):
+        w.text(f"sys/kernel/mm/memory_peers/{name}/version", str(version))
+
+    # ---- DMI -------------------------------------------------------------------------------
+    dmi = list(s.get("dmi", ["Unknown", "Unknown"]))
+    w.text("sys/devices/virtual/dmi/id/sys_vendor", str(dmi[0]))
+    w.text("sys/devices/virtual/dmi/id/product_name", str(dmi[1]))
+    w.link("sys/class/dmi/id", "sys/devices/virtual/dmi/id")
+
+    # ---- /proc -----------------------------------------------------------------------------
+    w.text("proc/cmdline", str(s.get("cmdline", "BOOT_IMAGE=/boot/vmlinuz root=/dev/sda1 ro")))
+    w.text("proc/sys/kernel/hostname", str(s.get("hostname", machine.name)))
+    mems = [n.id for n in machine.nodes if n.memory_kb]
+    w.text(
+        "proc/self/status",
+        "\n".join(
+            [
+                "Name:\ttopoagent",
+                "Umask:\t0022",
+                "State:\tR (running)",
+                "Tgid:\t4242",
+                "Pid:\t4242",
+                "PPid:\t1",
+                f"Cpus_allowed:\t{fmt_mask(machine.allowed, nbits)}",
+                f"Cpus_allowed_list:\t{fmt_cpulist(machine.allowed)}",
+                f"Mems_allowed:\t{fmt_mask(mems, 1024)}",
+                f"Mems_allowed_list:\t{fmt_cpulist(mems)}",
+                "voluntary_ctxt_switches:\t1",
+                "nonvoluntary_ctxt_switches:\t0",
+            ]
+        ),
+    )
+    w.text("proc/cpuinfo", _cpuinfo(machine), newline=False)
+    w.text("proc/irq/default_smp_affinity", fmt_mask(online, nbits))
+    for f in machine.funcs:
+        for irq in f.irqs:
+            w.text(f"proc/irq/{irq}/smp_affinity", fmt_mask(online, nbits))
+            w.text(f"proc/irq/{irq}/smp_affinity_list", fmt_cpulist(online))
+
+
+def machine_node_cpus(machine: Machine, nid: int) -> list[int]:
+    if nid < 0:
+        return machine.online
+    n = machine.node_by_id(nid)
+    return list(n.cpus) if n else []
+
+
+def _mac(f: Func, port: int) -> str:
+    oui = str(f.part.get("oui", "02:00:00"))
+    tail = [(f.domain * 16 + port) & 0xFF, f.bus, (f.dev << 3) | f.fn]
+    return oui + ":" + ":".join(f"{x:02x}" for x in tail)
+
+
+def _guid_bytes(f: Func) -> list[int]:
+    oui = [int(x, 16) for x in str(f.part.get("oui", "02:00:00")).split(":")]
+    return oui + [0x03, 0x00, f.domain & 0xFF, f.bus, (f.dev << 3) | f.fn]
+
+
+def _guid(f: Func) -> str:
+    g = _guid_bytes(f)
+    return ":".join(f"{g[i]:02x}{g[i + 1]:02x}" for i in range(0, 8, 2))
+
+
+def _ib_hwaddr(f: Func) -> str:
+    qpn = [0x00, 0x00, 0x10, 0x49]
+    prefix = [0xFE, 0x80, 0, 0, 0, 0, 0, 0]
+    return ":".join(f"{x:02x}" for x in qpn + prefix + _guid_bytes(f))
+
+
+def _cpuinfo(machine: Machine) -> str:
+    s = machine.settings
+    c = machine.cpus
+    model = str(machine.cpu_settings.get("model", "")) or "Generic CPU"
+    hv = bool(s.get("hypervisor", False))
+    blocks = []
+    if str(s.get("arch", "x86_64")) == "aarch64":
+        for cpu in c:
+            blocks.append(
+                "\n".join(
+                    [
+                        f"processor\t: {cpu.id}",
+                        "BogoMIPS\t: 2000.00",
+                        f"Features\t: {_ARM_FEATURES}",
+                        "CPU implementer\t: 0x41",
+                        "CPU architecture: 8",
+                        "CPU variant\t: 0x0",
+                        "CPU part\t: 0xd4f",
+                        "CPU revision\t: 0",
+                    ]
+                )
+            )
+        return "\n\n".join(blocks) + "\n\n"
+    vendor = "AuthenticAMD" if "AMD" in model else "GenuineIntel"
+    per_socket: dict[int, int] = {}
+    cores: dict[int, set] = {}
+    for cpu in c:
+        per_socket[cpu.socket] = per_socket.get(cpu.socket, 0) + 1
+        cores.setdefault(cpu.socket, set()).add(cpu.core)
+    flags = _X86_FLAGS.replace("{hv}", " hypervisor" if hv else "")
+    for cpu in c:
+        blocks.append(
+            "\n".join(
+                [
+                    f"processor\t: {cpu.id}",
+                    f"vendor_id\t: {vendor}",
+                    f"model name\t: {model}",
+                    f"physical id\t: {cpu.socket}",
+                    f"siblings\t: {per_socket[cpu.socket]}",
+                    f"core id\t\t: {cpu.core}",
+                    f"cpu cores\t: {len(cores[cpu.socket])}",
+                    f"apicid\t\t: {cpu.socket * 256 + cpu.core * 2 + cpu.thread}",
+                    f"flags\t\t: {flags}",
+                ]
+            )
+        )
+    return "\n\n".join(blocks) + "\n\n"
+
+
+# ------------------------------------------------------------------------------------------
+# entry points
+# ------------------------------------------------------------------------------------------
+def generate(description: Any, out_root: str | os.PathLike[str]) -> Path:
+    """Write the fake host tree for ``description`` under ``out_root`` and return it.
+
+    ``description``: a dict, a path to a TOML file, or the name of a machine in
+    :data:`MACHINES_DIR`.  ``out_root`` may exist but must not already hold ``sys`` or ``proc``.
+    """
+    machine = build(description)
+    root = Path(out_root)
+    for sub in ("sys", "proc"):
+        if (root / sub).exists():
+            raise FileExistsError(f"{root / sub} already exists; give an empty directory")
+    root.mkdir(parents=True, exist_ok=True)
+    write_tree(machine, root)
+    return root
+
+
+def _g(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def summary(description: Any) -> list[dict]:
+    """One row per PCI function: what a test writing expectations needs to know."""
+    m = build(description)
+    rows = []
+    for f in m.funcs:
+        lk = f.link
+        rows.append(
+            {
+                "bdf": f.bdf,
+                "part": f.part_name,
+                "id": f"{f.vendor:04x}:{f.device:04x}",
+                "class": f"0x{f.cls:06x}",
+                "role": f.role,
+                "parent": f.parent.bdf if isinstance(f.parent, Func) else f.parent.name,
+                "numa_node": f.numa_node,
+                "local_cpulist": fmt_cpulist(f.local_cpus),
+                "driver": f.driver,
+                "link": None
+                if lk.kind == "none"
+                else ("unknown" if lk.kind == "zero" else f"{_g(lk.cur_speed)}x{lk.cur_width}/{_g(lk.max_speed)}x{lk.max_width}"),
+                "netdevs": list(f.netdevs),
+                "rdma": f.rdma,
+                "nvme": f.nvme,
+                "iommu_group": f.iommu_group,
+                "acs_ctl": f.acs_ctl,
+                "physfn": f.physfn.bdf if f.physfn else None,
+                "bus_range": f"{f.sec:02x}-{f.sub:02x}" if f.is_bridge else None,
+            }
+        )
+    return rows
