@@ -1,0 +1,21 @@
+"""The findings catalogue: documented, and every code raised by some fixture."""
+
+import json
+import re
+from pathlib import Path
+
+from topoagent.analysis.findings import CATALOGUE
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_code_is_documented_once():
+    doc = (REPO / "docs/findings.md").read_text()
+    headings = re.findall(r"^## ([A-Z0-9_]+)$", doc, re.MULTILINE)
+    assert sorted(headings) == sorted(CATALOGUE)
+
+
+def test_every_code_is_raised_by_a_fixture():
+    raised = {f["code"] for p in (REPO / "tests/golden").glob("*/scan.json") for f in json.loads(p.read_text())["findings"]}
+    # NVLink P2P needs NVML: exercised with the recorded HGX H100 in tests/test_nvml_join.py.
+    assert set(CATALOGUE) - raised == {"NVLINK_P2P_DISABLED"}
