@@ -83,7 +83,7 @@ class HostFS:
         return os.path.isdir(self._abs(rel))
 
     # -- reads ------------------------------------------------------------------------
-    def text(self, rel: str, *, limit: int = 1 << 20, quiet: bool = False) -> str | None:
+    def text(self, rel: str, *, limit: int | None = None, quiet: bool = False) -> str | None:
         """The file's text, stripped; ``None`` when absent or unreadable (recorded).
 
         ``quiet`` skips recording for files whose read fails in normal operation (a down
@@ -98,11 +98,12 @@ class HostFS:
             self.record(rel, _describe(exc))
             return None
 
-    def bytes(self, rel: str, *, limit: int = 4096, quiet: bool = False) -> bytes | None:
-        """Up to ``limit`` raw bytes of the file; ``None`` when absent or unreadable."""
+    def bytes(self, rel: str, *, limit: int | None = None, quiet: bool = False) -> bytes | None:
+        """The file's raw bytes (at most ``limit``); ``None`` when absent or unreadable."""
         try:
-            with open(self._abs(rel), "rb") as fh:
-                return fh.read(limit)
+            # Unbuffered: sysfs attributes are one page at most, and read(n) would allocate n.
+            with open(self._abs(rel), "rb", buffering=0) as fh:
+                return fh.readall() if limit is None else fh.read(limit)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except (OSError, ValueError) as exc:

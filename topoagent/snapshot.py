@@ -164,10 +164,10 @@ class NumaNode:
 
 @dataclass(frozen=True)
 class Cpu:
+    """A logical CPU and its package (socket); offline CPUs have no package."""
+
     id: int
     package: int | None = None
-    die: int | None = None
-    core: int | None = None
 
 
 @dataclass(frozen=True)

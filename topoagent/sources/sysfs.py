@@ -227,17 +227,7 @@ class SysfsReader:
         out = []
         for i in ids:
             t = f"{base}/cpu{i}/topology"
-            if not self.fs.isdir(t):
-                out.append(Cpu(id=i))  # offline CPUs have no topology directory
-                continue
-            out.append(
-                Cpu(
-                    id=i,
-                    package=self._value(f"{t}/physical_package_id", _non_negative),
-                    die=self._value(f"{t}/die_id", _non_negative),
-                    core=self._value(f"{t}/core_id", _non_negative),
-                )
-            )
+            out.append(Cpu(id=i, package=self._value(f"{t}/physical_package_id", _non_negative)))
         return tuple(out)
 
     # -- kernel ---------------------------------------------------------------------------
