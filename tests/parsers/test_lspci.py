@@ -6,6 +6,8 @@ Samples live in samples/lspci/ (provenance in samples/lspci/README.md).
 from __future__ import annotations
 
 import random
+
+from mangle import mangle
 from pathlib import Path
 
 import pytest
@@ -455,6 +457,45 @@ def test_port_types(express, port_type, slot):
     assert (fn.port_type, fn.slot_implemented) == (port_type, slot)
 
 
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("Bus: primary=15, secondary=16, subordinate=1e, sec-latency=0", (0x15, 0x16, 0x1E)),
+        ("Bus: primary=00, secondary=01, subordinate=01, sec-latency=0", (0x00, 0x01, 0x01)),
+        # CardBus bridges and old lspci print the same fields; order is not relied on.
+        ("Bus: primary=02, secondary=03, subordinate=06, sec-latency=176", (0x02, 0x03, 0x06)),
+        ("Bus: secondary=a1, subordinate=a2, primary=a0", (0xA0, 0xA1, 0xA2)),
+    ],
+)
+def test_bus_numbers(line, expected):
+    text = f"00:01.0 PCI bridge: Intel Corporation Device 352a\n\t{line}\n"
+    (fn,) = parse_lspci_verbose(text)
+    assert (fn.primary_bus, fn.secondary_bus, fn.subordinate_bus) == expected
+
+
+def test_bus_numbers_from_samples():
+    by_bdf = {f.bdf: f for f in parse_lspci_verbose(load("D_vvvnn_hgx_rootport_switch_vf.txt"))}
+    assert (by_bdf["0000:15:01.0"].secondary_bus, by_bdf["0000:15:01.0"].subordinate_bus) == (0x16, 0x1E)
+    assert by_bdf["0000:1a:00.0"].secondary_bus is None  # an endpoint has no Bus: line
+    (up, down8, down9) = parse_lspci_verbose(load("vvv_plx_pex8725_acs.txt"))
+    assert (up.primary_bus, up.secondary_bus, up.subordinate_bus) == (0x02, 0x03, 0x82)
+    assert (down9.primary_bus, down9.secondary_bus) == (0x03, 0x05)
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("Bus: nothing here", "Bus line without"),
+        ("Bus: primary=00, secondary=05, subordinate=03", "runs backwards"),
+        ("Bus: primary=00, secondary=100, subordinate=101", "out of range"),
+    ],
+)
+def test_bad_bus_line_raises(line, message):
+    with pytest.raises(LspciParseError) as info:
+        parse_lspci_verbose(f"00:01.0 PCI bridge: X\n\t{line}\n")
+    assert message in str(info.value)
+
+
 def test_verbose_without_caps_and_with_pcilib_noise():
     text = ("$ lspci -v\n"
             "00:00.0 Host bridge: Intel Corporation 440FX - 82441FX PMC [Natoma] (rev 02)\n"
@@ -497,33 +538,12 @@ def test_blank_and_non_text():
         parse_lspci_tree(b"-[0000:00]-")  # type: ignore[arg-type]
 
 
-def _mangle(rng: random.Random, text: str) -> str:
-    op = rng.randrange(5)
-    if op == 0:
-        return text[: rng.randrange(len(text) + 1)]
-    if op == 1:
-        for _ in range(rng.randrange(1, 12)):
-            i = rng.randrange(len(text) + 1)
-            text = text[:i] + text[i + 1 :]
-        return text
-    if op == 2:
-        for _ in range(rng.randrange(1, 12)):
-            i = rng.randrange(len(text) + 1)
-            text = text[:i] + rng.choice("+-\\|[]:.0123456789abcdef \t\nxGT/s(),") + text[i:]
-        return text
-    if op == 3:
-        lines = text.split("\n")
-        rng.shuffle(lines)
-        return "\n".join(lines)
-    return "".join(rng.choice("-+\\| [0:]1.f\n\tSpeed") for _ in range(rng.randrange(200)))
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_fuzz_parses_or_raises_lspci_parse_error(seed):
     rng = random.Random(seed)
     texts = [load(p.name) for p in sorted(SAMPLES.glob("*.txt"))]
     for _ in range(300):
-        text = _mangle(rng, rng.choice(texts))
+        text = mangle(rng, rng.choice(texts), "+-\\|[]:.0123456789abcdef \t\nxGT/s(),")
         for parser in (parse_lspci_tree, parse_lspci_verbose):
             try:
                 parser(text)

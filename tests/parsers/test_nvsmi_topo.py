@@ -6,6 +6,8 @@ Samples live in samples/nvsmi/ (provenance in samples/nvsmi/README.md).
 from __future__ import annotations
 
 import random
+
+from mangle import mangle
 from pathlib import Path
 
 import pytest
@@ -412,35 +414,12 @@ def test_non_text_raises():
         parse_topo_matrix(b"GPU0")  # type: ignore[arg-type]
 
 
-def _mangle(rng: random.Random, text: str) -> str:
-    op = rng.randrange(6)
-    if op == 0:
-        return text[: rng.randrange(len(text) + 1)]
-    if op == 1:
-        for _ in range(rng.randrange(1, 12)):
-            i = rng.randrange(len(text) + 1)
-            text = text[:i] + text[i + 1 :]
-        return text
-    if op == 2:
-        for _ in range(rng.randrange(1, 12)):
-            i = rng.randrange(len(text) + 1)
-            text = text[:i] + rng.choice("0123456789-, \tNVXSYODEPIHB/A#\n\x1b[m_") + text[i:]
-        return text
-    if op == 3:
-        return text.replace(rng.choice(["\t", "    ", " ", "\n", "\t\t"]), "")
-    if op == 4:
-        lines = text.split("\n")
-        rng.shuffle(lines)
-        return "\n".join(lines)
-    return "".join(rng.choice("GPU0NIC1 X\tNV12SYS-,0123\n#") for _ in range(rng.randrange(200)))
-
-
 @pytest.mark.parametrize("seed", range(8))
 def test_fuzz_parses_or_raises_topo_parse_error(seed):
     rng = random.Random(seed)
     texts = [load(p.name) for p in sorted(SAMPLES.glob("*.txt"))]
     for _ in range(400):
-        text = _mangle(rng, rng.choice(texts))
+        text = mangle(rng, rng.choice(texts), "0123456789-, \tNVXSYODEPIHB/A#\n\x1b[m_", ("\t", "    ", " ", "\n", "\t\t"))
         try:
             m = parse_topo_matrix(text)
         except TopoParseError as exc:
