@@ -69,6 +69,7 @@ CATALOGUE: dict[str, Severity] = {
     "CPU_LESS_NUMA_NODE": Severity.INFO,
     "NVLINK_P2P_DISABLED": Severity.CRITICAL,
     "VM_FLAT_PCI_TREE": Severity.INFO,
+    "SOURCES_DISAGREE": Severity.WARNING,  # raised by analysis.crosscheck
 }
 
 _GDR = "GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB): every byte is staged through host memory"

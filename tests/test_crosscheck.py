@@ -1,0 +1,55 @@
+"""Cross-checks against nvidia-smi and lspci views of the same host."""
+
+import dataclasses
+
+from topoagent.analysis.crosscheck import against_lspci, against_nvidia_smi
+from topoagent.analysis.matrix import matrix_of
+from topoagent.api import scan
+from topoagent.outputs.matrix import render_topo_matrix
+from topoagent.parsers.lspci import LspciFunction
+from topoagent.parsers.nvsmi_topo import parse_topo_matrix
+
+
+def test_agreeing_matrix_raises_nothing(fixture_root):
+    r = scan(fixture_root("dgx-h100"))
+    m = parse_topo_matrix(render_topo_matrix(matrix_of(r)))
+    assert against_nvidia_smi(r.topology, r.paths, m) == []
+
+
+def test_a_differing_cell_and_numa_node_name_both_sources(fixture_root):
+    r = scan(fixture_root("dgx-h100"))
+    text = render_topo_matrix(matrix_of(r))
+    m = parse_topo_matrix(text)
+    i, j = m.index("GPU0"), m.index("NIC2")  # NIC2 is mlx5_2... whichever: flip its cell to SYS
+    cells = [list(row) for row in m.cells]
+    cells[i][j] = cells[j][i] = "SYS" if cells[i][j] != "SYS" else "PIX"
+    devices = list(m.devices)
+    devices[i] = dataclasses.replace(devices[i], numa_affinity="1")
+    m = dataclasses.replace(m, cells=tuple(map(tuple, cells)), devices=tuple(devices))
+    found = against_nvidia_smi(r.topology, r.paths, m)
+    assert {f.code for f in found} == {"SOURCES_DISAGREE"}
+    assert len(found) == 2
+    cell = next(f for f in found if "NUMA" not in f.message)
+    assert [e.path.split(":")[0] for e in cell.evidence] == ["nvidia-smi topo -m", "sysfs"]
+    numa = next(f for f in found if "NUMA" in f.message)
+    assert numa.subjects == ("gpu0",) and numa.evidence[1].path.endswith("0000:1b:00.0/numa_node")
+
+
+def test_extra_device_in_nvidia_smi(fixture_root):
+    r = scan(fixture_root("workstation"))
+    m = parse_topo_matrix("\tGPU0\tGPU1\tGPU2\tCPU Affinity\n"
+                          "GPU0\t X \tPHB\tPHB\t0-15\nGPU1\tPHB\t X \tPHB\t0-15\nGPU2\tPHB\tPHB\t X \t0-15\n")
+    found = against_nvidia_smi(r.topology, r.paths, m)
+    assert any(f.subjects == ("GPU2",) for f in found)
+
+
+def test_lspci_width_and_numa(fixture_root):
+    r = scan(fixture_root("dgx-h100"))
+    gpu = r.topology.gpus[0]
+    agree = LspciFunction(bdf=gpu.bdf, class_name="3D controller", description="H100",
+                          numa_node=gpu.numa_node, link_width=gpu.link.current_width)
+    assert against_lspci(r.topology, (agree,)) == []
+    differ = dataclasses.replace(agree, numa_node=1, link_width=8)
+    found = against_lspci(r.topology, (differ,))
+    assert len(found) == 2 and all(f.subjects == (gpu.id,) for f in found)
+    assert any("x8" in f.message and "x16" in f.message for f in found)
