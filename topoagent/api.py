@@ -66,6 +66,70 @@ def read_host(root: str | os.PathLike[str] = "/", *, nvml: Any = "auto") -> Snap
     )
 
 
+def read_offline(
+    nvidia_smi_topo: str | None = None,
+    lspci_tree: str | None = None,
+    lspci_verbose: str | None = None,
+) -> Snapshot:
+    """A snapshot from pasted tool output instead of a host tree: the *texts* of
+    ``nvidia-smi topo -m``, ``lspci -tv`` and ``lspci -vvv`` (any combination, at least one).
+
+    Raises :class:`~topoagent.sources.offline.OfflineInputError` for text that is not that
+    output (``input`` names the argument; the parser's error is its ``__cause__``), for blank
+    text, and for outputs that cannot be one host.  Where a matrix and an lspci tree both give a
+    pair's class and disagree, the source status says so: the two were matched by PCI bus order
+    (an assumption).
+    """
+    from topoagent.parsers.lspci import LspciParseError, parse_lspci_tree, parse_lspci_verbose
+    from topoagent.parsers.nvsmi_topo import TopoParseError, parse_topo_matrix
+    from topoagent.sources.offline import OfflineInputError, combine
+
+    def parse(name: str, text: str | None, parser: Any) -> Any:
+        if text is None:
+            return None
+        if not text.strip():
+            raise OfflineInputError("empty", input=name)
+        try:
+            return parser(text)
+        except (TopoParseError, LspciParseError) as exc:
+            raise OfflineInputError(str(exc), input=name) from exc
+
+    matrix = parse("nvidia_smi_topo", nvidia_smi_topo, parse_topo_matrix)
+    tree = parse("lspci_tree", lspci_tree, parse_lspci_tree)
+    verbose = parse("lspci_verbose", lspci_verbose, parse_lspci_verbose)
+    snap = combine(matrix, tree, verbose)
+    if matrix is not None and (tree is not None or verbose is not None):
+        snap = _check_matched_paths(snap)
+    return snap
+
+
+def _check_matched_paths(snap: Snapshot) -> Snapshot:
+    """Compare the matrix's cells with the classes the lspci tree gives for the same pairs."""
+    from topoagent.analysis.paths import PathClass, pcie_class
+
+    topo = build_topology(snap)
+    devs = [d for d in topo.devices if d.label is not None and d.root_bus is not None]
+    differ = []
+    for i, a in enumerate(devs):
+        for b in devs[i + 1:]:
+            token = topo.given_token(a, b)
+            if token is None or token not in PathClass.__members__ or token in ("X", "NV"):
+                continue  # NV# hides the PCIe class; "?" says nothing
+            cls, known = pcie_class(topo, a, b)
+            if known and cls.name != token:
+                differ.append(f"{a.label}/{b.label} {token} in the matrix, {cls.name} from lspci")
+    if not differ:
+        return snap
+    note = (f"matrix and lspci disagree on {len(differ)} pair(s) ({'; '.join(differ[:3])}"
+            f"{'; …' if len(differ) > 3 else ''}): the bus-order match may be wrong; the matrix's classes are used")
+    sources = tuple(
+        dataclasses.replace(s, status="partial", detail=f"{s.detail}; {note}" if s.detail else note)
+        if s.name == "nvidia-smi" else s
+        for s in snap.sources
+    )
+    return dataclasses.replace(snap, sources=sources)
+
+
 def analyse(snapshot: Snapshot) -> ScanResult:
     """Build the topology of a snapshot and analyse it (pure)."""
     topo = build_topology(snapshot)

@@ -17,7 +17,7 @@ import errno
 import os
 from pathlib import PurePosixPath
 
-from topoagent.snapshot import ProbeError
+from topoagent.snapshot import ProbeError, host_path
 
 _MAX_LINK_HOPS = 40  # the kernel's own MAXSYMLINKS
 
@@ -50,10 +50,7 @@ class HostFS:
         self.errors: list[ProbeError] = []
 
     # -- naming -----------------------------------------------------------------------
-    @staticmethod
-    def host_path(rel: str) -> str:
-        """The path as it reads on the host (``/sys/...``)."""
-        return "/" + rel.lstrip("/")
+    host_path = staticmethod(host_path)
 
     def _abs(self, rel: str) -> str:
         return os.path.join(self.root, rel.lstrip("/"))

@@ -19,6 +19,14 @@ from typing import Any, TypeVar
 SNAPSHOT_VERSION = 1
 
 
+def host_path(rel: str) -> str:
+    """How a person reads a root-relative host path: ``sys/module/x`` -> ``/sys/module/x``.
+
+    The one spelling for paths in probe errors and evidence; reading goes through HostFS only.
+    """
+    return "/" + rel.lstrip("/")
+
+
 @dataclass(frozen=True)
 class ProbeError:
     """A probe that failed: the host path (or source) and what went wrong."""
@@ -101,9 +109,14 @@ class ConfigSpace:
 
 @dataclass(frozen=True)
 class PciFunction:
-    """One PCI function as sysfs (or another source) describes it."""
+    """One PCI function as sysfs (or another source) describes it.
 
-    bdf: str
+    ``bdf`` is None where the source names devices without an address: a pasted
+    ``nvidia-smi topo -m`` calls them ``GPU0`` … ``NIC3`` (``label``).  The fields after
+    ``name`` are for such sources and keep their defaults for sysfs.
+    """
+
+    bdf: str | None
     #: Real path below ``/sys/devices`` (``pci0000:00/0000:00:01.0/0000:01:00.0``); ``None``
     #: where the source has no tree (some captures keep plain directories in bus/pci/devices).
     sysfs_path: str | None = None
@@ -122,6 +135,20 @@ class PciFunction:
     sriov_numvfs: int | None = None
     config: ConfigSpace | None = None
     name: str | None = None
+    #: The name a tool's output gives the device (``GPU0``, ``NIC3`` of an nvidia-smi matrix);
+    #: the key of :attr:`Snapshot.given_paths`.
+    label: str | None = None
+    #: The device's kind (``gpu``, ``nic`` ...) where the source says what it is but gives no
+    #: class code (a matrix row); the class code decides when both are known.
+    kind: str | None = None
+    #: RDMA devices behind the function, for sources without ``/sys/class/infiniband`` (the
+    #: matrix's NIC Legend); sysfs records them in :attr:`Snapshot.rdma` instead.
+    rdma_names: tuple[str, ...] = ()
+    #: True where the source says the function is RDMA-capable without naming an RDMA device
+    #: (a NIC row of a matrix without a legend, a ConnectX in lspci); None: not said.
+    rdma: bool | None = None
+    #: Where ``numa_node`` came from when not sysfs (``lspci``, ``nvidia-smi``).
+    numa_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -153,10 +180,11 @@ class RdmaDevice:
 
 @dataclass(frozen=True)
 class NumaNode:
-    """A NUMA node: its CPUs (may be empty), memory and distance row."""
+    """A NUMA node: its CPUs (may be empty; None where the source does not say), memory and
+    distance row."""
 
     id: int
-    cpus: str = ""
+    cpus: str | None = ""
     memory_bytes: int | None = None
     #: Distances to every node, in the order of :attr:`Snapshot.numa_nodes`.
     distances: tuple[int, ...] = ()
@@ -178,10 +206,12 @@ class IommuGroup:
 
 @dataclass(frozen=True)
 class GpuMemoryNode:
-    """A NUMA node that holds a GPU's memory (``/proc/driver/nvidia/gpus/BDF/numa_status``)."""
+    """A NUMA node that holds a GPU's memory (``/proc/driver/nvidia/gpus/BDF/numa_status``,
+    or the ``GPU NUMA ID`` column of a matrix, where the GPU is named by ``label``)."""
 
-    bdf: str
+    bdf: str | None
     node: int
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -213,11 +243,26 @@ class NvmlGpu:
 
 
 @dataclass(frozen=True)
+class GivenPath:
+    """A path class a source states outright: a cell of ``nvidia-smi topo -m`` (``PIX``,
+    ``NV12``, ``SYS`` ...), verbatim, between two devices named by label."""
+
+    a: str
+    b: str
+    token: str
+
+
+@dataclass(frozen=True)
 class Snapshot:
-    """Everything one scan gathered."""
+    """Everything one scan gathered.
+
+    ``root`` is the host tree that was read; None for a snapshot built from pasted tool output
+    (:mod:`topoagent.sources.offline`), where the kernel's state -- modules, command line,
+    IOMMU types, CPUs -- is unknown rather than empty.
+    """
 
     hostname: str | None = None
-    root: str = "/"
+    root: str | None = "/"
     kernel_cmdline: str | None = None
     virtualized: bool | None = None
     #: The scanning process's allowed CPUs (``Cpus_allowed_list``), ``None`` when unknown.
@@ -238,6 +283,13 @@ class Snapshot:
     sources: tuple[SourceStatus, ...] = ()
     probe_errors: tuple[ProbeError, ...] = ()
     version: int = SNAPSHOT_VERSION
+    #: Path classes stated by a source (an nvidia-smi matrix), keyed by device labels.
+    given_paths: tuple[GivenPath, ...] = ()
+
+    @property
+    def from_host_tree(self) -> bool:
+        """Read from a host tree (sysfs), so absent modules and cmdline mean absent."""
+        return self.root is not None
 
 
 # -- (de)serialisation ----------------------------------------------------------------------

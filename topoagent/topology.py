@@ -37,6 +37,11 @@ class BridgeRole(str, Enum):
 #: How a device's NUMA node was learnt.
 NUMA_FROM_SYSFS = "numa_node"
 NUMA_FROM_CPUS = "local_cpus"
+NUMA_FROM_NVSMI = "nvidia-smi"
+NUMA_FROM_LSPCI = "lspci"  # the same kernel value as numa_node, as lspci printed it
+
+#: Matrix tokens that keep a path inside one NUMA node (a NIC's node follows its GPU's).
+_NODE_LOCAL_TOKENS = ("PIX", "PXB", "PHB", "NODE")
 
 _ID_PREFIX = {
     DeviceKind.GPU: "gpu",
@@ -50,10 +55,14 @@ _ID_PREFIX = {
 
 @dataclass(frozen=True)
 class Device:
-    """A PCI function placed in the tree."""
+    """A PCI function placed in the tree.
+
+    ``bdf`` is None for a device known only by the label a tool gave it (``GPU0`` in a pasted
+    ``nvidia-smi topo -m``); such a device has no parent, ancestors or root bus.
+    """
 
     id: str
-    bdf: str
+    bdf: str | None
     kind: DeviceKind
     role: BridgeRole | None
     name: str
@@ -80,6 +89,10 @@ class Device:
     physfn: str | None
     virtfns: tuple[str, ...]
     config: ConfigSpace | None
+    #: The label a tool gave it (``GPU0``, ``NIC3``), None from sysfs.
+    label: str | None = None
+    #: The source says it is RDMA-capable without naming an RDMA device (None: not said).
+    rdma: bool | None = None
 
     @property
     def is_vf(self) -> bool:
@@ -87,13 +100,19 @@ class Device:
 
     @property
     def rdma_capable(self) -> bool:
-        """An RDMA device is bound to it, or it is an InfiniBand controller (class 0x0207)."""
-        return bool(self.rdma_devices) or (self.class_code is not None and self.class_code >> 8 == 0x0207)
+        """An RDMA device is bound to it, it is an InfiniBand controller (class 0x0207), or
+        the source says so (a NIC row of an nvidia-smi matrix, a ConnectX in lspci)."""
+        return (bool(self.rdma_devices) or (self.class_code is not None and self.class_code >> 8 == 0x0207)
+                or self.rdma is True)
 
 
 @dataclass(frozen=True)
 class Node:
-    """A NUMA node; ``cpu_less`` nodes (Grace GPU memory, CXL) name the node to bind to."""
+    """A NUMA node; ``cpu_less`` nodes (Grace GPU memory, CXL) name the node to bind to.
+
+    ``cpus_known`` is False where the source names the node but not its CPUs (``NUMA node: 1``
+    in lspci): ``cpus`` is then empty and the node is not CPU-less, only unknown.
+    """
 
     id: int
     cpus: frozenset[int]
@@ -101,10 +120,11 @@ class Node:
     memory_bytes: int | None
     distances: dict[int, int]
     nearest_cpu_node: int | None
+    cpus_known: bool = True
 
     @property
     def cpu_less(self) -> bool:
-        return not self.cpus
+        return self.cpus_known and not self.cpus
 
     @property
     def cpulist(self) -> str:
@@ -140,9 +160,14 @@ class Topology:
     _by_id: dict[str, Device] = field(repr=False, compare=False, default_factory=dict)
     _children: dict[str, tuple[Device, ...]] = field(repr=False, compare=False, default_factory=dict)
 
+    _given: dict[tuple[str, str], str] = field(repr=False, compare=False, default_factory=dict)
+
     def __post_init__(self) -> None:
-        self._by_bdf.update({d.bdf: d for d in self.devices})
+        self._by_bdf.update({d.bdf: d for d in self.devices if d.bdf is not None})
         self._by_id.update({d.id: d for d in self.devices})
+        for g in self.snapshot.given_paths:
+            self._given[(g.a, g.b)] = g.token
+            self._given.setdefault((g.b, g.a), g.token)
         kids: dict[str, list[Device]] = defaultdict(list)
         for d in self.devices:
             if d.parent is not None:
@@ -151,6 +176,12 @@ class Topology:
 
     def by_bdf(self, bdf: str) -> Device | None:
         return self._by_bdf.get(bdf)
+
+    def given_token(self, a: Device, b: Device) -> str | None:
+        """The path class a source stated between two labelled devices (a matrix cell)."""
+        if a.label is None or b.label is None:
+            return None
+        return self._given.get((a.label, b.label))
 
     def by_id(self, ident: str) -> Device | None:
         return self._by_id.get(ident)
@@ -181,15 +212,20 @@ class Topology:
     def cpu_nodes(self) -> tuple[Node, ...]:
         return tuple(n for n in self.nodes if n.cpus)
 
+    @property
+    def multi_node(self) -> bool:
+        """More than one NUMA node with CPUs (or whose CPUs the source did not give)."""
+        return sum(1 for n in self.nodes if n.cpus or not n.cpus_known) > 1
+
 
 # -- classification -------------------------------------------------------------------------
 
 
 def classify(fn: PciFunction) -> DeviceKind:
-    """A function's kind from its class code (REFERENCE §1)."""
+    """A function's kind from its class code (REFERENCE §1), else from what the source said."""
     cc = fn.class_code
     if cc is None:
-        return DeviceKind.OTHER
+        return DeviceKind(fn.kind) if fn.kind is not None else DeviceKind.OTHER
     base, sub = cc >> 16, (cc >> 8) & 0xFF
     if base == 0x03:
         if fn.vendor_id in pciids.CONSOLE_DISPLAY_VENDORS:
@@ -228,6 +264,12 @@ def _bdf_key(bdf: str) -> tuple[int, int, int, int]:
     return int(dom, 16), int(bus, 16), int(dev, 16), int(fn, 16)
 
 
+def _order_functions(fns: tuple[PciFunction, ...]) -> list[PciFunction]:
+    """BDF order; functions without a BDF after them, in the order the source gave them."""
+    with_bdf = sorted((f for f in fns if f.bdf is not None), key=lambda f: _bdf_key(f.bdf))  # type: ignore[arg-type]
+    return with_bdf + [f for f in fns if f.bdf is None]
+
+
 def _ancestry(path: str | None) -> tuple[str | None, tuple[str, ...]]:
     """Root bus and the BDF chain above a function, from its real sysfs path."""
     if not path:
@@ -250,7 +292,7 @@ def _build_nodes(snap: Snapshot) -> tuple[Node, ...]:
 
         raw = [NumaNode(id=0, cpus=format_cpulist(c.id for c in snap.cpus), distances=(10,))]
     ids = [n.id for n in raw]
-    cpus = {n.id: parse_cpulist(n.cpus) for n in raw}
+    cpus = {n.id: parse_cpulist(n.cpus) if n.cpus is not None else frozenset() for n in raw}
     dist = {n.id: dict(zip(ids, n.distances)) if len(n.distances) == len(ids) else {} for n in raw}
     sockets: dict[int, int | None] = {}
     for n in raw:
@@ -268,7 +310,7 @@ def _build_nodes(snap: Snapshot) -> tuple[Node, ...]:
                 # that owns the memory may still place it (see _own_memory_nodes).
                 nearest = closest[0] if len(closest) == 1 else None
         socket = sockets[n.id] if cpus[n.id] else (sockets.get(nearest) if nearest is not None else None)
-        out.append(Node(n.id, cpus[n.id], socket, n.memory_bytes, dist[n.id], nearest))
+        out.append(Node(n.id, cpus[n.id], socket, n.memory_bytes, dist[n.id], nearest, n.cpus is not None))
     return tuple(out)
 
 
@@ -318,8 +360,8 @@ def build_topology(snap: Snapshot) -> Topology:
     nodes = _build_nodes(snap)
     node_by_id = {n.id: n for n in nodes}
     sockets = _build_sockets(nodes, snap)
-    fns = sorted(snap.pci, key=lambda f: _bdf_key(f.bdf))
-    by_bdf = {f.bdf: f for f in fns}
+    fns = _order_functions(snap.pci)
+    by_bdf = {f.bdf: f for f in fns if f.bdf is not None}
     netdevs: dict[str, list[str]] = defaultdict(list)
     for nd in snap.netdevs:
         if nd.bdf:
@@ -331,7 +373,7 @@ def build_topology(snap: Snapshot) -> Topology:
     iommu_type = {g.id: g.type for g in snap.iommu_groups}
     virtfns: dict[str, list[str]] = defaultdict(list)
     for f in fns:
-        if f.physfn:
+        if f.physfn and f.bdf is not None:
             virtfns[f.physfn].append(f.bdf)
 
     # Bridge roles: the PCIe capability's port type where readable, the tree's shape otherwise.
@@ -360,18 +402,16 @@ def build_topology(snap: Snapshot) -> Topology:
 
     counters: Counter[DeviceKind] = Counter()
     devices = []
-    for f in fns:
-        kind = classify(f)
+    kinds = [classify(f) for f in fns]
+    placed = [_place(f, nodes, node_by_id) for f in fns]
+    placed = _infer_from_given_paths(snap, fns, kinds, placed, node_by_id)
+    for f, kind, (numa, source, socket) in zip(fns, kinds, placed):
         ident = f"{_ID_PREFIX[kind]}{counters[kind]}"
         counters[kind] += 1
         root, chain = _ancestry(f.sysfs_path)
-        local = parse_cpulist(f.local_cpus) if f.local_cpus is not None else frozenset()
-        if f.numa_node is not None:
-            numa, source = f.numa_node, NUMA_FROM_SYSFS
-            socket = node_by_id[numa].socket if numa in node_by_id else None
-        else:
-            numa, socket = locate_by_cpus(local, nodes)
-            source = NUMA_FROM_CPUS if numa is not None else None
+        netdev_names = netdevs.get(f.bdf, ()) if f.bdf is not None else ()
+        rdma_names = tuple(rdma.get(f.bdf, ())) if f.bdf is not None else ()
+        rdma_names += tuple(n for n in f.rdma_names if n not in rdma_names)
         devices.append(
             Device(
                 id=ident,
@@ -393,13 +433,15 @@ def build_topology(snap: Snapshot) -> Topology:
                 root_bus=root,
                 driver=f.driver,
                 link=_merge_link(f.link, f.config),
-                netdevs=tuple(sorted(netdevs.get(f.bdf, ()))),
-                rdma_devices=tuple(sorted(rdma.get(f.bdf, ()))),
+                netdevs=tuple(sorted(netdev_names)),
+                rdma_devices=tuple(sorted(rdma_names)),
                 iommu_group=f.iommu_group,
                 iommu_type=iommu_type.get(f.iommu_group) if f.iommu_group is not None else None,
                 physfn=f.physfn if f.physfn in by_bdf else f.physfn,
-                virtfns=tuple(sorted(virtfns.get(f.bdf, ()), key=_bdf_key)),
+                virtfns=tuple(sorted(virtfns.get(f.bdf, ()), key=_bdf_key)) if f.bdf is not None else (),
                 config=f.config,
+                label=f.label,
+                rdma=f.rdma,
             )
         )
 
@@ -408,20 +450,68 @@ def build_topology(snap: Snapshot) -> Topology:
     votes: dict[str, Counter[int]] = defaultdict(Counter)
     for d in devices:
         if d.root_bus is not None and d.numa_node is not None:
-            votes[d.root_bus][d.numa_node] += 1000 if d.numa_source == NUMA_FROM_SYSFS else 1
+            votes[d.root_bus][d.numa_node] += 1000 if d.numa_source in (NUMA_FROM_SYSFS, NUMA_FROM_LSPCI) else 1
     buses = sorted({d.root_bus for d in devices if d.root_bus}, key=_bus_key)
     host_bridges = []
     for b in buses:
         v = votes.get(b)
         numa = min(v, key=lambda n: (-v[n], n)) if v else None
         host_bridges.append(HostBridge(b, numa, node_by_id[numa].socket if numa in node_by_id else None))
-    nodes = _own_memory_nodes(nodes, snap, {d.bdf: d for d in devices})
+    nodes = _own_memory_nodes(nodes, snap, devices)
     return Topology(snap, sockets, nodes, tuple(host_bridges), tuple(devices))
 
 
-def _own_memory_nodes(nodes: tuple[Node, ...], snap: Snapshot, by_bdf: dict[str, Device]) -> tuple[Node, ...]:
+def _place(f: PciFunction, nodes: tuple[Node, ...], node_by_id: dict[int, Node]) -> tuple[int | None, str | None, int | None]:
+    """A function's NUMA node, how it was learnt, and its socket."""
+    if f.numa_node is not None:
+        numa, source = f.numa_node, f.numa_source or NUMA_FROM_SYSFS
+        socket = node_by_id[numa].socket if numa in node_by_id else None
+        return numa, source, socket
+    local = parse_cpulist(f.local_cpus) if f.local_cpus is not None else frozenset()
+    numa, socket = locate_by_cpus(local, nodes)
+    return numa, NUMA_FROM_CPUS if numa is not None else None, socket
+
+
+def _infer_from_given_paths(
+    snap: Snapshot, fns: list[PciFunction], kinds: list[DeviceKind],
+    placed: list[tuple[int | None, str | None, int | None]], node_by_id: dict[int, Node],
+) -> list[tuple[int | None, str | None, int | None]]:
+    """A labelled NIC without a NUMA node takes its GPUs' node from the matrix.
+
+    nvidia-smi prints no affinity for NICs, but a NIC that is PIX, PXB, PHB or NODE to a GPU
+    shares that GPU's NUMA node (every one of those classes stays inside one node).  The GPUs
+    at the NIC's best such class must agree on the node; SYS to every GPU says nothing.
+    """
+    if not snap.given_paths:
+        return placed
+    given: dict[tuple[str, str], str] = {}
+    for g in snap.given_paths:
+        given[(g.a, g.b)] = g.token
+        given.setdefault((g.b, g.a), g.token)
+    gpu_nodes = {f.label: p[0] for f, k, p in zip(fns, kinds, placed)
+                 if k is DeviceKind.GPU and f.label is not None and p[0] is not None}
+    out = list(placed)
+    for i, (f, kind) in enumerate(zip(fns, kinds)):
+        if kind is not DeviceKind.NIC or f.label is None or placed[i][0] is not None:
+            continue
+        ranked = [(_NODE_LOCAL_TOKENS.index(t), node) for gpu, node in gpu_nodes.items()
+                  if (t := given.get((f.label, gpu))) in _NODE_LOCAL_TOKENS]
+        if not ranked:
+            continue
+        best = min(r for r, _ in ranked)
+        found = {node for r, node in ranked if r == best}
+        if len(found) == 1:
+            numa = found.pop()
+            out[i] = (numa, NUMA_FROM_NVSMI, node_by_id[numa].socket if numa in node_by_id else None)
+    return out
+
+
+def _own_memory_nodes(nodes: tuple[Node, ...], snap: Snapshot, devices: list[Device]) -> tuple[Node, ...]:
     """A CPU-less node holding a GPU's memory belongs with the CPU node that GPU hangs off."""
-    owner = {m.node: by_bdf.get(m.bdf) for m in snap.gpu_memory_nodes}
+    by_bdf = {d.bdf: d for d in devices if d.bdf is not None}
+    by_label = {d.label: d for d in devices if d.label is not None}
+    owner = {m.node: by_bdf.get(m.bdf) if m.bdf is not None else by_label.get(m.label)  # type: ignore[arg-type]
+             for m in snap.gpu_memory_nodes}
     cpu_node = {n.id: n for n in nodes if n.cpus}
     out = []
     for n in nodes:

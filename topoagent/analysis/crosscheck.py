@@ -14,6 +14,7 @@ from topoagent.analysis.findings import Evidence, Finding, Severity, sysfs_attr
 from topoagent.analysis.paths import Path
 from topoagent.parsers.lspci import LspciFunction
 from topoagent.parsers.nvsmi_topo import TopoMatrix
+from topoagent.snapshot import host_path
 from topoagent.topology import DeviceKind, Topology
 
 CODE = "SOURCES_DISAGREE"
@@ -52,7 +53,7 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
         out.append(_finding(
             missing, f"nvidia-smi lists {', '.join(missing)}, which sysfs does not show.",
             [Evidence("nvidia-smi topo -m", " ".join(labels)),
-             Evidence("/sys/bus/pci/devices", f"{len(topo.gpus)} GPU(s), "
+             Evidence(host_path("sys/bus/pci/devices"), f"{len(topo.gpus)} GPU(s), "
                       f"{sum(len(n.rdma_devices) for n in topo.nics)} RDMA device(s)")]))
     for i, a in enumerate(labels):
         for b in labels[i + 1:]:

@@ -14,6 +14,7 @@ from topoagent.analysis.paths import Path, PathClass
 from topoagent.analysis.rails import NicRole, RailPlan, path_index
 from topoagent.cpuset import format_cpulist, parse_cpulist
 from topoagent.pciids import C2C_GPUS
+from topoagent.snapshot import host_path
 from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
 
 
@@ -76,7 +77,26 @@ _GDR = "GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB): every byte is
 
 
 def sysfs_attr(d: Device, attr: str) -> str:
-    return f"/sys/bus/pci/devices/{d.bdf}/{attr}"
+    return host_path(f"sys/bus/pci/devices/{d.bdf}/{attr}")
+
+
+#: Where a sysfs attribute's value is printed in pasted tool output.
+_LSPCI_FIELDS = {"numa_node": "NUMA node", "config": "ACSCtl", "class": "class",
+                 "current_link_width": "LnkSta", "current_link_speed": "LnkSta",
+                 "max_link_width": "LnkCap", "max_link_speed": "LnkCap"}
+_NVSMI_FIELDS = {"numa_node": "NUMA Affinity", "local_cpulist": "CPU Affinity"}
+
+
+def evidence_path(topo: Topology, d: Device, attr: str) -> str:
+    """Where a device's attribute was read: its sysfs file, or the pasted output it came from
+    (``lspci 0000:19:08.0: ACSCtl``, ``nvidia-smi topo -m GPU3: NUMA Affinity``)."""
+    if topo.snapshot.from_host_tree:
+        return sysfs_attr(d, attr)
+    if d.bdf is None:
+        return f"nvidia-smi topo -m {d.label}: {_NVSMI_FIELDS.get(attr, attr)}"
+    if d.label is not None and d.numa_source == "nvidia-smi" and attr in _NVSMI_FIELDS:
+        return f"nvidia-smi topo -m {d.label}: {_NVSMI_FIELDS[attr]}"
+    return f"lspci {d.bdf}: {_LSPCI_FIELDS.get(attr, attr)}"
 
 
 class _Ctx:
@@ -100,14 +120,33 @@ class _Ctx:
     def rdma_nics(self) -> list[Device]:
         return [n for n in self.topo.nics if n.rdma_capable and not n.is_vf]
 
+    @property
+    def offline(self) -> bool:
+        """Built from pasted tool output, not a host tree (:mod:`topoagent.sources.offline`)."""
+        return not self.topo.snapshot.from_host_tree
+
+    def attr(self, d: Device, attr: str) -> str:
+        return evidence_path(self.topo, d, attr)
+
 
 def _nic_label(n: Device) -> str:
     names = n.rdma_devices or n.netdevs
     return f"{n.id} ({', '.join(names)})" if names else n.id
 
 
-def _numa_evidence(d: Device) -> list[Evidence]:
-    return [Evidence(sysfs_attr(d, "numa_node"), str(d.numa_node) if d.numa_node is not None else "-1")]
+def _numa_evidence(c: _Ctx, d: Device) -> list[Evidence]:
+    if not c.offline:
+        return [Evidence(sysfs_attr(d, "numa_node"), str(d.numa_node) if d.numa_node is not None else "-1")]
+    if d.kind is DeviceKind.NIC and d.bdf is None or (d.numa_source == "nvidia-smi" and d.kind is DeviceKind.NIC):
+        # nvidia-smi prints no affinity for NICs: the node, if any, follows a GPU's (topology)
+        return [Evidence(f"nvidia-smi topo -m {d.label}: NUMA node via its paths to GPUs",
+                         str(d.numa_node) if d.numa_node is not None else "unknown")]
+    return [Evidence(c.attr(d, "numa_node"), str(d.numa_node) if d.numa_node is not None else "unknown")]
+
+
+def _given_evidence(c: _Ctx, a: Device, b: Device) -> list[Evidence]:
+    token = c.topo.given_token(a, b)
+    return [Evidence(f"nvidia-smi topo -m {a.label}/{b.label}", token)] if token is not None else []
 
 
 # -- GPU <-> NIC placement ---------------------------------------------------------------------
@@ -122,9 +161,11 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
         if not n.rdma_capable:
             continue  # no RDMA on the best NIC: GPUDirect is moot (NO_RDMA_NIC says so)
         p = c.idx[(g.id, n.id)]
-        ev = _numa_evidence(g) + _numa_evidence(n)
+        ev = _numa_evidence(c, g) + _numa_evidence(c, n) + _given_evidence(c, g, n)
         if rail.cls is PathClass.SYS and not p.locality_known:
             continue  # NUMA_UNKNOWN explains it; the class is only the worst case
+        if not p.locality_known and c.offline:
+            continue  # the pasted output does not place them (the source status says so)
         if rail.cls <= PathClass.NODE and _c2c(c.topo, g):
             continue  # Grace: GPU <-> NIC through the same CPU is P2C, GPUDirect RDMA on
         if rail.cls is PathClass.SYS and p.same_socket is False:
@@ -134,6 +175,16 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
                 f"traffic crosses the socket interconnect and {_GDR}.",
                 ev, "Move the NIC (or the GPU) to a slot on the same socket, under the GPU's PCIe switch; "
                     "until then bind the rank to the NIC's socket only if it is host-memory bound."))
+        elif rail.cls is PathClass.SYS and p.same_socket is None:
+            # SYS stated by nvidia-smi (or NUMA nodes known without their sockets): the
+            # interconnect is crossed, which one is not known; the worse case is the socket one.
+            out.append(c.finding(
+                "GPU_NIC_CROSS_SOCKET", [g.id, n.id],
+                f"{g.id}'s nearest RDMA NIC {_nic_label(n)} is reached only across the SMP interconnect "
+                f"(socket unknown from this source): {_GDR}.",
+                ev, "Move the NIC (or the GPU) under the GPU's PCIe switch, on the same socket and NUMA node; "
+                    "check the host's sockets (lscpu, or a live topoagent scan) to tell a cross-socket "
+                    "from a cross-node placement."))
         elif rail.cls is PathClass.SYS:
             out.append(c.finding(
                 "GPU_NIC_CROSS_NUMA", [g.id, n.id],
@@ -154,18 +205,28 @@ def _c2c(topo: Topology, gpu: Device) -> bool:
     """A GPU on NVLink-C2C to a Grace CPU: a known part, or NVML giving it a memory node."""
     if (gpu.vendor_id, gpu.device_id) in C2C_GPUS:
         return True
-    return any(n.bdf == gpu.bdf and n.numa_node is not None for n in topo.snapshot.nvml_gpus)
+    if any(n.bdf == gpu.bdf and n.numa_node is not None for n in topo.snapshot.nvml_gpus):
+        return True
+    # A pasted matrix's numeric "GPU NUMA ID": the GPU's memory is a NUMA node, as on Grace.
+    return gpu.label is not None and any(m.label == gpu.label for m in topo.snapshot.gpu_memory_nodes)
 
 
 def check_no_rdma_nic(c: _Ctx) -> list[Finding]:
     if not c.topo.gpus or c.rdma_nics:
         return []
     nics = [n for n in c.topo.nics if not n.is_vf]
+    if c.offline:
+        # nvidia-smi lists every RDMA device; lspci shows none, so its NICs are judged by
+        # vendor and driver (topoagent.sources.offline)
+        where = [Evidence("nvidia-smi topo -m", "no NIC rows")] if any(d.label for d in c.topo.gpus) else []
+        where.append(Evidence("lspci", "no RDMA device names; RDMA judged from vendor and driver"))
+    else:
+        where = [Evidence(host_path("sys/class/infiniband"), "absent or empty")]
     return [c.finding(
         "NO_RDMA_NIC", [g.id for g in c.topo.gpus],
         f"{len(c.topo.gpus)} GPU(s) but no RDMA-capable NIC: traffic between hosts goes through host memory "
         "over TCP sockets.",
-        [Evidence("/sys/class/infiniband", "absent or empty")] + [Evidence(sysfs_attr(n, "class"), f"0x{n.class_code:06x}" if n.class_code is not None else None) for n in nics],
+        where + [Evidence(c.attr(n, "class"), f"0x{n.class_code:06x}" if n.class_code is not None else None) for n in nics],
         "Fine for a single-node box; for multi-node training add an InfiniBand/RoCE NIC per GPU pair "
         "under the GPUs' PCIe switches.")]
 
@@ -173,8 +234,8 @@ def check_no_rdma_nic(c: _Ctx) -> list[Finding]:
 def check_peer_memory(c: _Ctx) -> list[Finding]:
     snap = c.topo.snapshot
     nvidia = [g for g in c.topo.gpus if g.vendor_id == 0x10DE]
-    if not nvidia or not c.rdma_nics:
-        return []
+    if not nvidia or not c.rdma_nics or c.offline:
+        return []  # (pasted tool output does not say which modules are loaded)
     if {"nvidia_peermem", "nv_peer_mem"} & set(snap.modules) or snap.memory_peers:
         return []
     return [c.finding(
@@ -182,8 +243,8 @@ def check_peer_memory(c: _Ctx) -> list[Finding]:
         "NVIDIA GPUs and RDMA NICs are present but no peer-memory module is loaded "
         "(no nvidia_peermem, nv_peer_mem or memory_peers): unless DMA-BUF is in use, NCCL logs "
         "'GPU Direct RDMA Disabled' and inter-node bandwidth drops several-fold.",
-        [Evidence("/sys/module/nvidia_peermem", "absent"), Evidence("/sys/module/nv_peer_mem", "absent"),
-         Evidence("/sys/kernel/mm/memory_peers", "absent")],
+        [Evidence(host_path(p), "absent")
+         for p in ("sys/module/nvidia_peermem", "sys/module/nv_peer_mem", "sys/kernel/mm/memory_peers")],
         "modprobe nvidia_peermem (and list it in /etc/modules-load.d/), or use DMA-BUF: kernel >= 5.12, "
         "the open GPU kernel module and a recent rdma-core (NCCL uses it when available).")]
 
@@ -228,10 +289,20 @@ def check_acs(c: _Ctx) -> list[Finding]:
             f"ACS on {br.role.value.replace('_', ' ') if br.role else 'bridge'} {br.bdf} redirects peer-to-peer "
             f"traffic up to the root complex ({', '.join(n for n in acs.enabled() if n in ('ReqRedir', 'CmpltRedir', 'EgressCtrl'))}): "
             "GPUDirect P2P/RDMA below it will hang or crawl.",
-            [Evidence(sysfs_attr(br, "config"), f"ACSCtl: {flags}")],
+            [Evidence(c.attr(br, "config"), f"ACSCtl: {flags}")],
             f"Disable ACS redirect in the BIOS, or boot with pci=disable_acs_redir={br.bdf} (persistent); "
             f"for a test only: setpci -s {br.bdf} ECAP_ACS+6.w=0000 (lost at reboot)."))
-    if unknown:
+    if unknown and c.offline:
+        ids = sorted(unknown, key=lambda i: c.dev(i).bdf)
+        out.append(c.finding(
+            "ACS_UNKNOWN", ids,
+            f"ACS state of {len(ids)} bridge(s) on GPU paths is unknown: lspci -vvv as root shows it "
+            "(ACSCtl), and the output given does not.",
+            [Evidence(c.attr(c.dev(i), "config"),
+                      "capabilities not listed (<access denied> or not -vvv)" if c.dev(i).config else "not in lspci -vvv")
+             for i in ids[:8]],
+            "Run sudo lspci -vvv on the host and pass it with --lspci-verbose."))
+    elif unknown:
         ids = sorted(unknown, key=lambda i: c.dev(i).bdf)
         out.append(c.finding(
             "ACS_UNKNOWN", ids,
@@ -262,8 +333,8 @@ def check_iommu(c: _Ctx) -> list[Finding]:
         "IOMMU_TRANSLATING", [d.id for d in hit],
         f"The IOMMU translates DMA for {len(hit)} GPU/NIC function(s) and iommu=pt is not set: "
         "peer-to-peer transfers can hang or corrupt data, and every DMA pays a translation.",
-        [Evidence("/proc/cmdline", c.topo.snapshot.kernel_cmdline)]
-        + [Evidence(f"/sys/kernel/iommu_groups/{d.iommu_group}/type", d.iommu_type) for d in hit[:8]],
+        [Evidence(host_path("proc/cmdline"), c.topo.snapshot.kernel_cmdline)]
+        + [Evidence(host_path(f"sys/kernel/iommu_groups/{d.iommu_group}/type"), d.iommu_type) for d in hit[:8]],
         "Boot with iommu=pt (plus intel_iommu=on or amd_iommu=on if you need VFIO), then reboot.")]
 
 
@@ -279,7 +350,7 @@ def check_links(c: _Ctx) -> list[Finding]:
             continue  # VFs mirror their PF's link
         lk = d.link
         parent = c.topo.by_bdf(d.parent) if d.parent else None
-        ev = lambda *attrs: [Evidence(sysfs_attr(d, a), _fmt(getattr(lk, f))) for a, f in attrs]  # noqa: E731
+        ev = lambda *attrs: [Evidence(c.attr(d, a), _fmt(getattr(lk, f))) for a, f in attrs]  # noqa: E731
         if lk.current_width is not None and lk.max_width is not None and lk.current_width < lk.max_width:
             out.append(c.finding(
                 "LINK_WIDTH_DEGRADED", [d.id],
@@ -293,7 +364,7 @@ def check_links(c: _Ctx) -> list[Finding]:
             capped = slot_max is not None and slot_max <= lk.current_gts
             evidence = ev(("current_link_speed", "current_gts"), ("max_link_speed", "max_gts"))
             if capped:
-                evidence.append(Evidence(sysfs_attr(parent, "max_link_speed"), _fmt(slot_max)))  # type: ignore[arg-type]
+                evidence.append(Evidence(c.attr(parent, "max_link_speed"), _fmt(slot_max)))  # type: ignore[arg-type]
             if d.kind is DeviceKind.GPU:
                 out.append(c.finding(
                     "LINK_SPEED_BELOW_MAX_GPU", [d.id],
@@ -324,17 +395,27 @@ def _fmt(v: object) -> str | None:
 def check_numa(c: _Ctx) -> list[Finding]:
     topo = c.topo
     out = []
-    multi = len(topo.cpu_nodes) > 1
+    multi = topo.multi_node
     placed = [d for d in topo.devices if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and not d.is_vf]
     unknown = [d for d in placed if d.numa_node is None]
-    if unknown and (multi or (topo.snapshot.virtualized and topo.gpus)):
+    if unknown and multi and c.offline:
+        out.append(c.finding(
+            "NUMA_UNKNOWN", [d.id for d in unknown],
+            f"{len(unknown)} GPU/NIC function(s) have no known NUMA node in the output given, on a multi-node "
+            "host: their affinity cannot be derived (a NIC's node follows a GPU's only through a PIX, PXB, PHB "
+            "or NODE path).",
+            [e for d in unknown[:8] for e in _numa_evidence(c, d)],
+            "Give lspci -vvv too (it prints each function's NUMA node); if the host itself reports none "
+            "(numa_node = -1), update the BIOS/firmware (_PXM/SRAT) or set NCCL_TOPO_FILE.",
+            severity=Severity.INFO))  # a gap in the output given, not (yet) a fault of the host
+    elif unknown and (multi or (topo.snapshot.virtualized and topo.gpus)):
         vm = bool(topo.snapshot.virtualized)
         out.append(c.finding(
             "NUMA_UNKNOWN", [d.id for d in unknown],
             f"{len(unknown)} GPU/NIC function(s) report no NUMA node (numa_node = -1)"
             + (" on a multi-node host: their path classes are assumed SYS and affinity cannot be derived."
                if multi else " in a VM: the host's placement is hidden from this guest."),
-            [e for d in unknown[:8] for e in _numa_evidence(d)],
+            [e for d in unknown[:8] for e in _numa_evidence(c, d)],
             ("Expose the host NUMA layout to the VM (VMware numa.nodeAffinity / vNUMA, libvirt <numatune> and "
              "guest NUMA cells with the devices' host nodes) or give NCCL an NCCL_TOPO_FILE built on the host."
              if vm else "Update the BIOS/firmware (the _PXM/SRAT tables give PCI locality) or set "
@@ -351,8 +432,8 @@ def check_numa(c: _Ctx) -> list[Finding]:
             "NUMA_CPULIST_MISMATCH", [d.id],
             f"{d.id} says NUMA node {d.numa_node} (CPUs {node.cpulist}) but its local CPUs are {d.local_cpus}: "
             "firmware tables disagree, so affinity from either may be wrong.",
-            _numa_evidence(d) + [Evidence(sysfs_attr(d, "local_cpulist"), d.local_cpus),
-                                 Evidence(f"/sys/devices/system/node/node{node.id}/cpulist", node.cpulist)],
+            _numa_evidence(c, d) + [Evidence(sysfs_attr(d, "local_cpulist"), d.local_cpus),
+                                 Evidence(host_path(f"sys/devices/system/node/node{node.id}/cpulist"), node.cpulist)],
             "Report to the platform vendor (ACPI _PXM vs SRAT); measure which CPUs are local "
             "(e.g. nvbandwidth or ib_write_bw with numactl) and bind by that."))
     by_target: dict[int | None, list[int]] = {}
@@ -366,7 +447,8 @@ def check_numa(c: _Ctx) -> list[Finding]:
             "CPU_LESS_NUMA_NODE", [f"node{i}" for i in ids],
             f"NUMA node(s) {names} have memory but no CPUs (GPU memory on Grace, CXL or HBM): "
             f"binding a process's CPUs there fails; {bind}.",
-            [Evidence(f"/sys/devices/system/node/node{i}/cpulist", "") for i in ids[:8]],
+            [Evidence(host_path(f"sys/devices/system/node/node{i}/cpulist"), "") for i in ids[:8]] if not c.offline
+            else [Evidence("nvidia-smi topo -m: GPU NUMA ID", str(i)) for i in ids[:8]],
             f"numactl --cpunodebind={target} (memory may still go to node {ids[0]} with --membind or "
             "--preferred if that is the point)." if target is not None else
             "Check that CPUs are online (/sys/devices/system/cpu/online)."))
@@ -388,7 +470,7 @@ def check_rails(c: _Ctx) -> list[Finding]:
                     "SOCKET_WITHOUT_RAIL", [g.id for g in gpus],
                     f"Socket {s.id} has {len(gpus)} GPU(s) but no compute NIC: its GPUs' network traffic "
                     "crosses to another socket.",
-                    [Evidence(sysfs_attr(g, "numa_node"), str(g.numa_node)) for g in gpus[:8]],
+                    [Evidence(c.attr(g, "numa_node"), str(g.numa_node)) for g in gpus[:8]],
                     "Add a NIC on this socket (ideally one per GPU switch) or keep this socket's GPUs to "
                     "intra-node work."))
     idle = [n for n in compute if not plan.users(n.id)]

@@ -10,10 +10,17 @@ is computed from the tree (REFERENCE §4):
   ports of one root bus are ``PHB``.
 
 Unknown locality yields the worst class it could be, flagged ``locality_known=False``.
+
+A class a source states outright -- a cell of a pasted ``nvidia-smi topo -m``, kept in
+:attr:`~topoagent.snapshot.Snapshot.given_paths` -- is taken as stated between the two devices it
+names.  ``NV#`` says how many NVLinks but not the PCIe class beneath them: that comes from the
+tree where one is known (lspci given too), else it is the worst case, ``SYS`` with
+``locality_known=False``, as for any unknown locality.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import IntEnum
 from itertools import combinations
@@ -94,10 +101,11 @@ def _switches(topo: Topology, bdfs: tuple[str, ...]) -> list[str | None]:
 
 def pcie_class(topo: Topology, a: Device, b: Device) -> tuple[PathClass, bool]:
     """The PCIe class between two devices and whether locality was known."""
-    if a.bdf == b.bdf:
-        return PathClass.X, True
-    if a.bdf.rsplit(".", 1)[0] == b.bdf.rsplit(".", 1)[0]:
-        return PathClass.PIX, True  # two functions of one device
+    if a.bdf is not None and b.bdf is not None:
+        if a.bdf == b.bdf:
+            return PathClass.X, True
+        if a.bdf.rsplit(".", 1)[0] == b.bdf.rsplit(".", 1)[0]:
+            return PathClass.PIX, True  # two functions of one device
     if a.root_bus is not None and a.root_bus == b.root_bus:
         common = 0
         for x, y in zip(a.ancestors, b.ancestors):
@@ -145,11 +153,43 @@ def nvlink_count(topo: Topology, a: Device, b: Device) -> int:
     return direct + via_switch
 
 
+def _same_socket(a: Device, b: Device) -> bool | None:
+    """For a SYS path: whether both ends share a socket; None where a socket is unknown."""
+    if a.socket is None or b.socket is None:
+        return None
+    return a.socket == b.socket
+
+
+_NV_TOKEN = re.compile(r"NV([0-9]+)")
+
+
+def given_path(topo: Topology, a: Device, b: Device) -> Path | None:
+    """The path a source stated between ``a`` and ``b`` (a matrix cell), or None."""
+    token = topo.given_token(a, b)
+    if token is None:
+        return None
+    nv = _NV_TOKEN.fullmatch(token)
+    if nv:
+        links = int(nv.group(1))
+        if a.root_bus is not None and b.root_bus is not None:
+            cls, known = pcie_class(topo, a, b)  # the PCIe class beneath, from the lspci tree
+        else:
+            cls, known = PathClass.SYS, False  # NV# alone says nothing of PCIe: the worst case
+        return Path(a.id, b.id, cls, links, _same_socket(a, b) if cls is PathClass.SYS and known else None, known)
+    if token not in PathClass.__members__ or token in ("X", "NV"):
+        return None  # "?" (unreadable) or X off the diagonal: compute instead
+    cls = PathClass[token]
+    return Path(a.id, b.id, cls, 0, _same_socket(a, b) if cls is PathClass.SYS else None, True)
+
+
 def path(topo: Topology, a: Device, b: Device) -> Path:
+    stated = given_path(topo, a, b)
+    if stated is not None:
+        return stated
     cls, known = pcie_class(topo, a, b)
     same_socket = None
     if cls is PathClass.SYS and known:
-        same_socket = a.socket is not None and a.socket == b.socket
+        same_socket = _same_socket(a, b)
     links = nvlink_count(topo, a, b) if a.kind is DeviceKind.GPU and b.kind is DeviceKind.GPU else 0
     return Path(a.id, b.id, cls, links, same_socket, known)
 

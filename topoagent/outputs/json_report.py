@@ -68,11 +68,11 @@ def numa_dict(topo: Topology) -> list[dict[str, Any]]:
     return [
         {
             "id": n.id,
-            "cpus": n.cpulist,
+            "cpus": n.cpulist if n.cpus_known else None,
             "socket": n.socket,
             "memory_bytes": n.memory_bytes,
             "distances": [n.distances.get(i) for i in ids] if n.distances else [],
-            "cpu_less": n.cpu_less,
+            "cpu_less": n.cpu_less if n.cpus_known else None,
             "nearest_cpu_node": n.nearest_cpu_node,
         }
         for n in topo.nodes

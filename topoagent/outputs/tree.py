@@ -98,8 +98,10 @@ class _Tree:
         elif d.role is not None:
             text = f"{d.bdf} {d.role.value.replace('_', ' ')} {d.name}"
         else:
-            text = f"{d.bdf} [{_TAG[d.kind]}] {d.id} {d.name}"
+            text = f"{d.bdf if d.bdf is not None else d.label} [{_TAG[d.kind]}] {d.id} {d.name}"
         extras = []
+        if d.bdf is not None and d.label is not None:
+            extras.append(f"{d.label} in nvidia-smi")
         names = list(d.rdma_devices) + list(d.netdevs)
         if names:
             extras.append(" ".join(names))
@@ -164,11 +166,20 @@ def render_tree(result: ScanResult, *, show_all: bool = False) -> str:
     t = _Tree(topo, show_all, _rail_labels(result))
     gpus, nics = len(topo.gpus), len(topo.nics)
     virt = {True: "yes", False: "no", None: "unknown"}[snap.virtualized]
-    t.lines.append(f"topoagent {__version__} · host {snap.hostname or '?'} · root {snap.root}")
-    t.lines.append(
-        f"{len(topo.sockets)} socket(s) · {len(topo.nodes)} NUMA node(s) · {len(topo.all_cpus)} CPUs · "
-        f"{gpus} GPU(s) · {nics} NIC(s) · virtualized: {virt}"
-    )
+    if snap.from_host_tree:
+        t.lines.append(f"topoagent {__version__} · host {snap.hostname or '?'} · root {snap.root}")
+        t.lines.append(
+            f"{len(topo.sockets)} socket(s) · {len(topo.nodes)} NUMA node(s) · {len(topo.all_cpus)} CPUs · "
+            f"{gpus} GPU(s) · {nics} NIC(s) · virtualized: {virt}"
+        )
+    else:
+        given = ", ".join(s.name for s in snap.sources)
+        cpus = f"{len(topo.all_cpus)} CPUs" if topo.all_cpus else "CPUs unknown"
+        t.lines.append(f"topoagent {__version__} · offline: {given} output, not read from a host")
+        t.lines.append(
+            f"sockets unknown · {len(topo.nodes)} NUMA node(s) · {cpus} · {gpus} GPU(s) · {nics} NIC(s) · "
+            f"virtualized: {virt}"
+        )
     t.lines.append("")
 
     bridges_of: dict[int | None, list[str]] = {}
@@ -219,6 +230,8 @@ def render_tree(result: ScanResult, *, show_all: bool = False) -> str:
 
 
 def _node_title(n) -> str:  # type: ignore[no-untyped-def]
+    if not n.cpus_known:
+        return f"NUMA node {n.id} · CPUs ? · {format_bytes(n.memory_bytes)}"
     if n.cpu_less:
         bind = f" (bind to node {n.nearest_cpu_node})" if n.nearest_cpu_node is not None else ""
         return f"NUMA node {n.id} · no CPUs{bind} · {format_bytes(n.memory_bytes)}"

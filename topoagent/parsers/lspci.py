@@ -316,6 +316,11 @@ class LspciFunction:
     link_width_downgraded: bool | None = None
     acs: AcsInfo | None = None
     sriov: SriovInfo | None = None
+    #: A bridge's bus numbers from ``Bus: primary=00, secondary=01, subordinate=05`` (``-vv``
+    #: and up); None for endpoints and where lspci printed no such line.
+    primary_bus: int | None = None
+    secondary_bus: int | None = None
+    subordinate_bus: int | None = None
 
     @property
     def acs_ctl_flags(self) -> dict[str, bool] | None:
@@ -459,6 +464,8 @@ def parse_lspci_verbose(text: str) -> tuple[LspciFunction, ...]:
             cur["numa_node"] = _int(value, fail)
         elif key == "IOMMU group" and sep:
             cur["iommu_group"] = _int(value, fail)
+        elif key == "Bus" and sep and cap is None:
+            _bus_line(value, cur, fail)
         elif key == "Kernel driver in use" and sep:
             cur["driver"] = value
             cap = None
@@ -484,6 +491,24 @@ def parse_lspci_verbose(text: str) -> tuple[LspciFunction, ...]:
     if not out and text.strip():
         raise LspciParseError("no lspci device line (bb:dd.f class: name) found")
     return tuple(out)
+
+
+_BUS_FIELD = re.compile(r"\b(primary|secondary|subordinate)=([0-9a-fA-F]{1,8})\b")
+
+
+def _bus_line(value: str, cur: dict, fail) -> None:
+    """``primary=15, secondary=16, subordinate=1e, sec-latency=0`` (bus numbers in hex)."""
+    found = dict(_BUS_FIELD.findall(value))
+    if not found:
+        raise fail("Bus line without primary/secondary/subordinate")
+    for name, text in found.items():
+        number = int(text, 16)
+        if number > 0xFF:
+            raise fail(f"bus number {text} out of range")
+        cur[f"{name}_bus"] = number
+    sec, sub = cur.get("secondary_bus"), cur.get("subordinate_bus")
+    if sec is not None and sub is not None and sub < sec:
+        raise fail("bridge bus range runs backwards")
 
 
 def _int(text: str, fail) -> int:
