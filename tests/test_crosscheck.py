@@ -53,3 +53,51 @@ def test_lspci_width_and_numa(fixture_root):
     found = against_lspci(r.topology, (differ,))
     assert len(found) == 2 and all(f.subjects == (gpu.id,) for f in found)
     assert any("x8" in f.message and "x16" in f.message for f in found)
+
+
+def _tool(argv, stdout="", error=None):
+    from topoagent.sources.tools import ToolResult
+
+    return ToolResult(tuple(argv), None if error else 0, stdout, "", error)
+
+
+def test_cross_check_runs_tools_and_records_sources(fixture_root):
+    from topoagent.api import cross_check
+
+    r = scan(fixture_root("dgx-h100"))
+    text = render_topo_matrix(matrix_of(r))
+    bad = text.replace("\t0\t\tN/A", "\t1\t\tN/A", 1)  # GPU0's NUMA affinity: 0 -> 1
+    checked = cross_check(r, runners={
+        "nvidia-smi": lambda: _tool(["nvidia-smi", "topo", "-m"], bad),
+        "lspci": lambda: _tool(["lspci", "-D", "-vvv", "-nn"], error="not installed"),
+    })
+    sources = {s.name: s.status for s in checked.snapshot.sources}
+    assert sources["nvidia-smi"] == "ok" and sources["lspci"] == "unavailable"
+    (f,) = [f for f in checked.findings if f.code == "SOURCES_DISAGREE"]
+    assert f.subjects == ("gpu0",)
+    assert len(checked.findings) == len(r.findings) + 1
+
+
+def test_cross_check_on_this_host_with_real_lspci():
+    import shutil
+
+    import pytest
+
+    from topoagent.api import cross_check
+
+    if not shutil.which("lspci"):
+        pytest.skip("lspci (pciutils) not installed")
+    checked = cross_check(scan("/", nvml=None))
+    lspci = next(s for s in checked.snapshot.sources if s.name == "lspci")
+    assert lspci.status == "ok", lspci
+    # lspci reads the same sysfs: on this host they must agree.
+    assert not [f for f in checked.findings if f.code == "SOURCES_DISAGREE"]
+
+
+def test_cross_check_refuses_a_fake_root(fixture_root):
+    from click.testing import CliRunner
+
+    from topoagent.cli import cli
+
+    res = CliRunner().invoke(cli, ["scan", "--root", str(fixture_root("workstation")), "--cross-check"])
+    assert res.exit_code == 2 and "needs a live scan" in res.output

@@ -141,3 +141,40 @@ def analyse(snapshot: Snapshot) -> ScanResult:
 def scan(root: str | os.PathLike[str] = "/", *, nvml: Any = "auto") -> ScanResult:
     """Read and analyse the host at ``root``."""
     return analyse(read_host(root, nvml=nvml))
+
+
+
+def cross_check(result: ScanResult, *, runners: dict[str, Any] | None = None, timeout: float = 10.0) -> ScanResult:
+    """Compare a live scan with ``nvidia-smi topo -m`` and ``lspci -vvv`` run on this host.
+
+    Tools that are missing or fail are source statuses (``unavailable``), not errors; every
+    disagreement is a ``SOURCES_DISAGREE`` finding naming both sources.  ``runners`` maps
+    ``"nvidia-smi"``/``"lspci"`` to callables returning a ``ToolResult`` (tests).
+    """
+    from topoagent.analysis.crosscheck import against_lspci, against_nvidia_smi
+    from topoagent.analysis.findings import sort_findings
+    from topoagent.parsers.lspci import LspciParseError, parse_lspci_verbose
+    from topoagent.parsers.nvsmi_topo import TopoParseError, parse_topo_matrix
+    from topoagent.snapshot import SourceStatus
+    from topoagent.sources import tools
+
+    checks = {
+        "nvidia-smi": (tools.nvidia_smi_topo, lambda text: against_nvidia_smi(topo, result.paths, parse_topo_matrix(text))),
+        "lspci": (tools.lspci_verbose, lambda text: against_lspci(topo, parse_lspci_verbose(text))),
+    }
+    topo = result.topology
+    statuses, found = [], []
+    for name, (default_run, compare) in checks.items():
+        out = (runners or {}).get(name, lambda: default_run(timeout=timeout))()
+        command = " ".join(out.argv)
+        if out.error is not None:
+            statuses.append(SourceStatus(name, "unavailable", f"{command}: {out.error}"))
+            continue
+        try:
+            found += compare(out.stdout)
+        except (TopoParseError, LspciParseError) as exc:
+            statuses.append(SourceStatus(name, "error", f"{command}: {exc}"))
+            continue
+        statuses.append(SourceStatus(name, "ok", f"cross-checked: {command}"))
+    snap = dataclasses.replace(result.snapshot, sources=result.snapshot.sources + tuple(statuses))
+    return dataclasses.replace(result, snapshot=snap, findings=sort_findings(result.findings + tuple(found)))

@@ -38,14 +38,17 @@ def cli() -> None:
 @click.option("--fail-on", type=click.Choice(["critical", "warning", "info"]), default="critical",
               show_default=True, help="Exit 1 when a finding at or above this severity is raised.")
 @click.option("--no-nvml", is_flag=True, help="Do not ask NVML (it is asked only when scanning /).")
+@click.option("--cross-check", is_flag=True,
+              help="Also run nvidia-smi topo -m and lspci -vvv (if installed) and report where they "
+                   "disagree with sysfs. Live host (/) only.")
 @click.option("--nvidia-smi-topo", "nvsmi_file", metavar="FILE",
               help="Analyse this saved `nvidia-smi topo -m` output (- for stdin) instead of the host.")
 @click.option("--lspci-tree", "tree_file", metavar="FILE",
               help="Analyse this saved `lspci -tv` (or -t, -tvnn) output (- for stdin).")
 @click.option("--lspci-verbose", "verbose_file", metavar="FILE",
               help="Analyse this saved `lspci -vvv` (or -vvvnn, -D -vvv; as root for ACS) output (- for stdin).")
-def scan(root: str, fmt: str, show_all: bool, fail_on: str, no_nvml: bool, nvsmi_file: str | None,
-         tree_file: str | None, verbose_file: str | None) -> None:
+def scan(root: str, fmt: str, show_all: bool, fail_on: str, no_nvml: bool, cross_check: bool,
+         nvsmi_file: str | None, tree_file: str | None, verbose_file: str | None) -> None:
     """Read this host's PCIe/NUMA tree and report it.
 
     With --nvidia-smi-topo, --lspci-tree or --lspci-verbose (any combination) the saved
@@ -54,13 +57,16 @@ def scan(root: str, fmt: str, show_all: bool, fail_on: str, no_nvml: bool, nvsmi
     Exit status: 0 nothing at or above --fail-on, 1 findings at or above it, 2 the scan
     could not run.
     """
-    from topoagent.analysis.findings import Severity
+    import os
 
+    from topoagent.analysis.findings import Severity
     from topoagent.api import analyse, read_host
 
     offline = {"nvidia_smi_topo": ("--nvidia-smi-topo", nvsmi_file), "lspci_tree": ("--lspci-tree", tree_file),
                "lspci_verbose": ("--lspci-verbose", verbose_file)}
     offline = {k: v for k, v in offline.items() if v[1] is not None}
+    if cross_check and (offline or os.path.realpath(root) != "/"):
+        _fail("--cross-check runs this host's nvidia-smi and lspci: it needs a live scan of --root /")
     if offline:
         snapshot = _read_offline(offline)
     else:
@@ -71,6 +77,10 @@ def scan(root: str, fmt: str, show_all: bool, fail_on: str, no_nvml: bool, nvsmi
         except NotAHostTree as exc:
             _fail(str(exc))
     result = analyse(snapshot)
+    if cross_check:
+        from topoagent.api import cross_check as run_cross_check
+
+        result = run_cross_check(result)
     if fmt == "json":
         from topoagent.outputs.json_report import render_json
 

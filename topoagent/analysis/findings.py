@@ -544,7 +544,11 @@ CHECKS: tuple[Callable[[_Ctx], list[Finding]], ...] = (
 def find_all(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> tuple[Finding, ...]:
     """Every finding, most severe first, then by code and subjects (deterministic)."""
     c = _Ctx(topo, paths, rails)
-    found = [f for check in CHECKS for f in check(c)]
+    return sort_findings(f for check in CHECKS for f in check(c))
+
+
+def sort_findings(found: Iterable[Finding]) -> tuple[Finding, ...]:
+    """Most severe first, then by code and subjects: the one order every output uses."""
     return tuple(sorted(found, key=lambda f: (-f.severity, f.code, [_order(s) for s in f.subjects])))
 
 
