@@ -7,7 +7,6 @@ same machine, see its README).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys

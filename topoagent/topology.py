@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from topoagent import pciids
+from topoagent.bdf import bdf_key, root_bus_key
 from topoagent.cpuset import format_cpulist, parse_cpulist
-from topoagent.parsers.configspace import PORT_TYPES
 from topoagent.snapshot import ConfigSpace, LinkInfo, PciFunction, Snapshot
 
 
@@ -258,15 +258,9 @@ _ROLE_FROM_PORT = {
 }
 
 
-def _bdf_key(bdf: str) -> tuple[int, int, int, int]:
-    dom, bus, devfn = bdf.split(":")
-    dev, fn = devfn.split(".")
-    return int(dom, 16), int(bus, 16), int(dev, 16), int(fn, 16)
-
-
 def _order_functions(fns: tuple[PciFunction, ...]) -> list[PciFunction]:
     """BDF order; functions without a BDF after them, in the order the source gave them."""
-    with_bdf = sorted((f for f in fns if f.bdf is not None), key=lambda f: _bdf_key(f.bdf))  # type: ignore[arg-type]
+    with_bdf = sorted((f for f in fns if f.bdf is not None), key=lambda f: bdf_key(f.bdf))  # type: ignore[arg-type]
     return with_bdf + [f for f in fns if f.bdf is None]
 
 
@@ -361,7 +355,6 @@ def build_topology(snap: Snapshot) -> Topology:
     node_by_id = {n.id: n for n in nodes}
     sockets = _build_sockets(nodes, snap)
     fns = _order_functions(snap.pci)
-    by_bdf = {f.bdf: f for f in fns if f.bdf is not None}
     netdevs: dict[str, list[str]] = defaultdict(list)
     for nd in snap.netdevs:
         if nd.bdf:
@@ -437,8 +430,8 @@ def build_topology(snap: Snapshot) -> Topology:
                 rdma_devices=tuple(sorted(rdma_names)),
                 iommu_group=f.iommu_group,
                 iommu_type=iommu_type.get(f.iommu_group) if f.iommu_group is not None else None,
-                physfn=f.physfn if f.physfn in by_bdf else f.physfn,
-                virtfns=tuple(sorted(virtfns.get(f.bdf, ()), key=_bdf_key)) if f.bdf is not None else (),
+                physfn=f.physfn,
+                virtfns=tuple(sorted(virtfns.get(f.bdf, ()), key=bdf_key)) if f.bdf is not None else (),
                 config=f.config,
                 label=f.label,
                 rdma=f.rdma,
@@ -451,7 +444,7 @@ def build_topology(snap: Snapshot) -> Topology:
     for d in devices:
         if d.root_bus is not None and d.numa_node is not None:
             votes[d.root_bus][d.numa_node] += 1000 if d.numa_source in (NUMA_FROM_SYSFS, NUMA_FROM_LSPCI) else 1
-    buses = sorted({d.root_bus for d in devices if d.root_bus}, key=_bus_key)
+    buses = sorted({d.root_bus for d in devices if d.root_bus}, key=root_bus_key)
     host_bridges = []
     for b in buses:
         v = votes.get(b)
@@ -522,10 +515,7 @@ def _own_memory_nodes(nodes: tuple[Node, ...], snap: Snapshot, devices: list[Dev
     return tuple(out)
 
 
-def _bus_key(name: str) -> tuple[int, int]:
-    dom, bus = name[3:].split(":")
-    return int(dom, 16), int(bus, 16)
-
-
-def port_type_name(code: int | None) -> str | None:
-    return PORT_TYPES.get(code) if code is not None else None
+def id_key(ident: str) -> tuple[str, int]:
+    """Sort key of a device id: ``gpu2`` before ``gpu10`` (kind, then number)."""
+    head = ident.rstrip("0123456789")
+    return head, int(ident[len(head):] or 0)

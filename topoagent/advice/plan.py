@@ -78,9 +78,8 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
         if ib:
             env["NCCL_IB_HCA"] = "=" + ",".join(ib)
             env["UCX_NET_DEVICES"] = ",".join(f"{name}:1" for name in ib)
-        numactl = None
-        if g.numa_node is not None and topo.node(g.numa_node) is not None and topo.node(g.numa_node).cpus:  # type: ignore[union-attr]
-            numactl = f"numactl --cpunodebind={g.numa_node} --membind={g.numa_node}"
+        node = topo.node(g.numa_node)
+        numactl = f"numactl --cpunodebind={node.id} --membind={node.id}" if node is not None and node.cpus else None
         plans.append(GpuPlan(g.id, g.bdf, index, g.numa_node, format_cpulist(cpus) if cpus is not None else None,
                              nics, env, numactl))
     groups: dict[int | None, list[GpuPlan]] = {}

@@ -12,10 +12,10 @@ from enum import IntEnum
 
 from topoagent.analysis.paths import Path, PathClass
 from topoagent.analysis.rails import NicRole, RailPlan, path_index
-from topoagent.cpuset import format_cpulist, parse_cpulist
+from topoagent.cpuset import parse_cpulist
 from topoagent.pciids import C2C_GPUS
 from topoagent.snapshot import host_path
-from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
+from topoagent.topology import BridgeRole, Device, DeviceKind, Topology, id_key
 
 
 class Severity(IntEnum):
@@ -285,7 +285,7 @@ def check_acs(c: _Ctx) -> list[Finding]:
         acs = br.config.acs  # type: ignore[union-attr]
         flags = " ".join(f"{name}{'+' if name in acs.enabled() else '-'}" for _, name in acs.BITS)
         out.append(c.finding(
-            "ACS_REDIRECT", [bid, *sorted(devs, key=_order)],
+            "ACS_REDIRECT", [bid, *sorted(devs, key=id_key)],
             f"ACS on {br.role.value.replace('_', ' ') if br.role else 'bridge'} {br.bdf} redirects peer-to-peer "
             f"traffic up to the root complex ({', '.join(n for n in acs.enabled() if n in ('ReqRedir', 'CmpltRedir', 'EgressCtrl'))}): "
             "GPUDirect P2P/RDMA below it will hang or crawl.",
@@ -311,11 +311,6 @@ def check_acs(c: _Ctx) -> list[Finding]:
             [Evidence(sysfs_attr(c.dev(i), "config"), f"{c.dev(i).config.size} bytes readable" if c.dev(i).config else "unreadable") for i in ids[:8]],
             "Run topoagent scan as root (or with CAP_SYS_ADMIN) to read ACS control registers."))
     return out
-
-
-def _order(ident: str) -> tuple[str, int]:
-    head = ident.rstrip("0123456789")
-    return head, int(ident[len(head):] or 0)
 
 
 def check_iommu(c: _Ctx) -> list[Finding]:
@@ -549,8 +544,5 @@ def find_all(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> tuple[
 
 def sort_findings(found: Iterable[Finding]) -> tuple[Finding, ...]:
     """Most severe first, then by code and subjects: the one order every output uses."""
-    return tuple(sorted(found, key=lambda f: (-f.severity, f.code, [_order(s) for s in f.subjects])))
+    return tuple(sorted(found, key=lambda f: (-f.severity, f.code, [id_key(s) for s in f.subjects])))
 
-
-def cpus_text(cpus: frozenset[int]) -> str:
-    return format_cpulist(cpus)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from topoagent.analysis.paths import Path, PathClass
-from topoagent.topology import Device, Topology
+from topoagent.topology import Device, Topology, id_key
 
 _STORAGE_NAME = re.compile(r"stor", re.IGNORECASE)
 #: Below this a NIC without RDMA is a management/front-end port, not a GPU fabric port.
@@ -126,13 +126,13 @@ def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
     # Most constrained GPU first, each to its least-loaded candidate (ties: lowest id).
     load: dict[str, int] = defaultdict(int)
     primary: dict[str, str | None] = {}
-    order = sorted(topo.gpus, key=lambda g: (len(best[g.id]) or 1 << 20, _num(g.id)))
+    order = sorted(topo.gpus, key=lambda g: (len(best[g.id]) or 1 << 20, id_key(g.id)))
     for g in order:
         cands = best[g.id]
         if not cands:
             primary[g.id] = None
             continue
-        pick = min(cands, key=lambda n: (load[n], _num(n)))
+        pick = min(cands, key=lambda n: (load[n], id_key(n)))
         primary[g.id] = pick
         load[pick] += 1
 
@@ -145,8 +145,3 @@ def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
         shared = tuple(o.id for o in topo.gpus if o.id != g.id and nic and primary[o.id] == nic)
         rails.append(Rail(g.id, nic, best_cls[g.id], nics, shared))
     return RailPlan(roles, tuple(rails))
-
-
-def _num(ident: str) -> int:
-    m = re.search(r"(\d+)$", ident)
-    return int(m.group(1)) if m else 0

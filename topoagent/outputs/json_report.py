@@ -12,6 +12,7 @@ from topoagent import __version__
 from topoagent.analysis.findings import Finding
 from topoagent.analysis.rails import NicRole
 from topoagent.api import ScanResult
+from topoagent.cpuset import format_cpulist
 from topoagent.snapshot import to_dict
 from topoagent.topology import Device, Topology
 
@@ -97,7 +98,7 @@ def report(result: ScanResult) -> dict[str, Any]:
             "driver_version": snap.driver_version,
         },
         "sockets": [
-            {"id": s.id, "numa_nodes": list(s.nodes), "cpus": _cpus(s.cpus)} for s in topo.sockets
+            {"id": s.id, "numa_nodes": list(s.nodes), "cpus": format_cpulist(s.cpus)} for s in topo.sockets
         ],
         "numa_nodes": numa_dict(topo),
         "host_bridges": [
@@ -136,12 +137,6 @@ def report(result: ScanResult) -> dict[str, Any]:
         },
         "probe_errors": [to_dict(e) for e in snap.probe_errors],
     }
-
-
-def _cpus(cpus: frozenset[int]) -> str:
-    from topoagent.cpuset import format_cpulist
-
-    return format_cpulist(cpus)
 
 
 def render_json(result: ScanResult) -> str:

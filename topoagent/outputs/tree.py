@@ -15,7 +15,7 @@ from topoagent.api import ScanResult
 from topoagent.pciids import CLASSES
 from topoagent.cpuset import format_cpulist
 from topoagent.snapshot import LinkInfo
-from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
+from topoagent.topology import BridgeRole, Device, DeviceKind, Node, Topology
 
 _TAG = {
     DeviceKind.GPU: "GPU",
@@ -229,7 +229,7 @@ def render_tree(result: ScanResult, *, show_all: bool = False) -> str:
     return "\n".join(t.lines) + "\n"
 
 
-def _node_title(n) -> str:  # type: ignore[no-untyped-def]
+def _node_title(n: Node) -> str:
     if not n.cpus_known:
         return f"NUMA node {n.id} · CPUs ? · {format_bytes(n.memory_bytes)}"
     if n.cpu_less:

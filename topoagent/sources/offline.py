@@ -35,6 +35,7 @@ from collections.abc import Iterable, Iterator
 from itertools import combinations
 
 from topoagent import pciids
+from topoagent.bdf import bdf_key
 from topoagent.cpuset import format_cpulist, parse_cpulist
 from topoagent.parsers.configspace import PORT_TYPES
 from topoagent.parsers.lspci import LspciFunction, LspciTreeNode
@@ -443,12 +444,6 @@ def snapshot_from_lspci(
 # both
 
 
-def _bdf_key(bdf: str) -> tuple[int, ...]:
-    dom, bus, devfn = bdf.split(":")
-    dev, fn = devfn.split(".")
-    return int(dom, 16), int(bus, 16), int(dev, 16), int(fn, 16)
-
-
 def _class16(f: PciFunction) -> int | None:
     return f.class_code >> 8 if f.class_code is not None else None
 
@@ -484,7 +479,7 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
     as the matrix's BDF-less devices.  Raises :class:`OfflineInputError` when lspci shows some
     GPUs (or NICs) but not as many as the matrix.
     """
-    ordered = sorted(lspci.pci, key=lambda f: _bdf_key(f.bdf))  # type: ignore[arg-type]
+    ordered = sorted(lspci.pci, key=lambda f: bdf_key(f.bdf))  # type: ignore[arg-type]
     m_gpus = [f for f in matrix.pci if f.kind == "gpu"]
     m_nics = [f for f in matrix.pci if f.kind == "nic"]
     l_gpus = [f for f in ordered if _is_nvidia_gpu(f)]

@@ -7,10 +7,12 @@ scan carries on.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from typing import TypeVar
 
+from topoagent.bdf import is_bdf
 from topoagent.hostfs import HostFS
 from topoagent.parsers import sysfs_values as sv
 from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
@@ -33,7 +35,6 @@ T = TypeVar("T")
 
 PCI_DEVICES = "sys/bus/pci/devices"
 SYS_DEVICES = "sys/devices"
-_BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 _NODE = re.compile(r"^node([0-9]+)$")
 _CPU = re.compile(r"^cpu([0-9]+)$")
 
@@ -52,10 +53,6 @@ MODULES_OF_INTEREST = (
 #: DMI vendors/products of hypervisors (``/sys/class/dmi/id``).
 _VM_DMI = ("qemu", "kvm", "vmware", "virtualbox", "xen", "microsoft corporation", "amazon ec2",
            "google compute engine", "openstack", "bochs", "parallels", "innotek")
-
-
-def is_bdf(name: str) -> bool:
-    return bool(_BDF.match(name))
 
 
 class SysfsReader:
@@ -313,7 +310,7 @@ class SysfsReader:
         )
         status = "partial" if self.fs.errors else "ok"
         detail = f"{len(self.fs.errors)} probe(s) failed" if self.fs.errors else None
-        return _replace(
+        return dataclasses.replace(
             snap,
             sources=(SourceStatus("sysfs", status, detail), config_status),
             probe_errors=tuple(self.fs.errors),
@@ -323,12 +320,6 @@ class SysfsReader:
 def _non_negative(text: str) -> int | None:
     value = int(text.strip())
     return value if value >= 0 else None
-
-
-def _replace(snap: Snapshot, **changes: object) -> Snapshot:
-    import dataclasses
-
-    return dataclasses.replace(snap, **changes)  # type: ignore[arg-type]
 
 
 def read_sysfs(fs: HostFS) -> Snapshot:

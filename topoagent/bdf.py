@@ -1,0 +1,28 @@
+"""PCI addresses: a function's BDF (``dddd:bb:dd.f``) and a root bus name (``pciDDDD:BB``).
+
+Domains are 4 hex digits normally and up to 8 for VMD and some hypervisors (``10000:00:00.0``).
+"""
+
+from __future__ import annotations
+
+import re
+
+_BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+
+
+def is_bdf(name: str) -> bool:
+    """Whether ``name`` is a full PCI function address (a sysfs directory name)."""
+    return bool(_BDF.match(name))
+
+
+def bdf_key(bdf: str) -> tuple[int, int, int, int]:
+    """Sort key in PCI bus order (domain, bus, device, function) -- nvidia-smi's and CUDA's order."""
+    dom, bus, devfn = bdf.split(":")
+    dev, fn = devfn.split(".")
+    return int(dom, 16), int(bus, 16), int(dev, 16), int(fn, 16)
+
+
+def root_bus_key(name: str) -> tuple[int, int]:
+    """Sort key of a root bus directory name (``pci0000:3d``)."""
+    dom, bus = name[3:].split(":")
+    return int(dom, 16), int(bus, 16)
