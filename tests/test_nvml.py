@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/ helpers, with or withou
 
 from fakenvml import load_recording, make_fake  # noqa: E402
 
+from topoagent.cpuset import CpuSet  # noqa: E402
 from topoagent.snapshot import NvLink, NvmlGpu, from_dict, to_dict  # noqa: E402
 from topoagent.sources.nvml import (  # noqa: E402
     cpus_from_words,
@@ -82,7 +83,7 @@ def test_hgx_h100_gpus_nvswitch_links_and_p2p():
         assert gpu.uuid and gpu.uuid.startswith("GPU-")
         assert gpu.minor == i
         assert gpu.numa_node is None  # x86: nvmlDeviceGetNumaNodeId is Not Supported
-        assert gpu.cpu_affinity == ("0-55,112-167" if i < 4 else "56-111,168-223")
+        assert str(gpu.cpu_affinity) == ("0-55,112-167" if i < 4 else "56-111,168-223")
         # Every link ends on an NVSwitch; 18 in all, 5/5/4/4 over the four switches.
         assert gpu.nvlinks == H100_LINKS
         assert sum(link.count for link in gpu.nvlinks) == 18
@@ -98,7 +99,7 @@ def test_dgx1_hybrid_cube_mesh():
     expected = _dgx1_links()
     for i, gpu in enumerate(probe.gpus):
         assert gpu.name == "Tesla V100-SXM2-32GB"
-        assert gpu.cpu_affinity == ("0-19,40-59" if i < 4 else "20-39,60-79")
+        assert str(gpu.cpu_affinity) == ("0-19,40-59" if i < 4 else "20-39,60-79")
         links = {V100_BDFS.index(link.peer_bdf): link.count for link in gpu.nvlinks}
         assert links == expected[i], f"gpu{i}"
         assert [link.peer_bdf for link in gpu.nvlinks] == sorted(V100_BDFS[j] for j in links)
@@ -121,7 +122,7 @@ def test_pcie_box_without_nvlink():
             uuid="GPU-00000017-2f6d-0e45-b1c0-000000000000",
             minor=0,
             numa_node=None,
-            cpu_affinity="0-15,32-47",
+            cpu_affinity=CpuSet.parse("0-15,32-47"),
             nvlinks=(),
             p2p_ok=(),
             p2p_not_ok=("0000:ca:00.0",),
@@ -133,7 +134,7 @@ def test_pcie_box_without_nvlink():
             uuid="GPU-000000ca-2f6d-0e45-b1c0-000000000001",
             minor=1,
             numa_node=None,
-            cpu_affinity="16-31,48-63",
+            cpu_affinity=CpuSet.parse("16-31,48-63"),
             nvlinks=(),
             p2p_ok=(),
             p2p_not_ok=("0000:17:00.0",),
@@ -332,7 +333,7 @@ def test_cpu_affinity_words_above_64():
     rec = copy.deepcopy(load_recording("pcie_2gpu_no_nvlink"))
     rec["gpus"][0]["cpu_affinity"] = "0,63-65,127-128,200"
     probe, fake = _probe(rec)
-    assert probe.gpus[0].cpu_affinity == "0,63-65,127-128,200"
+    assert str(probe.gpus[0].cpu_affinity) == "0,63-65,127-128,200"
     (args,) = [a for n, a in fake.calls if n == "nvmlDeviceGetCpuAffinity" and a[0].index == 0]
     assert args[1] >= 4  # asked for enough 64-bit words
 

@@ -64,9 +64,9 @@ def test_matrix_snapshot_facts():
     assert [f.label for f in snap.pci] == [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(9)]
     assert all(f.bdf is None and f.sysfs_path is None for f in snap.pci)
     gpu0, nic3 = snap.pci[0], snap.pci[11]
-    assert (gpu0.kind, gpu0.numa_node, gpu0.numa_source, gpu0.local_cpus) == ("gpu", 0, "nvidia-smi", "0-79")
+    assert (gpu0.kind, gpu0.numa_node, gpu0.numa_source, str(gpu0.local_cpus)) == ("gpu", 0, "nvidia-smi", "0-79")
     assert (nic3.kind, nic3.rdma_names, nic3.rdma, nic3.numa_node) == ("nic", ("mlx5_3",), True, None)
-    assert [(n.id, n.cpus) for n in snap.numa_nodes] == [(0, "0-79"), (1, "80-159")]
+    assert [(n.id, str(n.cpus)) for n in snap.numa_nodes] == [(0, "0-79"), (1, "80-159")]
     assert not snap.cpus  # sockets unknown
     assert len(snap.given_paths) == 17 * 16 // 2
     assert GivenPath("GPU0", "NIC8", "PIX") in snap.given_paths
@@ -96,7 +96,7 @@ def test_matrix_topology_paths_rails_and_findings():
     # No peer-memory finding: pasted output does not say which modules are loaded.
     assert [(f.code, f.severity.label, f.subjects) for f in r.findings] == [("NUMA_UNKNOWN", "info", ("nic0",))]
     plan = {g.gpu: g for g in r.plan.gpus}
-    assert plan["gpu0"].cpus == "0-79" and plan["gpu0"].env["NCCL_IB_HCA"] == "=mlx5_8"
+    assert str(plan["gpu0"].cpus) == "0-79" and plan["gpu0"].env["NCCL_IB_HCA"] == "=mlx5_8"
     assert plan["gpu0"].bdf is None
 
 
@@ -276,7 +276,7 @@ def test_merge_names_lspci_functions_by_bus_order():
     assert {k: v.bdf for k, v in labelled.items()} == {
         "GPU0": "0000:1a:00.0", "GPU1": "0000:1b:00.0", "GPU2": "0000:88:00.0", "GPU3": "0000:89:00.0",
         "NIC0": "0000:1c:00.0", "NIC1": "0000:8a:00.0"}
-    assert labelled["NIC1"].rdma_names == ("mlx5_1",) and labelled["GPU2"].local_cpus == "20-39,60-79"
+    assert labelled["NIC1"].rdma_names == ("mlx5_1",) and str(labelled["GPU2"].local_cpus) == "20-39,60-79"
     assert all(f.bdf is not None for f in snap.pci)
     nvsmi = next(s for s in snap.sources if s.name == "nvidia-smi")
     assert MATCH_ASSUMPTION in nvsmi.detail and nvsmi.status == "ok"
@@ -396,4 +396,4 @@ def test_snapshot_defaults_keep_sysfs_shape():
     assert Snapshot().from_host_tree and Snapshot().given_paths == ()
     f = PciFunction(bdf="0000:01:00.0")
     assert (f.label, f.kind, f.rdma_names, f.rdma, f.numa_source) == (None, None, (), None, None)
-    assert NumaNode(id=0).cpus == ""
+    assert str(NumaNode(id=0).cpus) == ""

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topoagent.analysis.paths import PathClass, all_paths, pcie_class
+from topoagent.cpuset import CpuSet
 from topoagent.snapshot import ConfigSpace, Cpu, NumaNode, PciFunction, Snapshot
 from topoagent.topology import build_topology
 
@@ -64,7 +65,7 @@ def build(spec, insert_above: int | None = None) -> Snapshot:
         for port in ports:
             place(b.fn(root, BRIDGE, numa, PORT["rp"]), port, numa)
     return Snapshot(
-        numa_nodes=(NumaNode(0, "0-3", distances=(10, 21)), NumaNode(1, "4-7", distances=(21, 10))),
+        numa_nodes=(NumaNode(0, CpuSet.parse("0-3"), distances=(10, 21)), NumaNode(1, CpuSet.parse("4-7"), distances=(21, 10))),
         cpus=tuple(Cpu(i, package=i // 4) for i in range(8)),
         pci=tuple(b.fns),
     )

@@ -16,6 +16,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from topoagent.cpuset import CpuSet
+
 SNAPSHOT_VERSION = 1
 
 
@@ -126,7 +128,7 @@ class PciFunction:
     subsystem_vendor_id: int | None = None
     subsystem_device_id: int | None = None
     numa_node: int | None = None
-    local_cpus: str | None = None
+    local_cpus: CpuSet | None = None
     link: LinkInfo = field(default_factory=LinkInfo)
     driver: str | None = None
     iommu_group: int | None = None
@@ -184,7 +186,7 @@ class NumaNode:
     distance row."""
 
     id: int
-    cpus: str | None = ""
+    cpus: CpuSet | None = CpuSet()
     memory_bytes: int | None = None
     #: Distances to every node, in the order of :attr:`Snapshot.numa_nodes`.
     distances: tuple[int, ...] = ()
@@ -235,7 +237,7 @@ class NvmlGpu:
     #: is a NUMA node (Grace: the CPU-less node), not the node the GPU hangs off; None on x86.
     numa_node: int | None = None
     #: NVML's ideal CPU affinity for the GPU, kernel list format.
-    cpu_affinity: str | None = None
+    cpu_affinity: CpuSet | None = None
     nvlinks: tuple[NvLink, ...] = ()
     #: Peer GPUs (BDF) for which NVML reports P2P read OK / not OK.
     p2p_ok: tuple[str, ...] = ()
@@ -266,7 +268,7 @@ class Snapshot:
     kernel_cmdline: str | None = None
     virtualized: bool | None = None
     #: The scanning process's allowed CPUs (``Cpus_allowed_list``), ``None`` when unknown.
-    allowed_cpus: str | None = None
+    allowed_cpus: CpuSet | None = None
     numa_nodes: tuple[NumaNode, ...] = ()
     cpus: tuple[Cpu, ...] = ()
     pci: tuple[PciFunction, ...] = ()
@@ -303,6 +305,8 @@ def to_dict(value: Any) -> Any:
         return {f.name: to_dict(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (tuple, list)):
         return [to_dict(v) for v in value]
+    if isinstance(value, CpuSet):
+        return str(value)  # the kernel's list format
     return value
 
 
@@ -318,6 +322,8 @@ def _build(tp: Any, data: Any) -> Any:
         return tuple(_build(inner, v) for v in data)
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, data)
+    if tp is CpuSet:
+        return CpuSet.parse(data)
     if tp is float and isinstance(data, int):
         return float(data)
     return data

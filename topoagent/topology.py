@@ -14,7 +14,7 @@ from enum import Enum
 
 from topoagent import pciids
 from topoagent.bdf import bdf_key, root_bus_key
-from topoagent.cpuset import format_cpulist, parse_cpulist
+from topoagent.cpuset import CpuSet
 from topoagent.snapshot import ConfigSpace, LinkInfo, PciFunction, Snapshot
 
 
@@ -73,7 +73,7 @@ class Device:
     subsystem_device_id: int | None
     numa_node: int | None
     numa_source: str | None
-    local_cpus: str | None
+    local_cpus: CpuSet | None
     socket: int | None
     #: Parent bridge BDF, or the root bus (``pci0000:00``); ``None`` where the source has no tree.
     parent: str | None
@@ -115,7 +115,7 @@ class Node:
     """
 
     id: int
-    cpus: frozenset[int]
+    cpus: CpuSet
     socket: int | None
     memory_bytes: int | None
     distances: dict[int, int]
@@ -128,14 +128,14 @@ class Node:
 
     @property
     def cpulist(self) -> str:
-        return format_cpulist(self.cpus)
+        return str(self.cpus)
 
 
 @dataclass(frozen=True)
 class Socket:
     id: int
     nodes: tuple[int, ...]
-    cpus: frozenset[int]
+    cpus: CpuSet
 
 
 @dataclass(frozen=True)
@@ -205,8 +205,8 @@ class Topology:
         return next((n for n in self.nodes if n.id == node_id), None)
 
     @property
-    def all_cpus(self) -> frozenset[int]:
-        return frozenset().union(*(n.cpus for n in self.nodes)) if self.nodes else frozenset()
+    def all_cpus(self) -> CpuSet:
+        return CpuSet().union(*(n.cpus for n in self.nodes))
 
     @property
     def cpu_nodes(self) -> tuple[Node, ...]:
@@ -284,9 +284,9 @@ def _build_nodes(snap: Snapshot) -> tuple[Node, ...]:
         # A kernel without CONFIG_NUMA has no node directories: one implied node holds it all.
         from topoagent.snapshot import NumaNode
 
-        raw = [NumaNode(id=0, cpus=format_cpulist(c.id for c in snap.cpus), distances=(10,))]
+        raw = [NumaNode(id=0, cpus=CpuSet(c.id for c in snap.cpus), distances=(10,))]
     ids = [n.id for n in raw]
-    cpus = {n.id: parse_cpulist(n.cpus) if n.cpus is not None else frozenset() for n in raw}
+    cpus = {n.id: n.cpus if n.cpus is not None else CpuSet() for n in raw}
     dist = {n.id: dict(zip(ids, n.distances)) if len(n.distances) == len(ids) else {} for n in raw}
     sockets: dict[int, int | None] = {}
     for n in raw:
@@ -318,10 +318,10 @@ def _build_sockets(nodes: tuple[Node, ...], snap: Snapshot) -> tuple[Socket, ...
         if c.package is not None:
             cpus_of[c.package].add(c.id)
     ids = sorted(set(by_socket) | set(cpus_of))
-    return tuple(Socket(s, tuple(sorted(by_socket.get(s, ()))), frozenset(cpus_of.get(s, ()))) for s in ids)
+    return tuple(Socket(s, tuple(sorted(by_socket.get(s, ()))), CpuSet(cpus_of.get(s, ()))) for s in ids)
 
 
-def locate_by_cpus(local: frozenset[int], nodes: tuple[Node, ...]) -> tuple[int | None, int | None]:
+def locate_by_cpus(local: CpuSet, nodes: tuple[Node, ...]) -> tuple[int | None, int | None]:
     """(node, socket) from a device's local CPUs, the way hwloc places a PCI device.
 
     The kernel reports *all* CPUs when it has no locality (``cpumask_of_node(NUMA_NO_NODE)``),
@@ -460,7 +460,7 @@ def _place(f: PciFunction, nodes: tuple[Node, ...], node_by_id: dict[int, Node])
         numa, source = f.numa_node, f.numa_source or NUMA_FROM_SYSFS
         socket = node_by_id[numa].socket if numa in node_by_id else None
         return numa, source, socket
-    local = parse_cpulist(f.local_cpus) if f.local_cpus is not None else frozenset()
+    local = f.local_cpus if f.local_cpus is not None else CpuSet()
     numa, socket = locate_by_cpus(local, nodes)
     return numa, NUMA_FROM_CPUS if numa is not None else None, socket
 

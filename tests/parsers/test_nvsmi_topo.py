@@ -17,6 +17,11 @@ from topoagent.parsers.nvsmi_topo import TopoMatrix, TopoParseError, parse_topo_
 SAMPLES = Path(__file__).parent / "samples" / "nvsmi"
 
 
+def cpus_text(cpus):
+    """A parsed CPU affinity as the kernel list text (None stays None)."""
+    return None if cpus is None else str(cpus)
+
+
 def load(name: str) -> str:
     # newline="" keeps the bytes as captured (tabs, no final newline, ANSI codes).
     with open(SAMPLES / name, encoding="utf-8", newline="") as f:
@@ -218,7 +223,7 @@ def test_sample(name, n, gpus, cells, affinities, rdma, legacy, n_warnings):
         assert m.cell(a, b) == token, (a, b)
     for gpu, (cpu, numa, gpu_numa) in affinities.items():
         d = m.device(gpu)
-        assert (d.cpu_affinity, d.numa_affinity, d.gpu_numa_id) == (cpu, numa, gpu_numa), gpu
+        assert (cpus_text(d.cpu_affinity), d.numa_affinity, d.gpu_numa_id) == (cpu, numa, gpu_numa), gpu
     for label, name_ in rdma.items():
         assert m.device(label).rdma_name == name_
     assert m.legacy_soc is legacy
@@ -302,7 +307,7 @@ HDR = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
 def test_quirks(text, cpu0, numa0, cell01):
     m = parse_topo_matrix(text)
     assert m.labels == ("GPU0", "GPU1")
-    assert m.device("GPU0").cpu_affinity == cpu0
+    assert cpus_text(m.device("GPU0").cpu_affinity) == cpu0
     assert m.device("GPU0").numa_affinity == numa0
     assert m.cell("GPU0", "GPU1") == cell01 == m.cell("GPU1", "GPU0")
 
@@ -318,7 +323,7 @@ def test_ambiguous_glue_without_evidence_is_left_unknown():
     m = parse_topo_matrix(text)
     # 0-45,92-137 + node 0, or 0-45,92-13 ... (invalid), or an empty CPU set + nodes
     # 0-45,92-1370 (invalid: node ids stop at 1023): only one reading is valid per row.
-    assert m.device("GPU0").cpu_affinity == "0-45,92-137"
+    assert cpus_text(m.device("GPU0").cpu_affinity) == "0-45,92-137"
     assert m.device("GPU0").numa_affinity == "0"
 
     text = HDR + "GPU0\t X \tSYS\t0-630\t\tN/A\nGPU1\tSYS\t X \t0-630\t\tN/A\n"
@@ -326,7 +331,7 @@ def test_ambiguous_glue_without_evidence_is_left_unknown():
     # "0-63" + node 0, or "0-6" + node 30: both valid, nothing else to go by.
     for gpu in ("GPU0", "GPU1"):
         d = m.device(gpu)
-        assert (d.cpu_affinity, d.numa_affinity) == (None, None)
+        assert (cpus_text(d.cpu_affinity), d.numa_affinity) == (None, None)
         assert d.unresolved_affinity == "0-630 N/A"
     assert all("left unknown" in w for w in m.warnings)
 
@@ -336,7 +341,7 @@ def test_ambiguous_glue_resolved_by_cpu_count_and_other_rows():
     # the same CPU count; 0-6 + node 30 has not.
     text = HDR + "GPU0\t X \tSYS\t0-630\t\tN/A\nGPU1\tSYS\t X \t64-127\t1\t\tN/A\n"
     m = parse_topo_matrix(text)
-    assert m.device("GPU0").cpu_affinity == "0-63"
+    assert cpus_text(m.device("GPU0").cpu_affinity) == "0-63"
     assert m.device("GPU0").numa_affinity == "0"
     assert "the CPU count of another row" in m.warnings[0]
 
@@ -355,7 +360,7 @@ def _three_gpus(row2_first_cell: str, cpu1: str) -> str:
 def test_nvlink_glue_resolved_by_the_symmetric_cell():
     m = parse_topo_matrix(_three_gpus("NV11", "20-39"))
     assert m.cell("GPU0", "GPU2") == "NV11"
-    assert m.device("GPU0").cpu_affinity == "0-17"
+    assert cpus_text(m.device("GPU0").cpu_affinity) == "0-17"
     assert "decided by the symmetric cell" in m.warnings[0]
 
 
@@ -372,14 +377,14 @@ def test_nvlink_glue_resolved_by_cpu_count():
     # GPU1 has 8 CPUs, like "10-17": NV1 + "10-17".
     m = parse_topo_matrix(_three_gpus("C2C", "20-27"))
     assert m.cell("GPU0", "GPU2") == "NV1"
-    assert m.device("GPU0").cpu_affinity == "10-17"
+    assert cpus_text(m.device("GPU0").cpu_affinity) == "10-17"
 
 
 def test_unknown_cell_token_becomes_question_mark():
     text = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tC2C\t0-7\nGPU1\tC2C\t X \t0-7\n"
     m = parse_topo_matrix(text)
     assert m.cell("GPU0", "GPU1") == "?"
-    assert m.device("GPU0").cpu_affinity == "0-7"
+    assert cpus_text(m.device("GPU0").cpu_affinity) == "0-7"
     assert any("unreadable cell 'C2C'" in w for w in m.warnings)
 
 

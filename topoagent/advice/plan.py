@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from topoagent.analysis.rails import RailPlan
-from topoagent.cpuset import format_cpulist, parse_cpulist
+from topoagent.cpuset import CpuSet
 from topoagent.topology import Device, Topology
 
 
@@ -20,7 +20,7 @@ class GpuPlan:
     #: PCI-bus-order index: what CUDA_VISIBLE_DEVICES means with CUDA_DEVICE_ORDER=PCI_BUS_ID.
     cuda_index: int
     numa_node: int | None
-    cpus: str | None
+    cpus: CpuSet | None
     nics: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     numactl: str | None = None
@@ -33,7 +33,7 @@ class NumaGroup:
     numa_node: int | None
     gpus: tuple[str, ...]
     cuda_visible_devices: str
-    cpus: str | None
+    cpus: CpuSet | None
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Plan:
     numa_groups: tuple[NumaGroup, ...]
 
 
-def gpu_cpus(topo: Topology, gpu: Device) -> frozenset[int] | None:
+def gpu_cpus(topo: Topology, gpu: Device) -> CpuSet | None:
     """The CPUs local to a GPU: its node's, else its socket's, else its own local CPU list."""
     node = topo.node(gpu.numa_node)
     if node is not None and node.cpus:
@@ -52,15 +52,14 @@ def gpu_cpus(topo: Topology, gpu: Device) -> frozenset[int] | None:
         if sock is not None and sock.cpus:
             return sock.cpus
     if gpu.local_cpus is not None:
-        local = parse_cpulist(gpu.local_cpus)
+        local = gpu.local_cpus
         if local and local != topo.all_cpus:
             return local
     return None
 
 
-def _allowed(topo: Topology) -> frozenset[int] | None:
-    text = topo.snapshot.allowed_cpus
-    return parse_cpulist(text) if text is not None else None
+def _allowed(topo: Topology) -> CpuSet | None:
+    return topo.snapshot.allowed_cpus
 
 
 def make_plan(topo: Topology, rails: RailPlan) -> Plan:
@@ -80,15 +79,15 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
             env["UCX_NET_DEVICES"] = ",".join(f"{name}:1" for name in ib)
         node = topo.node(g.numa_node)
         numactl = f"numactl --cpunodebind={node.id} --membind={node.id}" if node is not None and node.cpus else None
-        plans.append(GpuPlan(g.id, g.bdf, index, g.numa_node, format_cpulist(cpus) if cpus is not None else None,
+        plans.append(GpuPlan(g.id, g.bdf, index, g.numa_node, cpus,
                              nics, env, numactl))
     groups: dict[int | None, list[GpuPlan]] = {}
     for p in plans:
         groups.setdefault(p.numa_node, []).append(p)
     numa_groups = []
     for node, members in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-        cpus = set().union(*(parse_cpulist(m.cpus) for m in members if m.cpus)) if any(m.cpus for m in members) else None
+        cpus = CpuSet().union(*(m.cpus for m in members if m.cpus)) if any(m.cpus for m in members) else None
         numa_groups.append(NumaGroup(node, tuple(m.gpu for m in members),
                                      ",".join(str(m.cuda_index) for m in members),
-                                     format_cpulist(cpus) if cpus is not None else None))
+                                     cpus))
     return Plan(tuple(plans), tuple(numa_groups))

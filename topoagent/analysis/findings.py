@@ -12,7 +12,6 @@ from enum import IntEnum
 
 from topoagent.analysis.paths import Path, PathClass
 from topoagent.analysis.rails import NicRole, RailPlan, path_index
-from topoagent.cpuset import parse_cpulist
 from topoagent.pciids import C2C_GPUS
 from topoagent.snapshot import host_path
 from topoagent.topology import BridgeRole, Device, DeviceKind, Topology, id_key
@@ -420,14 +419,14 @@ def check_numa(c: _Ctx) -> list[Finding]:
         if d.numa_source != "numa_node" or d.local_cpus is None:
             continue
         node = topo.node(d.numa_node)
-        local = parse_cpulist(d.local_cpus)
+        local = d.local_cpus
         if node is None or not node.cpus or local == topo.all_cpus or local & node.cpus:
             continue
         out.append(c.finding(
             "NUMA_CPULIST_MISMATCH", [d.id],
             f"{d.id} says NUMA node {d.numa_node} (CPUs {node.cpulist}) but its local CPUs are {d.local_cpus}: "
             "firmware tables disagree, so affinity from either may be wrong.",
-            _numa_evidence(c, d) + [Evidence(sysfs_attr(d, "local_cpulist"), d.local_cpus),
+            _numa_evidence(c, d) + [Evidence(sysfs_attr(d, "local_cpulist"), str(d.local_cpus)),
                                  Evidence(host_path(f"sys/devices/system/node/node{node.id}/cpulist"), node.cpulist)],
             "Report to the platform vendor (ACPI _PXM vs SRAT); measure which CPUs are local "
             "(e.g. nvbandwidth or ib_write_bw with numactl) and bind by that."))

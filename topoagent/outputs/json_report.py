@@ -12,11 +12,14 @@ from topoagent import __version__
 from topoagent.analysis.findings import Finding
 from topoagent.analysis.rails import NicRole
 from topoagent.api import ScanResult
-from topoagent.cpuset import format_cpulist
 from topoagent.snapshot import to_dict
 from topoagent.topology import Device, Topology
 
 SCHEMA_VERSION = 1
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def _hex(value: int | None, width: int) -> str | None:
@@ -37,7 +40,7 @@ def device_dict(d: Device, roles: dict[str, NicRole]) -> dict[str, Any]:
         "name": d.name,
         "numa_node": d.numa_node,
         "numa_source": d.numa_source,
-        "local_cpus": d.local_cpus,
+        "local_cpus": _text(d.local_cpus),
         "socket": d.socket,
         "parent": d.parent,
         "driver": d.driver,
@@ -92,13 +95,13 @@ def report(result: ScanResult) -> dict[str, Any]:
             "sources": [to_dict(s) for s in snap.sources],
             "virtualized": snap.virtualized,
             "kernel_cmdline": snap.kernel_cmdline,
-            "allowed_cpus": snap.allowed_cpus,
+            "allowed_cpus": _text(snap.allowed_cpus),
             "modules": list(snap.modules),
             "memory_peers": list(snap.memory_peers),
             "driver_version": snap.driver_version,
         },
         "sockets": [
-            {"id": s.id, "numa_nodes": list(s.nodes), "cpus": format_cpulist(s.cpus)} for s in topo.sockets
+            {"id": s.id, "numa_nodes": list(s.nodes), "cpus": str(s.cpus)} for s in topo.sockets
         ],
         "numa_nodes": numa_dict(topo),
         "host_bridges": [
@@ -125,13 +128,13 @@ def report(result: ScanResult) -> dict[str, Any]:
         "findings": [finding_dict(f) for f in result.findings],
         "recommendations": {
             "gpus": [
-                {"gpu": g.gpu, "bdf": g.bdf, "numa_node": g.numa_node, "cpus": g.cpus, "nics": list(g.nics),
+                {"gpu": g.gpu, "bdf": g.bdf, "numa_node": g.numa_node, "cpus": _text(g.cpus), "nics": list(g.nics),
                  "env": dict(g.env), "numactl": g.numactl}
                 for g in result.plan.gpus
             ],
             "numa_groups": [
                 {"numa_node": n.numa_node, "gpus": list(n.gpus), "cuda_visible_devices": n.cuda_visible_devices,
-                 "cpus": n.cpus}
+                 "cpus": _text(n.cpus)}
                 for n in result.plan.numa_groups
             ],
         },

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from topoagent import __version__
 from topoagent.api import ScanResult
 from topoagent.pciids import CLASSES
-from topoagent.cpuset import format_cpulist
 from topoagent.snapshot import LinkInfo
 from topoagent.topology import BridgeRole, Device, DeviceKind, Node, Topology
 
@@ -202,7 +201,7 @@ def render_tree(result: ScanResult, *, show_all: bool = False) -> str:
 
     placed: set[int] = set()
     for sock in topo.sockets:
-        t.lines.append(f"Socket {sock.id} · CPUs {format_cpulist(sock.cpus) or '-'}")
+        t.lines.append(f"Socket {sock.id} · CPUs {str(sock.cpus) or '-'}")
         nodes = [n for n in topo.nodes if n.socket == sock.id]
         for i, n in enumerate(nodes):
             placed.add(n.id)

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from topoagent.cpuset import format_cpulist
+from topoagent.cpuset import CpuSet, format_cpulist
 
 __all__ = [
     "PATH_TOKENS",
@@ -89,7 +89,7 @@ class TopoDevice:
     label: str
     kind: str
     rdma_name: str | None = None
-    cpu_affinity: str | None = None
+    cpu_affinity: CpuSet | None = None
     numa_affinity: str | None = None
     gpu_numa_id: int | None = None
     unresolved_affinity: str | None = None
@@ -596,7 +596,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
                 label=label,
                 kind=kind,
                 rdma_name=rdma,
-                cpu_affinity=v["cpu"],  # type: ignore[arg-type]
+                cpu_affinity=CpuSet.parse(v["cpu"]) if isinstance(v["cpu"], str) else None,
                 numa_affinity=v["numa"],  # type: ignore[arg-type]
                 gpu_numa_id=v["gpu_numa"],  # type: ignore[arg-type]
                 unresolved_affinity=unresolved.get(label),

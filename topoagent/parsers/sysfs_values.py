@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from topoagent.cpuset import format_cpulist, parse_cpulist, parse_cpumask
+from topoagent.cpuset import CpuSet
 
 
 def parse_int(text: str) -> int:
@@ -72,20 +72,20 @@ def parse_distances(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split())
 
 
-def parse_cpus_allowed(status_text: str) -> str | None:
-    """``Cpus_allowed_list`` from ``/proc/<pid>/status``, normalised to the list format."""
+def parse_cpus_allowed(status_text: str) -> CpuSet | None:
+    """``Cpus_allowed_list`` from ``/proc/<pid>/status``."""
     for line in status_text.splitlines():
         if line.startswith("Cpus_allowed_list:"):
-            return format_cpulist(parse_cpulist(line.split(":", 1)[1]))
+            return CpuSet.parse(line.split(":", 1)[1])
     return None
 
 
-def parse_local_cpus(cpulist: str | None, cpumask: str | None) -> str | None:
+def parse_local_cpus(cpulist: str | None, cpumask: str | None) -> CpuSet | None:
     """A device's local CPUs from ``local_cpulist``, else from the ``local_cpus`` mask."""
     if cpulist is not None:
-        return format_cpulist(parse_cpulist(cpulist))
+        return CpuSet.parse(cpulist)
     if cpumask is not None:
-        return format_cpulist(parse_cpumask(cpumask))
+        return CpuSet.parse_mask(cpumask)
     return None
 
 

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from topoagent.cpuset import format_cpulist
+from topoagent.cpuset import CpuSet
 from topoagent.snapshot import NvLink, NvmlGpu, ProbeError, SourceStatus
 
 SOURCE = "nvml"
@@ -81,7 +81,7 @@ def normalize_bus_id(value: Any) -> str | None:
     return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn}"
 
 
-def cpus_from_words(words: Iterable[int], bits: int = 64) -> frozenset[int]:
+def cpus_from_words(words: Iterable[int], bits: int = 64) -> CpuSet:
     """CPUs set in an NVML CPU set: an array of ``bits``-bit words, word 0 holding CPUs 0..63."""
     cpus: set[int] = set()
     for i, word in enumerate(words):
@@ -91,7 +91,7 @@ def cpus_from_words(words: Iterable[int], bits: int = 64) -> frozenset[int]:
             low = word & -word
             cpus.add(base + low.bit_length() - 1)
             word ^= low
-    return frozenset(cpus)
+    return CpuSet(cpus)
 
 
 def _text(value: Any) -> str | None:
@@ -205,14 +205,14 @@ class _Prober:
         # A negative node (c_int -1) is NVML's "none"; keep None like sysfs's numa_node = -1.
         return node if node is not None and node >= 0 else None
 
-    def cpu_affinity(self, where: str, handle: Any) -> str | None:
+    def cpu_affinity(self, where: str, handle: Any) -> CpuSet | None:
         words = self.value(
             where, "nvmlDeviceGetCpuAffinity", handle, _cpuset_words(), convert=list
         )
         if words is None:
             return None
         # All-zero words: NVML does not know (no CPU is never a real affinity).
-        return format_cpulist(cpus_from_words(words)) or None
+        return cpus_from_words(words) or None
 
     def nvlinks(self, where: str, handle: Any) -> tuple[NvLink, ...]:
         nvml = self.nvml

@@ -36,7 +36,7 @@ from itertools import combinations
 
 from topoagent import pciids
 from topoagent.bdf import bdf_key
-from topoagent.cpuset import format_cpulist, parse_cpulist
+from topoagent.cpuset import CpuSet
 from topoagent.parsers.configspace import PORT_TYPES
 from topoagent.parsers.lspci import LspciFunction, LspciTreeNode
 from topoagent.parsers.nvsmi_topo import TopoMatrix
@@ -128,17 +128,17 @@ def snapshot_from_topo_matrix(m: TopoMatrix) -> Snapshot:
         if token != "?":
             given.append(GivenPath(m.devices[i].label, m.devices[j].label, token))
 
-    cpus_of: dict[int, set[int]] = defaultdict(set)
+    cpus_of: dict[int, CpuSet] = defaultdict(CpuSet)
     for f in fns:
         if f.numa_node is not None:
-            cpus_of[f.numa_node] |= parse_cpulist(f.local_cpus) if f.local_cpus else set()
-    nodes = {n: NumaNode(id=n, cpus=format_cpulist(c) if c else None) for n, c in cpus_of.items()}
+            cpus_of[f.numa_node] |= f.local_cpus or CpuSet()
+    nodes = {n: NumaNode(id=n, cpus=c if c else None) for n, c in cpus_of.items()}
     memory = []
     for d in m.devices:
         if d.kind == "gpu" and d.gpu_numa_id is not None:
             memory.append(GpuMemoryNode(bdf=None, node=d.gpu_numa_id, label=d.label))
             # GPU NUMA ID names the node of the GPU's own memory (Grace): a node without CPUs.
-            nodes.setdefault(d.gpu_numa_id, NumaNode(id=d.gpu_numa_id, cpus=""))
+            nodes.setdefault(d.gpu_numa_id, NumaNode(id=d.gpu_numa_id, cpus=CpuSet()))
 
     warnings = list(m.warnings)
     status = SourceStatus("nvidia-smi", "partial" if warnings else "ok",

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from topoagent.bdf import is_bdf
+from topoagent.cpuset import CpuSet
 from topoagent.hostfs import HostFS
 from topoagent.parsers import sysfs_values as sv
 from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
@@ -114,7 +115,7 @@ class SysfsReader:
             config=self._config(f"{d}/config"),
         )
 
-    def _local_cpus(self, d: str) -> str | None:
+    def _local_cpus(self, d: str) -> CpuSet | None:
         cpulist = self.fs.text(f"{d}/local_cpulist")
         cpumask = None if cpulist is not None else self.fs.text(f"{d}/local_cpus")
         try:
@@ -211,7 +212,7 @@ class SysfsReader:
             out.append(
                 NumaNode(
                     id=i,
-                    cpus=cpus or "",
+                    cpus=cpus if cpus is not None else CpuSet(),
                     memory_bytes=self._value(f"{d}/meminfo", sv.parse_node_meminfo_total),
                     distances=self._value(f"{d}/distance", sv.parse_distances) or (),
                 )
@@ -268,7 +269,7 @@ class SysfsReader:
             return any(v in dmi for v in _VM_DMI)
         return False if cpuinfo is not None else None
 
-    def allowed_cpus(self) -> str | None:
+    def allowed_cpus(self) -> CpuSet | None:
         status = self.fs.text("proc/self/status")
         if status is None:
             return None
