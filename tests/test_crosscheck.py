@@ -3,7 +3,7 @@
 import dataclasses
 
 from topoagent.analysis.crosscheck import against_lspci, against_nvidia_smi
-from topoagent.analysis.matrix import matrix_of
+from topoagent.outputs.matrix import matrix_of
 from topoagent.api import scan
 from topoagent.outputs.matrix import render_topo_matrix
 from topoagent.parsers.lspci import LspciFunction
@@ -62,15 +62,15 @@ def _tool(argv, stdout="", error=None):
 
 
 def test_cross_check_runs_tools_and_records_sources(fixture_root):
-    from topoagent.api import cross_check
+    from topoagent.api import Inputs, run
 
     r = scan(fixture_root("dgx-h100"))
     text = render_topo_matrix(matrix_of(r))
     bad = text.replace("\t0\t\tN/A", "\t1\t\tN/A", 1)  # GPU0's NUMA affinity: 0 -> 1
-    checked = cross_check(r, runners={
+    checked = run(Inputs(root=str(fixture_root("dgx-h100")), cross_check=True, runners={
         "nvidia-smi": lambda: _tool(["nvidia-smi", "topo", "-m"], bad),
         "lspci": lambda: _tool(["lspci", "-D", "-vvv", "-nn"], error="not installed"),
-    })
+    }))
     sources = {s.name: s.status for s in checked.snapshot.sources}
     assert sources["nvidia-smi"] == "ok" and sources["lspci"] == "unavailable"
     (f,) = [f for f in checked.findings if f.code == "SOURCES_DISAGREE"]
@@ -83,11 +83,11 @@ def test_cross_check_on_this_host_with_real_lspci():
 
     import pytest
 
-    from topoagent.api import cross_check
+    from topoagent.api import Inputs, run
 
     if not shutil.which("lspci"):
         pytest.skip("lspci (pciutils) not installed")
-    checked = cross_check(scan("/", nvml=None))
+    checked = run(Inputs(root="/", nvml="off", cross_check=True))
     lspci = next(s for s in checked.snapshot.sources if s.name == "lspci")
     assert lspci.status == "ok", lspci
     # lspci reads the same sysfs: on this host they must agree.

@@ -3,7 +3,7 @@
 import copy
 
 from fakenvml import load_recording, make_fake
-from topoagent.analysis.matrix import matrix_of
+from topoagent.outputs.matrix import matrix_of
 from topoagent.api import scan
 
 

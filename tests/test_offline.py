@@ -289,11 +289,11 @@ def test_merge_names_lspci_functions_by_bus_order():
 def test_merge_reports_cells_the_tree_contradicts():
     matrix = text(PLX_TOPO).replace("GPU0\t X \tPIX\tSYS\tSYS\tPIX", "GPU0\t X \tPIX\tSYS\tSYS\tPXB", 1)
     matrix = matrix.replace("NIC0\tPIX", "NIC0\tPXB", 1)
-    snap = read_offline(matrix, text(PLX_TREE), text(PLX_VVV))
-    nvsmi = next(s for s in snap.sources if s.name == "nvidia-smi")
+    result = analyse(read_offline(matrix, text(PLX_TREE), text(PLX_VVV)))
+    nvsmi = next(s for s in result.snapshot.sources if s.name == "nvidia-smi")
     assert nvsmi.status == "partial"
     assert "GPU0/NIC0 PXB in the matrix, PIX from lspci" in nvsmi.detail
-    paths = {(p.a, p.b): p for p in analyse(snap).paths}
+    paths = {(p.a, p.b): p for p in result.paths}
     assert paths[("gpu0", "nic0")].token == "PXB"  # the matrix is what nvidia-smi measured
 
 

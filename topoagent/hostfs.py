@@ -17,12 +17,13 @@ import errno
 import os
 from pathlib import PurePosixPath
 
+from topoagent.errors import TopoagentError
 from topoagent.snapshot import ProbeError, host_path
 
 _MAX_LINK_HOPS = 40  # the kernel's own MAXSYMLINKS
 
 
-class NotAHostTree(Exception):
+class NotAHostTree(TopoagentError):
     """The root holds no sysfs tree at all: nothing can be scanned."""
 
 

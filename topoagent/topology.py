@@ -15,6 +15,7 @@ from enum import Enum
 from topoagent import pciids
 from topoagent.bdf import bdf_key, root_bus_key
 from topoagent.cpuset import CpuSet
+from topoagent.frozen import FrozenMap
 from topoagent.snapshot import ConfigSpace, LinkInfo, PciFunction, Snapshot
 
 
@@ -59,9 +60,15 @@ class Device:
 
     ``bdf`` is None for a device known only by the label a tool gave it (``GPU0`` in a pasted
     ``nvidia-smi topo -m``); such a device has no parent, ancestors or root bus.
+
+    ``id`` (``gpu0``) is the device's position in PCI order among its kind: what people,
+    CUDA and the JSON contract count by, and it shifts when a device before it disappears.
+    ``key`` is stable: the BDF, or ``nvidia-smi:GPU0`` for a device known only by a tool's
+    label.  Events, metrics and journals name devices by key.
     """
 
     id: str
+    key: str
     bdf: str | None
     kind: DeviceKind
     role: BridgeRole | None
@@ -118,7 +125,7 @@ class Node:
     cpus: CpuSet
     socket: int | None
     memory_bytes: int | None
-    distances: dict[int, int]
+    distances: FrozenMap[int, int]
     nearest_cpu_node: int | None
     cpus_known: bool = True
 
@@ -156,26 +163,39 @@ class Topology:
     nodes: tuple[Node, ...]
     host_bridges: tuple[HostBridge, ...]
     devices: tuple[Device, ...]
-    _by_bdf: dict[str, Device] = field(repr=False, compare=False, default_factory=dict)
-    _by_id: dict[str, Device] = field(repr=False, compare=False, default_factory=dict)
-    _children: dict[str, tuple[Device, ...]] = field(repr=False, compare=False, default_factory=dict)
-
-    _given: dict[tuple[str, str], str] = field(repr=False, compare=False, default_factory=dict)
+    # Indexes, derived from the fields above in __post_init__ (read-only maps).
+    _by_bdf: FrozenMap[str, Device] = field(init=False, repr=False, compare=False)
+    _by_id: FrozenMap[str, Device] = field(init=False, repr=False, compare=False)
+    _by_key: FrozenMap[str, Device] = field(init=False, repr=False, compare=False)
+    _children: FrozenMap[str, tuple[Device, ...]] = field(init=False, repr=False, compare=False)
+    _given: FrozenMap[tuple[str, str], str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._by_bdf.update({d.bdf: d for d in self.devices if d.bdf is not None})
-        self._by_id.update({d.id: d for d in self.devices})
+        given: dict[tuple[str, str], str] = {}
         for g in self.snapshot.given_paths:
-            self._given[(g.a, g.b)] = g.token
-            self._given.setdefault((g.b, g.a), g.token)
+            given[(g.a, g.b)] = g.token
+            given.setdefault((g.b, g.a), g.token)
         kids: dict[str, list[Device]] = defaultdict(list)
         for d in self.devices:
             if d.parent is not None:
                 kids[d.parent].append(d)
-        self._children.update({k: tuple(v) for k, v in kids.items()})
+        indexes = {
+            "_by_bdf": {d.bdf: d for d in self.devices if d.bdf is not None},
+            "_by_id": {d.id: d for d in self.devices},
+            "_by_key": {d.key: d for d in self.devices},
+            "_children": {k: tuple(v) for k, v in kids.items()},
+            "_given": given,
+        }
+        for name, index in indexes.items():
+            object.__setattr__(self, name, FrozenMap(index))  # frozen: set once, here
 
     def by_bdf(self, bdf: str) -> Device | None:
+        """The device at a BDF (lower-case ``dddd:bb:dd.f``), or None."""
         return self._by_bdf.get(bdf)
+
+    def by_key(self, key: str) -> Device | None:
+        """The device with a stable key (see :class:`Device`), or None."""
+        return self._by_key.get(key)
 
     def given_token(self, a: Device, b: Device) -> str | None:
         """The path class a source stated between two labelled devices (a matrix cell)."""
@@ -184,6 +204,7 @@ class Topology:
         return self._given.get((a.label, b.label))
 
     def by_id(self, ident: str) -> Device | None:
+        """The device with a display id (``gpu0``), or None."""
         return self._by_id.get(ident)
 
     def children(self, parent: str) -> tuple[Device, ...]:
@@ -287,7 +308,7 @@ def _build_nodes(snap: Snapshot) -> tuple[Node, ...]:
         raw = [NumaNode(id=0, cpus=CpuSet(c.id for c in snap.cpus), distances=(10,))]
     ids = [n.id for n in raw]
     cpus = {n.id: n.cpus if n.cpus is not None else CpuSet() for n in raw}
-    dist = {n.id: dict(zip(ids, n.distances)) if len(n.distances) == len(ids) else {} for n in raw}
+    dist = {n.id: FrozenMap(zip(ids, n.distances)) if len(n.distances) == len(ids) else FrozenMap() for n in raw}
     sockets: dict[int, int | None] = {}
     for n in raw:
         pkgs = Counter(package_of.get(c) for c in cpus[n.id] if package_of.get(c) is not None)
@@ -408,6 +429,7 @@ def build_topology(snap: Snapshot) -> Topology:
         devices.append(
             Device(
                 id=ident,
+                key=device_key(f, ident),
                 bdf=f.bdf,
                 kind=kind,
                 role=roles.get(f.bdf) if kind is DeviceKind.BRIDGE else None,
@@ -513,6 +535,14 @@ def _own_memory_nodes(nodes: tuple[Node, ...], snap: Snapshot, devices: list[Dev
             n = dataclasses.replace(n, nearest_cpu_node=gpu.numa_node, socket=cpu_node[gpu.numa_node].socket)
         out.append(n)
     return tuple(out)
+
+
+def device_key(f: PciFunction, ident: str) -> str:
+    """A function's stable key: its BDF, else the label its source gave it (only a pasted
+    ``nvidia-smi topo -m`` names devices without an address), else its display id."""
+    if f.bdf is not None:
+        return f.bdf
+    return f"nvidia-smi:{f.label}" if f.label is not None else ident
 
 
 def id_key(ident: str) -> tuple[str, int]:

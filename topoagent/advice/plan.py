@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from topoagent.analysis.rails import RailPlan
 from topoagent.cpuset import CpuSet
+from topoagent.frozen import FrozenMap
 from topoagent.topology import Device, Topology
 
 
@@ -22,7 +23,7 @@ class GpuPlan:
     numa_node: int | None
     cpus: CpuSet | None
     nics: tuple[str, ...]
-    env: dict[str, str] = field(default_factory=dict)
+    env: FrozenMap[str, str] = field(default_factory=FrozenMap)
     numactl: str | None = None
 
 
@@ -80,7 +81,7 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
         node = topo.node(g.numa_node)
         numactl = f"numactl --cpunodebind={node.id} --membind={node.id}" if node is not None and node.cpus else None
         plans.append(GpuPlan(g.id, g.bdf, index, g.numa_node, cpus,
-                             nics, env, numactl))
+                             nics, FrozenMap(env), numactl))
     groups: dict[int | None, list[GpuPlan]] = {}
     for p in plans:
         groups.setdefault(p.numa_node, []).append(p)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from topoagent.analysis.paths import Path, PathClass
+from topoagent.frozen import FrozenMap
 from topoagent.topology import Device, Topology, id_key
 
 _STORAGE_NAME = re.compile(r"stor", re.IGNORECASE)
@@ -42,13 +43,17 @@ class Rail:
 
 @dataclass(frozen=True)
 class RailPlan:
-    roles: dict[str, NicRole]
+    """Every physical NIC's role (by device id) and every GPU's rail, in GPU order."""
+
+    roles: FrozenMap[str, NicRole]
     rails: tuple[Rail, ...]
 
     def rail(self, gpu: str) -> Rail | None:
+        """The rail of a GPU (by device id), or None."""
         return next((r for r in self.rails if r.gpu == gpu), None)
 
     def users(self, nic: str) -> tuple[str, ...]:
+        """The GPUs whose primary NIC is ``nic``."""
         return tuple(r.gpu for r in self.rails if r.nic == nic)
 
 
@@ -79,7 +84,7 @@ def _is_fabric(topo: Topology, nic: Device) -> bool:
     return nic.rdma_capable or nic_bandwidth_gbps(topo, nic) * 1000 >= _FABRIC_MBPS
 
 
-def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> dict[str, NicRole]:
+def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[str, NicRole]:
     """Classify physical NICs (VFs are left out: they are a PF's slices, not rails)."""
     nics = [n for n in topo.nics if not n.is_vf]
     gpus = topo.gpus
@@ -102,10 +107,11 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> dict[str, N
         for n in compute:
             if not near(n):
                 roles[n.id] = NicRole.STORAGE
-    return roles
+    return FrozenMap(roles)
 
 
 def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
+    """Pair every GPU with its rail NICs (see the module docstring for the rules)."""
     idx = path_index(paths)
     roles = nic_roles(topo, idx)
     compute = [n for n in topo.nics if roles.get(n.id) is NicRole.COMPUTE]

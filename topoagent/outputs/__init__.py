@@ -1,0 +1,34 @@
+"""Renderers: values in, text out.  A format is one module and one line in :data:`RENDERERS`.
+
+Each renderer is ``render(result, **options) -> str`` (``options`` are the command's render
+options, such as ``show_all`` or ``pretty``; a renderer takes the ones it knows and ignores the
+rest).  Modules are imported only when their format is asked for, so a command pays for the
+renderer it uses and no other.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["RENDERERS", "formats", "renderer"]
+
+#: (command, format) -> "module:function".
+RENDERERS: dict[tuple[str, str], str] = {
+    ("scan", "tree"): "topoagent.outputs.tree:render",
+    ("scan", "json"): "topoagent.outputs.json_report:render",
+    ("scan", "matrix"): "topoagent.outputs.matrix:render",
+}
+
+
+def formats(command: str) -> tuple[str, ...]:
+    """The formats a command can render, in registration order."""
+    return tuple(fmt for cmd, fmt in RENDERERS if cmd == command)
+
+
+def renderer(command: str, fmt: str) -> Callable[..., str]:
+    """The render function of a command's format (``KeyError`` when there is none)."""
+    module, _, name = RENDERERS[(command, fmt)].partition(":")
+    fn: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return fn

@@ -6,12 +6,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from topoagent import __version__
 from topoagent.analysis.findings import Finding
 from topoagent.analysis.rails import NicRole
-from topoagent.api import ScanResult
+from topoagent.result import ScanResult
 from topoagent.snapshot import to_dict
 from topoagent.topology import Device, Topology
 
@@ -26,7 +27,8 @@ def _hex(value: int | None, width: int) -> str | None:
     return None if value is None else f"0x{value:0{width}x}"
 
 
-def device_dict(d: Device, roles: dict[str, NicRole]) -> dict[str, Any]:
+def device_dict(d: Device, roles: Mapping[str, NicRole]) -> dict[str, Any]:
+    """One device as the contract's ``devices[]`` entry."""
     return {
         "id": d.id,
         "bdf": d.bdf,
@@ -142,5 +144,6 @@ def report(result: ScanResult) -> dict[str, Any]:
     }
 
 
-def render_json(result: ScanResult) -> str:
+def render(result: ScanResult, **_: Any) -> str:
+    """``scan --format json``: the JSON contract, indented."""
     return json.dumps(report(result), indent=2) + "\n"

@@ -1,4 +1,5 @@
-"""Render a :class:`~topoagent.parsers.nvsmi_topo.TopoMatrix` as ``nvidia-smi topo -m`` prints it.
+"""A scan as ``nvidia-smi topo -m`` prints it: :func:`matrix_of` makes the matrix, :func:`render_topo_matrix`
+the text.
 
 The layout is the current driver's (the one with a ``GPU NUMA ID`` column): a header row of
 tab-separated labels with a leading tab, one row per device with `` X `` on the diagonal and
@@ -15,9 +16,14 @@ Unknown values print as ``N/A``.
 
 from __future__ import annotations
 
-from topoagent.parsers.nvsmi_topo import TopoDevice, TopoMatrix
+from typing import Any
 
-__all__ = ["LEGEND", "render_topo_matrix"]
+from topoagent.analysis.rails import path_index
+from topoagent.parsers.nvsmi_topo import TopoDevice, TopoMatrix
+from topoagent.result import ScanResult
+from topoagent.topology import Device
+
+__all__ = ["LEGEND", "matrix_of", "render", "render_topo_matrix"]
 
 #: The legend block as current nvidia-smi prints it, word for word (older drivers said
 #: "PCIe switches" where it now says "PCIe bridges", and had ``SOC`` instead of ``SYS``).
@@ -74,3 +80,46 @@ def render_topo_matrix(m: TopoMatrix) -> str:
     if named:
         text += "\nNIC Legend:\n\n" + "".join(f"  {d.label}: {d.rdma_name}\n" for d in named)
     return text
+
+
+def matrix_of(result: ScanResult) -> TopoMatrix:
+    """The GPU/NIC matrix of a scan, as the value ``nvidia-smi topo -m`` prints (rows: GPUs in
+    PCI bus order, then one NIC per RDMA device, as nvidia-smi lists them)."""
+    topo = result.topology
+    idx = path_index(result.paths)
+    snap = topo.snapshot
+    nvml_numa = {g.bdf: g.numa_node for g in snap.nvml_gpus}
+    cpus = {p.gpu: p.cpus for p in result.plan.gpus}
+    # Offline (a pasted matrix): a GPU's CPU Affinity and GPU NUMA ID are printed as given.
+    given_memory = {} if snap.from_host_tree else {m.label: m.node for m in snap.gpu_memory_nodes}
+    rows: list[tuple[str, TopoDevice]] = []
+    for g in topo.gpus:
+        given_cpus = not snap.from_host_tree and g.label is not None and g.local_cpus is not None
+        rows.append((g.id, TopoDevice(
+            label=f"GPU{len(rows)}", kind="gpu", cpu_affinity=g.local_cpus if given_cpus else cpus.get(g.id),
+            numa_affinity=str(g.numa_node) if g.numa_node is not None else None,
+            gpu_numa_id=_gpu_numa_id(nvml_numa, given_memory, g))))
+    n = 0
+    for nic in topo.nics:
+        # A NIC the source calls RDMA-capable without naming its RDMA device still has a row.
+        for rdma in nic.rdma_devices or ((None,) if nic.rdma else ()):
+            rows.append((nic.id, TopoDevice(label=f"NIC{n}", kind="nic", rdma_name=rdma)))
+            n += 1
+    def cell(i: int, j: int) -> str:
+        (a, _), (b, _) = rows[i], rows[j]
+        if i == j:
+            return "X"
+        return "PIX" if a == b else idx[(a, b)].token  # two RDMA devices of one function
+
+    cells = tuple(tuple(cell(i, j) for j in range(len(rows))) for i in range(len(rows)))
+    return TopoMatrix(devices=tuple(d for _, d in rows), cells=cells)
+
+
+def _gpu_numa_id(nvml: dict[str, int | None], given: dict[str | None, int], g: Device) -> int | None:
+    value = nvml.get(g.bdf) if g.bdf is not None else None
+    return given.get(g.label) if value is None and g.label is not None else value
+
+
+def render(result: ScanResult, **_: Any) -> str:
+    """``scan --format matrix``: the scan's GPU/NIC matrix in nvidia-smi's layout."""
+    return render_topo_matrix(matrix_of(result))

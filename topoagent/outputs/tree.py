@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from topoagent import __version__
-from topoagent.api import ScanResult
 from topoagent.pciids import CLASSES
+from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
 from topoagent.topology import BridgeRole, Device, DeviceKind, Node, Topology
 
@@ -159,7 +160,7 @@ def _rail_labels(result: ScanResult) -> dict[str, str]:
     return labels
 
 
-def render_tree(result: ScanResult, *, show_all: bool = False) -> str:
+def render(result: ScanResult, *, show_all: bool = False, **_: Any) -> str:
     """The scan as an indented tree for a person, then findings by severity, then lost probes."""
     topo, snap = result.topology, result.snapshot
     t = _Tree(topo, show_all, _rail_labels(result))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 
+from topoagent.errors import InputError
 from topoagent.snapshot import AcsInfo, ConfigSpace, LinkInfo
 
 CAP_ID_PCIE = 0x10
@@ -32,7 +33,7 @@ PORT_TYPES = {
 SPEED_CODES = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 
 
-class ConfigSpaceError(ValueError):
+class ConfigSpaceError(InputError):
     """Bytes too short or malformed to be a configuration space header."""
 
 

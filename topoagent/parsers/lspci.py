@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from topoagent.errors import InputError
 from topoagent.snapshot import AcsInfo
 
 __all__ = [
@@ -45,7 +46,7 @@ _PORT_TYPES = (
 )
 
 
-class LspciParseError(ValueError):
+class LspciParseError(InputError):
     """Text that is not the lspci output the parser was asked to read."""
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from topoagent.cpuset import CpuSet, format_cpulist
+from topoagent.errors import InputError
 
 __all__ = [
     "PATH_TOKENS",
@@ -69,7 +70,7 @@ _LEGEND_ENTRY = re.compile(r"^\s*(NIC[0-9]+)\s*:\s*(\S+)\s*$")
 _LIST = re.compile(r"[0-9]{1,5}(?:-[0-9]{1,5})?(?:,[0-9]{1,5}(?:-[0-9]{1,5})?)*")
 
 
-class TopoParseError(ValueError):
+class TopoParseError(InputError):
     """Text that is not an ``nvidia-smi topo -m`` matrix."""
 
 

@@ -1,0 +1,71 @@
+"""Sources: the only code that reads the host.  One module per kind of evidence, registered here.
+
+A source is a module with ``collect(c: Collection) -> None`` that reads its evidence and adds
+it to the collection (the snapshot so far, and parsed views of other tools for cross-checks);
+:data:`SOURCES` says, in order, which sources a scan runs and when.  Adding a source is one
+module and one line here.  :func:`topoagent.api.run` runs them, timing each.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from topoagent.inputs import NVML_AUTO, NVML_OFF, Inputs
+from topoagent.snapshot import Snapshot
+
+__all__ = ["SOURCES", "Collection", "Registration", "is_live"]
+
+
+@dataclass
+class Collection:
+    """What the sources of one scan have gathered so far (mutable; lives for one scan).
+
+    ``snapshot`` is None until a primary source (sysfs, or pasted text) sets it; later
+    sources enrich it.  ``views`` holds other tools' parsed outputs for the cross-check.
+    """
+
+    inputs: Inputs
+    snapshot: Snapshot | None = None
+    views: dict[str, Any] = field(default_factory=dict)
+
+    def require_snapshot(self) -> Snapshot:
+        if self.snapshot is None:
+            raise RuntimeError("a source ran before the primary source set the snapshot")
+        return self.snapshot
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A source: its name, its module (imported only when it runs) and when it runs."""
+
+    name: str
+    module: str
+    wanted: Callable[[Inputs], bool]
+
+    def collector(self) -> Callable[[Collection], None]:
+        fn: Callable[[Collection], None] = importlib.import_module(self.module).collect
+        return fn
+
+
+def is_live(inputs: Inputs) -> bool:
+    """Whether the scan reads the machine it runs on (``--root /``, nothing pasted)."""
+    return not inputs.offline and os.path.realpath(inputs.root) == "/"
+
+
+def _nvml_wanted(inputs: Inputs) -> bool:
+    if inputs.offline or inputs.nvml in (NVML_OFF, None, False):
+        return False
+    return is_live(inputs) if inputs.nvml == NVML_AUTO else True
+
+
+#: The sources, in the order they run.
+SOURCES: tuple[Registration, ...] = (
+    Registration("sysfs", "topoagent.sources.sysfs", lambda i: not i.offline),
+    Registration("offline", "topoagent.sources.offline", lambda i: i.offline),
+    Registration("nvml", "topoagent.sources.nvml", _nvml_wanted),
+    Registration("cross-check", "topoagent.sources.tools", lambda i: i.cross_check),
+)

@@ -28,6 +28,7 @@ Facts worth knowing about the API (checked against nvidia-ml-py 13.615):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections import Counter
@@ -36,7 +37,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from topoagent.cpuset import CpuSet
+from topoagent.inputs import NVML_AUTO
 from topoagent.snapshot import NvLink, NvmlGpu, ProbeError, SourceStatus
+from topoagent.sources import Collection
 
 SOURCE = "nvml"
 T = TypeVar("T")
@@ -302,6 +305,20 @@ def probe_nvml(nvml: Any = None) -> NvmlProbe:
     else:
         status = SourceStatus(SOURCE, "ok", f"{len(gpus)} GPU(s)")
     return NvmlProbe(tuple(gpus), driver, status, errors)
+
+
+def collect(c: Collection) -> None:
+    """Join NVML's view of the GPUs to the snapshot (NVLinks, P2P status, driver version)."""
+    snap = c.require_snapshot()
+    wanted = c.inputs.nvml
+    probe = probe_nvml(None if wanted in (True, NVML_AUTO) else wanted)
+    c.snapshot = dataclasses.replace(
+        snap,
+        nvml_gpus=probe.gpus,
+        driver_version=probe.driver_version,
+        sources=snap.sources + (probe.source,),
+        probe_errors=snap.probe_errors + probe.errors,
+    )
 
 
 def _probe_gpus(p: _Prober, count: int) -> list[NvmlGpu]:

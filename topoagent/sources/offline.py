@@ -31,12 +31,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import combinations
+from typing import TypeVar
 
 from topoagent import pciids
 from topoagent.bdf import bdf_key
 from topoagent.cpuset import CpuSet
+from topoagent.errors import InputError
 from topoagent.parsers.configspace import PORT_TYPES
 from topoagent.parsers.lspci import LspciFunction, LspciTreeNode
 from topoagent.parsers.nvsmi_topo import TopoMatrix
@@ -50,12 +52,17 @@ from topoagent.snapshot import (
     Snapshot,
     SourceStatus,
 )
+from topoagent.sources import Collection
+
+T = TypeVar("T")
 
 __all__ = [
     "MATCH_ASSUMPTION",
     "OfflineInputError",
+    "collect",
     "combine",
     "merge",
+    "read_offline",
     "snapshot_from_lspci",
     "snapshot_from_topo_matrix",
 ]
@@ -73,7 +80,7 @@ MATCH_ASSUMPTION = (
 )
 
 
-class OfflineInputError(ValueError):
+class OfflineInputError(InputError):
     """Pasted output that cannot be used: text a parser rejects, or outputs that cannot
     describe one host together (counts that disagree).
 
@@ -548,3 +555,38 @@ def combine(
         return lspci
     m = snapshot_from_topo_matrix(matrix)
     return m if lspci is None else merge(m, lspci)
+
+
+
+
+def read_offline(nvidia_smi_topo: str | None = None, lspci_tree: str | None = None,
+                 lspci_verbose: str | None = None) -> Snapshot:
+    """A snapshot from pasted tool output instead of a host tree: the *texts* of
+    ``nvidia-smi topo -m``, ``lspci -tv`` and ``lspci -vvv`` (any combination, at least one).
+
+    Raises :class:`OfflineInputError` for text that is not that output (``input`` names the
+    argument; the parser's error is its ``__cause__``), for blank text, and for outputs that
+    cannot be one host.
+    """
+    from topoagent.parsers.lspci import parse_lspci_tree, parse_lspci_verbose
+    from topoagent.parsers.nvsmi_topo import parse_topo_matrix
+
+    def parse(name: str, text: str | None, parser: Callable[[str], T]) -> T | None:
+        if text is None:
+            return None
+        if not text.strip():
+            raise OfflineInputError("empty", input=name)
+        try:
+            return parser(text)
+        except InputError as exc:
+            raise OfflineInputError(str(exc), input=name) from exc
+
+    return combine(parse("nvidia_smi_topo", nvidia_smi_topo, parse_topo_matrix),
+                   parse("lspci_tree", lspci_tree, parse_lspci_tree),
+                   parse("lspci_verbose", lspci_verbose, parse_lspci_verbose))
+
+
+def collect(c: Collection) -> None:
+    """The primary source of an offline scan: the snapshot of the pasted outputs."""
+    i = c.inputs
+    c.snapshot = read_offline(i.nvidia_smi_topo_text, i.lspci_tree_text, i.lspci_verbose_text)

@@ -31,6 +31,7 @@ from topoagent.snapshot import (
     Snapshot,
     SourceStatus,
 )
+from topoagent.sources import Collection
 
 T = TypeVar("T")
 
@@ -327,3 +328,8 @@ def read_sysfs(fs: HostFS) -> Snapshot:
     """Read a snapshot of the host below ``fs``'s root (checks that it is a sysfs tree first)."""
     fs.require_sysfs()
     return SysfsReader(fs).snapshot()
+
+
+def collect(c: Collection) -> None:
+    """The primary source of a host scan: the snapshot of ``inputs.root``."""
+    c.snapshot = read_sysfs(HostFS(c.inputs.root))

@@ -9,12 +9,17 @@ whole process group is killed at the timeout, so a wedged ``nvidia-smi`` cannot 
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import signal
 import shutil
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from topoagent.errors import TopoagentError
+from topoagent.snapshot import SourceStatus
+from topoagent.sources import Collection
 
 DEFAULT_TIMEOUT = 10.0
 #: How long to wait for a killed tool to go away before giving up on it.
@@ -159,3 +164,38 @@ def lspci_verbose(*, timeout: float = DEFAULT_TIMEOUT) -> ToolResult:
     parser must treat what it cannot see as unknown.
     """
     return run_tool(["lspci", "-D", "-vvv", "-nn"], timeout=timeout)
+
+
+#: The tools a cross-check runs, their parsers, and the view each parsed output becomes.
+_CROSS_CHECKS = (
+    ("nvidia-smi", nvidia_smi_topo, "topoagent.parsers.nvsmi_topo:parse_topo_matrix"),
+    ("lspci", lspci_verbose, "topoagent.parsers.lspci:parse_lspci_verbose"),
+)
+
+
+def collect(c: Collection) -> None:
+    """Run ``nvidia-smi topo -m`` and ``lspci -vvv`` on this host for a cross-check.
+
+    Each tool adds a source status (``ok``, ``unavailable`` when missing or failing, ``error``
+    when its output cannot be read) and, when read, its parsed output to ``c.views``; the
+    analysis compares those views with the scan (:func:`topoagent.analysis.crosscheck.compare`).
+    """
+    import importlib
+
+    snap = c.require_snapshot()
+    runners = c.inputs.runners or {}
+    statuses = []
+    for name, default_run, parser_ref in _CROSS_CHECKS:
+        out = runners[name]() if name in runners else default_run(timeout=c.inputs.tool_timeout)
+        command = " ".join(out.argv)
+        if out.error is not None:
+            statuses.append(SourceStatus(name, "unavailable", f"{command}: {out.error}"))
+            continue
+        module, _, fn = parser_ref.partition(":")
+        try:
+            c.views[name] = getattr(importlib.import_module(module), fn)(out.stdout)
+        except TopoagentError as exc:
+            statuses.append(SourceStatus(name, "error", f"{command}: {exc}"))
+            continue
+        statuses.append(SourceStatus(name, "ok", f"cross-checked: {command}"))
+    c.snapshot = dataclasses.replace(snap, sources=snap.sources + tuple(statuses))

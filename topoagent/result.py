@@ -1,0 +1,116 @@
+"""The result of a scan and the pure analysis that makes it: ``analyse(snapshot) -> ScanResult``.
+
+This module imports no source: a snapshot read from a host, a capture or pasted text goes in,
+the tree, path classes, rails, findings and plan come out.  Everything here is immutable, so a
+result can be shared with a server thread or hashed.
+
+Identity: a device's ``id`` (``gpu0``, ``nic3``) is its position in PCI order, for people and
+for the JSON contract; its ``key`` (the BDF, or ``nvidia-smi:GPU0`` for a device known only by
+a tool's label) is stable when other devices come and go.  Events, metrics labels and undo
+journals use the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from topoagent.advice.plan import Plan, make_plan
+from topoagent.analysis.crosscheck import matrix_vs_tree
+from topoagent.analysis.findings import Finding, Severity, find_all, sort_findings
+from topoagent.analysis.paths import Path, all_paths
+from topoagent.analysis.rails import RailPlan, plan_rails
+from topoagent.frozen import FrozenMap
+from topoagent.snapshot import Snapshot, SourceStatus
+from topoagent.topology import Device, Topology, build_topology
+
+__all__ = ["ScanResult", "analyse"]
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """A scan and everything derived from it.
+
+    ``timings`` holds the seconds each source and the analysis took (``sysfs``, ``nvml``,
+    ``analyse`` …); they are not part of the JSON contract (two scans of one host must diff
+    cleanly) but the daemon exports them.
+    """
+
+    topology: Topology
+    paths: tuple[Path, ...]
+    rails: RailPlan
+    findings: tuple[Finding, ...]
+    plan: Plan
+    timings: FrozenMap[str, float] = field(default_factory=FrozenMap, compare=False)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The facts the result was built from (the topology's own, never a stale copy)."""
+        return self.topology.snapshot
+
+    def worst(self) -> Severity | None:
+        """The most severe finding's severity, or None when there are none."""
+        return max((f.severity for f in self.findings), default=None)
+
+    # -- lookups ------------------------------------------------------------------------------
+    def device(self, ref: str) -> Device | None:
+        """A device by id (``gpu0``), stable key or BDF (any case)."""
+        topo = self.topology
+        return topo.by_id(ref) or topo.by_key(ref) or topo.by_bdf(ref.lower())
+
+    def by_bdf(self, bdf: str) -> Device | None:
+        """The device at a BDF (``0000:1b:00.0``), or None."""
+        return self.topology.by_bdf(bdf.lower())
+
+    def key(self, ident: str) -> str:
+        """The stable key of a device id (``gpu3`` -> ``0000:61:00.0``)."""
+        d = self.topology.by_id(ident)
+        if d is None:
+            raise KeyError(ident)
+        return d.key
+
+    @cached_property
+    def _path_index(self) -> Mapping[tuple[str, str], Path]:
+        idx: dict[tuple[str, str], Path] = {}
+        for p in self.paths:
+            idx[(p.a, p.b)] = idx[(p.b, p.a)] = p
+        return FrozenMap(idx)
+
+    def path(self, a: str, b: str) -> Path | None:
+        """The path between two devices named by id, key or BDF (either order), or None
+        when the pair is not one the scan computes (GPU/NIC pairs of physical functions)."""
+        da, db = self.device(a), self.device(b)
+        if da is None or db is None:
+            return None
+        return self._path_index.get((da.id, db.id))
+
+
+def analyse(snapshot: Snapshot, *, tool_findings: Any = None,
+            timings: Mapping[str, float] | None = None) -> ScanResult:
+    """Build the topology of a snapshot and analyse it.  Pure.
+
+    ``tool_findings`` is a callable ``(topology, paths) -> findings`` that compares the result
+    with another tool's view of the same host (``--cross-check``); its findings join the rest.
+    """
+    topo = build_topology(snapshot)
+    note = matrix_vs_tree(topo)
+    if note is not None:
+        topo = dataclasses.replace(topo, snapshot=_note_on(snapshot, "nvidia-smi", note))
+    paths = all_paths(topo)
+    rails = plan_rails(topo, paths)
+    findings = find_all(topo, paths, rails)
+    if tool_findings is not None:
+        findings = sort_findings(findings + tuple(tool_findings(topo, paths)))
+    return ScanResult(topo, paths, rails, findings, make_plan(topo, rails), FrozenMap(timings or {}))
+
+
+def _note_on(snap: Snapshot, source: str, note: str) -> Snapshot:
+    """The snapshot with ``source``'s status turned partial and ``note`` added to its detail."""
+    sources = tuple(
+        SourceStatus(s.name, "partial", f"{s.detail}; {note}" if s.detail else note) if s.name == source else s
+        for s in snap.sources
+    )
+    return dataclasses.replace(snap, sources=sources)
