@@ -6,7 +6,7 @@ from topoagent.analysis.crosscheck import against_lspci, against_nvidia_smi
 from topoagent.outputs.matrix import matrix_of
 from topoagent.api import scan
 from topoagent.outputs.matrix import render_topo_matrix
-from topoagent.parsers.lspci import LspciFunction
+from topoagent.parsers.lspci_verbose import LspciFunction
 from topoagent.parsers.nvsmi_topo import parse_topo_matrix
 
 

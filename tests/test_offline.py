@@ -17,7 +17,8 @@ import pytest
 
 from topoagent.analysis.paths import PathClass
 from topoagent.api import analyse, read_offline
-from topoagent.parsers.lspci import parse_lspci_tree, parse_lspci_verbose
+from topoagent.parsers.lspci_tree import parse_lspci_tree
+from topoagent.parsers.lspci_verbose import parse_lspci_verbose
 from topoagent.parsers.nvsmi_topo import parse_topo_matrix
 from topoagent.snapshot import GivenPath, Snapshot, from_dict, to_dict
 from topoagent.sources.offline import (

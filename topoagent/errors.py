@@ -5,7 +5,7 @@ with one clause and let real bugs through.
 
 from __future__ import annotations
 
-__all__ = ["InputError", "TopoagentError"]
+__all__ = ["InputError", "OfflineInputError", "TopoagentError"]
 
 
 class TopoagentError(Exception):
@@ -15,3 +15,16 @@ class TopoagentError(Exception):
 class InputError(TopoagentError, ValueError):
     """Input that cannot be used: text a parser rejects, bytes that are not a config space,
     a CPU list that is not one.  Also a :class:`ValueError`, as parsers' callers expect."""
+
+
+class OfflineInputError(InputError):
+    """Pasted output that cannot be used: text a parser rejects, or outputs that cannot
+    describe one host together (counts that disagree).
+
+    ``input`` names the argument at fault (``nvidia_smi_topo``, ``lspci_tree``,
+    ``lspci_verbose``), None when the fault lies between them.
+    """
+
+    def __init__(self, message: str, input: str | None = None) -> None:  # noqa: A002
+        super().__init__(message)
+        self.input = input

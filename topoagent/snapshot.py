@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from topoagent.cpuset import CpuSet
+from topoagent.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK
 
 SNAPSHOT_VERSION = 1
 
@@ -67,16 +68,8 @@ class AcsInfo:
     capability: int
     control: int
 
-    # Control-register bits, PCIe Base Spec 7.7.8.3 (ACS Control Register).
-    BITS: typing.ClassVar[tuple[tuple[int, str], ...]] = (
-        (0, "SrcValid"),
-        (1, "TransBlk"),
-        (2, "ReqRedir"),
-        (3, "CmpltRedir"),
-        (4, "UpstreamFwd"),
-        (5, "EgressCtrl"),
-        (6, "DirectTrans"),
-    )
+    #: Control-register bits (bit, lspci's name), :data:`topoagent.pci.ACS_FLAGS` in order.
+    BITS: typing.ClassVar[tuple[tuple[int, str], ...]] = tuple(enumerate(ACS_FLAGS))
 
     def enabled(self) -> tuple[str, ...]:
         """Names (lspci's spelling) of the control bits that are set."""
@@ -85,7 +78,7 @@ class AcsInfo:
     @property
     def redirects_p2p(self) -> bool:
         """Request/Completion Redirect or Egress Control: peer traffic goes up to the root."""
-        return bool(self.control & 0b101100)
+        return bool(self.control & ACS_P2P_REDIRECT_MASK)
 
 
 @dataclass(frozen=True)

@@ -12,20 +12,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from enum import Enum
 
-from topoagent import pciids
+from topoagent import pci
 from topoagent.bdf import bdf_key, root_bus_key
 from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
+from topoagent.pci import DeviceKind
 from topoagent.snapshot import ConfigSpace, LinkInfo, PciFunction, Snapshot
-
-
-class DeviceKind(str, Enum):
-    GPU = "gpu"
-    NIC = "nic"
-    NVME = "nvme"
-    ACCELERATOR = "accelerator"
-    BRIDGE = "bridge"
-    OTHER = "other"
 
 
 class BridgeRole(str, Enum):
@@ -109,8 +101,7 @@ class Device:
     def rdma_capable(self) -> bool:
         """An RDMA device is bound to it, it is an InfiniBand controller (class 0x0207), or
         the source says so (a NIC row of an nvidia-smi matrix, a ConnectX in lspci)."""
-        return (bool(self.rdma_devices) or (self.class_code is not None and self.class_code >> 8 == 0x0207)
-                or self.rdma is True)
+        return bool(self.rdma_devices) or pci.is_infiniband(self.class_code) or self.rdma is True
 
 
 @dataclass(frozen=True)
@@ -243,31 +234,12 @@ class Topology:
 
 
 def classify(fn: PciFunction) -> DeviceKind:
-    """A function's kind from its class code (REFERENCE §1), else from what the source said."""
-    cc = fn.class_code
-    if cc is None:
-        return DeviceKind(fn.kind) if fn.kind is not None else DeviceKind.OTHER
-    base, sub = cc >> 16, (cc >> 8) & 0xFF
-    if base == 0x03:
-        if fn.vendor_id in pciids.CONSOLE_DISPLAY_VENDORS:
-            return DeviceKind.OTHER
-        return DeviceKind.GPU
-    if base == 0x12 or (base == 0x0B and sub == 0x40):
-        return DeviceKind.ACCELERATOR
-    if base == 0x02 or (base == 0x0C and sub == 0x06):
-        return DeviceKind.NIC
-    if base == 0x01 and sub == 0x08:
-        return DeviceKind.NVME
-    if base == 0x06:
-        return DeviceKind.BRIDGE
-    return DeviceKind.OTHER
+    """A function's kind from its class code, else from what the source said."""
+    return pci.kind_of(fn.class_code, fn.vendor_id, fn.kind)
 
 
 def _is_p2p_bridge(fn: PciFunction) -> bool:
-    cc = fn.class_code
-    if cc is not None and (cc >> 8) in (0x0604, 0x0609):
-        return True
-    return fn.config is not None and fn.config.header_type == 1
+    return pci.is_p2p_bridge_class(fn.class_code) or (fn.config is not None and fn.config.header_type == 1)
 
 
 _ROLE_FROM_PORT = {
@@ -433,7 +405,7 @@ def build_topology(snap: Snapshot) -> Topology:
                 bdf=f.bdf,
                 kind=kind,
                 role=roles.get(f.bdf) if kind is DeviceKind.BRIDGE else None,
-                name=f.name or pciids.device_name(f.vendor_id, f.device_id, f.class_code),
+                name=f.name or pci.device_name(f.vendor_id, f.device_id, f.class_code),
                 vendor_id=f.vendor_id,
                 device_id=f.device_id,
                 class_code=f.class_code,

@@ -1,4 +1,4 @@
-"""Tests for topoagent.parsers.lspci: `lspci -t[v][nn]` trees and `lspci -vvv` listings.
+"""Tests for topoagent.parsers.lspci_tree and lspci_verbose: `lspci -t[v][nn]` trees and `lspci -vvv` listings.
 
 Samples live in samples/lspci/ (provenance in samples/lspci/README.md).
 """
@@ -12,14 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from topoagent.parsers.lspci import (
-    ACS_FLAGS,
-    LspciParseError,
-    LspciTreeNode,
-    decode_acs,
-    parse_lspci_tree,
-    parse_lspci_verbose,
-)
+from topoagent.parsers.lspci_common import LspciParseError
+from topoagent.parsers.lspci_tree import LspciTreeNode, parse_lspci_tree
+from topoagent.parsers.lspci_verbose import decode_acs, parse_lspci_verbose
+from topoagent.pci import ACS_FLAGS
 from topoagent.snapshot import AcsInfo
 
 SAMPLES = Path(__file__).parent / "samples" / "lspci"

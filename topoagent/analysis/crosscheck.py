@@ -13,7 +13,7 @@ from typing import Any
 
 from topoagent.analysis.findings import Evidence, Finding, Severity, sysfs_attr
 from topoagent.analysis.paths import Path, PathClass, pcie_class
-from topoagent.parsers.lspci import LspciFunction
+from topoagent.parsers.lspci_verbose import LspciFunction
 from topoagent.parsers.nvsmi_topo import TopoMatrix
 from topoagent.snapshot import host_path
 from topoagent.topology import DeviceKind, Topology

@@ -12,7 +12,7 @@ from enum import IntEnum
 
 from topoagent.analysis.paths import Path, PathClass
 from topoagent.analysis.rails import NicRole, RailPlan, path_index
-from topoagent.pciids import C2C_GPUS
+from topoagent.pci import C2C_GPUS
 from topoagent.snapshot import host_path
 from topoagent.topology import BridgeRole, Device, DeviceKind, Topology, id_key
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from itertools import combinations
 
+from topoagent import pci
 from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
 
 
@@ -38,11 +39,6 @@ class PathClass(IntEnum):
     PHB = 4
     NODE = 5
     SYS = 6
-
-
-#: Broadcom switches whose two presented levels are one chip (vendor, device), REFERENCE §4.
-BROADCOM_MERGED_SWITCHES = frozenset({(0x1000, 0xC010), (0x1000, 0xC030)})
-BROADCOM = 0x1000
 
 
 @dataclass(frozen=True)
@@ -88,7 +84,7 @@ def switch_of(topo: Topology, bridge: Device) -> str | None:
 
 
 def _is_merged_broadcom(d: Device) -> bool:
-    return (d.vendor_id, d.device_id) in BROADCOM_MERGED_SWITCHES and d.subsystem_vendor_id == BROADCOM
+    return pci.is_merged_broadcom(d.vendor_id, d.device_id, d.subsystem_vendor_id)
 
 
 def _switches(topo: Topology, bdfs: tuple[str, ...]) -> list[str | None]:

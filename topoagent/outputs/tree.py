@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from topoagent import __version__
-from topoagent.pciids import CLASSES
+from topoagent.pci import CLASSES, is_nvswitch_or_other_bridge
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
 from topoagent.topology import BridgeRole, Device, DeviceKind, Node, Topology
@@ -76,7 +76,7 @@ class _Tree:
         if d.kind is DeviceKind.BRIDGE:
             # Host and ISA bridge functions are chipset furniture; "other" bridges
             # (class 0x0680) are where NVSwitches show up.
-            return d.class_code is not None and d.class_code >> 8 == 0x0680
+            return is_nvswitch_or_other_bridge(d.class_code)
         return d.kind is not DeviceKind.OTHER
 
     def below(self, d: Device) -> list[Device]:

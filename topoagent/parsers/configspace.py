@@ -16,19 +16,6 @@ from topoagent.snapshot import AcsInfo, ConfigSpace, LinkInfo
 CAP_ID_PCIE = 0x10
 EXT_CAP_ID_ACS = 0x000D
 
-#: PCIe capability, Device/Port Type (bits 7:4 of the register at +0x02).
-PORT_TYPES = {
-    0: "endpoint",
-    1: "legacy_endpoint",
-    4: "root_port",
-    5: "switch_upstream",
-    6: "switch_downstream",
-    7: "pcie_to_pci_bridge",
-    8: "pci_to_pcie_bridge",
-    9: "rc_integrated_endpoint",
-    10: "rc_event_collector",
-}
-
 #: Link speed codes of Link Capabilities/Status (bits 3:0), in GT/s per lane.
 SPEED_CODES = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 

@@ -169,7 +169,7 @@ def lspci_verbose(*, timeout: float = DEFAULT_TIMEOUT) -> ToolResult:
 #: The tools a cross-check runs, their parsers, and the view each parsed output becomes.
 _CROSS_CHECKS = (
     ("nvidia-smi", nvidia_smi_topo, "topoagent.parsers.nvsmi_topo:parse_topo_matrix"),
-    ("lspci", lspci_verbose, "topoagent.parsers.lspci:parse_lspci_verbose"),
+    ("lspci", lspci_verbose, "topoagent.parsers.lspci_verbose:parse_lspci_verbose"),
 )
 
 

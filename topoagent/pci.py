@@ -1,0 +1,372 @@
+"""One home for PCI knowledge: vendor, device and class tables, ACS bits, port types, and the
+predicates that say what a function is.  Used alike by the sysfs source, the offline (pasted
+text) sources, the topology and the renderers, so a fact about a PCI id is written once.
+
+Names: a short built-in table, not the whole pci.ids database, so names stay the same on every
+host; a function we have no name for gets a readable fallback (``NVIDIA device 2330``).
+Class codes are the PCI-SIG's (PCI Code and ID Assignment Specification); ``class16`` is the
+base class and subclass (``0x0302``), ``class_code`` the full 24-bit value (``0x030200``).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+
+NVIDIA = 0x10DE
+MELLANOX = 0x15B3
+AMAZON = 0x1D0F
+BROADCOM_LSI = 0x1000  # Broadcom / LSI: the PEX88xxx/PEX890xx switches
+
+
+class DeviceKind(str, Enum):
+    """What a PCI function is, for placement: GPU, NIC, NVMe, accelerator, bridge, other."""
+
+    GPU = "gpu"
+    NIC = "nic"
+    NVME = "nvme"
+    ACCELERATOR = "accelerator"
+    BRIDGE = "bridge"
+    OTHER = "other"
+
+
+VENDORS = {
+    0x10DE: "NVIDIA",
+    0x15B3: "Mellanox",
+    0x1D0F: "Amazon",
+    0x1002: "AMD",
+    0x1022: "AMD",
+    0x8086: "Intel",
+    0x10B5: "PLX",
+    0x1000: "Broadcom",
+    0x14E4: "Broadcom",
+    0x144D: "Samsung",
+    0x1AF4: "Red Hat virtio",
+    0x1B36: "Red Hat",
+    0x1A03: "ASPEED",
+    0x102B: "Matrox",
+    0x15AD: "VMware",
+    0x1077: "QLogic",
+    0x1924: "Solarflare",
+    0x1FC9: "Tehuti",
+    0x1DD8: "AMD Pensando",
+    0x19E5: "Huawei",
+    0x1E3B: "Xsight",
+    0x1CC4: "Union Memory",
+}
+
+DEVICES = {
+    (0x10DE, 0x2330): "H100 SXM5 80GB",
+    (0x10DE, 0x2331): "H100 PCIe",
+    (0x10DE, 0x2335): "H200 SXM 141GB",
+    (0x10DE, 0x2342): "GH100 [GH200 120GB / 480GB]",
+    (0x10DE, 0x20B0): "A100 SXM4 40GB",
+    (0x10DE, 0x20B2): "A100 SXM4 80GB",
+    (0x10DE, 0x20B5): "A100 PCIe 80GB",
+    (0x10DE, 0x20F1): "A100 PCIe 40GB",
+    (0x10DE, 0x1DB1): "V100 SXM2 16GB",
+    (0x10DE, 0x1DB5): "V100 SXM2 32GB",
+    (0x10DE, 0x1DB4): "V100 PCIe 16GB",
+    (0x10DE, 0x2684): "GeForce RTX 4090",
+    (0x10DE, 0x22BA): "AD102 High Definition Audio",
+    (0x10DE, 0x2204): "GeForce RTX 3090",
+    (0x10DE, 0x26B9): "L40S",
+    (0x10DE, 0x27B8): "L4",
+    (0x10DE, 0x1AF1): "NVSwitch (V100)",
+    (0x10DE, 0x1AF2): "NVSwitch (A100)",
+    (0x10DE, 0x22A3): "NVSwitch (H100)",
+    (0x15B3, 0x1017): "ConnectX-5",
+    (0x15B3, 0x1019): "ConnectX-5 Ex",
+    (0x15B3, 0x101B): "ConnectX-6",
+    (0x15B3, 0x101D): "ConnectX-6 Dx",
+    (0x15B3, 0x101E): "ConnectX Family VF",
+    (0x15B3, 0x101F): "ConnectX-6 Lx",
+    (0x15B3, 0x1021): "ConnectX-7",
+    (0x15B3, 0x1023): "ConnectX-8",
+    (0x15B3, 0xA2D6): "BlueField-2",
+    (0x15B3, 0xA2DC): "BlueField-3",
+    (0x15B3, 0x1003): "ConnectX-3",
+    (0x15B3, 0x673C): "ConnectX-2 (MT26428)",
+    (0x1D0F, 0xEFA0): "Elastic Fabric Adapter (EFA)",
+    (0x1D0F, 0xEFA1): "Elastic Fabric Adapter (EFA)",
+    (0x1D0F, 0xEFA2): "Elastic Fabric Adapter (EFA)",
+    (0x1D0F, 0xEC20): "Elastic Network Adapter (ENA)",
+    (0x1D0F, 0x8061): "NVMe EBS Controller",
+    (0x1D0F, 0xCD01): "NVMe SSD Controller",
+    (0x8086, 0x1593): "Ethernet E810-C",
+    (0x8086, 0x1592): "Ethernet E810-C",
+    (0x8086, 0x1572): "Ethernet X710",
+    (0x8086, 0x1521): "Ethernet I350",
+    (0x8086, 0x10FB): "Ethernet 82599",
+    (0x8086, 0x352A): "Sapphire Rapids PCIe Root Port",
+    (0x8086, 0x0D57): "Host bridge",
+    (0x1022, 0x14AB): "Genoa PCIe Root Port",
+    (0x1022, 0x1483): "Starship/Matisse GPP Bridge",
+    (0x1000, 0xC030): "PEX890xx PCIe Gen5 Switch",
+    (0x1000, 0xC010): "PEX880xx PCIe Gen4 Switch",
+    (0x1000, 0x02B2): "Virtual PCIe Placeholder Endpoint",
+    (0x10B5, 0x8796): "PEX 8796 PCIe Gen3 Switch",
+    (0x10B5, 0x8747): "PEX 8747 PCIe Gen3 Switch",
+    (0x144D, 0xA80A): "NVMe SSD PM9A3",
+    (0x1AF4, 0x1000): "Virtio network device",
+    (0x1AF4, 0x1041): "Virtio 1.0 network device",
+    (0x1AF4, 0x1042): "Virtio 1.0 block device",
+    (0x1AF4, 0x1001): "Virtio block device",
+}
+
+
+#: Class-code prefixes (base class, subclass) and their names, for functions without a name.
+CLASSES = {
+    0x0300: "VGA controller",
+    0x0302: "3D controller",
+    0x0380: "Display controller",
+    0x0200: "Ethernet controller",
+    0x0207: "InfiniBand controller",
+    0x0280: "Network controller",
+    0x0108: "Non-Volatile memory controller",
+    0x0106: "SATA controller",
+    0x0104: "RAID controller",
+    0x0107: "Serial Attached SCSI controller",
+    0x0600: "Host bridge",
+    0x0601: "ISA bridge",
+    0x0604: "PCI bridge",
+    0x0680: "Bridge",
+    0x0880: "System peripheral",
+    0x0C03: "USB controller",
+    0x0C05: "SMBus",
+    0x0C06: "InfiniBand",
+    0x0B40: "Co-processor",
+    0x1200: "Processing accelerator",
+    0x0403: "Audio device",
+}
+
+
+#: GPUs attached to a Grace CPU over NVLink-C2C (GH200, GB200).  NCCL calls their path to a
+#: NIC on the same CPU "P2C" and enables GPUDirect RDMA there by default (NCCL_NET_GDR_LEVEL
+#: defaults to P2C on Grace: NVIDIA/nccl src/graph/paths.cc).
+C2C_GPUS = frozenset({(NVIDIA, 0x2342), (NVIDIA, 0x2348), (NVIDIA, 0x2941)})
+
+#: Vendors whose display controllers are BMC or emulated consoles, not compute GPUs: an
+#: ASPEED AST2500 on every server board must not become ``gpu0`` and shift the numbering that
+#: CUDA and nvidia-smi use.
+CONSOLE_DISPLAY_VENDORS = frozenset({0x1A03, 0x102B, 0x1013, 0x1234, 0x15AD, 0x1B36, 0x1414})
+
+#: Broadcom switches whose two presented levels are one chip (vendor, device): NCCL merges them
+#: when the subsystem vendor is Broadcom too (NVIDIA/nccl src/graph/topo.cc, ncclTopoGetPciNode).
+BROADCOM_MERGED_SWITCHES = frozenset({(BROADCOM_LSI, 0xC010), (BROADCOM_LSI, 0xC030)})
+
+#: AWS Elastic Fabric Adapter device ids.
+EFA_DEVICES = frozenset({0xEFA0, 0xEFA1, 0xEFA2, 0xEFA3})
+#: Drivers that always register an RDMA device for their NIC.
+RDMA_DRIVERS = frozenset({"mlx5_core", "mlx4_core", "efa"})
+
+#: ACS control-register bits (PCIe Base Spec 7.7.8.3, ACS Control Register), in lspci's spelling
+#: and register order: bit 0 is SrcValid.
+ACS_FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
+#: ACS bits that send peer-to-peer traffic up to the root complex: Request Redirect,
+#: Completion Redirect, Egress Control.
+ACS_P2P_REDIRECT_MASK = 0b101100
+
+#: PCIe capability, Device/Port Type (bits 7:4 of the register at +0x02; PCIe Base Spec 7.5.3.2).
+PORT_TYPES = {
+    0: "endpoint",
+    1: "legacy_endpoint",
+    4: "root_port",
+    5: "switch_upstream",
+    6: "switch_downstream",
+    7: "pcie_to_pci_bridge",
+    8: "pci_to_pcie_bridge",
+    9: "rc_integrated_endpoint",
+    10: "rc_event_collector",
+}
+PORT_CODES = {name: code for code, name in PORT_TYPES.items()}
+
+#: lspci's names for the PCIe capability's Device/Port Type (pciutils ls-caps.c), mapped to
+#: the names of :data:`PORT_TYPES`; longest first where one is a prefix of another.
+LSPCI_PORT_NAMES = (
+    ("Root Complex Integrated Endpoint", "rc_integrated_endpoint"),
+    ("Root Complex Event Collector", "rc_event_collector"),
+    ("Legacy Endpoint", "legacy_endpoint"),
+    ("Endpoint", "endpoint"),
+    ("Root Port", "root_port"),
+    ("Upstream Port", "switch_upstream"),
+    ("Downstream Port", "switch_downstream"),
+    ("PCI-Express to PCI/PCI-X Bridge", "pcie_to_pci_bridge"),
+    ("PCI/PCI-X to PCI-Express Bridge", "pci_to_pcie_bridge"),
+)
+
+
+#: lspci's class names (pci.ids) -> class and subclass, for output without ``-nn``.
+LSPCI_CLASSES = {
+    "Non-VGA unclassified device": 0x0000,
+    "SCSI storage controller": 0x0100,
+    "IDE interface": 0x0101,
+    "RAID bus controller": 0x0104,
+    "SATA controller": 0x0106,
+    "Serial Attached SCSI controller": 0x0107,
+    "Non-Volatile memory controller": 0x0108,
+    "Mass storage controller": 0x0180,
+    "Ethernet controller": 0x0200,
+    "Token ring network controller": 0x0201,
+    "Infiniband controller": 0x0207,
+    "Fabric controller": 0x0208,
+    "Network controller": 0x0280,
+    "VGA compatible controller": 0x0300,
+    "XGA compatible controller": 0x0301,
+    "3D controller": 0x0302,
+    "Display controller": 0x0380,
+    "Audio device": 0x0403,
+    "Memory controller": 0x0580,
+    "RAM memory": 0x0500,
+    "Host bridge": 0x0600,
+    "ISA bridge": 0x0601,
+    "PCI bridge": 0x0604,
+    "Semi-transparent PCI-to-PCI bridge": 0x0609,
+    "Bridge": 0x0680,
+    "System peripheral": 0x0880,
+    "IOMMU": 0x0806,
+    "Co-processor": 0x0B40,
+    "USB controller": 0x0C03,
+    "SMBus": 0x0C05,
+    "InfiniBand": 0x0C06,
+    "Serial bus controller": 0x0C80,
+    "Encryption controller": 0x1080,
+    "Signal processing controller": 0x1180,
+    "Processing accelerators": 0x1200,
+    "Unassigned class": 0xFF00,
+}
+
+#: Vendor names as lspci prints them (pci.ids), for output without ``-nn``.
+LSPCI_VENDORS = (
+    ("NVIDIA Corporation", NVIDIA),
+    ("Mellanox Technologies", MELLANOX),
+    ("Amazon.com, Inc.", AMAZON),
+    ("Intel Corporation", 0x8086),
+    ("Broadcom / LSI", 0x1000),
+    ("Broadcom Inc. and subsidiaries", 0x14E4),
+    ("PLX Technology, Inc.", 0x10B5),
+    ("Advanced Micro Devices, Inc. [AMD/ATI]", 0x1002),
+    ("Advanced Micro Devices, Inc. [AMD]", 0x1022),
+    ("ASPEED Technology, Inc.", 0x1A03),
+    ("Matrox Electronics Systems Ltd.", 0x102B),
+    ("Samsung Electronics Co Ltd", 0x144D),
+    ("Red Hat, Inc.", 0x1AF4),
+    ("VMware", 0x15AD),
+)
+
+
+_NVIDIA_GPU_CHIP = re.compile(r"\b(?:G[KMPVAHB][0-9]{3}|TU[0-9]{3}|AD[0-9]{3}|GB[0-9]{3})")
+_NOT_A_GPU = re.compile(r"NVSwitch|Audio|USB|UCSI|Serial|SMBus|Bridge", re.IGNORECASE)
+_NIC_NAME = re.compile(r"ConnectX|Infiniband|InfiniBand|Ethernet|Network Connection|NetXtreme|"
+                       r"Elastic Fabric Adapter|BlueField")
+_NVME_NAME = re.compile(r"NVMe|Non-Volatile memory")
+
+
+
+
+# -- predicates -------------------------------------------------------------------------------
+
+
+def class16(class_code: int | None) -> int | None:
+    """Base class and subclass (``0x0302``) of a 24-bit class code."""
+    return class_code >> 8 if class_code is not None else None
+
+
+def kind_of(class_code: int | None, vendor: int | None, given: str | None = None) -> DeviceKind:
+    """A function's kind from its class code, else from what its source said (``given``)."""
+    if class_code is None:
+        return DeviceKind(given) if given is not None else DeviceKind.OTHER
+    base, sub = class_code >> 16, (class_code >> 8) & 0xFF
+    if base == 0x03:
+        return DeviceKind.OTHER if vendor in CONSOLE_DISPLAY_VENDORS else DeviceKind.GPU
+    if base == 0x12 or (base == 0x0B and sub == 0x40):
+        return DeviceKind.ACCELERATOR
+    if is_nic_class(class_code >> 8):
+        return DeviceKind.NIC
+    if base == 0x01 and sub == 0x08:
+        return DeviceKind.NVME
+    if base == 0x06:
+        return DeviceKind.BRIDGE
+    return DeviceKind.OTHER
+
+
+def is_nic_class(class16_: int | None) -> bool:
+    """Network controllers (base class 0x02) and InfiniBand serial-bus functions (0x0c06)."""
+    return class16_ is not None and (class16_ >> 8 == 0x02 or class16_ == 0x0C06)
+
+
+def is_infiniband(class_code: int | None) -> bool:
+    """An InfiniBand controller (class 0x0207): RDMA-capable by definition."""
+    return class_code is not None and class_code >> 8 == 0x0207
+
+
+def is_p2p_bridge_class(class_code: int | None) -> bool:
+    """A PCI-to-PCI bridge (0x0604) or semi-transparent one (0x0609)."""
+    return class_code is not None and (class_code >> 8) in (0x0604, 0x0609)
+
+
+def is_nvswitch_or_other_bridge(class_code: int | None) -> bool:
+    """An "other" bridge (0x0680): where NVSwitch management endpoints show up."""
+    return class_code is not None and class_code >> 8 == 0x0680
+
+
+def is_merged_broadcom(vendor: int | None, device: int | None, subsystem_vendor: int | None) -> bool:
+    """A level of a Broadcom switch chip that NCCL merges with the level above it."""
+    return (vendor, device) in BROADCOM_MERGED_SWITCHES and subsystem_vendor == BROADCOM_LSI
+
+
+def rdma_capable_by_ids(class16_: int | None, kind: str | None, vendor: int | None, device: int | None,
+                        driver: str | None) -> bool:
+    """An RDMA-capable NIC judged by ids and driver alone (no ``/sys/class/infiniband``).
+
+    InfiniBand controllers, every Mellanox/NVIDIA ConnectX/BlueField NIC function (RoCE when
+    in Ethernet mode), AWS EFA, and functions bound to mlx4/mlx5/efa.  Broadcom and Intel NICs
+    are RDMA-capable only with bnxt_re/irdma loaded, which ids do not show: not counted.
+    """
+    if not (is_nic_class(class16_) or (class16_ is None and kind == "nic")):
+        return False
+    return (class16_ == 0x0207 or vendor == MELLANOX or (vendor == AMAZON and device in EFA_DEVICES)
+            or driver in RDMA_DRIVERS)
+
+
+def vendor_from_name(text: str | None) -> int | None:
+    """A vendor id from the vendor name lspci prints (``NVIDIA Corporation`` -> 0x10de)."""
+    if not text:
+        return None
+    return next((vid for name, vid in LSPCI_VENDORS if text.startswith(name)), None)
+
+
+def kind_from_name(text: str | None, vendor: int | None, device: int | None) -> str | None:
+    """What a function is from its name alone (``lspci -tv`` has no class): GPU, NIC, NVMe.
+
+    Used only where no class is known, and said so in the source status.
+    """
+    known = DEVICES.get((vendor, device)) if vendor is not None and device is not None else None
+    text = " ".join(t for t in (text, known) if t)
+    if not text:
+        return None
+    if _NVME_NAME.search(text):
+        return "nvme"
+    if _NIC_NAME.search(text):
+        return "nic"
+    if vendor == NVIDIA and not _NOT_A_GPU.search(text) and (known or _NVIDIA_GPU_CHIP.search(text)):
+        return "gpu"
+    return None
+
+
+def known_device(vendor: int | None, device: int | None) -> bool:
+    """Whether the built-in table names this device."""
+    return vendor is not None and device is not None and (vendor, device) in DEVICES
+
+
+def device_name(vendor: int | None, device: int | None, class_code: int | None) -> str:
+    """A readable name: ``NVIDIA H100 SXM5 80GB``, else vendor + class + device id."""
+    cname = CLASSES.get(class_code >> 8) if class_code is not None else None
+    if vendor is None:
+        return f"{cname or 'PCI function'} (ids unknown)"
+    vname = VENDORS.get(vendor, f"vendor {vendor:04x}")
+    known = DEVICES.get((vendor, device or -1))
+    if known:
+        return f"{vname} {known}"
+    dev = f"{device:04x}" if device is not None else "????"
+    return f"{vname} {cname or 'device'} {dev}"

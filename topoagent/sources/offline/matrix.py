@@ -1,0 +1,87 @@
+"""The facts of a parsed ``nvidia-smi topo -m``: labelled devices and their path classes.
+
+GPUs and NICs by label (``GPU0``, ``NIC3``), no BDF, no tree; the path class of every pair
+verbatim (:class:`~topoagent.snapshot.GivenPath`); a GPU's CPU affinity and, where it is one
+node, its NUMA node; the NICs' RDMA names from the ``NIC Legend``; Grace GPU memory nodes from
+``GPU NUMA ID``.  NUMA nodes are those the GPUs name, their CPUs the union of those GPUs' CPU
+affinities; sockets are unknown.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from itertools import combinations
+
+from topoagent.cpuset import CpuSet
+from topoagent.parsers.nvsmi_topo import TopoMatrix
+from topoagent.pci import NVIDIA
+from topoagent.snapshot import (
+    GivenPath,
+    GpuMemoryNode,
+    NumaNode,
+    PciFunction,
+    Snapshot,
+    SourceStatus,
+)
+
+__all__ = ["snapshot_from_topo_matrix", "summary"]
+
+
+def _single_node(text: str | None) -> int | None:
+    """The node of a NUMA Affinity naming exactly one node (``3``); None for lists, N/A."""
+    return int(text) if text is not None and text.isdigit() else None
+
+
+def summary(warnings: Iterable[str], limit: int = 3) -> str:
+    ws = list(warnings)
+    shown = "; ".join(ws[:limit])
+    more = f"; … {len(ws) - limit} more" if len(ws) > limit else ""
+    return f"{len(ws)} warning(s): {shown}{more}"
+
+
+def snapshot_from_topo_matrix(m: TopoMatrix) -> Snapshot:
+    """The facts of a parsed ``nvidia-smi topo -m``: labelled devices and their path classes."""
+    fns: list[PciFunction] = []
+    for d in m.devices:
+        if d.kind == "gpu":
+            numa = _single_node(d.numa_affinity)
+            fns.append(PciFunction(
+                bdf=None, label=d.label, kind="gpu",
+                # nvidia-smi lists NVIDIA GPUs only; the model is not in the matrix.
+                vendor_id=NVIDIA, name="NVIDIA GPU (model not in the matrix)",
+                numa_node=numa, numa_source="nvidia-smi" if numa is not None else None,
+                local_cpus=d.cpu_affinity,
+            ))
+        else:
+            # A NIC row is an RDMA device: nvidia-smi lists NICs through ibverbs.
+            fns.append(PciFunction(
+                bdf=None, label=d.label, kind="nic", name="RDMA NIC",
+                rdma_names=(d.rdma_name,) if d.rdma_name else (), rdma=True,
+            ))
+
+    given: list[GivenPath] = []
+    for i, j in combinations(range(len(m.devices)), 2):
+        token = m.cells[i][j] if m.cells[i][j] != "?" else m.cells[j][i]
+        if token != "?":
+            given.append(GivenPath(m.devices[i].label, m.devices[j].label, token))
+
+    cpus_of: dict[int, CpuSet] = defaultdict(CpuSet)
+    for f in fns:
+        if f.numa_node is not None:
+            cpus_of[f.numa_node] |= f.local_cpus or CpuSet()
+    nodes = {n: NumaNode(id=n, cpus=c if c else None) for n, c in cpus_of.items()}
+    memory = []
+    for d in m.devices:
+        if d.kind == "gpu" and d.gpu_numa_id is not None:
+            memory.append(GpuMemoryNode(bdf=None, node=d.gpu_numa_id, label=d.label))
+            # GPU NUMA ID names the node of the GPU's own memory (Grace): a node without CPUs.
+            nodes.setdefault(d.gpu_numa_id, NumaNode(id=d.gpu_numa_id, cpus=CpuSet()))
+
+    warnings = list(m.warnings)
+    status = SourceStatus("nvidia-smi", "partial" if warnings else "ok",
+                          summary(warnings) if warnings else None)
+    return Snapshot(
+        hostname=None, root=None, numa_nodes=tuple(nodes[n] for n in sorted(nodes)),
+        pci=tuple(fns), gpu_memory_nodes=tuple(memory), sources=(status,), given_paths=tuple(given),
+    )
