@@ -28,6 +28,7 @@ def minimal_tree(root: Path) -> Path:
     port = dev.parent
     (port / "class").write_text("0x060400\n")
     (port / "vendor").write_text("0x8086\n")
+    (port / "device").write_text("0x352a\n")
     links = root / "sys/bus/pci/devices"
     links.mkdir(parents=True)
     for d in (port, dev):

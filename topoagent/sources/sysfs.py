@@ -63,9 +63,17 @@ class SysfsReader:
     def __init__(self, fs: HostFS) -> None:
         self.fs = fs
 
-    def _value(self, rel: str, parse: Callable[[str], T], *, quiet: bool = False) -> T | None:
+    def _value(self, rel: str, parse: Callable[[str], T], *, quiet: bool = False,
+               required: bool = False) -> T | None:
+        """Read and parse one attribute file; None when absent, unreadable or unparsable.
+
+        An absent *optional* file is normal (None, nothing recorded); an absent *required* one
+        is a probe error, so the source reports itself partial instead of guessing.
+        """
         text = self.fs.text(rel, quiet=quiet)
         if text is None:
+            if required and not self.fs.exists(rel):
+                self.fs.record(rel, "missing (every PCI function has this file)")
             return None
         try:
             return parse(text)
@@ -92,12 +100,19 @@ class SysfsReader:
         d = real or link_rel  # some captures keep plain directories here
         v = self._value
         local = self._local_cpus(d)
+        # Required versus optional, as prometheus/procfs splits them (sysfs/pci_device.go): the
+        # kernel creates class, vendor and device for every function (drivers/pci/pci-sysfs.c,
+        # pci_dev_attrs), and without them a function cannot be classified, so their absence
+        # is a probe error.  Everything else may be absent for ordinary reasons: link files on
+        # conventional PCI and many virtual devices, numa_node on !CONFIG_NUMA kernels, config
+        # or subsystem ids in captures that copied only some files (hwloc-gather-topology),
+        # driver when unbound, iommu_group without an IOMMU, SR-IOV files on non-SR-IOV parts.
         return PciFunction(
             bdf=bdf,
             sysfs_path=sysfs_path,
-            class_code=v(f"{d}/class", sv.parse_hex_id),
-            vendor_id=v(f"{d}/vendor", sv.parse_hex_id),
-            device_id=v(f"{d}/device", sv.parse_hex_id),
+            class_code=v(f"{d}/class", sv.parse_hex_id, required=True),
+            vendor_id=v(f"{d}/vendor", sv.parse_hex_id, required=True),
+            device_id=v(f"{d}/device", sv.parse_hex_id, required=True),
             subsystem_vendor_id=v(f"{d}/subsystem_vendor", sv.parse_hex_id),
             subsystem_device_id=v(f"{d}/subsystem_device", sv.parse_hex_id),
             numa_node=v(f"{d}/numa_node", sv.parse_numa_node),
