@@ -35,7 +35,9 @@ class CpuSet(AbstractSet[int]):
     Compares equal to a ``set``/``frozenset`` of the same ids, and hashes like one.
     """
 
-    __slots__ = ("_mask", "_hash")
+    __slots__ = ("_cached_hash", "_mask")
+    _mask: int
+    _cached_hash: int | None
 
     def __init__(self, cpus: Iterable[int] = ()) -> None:
         if isinstance(cpus, CpuSet):
@@ -47,13 +49,13 @@ class CpuSet(AbstractSet[int]):
                     raise CpuSetError(f"CPU {c} out of range (0..{MAX_CPUS - 1})")
                 mask |= 1 << c
         self._mask = mask
-        self._hash: int | None = None
+        self._cached_hash = None
 
     @classmethod
     def _of_mask(cls, mask: int) -> CpuSet:
         out = cls.__new__(cls)
         out._mask = mask
-        out._hash = None
+        out._cached_hash = None
         return out
 
     # -- parsing --------------------------------------------------------------------------
@@ -119,7 +121,7 @@ class CpuSet(AbstractSet[int]):
         m = self._other(other)
         return NotImplemented if m is None else CpuSet._of_mask(self._mask & m)
 
-    def __or__(self, other: AbstractSet[Any]) -> CpuSet:  # type: ignore[override]  # narrower result
+    def __or__(self, other: AbstractSet[Any]) -> CpuSet:
         m = self._other(other)
         return NotImplemented if m is None else CpuSet._of_mask(self._mask | m)
 
@@ -146,9 +148,9 @@ class CpuSet(AbstractSet[int]):
         return NotImplemented
 
     def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash(frozenset(self))  # equal to an equal frozenset's hash
-        return self._hash
+        if self._cached_hash is None:
+            self._cached_hash = hash(frozenset(self))  # equal to an equal frozenset's hash
+        return self._cached_hash
 
     def union(self, *others: Iterable[int]) -> CpuSet:
         mask = self._mask

@@ -187,10 +187,15 @@ class NumaNode:
 
 @dataclass(frozen=True)
 class Cpu:
-    """A logical CPU and its package (socket); offline CPUs have no package."""
+    """A logical CPU and its package (socket); offline CPUs have no package.
+
+    ``siblings`` is the CPU's core: its hardware threads (``topology/thread_siblings_list``,
+    itself included); None where the kernel does not say (offline CPUs, pasted text).
+    """
 
     id: int
     package: int | None = None
+    siblings: CpuSet | None = None
 
 
 @dataclass(frozen=True)
@@ -313,7 +318,7 @@ def _build(tp: Any, data: Any) -> Any:
     if origin is tuple:
         (inner, *_rest) = typing.get_args(tp)
         return tuple(_build(inner, v) for v in data)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, data)
     if tp is CpuSet:
         return CpuSet.parse(data)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter, defaultdict
+from collections.abc import Mapping
+from typing import Any
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -170,7 +172,7 @@ class Topology:
         for d in self.devices:
             if d.parent is not None:
                 kids[d.parent].append(d)
-        indexes = {
+        indexes: dict[str, Mapping[Any, Any]] = {
             "_by_bdf": {d.bdf: d for d in self.devices if d.bdf is not None},
             "_by_id": {d.id: d for d in self.devices},
             "_by_key": {d.key: d for d in self.devices},
@@ -198,9 +200,9 @@ class Topology:
         """The device with a display id (``gpu0``), or None."""
         return self._by_id.get(ident)
 
-    def children(self, parent: str) -> tuple[Device, ...]:
-        """Devices directly below a bridge BDF or a root bus name."""
-        return self._children.get(parent, ())
+    def children(self, parent: str | None) -> tuple[Device, ...]:
+        """Devices directly below a bridge BDF or a root bus name (none below None)."""
+        return self._children.get(parent, ()) if parent is not None else ()
 
     def of_kind(self, kind: DeviceKind) -> tuple[Device, ...]:
         return tuple(d for d in self.devices if d.kind is kind)
@@ -369,7 +371,7 @@ def build_topology(snap: Snapshot) -> Topology:
     has_bridge_child = {c for f in fns if f.bdf in bridge_bdfs for c in _ancestry(f.sysfs_path)[1][-1:]}
     roles: dict[str, BridgeRole] = {}
     for f in fns:  # BDF order puts parents before children on every real bus numbering
-        if not _is_p2p_bridge(f):
+        if f.bdf is None or not _is_p2p_bridge(f):
             continue
         port = f.config.pcie_port_type if f.config is not None else None
         if port in _ROLE_FROM_PORT:
@@ -404,7 +406,7 @@ def build_topology(snap: Snapshot) -> Topology:
                 key=device_key(f, ident),
                 bdf=f.bdf,
                 kind=kind,
-                role=roles.get(f.bdf) if kind is DeviceKind.BRIDGE else None,
+                role=roles.get(f.bdf) if kind is DeviceKind.BRIDGE and f.bdf is not None else None,
                 name=f.name or pci.device_name(f.vendor_id, f.device_id, f.class_code),
                 vendor_id=f.vendor_id,
                 device_id=f.device_id,
@@ -451,12 +453,12 @@ def build_topology(snap: Snapshot) -> Topology:
 def _place(f: PciFunction, nodes: tuple[Node, ...], node_by_id: dict[int, Node]) -> tuple[int | None, str | None, int | None]:
     """A function's NUMA node, how it was learnt, and its socket."""
     if f.numa_node is not None:
-        numa, source = f.numa_node, f.numa_source or NUMA_FROM_SYSFS
-        socket = node_by_id[numa].socket if numa in node_by_id else None
-        return numa, source, socket
+        source = f.numa_source or NUMA_FROM_SYSFS
+        socket = node_by_id[f.numa_node].socket if f.numa_node in node_by_id else None
+        return f.numa_node, source, socket
     local = f.local_cpus if f.local_cpus is not None else CpuSet()
-    numa, socket = locate_by_cpus(local, nodes)
-    return numa, NUMA_FROM_CPUS if numa is not None else None, socket
+    found, socket = locate_by_cpus(local, nodes)
+    return found, NUMA_FROM_CPUS if found is not None else None, socket
 
 
 def _infer_from_given_paths(

@@ -13,7 +13,7 @@ from enum import IntEnum
 from topoagent.analysis.paths import Path, PathClass
 from topoagent.analysis.rails import NicRole, RailPlan, path_index
 from topoagent.pci import C2C_GPUS
-from topoagent.snapshot import host_path
+from topoagent.snapshot import AcsInfo, ConfigSpace, host_path
 from topoagent.topology import BridgeRole, Device, DeviceKind, Topology, id_key
 
 
@@ -267,6 +267,7 @@ def _path_bridges(c: _Ctx, a: Device, b: Device) -> list[Device]:
 def check_acs(c: _Ctx) -> list[Finding]:
     redirect: dict[str, set[str]] = {}
     unknown: dict[str, set[str]] = {}
+    acs_of: dict[str, AcsInfo] = {}
     for p in c.paths:
         a, b = c.dev(p.a), c.dev(p.b)
         if DeviceKind.GPU not in (a.kind, b.kind) or p.pcie > PathClass.PXB or p.pcie is PathClass.X:
@@ -276,12 +277,14 @@ def check_acs(c: _Ctx) -> list[Finding]:
             if cfg is not None and cfg.acs is not None:
                 if cfg.acs.redirects_p2p:
                     redirect.setdefault(br.id, set()).update((a.id, b.id))
+                    acs_of[br.id] = cfg.acs
             elif cfg is None or not cfg.extended_readable:
                 unknown.setdefault(br.id, set()).update((a.id, b.id))
     out = []
-    for bid, devs in sorted(redirect.items(), key=lambda kv: c.dev(kv[0]).bdf):
+    by_bdf = lambda ident: c.dev(ident).bdf or ""  # noqa: E731
+    for bid, devs in sorted(redirect.items(), key=lambda kv: by_bdf(kv[0])):
         br = c.dev(bid)
-        acs = br.config.acs  # type: ignore[union-attr]
+        acs = acs_of[bid]
         flags = " ".join(f"{name}{'+' if name in acs.enabled() else '-'}" for _, name in acs.BITS)
         out.append(c.finding(
             "ACS_REDIRECT", [bid, *sorted(devs, key=id_key)],
@@ -292,7 +295,7 @@ def check_acs(c: _Ctx) -> list[Finding]:
             f"Disable ACS redirect in the BIOS, or boot with pci=disable_acs_redir={br.bdf} (persistent); "
             f"for a test only: setpci -s {br.bdf} ECAP_ACS+6.w=0000 (lost at reboot)."))
     if unknown and c.offline:
-        ids = sorted(unknown, key=lambda i: c.dev(i).bdf)
+        ids = sorted(unknown, key=by_bdf)
         out.append(c.finding(
             "ACS_UNKNOWN", ids,
             f"ACS state of {len(ids)} bridge(s) on GPU paths is unknown: lspci -vvv as root shows it "
@@ -302,14 +305,18 @@ def check_acs(c: _Ctx) -> list[Finding]:
              for i in ids[:8]],
             "Run sudo lspci -vvv on the host and pass it with --lspci-verbose."))
     elif unknown:
-        ids = sorted(unknown, key=lambda i: c.dev(i).bdf)
+        ids = sorted(unknown, key=by_bdf)
         out.append(c.finding(
             "ACS_UNKNOWN", ids,
             f"ACS state of {len(ids)} bridge(s) on GPU paths is unknown: the extended config space "
             "is readable only with CAP_SYS_ADMIN.",
-            [Evidence(sysfs_attr(c.dev(i), "config"), f"{c.dev(i).config.size} bytes readable" if c.dev(i).config else "unreadable") for i in ids[:8]],
+            [Evidence(sysfs_attr(c.dev(i), "config"), _config_size(c.dev(i).config)) for i in ids[:8]],
             "Run topoagent scan as root (or with CAP_SYS_ADMIN) to read ACS control registers."))
     return out
+
+
+def _config_size(cfg: ConfigSpace | None) -> str:
+    return f"{cfg.size} bytes readable" if cfg is not None else "unreadable"
 
 
 def check_iommu(c: _Ctx) -> list[Finding]:
@@ -494,7 +501,7 @@ def check_nvlink_p2p(c: _Ctx) -> list[Finding]:
         if not p.nvlinks:
             continue
         a, b = c.dev(p.a), c.dev(p.b)
-        rec = nv.get(a.bdf)
+        rec = nv.get(a.bdf) if a.bdf is not None else None
         if rec is not None and b.bdf in rec.p2p_not_ok:
             out.append(c.finding(
                 "NVLINK_P2P_DISABLED", [a.id, b.id],

@@ -136,7 +136,8 @@ def _between_host_bridges(topo: Topology, a: Device, b: Device) -> tuple[PathCla
 def nvlink_count(topo: Topology, a: Device, b: Device) -> int:
     """Bonded NVLinks between two GPUs from NVML: direct links, or links through NVSwitches."""
     nv = {g.bdf: g for g in topo.snapshot.nvml_gpus}
-    ga, gb = nv.get(a.bdf), nv.get(b.bdf)
+    ga = nv.get(a.bdf) if a.bdf is not None else None
+    gb = nv.get(b.bdf) if b.bdf is not None else None
     if ga is None or gb is None:
         return 0
     gpu_bdfs = set(nv)

@@ -77,7 +77,7 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
         fail(f"{' and '.join(stdin)} cannot both read stdin (-)")
     from topoagent.errors import TopoagentError
 
-    texts = {}
+    texts: dict[str, str] = {}
     for field, name in given.items():
         try:
             texts[field] = read_text_input(name)
@@ -85,7 +85,8 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
             fail(f"{option_of[field]} {name}: {exc}")
     origins = FrozenMap({field: f"{option_of[field]} {name}" for field, name in given.items()})
     return Inputs(root=root, nvml=NVML_OFF if no_nvml else NVML_AUTO, cross_check=cross_check,
-                  origins=origins, **texts)
+                  origins=origins, nvidia_smi_topo_text=texts.get("nvidia_smi_topo_text"),
+                  lspci_tree_text=texts.get("lspci_tree_text"), lspci_verbose_text=texts.get("lspci_verbose_text"))
 
 
 def run_scan(inputs: Inputs) -> ScanResult:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from topoagent.parsers.lspci_common import LspciParseError, split_ids
@@ -38,7 +38,7 @@ class LspciTreeNode:
     def is_bridge(self) -> bool:
         return self.secondary_bus is not None
 
-    def walk(self):
+    def walk(self) -> Iterator[LspciTreeNode]:
         """This node and every node below it, depth first."""
         yield self
         for child in self.children:

@@ -4,13 +4,17 @@ function with its class, ids, driver, NUMA node, link, port type, ACS and SR-IOV
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from topoagent.parsers.lspci_common import LspciParseError, split_ids
 from topoagent.pci import ACS_FLAGS, LSPCI_PORT_NAMES
 from topoagent.snapshot import AcsInfo
 
 __all__ = ["LspciFunction", "SriovInfo", "decode_acs", "parse_lspci_verbose"]
+
+_Fail = Callable[[str], LspciParseError]
 
 
 def decode_acs(register: int) -> dict[str, bool]:
@@ -119,7 +123,7 @@ def _flag(text: str | None) -> bool | None:
     return None
 
 
-def _link(text: str, fail) -> tuple[float | None, bool | None, int | None, bool | None]:
+def _link(text: str, fail: _Fail) -> tuple[float | None, bool | None, int | None, bool | None]:
     s = _SPEED.search(text)
     w = _WIDTH.search(text)
     if not s and not w:
@@ -155,7 +159,7 @@ def parse_lspci_verbose(text: str) -> tuple[LspciFunction, ...]:
     if not isinstance(text, str):
         raise LspciParseError(f"expected text, got {type(text).__name__}")
     out: list[LspciFunction] = []
-    cur: dict | None = None
+    cur: dict[str, Any] | None = None
     cap: str | None = None  # the capability whose body we are in
     acs_cap = acs_ctl = None
     sriov: dict[str, int] = {}
@@ -260,7 +264,7 @@ def parse_lspci_verbose(text: str) -> tuple[LspciFunction, ...]:
 _BUS_FIELD = re.compile(r"\b(primary|secondary|subordinate)=([0-9a-fA-F]{1,8})\b")
 
 
-def _bus_line(value: str, cur: dict, fail) -> None:
+def _bus_line(value: str, cur: dict[str, Any], fail: _Fail) -> None:
     """``primary=15, secondary=16, subordinate=1e, sec-latency=0`` (bus numbers in hex)."""
     found = dict(_BUS_FIELD.findall(value))
     if not found:
@@ -275,14 +279,14 @@ def _bus_line(value: str, cur: dict, fail) -> None:
         raise fail("bridge bus range runs backwards")
 
 
-def _int(text: str, fail) -> int:
+def _int(text: str, fail: _Fail) -> int:
     try:
         return int(text.split()[0])
     except (ValueError, IndexError):
         raise fail("expected a number") from None
 
 
-def _function_header(m: re.Match, fail) -> dict:
+def _function_header(m: re.Match[str], fail: _Fail) -> dict[str, Any]:
     dom = int(m.group("dom"), 16) if m.group("dom") else 0
     bdf = f"{dom:04x}:{m.group('bus').lower()}:{m.group('dev').lower()}.{m.group('fn')}"
     rest = m.group("rest")
@@ -309,7 +313,7 @@ def _function_header(m: re.Match, fail) -> dict:
     }
 
 
-def _sriov_line(body: str, sriov: dict[str, int], fail) -> None:
+def _sriov_line(body: str, sriov: dict[str, int], fail: _Fail) -> None:
     # "Initial VFs: 16, Total VFs: 16, Number of VFs: 0, Function Dependency Link: 00"
     # "VF offset: 2, stride: 1, Device ID: 101e"
     names = {

@@ -314,7 +314,8 @@ def _assignments(
     whether a field was assumed empty, and whether a token was split.
     """
 
-    def walk(fi: int, ti: int, off: int, acc: tuple[object, ...], empty: bool, split: bool):
+    def walk(fi: int, ti: int, off: int, acc: tuple[object, ...], empty: bool,
+             split: bool) -> Iterator[tuple[tuple[object, ...], bool, bool]]:
         if fi == len(fields):
             if ti == len(tokens):
                 yield acc, empty, split
@@ -390,6 +391,10 @@ def _row_readings(
     if clean:
         readings = clean[:1]
     return readings, tuple(cells), notes, " ".join(raw.split())
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _values_key(values: tuple[object, ...] | None, fields: list[str]) -> dict[str, object]:
@@ -517,8 +522,8 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         ),
         (
             "the CPU count of another row",
-            lambda v: _cpu_count(v["cpu"]) is not None
-            and any(_cpu_count(v["cpu"]) == _cpu_count(k["cpu"]) for k in known),
+            lambda v: _cpu_count(_str(v["cpu"])) is not None
+            and any(_cpu_count(_str(v["cpu"])) == _cpu_count(_str(k["cpu"])) for k in known),
         ),
     )
     chosen: dict[str, _Reading] = dict(settled)
@@ -557,22 +562,22 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
             )
             continue
         # Still ambiguous: keep what every reading agrees on, leave the rest unknown.
-        cells = tuple(
+        agreed = tuple(
             pool[0].cells[j] if all(r.cells[j] == pool[0].cells[j] for r in pool) else "?"
             for j in range(n)
         )
         for j in range(n):
-            if cells[j] == "?" and pool[0].cells[j] != "?":
+            if agreed[j] == "?" and pool[0].cells[j] != "?":
                 options = " or ".join(sorted({r.cells[j] for r in pool}))
                 warnings.append(f"{label}/{labels[j]}: cell could be {options}; left unknown")
-        options = sorted({r.describe(fields) for r in pool})
-        if options:
+        readings_text = sorted({r.describe(fields) for r in pool})
+        if readings_text:
             warnings.append(
                 f"{label}: affinity text {_short(raw_tails[label])} could be read as "
-                f"{' or as '.join(options)}; left unknown"
+                f"{' or as '.join(readings_text)}; left unknown"
             )
             unresolved[label] = raw_tails[label]
-        chosen[label] = _Reading(cells, None, True)
+        chosen[label] = _Reading(agreed, None, True)
 
     # Build the result.
     devices: list[TopoDevice] = []
@@ -585,13 +590,13 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         else:
             rdma = None
         v = _values_key(r.values, fields)
-        cells = []
+        row: list[str] = []
         for c in r.cells:
             if c == "SOC":
                 legacy = True
                 c = "SYS"
-            cells.append(c)
-        rows.append(tuple(cells))
+            row.append(c)
+        rows.append(tuple(row))
         devices.append(
             TopoDevice(
                 label=label,

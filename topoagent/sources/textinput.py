@@ -27,7 +27,8 @@ def _decode(data: bytes) -> str:
 
 
 def _read_bounded(fd: int) -> bytes:
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         chunk = os.read(fd, 1 << 20)
         if not chunk:

@@ -51,15 +51,16 @@ def _paths_from_bus_numbers(fns: tuple[LspciFunction, ...]) -> dict[str, str | N
     means its own bridge is missing from the listing (``lspci -s``): then its place is unknown
     (None), never a shortened chain that would make the path look better than it is.
     """
-    bridges = [f for f in fns if f.secondary_bus is not None and f.subordinate_bus is not None]
+    bridges = [(f, f.secondary_bus, f.subordinate_bus) for f in fns
+               if f.secondary_bus is not None and f.subordinate_bus is not None]
     by_secondary: dict[tuple[str, int], str | None] = {}
-    for b in bridges:
-        key = (_split_bdf(b.bdf)[0], b.secondary_bus)  # type: ignore[arg-type]
+    for b, secondary, _ in bridges:
+        key = (_split_bdf(b.bdf)[0], secondary)
         by_secondary[key] = None if key in by_secondary else b.bdf  # two claims: unknown
 
     def covered(dom: str, bus: int) -> bool:
-        return any(_split_bdf(b.bdf)[0] == dom and b.secondary_bus <= bus <= b.subordinate_bus  # type: ignore[operator]
-                   for b in bridges)
+        return any(_split_bdf(b.bdf)[0] == dom and secondary <= bus <= subordinate
+                   for b, secondary, subordinate in bridges)
 
     out: dict[str, str | None] = {}
 
@@ -124,9 +125,9 @@ def snapshot_from_lspci(
     tree: tuple[LspciTreeNode, ...] | None, verbose: tuple[LspciFunction, ...] | None
 ) -> Snapshot:
     """The facts of parsed ``lspci -tv`` and/or ``lspci -vvv`` output (either may be None)."""
-    tree_nodes: dict[str, tuple[LspciTreeNode, str]] = {}
-    for node, path in _walk_tree(tree or ()):
-        tree_nodes.setdefault(node.bdf, (node, path))
+    tree_nodes: dict[str, tuple[LspciTreeNode | None, str | None]] = {}
+    for node, node_path in _walk_tree(tree or ()):
+        tree_nodes.setdefault(node.bdf, (node, node_path))
     verbose_by = {f.bdf: f for f in verbose or ()}
     bus_paths = _paths_from_bus_numbers(tuple(verbose_by.values())) if verbose and not tree else {}
     physfn = _virtfns(tuple(verbose_by.values()))

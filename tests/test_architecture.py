@@ -1,0 +1,67 @@
+"""The architecture holds: the import contract (import-linter) and the type check (mypy) pass,
+and a deliberately wrong import in a scratch copy of the package breaks the contract."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _lint_imports(cwd: Path) -> subprocess.CompletedProcess:
+    exe = BIN / "lint-imports"
+    if not exe.exists():
+        pytest.skip("import-linter is not installed (pip install -e '.[test]')")
+    env = dict(os.environ, PYTHONPATH=str(cwd))
+    return subprocess.run([str(exe), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_import_contract_holds():
+    proc = _lint_imports(REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "0 broken" in proc.stdout
+
+
+@pytest.mark.parametrize("module, bad_import", [
+    ("topoagent/outputs/tree.py", "from topoagent.sources import sysfs as _sysfs  # noqa"),
+    ("topoagent/analysis/paths.py", "import subprocess as _subprocess  # noqa"),
+    ("topoagent/topology.py", "from topoagent.result import ScanResult as _R  # noqa"),
+])
+def test_a_wrong_import_breaks_the_contract(tmp_path, module, bad_import):
+    scratch = tmp_path / "repo"
+    shutil.copytree(REPO / "topoagent", scratch / "topoagent",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", scratch / "pyproject.toml")
+    target = scratch / module
+    target.write_text(target.read_text() + "\n" + bad_import + "\n")
+    proc = _lint_imports(scratch)
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert "BROKEN" in proc.stdout
+
+
+def test_mypy_passes():
+    try:
+        import mypy  # noqa: F401
+    except ImportError:
+        pytest.skip("mypy is not installed (pip install -e '.[test]')")
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_public_api_is_exported_lazily():
+    code = ("import sys, topoagent; assert 'topoagent.api' not in sys.modules; "
+            "r = topoagent.scan; assert callable(r); "
+            "assert all(getattr(topoagent, n) is not None for n in topoagent.__all__); print('ok')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_typed_marker_ships():
+    assert (REPO / "topoagent" / "py.typed").exists()
