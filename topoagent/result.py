@@ -21,7 +21,7 @@ from typing import Any
 from topoagent.advice.plan import Plan, make_plan
 from topoagent.analysis.crosscheck import matrix_vs_tree
 from topoagent.analysis.findings import Finding, Severity, find_all, sort_findings
-from topoagent.analysis.paths import Path, all_paths
+from topoagent.analysis.paths import Path, all_paths, path_index
 from topoagent.analysis.rails import RailPlan, plan_rails
 from topoagent.frozen import FrozenMap
 from topoagent.snapshot import Snapshot, SourceStatus
@@ -74,10 +74,7 @@ class ScanResult:
 
     @cached_property
     def _path_index(self) -> Mapping[tuple[str, str], Path]:
-        idx: dict[tuple[str, str], Path] = {}
-        for p in self.paths:
-            idx[(p.a, p.b)] = idx[(p.b, p.a)] = p
-        return FrozenMap(idx)
+        return FrozenMap(path_index(self.paths))
 
     def path(self, a: str, b: str) -> Path | None:
         """The path between two devices named by id, key or BDF (either order), or None

@@ -164,10 +164,7 @@ class Topology:
     _given: FrozenMap[tuple[str, str], str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        given: dict[tuple[str, str], str] = {}
-        for g in self.snapshot.given_paths:
-            given[(g.a, g.b)] = g.token
-            given.setdefault((g.b, g.a), g.token)
+        given = given_index(self.snapshot)
         kids: dict[str, list[Device]] = defaultdict(list)
         for d in self.devices:
             if d.parent is not None:
@@ -473,10 +470,7 @@ def _infer_from_given_paths(
     """
     if not snap.given_paths:
         return placed
-    given: dict[tuple[str, str], str] = {}
-    for g in snap.given_paths:
-        given[(g.a, g.b)] = g.token
-        given.setdefault((g.b, g.a), g.token)
+    given = given_index(snap)
     gpu_nodes = {f.label: p[0] for f, k, p in zip(fns, kinds, placed)
                  if k is DeviceKind.GPU and f.label is not None and p[0] is not None}
     out = list(placed)
@@ -509,6 +503,28 @@ def _own_memory_nodes(nodes: tuple[Node, ...], snap: Snapshot, devices: list[Dev
             n = dataclasses.replace(n, nearest_cpu_node=gpu.numa_node, socket=cpu_node[gpu.numa_node].socket)
         out.append(n)
     return tuple(out)
+
+
+def given_index(snap: Snapshot) -> dict[tuple[str, str], str]:
+    """The classes a source stated (matrix cells), keyed by both orders of the label pair;
+    where the two cells of a pair differ, the one stated for ``(a, b)`` wins."""
+    given: dict[tuple[str, str], str] = {}
+    for g in snap.given_paths:
+        given[(g.a, g.b)] = g.token
+        given.setdefault((g.b, g.a), g.token)
+    return given
+
+
+def common_ancestors(a: Device, b: Device) -> int:
+    """How many bridges two devices share from the root bus down (0: none, or other buses)."""
+    if a.root_bus is None or a.root_bus != b.root_bus:
+        return 0
+    common = 0
+    for x, y in zip(a.ancestors, b.ancestors):
+        if x != y:
+            break
+        common += 1
+    return common
 
 
 def device_key(f: PciFunction, ident: str) -> str:

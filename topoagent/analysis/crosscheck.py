@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from topoagent.analysis.findings import Evidence, Finding, Severity, sysfs_attr
-from topoagent.analysis.paths import Path, PathClass, pcie_class
+from topoagent.analysis.paths import Path, PathClass, path_index, pcie_class
 from topoagent.parsers.lspci_verbose import LspciFunction
 from topoagent.parsers.nvsmi_topo import TopoMatrix
 from topoagent.snapshot import host_path
@@ -45,7 +45,7 @@ def _matrix_ids(topo: Topology, m: TopoMatrix) -> dict[str, str]:
 
 
 def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -> list[Finding]:
-    tokens = {(p.a, p.b): p.token for p in paths} | {(p.b, p.a): p.token for p in paths}
+    idx = path_index(paths)
     ids = _matrix_ids(topo, m)
     out: list[Finding] = []
     labels = [d.label for d in m.devices]
@@ -60,10 +60,11 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
         for b in labels[i + 1:]:
             if a not in ids or b not in ids or ids[a] == ids[b]:
                 continue
-            theirs, ours = m.cell(a, b), tokens.get((ids[a], ids[b]))
+            known = idx.get((ids[a], ids[b]))
+            theirs, ours = m.cell(a, b), known.token if known is not None else None
             if ours is None or theirs == "?" or theirs == ours:
                 continue
-            if theirs.startswith("NV") and not any(t.startswith("NV") for t in tokens.values()):
+            if theirs.startswith("NV") and not any(p.nvlinks for p in paths):
                 continue  # NVLink without NVML here: sysfs alone only knows the PCIe class
             out.append(_finding(
                 [ids[a], ids[b]],

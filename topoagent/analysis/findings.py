@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from topoagent.analysis.paths import Path, PathClass
-from topoagent.analysis.rails import NicRole, RailPlan, path_index
+from topoagent.analysis.paths import path_index
+from topoagent.analysis.rails import NicRole, RailPlan
 from topoagent.pci import C2C_GPUS
 from topoagent.snapshot import AcsInfo, ConfigSpace, host_path
-from topoagent.topology import BridgeRole, Device, DeviceKind, Topology, id_key
+from topoagent.topology import BridgeRole, Device, DeviceKind, Topology, common_ancestors, id_key
 
 
 class Severity(IntEnum):
@@ -253,11 +254,7 @@ def check_peer_memory(c: _Ctx) -> list[Finding]:
 
 def _path_bridges(c: _Ctx, a: Device, b: Device) -> list[Device]:
     """Bridges where peer traffic between a and b turns round: from their common ancestor down."""
-    common = 0
-    for x, y in zip(a.ancestors, b.ancestors):
-        if x != y:
-            break
-        common += 1
+    common = common_ancestors(a, b)
     if not common:
         return []
     bdfs = dict.fromkeys(a.ancestors[common - 1:] + b.ancestors[common - 1:])

@@ -1,7 +1,8 @@
 """Path classes between devices, as ``nvidia-smi topo -m`` and NCCL define them.
 
 Best first: ``X`` < ``NV#`` < ``PIX`` < ``PXB`` < ``PHB`` < ``NODE`` < ``SYS``.  The PCIe class
-is computed from the tree (REFERENCE §4):
+is computed from the tree (the ``nvidia-smi topo -m`` legend; NCCL's model of it in
+NVIDIA/nccl src/graph/topo.cc and paths.cc):
 
 * a switch is counted by its upstream port; its downstream ports are part of it;
 * a Broadcom PEX88xxx/PEX890xx chip that presents two levels of ports counts as one switch
@@ -26,7 +27,7 @@ from enum import IntEnum
 from itertools import combinations
 
 from topoagent import pci
-from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
+from topoagent.topology import BridgeRole, Device, DeviceKind, Topology, common_ancestors
 
 
 class PathClass(IntEnum):
@@ -103,11 +104,7 @@ def pcie_class(topo: Topology, a: Device, b: Device) -> tuple[PathClass, bool]:
         if a.bdf.rsplit(".", 1)[0] == b.bdf.rsplit(".", 1)[0]:
             return PathClass.PIX, True  # two functions of one device
     if a.root_bus is not None and a.root_bus == b.root_bus:
-        common = 0
-        for x, y in zip(a.ancestors, b.ancestors):
-            if x != y:
-                break
-            common += 1
+        common = common_ancestors(a, b)
         if common:
             # Switches the path crosses: those of every bridge below the common ancestor on
             # both sides, plus the common ancestor's own.
@@ -189,6 +186,15 @@ def path(topo: Topology, a: Device, b: Device) -> Path:
         same_socket = _same_socket(a, b)
     links = nvlink_count(topo, a, b) if a.kind is DeviceKind.GPU and b.kind is DeviceKind.GPU else 0
     return Path(a.id, b.id, cls, links, same_socket, known)
+
+
+def path_index(paths: tuple[Path, ...]) -> dict[tuple[str, str], Path]:
+    """Paths keyed by their two device ids, both ways round."""
+    idx: dict[tuple[str, str], Path] = {}
+    for p in paths:
+        idx[(p.a, p.b)] = p
+        idx[(p.b, p.a)] = p
+    return idx
 
 
 def all_paths(topo: Topology) -> tuple[Path, ...]:

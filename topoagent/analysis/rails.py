@@ -1,6 +1,6 @@
 """Rails: which NIC each GPU should use, and which NICs are not rails at all.
 
-Pairing (REFERENCE §5, NCCL's rules): for every GPU, its candidates are the compute NICs at
+Pairing (NCCL's rules, NVIDIA/nccl src/graph/topo.cc ``ncclTopoGetLocalNet``): for every GPU, its candidates are the compute NICs at
 the best path class; among those the fastest; then GPUs are spread so that no NIC serves two
 GPUs while an equally close and equally fast NIC serves none.  Storage and management NICs
 are never rails.
@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from enum import Enum
 
-from topoagent.analysis.paths import Path, PathClass
+from topoagent.analysis.paths import Path, PathClass, path_index
 from topoagent.frozen import FrozenMap
 from topoagent.topology import Device, Topology, id_key
 
@@ -55,15 +55,6 @@ class RailPlan:
     def users(self, nic: str) -> tuple[str, ...]:
         """The GPUs whose primary NIC is ``nic``."""
         return tuple(r.gpu for r in self.rails if r.nic == nic)
-
-
-def path_index(paths: tuple[Path, ...]) -> dict[tuple[str, str], Path]:
-    """Paths keyed both ways round."""
-    idx: dict[tuple[str, str], Path] = {}
-    for p in paths:
-        idx[(p.a, p.b)] = p
-        idx[(p.b, p.a)] = p
-    return idx
 
 
 def nic_bandwidth_gbps(topo: Topology, nic: Device) -> float:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from topoagent.analysis.rails import path_index
+from topoagent.analysis.paths import path_index
 from topoagent.parsers.nvsmi_topo import TopoDevice, TopoMatrix
 from topoagent.result import ScanResult
 from topoagent.topology import Device

@@ -3,7 +3,7 @@
 Works on every view the kernel hands out through ``/sys/bus/pci/devices/X/config``: 64 bytes
 (the header only, what an unprivileged reader gets), 256 (conventional space) and 4096 (PCIe
 extended space, with CAP_SYS_ADMIN).  Offsets follow the PCI Local Bus Spec 3.0 §6 and the PCIe
-Base Spec §7; see REFERENCE.md §2.
+Base Spec §7.
 """
 
 from __future__ import annotations

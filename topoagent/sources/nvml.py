@@ -259,7 +259,7 @@ def _const_int_value(value: Any) -> int | None:
 
 def _import_pynvml() -> tuple[Any, str | None]:
     try:
-        import pynvml  # noqa: PLC0415 - lazily, by design (DESIGN rule 5)
+        import pynvml  # lazily: a scan starts fast, and runs where NVML is missing
     except ImportError as exc:
         return None, f"nvidia-ml-py (pynvml) is not installed: {exc}"
     return pynvml, None

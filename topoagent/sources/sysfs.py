@@ -40,7 +40,8 @@ SYS_DEVICES = "sys/devices"
 _NODE = re.compile(r"^node([0-9]+)$")
 _CPU = re.compile(r"^cpu([0-9]+)$")
 
-#: Kernel modules whose presence matters for GPUDirect RDMA (REFERENCE §5).
+#: Kernel modules whose presence matters for GPUDirect RDMA: the peer-memory modules NCCL
+#: checks for (NVIDIA/nccl src/transport/net_ib.cc, ncclIbGdrSupport) and their drivers.
 MODULES_OF_INTEREST = (
     "nvidia",
     "nvidia_peermem",
@@ -239,9 +240,15 @@ class SysfsReader:
         base = "sys/devices/system/cpu"
         ids = sorted(int(m.group(1)) for n in self.fs.listdir(base) if (m := _CPU.match(n)))
         out = []
+        core_of: dict[int, CpuSet] = {}  # one read of thread_siblings_list per core, not per CPU
         for i in ids:
             t = f"{base}/cpu{i}/topology"
-            out.append(Cpu(id=i, package=self._value(f"{t}/physical_package_id", _non_negative)))
+            if i not in core_of:
+                siblings = self._value(f"{t}/thread_siblings_list", CpuSet.parse)
+                if siblings is not None and i in siblings:
+                    core_of.update(dict.fromkeys(siblings, siblings))
+            out.append(Cpu(id=i, package=self._value(f"{t}/physical_package_id", _non_negative),
+                           siblings=core_of.get(i)))
         return tuple(out)
 
     # -- kernel ---------------------------------------------------------------------------
