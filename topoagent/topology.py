@@ -23,6 +23,7 @@ from topoagent.snapshot import ConfigSpace, LinkInfo, PciFunction, Snapshot
 
 
 class BridgeRole(str, Enum):
+    """A bridge's place in the PCIe tree (from its port type, else the tree's shape)."""
     ROOT_PORT = "root_port"
     SWITCH_UPSTREAM = "switch_upstream"
     SWITCH_DOWNSTREAM = "switch_downstream"
@@ -97,6 +98,7 @@ class Device:
 
     @property
     def is_vf(self) -> bool:
+        """An SR-IOV virtual function (it has a physical function)."""
         return self.physfn is not None
 
     @property
@@ -124,15 +126,18 @@ class Node:
 
     @property
     def cpu_less(self) -> bool:
+        """A node with memory and no CPUs (Grace GPU memory, CXL)."""
         return self.cpus_known and not self.cpus
 
     @property
     def cpulist(self) -> str:
+        """The node's CPUs in the kernel's list format."""
         return str(self.cpus)
 
 
 @dataclass(frozen=True)
 class Socket:
+    """A CPU package: its NUMA nodes and CPUs."""
     id: int
     nodes: tuple[int, ...]
     cpus: CpuSet
@@ -202,25 +207,31 @@ class Topology:
         return self._children.get(parent, ()) if parent is not None else ()
 
     def of_kind(self, kind: DeviceKind) -> tuple[Device, ...]:
+        """Devices of one kind, in PCI order."""
         return tuple(d for d in self.devices if d.kind is kind)
 
     @property
     def gpus(self) -> tuple[Device, ...]:
+        """GPUs in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID)."""
         return self.of_kind(DeviceKind.GPU)
 
     @property
     def nics(self) -> tuple[Device, ...]:
+        """NICs (physical and virtual functions) in PCI order."""
         return self.of_kind(DeviceKind.NIC)
 
     def node(self, node_id: int | None) -> Node | None:
+        """The NUMA node with this id, or None (also for None)."""
         return next((n for n in self.nodes if n.id == node_id), None)
 
     @property
     def all_cpus(self) -> CpuSet:
+        """Every CPU of every NUMA node."""
         return CpuSet().union(*(n.cpus for n in self.nodes))
 
     @property
     def cpu_nodes(self) -> tuple[Node, ...]:
+        """The NUMA nodes that have CPUs."""
         return tuple(n for n in self.nodes if n.cpus)
 
     @property

@@ -45,6 +45,8 @@ def _matrix_ids(topo: Topology, m: TopoMatrix) -> dict[str, str]:
 
 
 def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -> list[Finding]:
+    """Findings where ``nvidia-smi topo -m`` disagrees with the scan: devices it lists that
+    sysfs does not show, path classes, and NUMA affinity."""
     idx = path_index(paths)
     ids = _matrix_ids(topo, m)
     out: list[Finding] = []
@@ -84,6 +86,7 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
 
 
 def against_lspci(topo: Topology, functions: tuple[LspciFunction, ...]) -> list[Finding]:
+    """Findings where ``lspci -vvv`` disagrees with sysfs: NUMA node and current link width."""
     out: list[Finding] = []
     for f in functions:
         dev = topo.by_bdf(f.bdf)
@@ -131,6 +134,7 @@ def compare(views: Mapping[str, Any]) -> Callable[[Topology, tuple[Path, ...]], 
     """The comparison of a scan with other tools' parsed outputs (``views``: ``nvidia-smi``
     -> :class:`TopoMatrix`, ``lspci`` -> lspci functions), for :func:`topoagent.result.analyse`."""
     def findings(topo: Topology, paths: tuple[Path, ...]) -> list[Finding]:
+        """The cross-check findings for one analysed host."""
         out: list[Finding] = []
         if "nvidia-smi" in views:
             out += against_nvidia_smi(topo, paths, views["nvidia-smi"])

@@ -19,16 +19,19 @@ from topoagent.topology import BridgeRole, Device, DeviceKind, Topology, common_
 
 
 class Severity(IntEnum):
+    """How bad a finding is; ordered, so ``>=`` compares with ``--fail-on``."""
     INFO = 0
     WARNING = 1
     CRITICAL = 2
 
     @property
     def label(self) -> str:
+        """The severity's name as the JSON contract spells it (``critical``)."""
         return self.name.lower()
 
     @classmethod
     def parse(cls, text: str) -> "Severity":
+        """A severity from its name (``warning`` -> WARNING)."""
         return cls[text.upper()]
 
 
@@ -42,6 +45,8 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Finding:
+    """A fault found on the host: stable ``code``, ``severity``, ``subjects`` (device ids),
+    a one-sentence ``message``, the ``evidence`` that proves it and a concrete ``remedy``."""
     code: str
     severity: Severity
     subjects: tuple[str, ...]
@@ -77,6 +82,7 @@ _GDR = "GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB): every byte is
 
 
 def sysfs_attr(d: Device, attr: str) -> str:
+    """The sysfs path of a device attribute, as evidence names it."""
     return host_path(f"sys/bus/pci/devices/{d.bdf}/{attr}")
 
 
@@ -107,17 +113,20 @@ class _Ctx:
         self.rails = rails
 
     def dev(self, ident: str) -> Device:
+        """The device with this id (it exists: ids come from the topology)."""
         d = self.topo.by_id(ident)
         assert d is not None
         return d
 
     def finding(self, code: str, subjects: Iterable[str], message: str, evidence: Iterable[Evidence],
                 remedy: str, severity: Severity | None = None) -> Finding:
+        """A finding with the catalogue's severity unless one is given."""
         return Finding(code, severity if severity is not None else CATALOGUE[code], tuple(subjects),
                        message, tuple(evidence), remedy)
 
     @property
     def rdma_nics(self) -> list[Device]:
+        """Physical RDMA-capable NICs."""
         return [n for n in self.topo.nics if n.rdma_capable and not n.is_vf]
 
     @property
@@ -126,6 +135,7 @@ class _Ctx:
         return not self.topo.snapshot.from_host_tree
 
     def attr(self, d: Device, attr: str) -> str:
+        """Where a device's attribute was read (sysfs file or pasted output)."""
         return evidence_path(self.topo, d, attr)
 
 
@@ -153,6 +163,8 @@ def _given_evidence(c: _Ctx, a: Device, b: Device) -> list[Evidence]:
 
 
 def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
+    """GPU_NIC_CROSS_SOCKET / GPU_NIC_CROSS_NUMA / GPU_NIC_VIA_HOST_BRIDGE: a GPU whose best
+    RDMA NIC is worse than PXB, so GPUDirect RDMA is off by default."""
     out = []
     for rail in c.rails.rails:
         if rail.nic is None or rail.cls is None or rail.cls <= PathClass.PXB:
@@ -212,6 +224,7 @@ def _c2c(topo: Topology, gpu: Device) -> bool:
 
 
 def check_no_rdma_nic(c: _Ctx) -> list[Finding]:
+    """NO_RDMA_NIC: GPUs but no RDMA-capable NIC."""
     if not c.topo.gpus or c.rdma_nics:
         return []
     nics = [n for n in c.topo.nics if not n.is_vf]
@@ -232,6 +245,7 @@ def check_no_rdma_nic(c: _Ctx) -> list[Finding]:
 
 
 def check_peer_memory(c: _Ctx) -> list[Finding]:
+    """NO_PEER_MEMORY: NVIDIA GPUs and RDMA NICs without a peer-memory module."""
     snap = c.topo.snapshot
     nvidia = [g for g in c.topo.gpus if g.vendor_id == 0x10DE]
     if not nvidia or not c.rdma_nics or c.offline:
@@ -262,6 +276,7 @@ def _path_bridges(c: _Ctx, a: Device, b: Device) -> list[Device]:
 
 
 def check_acs(c: _Ctx) -> list[Finding]:
+    """ACS_REDIRECT / ACS_UNKNOWN: ACS on the bridges of GPU peer paths (PIX/PXB)."""
     redirect: dict[str, set[str]] = {}
     unknown: dict[str, set[str]] = {}
     acs_of: dict[str, AcsInfo] = {}
@@ -317,6 +332,7 @@ def _config_size(cfg: ConfigSpace | None) -> str:
 
 
 def check_iommu(c: _Ctx) -> list[Finding]:
+    """IOMMU_TRANSLATING: GPUs/RDMA NICs behind a translating IOMMU without ``iommu=pt``."""
     cmdline = (c.topo.snapshot.kernel_cmdline or "").split()
     if "iommu=pt" in cmdline or "intel_iommu=off" in cmdline or "amd_iommu=off" in cmdline:
         return []
@@ -340,6 +356,7 @@ _CHECK_LINK_KINDS = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.NVME, DeviceKind
 
 
 def check_links(c: _Ctx) -> list[Finding]:
+    """LINK_WIDTH_DEGRADED / LINK_SPEED_DEGRADED / LINK_SPEED_BELOW_MAX_GPU from one reading."""
     out = []
     for d in c.topo.devices:
         if d.kind not in _CHECK_LINK_KINDS and d.role is not BridgeRole.SWITCH_UPSTREAM:
@@ -391,6 +408,7 @@ def _fmt(v: object) -> str | None:
 
 
 def check_numa(c: _Ctx) -> list[Finding]:
+    """NUMA_UNKNOWN, NUMA_CPULIST_MISMATCH and CPU_LESS_NUMA_NODE."""
     topo = c.topo
     out = []
     multi = topo.multi_node
@@ -457,6 +475,7 @@ def check_numa(c: _Ctx) -> list[Finding]:
 
 
 def check_rails(c: _Ctx) -> list[Finding]:
+    """SOCKET_WITHOUT_RAIL and NIC_SHARED_WHILE_IDLE."""
     topo, plan = c.topo, c.rails
     out = []
     compute = [n for n in topo.nics if plan.roles.get(n.id) is NicRole.COMPUTE]
@@ -492,6 +511,7 @@ def check_rails(c: _Ctx) -> list[Finding]:
 
 
 def check_nvlink_p2p(c: _Ctx) -> list[Finding]:
+    """NVLINK_P2P_DISABLED: NVLinked GPUs whose NVML P2P status is not OK."""
     out = []
     nv = {g.bdf: g for g in c.topo.snapshot.nvml_gpus}
     for p in c.paths:
@@ -511,6 +531,7 @@ def check_nvlink_p2p(c: _Ctx) -> list[Finding]:
 
 
 def check_vm_flat(c: _Ctx) -> list[Finding]:
+    """VM_FLAT_PCI_TREE: a guest whose GPUs all sit on the root bus."""
     topo = c.topo
     if not topo.snapshot.virtualized or len(topo.gpus) < 2:
         return []

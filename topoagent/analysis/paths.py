@@ -57,6 +57,7 @@ class Path:
 
     @property
     def cls(self) -> PathClass:
+        """NV when NVLinks join the pair, else the PCIe class."""
         return PathClass.NV if self.nvlinks else self.pcie
 
     @property
@@ -177,6 +178,8 @@ def given_path(topo: Topology, a: Device, b: Device) -> Path | None:
 
 
 def path(topo: Topology, a: Device, b: Device) -> Path:
+    """The path between two devices: a class a source stated, else computed from the tree
+    (and NVML's NVLinks for GPU pairs)."""
     stated = given_path(topo, a, b)
     if stated is not None:
         return stated

@@ -23,6 +23,7 @@ _FABRIC_MBPS = 100_000
 
 
 class NicRole(str, Enum):
+    """What a NIC is for: a GPU rail (compute), storage traffic, or management."""
     COMPUTE = "compute"
     STORAGE = "storage"
     MANAGEMENT = "management"
@@ -91,6 +92,7 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
     # A fabric NIC worse than PXB to every GPU, on a host whose other NICs do sit next to
     # GPUs, is placed for storage; if no NIC is near any GPU the host simply has poor rails.
     def near(n: Device) -> bool:
+        """Whether any GPU reaches the NIC within one PCIe switch hierarchy (PXB or better)."""
         return any(paths[(g.id, n.id)].cls <= PathClass.PXB for g in gpus)
 
     compute = [n for n in nics if roles[n.id] is NicRole.COMPUTE]
