@@ -1,30 +1,55 @@
 """The one reader: every host file topoagent reads goes through :class:`HostFS`.
 
-A ``HostFS`` holds a root (``/`` on a live host, a fake or captured tree in tests) and
-resolves every path, symlinks included, inside that root.  Absolute symlink targets are
-re-rooted, so a capture never leaks reads onto the machine that replays it.
+A ``HostFS`` holds a root (``/`` on a live host, a fake or captured tree in tests and bug
+reports) and owns it completely:
+
+* every component of every path is resolved *inside* the root: relative and absolute symlink
+  targets alike (absolute ones are re-rooted), ``..`` clamped at the root, so a capture whose
+  ``numa_node`` links to ``/etc/passwd`` can never make the scan open the analyst's files;
+* only regular files are read, opened non-blocking, so a FIFO or a device node in a hostile
+  tree cannot stall or exhaust the scan; each read is bounded (:data:`ATTR_LIMIT` by default:
+  a sysfs attribute is at most one page, and pages are at most 64 KiB on Linux);
+* directories already resolved are remembered, so walking a DGX-class tree costs about one
+  ``readlink`` per directory rather than one per path component per file.
+
+On the live root ``/`` the kernel resolves paths itself (nothing can escape ``/``) and a read
+is three system calls: open, read, close.
 
 Reads never raise for the ordinary failures of a host: an absent file is ``None`` (absence is
 normal in sysfs), and anything else -- permission denied, an I/O error, bytes that are not
-text, a symlink loop -- is recorded as a :class:`~topoagent.snapshot.ProbeError` with the
-host path and also answered with ``None``.  Callers turn the values into facts; the errors
-travel in the snapshot.
+text, a symlink loop, a file too large or not a regular file -- is recorded as a
+:class:`~topoagent.snapshot.ProbeError` with the host path and answered with ``None``.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from pathlib import PurePosixPath
+import stat
 
 from topoagent.errors import TopoagentError
 from topoagent.snapshot import ProbeError, host_path
 
+__all__ = ["ATTR_LIMIT", "HostFS", "NotAHostTree"]
+
 _MAX_LINK_HOPS = 40  # the kernel's own MAXSYMLINKS
+#: The most one attribute read returns: sysfs attributes fit in a page (PAGE_SIZE is 4 KiB on
+#: x86, up to 64 KiB on arm64/ppc64 kernels), procfs files we read are far smaller.
+ATTR_LIMIT = 64 * 1024
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 class NotAHostTree(TopoagentError):
     """The root holds no sysfs tree at all: nothing can be scanned."""
+
+
+class _Fail(Exception):
+    """Internal: a path could not be resolved for a recorded reason."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
 
 
 def _describe(exc: BaseException) -> str:
@@ -39,6 +64,11 @@ def _describe(exc: BaseException) -> str:
     return str(exc)
 
 
+_ABSENT = (FileNotFoundError, NotADirectoryError)
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
+
+
 class HostFS:
     """Read host files below ``root``; collect what could not be read.
 
@@ -47,18 +77,96 @@ class HostFS:
     """
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
-        self.root = os.path.abspath(os.fspath(root))
+        given = os.path.abspath(os.fspath(root))
+        self.root = os.path.realpath(given) if os.path.isdir(given) else given
         self.errors: list[ProbeError] = []
+        self._live = self.root == "/"
+        #: Real absolute paths known to be directories that are not links (no syscall needed).
+        self._real_dirs: set[str] = {self.root}
+        #: root-relative prefix as asked -> real absolute path (or None: absent).
+        self._resolved: dict[str, str | None] = {}
 
     # -- naming -----------------------------------------------------------------------
     host_path = staticmethod(host_path)
 
-    def _abs(self, rel: str) -> str:
-        return os.path.join(self.root, rel.lstrip("/"))
-
     def record(self, rel: str, error: str) -> None:
         """Record a failed probe of ``rel`` (a host path relative to the root)."""
         self.errors.append(ProbeError(path=self.host_path(rel), error=error))
+
+    # -- resolution -------------------------------------------------------------------
+    def _rel_of(self, real: str) -> str:
+        return "" if real == self.root else real[len(self.root):].lstrip("/")
+
+    def _walk(self, parts: list[str], follow_last: bool) -> str | None:
+        """Resolve path components inside the root; the real absolute path, None when absent.
+
+        Raises :class:`_Fail` for a loop or an unreadable component.
+        """
+        real = self.root
+        hops = 0
+        todo = list(reversed(parts))
+        while todo:
+            part = todo.pop()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if real != self.root:
+                    real = os.path.dirname(real)  # clamped at the root
+                continue
+            candidate = real.rstrip("/") + "/" + part
+            if candidate in self._real_dirs:
+                real = candidate
+                continue
+            if not todo and not follow_last:
+                return candidate
+            try:
+                target = os.readlink(candidate)
+            except _ABSENT:
+                return None
+            except OSError as exc:
+                if exc.errno == errno.EINVAL:  # not a link
+                    if todo:
+                        self._real_dirs.add(candidate)
+                    real = candidate
+                    continue
+                raise _Fail(_describe(exc)) from None
+            hops += 1
+            if hops > _MAX_LINK_HOPS:
+                raise _Fail("symlink loop")
+            if target.startswith("/"):
+                real = self.root  # re-root absolute targets
+            todo.extend(reversed(target.split("/")))
+        return real
+
+    def _real(self, rel: str, *, follow_last: bool = True) -> str | None:
+        """The real absolute path of ``rel`` inside the root (None: absent).  Raises _Fail."""
+        rel = rel.strip("/")
+        if self._live:
+            return "/" + rel  # the kernel resolves it on use; nothing escapes "/"
+        head, _, last = rel.rpartition("/")
+        if head in self._resolved:
+            prefix = self._resolved[head]
+        else:
+            prefix = self._walk(head.split("/"), True) if head else self.root
+            self._resolved[head] = prefix
+        if prefix is None:
+            return None
+        return self._walk([*self._rel_of(prefix).split("/"), last], follow_last)
+
+    def _open_prefix(self, rel: str) -> str | None:
+        """The path to hand to ``open``: on the live root the kernel resolves it; elsewhere the
+        directory part is resolved inside the root and the last component is opened with
+        O_NOFOLLOW (a link there is resolved by :meth:`_real` first)."""
+        if self._live:
+            return "/" + rel.strip("/")
+        rel = rel.strip("/")
+        head, _, last = rel.rpartition("/")
+        if head in self._resolved:
+            prefix = self._resolved[head]
+        else:
+            prefix = self._walk(head.split("/"), True) if head else self.root
+            self._resolved[head] = prefix
+        return None if prefix is None else prefix.rstrip("/") + "/" + last
 
     # -- checks -----------------------------------------------------------------------
     def require_sysfs(self) -> None:
@@ -67,53 +175,100 @@ class HostFS:
             raise NotAHostTree(f"{self.root}: no such directory")
         if not os.path.isdir(self.root):
             raise NotAHostTree(f"{self.root}: not a directory")
-        if not os.path.isdir(self._abs("sys/devices")) and not os.path.isdir(
-            self._abs("sys/bus/pci/devices")
-        ):
+        if not self.isdir("sys/devices") and not self.isdir("sys/bus/pci/devices"):
             raise NotAHostTree(
                 f"{self.root}: not a sysfs tree (no sys/devices or sys/bus/pci/devices below it)"
             )
 
     def exists(self, rel: str) -> bool:
-        return os.path.lexists(self._abs(rel))
+        """Whether ``rel`` exists (a dangling link counts: it is there, leading nowhere)."""
+        try:
+            real = self._real(rel, follow_last=False)
+        except _Fail:
+            return True  # a link that loops is there
+        return real is not None and os.path.lexists(real)
 
     def isdir(self, rel: str) -> bool:
-        return os.path.isdir(self._abs(rel))
+        """Whether ``rel`` resolves to a directory inside the root."""
+        try:
+            real = self._real(rel)
+        except _Fail:
+            return False
+        return real is not None and os.path.isdir(real)
 
     # -- reads ------------------------------------------------------------------------
-    def text(self, rel: str, *, limit: int | None = None, quiet: bool = False) -> str | None:
+    def text(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False,
+             truncate: bool = False) -> str | None:
         """The file's text, stripped; ``None`` when absent or unreadable (recorded).
 
         ``quiet`` skips recording for files whose read fails in normal operation (a down
-        interface's ``speed`` answers EINVAL).
+        interface's ``speed`` answers EINVAL).  ``truncate`` keeps the first ``limit`` bytes of
+        a larger file instead of refusing it (``/proc/cpuinfo``: the first CPU says enough).
         """
-        data = self.bytes(rel, limit=limit, quiet=quiet)
+        data = self.bytes(rel, limit=limit, quiet=quiet, truncate=truncate)
         if data is None:
             return None
         try:
             return data.decode("utf-8").strip()
         except UnicodeDecodeError as exc:
+            if truncate:
+                return data.decode("utf-8", "ignore").strip()
             self.record(rel, _describe(exc))
             return None
 
-    def bytes(self, rel: str, *, limit: int | None = None, quiet: bool = False) -> bytes | None:
+    def bytes(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False,
+              truncate: bool = False) -> bytes | None:
         """The file's raw bytes (at most ``limit``); ``None`` when absent or unreadable."""
         try:
-            # Unbuffered: sysfs attributes are one page at most, and read(n) would allocate n.
-            with open(self._abs(rel), "rb", buffering=0) as fh:
-                return fh.readall() if limit is None else fh.read(limit)
-        except (FileNotFoundError, NotADirectoryError):
+            path = self._open_prefix(rel)
+            if path is None:
+                return None
+            try:
+                fd = os.open(path, _OPEN_FLAGS | (0 if self._live else _NOFOLLOW))
+            except OSError as exc:
+                if exc.errno != errno.ELOOP or self._live:
+                    raise
+                real = self._real(rel)  # the last component is a link: resolve it inside the root
+                if real is None:
+                    return None
+                fd = os.open(real, _OPEN_FLAGS | _NOFOLLOW)
+            try:
+                if not self._live:  # sysfs and procfs hold no FIFOs or devices; a capture may
+                    kind = stat.S_IFMT(os.fstat(fd).st_mode)
+                    if kind != stat.S_IFREG:
+                        raise _Fail(f"not a regular file ({_KINDS.get(kind, 'special file')})")
+                data = _read_bounded(fd, limit)
+            finally:
+                os.close(fd)
+        except _ABSENT:
+            return None
+        except _Fail as exc:
+            if not quiet:
+                self.record(rel, exc.why)
             return None
         except (OSError, ValueError) as exc:
             if not quiet:
                 self.record(rel, _describe(exc))
             return None
+        if len(data) > limit:
+            if truncate:
+                return data[:limit]
+            if not quiet:
+                self.record(rel, f"larger than {limit} bytes: not a sysfs attribute")
+            return None
+        return data
 
     def listdir(self, rel: str) -> list[str]:
         """Sorted entries of a directory; ``[]`` when absent or unreadable (recorded)."""
         try:
-            return sorted(os.listdir(self._abs(rel)))
-        except (FileNotFoundError, NotADirectoryError):
+            real = self._real(rel)
+            if real is None:
+                return []
+            return sorted(os.listdir(real))
+        except _ABSENT:
+            return []
+        except _Fail as exc:
+            self.record(rel, exc.why)
             return []
         except OSError as exc:
             self.record(rel, _describe(exc))
@@ -122,14 +277,22 @@ class HostFS:
     def link_name(self, rel: str) -> str | None:
         """The last component of a symlink's target (``driver`` -> ``"nvidia"``)."""
         try:
-            return PurePosixPath(os.readlink(self._abs(rel))).name or None
-        except (FileNotFoundError, NotADirectoryError):
+            real = self._real(rel, follow_last=False)
+            if real is None:
+                return None
+            target = os.readlink(real)
+        except _ABSENT:
+            return None
+        except _Fail as exc:
+            self.record(rel, exc.why)
             return None
         except OSError as exc:
             if exc.errno == errno.EINVAL:  # not a symlink: some captures copy directories
                 return None
             self.record(rel, _describe(exc))
             return None
+        name = target.rstrip("/").rsplit("/", 1)[-1]
+        return name or None
 
     def resolve(self, rel: str) -> str | None:
         """Resolve ``rel`` through its symlinks, inside the root.
@@ -137,33 +300,28 @@ class HostFS:
         Returns the resolved host path relative to the root, or ``None`` when a component is
         missing or the links loop (the loop is recorded).
         """
-        parts = [p for p in rel.strip("/").split("/") if p]
-        done: list[str] = []
-        hops = 0
-        while parts:
-            part = parts.pop(0)
-            if part == ".":
-                continue
-            if part == "..":
-                if done:
-                    done.pop()
-                continue
-            candidate = os.path.join(self.root, *done, part)
-            try:
-                target = os.readlink(candidate)
-            except (FileNotFoundError, NotADirectoryError):
-                return None
-            except OSError as exc:
-                if exc.errno == errno.EINVAL:  # a plain file or directory
-                    done.append(part)
-                    continue
-                self.record(rel, _describe(exc))
-                return None
-            hops += 1
-            if hops > _MAX_LINK_HOPS:
-                self.record(rel, "symlink loop")
-                return None
-            if target.startswith("/"):
-                done = []  # re-root absolute targets
-            parts = [p for p in target.split("/") if p] + parts
-        return "/".join(done)
+        try:
+            real = self._walk(rel.strip("/").split("/"), True)
+        except _Fail as exc:
+            self.record(rel, exc.why)
+            return None
+        if real is None:
+            return None
+        return self._rel_of(real)
+
+
+def _read_bounded(fd: int, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes (one more than allowed tells the caller it was too large).
+
+    One ``read`` suffices for a sysfs attribute (the kernel fills the whole page at once) and
+    for a short regular file; a short read ends the loop.
+    """
+    chunks: list[bytes] = []
+    want = limit + 1
+    while want > 0:
+        chunk = os.read(fd, want)
+        chunks.append(chunk)
+        if len(chunk) < want:
+            break  # a short read: end of file (regular files, sysfs, procfs)
+        want -= len(chunk)
+    return b"".join(chunks)

@@ -84,17 +84,30 @@ class SysfsReader:
 
     # -- PCI ------------------------------------------------------------------------------
     def pci_functions(self) -> tuple[PciFunction, ...]:
+        """Every function listed in ``bus/pci/devices``, each once.
+
+        A function's canonical BDF is the name of the directory its entry resolves to (lower
+        case); an entry that resolves to a function already listed (an alias: upper-case hex,
+        another domain's name for the same directory) is counted once and noted.
+        """
         out = []
+        seen: dict[str, str] = {}  # canonical BDF -> the entry that named it first
         for entry in self.fs.listdir(PCI_DEVICES):
             if not is_bdf(entry):
                 continue
-            out.append(self.pci_function(entry))
+            link_rel = f"{PCI_DEVICES}/{entry}"
+            real = self.fs.resolve(link_rel)
+            name = real.rsplit("/", 1)[-1] if real is not None else entry
+            bdf = (name if is_bdf(name) else entry).lower()
+            if bdf in seen:
+                self.fs.record(link_rel, f"alias of {seen[bdf]} ({bdf}): counted once")
+                continue
+            seen[bdf] = entry
+            out.append(self.pci_function(bdf, link_rel, real))
         return tuple(out)
 
-    def pci_function(self, entry: str) -> PciFunction:
-        bdf = entry.lower()
-        link_rel = f"{PCI_DEVICES}/{entry}"
-        real = self.fs.resolve(link_rel)
+    def pci_function(self, bdf: str, link_rel: str, real: str | None) -> PciFunction:
+        """One function: ``link_rel`` is its ``bus/pci/devices`` entry, ``real`` where it leads."""
         sysfs_path = None
         if real is not None and real.startswith(SYS_DEVICES + "/"):
             sysfs_path = real[len(SYS_DEVICES) + 1 :]
@@ -277,7 +290,8 @@ class SysfsReader:
         return tuple(out)
 
     def virtualized(self) -> bool | None:
-        cpuinfo = self.fs.text("proc/cpuinfo")
+        # The first CPU's block holds the flags line; a 1,000-CPU cpuinfo runs to megabytes.
+        cpuinfo = self.fs.text("proc/cpuinfo", truncate=True)
         if cpuinfo is not None and sv.parse_cpuinfo_hypervisor(cpuinfo):
             return True
         if self.fs.exists("sys/hypervisor/type"):

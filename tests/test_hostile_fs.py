@@ -1,0 +1,141 @@
+"""A hostile root (a user's capture is untrusted input): nothing outside --root is ever opened,
+links cannot escape it, FIFOs and devices cannot stall it, huge files cannot exhaust it, and
+aliases cannot double a device.  Issue: symlinks out of the root used to be followed and their
+contents printed under "Lost probes"."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_bad_input import BDF, minimal_tree
+from topoagent.api import scan
+from topoagent.hostfs import HostFS
+
+DEV = f"sys/devices/pci0000:16/0000:16:01.0/{BDF}"
+SECRET = "TOPOAGENT_SECRET_CANARY"
+
+#: Run a scan under an audit hook that records every file the process opens or lists.
+_AUDITED = r"""
+import json, os, sys
+seen = []
+def hook(event, args):
+    if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes)):
+        seen.append(os.fsdecode(args[0]))
+sys.addaudithook(hook)
+from topoagent.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+sys.stderr.write("\nAUDIT " + json.dumps(seen) + "\n")
+sys.exit(code)
+"""
+
+
+def audited_scan(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    env = dict(os.environ, **{SECRET: "s3cr3t-value"})
+    proc = subprocess.run([sys.executable, "-c", _AUDITED, "scan", "--root", str(root), *args],
+                          capture_output=True, text=True, timeout=60, env=env)
+    head, _, audit = proc.stderr.rpartition("\nAUDIT ")
+    proc.stderr = head
+    return proc, json.loads(audit)
+
+
+def outside(root: Path, paths: list[str]) -> list[str]:
+    """Opened paths that are neither under the root nor Python's own files."""
+    allowed = [str(root), sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[1]), "/dev/null"]
+    allowed += [p for p in sys.path if p]
+    return [p for p in paths if os.path.isabs(p) and not any(p == a or p.startswith(a.rstrip("/") + "/")
+                                                              for a in allowed)]
+
+
+def test_links_out_of_the_root_are_never_followed(tmp_path):
+    root = minimal_tree(tmp_path / "host")
+    dev = root / DEV
+    (dev / "numa_node").unlink()
+    os.symlink("/etc/passwd", dev / "numa_node")                    # absolute: re-rooted
+    (dev / "vendor").unlink()
+    os.symlink("../../../../../../../proc/self/environ", dev / "vendor")  # relative, climbs out
+    (dev / "max_link_width").unlink()
+    os.symlink("/../../../../etc/hostname", dev / "max_link_width")  # .. clamped at the root
+    proc, opened = audited_scan(root, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in proc.stdout and "root:" not in proc.stdout
+    assert outside(root, opened) == []
+    doc = json.loads(proc.stdout)
+    gpu = next(d for d in doc["devices"] if d["bdf"] == BDF)
+    assert gpu["numa_node"] == 0 and gpu["numa_source"] == "local_cpus"  # numa_node: absent in the root
+
+
+def test_a_sys_directory_linked_to_the_real_sys_describes_nothing(tmp_path):
+    root = tmp_path / "host"
+    root.mkdir()
+    os.symlink("/sys", root / "sys")
+    proc, opened = audited_scan(root)
+    assert proc.returncode == 2 and "not a sysfs tree" in proc.stderr
+    assert outside(root, opened) == []
+
+
+def test_fifo_and_devices_do_not_stall_or_exhaust(tmp_path):
+    root = minimal_tree(tmp_path / "host")
+    dev = root / DEV
+    (dev / "numa_node").unlink()
+    os.mkfifo(dev / "numa_node")
+    (dev / "local_cpulist").unlink()
+    os.symlink("/dev/zero", dev / "local_cpulist")  # re-rooted: absent in the root
+    (root / "dev").mkdir()
+    os.symlink("/dev/zero", root / "dev" / "zero-link")
+    (dev / "current_link_width").unlink()
+    os.symlink("/dev/zero-link", dev / "current_link_width")  # inside the root, to a link to /dev/zero
+    r = scan(root, nvml="off")
+    lost = {e.path: e.error for e in r.snapshot.probe_errors}
+    assert lost[f"/{DEV}/numa_node"] == "not a regular file (a FIFO)"
+    assert f"/{DEV}/local_cpulist" not in lost  # absent inside the root: unknown, not an error
+
+
+def test_huge_attribute_is_refused(tmp_path):
+    root = minimal_tree(tmp_path / "host")
+    (root / DEV / "numa_node").write_bytes(b"0" * (1 << 20))
+    r = scan(root, nvml="off")
+    lost = {e.path: e.error for e in r.snapshot.probe_errors}
+    assert lost[f"/{DEV}/numa_node"].startswith("larger than")
+
+
+def test_symlink_loop_through_dotdot_is_bounded(tmp_path):
+    root = minimal_tree(tmp_path / "host")
+    (root / "sys/class/net/eth0").mkdir(parents=True)
+    os.symlink("../eth0/device/../device", root / "sys/class/net/eth0/device")
+    r = scan(root, nvml="off")
+    assert any(e.error == "symlink loop" for e in r.snapshot.probe_errors)
+
+
+def test_reader_resolves_every_component_inside_the_root(tmp_path):
+    root = tmp_path / "host"
+    (root / "a/b").mkdir(parents=True)
+    (root / "a/b/f").write_text("inside\n")
+    os.symlink("/a", root / "abs")
+    os.symlink("../../../../a", root / "a/up")
+    fs = HostFS(root)
+    assert fs.text("abs/b/f") == "inside"
+    assert fs.text("a/up/b/f") == "inside"
+    assert fs.resolve("a/up/b/f") == "a/b/f"
+    assert fs.text("../../../etc/passwd") is None
+    assert fs.listdir("../..") == sorted(os.listdir(root))
+
+
+
+def test_alias_entries_collapse_into_one_device(tmp_path):
+    root = minimal_tree(tmp_path / "host")
+    links = root / "sys/bus/pci/devices"
+    target = os.readlink(links / BDF)
+    os.symlink(target, links / ("00000:" + BDF.split(":", 1)[1]))      # other spellings of the domain
+    os.symlink(target, links / ("000000:" + BDF.split(":", 1)[1]))
+    r = scan(root, nvml="off")
+    assert [d.bdf for d in r.topology.devices].count(BDF) == 1
+    assert len(r.topology.gpus) == 1
+    notes = [e for e in r.snapshot.probe_errors if "alias of" in e.error]
+    assert len(notes) == 2
