@@ -95,6 +95,8 @@ class Device:
     label: str | None = None
     #: The source says it is RDMA-capable without naming an RDMA device (None: not said).
     rdma: bool | None = None
+    #: How the device was placed where the evidence was incomplete (a hidden parent bridge).
+    notes: tuple[str, ...] = ()
 
     @property
     def is_vf(self) -> bool:
@@ -372,11 +374,22 @@ def build_topology(snap: Snapshot) -> Topology:
         if f.physfn and f.bdf is not None:
             virtfns[f.physfn].append(f.bdf)
 
+    # Where each function hangs: its root bus and the listed bridges above it.  A directory
+    # on the real path that is not itself a listed function (a bridge hidden by firmware, a
+    # chipset-internal bridge, a capture that missed it) is skipped: the function hangs from
+    # the nearest ancestor that exists, and says so -- it is never dropped from the tree.
+    listed = {f.bdf for f in fns if f.bdf is not None}
+    ancestry: dict[int, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {}
+    for f in fns:
+        root, full = _ancestry(f.sysfs_path)
+        chain = tuple(b for b in full if b in listed)
+        ancestry[id(f)] = (root, chain, tuple(b for b in full if b not in listed))
+
     # Bridge roles: the PCIe capability's port type where readable, the tree's shape otherwise.
     # A switch's upstream port is the bridge whose children are bridges (its downstream
     # ports); a bridge with only endpoints below (ASPEED AST1150, PCIe-to-PCI) is not a switch.
     bridge_bdfs = {f.bdf for f in fns if _is_p2p_bridge(f)}
-    has_bridge_child = {c for f in fns if f.bdf in bridge_bdfs for c in _ancestry(f.sysfs_path)[1][-1:]}
+    has_bridge_child = {c for f in fns if f.bdf in bridge_bdfs for c in ancestry[id(f)][1][-1:]}
     roles: dict[str, BridgeRole] = {}
     for f in fns:  # BDF order puts parents before children on every real bus numbering
         if f.bdf is None or not _is_p2p_bridge(f):
@@ -385,7 +398,7 @@ def build_topology(snap: Snapshot) -> Topology:
         if port in _ROLE_FROM_PORT:
             roles[f.bdf] = _ROLE_FROM_PORT[port]
             continue
-        _, chain = _ancestry(f.sysfs_path)
+        _, chain, _ = ancestry[id(f)]
         parent_role = roles.get(chain[-1]) if chain else None
         if f.sysfs_path is not None and not chain:
             roles[f.bdf] = BridgeRole.ROOT_PORT
@@ -404,7 +417,7 @@ def build_topology(snap: Snapshot) -> Topology:
     for f, kind, (numa, source, socket) in zip(fns, kinds, placed):
         ident = f"{_ID_PREFIX[kind]}{counters[kind]}"
         counters[kind] += 1
-        root, chain = _ancestry(f.sysfs_path)
+        root, chain, hidden = ancestry[id(f)]
         netdev_names = netdevs.get(f.bdf, ()) if f.bdf is not None else ()
         rdma_names = tuple(rdma.get(f.bdf, ())) if f.bdf is not None else ()
         rdma_names += tuple(n for n in f.rdma_names if n not in rdma_names)
@@ -439,6 +452,7 @@ def build_topology(snap: Snapshot) -> Topology:
                 config=f.config,
                 label=f.label,
                 rdma=f.rdma,
+                notes=_hidden_note(hidden, chain, root),
             )
         )
 
@@ -456,6 +470,15 @@ def build_topology(snap: Snapshot) -> Topology:
         host_bridges.append(HostBridge(b, numa, node_by_id[numa].socket if numa in node_by_id else None))
     nodes = _own_memory_nodes(nodes, snap, devices)
     return Topology(snap, sockets, nodes, tuple(host_bridges), tuple(devices))
+
+
+def _hidden_note(hidden: tuple[str, ...], chain: tuple[str, ...], root: str | None) -> tuple[str, ...]:
+    if not hidden:
+        return ()
+    above = chain[-1] if chain else root
+    return (f"{'bridge' if len(hidden) == 1 else 'bridges'} {', '.join(hidden)} on its sysfs path "
+            "not listed in /sys/bus/pci/devices (hidden by firmware, chipset-internal, or not "
+            f"captured): placed under the nearest listed ancestor, {above}",)
 
 
 def _place(f: PciFunction, nodes: tuple[Node, ...], node_by_id: dict[int, Node]) -> tuple[int | None, str | None, int | None]:

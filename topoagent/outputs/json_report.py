@@ -55,6 +55,7 @@ def device_dict(d: Device, roles: Mapping[str, NicRole]) -> dict[str, Any]:
         "physfn": d.physfn,
         "virtfns": list(d.virtfns),
         "acs_control": list(d.config.acs.enabled()) if d.config and d.config.acs else None,
+        "notes": list(d.notes),
     }
 
 

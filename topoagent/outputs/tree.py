@@ -62,6 +62,7 @@ class _Tree:
         self.show_all = show_all
         self.rails = rails
         self.lines: list[str] = []
+        self._interesting: dict[str, bool] = {}
 
     def add(self, prefix: str, last: bool, text: str) -> str:
         self.lines.append(f"{prefix}{'└─ ' if last else '├─ '}{text}")
@@ -69,21 +70,36 @@ class _Tree:
 
     # -- what to draw -------------------------------------------------------------------------
     def interesting(self, d: Device) -> bool:
-        if d.kind is DeviceKind.BRIDGE and d.role is not None:
-            return any(self.interesting(c) for c in self.below(d))
+        """Whether to draw ``d`` (with ``--all``: always).  A bridge is drawn when something
+        drawn hangs below it; worked out bottom-up without recursion (chains can be deep)."""
         if self.show_all:
             return True
-        if d.kind is DeviceKind.BRIDGE:
-            # Host and ISA bridge functions are chipset furniture; "other" bridges
-            # (class 0x0680) are where NVSwitches show up.
-            return is_nvswitch_or_other_bridge(d.class_code)
-        return d.kind is not DeviceKind.OTHER
+        if d.id in self._interesting:
+            return self._interesting[d.id]
+        order, stack = [], [d]
+        while stack:  # post-order over the subtree, skipping what is already known
+            node = stack.pop()
+            order.append(node)
+            stack.extend(c for c in self.below(node) if c.id not in self._interesting)
+        for node in reversed(order):
+            kids = self.below(node)
+            if kids:
+                self._interesting[node.id] = any(self._interesting[c.id] for c in kids)
+            elif node.kind is DeviceKind.BRIDGE:
+                # Empty ports, host and ISA bridge functions are chipset furniture; "other"
+                # bridges (class 0x0680) are where NVSwitches show up.
+                self._interesting[node.id] = node.role is None and is_nvswitch_or_other_bridge(node.class_code)
+            else:
+                self._interesting[node.id] = node.kind is not DeviceKind.OTHER
+        return self._interesting[d.id]
 
     def below(self, d: Device) -> list[Device]:
-        """Children to draw under a bridge, with switch downstream ports folded away."""
+        """Children to draw under a device, with switch downstream ports folded away (kept
+        with ``--all``, which draws every function)."""
         out: list[Device] = []
         for c in self.topo.children(d.bdf):
-            if d.role is BridgeRole.SWITCH_UPSTREAM and c.role is BridgeRole.SWITCH_DOWNSTREAM:
+            if (not self.show_all and d.role is BridgeRole.SWITCH_UPSTREAM
+                    and c.role is BridgeRole.SWITCH_DOWNSTREAM):
                 out.extend(self.topo.children(c.bdf))
             else:
                 out.append(c)
@@ -117,24 +133,37 @@ class _Tree:
         rail = self.rails.get(d.id)
         if rail:
             extras.append(rail)
+        if d.notes:
+            extras.append("parent bridge not listed: placed under its nearest listed ancestor")
         return text + ("  · " + " · ".join(extras) if extras else "")
 
     # -- drawing ----------------------------------------------------------------------------
     def devices(self, prefix: str, devs: Iterable[Device]) -> None:
-        devs = list(devs)
-        shown = [d for d in devs if self.interesting(d)]
-        hidden = [d for d in devs if not self.interesting(d)]
-        items: list[object] = list(shown)
+        """Draw ``devs`` and everything below them, depth first, without recursion (a chain
+        of bridges can be deeper than Python's stack)."""
+        stack: list[tuple[str, list[Device | list[Device]], int]] = [(prefix, self._items(devs), 0)]
+        while stack:
+            at, items, i = stack.pop()
+            if i >= len(items):
+                continue
+            stack.append((at, items, i + 1))
+            item, last = items[i], i == len(items) - 1
+            if isinstance(item, Device):
+                sub = self.add(at, last, self.label(item))
+                kids = self.below(item)
+                if kids:
+                    stack.append((sub, self._items(kids), 0))
+            else:
+                self.add(at, last, _summary(item))
+
+    def _items(self, devs: Iterable[Device]) -> list[Device | list[Device]]:
+        """The devices to draw, then (as one summary line) those not drawn."""
+        group = list(devs)
+        hidden = [d for d in group if not self.interesting(d)]
+        items: list[Device | list[Device]] = [d for d in group if self.interesting(d)]
         if hidden:
             items.append(hidden)
-        for i, item in enumerate(items):
-            last = i == len(items) - 1
-            if isinstance(item, Device):
-                sub = self.add(prefix, last, self.label(item))
-                if item.kind is DeviceKind.BRIDGE and item.role is not None:
-                    self.devices(sub, self.below(item))
-            else:
-                self.add(prefix, last, _summary(item))  # type: ignore[arg-type]
+        return items
 
 
 def _summary(hidden: list[Device]) -> str:
@@ -214,6 +243,11 @@ def render(result: ScanResult, *, show_all: bool = False, **_: Any) -> str:
         for i, n in enumerate(rest):
             sub = t.add("", i == len(rest) - 1, _node_title(n))
             node_body(sub, n.id)
+    # Every device appears: those on a node id the node list lacks, and those on no known node.
+    known = {n.id for n in topo.nodes}
+    for node_id in sorted(i for i in set(bridges_of) | set(treeless) if i is not None and i not in known):
+        t.lines.append(f"NUMA node {node_id} (not among the host's NUMA nodes)")
+        node_body("", node_id)
     if bridges_of.get(None) or treeless.get(None):
         t.lines.append("NUMA node unknown")
         node_body("", None)
