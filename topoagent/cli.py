@@ -19,6 +19,7 @@ from topoagent import __version__
 #: command name -> "module:attribute" of its click command.
 COMMANDS = {
     "scan": "topoagent.commands.scan:scan",
+    "draw": "topoagent.commands.draw:draw",
 }
 
 

@@ -19,6 +19,9 @@ RENDERERS: dict[tuple[str, str], str] = {
     ("scan", "tree"): "topoagent.outputs.tree:render",
     ("scan", "json"): "topoagent.outputs.json_report:render",
     ("scan", "matrix"): "topoagent.outputs.matrix:render",
+    ("draw", "svg"): "topoagent.outputs.draw_svg:render",
+    ("draw", "html"): "topoagent.outputs.draw_html:render",
+    ("draw", "dot"): "topoagent.outputs.draw_dot:render",
 }
 
 

@@ -1,0 +1,78 @@
+"""``topoagent draw``: a picture of the host with the problem paths marked."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from topoagent.commands.common import EXIT_OK, emit, fail
+from topoagent.commands.options import run_scan, scan_inputs
+from topoagent.inputs import Inputs
+from topoagent.outputs import formats, renderer
+
+#: Seconds Graphviz may take to lay out a host (hundreds of nodes take well under one).
+DOT_TIMEOUT = 60
+
+
+def dot_to_png(dot_text: str) -> bytes:
+    """Lay out DOT source with Graphviz's ``dot -Tpng`` (https://graphviz.org/doc/info/command.html);
+    one clear line and exit 2 when Graphviz is missing or fails."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("dot")
+    if exe is None:
+        fail("--format png needs Graphviz's dot, which is not installed (Debian/Ubuntu: apt-get install graphviz); "
+             "--format svg or html need nothing")
+    try:
+        proc = subprocess.run([exe, "-Tpng"], input=dot_text.encode("utf-8"), capture_output=True,
+                              timeout=DOT_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        fail(f"dot -Tpng did not finish in {DOT_TIMEOUT} s")
+    except OSError as exc:
+        fail(f"cannot run {exe}: {exc}")
+    if proc.returncode != 0 or not proc.stdout:
+        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        fail(f"dot -Tpng failed (exit {proc.returncode}): {err[-1] if err else 'no output'}")
+    return proc.stdout
+
+
+@click.command()
+@scan_inputs(cross_check=False)
+@click.option("--format", "fmt", type=click.Choice(formats("draw") + ("png",)), default="svg", show_default=True,
+              help="svg: the picture; html: picture, findings and matrix in one page; dot: Graphviz source; "
+                   "png: the DOT drawn by Graphviz (needs dot).")
+@click.option("-o", "--output", "output", metavar="FILE", help="Write to FILE instead of stdout.")
+def draw(inputs: Inputs, fmt: str, output: str | None) -> None:
+    """Draw the host: sockets, NUMA nodes, host bridges, switches, GPUs and NICs, each GPU
+    tied to its rail NIC, findings marked where they live.
+
+    Reads what `topoagent scan` reads (the live host, --root, or pasted tool output).
+    Exit status: 0 drawn, 2 the scan could not run or the output could not be written.
+    """
+    result = run_scan(inputs)
+    if fmt == "png":
+        data = dot_to_png(renderer("draw", "dot")(result))
+        if output is None:
+            if sys.stdout.isatty():
+                fail("--format png is binary: give -o FILE or redirect stdout")
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        else:
+            _write(output, data)
+        sys.exit(EXIT_OK)
+    text = renderer("draw", fmt)(result)
+    if output is None:
+        emit(text)
+    else:
+        _write(output, text.encode("utf-8"))
+    sys.exit(EXIT_OK)
+
+
+def _write(path: str, data: bytes) -> None:
+    try:
+        with open(path, "wb") as fh:
+            fh.write(data)
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror or exc}")
