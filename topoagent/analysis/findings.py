@@ -14,6 +14,7 @@ from topoagent.analysis.paths import Path, PathClass
 from topoagent.analysis.paths import path_index
 from topoagent.analysis.rails import NicRole, RailPlan
 from topoagent.pci import C2C_GPUS
+from topoagent.quirks import link_quirk
 from topoagent.snapshot import AcsInfo, ConfigSpace, host_path
 from topoagent.topology import BridgeRole, Device, DeviceKind, Topology, common_ancestors, id_key
 
@@ -363,6 +364,9 @@ def check_links(c: _Ctx) -> list[Finding]:
             continue
         if d.is_vf:
             continue  # VFs mirror their PF's link
+        port = d.config.pcie_port_type if d.config is not None else None
+        if link_quirk(d.vendor_id, d.device_id, port) is not None:
+            continue  # its link registers mean nothing (topoagent.quirks)
         lk = d.link
         parent = c.topo.by_bdf(d.parent) if d.parent else None
         ev = lambda *attrs: [Evidence(c.attr(d, a), _fmt(getattr(lk, f))) for a, f in attrs]  # noqa: E731
