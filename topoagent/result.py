@@ -77,12 +77,13 @@ class ScanResult:
         return FrozenMap(path_index(self.paths))
 
     def path(self, a: str, b: str) -> Path | None:
-        """The path between two devices named by id, key or BDF (either order), or None
-        when the pair is not one the scan computes (GPU/NIC pairs of physical functions)."""
+        """The path between two GPUs/NICs named by id, key or BDF (either order); a VF's path
+        is its PF's.  None when either is not a GPU or NIC the scan knows."""
         da, db = self.device(a), self.device(b)
         if da is None or db is None:
             return None
-        return self._path_index.get((da.id, db.id))
+        pa, pb = self.topology.physical(da), self.topology.physical(db)
+        return self._path_index.get((pa.id, pb.id))
 
 
 def analyse(snapshot: Snapshot, *, tool_findings: Any = None,

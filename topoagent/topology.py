@@ -190,6 +190,12 @@ class Topology:
         """The device at a BDF (lower-case ``dddd:bb:dd.f``), or None."""
         return self._by_bdf.get(bdf)
 
+    def physical(self, d: Device) -> Device:
+        """A VF's physical function (its paths are the PF's), or the device itself."""
+        if d.physfn is None:
+            return d
+        return self._by_bdf.get(d.physfn, d)
+
     def by_key(self, key: str) -> Device | None:
         """The device with a stable key (see :class:`Device`), or None."""
         return self._by_key.get(key)

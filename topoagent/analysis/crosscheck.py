@@ -62,7 +62,10 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
         for b in labels[i + 1:]:
             if a not in ids or b not in ids or ids[a] == ids[b]:
                 continue
-            known = idx.get((ids[a], ids[b]))
+            da, db = topo.by_id(ids[a]), topo.by_id(ids[b])
+            if da is None or db is None or topo.physical(da) == topo.physical(db):
+                continue
+            known = idx.get((topo.physical(da).id, topo.physical(db).id))  # a VF's path is its PF's
             theirs, ours = m.cell(a, b), known.token if known is not None else None
             if ours is None or theirs == "?" or theirs == ours:
                 continue

@@ -201,6 +201,11 @@ def path_index(paths: tuple[Path, ...]) -> dict[tuple[str, str], Path]:
 
 
 def all_paths(topo: Topology) -> tuple[Path, ...]:
-    """Every GPU-GPU, GPU-NIC and NIC-NIC pair, in device order (``a`` before ``b``)."""
-    devs = [d for d in topo.devices if d.kind in (DeviceKind.GPU, DeviceKind.NIC)]
+    """Every GPU-GPU, GPU-NIC and NIC-NIC pair of physical functions, in device order
+    (``a`` before ``b``).
+
+    A VF's path class is its PF's (:meth:`Topology.physical`), so VFs are not paired: a host
+    whose 16 NICs expose 243 VFs each would otherwise make millions of pairs.
+    """
+    devs = [d for d in topo.devices if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and not d.is_vf]
     return tuple(path(topo, a, b) for a, b in combinations(devs, 2))

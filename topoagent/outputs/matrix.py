@@ -105,11 +105,13 @@ def matrix_of(result: ScanResult) -> TopoMatrix:
         for rdma in nic.rdma_devices or ((None,) if nic.rdma else ()):
             rows.append((nic.id, TopoDevice(label=f"NIC{n}", kind="nic", rdma_name=rdma)))
             n += 1
+    physical = {d.id: topo.physical(d).id for d in topo.devices}
+
     def cell(i: int, j: int) -> str:
-        (a, _), (b, _) = rows[i], rows[j]
         if i == j:
             return "X"
-        return "PIX" if a == b else idx[(a, b)].token  # two RDMA devices of one function
+        a, b = physical[rows[i][0]], physical[rows[j][0]]
+        return "PIX" if a == b else idx[(a, b)].token  # two RDMA devices of one function (or its VF)
 
     cells = tuple(tuple(cell(i, j) for j in range(len(rows))) for i in range(len(rows)))
     return TopoMatrix(devices=tuple(d for _, d in rows), cells=cells)
