@@ -97,12 +97,13 @@ class HostFS:
     def _rel_of(self, real: str) -> str:
         return "" if real == self.root else real[len(self.root):].lstrip("/")
 
-    def _walk(self, parts: list[str], follow_last: bool) -> str | None:
-        """Resolve path components inside the root; the real absolute path, None when absent.
+    def _walk(self, start: str, parts: list[str], follow_last: bool) -> str | None:
+        """Resolve path components inside the root, from ``start`` (a real directory inside it);
+        the real absolute path, None when absent.
 
         Raises :class:`_Fail` for a loop or an unreadable component.
         """
-        real = self.root
+        real = start
         hops = 0
         todo = list(reversed(parts))
         while todo:
@@ -138,34 +139,34 @@ class HostFS:
             todo.extend(reversed(target.split("/")))
         return real
 
+    def _prefix(self, head: str) -> str | None:
+        """The real directory of a root-relative directory path (cached; None: absent)."""
+        if head in self._resolved:
+            return self._resolved[head]
+        real = self._walk(self.root, head.split("/"), True) if head else self.root
+        if real is not None:
+            self._real_dirs.add(real)
+        self._resolved[head] = real
+        return real
+
     def _real(self, rel: str, *, follow_last: bool = True) -> str | None:
         """The real absolute path of ``rel`` inside the root (None: absent).  Raises _Fail."""
         rel = rel.strip("/")
         if self._live:
             return "/" + rel  # the kernel resolves it on use; nothing escapes "/"
         head, _, last = rel.rpartition("/")
-        if head in self._resolved:
-            prefix = self._resolved[head]
-        else:
-            prefix = self._walk(head.split("/"), True) if head else self.root
-            self._resolved[head] = prefix
-        if prefix is None:
-            return None
-        return self._walk([*self._rel_of(prefix).split("/"), last], follow_last)
+        prefix = self._prefix(head)
+        return None if prefix is None else self._walk(prefix, [last], follow_last)
 
     def _open_prefix(self, rel: str) -> str | None:
         """The path to hand to ``open``: on the live root the kernel resolves it; elsewhere the
         directory part is resolved inside the root and the last component is opened with
         O_NOFOLLOW (a link there is resolved by :meth:`_real` first)."""
-        if self._live:
-            return "/" + rel.strip("/")
         rel = rel.strip("/")
+        if self._live:
+            return "/" + rel
         head, _, last = rel.rpartition("/")
-        if head in self._resolved:
-            prefix = self._resolved[head]
-        else:
-            prefix = self._walk(head.split("/"), True) if head else self.root
-            self._resolved[head] = prefix
+        prefix = self._prefix(head)
         return None if prefix is None else prefix.rstrip("/") + "/" + last
 
     # -- checks -----------------------------------------------------------------------
@@ -301,7 +302,7 @@ class HostFS:
         missing or the links loop (the loop is recorded).
         """
         try:
-            real = self._walk(rel.strip("/").split("/"), True)
+            real = self._walk(self.root, rel.strip("/").split("/"), True)
         except _Fail as exc:
             self.record(rel, exc.why)
             return None

@@ -36,6 +36,8 @@ from topoagent.sources import Collection
 T = TypeVar("T")
 
 PCI_DEVICES = "sys/bus/pci/devices"
+#: PCIe extended capability id of SR-IOV (PCIe Base Spec 9.3.3).
+EXT_CAP_ID_SRIOV = 0x0010
 SYS_DEVICES = "sys/devices"
 _NODE = re.compile(r"^node([0-9]+)$")
 _CPU = re.compile(r"^cpu([0-9]+)$")
@@ -121,6 +123,20 @@ class SysfsReader:
         # conventional PCI and many virtual devices, numa_node on !CONFIG_NUMA kernels, config
         # or subsystem ids in captures that copied only some files (hwloc-gather-topology),
         # driver when unbound, iommu_group without an IOMMU, SR-IOV files on non-SR-IOV parts.
+        #
+        # Each fact is read once: where config space holds the PCIe Link Capabilities and Link
+        # Status registers, the link files (which the kernel reads from those very registers,
+        # drivers/pci/pci-sysfs.c) are not read again; the SR-IOV files are read only for a
+        # function whose extended capabilities list SR-IOV (or cannot be seen).
+        config = self._config(f"{d}/config")
+        cfg_link = config.link if config is not None else None
+        link = LinkInfo() if cfg_link is not None and None not in dataclasses.astuple(cfg_link) else LinkInfo(
+            current_gts=v(f"{d}/current_link_speed", sv.parse_link_speed),
+            current_width=v(f"{d}/current_link_width", sv.parse_link_width),
+            max_gts=v(f"{d}/max_link_speed", sv.parse_link_speed),
+            max_width=v(f"{d}/max_link_width", sv.parse_link_width),
+        )
+        sriov = config is None or not config.extended_readable or EXT_CAP_ID_SRIOV in config.extended_caps
         return PciFunction(
             bdf=bdf,
             sysfs_path=sysfs_path,
@@ -131,18 +147,13 @@ class SysfsReader:
             subsystem_device_id=v(f"{d}/subsystem_device", sv.parse_hex_id),
             numa_node=v(f"{d}/numa_node", sv.parse_numa_node),
             local_cpus=local,
-            link=LinkInfo(
-                current_gts=v(f"{d}/current_link_speed", sv.parse_link_speed),
-                current_width=v(f"{d}/current_link_width", sv.parse_link_width),
-                max_gts=v(f"{d}/max_link_speed", sv.parse_link_speed),
-                max_width=v(f"{d}/max_link_width", sv.parse_link_width),
-            ),
+            link=link,
             driver=self.fs.link_name(f"{d}/driver"),
             iommu_group=self._link_int(f"{d}/iommu_group"),
             physfn=self._link_bdf(f"{d}/physfn"),
-            sriov_totalvfs=v(f"{d}/sriov_totalvfs", sv.parse_int),
-            sriov_numvfs=v(f"{d}/sriov_numvfs", sv.parse_int),
-            config=self._config(f"{d}/config"),
+            sriov_totalvfs=v(f"{d}/sriov_totalvfs", sv.parse_int) if sriov else None,
+            sriov_numvfs=v(f"{d}/sriov_numvfs", sv.parse_int) if sriov else None,
+            config=config,
         )
 
     def _local_cpus(self, d: str) -> CpuSet | None:
