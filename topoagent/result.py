@@ -19,8 +19,8 @@ from functools import cached_property
 from typing import Any
 
 from topoagent.advice.plan import Plan, make_plan
-from topoagent.analysis.crosscheck import matrix_vs_tree
 from topoagent.analysis.findings import Finding, Severity, find_all, sort_findings
+from topoagent.analysis.given import matrix_vs_tree
 from topoagent.analysis.paths import Path, all_paths, path_index
 from topoagent.analysis.rails import RailPlan, plan_rails
 from topoagent.frozen import FrozenMap

@@ -9,14 +9,16 @@ RDMA device name.  A GPU's link *speed* is not compared: idle GPUs retrain betwe
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topoagent.analysis.findings import Evidence, Finding, Severity, sysfs_attr
-from topoagent.analysis.paths import Path, PathClass, path_index, pcie_class
-from topoagent.parsers.lspci_verbose import LspciFunction
-from topoagent.parsers.nvsmi_topo import TopoMatrix
+from topoagent.analysis.paths import Path, path_index
 from topoagent.snapshot import host_path
 from topoagent.topology import DeviceKind, Topology
+
+if TYPE_CHECKING:  # the parsed views arrive as values; the parsers are not needed to compare
+    from topoagent.parsers.lspci_verbose import LspciFunction
+    from topoagent.parsers.nvsmi_topo import TopoMatrix
 
 CODE = "SOURCES_DISAGREE"
 _REMEDY = ("Find out which source is stale or wrong: re-run both; a driver or firmware update, a "
@@ -108,29 +110,6 @@ def against_lspci(topo: Topology, functions: tuple[LspciFunction, ...]) -> list[
                 [Evidence(f"lspci -vvv: {f.bdf} LnkSta", f"x{f.link_width}"),
                  Evidence(sysfs_attr(dev, "current_link_width"), str(ours))]))
     return out
-
-
-def matrix_vs_tree(topo: Topology) -> str | None:
-    """Where a pasted ``nvidia-smi topo -m`` and a pasted ``lspci`` tree both give a pair's
-    class, compare them; a note for the nvidia-smi source status when they disagree.
-
-    The two were matched by PCI bus order (an assumption, :mod:`topoagent.sources.offline`),
-    so a disagreement says the match may be wrong.  The matrix's classes are used.
-    """
-    devs = [d for d in topo.devices if d.label is not None and d.root_bus is not None]
-    differ = []
-    for i, a in enumerate(devs):
-        for b in devs[i + 1:]:
-            token = topo.given_token(a, b)
-            if token is None or token not in PathClass.__members__ or token in ("X", "NV"):
-                continue  # NV# hides the PCIe class; "?" says nothing
-            cls, known = pcie_class(topo, a, b)
-            if known and cls.name != token:
-                differ.append(f"{a.label}/{b.label} {token} in the matrix, {cls.name} from lspci")
-    if not differ:
-        return None
-    return (f"matrix and lspci disagree on {len(differ)} pair(s) ({'; '.join(differ[:3])}"
-            f"{'; …' if len(differ) > 3 else ''}): the bus-order match may be wrong; the matrix's classes are used")
 
 
 def compare(views: Mapping[str, Any]) -> Callable[[Topology, tuple[Path, ...]], list[Finding]]:

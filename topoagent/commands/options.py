@@ -66,8 +66,6 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
     """Inputs from the options; pasted files are read here (one line and exit 2 if they cannot be)."""
     import os
 
-    from topoagent.sources.textinput import read_text_input
-
     given = {field: name for field, name in files.items() if name is not None}
     if cross_check and (given or os.path.realpath(root) != "/"):
         fail("--cross-check runs this host's nvidia-smi and lspci: it needs a live scan of --root /")
@@ -78,6 +76,8 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
     from topoagent.errors import TopoagentError
 
     texts: dict[str, str] = {}
+    if given:
+        from topoagent.sources.textinput import read_text_input
     for field, name in given.items():
         try:
             texts[field] = read_text_input(name)
@@ -92,8 +92,7 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
 def run_scan(inputs: Inputs) -> ScanResult:
     """:func:`topoagent.api.run`, or one line naming the input at fault and exit 2."""
     from topoagent.api import run
-    from topoagent.errors import TopoagentError
-    from topoagent.sources.offline import OfflineInputError
+    from topoagent.errors import OfflineInputError, TopoagentError
 
     try:
         return run(inputs)
