@@ -20,6 +20,10 @@ from topoagent import __version__
 COMMANDS = {
     "scan": "topoagent.commands.scan:scan",
     "draw": "topoagent.commands.draw:draw",
+    "plan": "topoagent.commands.plan:plan",
+    "exec": "topoagent.commands.exec:exec_",
+    "apply": "topoagent.commands.apply:apply",
+    "fix": "topoagent.commands.fix:fix",
 }
 
 

@@ -6,12 +6,57 @@ caller's allowed CPUs (a Slurm or container cpuset), never widened (REFERENCE §
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from topoagent.analysis.rails import RailPlan
 from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
 from topoagent.topology import Device, Topology
+
+if TYPE_CHECKING:
+    from topoagent.result import ScanResult
+
+
+@dataclass(frozen=True)
+class RailNic:
+    """A GPU's rail NIC as a rank uses it: RDMA devices (``NCCL_IB_HCA``), the port
+    (``UCX_NET_DEVICES=mlx5_0:1``), netdevs (``NCCL_SOCKET_IFNAME``) and the path class."""
+
+    nic: str
+    key: str
+    bdf: str | None
+    rdma: tuple[str, ...]
+    port: int | None
+    netdevs: tuple[str, ...]
+    #: Path class GPU -> NIC (``PIX`` ... ``SYS``).
+    kind: str | None
+    numa_node: int | None
+    socket: int | None
+    driver: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        """Reached only across the SMP interconnect (SYS): a NIC on another node or socket."""
+        return self.kind == "SYS"
+
+
+@dataclass(frozen=True)
+class SplitGroup:
+    """One of ``--split N`` disjoint groups: GPUs, their CPUs and NICs, for one job/tenant.
+
+    ``crosses`` says what the group straddles when the host does not divide evenly
+    (``NUMA nodes 0 and 1 (sockets 0 and 1)``); None for a NUMA-local group.
+    """
+
+    index: int
+    gpus: tuple[str, ...]
+    cuda_visible_devices: str
+    numa_nodes: tuple[int | None, ...]
+    cpus: CpuSet
+    nics: tuple[str, ...]
+    crosses: str | None = None
 
 
 @dataclass(frozen=True)
@@ -25,6 +70,16 @@ class GpuPlan:
     nics: tuple[str, ...]
     env: FrozenMap[str, str] = field(default_factory=FrozenMap)
     numactl: str | None = None
+    # Filled by plan_for (the `plan`/`exec` commands); the scan's summary leaves them empty.
+    #: The GPU's stable key (BDF).
+    key: str | None = None
+    socket: int | None = None
+    #: The rail NICs of ``nics``, with the names a launcher needs.
+    rails: tuple[RailNic, ...] = ()
+    #: One disjoint set of whole cores per rank of this GPU (``--ranks-per-gpu``).
+    rank_cpus: tuple[CpuSet, ...] = ()
+    #: Findings about this GPU and the plan's own notes (CPUSET_EMPTY ...).
+    notes: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -41,6 +96,17 @@ class NumaGroup:
 class Plan:
     gpus: tuple[GpuPlan, ...]
     numa_groups: tuple[NumaGroup, ...]
+    # Filled by plan_for.
+    #: The caller's allowed CPUs every set was intersected with (None: unknown).
+    allowed: CpuSet | None = None
+    #: Cores kept back for the OS and daemons (``--reserve-cores``).
+    reserved: CpuSet = CpuSet()
+    ranks_per_gpu: int = 1
+    split: tuple[SplitGroup, ...] = ()
+    #: The plan's own notes (Finding values with PLAN_CODES codes).
+    notes: tuple[Any, ...] = ()
+    #: The host's cores in logical order (for counting threads and Slurm's Cores=).
+    cores: tuple[CpuSet, ...] = ()
 
 
 def gpu_cpus(topo: Topology, gpu: Device) -> CpuSet | None:
@@ -86,9 +152,250 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
     for p in plans:
         groups.setdefault(p.numa_node, []).append(p)
     numa_groups = []
-    for node, members in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+    for node_id, members in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
         cpus = CpuSet().union(*(m.cpus for m in members if m.cpus)) if any(m.cpus for m in members) else None
-        numa_groups.append(NumaGroup(node, tuple(m.gpu for m in members),
+        numa_groups.append(NumaGroup(node_id, tuple(m.gpu for m in members),
                                      ",".join(str(m.cuda_index) for m in members),
                                      cpus))
     return Plan(tuple(plans), tuple(numa_groups))
+
+
+# -- the plan a job uses: `topoagent plan`, `exec` -------------------------------------------
+#
+# make_plan above is the scan's summary (``recommendations`` in the scan JSON).  The plan
+# below adds what a launcher needs: each rail NIC's RDMA and netdev names, whole-core CPU
+# shares per rank, reserved cores, the split of the host into jobs, and the notes that say
+# what is wrong with a GPU's placement.  Both are values; neither changes anything.
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What the person asked of a plan.
+
+    ``allowed``: the caller's allowed CPUs; None = the tree's record of them
+    (``Cpus_allowed_list`` of the scanning process).  Never widened.
+    ``reserve_cores``: whole cores per NUMA node kept for the OS and daemons.
+    ``ranks_per_gpu``: ranks sharing one GPU, each with its own whole cores.
+    ``split``: cut the host into this many disjoint GPU groups (0: no split).
+    """
+
+    allowed: CpuSet | None = None
+    reserve_cores: int = 0
+    ranks_per_gpu: int = 1
+    split: int = 0
+
+
+#: Codes of the notes a plan adds to the scan's findings (same Finding shape).
+PLAN_CODES = {
+    "CPUSET_EMPTY": "critical",
+    "RANKS_SHARE_CORES": "warning",
+    "SPLIT_CROSSES_NUMA": "warning",
+    "SPLIT_UNEVEN": "info",
+}
+
+
+def _rail_nic(topo: Topology, gpu: Device, nic: Device, token: str | None) -> RailNic:
+    ports = [p for r in topo.snapshot.rdma if r.name in nic.rdma_devices for p in r.ports]
+    active = [p.port for p in ports if (p.state or "").upper() == "ACTIVE"]
+    port = active[0] if active else (ports[0].port if ports else (1 if nic.rdma_devices else None))
+    return RailNic(nic.id, nic.key, nic.bdf, nic.rdma_devices, port, nic.netdevs, token,
+                   nic.numa_node, nic.socket, nic.driver)
+
+
+def rail_env(rails: tuple[RailNic, ...]) -> dict[str, str]:
+    """NCCL/UCX variables naming a rank's rail NICs (REFERENCE §8).
+
+    ``NCCL_IB_HCA`` uses ``=`` (exact names: plain ``mlx5_1`` would also match ``mlx5_10``);
+    EFA devices are named to NCCL by the aws-ofi-nccl plugin, not NCCL_IB_HCA.
+    """
+    env: dict[str, str] = {}
+    ib = [(name, r.port or 1) for r in rails if r.driver != "efa" for name in r.rdma]
+    if ib:
+        env["NCCL_IB_HCA"] = "=" + ",".join(name for name, _ in ib)
+        env["UCX_NET_DEVICES"] = ",".join(f"{name}:{port}" for name, port in ib)
+    netdevs = [n for r in rails for n in r.netdevs]
+    if netdevs:
+        env["NCCL_SOCKET_IFNAME"] = "=" + ",".join(netdevs)
+    return env
+
+
+def omp_env(cpus: CpuSet, cores: tuple[CpuSet, ...]) -> dict[str, str]:
+    """OpenMP for a rank bound to ``cpus``: one thread per whole core, placed on cores."""
+    from topoagent.advice.cores import cores_in
+
+    n = len(cores_in(cores, cpus))
+    return {"OMP_NUM_THREADS": str(max(n, 1)), "OMP_PLACES": "cores"} if cpus else {}
+
+
+def _finding(code: str, subjects: tuple[str, ...], message: str, remedy: str) -> Any:
+    from topoagent.analysis.findings import Finding, Severity
+
+    return Finding(code, Severity.parse(PLAN_CODES[code]), subjects, message, (), remedy)
+
+
+def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
+    """The plan of a scanned host under ``options``.  Pure.
+
+    Per GPU: ``cpus`` = its NUMA node's CPUs, intersected with the allowed CPUs, minus the
+    reserved cores; ``rank_cpus`` = ``ranks_per_gpu`` disjoint sets of whole cores from the
+    GPU's share of its node (a node's cores are divided among its GPUs first, so ranks of
+    different GPUs never overlap).  An empty intersection is a CPUSET_EMPTY note (critical),
+    never a fallback to all CPUs.
+    """
+    from topoagent.advice.cores import cores_in, host_cores, reserve, split_cores
+
+    if options.ranks_per_gpu < 1:
+        raise ValueError("ranks_per_gpu must be at least 1")
+    topo, base = result.topology, result.plan
+    recorded = topo.snapshot.allowed_cpus
+    allowed = recorded if options.allowed is None else (
+        options.allowed if recorded is None else options.allowed & recorded)
+    cores = host_cores(topo.snapshot.cpus)
+    notes: list[Any] = []
+
+    # Per NUMA node: allowed cores, reservation, then the shares of the node's GPUs.
+    reserved = CpuSet()
+    usable: dict[int | None, tuple[CpuSet, ...]] = {}
+    for g in base.gpus:
+        if g.numa_node in usable:
+            continue
+        local = g.cpus if g.cpus is not None else None  # already node ∩ tree's allowed
+        if local is None:
+            usable[g.numa_node] = ()
+            continue
+        if allowed is not None:
+            local = local & allowed
+        held, rest = reserve(cores_in(cores, local), options.reserve_cores)
+        reserved = reserved | held
+        usable[g.numa_node] = rest
+
+    by_node: dict[int | None, list[GpuPlan]] = {}
+    for g in base.gpus:
+        by_node.setdefault(g.numa_node, []).append(g)
+    share: dict[str, CpuSet] = {}
+    for node, members in by_node.items():
+        node_cores = usable.get(node, ())
+        split = split_cores(node_cores, len(members)) if node_cores else None
+        for i, g in enumerate(members):
+            share[g.gpu] = split.parts[i] if split is not None else CpuSet()
+        if split is not None and split.shared:
+            notes.append(_finding(
+                "RANKS_SHARE_CORES", tuple(g.gpu for g in members),
+                f"NUMA node {node} has {len(node_cores)} allowed core(s) for {len(members)} GPU(s): "
+                "their ranks share cores.",
+                "Give the job more of the node's cores (or reserve fewer), or run fewer GPUs' ranks on it."))
+
+    gpus = []
+    for g in base.gpus:
+        d = topo.by_id(g.gpu)
+        assert d is not None
+        node_cores = usable.get(g.numa_node, ())
+        cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
+        rails = tuple(_rail_nic(topo, d, n, p.token if (p := result.path(d.id, n.id)) else None)
+                      for nid in g.nics if (n := topo.by_id(nid)) is not None)
+        split = split_cores(cores_in(cores, share[g.gpu]), options.ranks_per_gpu)
+        gpu_notes = [f for f in result.findings if g.gpu in f.subjects]
+        if not cpus:
+            where = f"NUMA node {g.numa_node}" if g.numa_node is not None else "its local CPUs"
+            gpu_notes.append(_finding(
+                "CPUSET_EMPTY", (g.gpu,),
+                f"None of {g.gpu}'s CPUs ({where}: {g.cpus if g.cpus is not None else 'unknown'}) are allowed "
+                f"to the caller (allowed: {allowed if allowed is not None else 'unknown'})"
+                + (f" once {options.reserve_cores} core(s) per node are reserved" if options.reserve_cores else "")
+                + ": no CPU set can be planned for it.",
+                "Run the job with a cpuset that includes the GPU's NUMA node (Slurm: --gres-flags=enforce-binding "
+                "or --cpu-bind=ldoms), or choose a GPU local to the CPUs you were given."))
+        elif split.shared:
+            gpu_notes.append(_finding(
+                "RANKS_SHARE_CORES", (g.gpu,),
+                f"{g.gpu}'s share of NUMA node {g.numa_node} has {len(cores_in(cores, share[g.gpu]))} core(s) "
+                f"for {options.ranks_per_gpu} rank(s): some ranks share a core.",
+                "Use fewer ranks per GPU, fewer reserved cores, or a larger cpuset."))
+        env = dict(base_env(g))
+        env.update(rail_env(rails))
+        gpus.append(dataclasses.replace(
+            g, key=d.key, socket=d.socket, cpus=cpus, rails=rails,
+            rank_cpus=split.parts if cpus else tuple(CpuSet() for _ in range(options.ranks_per_gpu)),
+            env=FrozenMap(env), notes=tuple(gpu_notes)))
+        notes.extend(n for n in gpu_notes if n.code in PLAN_CODES)
+
+    groups = []
+    for ng in base.numa_groups:
+        members = [p for p in gpus if p.gpu in ng.gpus]
+        cpus = CpuSet().union(*(m.cpus for m in members if m.cpus))
+        groups.append(dataclasses.replace(ng, cpus=cpus))
+    split_groups: tuple[SplitGroup, ...] = ()
+    if options.split:
+        split_groups, split_notes = split_host(topo, tuple(gpus), share, options.split)
+        notes.extend(split_notes)
+    return Plan(tuple(gpus), tuple(groups), allowed=allowed, reserved=reserved,
+                ranks_per_gpu=options.ranks_per_gpu, split=split_groups, notes=tuple(notes), cores=cores)
+
+
+def base_env(g: GpuPlan) -> dict[str, str]:
+    """The CUDA variables of a GPU's ranks (PCI bus order, as nvidia-smi numbers GPUs)."""
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(g.cuda_index)}
+
+
+def rank_env(plan: Plan, local_rank: int) -> tuple[GpuPlan, CpuSet, dict[str, str]]:
+    """The GPU, CPU set and environment of one local rank (``rank // ranks_per_gpu`` is the
+    GPU in PCI order).  Raises ``IndexError`` for a rank the host has no GPU for."""
+    if local_rank < 0:
+        raise IndexError(f"local rank {local_rank} is negative")
+    k = plan.ranks_per_gpu
+    index, sub = divmod(local_rank, k)
+    if index >= len(plan.gpus):
+        raise IndexError(f"local rank {local_rank} needs GPU {index} ({k} rank(s) per GPU), "
+                         f"but the host has {len(plan.gpus)} GPU(s)")
+    return gpu_rank_env(plan, plan.gpus[index], sub)
+
+
+def gpu_rank_env(plan: Plan, g: GpuPlan, sub: int = 0) -> tuple[GpuPlan, CpuSet, dict[str, str]]:
+    """The CPU set and environment of rank ``sub`` (0-based) of GPU ``g``."""
+    cpus = g.rank_cpus[sub] if sub < len(g.rank_cpus) else CpuSet()
+    env = dict(g.env)
+    env.update(omp_env(cpus, plan.cores or ()))
+    return g, cpus, env
+
+
+def split_host(topo: Topology, gpus: tuple[GpuPlan, ...], share: dict[str, CpuSet],
+               n: int) -> tuple[tuple[SplitGroup, ...], list[Any]]:
+    """Cut the host's GPUs into ``n`` disjoint groups, NUMA-local where the host allows.
+
+    GPUs are taken node by node in PCI order; group sizes differ by at most one.  A group's
+    CPUs are its GPUs' core shares (so groups on one node never overlap), its NICs their
+    rails.  Groups that straddle nodes are named in a SPLIT_CROSSES_NUMA note.
+    """
+    if n < 1:
+        raise ValueError("split needs at least one group")
+    if n > len(gpus):
+        raise ValueError(f"cannot split {len(gpus)} GPU(s) into {n} groups")
+    order = sorted(gpus, key=lambda g: (g.numa_node is None, g.numa_node or 0, g.cuda_index))
+    size, extra = divmod(len(order), n)
+    notes: list[Any] = []
+    groups, start = [], 0
+    for i in range(n):
+        members = order[start:start + size + (1 if i < extra else 0)]
+        start += len(members)
+        nodes = tuple(dict.fromkeys(m.numa_node for m in members))
+        crosses = None
+        if len(nodes) > 1:
+            socks = tuple(dict.fromkeys(m.socket for m in members))
+            crosses = (f"NUMA nodes {' and '.join(str(x) for x in nodes)}"
+                       + (f" (sockets {' and '.join(str(s) for s in socks)})" if len(socks) > 1 else " (one socket)"))
+            notes.append(_finding(
+                "SPLIT_CROSSES_NUMA", tuple(m.gpu for m in members),
+                f"Group {i} ({', '.join(m.gpu for m in members)}) crosses {crosses}: {len(gpus)} GPUs on "
+                f"{len({g.numa_node for g in gpus})} node(s) do not divide into {n} NUMA-local groups.",
+                "Choose a split that divides each node's GPUs evenly, or accept this group's traffic across "
+                "the interconnect."))
+        nics = tuple(dict.fromkeys(r.nic for m in members for r in m.rails))
+        groups.append(SplitGroup(i, tuple(m.gpu for m in members),
+                                 ",".join(str(m.cuda_index) for m in members), nodes,
+                                 CpuSet().union(*(share.get(m.gpu, CpuSet()) for m in members)), nics, crosses))
+    if extra:
+        notes.append(_finding(
+            "SPLIT_UNEVEN", tuple(g.gpu for g in gpus),
+            f"{len(gpus)} GPUs do not divide into {n} equal groups: groups 0-{extra - 1} have {size + 1} GPU(s), "
+            f"the others {size}.", "Split into a divisor of the GPU count for equal groups."))
+    return tuple(groups), notes

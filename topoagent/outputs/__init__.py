@@ -22,6 +22,11 @@ RENDERERS: dict[tuple[str, str], str] = {
     ("draw", "svg"): "topoagent.outputs.draw_svg:render",
     ("draw", "html"): "topoagent.outputs.draw_html:render",
     ("draw", "dot"): "topoagent.outputs.draw_dot:render",
+    ("plan", "text"): "topoagent.outputs.plan_text:render",
+    ("plan", "json"): "topoagent.outputs.plan_json:render",
+    ("plan", "env"): "topoagent.outputs.plan_env:render",
+    ("plan", "slurm"): "topoagent.outputs.plan_slurm:render",
+    ("plan", "nccl-topo"): "topoagent.outputs.plan_nccl_topo:render",
 }
 
 

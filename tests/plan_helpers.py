@@ -1,0 +1,47 @@
+"""Helpers shared by the plan/exec/apply/fix tests: run the CLI as a real process, and a tiny
+machine whose CPU ids exist on any test runner with two CPUs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def tiny(gpus: int = 2, **machine: Any) -> dict[str, Any]:
+    """One socket, two cores, one thread each (CPUs 0-1, node 0); each GPU shares a Gen5
+    switch with a ConnectX-7 (mlx5_0, mlx5_1 ...)."""
+    rails = "\n".join(f"""{i + 1:02x}.0 spr-rp
+  pex890
+    pex890 > cx7-ib
+    pex890 > h100""" for i in range(gpus))
+    return {
+        "machine": {"hostname": "tiny", "config": 4096,
+                    "modules": {"nvidia": "535.161.08", "nvidia_peermem": "535.161.08", "mlx5_core": ""},
+                    **machine},
+        "cpu": {"sockets": 1, "cores": 2, "threads": 1},
+        "rootbus": [{"id": "0000:10", "node": 0, "tree": rails}],
+    }
+
+
+def needs_two_cpus() -> None:
+    """Skip unless CPUs 0 and 1 exist and this process may use them (exec/apply act for real)."""
+    if not {0, 1} <= os.sched_getaffinity(0):
+        pytest.skip("needs CPUs 0 and 1 in this process's affinity")
+
+
+def topoagent(*args: str, env: dict[str, str] | None = None, preexec_fn: Any = None,
+              timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``python -m topoagent ARGS`` as a child process; its stdout, stderr and status."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
+    if env:
+        full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "topoagent", *args], capture_output=True, text=True,
+                          env=full_env, preexec_fn=preexec_fn, timeout=timeout, cwd=REPO)

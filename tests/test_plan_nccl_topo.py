@@ -1,0 +1,148 @@
+"""`plan --format nccl-topo`: the XML NCCL reads as NCCL_TOPO_FILE.
+
+A second, independent reader (xml.etree, written from NCCL's rules rather than from our
+topology code) rebuilds the tree from the XML alone and recomputes the path class of every
+GPU-GPU and GPU-NIC pair the way NCCL does (src/graph/paths.cc): under different <cpu>
+elements SYS; meeting at a <cpu> PHB (NCCL has no NODE); otherwise PIX through one PCIe
+switch, PXB through more, counting a Broadcom PEX88xxx/PEX890xx presented as two levels
+(vendor 0x1000, device 0xc010/0xc030, subsystem vendor 0x1000) as one switch.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from plan_helpers import topoagent
+from topoagent.api import scan
+from topoagent.topology import DeviceKind
+
+FIXTURES = ["dgx-h100", "dgx-a100-nps4", "wrong-socket-nic", "workstation", "p4d-efa", "faulty-gpu-node",
+            "epyc-nps2-mixed", "sriov-nic", "unprivileged"]
+BROADCOM_MERGED = {("0x1000", "0xc010"), ("0x1000", "0xc030")}
+#: Our classes as NCCL names them: NCCL's PHB covers our PHB and NODE (REFERENCE §4).
+AS_NCCL = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
+
+
+class Reader:
+    """The XML's tree: parents, the <cpu> above each <pci>, GPUs and NICs by busid."""
+
+    def __init__(self, text: str) -> None:
+        self.root = ET.fromstring(text)
+        assert self.root.tag == "system" and self.root.get("version") == "1"
+        self.parent: dict[ET.Element, ET.Element] = {}
+        for el in self.root.iter():
+            for child in el:
+                self.parent[child] = el
+        self.gpus = {p.get("busid"): p for p in self.root.iter("pci") if p.find("gpu") is not None}
+        self.nics = {p.get("busid"): p for p in self.root.iter("pci") if p.find("nic") is not None}
+
+    def chain(self, el: ET.Element) -> list[ET.Element]:
+        """Ancestors of a <pci>, nearest first, up to and including its <cpu>."""
+        out = []
+        while el in self.parent:
+            el = self.parent[el]
+            out.append(el)
+            if el.tag == "cpu":
+                break
+        return out
+
+    def _chip(self, el: ET.Element) -> ET.Element:
+        """The outermost level of a Broadcom switch presented as two (NCCL flattens it)."""
+        ids = (el.get("vendor"), el.get("device"))
+        while (ids in BROADCOM_MERGED and el.get("subsystem_vendor") == "0x1000"
+               and (up := self.parent.get(el)) is not None and up.tag == "pci"
+               and (up.get("vendor"), up.get("device")) == ids and up.get("subsystem_vendor") == "0x1000"):
+            el = up
+        return el
+
+    def top(self, el: ET.Element) -> ET.Element:
+        """The <pci> right below the <cpu> that holds ``el``."""
+        chain = [el, *self.chain(el)]
+        return chain[-2]
+
+    def cls(self, a: str, b: str) -> str:
+        ea = self.gpus.get(a) or self.nics[a]
+        eb = self.gpus.get(b) or self.nics[b]
+        ca, cb = self.chain(ea), self.chain(eb)
+        if ca[-1] is not cb[-1]:
+            return "SYS"
+        common = next(x for x in ca if x in cb)
+        if common.tag == "cpu":
+            return "PHB"
+        between = ca[: ca.index(common) + 1] + cb[: cb.index(common)]
+        switches = {id(self._chip(x)) for x in between if x.tag == "pci"}
+        return "PIX" if len(switches) <= 1 else "PXB"
+
+
+def _xml(root: str) -> str:
+    out = topoagent("plan", "--root", root, "--no-nvml", "--format", "nccl-topo")
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_the_xml_describes_the_same_tree(fixture_root, name):
+    root = str(fixture_root(name))
+    reader = Reader(_xml(root))
+    result = scan(root, nvml="off")
+    topo = result.topology
+    gpus = [d for d in topo.gpus if d.bdf]
+    nics = [d for d in topo.nics if d.bdf and not d.is_vf]
+    assert set(reader.gpus) == {g.bdf for g in gpus}
+    assert set(reader.nics) == {n.bdf for n in nics}
+    # Where a device's own numa_node disagrees with the function at the top of its tree
+    # (faulty-gpu-node's GPU6), NCCL -- and so the XML -- place it by the top function.
+    def misplaced(d) -> bool:
+        top = reader.top(reader.gpus.get(d.bdf) or reader.nics[d.bdf])
+        return str(d.numa_node if d.numa_node is not None else -1) != reader.parent[top].get("numaid")
+
+    checked, skipped = 0, set()
+    for p in result.paths:
+        a, b = topo.by_id(p.a), topo.by_id(p.b)
+        if DeviceKind.GPU not in (a.kind, b.kind) or a.is_vf or b.is_vf:
+            continue
+        if misplaced(a) or misplaced(b):
+            skipped.update(d.id for d in (a, b) if misplaced(d))
+            continue
+        assert reader.cls(a.bdf, b.bdf) == AS_NCCL[p.pcie.name], (name, a.id, b.id)
+        checked += 1
+    assert checked
+    assert skipped == ({"gpu6"} if name == "faulty-gpu-node" else set())
+
+
+def test_cpus_carry_numa_node_affinity_and_identity(fixture_root):
+    reader = Reader(_xml(str(fixture_root("dgx-h100"))))
+    cpus = {c.get("numaid"): c for c in reader.root.findall("cpu")}
+    assert set(cpus) == {"0", "1"}
+    mask = int(cpus["0"].get("affinity").replace(",", ""), 16)
+    assert {i for i in range(mask.bit_length()) if mask >> i & 1} == set(range(56)) | set(range(112, 168))
+    assert cpus["0"].get("arch") == "x86_64" and cpus["0"].get("vendor") == "GenuineIntel"
+    net = reader.nics["0000:18:00.0"].find("nic/net")
+    assert net.get("name") == "mlx5_0" and net.get("speed") == "400000" and net.get("port") == "1"
+    assert net.get("dev") is not None and net.get("gdr") is None  # gdr is NCCL's to detect
+    gpu = reader.gpus["0000:1b:00.0"]
+    assert gpu.get("class") == "0x030200" and gpu.get("link_speed") == "32.0 GT/s PCIe" and gpu.get("link_width") == "16"
+
+
+def test_written_the_way_nccls_own_parser_reads(fixture_root):
+    """NCCL's reader (xml.cc xmlGetNode) takes no XML declaration, only double-quoted values
+    separated by single spaces, and element names it knows."""
+    text = _xml(str(fixture_root("dgx-a100-nps4")))
+    assert text.startswith("<system version=\"1\">")
+    tag = re.compile(r'^ *(</(system|cpu|pci|nic|gpu)>|<(system|cpu|pci|nic|gpu|net|nvlink)( [a-z_]+="[^"]*")*/?>)$')
+    for line in text.splitlines():
+        assert tag.match(line), line
+    speeds = {p.get("link_speed") for p in Reader(text).root.iter("pci")}
+    assert speeds <= {"", "2.5 GT/s PCIe", "5.0 GT/s PCIe", "8.0 GT/s PCIe", "16.0 GT/s PCIe", "32.0 GT/s PCIe",
+                      "64.0 GT/s PCIe"}  # NCCL's kvDictPciGen spellings
+
+
+def test_pasted_matrix_without_bdfs_is_refused_in_one_line(tmp_path):
+    matrix = tmp_path / "topo.txt"
+    matrix.write_text("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
+                      "GPU0\t X \tNV12\t0-31\t0\nGPU1\tNV12\t X \t0-31\t0\n")
+    out = topoagent("plan", "--nvidia-smi-topo", str(matrix), "--format", "nccl-topo")
+    assert out.returncode == 2 and "PCI addresses" in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,112 @@
+"""Whole cores: CPU sets cut at core boundaries, so SMT siblings always stay together.
+
+A core is the set of its hardware threads (``topology/thread_siblings_list``).  Cores are
+ordered as hwloc numbers them logically (``lstopo -l``, "Core L#"): by package, then by their
+first thread, which is also the order Slurm's ``gres.conf`` ``Cores=`` counts in.  Where the
+kernel did not say which threads share a core, each CPU is its own core.
+
+Pure functions of values; nothing here reads the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from topoagent.cpuset import CpuSet
+from topoagent.snapshot import Cpu
+
+__all__ = ["Split", "host_cores", "cores_in", "reserve", "split_cores", "logical_cores"]
+
+_NO_PACKAGE = 1 << 30
+
+
+def host_cores(cpus: Sequence[Cpu]) -> tuple[CpuSet, ...]:
+    """Every core of the host, in hwloc's logical order (package, then first thread)."""
+    package = {c.id: c.package for c in cpus}
+    seen: set[int] = set()
+    cores: list[CpuSet] = []
+    for c in sorted(cpus, key=lambda x: x.id):
+        if c.id in seen:
+            continue
+        core = c.siblings if c.siblings is not None and c.id in c.siblings else CpuSet((c.id,))
+        seen.update(core)
+        cores.append(core)
+    return tuple(sorted(cores, key=lambda k: (_pkg(package.get(k.first or 0)), k.first or 0)))
+
+
+def _pkg(p: int | None) -> int:
+    return _NO_PACKAGE if p is None else p
+
+
+def cores_in(cores: Sequence[CpuSet], cpus: CpuSet) -> tuple[CpuSet, ...]:
+    """The cores that ``cpus`` touches, each cut down to the threads ``cpus`` holds (a
+    cpuset that allows one thread of a core gives that thread alone: never widened).
+
+    CPUs that belong to no known core (the core list is incomplete) come last, one each.
+    """
+    out = [core & cpus for core in cores if core & cpus]
+    known = CpuSet().union(*cores) if cores else CpuSet()
+    out.extend(CpuSet((c,)) for c in cpus - known)
+    return tuple(out)
+
+
+def reserve(cores: Sequence[CpuSet], count: int) -> tuple[CpuSet, tuple[CpuSet, ...]]:
+    """Set aside the first ``count`` cores (for the OS and daemons): (reserved, the rest).
+
+    At least one core is always left: a reservation never takes a node's last core.
+    """
+    if count <= 0 or not cores:
+        return CpuSet(), tuple(cores)
+    take = min(count, len(cores) - 1)
+    return CpuSet().union(*cores[:take]), tuple(cores[take:])
+
+
+@dataclass(frozen=True)
+class Split:
+    """``parts`` disjoint sets of whole cores; ``shared`` when there were fewer cores than
+    parts, so some parts share a core (round robin) rather than get none."""
+
+    parts: tuple[CpuSet, ...]
+    shared: bool = False
+
+
+def split_cores(cores: Sequence[CpuSet], parts: int, weights: Sequence[int] | None = None) -> Split:
+    """Cut ``cores`` (in order) into ``parts`` runs of whole cores, as even as possible.
+
+    ``weights`` (one per part) makes the cut proportional (a group of 3 GPUs gets 3 shares);
+    the remainder goes to the first parts.  With fewer cores than parts, each part gets one
+    core round robin and ``shared`` is set: a part is never empty while there is a core.
+    """
+    if parts <= 0:
+        raise ValueError("parts must be positive")
+    w = list(weights) if weights is not None else [1] * parts
+    if len(w) != parts or any(x <= 0 for x in w):
+        raise ValueError("one positive weight per part")
+    n = len(cores)
+    if n == 0:
+        return Split(tuple(CpuSet() for _ in range(parts)))
+    if n < parts:
+        return Split(tuple(cores[i % n] for i in range(parts)), shared=True)
+    total = sum(w)
+    # Largest-remainder apportionment of n cores over the weights, every part at least one.
+    quotas = [n * x / total for x in w]
+    sizes = [max(1, int(q)) for q in quotas]
+    while sum(sizes) > n:
+        i = max((j for j in range(parts) if sizes[j] > 1), key=lambda j: (sizes[j] - quotas[j], -j))
+        sizes[i] -= 1
+    order = sorted(range(parts), key=lambda j: (-(quotas[j] - int(quotas[j])), j))
+    k = 0
+    while sum(sizes) < n:
+        sizes[order[k % parts]] += 1
+        k += 1
+    out, start = [], 0
+    for size in sizes:
+        out.append(CpuSet().union(*cores[start:start + size]))
+        start += size
+    return Split(tuple(out))
+
+
+def logical_cores(cores: Sequence[CpuSet], cpus: CpuSet) -> CpuSet:
+    """The logical indices (hwloc "Core L#", Slurm's ``Cores=``) of the cores ``cpus`` touches."""
+    return CpuSet(i for i, core in enumerate(cores) if core & cpus)

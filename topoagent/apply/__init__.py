@@ -1,0 +1,13 @@
+"""The one writer: changes to a running host, shown first, journalled, undoable.
+
+* :mod:`~topoagent.apply.changes` -- what a change is, and the pure planning of the changes
+  (current -> proposed) for process affinity, IRQ affinity, ACS and peer memory;
+* :mod:`~topoagent.apply.writer` -- :class:`HostWriter`, the only code that writes to the host,
+  rooted like :class:`~topoagent.hostfs.HostFS` (a fake ``/proc/irq`` in tests);
+* :mod:`~topoagent.apply.journal` -- the undo journal in the state directory: each change's
+  undo record is written *before* the change is made;
+* :mod:`~topoagent.apply.execute` -- make changes (journal, write, read back) and undo them.
+
+Reading the current state is a read: it lives in :mod:`topoagent.sources` (irqs, process,
+kernel).  ``scan`` and the daemon never import this package.
+"""

@@ -1,0 +1,150 @@
+"""Make planned changes and undo them: journal first, then write, then read back.
+
+For every change: its undo record (the value it replaces) is appended to the journal, the
+writer makes it, and the value is read back through the reader to verify.  A write the kernel
+refuses (EIO on a kernel-managed IRQ) is an outcome, not an error: the rest go on.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from topoagent.apply.changes import FILE, IRQ, MODULE, PCI_CONFIG, THREAD, Change
+from topoagent.apply.journal import Entry, Journal
+from topoagent.apply.writer import HostWriter, WriteError
+from topoagent.cpuset import CpuSet
+from topoagent.hostfs import HostFS
+
+APPLIED, FAILED, REFUSED = "applied", "failed", "refused"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one change (or one undo): ``applied``, ``refused`` (the kernel would
+    not take the value: not fatal) or ``failed``; ``detail`` says why."""
+
+    label: str
+    what: str
+    status: str
+    detail: str | None = None
+
+
+def current(fs: HostFS, kind: str, target: Any) -> str | None:
+    """The value a change's target holds now, in the change's own spelling."""
+    from topoagent.sources import irqs, kernel, process
+
+    if kind == IRQ:
+        cpus = irqs.irq_affinity(fs, int(target["irq"]))
+        return None if cpus is None else str(cpus)
+    if kind == THREAD:
+        cpus = process.thread_affinity(int(target["tid"]))
+        return None if cpus is None else str(cpus)
+    if kind == PCI_CONFIG:
+        data = kernel.config_bytes(fs, str(target["bdf"]))
+        off = int(target["offset"])
+        return None if data is None or len(data) < off + 2 else f"0x{int.from_bytes(data[off:off + 2], 'little'):04x}"
+    if kind == FILE:
+        return kernel.file_text(fs, str(target["path"]))
+    if kind == MODULE:
+        return "loaded" if fs.isdir(f"sys/module/{target['module']}") else "absent"
+    raise ValueError(f"unknown change kind {kind!r}")
+
+
+def perform(writer: HostWriter, kind: str, target: Any, value: str | None) -> None:
+    """Make ``target`` hold ``value`` through the writer."""
+    from topoagent.sources.irqs import affinity_rel
+
+    if kind == IRQ:
+        writer.write_text(affinity_rel(int(target["irq"])), str(value))
+    elif kind == THREAD:
+        writer.set_affinity(int(target["tid"]), CpuSet.parse(str(value)))
+    elif kind == PCI_CONFIG:
+        writer.write_at(f"sys/bus/pci/devices/{target['bdf']}/config", int(target["offset"]),
+                        int(str(value), 16).to_bytes(2, "little"))
+    elif kind == FILE:
+        if value is None:
+            writer.remove_file(str(target["path"]))
+        else:
+            writer.replace_file(str(target["path"]), value)
+    elif kind == MODULE:
+        writer.modprobe(str(target["module"]), remove=value != "loaded")
+    else:
+        raise ValueError(f"unknown change kind {kind!r}")
+
+
+def _same(kind: str, a: str | None, b: str | None) -> bool:
+    if kind in (IRQ, THREAD) and a is not None and b is not None:
+        return CpuSet.parse(a) == CpuSet.parse(b)
+    return a == b
+
+
+def _refusal(kind: str, exc: WriteError) -> str | None:
+    """Why the kernel refused a value, where that is normal rather than a failure."""
+    if kind == IRQ and exc.errno == errno.EIO:
+        return "the kernel manages this IRQ's affinity (managed interrupt: writes answer EIO)"
+    if kind == THREAD and exc.errno == errno.EINVAL:
+        return "none of the CPUs is allowed to the thread (its cpuset excludes them)"
+    if kind == THREAD and exc.errno == errno.ESRCH:
+        return "the thread has ended"
+    return None
+
+
+def _write(writer: HostWriter, fs: HostFS, kind: str, target: Any, value: str | None) -> tuple[str, str | None]:
+    try:
+        perform(writer, kind, target, value)
+    except WriteError as exc:
+        why = _refusal(kind, exc)
+        return (REFUSED, why) if why else (FAILED, str(exc))
+    now = current(HostFS(fs.root), kind, target)  # a fresh reader: no cached errors
+    if not _same(kind, now, value):
+        return FAILED, f"read back {now!r}, expected {value!r}"
+    return APPLIED, None
+
+
+def apply_changes(changes: Sequence[Change], writer: HostWriter, journal: Journal,
+                  on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Make each change: journal its undo record, write, read back, journal the result."""
+    fs = HostFS(writer.root)
+    out = []
+    for ch in changes:
+        ident = journal.begin(root=writer.root, kind=ch.kind, target=dict(ch.target), before=ch.before,
+                              after=ch.after, label=ch.label)
+        status, detail = _write(writer, fs, ch.kind, ch.target, ch.after)
+        journal.mark(ident, "done" if status == APPLIED else status, detail)
+        outcome = Outcome(ch.label, ch.what, status, detail)
+        out.append(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+    return out
+
+
+def describe(entry: Entry) -> str:
+    """One line naming a journalled change, for the undo listing."""
+    t = entry.target
+    where = {IRQ: lambda: f"IRQ {t.get('irq')}", THREAD: lambda: f"pid {t.get('pid')} thread {t.get('tid')}",
+             PCI_CONFIG: lambda: f"{t.get('bdf')} config +{int(t.get('offset', 0)):#x}",
+             FILE: lambda: f"/{t.get('path')}", MODULE: lambda: f"module {t.get('module')}"}
+    name = where.get(entry.kind, lambda: entry.kind)()
+    return f"{name} ({entry.label}) under {entry.root}"
+
+
+def undo(journal: Journal, entries: Sequence[Entry]) -> list[Outcome]:
+    """Restore each entry's previous value, in the order given (newest first from
+    :meth:`Journal.to_undo`), through a writer rooted where the change was made."""
+    out = []
+    for e in entries:
+        writer = HostWriter(e.root)
+        what = f"{describe(e)}: {e.after!r} -> {e.before!r}"
+        if e.before is None and e.kind in (IRQ, THREAD, PCI_CONFIG):
+            journal.mark(e.id, "undo-failed", "no previous value recorded")
+            out.append(Outcome(e.label, what, FAILED, "no previous value recorded"))
+            continue
+        status, detail = _write(writer, HostFS(e.root), e.kind, e.target, e.before)
+        if e.kind == THREAD and status == REFUSED:
+            status = APPLIED if detail == "the thread has ended" else status  # nothing left to restore
+        journal.mark(e.id, "undone" if status == APPLIED else "undo-failed", detail)
+        out.append(Outcome(e.label, what, status, detail))
+    return out

@@ -1,0 +1,115 @@
+"""The undo journal: one JSON line per event, in the state directory.
+
+Each change is recorded as ``pending`` -- with the value it replaces -- *before* it is made,
+then ``done`` or ``failed``; an undo appends ``undone``.  So a crash between the record and
+the write leaves a pending entry whose undo is harmless (it restores the value that is
+already there).  Changes name devices by their stable key (BDF), never by ``gpu0``.
+The file is appended under an exclusive ``flock`` and fsynced after each record.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from topoagent.errors import TopoagentError
+
+DEFAULT_STATE_DIR = "/var/lib/topoagent"
+JOURNAL_NAME = "journal.jsonl"
+
+
+class JournalError(TopoagentError):
+    """The journal cannot be written or read."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A change as the journal holds it: what, where (root), the value before and after."""
+
+    id: str
+    root: str
+    kind: str
+    target: dict[str, Any]
+    before: str | None
+    after: str | None
+    label: str
+    state: str
+
+
+class Journal:
+    """The journal file ``journal.jsonl`` below ``state_dir``."""
+
+    def __init__(self, state_dir: str | os.PathLike[str] = DEFAULT_STATE_DIR) -> None:
+        self.dir = os.fspath(state_dir)
+        self.path = os.path.join(self.dir, JOURNAL_NAME)
+
+    def writable(self) -> bool:
+        """Whether a record could be appended (the directory exists or can be made)."""
+        d = self.dir
+        while not os.path.lexists(d):
+            parent = os.path.dirname(d)
+            if parent == d:
+                return False
+            d = parent
+        if not os.path.isdir(d):
+            return False  # a file where a directory must be
+        target = self.path if os.path.exists(self.path) else d
+        return os.access(target, os.W_OK)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        try:
+            os.makedirs(self.dir, mode=0o700, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                fh.write(json.dumps(record, sort_keys=True) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise JournalError(f"{self.path}: {exc.strerror}") from None
+
+    def begin(self, *, root: str, kind: str, target: dict[str, Any], before: str | None,
+              after: str | None, label: str) -> str:
+        """Record a change about to be made (its undo record); returns its id."""
+        ident = uuid.uuid4().hex[:12]
+        self._append({"id": ident, "at": time.time(), "event": "pending", "root": root, "kind": kind,
+                      "target": target, "before": before, "after": after, "label": label})
+        return ident
+
+    def mark(self, ident: str, event: str, detail: str | None = None) -> None:
+        """Record what became of a change: ``done``, ``failed``, ``undone``, ``undo-failed``."""
+        self._append({"id": ident, "at": time.time(), "event": event, "detail": detail})
+
+    def _records(self) -> Iterator[dict[str, Any]]:
+        try:
+            with open(self.path, encoding="utf-8") as fh:
+                for n, line in enumerate(fh, 1):
+                    if line.strip():
+                        try:
+                            yield json.loads(line)
+                        except json.JSONDecodeError:
+                            raise JournalError(f"{self.path}:{n}: not a journal record") from None
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise JournalError(f"{self.path}: {exc.strerror}") from None
+
+    def entries(self) -> list[Entry]:
+        """Every change recorded, oldest first, each with its latest state."""
+        out: dict[str, dict[str, Any]] = {}
+        for r in self._records():
+            if r.get("event") == "pending":
+                out[r["id"]] = dict(r, state="pending")
+            elif r.get("id") in out:
+                out[r["id"]]["state"] = r.get("event")
+        return [Entry(r["id"], r["root"], r["kind"], r["target"], r["before"], r["after"], r["label"], r["state"])
+                for r in out.values()]
+
+    def to_undo(self) -> list[Entry]:
+        """Changes that were (or may have been) made and are not undone yet, newest first."""
+        return [e for e in reversed(self.entries()) if e.state in ("done", "pending", "undo-failed")]

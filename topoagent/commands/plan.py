@@ -1,0 +1,115 @@
+"""``topoagent plan``: the placement plan of a host, in the shapes people and schedulers read."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from topoagent.commands.common import EXIT_FINDINGS, EXIT_OK, emit, fail
+from topoagent.commands.options import run_scan, scan_inputs
+from topoagent.inputs import Inputs
+from topoagent.outputs import formats, renderer
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from topoagent.advice.plan import Plan, PlanOptions
+    from topoagent.cpuset import CpuSet
+    from topoagent.result import ScanResult
+
+
+def plan_options(f: Any) -> Any:
+    """The options `plan` and `exec` share: how CPUs are shared out."""
+    for option in reversed([
+        click.option("--ranks-per-gpu", type=click.IntRange(min=1), default=1, show_default=True, metavar="K",
+                     help="Ranks per GPU; each gets its own whole cores (SMT siblings together)."),
+        click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
+                     help="Whole cores per NUMA node kept for the OS and daemons."),
+        click.option("--allowed-cpus", default="auto", show_default=True, metavar="auto|self|LIST",
+                     help="CPUs the plan may use (never widened): auto = this process's on a live scan, "
+                          "the tree's recorded Cpus_allowed otherwise; self = this process's affinity and "
+                          "cgroup cpuset, whatever the root; or a CPU list."),
+    ]):
+        f = option(f)
+    return f
+
+
+def resolve_allowed(spec: str, inputs: Inputs) -> CpuSet | None:
+    """The allowed-CPU set an --allowed-cpus value names (None: the tree's record)."""
+    from topoagent.cpuset import CpuSet
+    from topoagent.sources import is_live
+    from topoagent.sources.process import allowed_cpus
+
+    if spec == "self" or (spec == "auto" and is_live(inputs)):
+        return allowed_cpus()
+    if spec == "auto":
+        return None
+    try:
+        return CpuSet.parse(spec)
+    except ValueError as exc:
+        fail(f"--allowed-cpus {spec!r}: {exc}")
+
+
+def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: int, ranks_per_gpu: int,
+              split: int = 0, *, this_process: bool = False) -> Plan:
+    """The plan of a result under the command's options (one line and exit 2 on bad ones).
+
+    ``this_process``: the plan is applied to this process (``exec``), so its own CPUs bound
+    every set too, whatever the root and --allowed-cpus say.
+    """
+    from topoagent.advice.plan import PlanOptions, plan_for
+    from topoagent.sources.process import allowed_cpus
+
+    cpus = resolve_allowed(allowed, inputs)
+    if this_process:
+        mine = allowed_cpus()
+        cpus = mine if cpus is None else cpus & mine
+    options = PlanOptions(allowed=cpus, reserve_cores=reserve_cores, ranks_per_gpu=ranks_per_gpu, split=split)
+    try:
+        return plan_for(result, options)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+@click.command()
+@scan_inputs(cross_check=False)
+@click.option("--format", "fmt", type=click.Choice(formats("plan")), default="text", show_default=True,
+              help="text: a table; json: the plan contract; env: export lines for one rank; "
+                   "slurm: gres.conf lines; nccl-topo: an NCCL_TOPO_FILE.")
+@click.option("--gpu", type=click.IntRange(min=0), metavar="N", help="For --format env: GPU N (PCI bus order).")
+@click.option("--local-rank", type=click.IntRange(min=0), metavar="R",
+              help="For --format env: local rank R (GPU R // ranks-per-gpu).")
+@plan_options
+@click.option("--split", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Cut the host into N disjoint GPU groups (jobs or tenants), each NUMA-local where possible.")
+def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, ranks_per_gpu: int,
+         reserve_cores: int, allowed_cpus: str, split: int | None) -> None:
+    """Plan where each GPU's ranks should run: CPUs, NUMA node, rail NICs, environment.
+
+    Exit status: 0 a plan for every GPU, 1 a GPU got no allowed CPU (CPUSET_EMPTY),
+    2 the scan could not run or an option is wrong.
+    """
+    from topoagent.analysis.findings import Severity
+    from topoagent.errors import TopoagentError
+
+    if gpu is not None and local_rank is not None:
+        fail("give --gpu or --local-rank, not both")
+    if fmt == "env" and gpu is None and local_rank is None:
+        fail("--format env is for one rank: give --gpu N or --local-rank R")
+    result = run_scan(inputs)
+    p = make_plan(result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, split or 0)
+    options: dict[str, Any] = {"plan": p, "gpu": gpu, "local_rank": local_rank}
+    if fmt == "nccl-topo" and not inputs.offline:
+        from topoagent.hostfs import HostFS
+        from topoagent.sources.kernel import cpu_identity
+
+        options["cpu"] = cpu_identity(HostFS(inputs.root))
+    try:
+        text = renderer("plan", fmt)(result, **options)
+    except TopoagentError as exc:
+        fail(str(exc))
+    emit(text)
+    worst = max((n.severity for n in p.notes), default=None)
+    sys.exit(EXIT_FINDINGS if worst is not None and worst >= Severity.CRITICAL else EXIT_OK)

@@ -1,0 +1,25 @@
+"""What the plan formats share: the plan of a result (computed once by the command and
+passed as the ``plan`` option, or made here with default options), and the rank a
+per-rank format is asked for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topoagent.advice.plan import Plan, PlanOptions, plan_for
+from topoagent.result import ScanResult
+
+
+def plan_of(result: ScanResult, plan: Plan | None = None) -> Plan:
+    """The plan given, or the default plan of the result (the tree's allowed CPUs)."""
+    return plan if plan is not None else plan_for(result, PlanOptions())
+
+
+def nic_words(r: Any) -> str:
+    """A rail NIC the way a person reads it: ``nic2 mlx5_0 ibp24s0 PIX``, remote ones marked."""
+    words = [r.nic, *r.rdma, *r.netdevs, r.kind or "?"]
+    if r.remote:
+        where = ", ".join(x for x in (f"node {r.numa_node}" if r.numa_node is not None else "",
+                                      f"socket {r.socket}" if r.socket is not None else "") if x)
+        words.append(f"remote ({where})" if where else "remote")
+    return " ".join(words)
