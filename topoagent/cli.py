@@ -24,6 +24,7 @@ COMMANDS = {
     "exec": "topoagent.commands.exec:exec_",
     "apply": "topoagent.commands.apply:apply",
     "fix": "topoagent.commands.fix:fix",
+    "vms": "topoagent.commands.vms:vms",
 }
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from topoagent.errors import InputError
 
-__all__ = ["EsxcliError", "EsxPciDevice", "parse_esxcli_pci_list"]
+__all__ = ["EsxPciDevice", "EsxcliError", "parse_esxcli_pci_list"]
 
 
 class EsxcliError(InputError):

@@ -161,9 +161,9 @@ def _c_int(value: str | None, what: str) -> int:
     text = value.strip().lower()
     try:
         if text.startswith("0x"):
-            return int(text[2:], 16)
+            return int(text, 0)
         if len(text) > 1 and text.startswith("0"):
-            return int(text[1:], 8)
+            return int(text, 8)  # C's octal ("010" = 8); Python's base 0 would refuse it
         return int(text, 10)
     except ValueError:
         raise DomainXmlError(f"{what} {value!r} is not a number") from None
@@ -295,7 +295,7 @@ def parse_domain(text: str) -> Domain:
     cputune = root.find("cputune")
     emu = cputune.find("emulatorpin") if cputune is not None else None
     cells = tuple(
-        GuestCell(_int_or_none(c.get("id"), "<cell id>") if c.get("id") is not None else i,
+        GuestCell(_int_or_none(c.get("id"), "<cell id>") or 0 if c.get("id") is not None else i,
                   _checked_set(c.get("cpus"), "<cell> cpus") or "",
                   _bytes(c.get("memory"), c.get("unit"), "<cell memory>"))
         for i, c in enumerate(root.findall("cpu/numa/cell"))
@@ -357,6 +357,9 @@ def canonical_xml(text: str) -> str:
     return _serialise(_root(text))
 
 
+_AFTER_PINS = frozenset({"iothreadpin", "vcpusched", "iothreadsched", "emulatorsched", "cachetune", "memorytune"})
+
+
 def _insert_after(root: Element, new: Element, after: tuple[str, ...]) -> None:
     """Insert ``new`` right after the last present element named in ``after`` (else at the end
     of the leading metadata), keeping libvirt's own order (vcpu, iothreads, cputune, numatune)."""
@@ -400,13 +403,19 @@ def with_affinity(
         if cputune is None:
             cputune = ET.Element("cputune")
             _insert_after(root, cputune, ("vcpu", "vcpus", "iothreads", "iothreadids"))
-        for old in cputune.findall("vcpupin") + cputune.findall("emulatorpin"):
-            cputune.remove(old)
-        # libvirt's order inside <cputune>: vcpupin…, emulatorpin, iothreadpin…, the rest.
-        for i, pin in enumerate(vcpupins):
-            cputune.insert(i, ET.Element("vcpupin", {"vcpu": str(pin.id), "cpuset": pin.cpuset}))
+        # Where libvirt writes them (virDomainCputuneDefFormat, src/conf/domain_conf.c): after
+        # shares/period/quota, before iothreadpin and the schedulers -- so the diff stays small.
+        children = list(cputune)
+        old = [c for c in children if c.tag in ("vcpupin", "emulatorpin")]
+        later = [i for i, c in enumerate(children) if c.tag in _AFTER_PINS]
+        at = children.index(old[0]) if old else (later[0] if later else len(children))
+        for c in old:
+            cputune.remove(c)
+        pins = [ET.Element("vcpupin", {"vcpu": str(p.id), "cpuset": p.cpuset}) for p in vcpupins]
         if emulatorpin is not None:
-            cputune.insert(len(vcpupins), ET.Element("emulatorpin", {"cpuset": emulatorpin}))
+            pins.append(ET.Element("emulatorpin", {"cpuset": emulatorpin}))
+        for offset, el in enumerate(pins):
+            cputune.insert(at + offset, el)
 
     numatune = root.find("numatune")
     fresh = ET.Element("numatune")

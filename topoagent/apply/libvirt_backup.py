@@ -1,0 +1,82 @@
+"""Backups of libvirt domain definitions, for ``topoagent vms --apply`` and ``--undo``.
+
+Before ``vms --apply DOMAIN --yes`` defines a new definition, the current one is saved as
+``<state-dir>/vms/DOMAIN.xml``; ``vms --undo DOMAIN`` defines that file again and removes it.
+A backup that already exists is kept, never overwritten: after two applies without an undo it
+still holds the definition from before the first, which is what undo must restore.
+
+Files are written whole (a temporary file in the same directory, fsynced, then renamed) and
+readable by the owner only: a definition can hold secrets (VNC passwords, disk paths).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from topoagent.errors import TopoagentError
+
+__all__ = ["BackupError", "backup_path", "load_backup", "remove_backup", "save_backup"]
+
+SUBDIR = "vms"
+
+
+class BackupError(TopoagentError):
+    """A backup that cannot be written, read or removed, or a domain name unfit for a file name."""
+
+
+def backup_path(state_dir: str, domain: str) -> str:
+    """``<state_dir>/vms/<domain>.xml``; refuses names that are not one plain file name."""
+    if not domain or domain in (".", "..") or "/" in domain or "\0" in domain:
+        raise BackupError(f"domain name {domain!r} cannot name a backup file")
+    return os.path.join(state_dir, SUBDIR, f"{domain}.xml")
+
+
+def save_backup(state_dir: str, domain: str, xml: str) -> tuple[str, bool]:
+    """Save ``xml`` as the domain's backup unless one exists: (its path, whether written now)."""
+    path = backup_path(state_dir, domain)
+    if os.path.exists(path):
+        return path, False
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{domain}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise BackupError(f"{directory}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(xml)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise BackupError(f"{path}: {exc.strerror or exc}") from None
+    return path, True
+
+
+def load_backup(state_dir: str, domain: str) -> tuple[str, str]:
+    """(path, text) of the domain's backup; :class:`BackupError` when there is none."""
+    path = backup_path(state_dir, domain)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return path, fh.read()
+    except FileNotFoundError:
+        raise BackupError(f"no backup of {domain} in {os.path.dirname(path)} "
+                          f"(nothing was applied to it, or it was undone already)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BackupError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def remove_backup(state_dir: str, domain: str) -> None:
+    """Remove the domain's backup after a verified undo."""
+    path = backup_path(state_dir, domain)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise BackupError(f"{path}: {exc.strerror or exc}") from None
