@@ -21,7 +21,9 @@ MACHINES = machine_names()
 
 
 def scan(root: Path, fmt: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["scan", "--root", str(root), "--format", fmt])
+    # JSON goldens are indented (--pretty) so that their diffs review like code.
+    extra = ["--pretty"] if fmt == "json" else []
+    result = CliRunner().invoke(cli, ["scan", "--root", str(root), "--format", fmt, *extra])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result.exit_code, result.output.replace(str(root), "<ROOT>")
 
@@ -53,3 +55,11 @@ def test_json_validates_and_is_deterministic(machine, fixture_root):
     assert len(ids) == len(set(ids))
     for p in doc["paths"]:
         assert ids.index(p["a"]) < ids.index(p["b"])
+
+
+def test_compact_json_is_the_pretty_json(fixture_root):
+    root = fixture_root("dgx-h100")
+    compact = CliRunner().invoke(cli, ["scan", "--root", str(root), "--format", "json"]).output
+    _, pretty = scan(root, "json")
+    assert "\n" not in compact.rstrip("\n")
+    assert json.loads(compact) == json.loads(pretty.replace("<ROOT>", str(root)))

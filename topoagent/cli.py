@@ -19,12 +19,13 @@ from topoagent import __version__
 #: command name -> "module:attribute" of its click command.
 COMMANDS = {
     "scan": "topoagent.commands.scan:scan",
-    "draw": "topoagent.commands.draw:draw",
     "plan": "topoagent.commands.plan:plan",
     "exec": "topoagent.commands.exec:exec_",
     "apply": "topoagent.commands.apply:apply",
     "fix": "topoagent.commands.fix:fix",
+    "draw": "topoagent.commands.draw:draw",
     "vms": "topoagent.commands.vms:vms",
+    "daemon": "topoagent.commands.daemon:daemon",
 }
 
 
@@ -50,20 +51,23 @@ def cli() -> None:
 
 def main(argv: Any = None) -> None:
     """Console-script entry point; never lets a traceback reach a person."""
-    from topoagent.commands.common import EXIT_ERROR, EXIT_OK
+    from topoagent.commands.common import EXIT_ERROR, EXIT_OK, fail, quiet_stdout
 
     try:
-        cli.main(args=argv, standalone_mode=False)
+        cli.main(args=argv, prog_name="topoagent", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("topoagent: aborted", err=True)
-        sys.exit(EXIT_ERROR)
+        fail("aborted")
+    except click.exceptions.UsageError as exc:
+        # One line, not click's usage block: the command's --help says the rest.
+        fail(f"{exc.format_message()} (see {exc.ctx.command_path if exc.ctx else 'topoagent'} --help)")
     except click.exceptions.ClickException as exc:
-        exc.show()
-        sys.exit(EXIT_ERROR)
+        fail(exc.format_message())
     except SystemExit:
         raise
     except BrokenPipeError:
+        quiet_stdout()
         sys.exit(EXIT_OK)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
     except Exception as exc:  # the last line of defence: one line, exit 2
-        click.echo(f"topoagent: internal error: {type(exc).__name__}: {exc}", err=True)
-        sys.exit(EXIT_ERROR)
+        fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_ERROR)

@@ -2,20 +2,72 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from typing import NoReturn
 
-import click
-
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+#: Characters of the tree view and their ASCII stand-ins, for a terminal that cannot show them.
+_ASCII = str.maketrans({"└": "`", "├": "|", "│": "|", "─": "-", "·": "-", "×": "x", "…": "...",
+                        "→": "->", "←": "<-", "≤": "<=", "≥": ">=", "—": "-", "–": "-"})
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print ``topoagent: <message>`` on stderr (one line) and exit ``code``."""
-    click.echo(f"topoagent: {' '.join(message.split())}", err=True)
+    _write(sys.stderr, f"topoagent: {' '.join(message.split())}\n")
     sys.exit(code)
 
 
 def emit(text: str) -> None:
-    """Write a command's output to stdout as it is (no newline added)."""
-    click.echo(text, nl=False)
+    """Write a command's output to stdout as it is (no newline added).
+
+    A terminal whose encoding cannot show the tree's characters gets ASCII; a reader that has
+    gone away (``| head``) ends the command quietly; a full disk is one line and exit 2.
+    """
+    try:
+        _write(sys.stdout, text)
+    except BrokenPipeError:
+        quiet_stdout()
+        sys.exit(EXIT_OK)
+    except OSError as exc:
+        quiet_stdout()
+        why = "no space left on device" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+        fail(f"cannot write the output: {why}")
+
+
+def emit_bytes(data: bytes) -> None:
+    """Write binary output (a PNG) to stdout, with :func:`emit`'s handling of errors."""
+    try:
+        out = sys.stdout.buffer
+        out.write(data)
+        out.flush()
+    except BrokenPipeError:
+        quiet_stdout()
+        sys.exit(EXIT_OK)
+    except OSError as exc:
+        quiet_stdout()
+        fail(f"cannot write the output: {exc.strerror or exc}")
+
+
+def _write(stream: object, text: str) -> None:
+    if stream is None:  # closed at start-up (python sets sys.stdout to None)
+        return
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        text = text.translate(_ASCII).encode("ascii", "replace").decode("ascii")
+    stream.write(text)  # type: ignore[attr-defined]  # any text stream
+    stream.flush()  # type: ignore[attr-defined]
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass

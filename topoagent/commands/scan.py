@@ -49,9 +49,10 @@ def _unknown_on_error(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--format", "fmt", type=click.Choice(formats("scan")), default="tree", show_default=True,
               help="Output format.")
 @click.option("--all", "show_all", is_flag=True, help="Show every PCI function in the tree.")
+@click.option("--pretty", is_flag=True, help="Indent the JSON for a person (compact by default).")
 @click.option("--fail-on", type=click.Choice(SEVERITIES), default="critical", show_default=True,
               help="Exit 1 when a finding at or above this severity is raised.")
-def scan(inputs: Inputs, fmt: str, show_all: bool, fail_on: str, exit_codes: str) -> None:
+def scan(inputs: Inputs, fmt: str, show_all: bool, pretty: bool, fail_on: str, exit_codes: str) -> None:
     """Read this host's PCIe/NUMA tree and report it.
 
     With --nvidia-smi-topo, --lspci-tree or --lspci-verbose (any combination) the saved
@@ -63,7 +64,7 @@ def scan(inputs: Inputs, fmt: str, show_all: bool, fail_on: str, exit_codes: str
     from topoagent.analysis.findings import Severity
 
     result = run_scan(inputs)
-    emit(renderer("scan", fmt)(result, show_all=show_all))
+    emit(renderer("scan", fmt)(result, show_all=show_all, pretty=pretty))
     worst = result.worst()
     if exit_codes == "nagios":
         raise _Verdict({None: NAGIOS_OK, Severity.INFO: NAGIOS_OK, Severity.WARNING: NAGIOS_WARNING,

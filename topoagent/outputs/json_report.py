@@ -145,6 +145,12 @@ def report(result: ScanResult) -> dict[str, Any]:
     }
 
 
-def render(result: ScanResult, **_: Any) -> str:
-    """``scan --format json``: the JSON contract, indented."""
-    return json.dumps(report(result), indent=2) + "\n"
+def render(result: ScanResult, *, pretty: bool = False, **_: Any) -> str:
+    """``scan --format json``: the JSON contract, one compact line (``pretty``: indented).
+
+    Compact by default: automation reads it, and ``indent=`` forces json's pure-Python
+    encoder, several times slower than the C one on a large host.
+    """
+    if pretty:
+        return json.dumps(report(result), indent=2) + "\n"
+    return json.dumps(report(result), separators=(",", ":")) + "\n"

@@ -1,0 +1,68 @@
+"""Errors at the edges of the CLI are one clear line: usage errors, a closed stdin, a reader
+that goes away, a full disk, a terminal that cannot show the tree's characters."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from test_bad_input import minimal_tree
+
+
+def run(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "topoagent", *args], capture_output=True, text=True,
+                          timeout=60, **kw)
+
+
+def one_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
+    assert proc.returncode == code, proc
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("topoagent: "), proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["scan", "--format", "bogus"], "Invalid value for '--format'"),
+    (["bogus"], "No such command 'bogus'"),
+    (["scan", "--no-such-flag"], "No such option"),
+    (["plan", "--gpu"], "requires an argument"),
+])
+def test_usage_errors_are_one_line(args, says):
+    line = one_line(run(*args))
+    assert says in line and "--help" in line
+
+
+def test_closed_stdin(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "topoagent", "scan", "--nvidia-smi-topo", "-"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    one_line(proc)  # empty stdin: nothing to analyse
+    closed = subprocess.run(f"{sys.executable} -m topoagent scan --nvidia-smi-topo - <&-", shell=True,
+                            capture_output=True, text=True, timeout=60)
+    assert "stdin is closed" in one_line(closed)
+
+
+def test_reader_that_goes_away(tmp_path):
+    root = minimal_tree(tmp_path)
+    proc = subprocess.run(f"{sys.executable} -m topoagent scan --root {root} --all | head -c 10", shell=True,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.stdout == "topoagent "[:10]
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_full_disk_on_stdout(tmp_path):
+    root = minimal_tree(tmp_path)
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "topoagent", "scan", "--root", str(root)],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    proc.stdout = ""
+    assert "no space left on device" in one_line(proc)
+
+
+def test_terminal_that_cannot_show_the_tree(tmp_path):
+    root = minimal_tree(tmp_path)
+    proc = run("scan", "--root", str(root), env=dict(os.environ, PYTHONIOENCODING="ascii"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.isascii() and "`- NUMA node" in proc.stdout
