@@ -102,3 +102,11 @@ def test_random_bytes_never_crash():
         n = rng.choice([64, 100, 256, 300, 4096])
         data = bytes([0x86, 0x80]) + bytes(rng.getrandbits(8) for _ in range(n - 2))
         parse_config_space(data)
+
+
+def test_virtual_function_ids_read_ffff_by_design():
+    """SR-IOV VFs answer 0xffff for Vendor/Device ID; that is no absent device."""
+    data = bytes.fromhex("ffffffff") + bytes(60)
+    with pytest.raises(ConfigSpaceError):
+        parse_config_space(data)
+    assert parse_config_space(data, virtual_function=True).size == 64

@@ -1089,8 +1089,10 @@ def build_config(f: Func) -> bytes:
     """The function's configuration space, truncated to its ``config_size``."""
     b = bytearray(4096)
     bridge = f.is_bridge
-    _w(b, 0x00, f.vendor, 2)
-    _w(b, 0x02, f.device, 2)
+    # An SR-IOV VF's Vendor ID and Device ID registers read 0xffff (SR-IOV spec 3.4.1.1-2);
+    # sysfs's vendor/device files carry the PF's vendor and the VF device id instead.
+    _w(b, 0x00, 0xFFFF if f.physfn is not None else f.vendor, 2)
+    _w(b, 0x02, 0xFFFF if f.physfn is not None else f.device, 2)
     _w(b, 0x04, 0x0407 if bridge else (0x0406 if f.driver else 0x0000), 2)
     _w(b, 0x06, 0x0010, 2)  # capabilities list
     _w(b, 0x08, int(f.part.get("rev", 0)), 1)

@@ -52,12 +52,17 @@ def _link(cap: int | None, status: int | None) -> LinkInfo | None:
     )
 
 
-def parse_config_space(data: bytes) -> ConfigSpace:
-    """Parse a configuration space of any readable length (at least the 64-byte header)."""
+def parse_config_space(data: bytes, *, virtual_function: bool = False) -> ConfigSpace:
+    """Parse a configuration space of any readable length (at least the 64-byte header).
+
+    A vendor id of 0xffff or 0 means no device answered -- except on an SR-IOV virtual
+    function, whose Vendor ID and Device ID registers read 0xffff by design (SR-IOV spec
+    §3.4.1.1-2; Linux takes the ids from the PF instead, drivers/pci/iov.c).
+    """
     if len(data) < 64:
         raise ConfigSpaceError(f"config space truncated: {len(data)} bytes, need 64")
     vendor = _u16(data, 0x00)
-    if vendor in (0xFFFF, 0x0000):
+    if vendor in (0xFFFF, 0x0000) and not virtual_function:
         raise ConfigSpaceError(f"config space reads vendor {vendor:#06x}: device absent")
     header_type = data[0x0E] & 0x7F
     secondary = subordinate = None

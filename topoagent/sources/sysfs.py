@@ -128,7 +128,8 @@ class SysfsReader:
         # Status registers, the link files (which the kernel reads from those very registers,
         # drivers/pci/pci-sysfs.c) are not read again; the SR-IOV files are read only for a
         # function whose extended capabilities list SR-IOV (or cannot be seen).
-        config = self._config(f"{d}/config")
+        physfn = self._link_bdf(f"{d}/physfn")
+        config = self._config(f"{d}/config", virtual_function=physfn is not None)
         cfg_link = config.link if config is not None else None
         link = LinkInfo() if cfg_link is not None and None not in dataclasses.astuple(cfg_link) else LinkInfo(
             current_gts=v(f"{d}/current_link_speed", sv.parse_link_speed),
@@ -150,7 +151,7 @@ class SysfsReader:
             link=link,
             driver=self.fs.link_name(f"{d}/driver"),
             iommu_group=self._link_int(f"{d}/iommu_group"),
-            physfn=self._link_bdf(f"{d}/physfn"),
+            physfn=physfn,
             sriov_totalvfs=v(f"{d}/sriov_totalvfs", sv.parse_int) if sriov else None,
             sriov_numvfs=v(f"{d}/sriov_numvfs", sv.parse_int) if sriov else None,
             config=config,
@@ -173,12 +174,12 @@ class SysfsReader:
         name = self.fs.link_name(rel)
         return name.lower() if name is not None and is_bdf(name) else None
 
-    def _config(self, rel: str) -> ConfigSpace | None:
+    def _config(self, rel: str, *, virtual_function: bool = False) -> ConfigSpace | None:
         data = self.fs.bytes(rel, limit=4096)
         if data is None:
             return None
         try:
-            return parse_config_space(data)
+            return parse_config_space(data, virtual_function=virtual_function)
         except ConfigSpaceError as exc:
             self.fs.record(rel, str(exc))
             return None
