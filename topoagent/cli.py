@@ -26,6 +26,7 @@ COMMANDS = {
     "draw": "topoagent.commands.draw:draw",
     "vms": "topoagent.commands.vms:vms",
     "daemon": "topoagent.commands.daemon:daemon",
+    "capture": "topoagent.commands.capture:capture",
 }
 
 

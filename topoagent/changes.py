@@ -1,0 +1,185 @@
+"""What changed between two scans: a pure diff of two :class:`~topoagent.result.ScanResult`.
+
+The daemon compares each scan with the last good one and logs every :class:`Change` as one
+event.  Devices are matched by their stable key (the BDF), never by their display id: when a
+GPU falls off the bus, ``gpu5`` becomes ``gpu4`` but ``0000:c3:00.0`` stays itself.  Findings
+are matched by ``(code, subject keys)``, so a finding that moves to another device is one
+cleared and one raised.
+
+A GPU's *current* link speed is left out on purpose: an idle GPU drops its link to 2.5 GT/s
+and retrains under load many times a minute, so its current speed between two scans says
+nothing (the daemon's link watch judges it over time instead).  Its width and maximum speed,
+and every link of other devices, are compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from topoagent.analysis.findings import Finding
+from topoagent.result import ScanResult
+from topoagent.topology import Device, DeviceKind
+
+__all__ = ["Change", "ChangeKind", "diff", "finding_keys", "link_verdict_changes"]
+
+
+class ChangeKind(str, Enum):
+    DEVICE_ADDED = "device_added"
+    DEVICE_REMOVED = "device_removed"
+    NUMA_NODE_CHANGED = "numa_node_changed"
+    LINK_WIDTH_CHANGED = "link_width_changed"
+    LINK_SPEED_CHANGED = "link_speed_changed"
+    FINDING_RAISED = "finding_raised"
+    FINDING_CLEARED = "finding_cleared"
+    LINK_DEGRADED = "link_degraded"
+    LINK_RECOVERED = "link_recovered"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change between two scans.
+
+    ``subject`` is the device's stable key, or the finding's code; ``keys`` are the stable
+    keys of the devices a finding names.  ``severity`` (``info``, ``warning``, ``critical``)
+    says how loudly to log it.  ``before``/``after`` are short readable values (``x16``,
+    ``32 GT/s``, ``node 1``) or None where there was nothing.
+    """
+
+    kind: ChangeKind
+    subject: str
+    severity: str
+    message: str
+    device_kind: str | None = None
+    before: str | None = None
+    after: str | None = None
+    keys: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The change as plain JSON data (the state file's ``changes[]`` entry)."""
+        return {
+            "kind": self.kind.value,
+            "subject": self.subject,
+            "severity": self.severity,
+            "message": self.message,
+            "device_kind": self.device_kind,
+            "before": self.before,
+            "after": self.after,
+            "keys": list(self.keys),
+        }
+
+
+#: Kinds whose loss is worth a warning (a GPU or NIC falling off the bus is an outage).
+_IMPORTANT = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.ACCELERATOR)
+
+
+def _describe(d: Device) -> str:
+    return f"{d.kind.value} {d.key} ({d.name})" if d.name else f"{d.kind.value} {d.key}"
+
+
+def _gts(v: float | None) -> str | None:
+    return None if v is None else f"{v:g} GT/s"
+
+
+def _width(v: int | None) -> str | None:
+    return None if v is None else f"x{v}"
+
+
+def _node(v: int | None) -> str | None:
+    return None if v is None else f"node {v}"
+
+
+def _devices(old: ScanResult, new: ScanResult) -> list[Change]:
+    before = {d.key: d for d in old.topology.devices}
+    after = {d.key: d for d in new.topology.devices}
+    out: list[Change] = []
+    for key in sorted(before.keys() - after.keys()):
+        d = before[key]
+        out.append(Change(ChangeKind.DEVICE_REMOVED, key, "warning" if d.kind in _IMPORTANT else "info",
+                          f"{_describe(d)} disappeared (it was {d.id})", d.kind.value, before=d.id))
+    for key in sorted(after.keys() - before.keys()):
+        d = after[key]
+        out.append(Change(ChangeKind.DEVICE_ADDED, key, "info", f"{_describe(d)} appeared as {d.id}",
+                          d.kind.value, after=d.id))
+    for key in sorted(before.keys() & after.keys()):
+        out.extend(_device_changes(before[key], after[key]))
+    return out
+
+
+def _device_changes(a: Device, b: Device) -> list[Change]:
+    out: list[Change] = []
+    kind = b.kind.value
+    if a.numa_node != b.numa_node:
+        out.append(Change(ChangeKind.NUMA_NODE_CHANGED, b.key, "warning",
+                          f"{_describe(b)} moved from NUMA {_node(a.numa_node) or 'unknown'} "
+                          f"to {_node(b.numa_node) or 'unknown'}", kind, _node(a.numa_node), _node(b.numa_node)))
+    la, lb = a.link, b.link
+    for attr, fmt, change in (("current_width", _width, ChangeKind.LINK_WIDTH_CHANGED),
+                              ("max_width", _width, ChangeKind.LINK_WIDTH_CHANGED),
+                              ("current_gts", _gts, ChangeKind.LINK_SPEED_CHANGED),
+                              ("max_gts", _gts, ChangeKind.LINK_SPEED_CHANGED)):
+        if attr == "current_gts" and b.kind is DeviceKind.GPU:
+            continue  # idle GPUs downclock constantly (see the module docstring)
+        old, new = getattr(la, attr), getattr(lb, attr)
+        if old == new:
+            continue
+        worse = old is not None and (new is None or new < old)
+        what = "maximum " if attr.startswith("max") else ""
+        out.append(Change(change, b.key, "warning" if worse else "info",
+                          f"{_describe(b)} {what}link {'width' if 'width' in attr else 'speed'} "
+                          f"changed from {fmt(old) or 'unknown'} to {fmt(new) or 'unknown'}",
+                          kind, fmt(old), fmt(new)))
+    return out
+
+
+def finding_keys(result: ScanResult, finding: Finding) -> tuple[str, ...]:
+    """The stable keys of a finding's subjects (ids the result does not know stay as they are)."""
+    by_id = result.topology.by_id
+    return tuple(d.key if (d := by_id(s)) is not None else s for s in finding.subjects)
+
+
+def _index(result: ScanResult) -> dict[tuple[str, tuple[str, ...]], Finding]:
+    return {(f.code, finding_keys(result, f)): f for f in result.findings}
+
+
+def _findings(old: ScanResult, new: ScanResult) -> list[Change]:
+    before, after = _index(old), _index(new)
+    out: list[Change] = []
+    for ident in sorted(before.keys() - after.keys()):
+        f = before[ident]
+        out.append(Change(ChangeKind.FINDING_CLEARED, f.code, "info", f"cleared: {f.message}",
+                          before=f.severity.label, keys=ident[1]))
+    for ident in sorted(after.keys() - before.keys()):
+        f = after[ident]
+        out.append(Change(ChangeKind.FINDING_RAISED, f.code, f.severity.label, f.message,
+                          after=f.severity.label, keys=ident[1]))
+    return out
+
+
+def diff(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]:
+    """Every change from ``old`` to ``new``: devices removed, added, moved to another NUMA
+    node, links retrained; then findings cleared and raised.  Deterministic order.  Nothing
+    when ``old`` is None (the first scan is a baseline, not a change)."""
+    if old is None:
+        return ()
+    return tuple(_devices(old, new) + _findings(old, new))
+
+
+def link_verdict_changes(before: Mapping[str, tuple[str, str]],
+                         after: Mapping[str, tuple[str, str]]) -> tuple[Change, ...]:
+    """Links that became degraded or recovered between two judgements of the link watch.
+
+    Each map holds the links judged degraded: device key -> ``(device kind, reason)``.
+    """
+    out = []
+    for key in sorted(after.keys() - before.keys()):
+        kind, reason = after[key]
+        out.append(Change(ChangeKind.LINK_DEGRADED, key, "warning", f"{kind} {key} link degraded: {reason}",
+                          kind, after=reason))
+    for key in sorted(before.keys() - after.keys()):
+        kind, reason = before[key]
+        out.append(Change(ChangeKind.LINK_RECOVERED, key, "info", f"{kind} {key} link no longer degraded",
+                          kind, before=reason))
+    return tuple(out)

@@ -1,0 +1,194 @@
+"""The daemon's configuration: a flat TOML file, overridden by command-line flags.
+
+``/etc/topoagent/config.toml`` is read when it exists (``--config FILE`` names another, which
+must exist).  Every key is optional; an unknown key, or a value of the wrong type, is an error
+naming the key, so a typo never silently falls back to a default::
+
+    listen = "127.0.0.1:9464"       # ADDR:PORT of /metrics ("[::1]:9464" for IPv6)
+    state_dir = "/var/lib/topoagent"
+    nfd_dir = "/etc/kubernetes/node-feature-discovery/features.d"   # "" = off
+    textfile_dir = ""               # node_exporter textfile collector directory, "" = off
+    interval = 300                  # seconds between timer scans
+    scan_timeout = 120              # a scan running longer is abandoned and counted failed
+
+The full table is :data:`KEYS` (and ``docs/daemon.md``).  Pure, apart from reading the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from topoagent.errors import InputError
+
+__all__ = ["DEFAULT_CONFIG", "DEFAULT_LISTEN", "KEYS", "Config", "ConfigError", "load", "parse_listen"]
+
+DEFAULT_CONFIG = "/etc/topoagent/config.toml"
+#: 127.0.0.1 only by default: topology is not a secret, but nothing should be exposed unasked.
+DEFAULT_LISTEN = "127.0.0.1:9464"
+
+
+class ConfigError(InputError):
+    """A configuration that cannot be used; the message names the file and the key."""
+
+
+def default_state_dir() -> str:
+    """``$STATE_DIRECTORY`` (set by systemd's ``StateDirectory=``; the first of a ``:`` list),
+    else ``/var/lib/topoagent``."""
+    given = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
+    return given or "/var/lib/topoagent"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the daemon is told.  Field names are the TOML keys."""
+
+    root: str = "/"
+    listen: str = DEFAULT_LISTEN
+    state_dir: str = dataclasses.field(default_factory=default_state_dir)
+    nfd_dir: str | None = None
+    textfile_dir: str | None = None
+    interval: float = 300.0
+    nvml: bool = True
+    udev: bool = True
+    scan_timeout: float = 120.0
+    debounce: float = 2.0
+    link_sample_interval: float = 30.0
+    link_window: float = 3600.0
+    recent_changes: int = 50
+    nfd_namespace: str = "feature.node.kubernetes.io"
+    log_format: str = "auto"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """``listen`` as ``(host, port)``."""
+        return parse_listen(self.listen)
+
+    @property
+    def live(self) -> bool:
+        """Whether the daemon scans the machine it runs on (udev, NVML and load make sense)."""
+        return os.path.realpath(self.root) == "/"
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``ADDR:PORT`` (``127.0.0.1:9464``, ``[::1]:9464``, ``localhost:9464``) as (host, port)."""
+    m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:([0-9]{1,5})|([^:\[\]\s]+):([0-9]{1,5})", text.strip())
+    if not m:
+        raise ValueError(f"{text!r} is not ADDR:PORT (e.g. 127.0.0.1:9464 or [::1]:9464)")
+    host = m.group(1) or m.group(3)
+    port = int(m.group(2) or m.group(4))
+    if not 1 <= port <= 65535:
+        raise ValueError(f"port {port} is not in 1-65535")
+    if m.group(1):
+        ipaddress.IPv6Address(host)  # raises ValueError naming the address
+    return host, port
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
+def _path(v: Any) -> bool:
+    return isinstance(v, str) and "\0" not in v
+
+
+def _listen(v: Any) -> bool:
+    if not isinstance(v, str):
+        return False
+    parse_listen(v)
+    return True
+
+
+def _namespace(v: Any) -> bool:
+    # A DNS subdomain NFD accepts as a label namespace; kubernetes.io/k8s.io are refused by
+    # nfd-master except its own feature.node. and profile.node. namespaces.
+    if not isinstance(v, str) or len(v) > 253:
+        return False
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", v):
+        return False
+    reserved = v.endswith(("kubernetes.io", "k8s.io"))
+    return not reserved or v in ("feature.node.kubernetes.io", "profile.node.kubernetes.io")
+
+
+#: key -> (check, what a valid value is).  Durations are seconds.
+KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "root": (_path, "a directory (the host tree to read; / for this host)"),
+    "listen": (_listen, "ADDR:PORT, e.g. 127.0.0.1:9464"),
+    "state_dir": (_path, "a directory"),
+    "nfd_dir": (_path, 'a directory, or "" for none'),
+    "textfile_dir": (_path, 'a directory, or "" for none'),
+    "interval": (_positive, "seconds > 0"),
+    "nvml": (lambda v: isinstance(v, bool), "true or false"),
+    "udev": (lambda v: isinstance(v, bool), "true or false"),
+    "scan_timeout": (_positive, "seconds > 0"),
+    "debounce": (lambda v: _positive(v) or v == 0, "seconds >= 0"),
+    "link_sample_interval": (_positive, "seconds > 0"),
+    "link_window": (_positive, "seconds > 0"),
+    "recent_changes": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10000,
+                       "an integer 0-10000"),
+    "nfd_namespace": (_namespace, "a DNS subdomain such as feature.node.kubernetes.io or example.com"),
+    "log_format": (lambda v: v in ("auto", "json", "console"), '"auto", "json" or "console"'),
+}
+
+_FLOATS = {f.name for f in dataclasses.fields(Config) if f.type in ("float", float)}
+_OPTIONAL_DIRS = ("nfd_dir", "textfile_dir")
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the same parser, as the tomli package
+        try:
+            import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+        except ImportError:
+            raise ConfigError(f"config {path}: reading TOML on Python 3.10 needs the tomli package") from None
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config {path}: no such file") from None
+    except OSError as exc:
+        raise ConfigError(f"config {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config {path}: not valid TOML: {exc}") from None
+
+
+def _check(values: Mapping[str, Any], where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in KEYS:
+            raise ConfigError(f"{where}: unknown key {key!r} (known keys: {', '.join(KEYS)})")
+        check, wanted = KEYS[key]
+        try:
+            ok = check(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {key} = {value!r}: {exc}") from None
+        if not ok:
+            raise ConfigError(f"{where}: {key} = {value!r}: must be {wanted}")
+        if key in _FLOATS:
+            value = float(value)
+        if key in _OPTIONAL_DIRS and value == "":
+            value = None
+        out[key] = value
+    return out
+
+
+def load(path: str | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
+    """The configuration: defaults, then the file, then ``overrides`` (flags; None = not given).
+
+    ``path`` None reads :data:`DEFAULT_CONFIG` if it exists; a named file must exist.
+    Raises :class:`ConfigError` naming the file and key at fault.
+    """
+    values: dict[str, Any] = {}
+    file = path if path is not None else DEFAULT_CONFIG
+    if path is not None or os.path.exists(file):
+        values.update(_check(_read_toml(file), f"config {file}"))
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    values.update(_check(given, "command line"))
+    return Config(**values)

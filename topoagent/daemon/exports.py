@@ -1,0 +1,202 @@
+"""The daemon's files: ``state.json``, the textfile-collector ``topoagent.prom`` and the
+node-feature-discovery feature file.
+
+Every file is written atomically: the bytes go to a dotfile in the same directory, which is
+then renamed over the target (rename(2) is atomic within one filesystem), so a reader sees
+the old file or the new one, never half of one.  A dotfile because node-feature-discovery
+ignores dotfiles in ``features.d`` ("write into a temporary file ... NFD ignores dot files",
+its customization guide) and node_exporter's textfile collector reads only ``*.prom``.  A file
+whose content did not change is not rewritten.  A path that cannot be written is reported and
+counted, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from topoagent.analysis.paths import PathClass
+from topoagent.result import ScanResult
+
+__all__ = [
+    "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "TEXTFILE", "Exporter", "atomic_write", "iso_time",
+    "nfd_features", "render_nfd", "state_document", "valid_nfd_name", "valid_nfd_value",
+]
+
+STATE_FILE = "state.json"
+TEXTFILE = "topoagent.prom"
+NFD_FILE = "topoagent"
+#: NFD ignores a feature file larger than this (customization guide, "Input format").
+NFD_LIMIT = 64 * 1024
+
+# NFD label values: at most 63 characters of [A-Za-z0-9_.-], alphanumeric at both ends
+# (the Kubernetes label-value rule); names (after the "namespace/") the same, non-empty.
+_NFD_TOKEN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+
+
+def valid_nfd_value(value: str) -> bool:
+    return bool(_NFD_TOKEN.match(value))
+
+
+def valid_nfd_name(name: str) -> bool:
+    """``namespace/name`` with a label-valid name."""
+    namespace, sep, local = name.rpartition("/")
+    return bool(sep and namespace and _NFD_TOKEN.match(local))
+
+
+def atomic_write(path: str, data: bytes, mode: int = 0o644) -> bool:
+    """Write ``data`` to ``path`` atomically; False when the file already held exactly that.
+
+    Raises :class:`OSError` when the directory cannot be written.
+    """
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(data) + 1) == data:
+                return False
+    except OSError:
+        pass  # absent or unreadable: write it
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return True
+
+
+def iso_time(t: float) -> str:
+    """Seconds since the epoch as RFC 3339 UTC (``2024-05-01T12:00:00Z``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def state_document(result: ScanResult, *, scanned_at: float, duration: float,
+                   changes: list[dict[str, Any]], daemon: Mapping[str, Any]) -> dict[str, Any]:
+    """The state file: the ``scan --format json`` contract plus ``scanned_at``,
+    ``scan_duration_seconds``, ``changes`` (recent events, oldest first) and ``daemon``
+    (the last attempt, counters, link judgements)."""
+    from topoagent.outputs.json_report import report
+
+    doc = report(result)
+    doc["scanned_at"] = iso_time(scanned_at)
+    doc["scan_duration_seconds"] = round(duration, 6)
+    doc["changes"] = changes
+    doc["daemon"] = dict(daemon)
+    return doc
+
+
+# -- node-feature-discovery ---------------------------------------------------------------
+
+#: Findings that keep GPUDirect RDMA off (or unsafe) even when a rail NIC is close enough.
+_GDR_BLOCKERS = ("NO_PEER_MEMORY", "ACS_REDIRECT", "IOMMU_TRANSLATING", "NO_RDMA_NIC", "NVLINK_P2P_DISABLED")
+
+
+def _gdr_ready(result: ScanResult) -> bool:
+    gpus = [g for g in result.topology.gpus if not g.is_vf]
+    if not gpus:
+        return False
+    for g in gpus:
+        rail = result.rails.rail(g.id)
+        # NCCL's default NCCL_NET_GDR_LEVEL is PXB: the GPU and its NIC must share a switch.
+        if rail is None or rail.nic is None or rail.cls is None or rail.cls > PathClass.PXB:
+            return False
+    return not any(f.code in _GDR_BLOCKERS for f in result.findings)
+
+
+def nfd_features(result: ScanResult, *, degraded_links: bool) -> dict[str, str]:
+    """The node features, name (without namespace) -> value, every value valid for NFD.
+
+    ``gpu.numa-nodes`` lists nodes joined by ``_`` (``0_1``): commas are not allowed in a
+    label value.  ``rail.worst-path`` is the worst GPU-to-rail-NIC class (``none``: no GPU
+    has a rail NIC).  ``acs.blocking`` is ``unknown`` when ACS could not be read.
+    """
+    topo = result.topology
+    gpus = [g for g in topo.gpus if not g.is_vf]
+    nodes = sorted({g.numa_node for g in gpus if g.numa_node is not None})
+    classes = [r.cls for r in result.rails.rails if r.nic is not None and r.cls is not None]
+    codes = {f.code for f in result.findings}
+    acs = "true" if "ACS_REDIRECT" in codes else "unknown" if "ACS_UNKNOWN" in codes else "false"
+    worst = result.worst()
+    features = {
+        "topoagent.gpu.count": str(len(gpus)),
+        "topoagent.gpu.numa-nodes": "_".join(map(str, nodes)) if nodes else "none",
+        "topoagent.nic.rdma-count": str(sum(1 for n in topo.nics if n.rdma_capable and not n.is_vf)),
+        "topoagent.rail.worst-path": max(classes).name if classes else "none",
+        "topoagent.gdr.ready": "true" if _gdr_ready(result) else "false",
+        "topoagent.acs.blocking": acs,
+        "topoagent.pcie.degraded-links": "true" if degraded_links else "false",
+        "topoagent.findings.worst": worst.label if worst is not None else "none",
+    }
+    return {k: v for k, v in features.items() if valid_nfd_value(v) and _NFD_TOKEN.match(k)}
+
+
+def render_nfd(features: Mapping[str, str], namespace: str) -> str:
+    """The feature file: one ``namespace/name=value`` per line (checked: valid and < 64 kB)."""
+    lines = ["# node-feature-discovery features written by topoagent daemon; do not edit"]
+    for name, value in features.items():
+        label = f"{namespace}/{name}"
+        if valid_nfd_name(label) and valid_nfd_value(value):
+            lines.append(f"{label}={value}")
+    text = "\n".join(lines) + "\n"
+    if len(text.encode()) >= NFD_LIMIT:
+        raise ValueError("NFD feature file would exceed 64 kB")
+    return text
+
+
+# -- writing, with failures reported once ---------------------------------------------------
+
+
+@dataclass
+class ExportStatus:
+    path: str
+    ok: bool = True
+    error: str | None = None
+    writes: int = 0
+
+
+class Exporter:
+    """Writes the exports and remembers, per export, whether the last write worked.
+
+    A failure is logged when it starts (or its message changes) and a recovery when it ends,
+    not on every scan.
+    """
+
+    def __init__(self, log: Any) -> None:
+        self.log = log
+        self.status: dict[str, ExportStatus] = {}
+
+    def write(self, export: str, path: str, data: bytes) -> bool:
+        """Write one export; True when the file changed."""
+        st = self.status.get(export)
+        if st is None or st.path != path:
+            st = self.status[export] = ExportStatus(path)
+        try:
+            changed = atomic_write(path, data)
+        except OSError as exc:
+            error = f"{exc.strerror or exc}"
+            if st.ok or st.error != error:
+                self.log.error("export_failed", export=export, path=path, error=error)
+            st.ok, st.error = False, error
+            return False
+        if not st.ok:
+            self.log.info("export_recovered", export=export, path=path)
+        st.ok, st.error = True, None
+        if changed:
+            st.writes += 1
+        return changed
+
+    def write_json(self, export: str, path: str, doc: Mapping[str, Any]) -> bool:
+        return self.write(export, path, (json.dumps(doc, indent=2) + "\n").encode())

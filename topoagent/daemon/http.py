@@ -1,0 +1,149 @@
+"""The read-only HTTP endpoint: ``GET /metrics`` (Prometheus) and, when a renderer for
+``("draw", "html")`` is registered, ``GET /`` (the host's topology as a page).
+
+Anything else is 404; methods other than GET and HEAD are 405.  Built on the standard
+library's ``ThreadingHTTPServer`` (one thread per connection, HTTP/1.0: one request each),
+hardened for a port anybody on the host can reach:
+
+* a socket timeout per connection, so a slow or silent client is dropped, not waited for;
+* at most :data:`MAX_CONNECTIONS` at once; further ones are closed at once;
+* malformed requests get the standard library's 400 and the server carries on; an error in a
+  handler is logged as one event, never a traceback on stderr.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+__all__ = ["MAX_CONNECTIONS", "App", "MetricsServer", "start"]
+
+MAX_CONNECTIONS = 32
+#: Seconds a client may take to send its request (and to read the answer).
+CLIENT_TIMEOUT = 10.0
+
+
+class App(Protocol):
+    """What the server serves: the daemon answers these."""
+
+    def metrics(self, accept: str | None) -> tuple[bytes, str]: ...
+
+    def html(self) -> str | None: ...
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: MetricsServer
+    server_version = "topoagent"
+    sys_version = ""
+    protocol_version = "HTTP/1.0"
+    # Answer a request line that cannot be parsed with a status line too (the standard
+    # library's default, HTTP/0.9, sends a bare body).
+    default_request_version = "HTTP/1.0"
+    timeout = CLIENT_TIMEOUT  # applied to the connection's socket by StreamRequestHandler.setup
+
+    def do_GET(self) -> None:
+        self._serve(body=True)
+
+    def do_HEAD(self) -> None:
+        self._serve(body=False)
+
+    def _not_allowed(self) -> None:
+        self._reply(405, b"method not allowed: this endpoint is read-only\n", "text/plain; charset=utf-8",
+                    body=True, extra={"Allow": "GET, HEAD"})
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
+
+    def _serve(self, body: bool) -> None:
+        path = urlsplit(self.path).path
+        app = self.server.app
+        try:
+            if path == "/metrics":
+                data, ctype = app.metrics(self.headers.get("Accept"))
+                self._reply(200, data, ctype, body)
+                return
+            page = app.html() if path == "/" else None
+        except Exception as exc:  # a bug in a renderer must not take the endpoint down
+            self.server.log.error("http_render_failed", path=path, error=f"{type(exc).__name__}: {exc}")
+            self._reply(500, b"internal error\n", "text/plain; charset=utf-8", body)
+            return
+        if page is not None:
+            self._reply(200, page.encode("utf-8"), "text/html; charset=utf-8", body)
+        else:
+            self._reply(404, b"not found: see /metrics\n", "text/plain; charset=utf-8", body)
+
+    def _reply(self, code: int, data: bytes, ctype: str, body: bool, extra: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # no access log: scrapes every 15 s would drown the events
+
+
+class MetricsServer(ThreadingHTTPServer):
+    """The HTTP server, bound at construction (``OSError`` when the port is taken)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], app: App, log: Any) -> None:
+        host = address[0]
+        if ":" in host:
+            self.address_family = socket.AF_INET6
+        self.app = app
+        self.log = log
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._thread: threading.Thread | None = None
+        super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # full: drop it rather than queue behind slow clients
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError, socket.timeout)):
+            return  # the client went away or was too slow: nothing to report
+        self.log.warning("http_error", client=str(client_address[0]) if client_address else None,
+                         error=f"{type(exc).__name__}: {exc}")
+
+    def start(self) -> None:
+        """Serve in a background thread (polling for shutdown twice a second)."""
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.5},
+                                        name="topoagent-http", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self.shutdown()
+            self._thread.join(timeout=2)
+            self._thread = None
+        self.server_close()
+
+
+def start(address: tuple[str, int], app: App, log: Any) -> MetricsServer:
+    """Bind ``address`` and serve ``app`` in the background."""
+    server = MetricsServer(address, app, log)
+    server.start()
+    return server

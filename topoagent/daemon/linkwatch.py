@@ -1,0 +1,303 @@
+"""PCIe links judged over time, not from one reading.
+
+A GPU at idle drops its link to 2.5 GT/s and retrains under load, many times a minute (one
+report counted 1,415 speed changes in two minutes on an idle box), so one reading cannot tell
+a degraded link from an idle one.  The width normally stays.  NICs and switch ports do not
+downclock this way: a NIC or switch port below its maximum trained low.  So:
+
+* every watched link (GPUs, NICs, and the bridges on their paths) is sampled at each scan and,
+  while a GPU link is below its maximum, between scans; the highest speed and width seen are
+  kept;
+* a **GPU link** is degraded when its width is below the maximum and never reached it over the
+  window, or its speed is below the maximum, never reached it over the window, *and the window
+  saw load* (NVML utilisation where NVML is present; otherwise traffic on the netdevs of the
+  GPU's rail NICs, from psutil's interface counters).  An idle GPU that downclocks is not a
+  fault;
+* **any other link** is degraded while it runs below its maximum.
+
+The maximum of a link is the lower of its two ends' maxima (a Gen5 NIC in a Gen4 slot tops out
+at Gen4).  The two ends of a link are an upstream-facing port (an endpoint, a switch's upstream
+port) and the downstream-facing port above it (a root port, a switch's downstream port); both
+report the same link, so a downstream port above a GPU follows the GPU's rules.
+
+:class:`LinkWatch` is pure bookkeeping (samples in, judgements out); :class:`LoadProbe` is the
+adapter that asks NVML (``pynvml``) and psutil, both imported lazily.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from topoagent.result import ScanResult
+from topoagent.snapshot import LinkInfo
+from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
+
+__all__ = ["GPU_BUSY_PERCENT", "NIC_BUSY_BYTES_PER_SECOND", "Judgement", "LinkWatch", "LoadProbe",
+           "WatchedLink", "watched_links"]
+
+#: NVML GPU utilisation (percent of time a kernel ran) that counts as load.
+GPU_BUSY_PERCENT = 20
+#: Traffic on a GPU's rail NIC netdevs (bytes/s, both directions) that counts as load.
+NIC_BUSY_BYTES_PER_SECOND = 100e6
+
+_DOWNSTREAM_FACING = (BridgeRole.ROOT_PORT, BridgeRole.SWITCH_DOWNSTREAM)
+
+
+@dataclass(frozen=True)
+class WatchedLink:
+    """A link to watch, named by the device that reports it.
+
+    ``gpu`` is the stable key of the GPU on the link (the device itself, or the one below a
+    downstream-facing port), None for other links.  ``max_gts``/``max_width`` are the link's
+    maximum: the lower of both ends' maxima where both are known.
+    """
+
+    key: str
+    bdf: str
+    kind: str
+    gpu: str | None
+    max_gts: float | None
+    max_width: int | None
+
+
+def _min(*values: Any) -> Any:
+    known = [v for v in values if v is not None]
+    return min(known) if known else None
+
+
+def _partner(topo: Topology, d: Device) -> Device | None:
+    """The device at the other end of the link ``d`` reports."""
+    if d.role in _DOWNSTREAM_FACING and d.bdf is not None:
+        kids = [c for c in topo.children(d.bdf) if not c.is_vf]
+        return kids[0] if kids else None
+    return topo.by_bdf(d.parent) if d.parent else None
+
+
+def watched_links(result: ScanResult) -> dict[str, WatchedLink]:
+    """GPUs and NICs (physical functions) and every bridge above them, by stable key."""
+    topo = result.topology
+    ends = [d for d in topo.devices if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and not d.is_vf and d.bdf]
+    chosen: dict[str, Device] = {}
+    for d in ends:
+        chosen[d.key] = d
+        for bdf in d.ancestors:
+            b = topo.by_bdf(bdf)
+            if b is not None:
+                chosen.setdefault(b.key, b)
+    out: dict[str, WatchedLink] = {}
+    for d in sorted(chosen.values(), key=lambda x: x.bdf or ""):
+        p = _partner(topo, d)
+        gpu = d if d.kind is DeviceKind.GPU else p if (p is not None and p.kind is DeviceKind.GPU
+                                                        and d.role in _DOWNSTREAM_FACING) else None
+        out[d.key] = WatchedLink(
+            d.key, d.bdf or d.key, d.kind.value, gpu.key if gpu is not None else None,
+            _min(d.link.max_gts, p.link.max_gts if p is not None else None),
+            _min(d.link.max_width, p.link.max_width if p is not None else None))
+    return out
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float
+    gts: float | None
+    width: int | None
+    loaded: bool | None
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the watch says of one link now."""
+
+    key: str
+    bdf: str
+    kind: str
+    degraded: bool
+    reason: str | None
+    current_gts: float | None
+    current_width: int | None
+    max_gts: float | None
+    max_width: int | None
+    max_seen_gts: float | None
+    max_seen_width: int | None
+    saw_load: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+class LinkWatch:
+    """Samples per link over a sliding window; judgements on demand.  Not thread-safe: the
+    daemon loop alone feeds it."""
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self.links: dict[str, WatchedLink] = {}
+        self._samples: dict[str, deque[Sample]] = {}
+        self._max_seen: dict[str, tuple[float | None, int | None]] = {}
+
+    def update_plan(self, result: ScanResult) -> None:
+        """Watch the links of a new result; forget links that are gone."""
+        self.links = watched_links(result)
+        for gone in set(self._samples) - set(self.links):
+            del self._samples[gone]
+            self._max_seen.pop(gone, None)
+
+    def observe(self, at: float, links: Mapping[str, LinkInfo], load: Mapping[str, bool | None]) -> None:
+        """Record one reading: ``links`` by BDF (or key), ``load`` by GPU key (None: unknown)."""
+        for key, w in self.links.items():
+            info = links.get(w.bdf) or links.get(key)
+            if info is None:
+                continue
+            s = Sample(at, info.current_gts, info.current_width, load.get(w.gpu) if w.gpu else None)
+            q = self._samples.setdefault(key, deque())
+            q.append(s)
+            while len(q) > 1 and q[0].at < at - self.window:
+                q.popleft()
+            g, wd = self._max_seen.get(key, (None, None))
+            self._max_seen[key] = (_max(g, s.gts), _max(wd, s.width))
+
+    def observe_result(self, at: float, result: ScanResult, load: Mapping[str, bool | None]) -> None:
+        """A scan is a reading too (and may change what is watched)."""
+        self.update_plan(result)
+        self.observe(at, {d.key: d.link for d in result.topology.devices}, load)
+
+    def judge(self) -> dict[str, Judgement]:
+        """Every watched link with samples, judged."""
+        out: dict[str, Judgement] = {}
+        for key, w in self.links.items():
+            q = self._samples.get(key)
+            if not q:
+                continue
+            out[key] = self._judge(w, q)
+        return out
+
+    def _judge(self, w: WatchedLink, q: deque[Sample]) -> Judgement:
+        cur = q[-1]
+        saw_load = any(s.loaded for s in q)
+        reasons = []
+        width_low = cur.width is not None and w.max_width is not None and cur.width < w.max_width
+        speed_low = cur.gts is not None and w.max_gts is not None and cur.gts < w.max_gts
+        if w.gpu is not None:
+            if width_low and any(s.width is not None and s.width >= w.max_width for s in q):  # type: ignore[operator]
+                width_low = False  # it reached full width within the window: not stuck
+            if speed_low and (not saw_load or any(s.gts is not None and s.gts >= w.max_gts for s in q)):  # type: ignore[operator]
+                speed_low = False  # idle downclocking, or it reached full speed within the window
+        if width_low:
+            reasons.append(f"x{cur.width} of x{w.max_width}")
+        if speed_low:
+            reasons.append(f"{cur.gts:g} of {w.max_gts:g} GT/s" + (" under load" if w.gpu else ""))
+        seen_gts, seen_width = self._max_seen.get(w.key, (None, None))
+        return Judgement(w.key, w.bdf, w.kind, bool(reasons), ", ".join(reasons) or None, cur.gts, cur.width,
+                         w.max_gts, w.max_width, seen_gts, seen_width, saw_load)
+
+    def needs_sampling(self) -> bool:
+        """Whether a GPU link is below its maximum now (only those need readings between scans)."""
+        for key, w in self.links.items():
+            q = self._samples.get(key)
+            if w.gpu is None or not q:
+                continue
+            cur = q[-1]
+            if ((cur.gts is not None and w.max_gts is not None and cur.gts < w.max_gts)
+                    or (cur.width is not None and w.max_width is not None and cur.width < w.max_width)):
+                return True
+        return False
+
+    def gpu_keys(self) -> tuple[str, ...]:
+        return tuple(sorted({w.gpu for w in self.links.values() if w.gpu is not None}))
+
+
+def _max(a: Any, b: Any) -> Any:
+    return b if a is None else a if b is None else max(a, b)
+
+
+class LoadProbe:
+    """Whether each GPU is busy now: NVML utilisation, else its rail NICs' traffic (psutil).
+
+    Only meaningful on the live host; every failure means "unknown" (None), never an error.
+    """
+
+    def __init__(self, use_nvml: bool, log: Any) -> None:
+        self.log = log
+        self._nvml: Any = None
+        self._nvml_tried = not use_nvml
+        self._handles: dict[str, Any] = {}
+        self._last_bytes: dict[str, int] = {}
+        self._last_at: float | None = None
+
+    def _nvml_module(self) -> Any:
+        if not self._nvml_tried:
+            self._nvml_tried = True
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                self._nvml = pynvml
+            except Exception as exc:  # no library, no driver: utilisation is unknown
+                self.log.info("nvml_load_unavailable", error=f"{type(exc).__name__}: {exc}")
+        return self._nvml
+
+    def _gpu_busy(self, nvml: Any, bdf: str) -> bool | None:
+        try:
+            h = self._handles.get(bdf)
+            if h is None:
+                h = self._handles[bdf] = nvml.nvmlDeviceGetHandleByPciBusId(bdf.upper())
+            return int(nvml.nvmlDeviceGetUtilizationRates(h).gpu) >= GPU_BUSY_PERCENT
+        except Exception:
+            self._handles.pop(bdf, None)
+            return None
+
+    def _nic_rates(self, at: float) -> dict[str, float]:
+        try:
+            import psutil
+
+            counters = psutil.net_io_counters(pernic=True)
+        except Exception:
+            return {}
+        totals = {name: c.bytes_sent + c.bytes_recv for name, c in counters.items()}
+        rates: dict[str, float] = {}
+        if self._last_at is not None and at > self._last_at:
+            dt = at - self._last_at
+            rates = {n: max(0, v - self._last_bytes[n]) / dt for n, v in totals.items() if n in self._last_bytes}
+        self._last_bytes, self._last_at = totals, at
+        return rates
+
+    def sample(self, at: float, gpu_netdevs: Mapping[str, tuple[str, ...]]) -> dict[str, bool | None]:
+        """GPU key (BDF) -> busy now (None: cannot tell).  ``gpu_netdevs``: each GPU's rail NICs' netdevs."""
+        nvml = self._nvml_module()
+        rates = self._nic_rates(at)
+        out: dict[str, bool | None] = {}
+        for gpu, netdevs in gpu_netdevs.items():
+            busy = self._gpu_busy(nvml, gpu) if nvml is not None else None
+            if busy is None and rates and netdevs:
+                seen = [rates[n] for n in netdevs if n in rates]
+                busy = (sum(seen) >= NIC_BUSY_BYTES_PER_SECOND) if seen else None
+            out[gpu] = busy
+        return out
+
+    def close(self) -> None:
+        if self._nvml is not None:
+            try:
+                self._nvml.nvmlShutdown()
+            except Exception:
+                pass
+            self._nvml = None
+
+
+def rail_netdevs(result: ScanResult) -> dict[str, tuple[str, ...]]:
+    """Each GPU's key -> the netdevs of its rail NICs (for the traffic fallback of :class:`LoadProbe`)."""
+    out: dict[str, tuple[str, ...]] = {}
+    topo = result.topology
+    for r in result.rails.rails:
+        g = topo.by_id(r.gpu)
+        if g is None:
+            continue
+        names: list[str] = []
+        for nic_id in r.nics:
+            n = topo.by_id(nic_id)
+            if n is not None:
+                names.extend(n.netdevs)
+        out[g.key] = tuple(names)
+    return out

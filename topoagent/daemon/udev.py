@@ -1,0 +1,69 @@
+"""Hotplug events from udev (pyudev): a PCI function, network interface or RDMA device came
+or went, so the daemon should rescan (after a short debounce: one hot-plugged GPU is a burst
+of events).
+
+The monitor's socket joins the daemon loop's ``select``: no thread, no polling.  udev describes
+the machine the daemon runs on, so with ``--root`` (a fake or captured tree) there is nothing
+to watch; without libudev (containers, minimal hosts) the daemon keeps its timer.  Either way
+it says so once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SUBSYSTEMS", "UdevWatch"]
+
+#: Subsystems whose events change the topology.
+SUBSYSTEMS = ("pci", "net", "infiniband")
+
+
+class UdevWatch:
+    """A pyudev monitor filtered to :data:`SUBSYSTEMS`."""
+
+    def __init__(self, monitor: Any) -> None:
+        self._monitor = monitor
+
+    @classmethod
+    def open(cls, log: Any, *, live: bool, enabled: bool = True) -> UdevWatch | None:
+        """The watch, or None (logged once: why there are no hotplug rescans)."""
+        if not enabled:
+            log.info("udev_disabled", reason="udev = false in the configuration; rescans on the timer only")
+            return None
+        if not live:
+            log.info("udev_disabled", reason="--root reads another tree; udev events describe this host, "
+                                             "so rescans are on the timer only")
+            return None
+        try:
+            import pyudev
+
+            monitor = pyudev.Monitor.from_netlink(pyudev.Context())
+            for subsystem in SUBSYSTEMS:
+                monitor.filter_by(subsystem)
+            monitor.start()
+        except Exception as exc:  # ImportError, no libudev (OSError/ImportError), no netlink permission
+            log.warning("udev_unavailable", error=f"{type(exc).__name__}: {exc}",
+                        reason="no hotplug events; rescans on the timer only")
+            return None
+        return cls(monitor)
+
+    def fileno(self) -> int:
+        return int(self._monitor.fileno())
+
+    def drain(self) -> list[tuple[str, str, str]]:
+        """The events waiting now: ``(action, subsystem, sys_name)`` each; never blocks."""
+        out = []
+        while True:
+            try:
+                device = self._monitor.poll(timeout=0)
+            except Exception:
+                break
+            if device is None:
+                break
+            out.append((str(device.action), str(device.subsystem), str(device.sys_name)))
+            if len(out) >= 1000:
+                break  # a storm: enough to know a rescan is due
+        return out
+
+    def close(self) -> None:
+        self._monitor = None  # pyudev frees the netlink socket with the monitor (udev_monitor_unref)
