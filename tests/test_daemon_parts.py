@@ -24,7 +24,8 @@ from topoagent.daemon.exports import (
     valid_nfd_name,
     valid_nfd_value,
 )
-from topoagent.daemon.linkwatch import LinkWatch, LoadProbe, rail_netdevs, watched_links
+from topoagent.daemon.linkwatch import LinkWatch, rail_netdevs, watched_links
+from topoagent.sources.load import LoadProbe
 from topoagent.daemon.log import make_logger, wants_json
 from topoagent.daemon.notify import Notifier
 from topoagent.daemon.status import Attempt, Status

@@ -20,8 +20,8 @@ at Gen4).  The two ends of a link are an upstream-facing port (an endpoint, a sw
 port) and the downstream-facing port above it (a root port, a switch's downstream port); both
 report the same link, so a downstream port above a GPU follows the GPU's rules.
 
-:class:`LinkWatch` is pure bookkeeping (samples in, judgements out); :class:`LoadProbe` is the
-adapter that asks NVML (``pynvml``) and psutil, both imported lazily.
+:class:`LinkWatch` is pure bookkeeping (samples in, judgements out); the load it needs comes
+from :class:`topoagent.sources.load.LoadProbe`, which asks NVML and the NIC counters.
 """
 
 from __future__ import annotations
@@ -35,13 +35,8 @@ from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
 from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
 
-__all__ = ["GPU_BUSY_PERCENT", "NIC_BUSY_BYTES_PER_SECOND", "Judgement", "LinkWatch", "LoadProbe",
-           "WatchedLink", "watched_links"]
+__all__ = ["Judgement", "LinkWatch", "WatchedLink", "watched_links"]
 
-#: NVML GPU utilisation (percent of time a kernel ran) that counts as load.
-GPU_BUSY_PERCENT = 20
-#: Traffic on a GPU's rail NIC netdevs (bytes/s, both directions) that counts as load.
-NIC_BUSY_BYTES_PER_SECOND = 100e6
 
 _DOWNSTREAM_FACING = (BridgeRole.ROOT_PORT, BridgeRole.SWITCH_DOWNSTREAM)
 
@@ -213,81 +208,8 @@ def _max(a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else max(a, b)
 
 
-class LoadProbe:
-    """Whether each GPU is busy now: NVML utilisation, else its rail NICs' traffic (psutil).
-
-    Only meaningful on the live host; every failure means "unknown" (None), never an error.
-    """
-
-    def __init__(self, use_nvml: bool, log: Any) -> None:
-        self.log = log
-        self._nvml: Any = None
-        self._nvml_tried = not use_nvml
-        self._handles: dict[str, Any] = {}
-        self._last_bytes: dict[str, int] = {}
-        self._last_at: float | None = None
-
-    def _nvml_module(self) -> Any:
-        if not self._nvml_tried:
-            self._nvml_tried = True
-            try:
-                import pynvml
-
-                pynvml.nvmlInit()
-                self._nvml = pynvml
-            except Exception as exc:  # no library, no driver: utilisation is unknown
-                self.log.info("nvml_load_unavailable", error=f"{type(exc).__name__}: {exc}")
-        return self._nvml
-
-    def _gpu_busy(self, nvml: Any, bdf: str) -> bool | None:
-        try:
-            h = self._handles.get(bdf)
-            if h is None:
-                h = self._handles[bdf] = nvml.nvmlDeviceGetHandleByPciBusId(bdf.upper())
-            return int(nvml.nvmlDeviceGetUtilizationRates(h).gpu) >= GPU_BUSY_PERCENT
-        except Exception:
-            self._handles.pop(bdf, None)
-            return None
-
-    def _nic_rates(self, at: float) -> dict[str, float]:
-        try:
-            import psutil
-
-            counters = psutil.net_io_counters(pernic=True)
-        except Exception:
-            return {}
-        totals = {name: c.bytes_sent + c.bytes_recv for name, c in counters.items()}
-        rates: dict[str, float] = {}
-        if self._last_at is not None and at > self._last_at:
-            dt = at - self._last_at
-            rates = {n: max(0, v - self._last_bytes[n]) / dt for n, v in totals.items() if n in self._last_bytes}
-        self._last_bytes, self._last_at = totals, at
-        return rates
-
-    def sample(self, at: float, gpu_netdevs: Mapping[str, tuple[str, ...]]) -> dict[str, bool | None]:
-        """GPU key (BDF) -> busy now (None: cannot tell).  ``gpu_netdevs``: each GPU's rail NICs' netdevs."""
-        nvml = self._nvml_module()
-        rates = self._nic_rates(at)
-        out: dict[str, bool | None] = {}
-        for gpu, netdevs in gpu_netdevs.items():
-            busy = self._gpu_busy(nvml, gpu) if nvml is not None else None
-            if busy is None and rates and netdevs:
-                seen = [rates[n] for n in netdevs if n in rates]
-                busy = (sum(seen) >= NIC_BUSY_BYTES_PER_SECOND) if seen else None
-            out[gpu] = busy
-        return out
-
-    def close(self) -> None:
-        if self._nvml is not None:
-            try:
-                self._nvml.nvmlShutdown()
-            except Exception:
-                pass
-            self._nvml = None
-
-
 def rail_netdevs(result: ScanResult) -> dict[str, tuple[str, ...]]:
-    """Each GPU's key -> the netdevs of its rail NICs (for the traffic fallback of :class:`LoadProbe`)."""
+    """Each GPU's key -> the netdevs of its rail NICs (for the traffic fallback of :class:`topoagent.sources.load.LoadProbe`)."""
     out: dict[str, tuple[str, ...]] = {}
     topo = result.topology
     for r in result.rails.rails:

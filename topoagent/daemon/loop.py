@@ -39,7 +39,7 @@ from topoagent.daemon.exports import (
     render_nfd,
     state_document,
 )
-from topoagent.daemon.linkwatch import LinkWatch, LoadProbe, rail_netdevs
+from topoagent.daemon.linkwatch import LinkWatch, rail_netdevs
 from topoagent.daemon.log import log_change, make_logger
 from topoagent.daemon.notify import Notifier
 from topoagent.daemon.status import Attempt, Status
@@ -47,6 +47,7 @@ from topoagent.errors import TopoagentError
 from topoagent.frozen import FrozenMap
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
+from topoagent.sources.load import LoadProbe
 
 __all__ = ["Daemon", "SetupError", "default_sample", "default_scan"]
 

@@ -379,3 +379,45 @@ def _probe_gpus(p: _Prober, count: int) -> list[NvmlGpu]:
             )
         )
     return gpus
+
+
+class GpuUtilization:
+    """GPU utilisation by BDF, for the daemon's load probe: NVML initialised once, handles kept.
+
+    ``why_not`` says why NVML is unavailable (None when it answered ``nvmlInit``); every
+    per-GPU failure is "unknown" (None), never an error.
+    """
+
+    def __init__(self, nvml: Any = None) -> None:
+        self.why_not: str | None = None
+        self._handles: dict[str, Any] = {}
+        self._nvml = nvml
+        if nvml is None:
+            self._nvml, self.why_not = _import_pynvml()
+        if self._nvml is not None:
+            try:
+                self._nvml.nvmlInit()
+            except Exception as exc:  # no driver: utilisation is unknown
+                self.why_not, self._nvml = f"nvmlInit failed: {_describe(exc)}", None
+
+    def percent(self, bdf: str) -> int | None:
+        """The GPU's utilisation (0-100) now, or None when NVML cannot say."""
+        if self._nvml is None:
+            return None
+        try:
+            handle = self._handles.get(bdf)
+            if handle is None:
+                handle = self._handles[bdf] = self._nvml.nvmlDeviceGetHandleByPciBusId(bdf.upper())
+            return int(self._nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        except Exception:  # a GPU gone or a call unsupported: unknown this time
+            self._handles.pop(bdf, None)
+            return None
+
+    def close(self) -> None:
+        """Shut NVML down (best effort)."""
+        if self._nvml is not None:
+            try:
+                self._nvml.nvmlShutdown()
+            except Exception:  # shutting down: nothing to report to
+                self._nvml = None
+            self._nvml = None

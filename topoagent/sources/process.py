@@ -1,4 +1,5 @@
-"""This process and others: allowed CPUs, threads and their affinity (reads only).
+"""This process and others (allowed CPUs, threads and their affinity) and the NIC byte
+counters: everything read through psutil lives here (reads only).
 
 The CPUs a caller may use are the intersection of its affinity (``sched_getaffinity``) and
 its cgroup's ``cpuset.cpus.effective`` (cgroup v2; ``cpuset.effective_cpus`` on v1): a Slurm
@@ -100,3 +101,14 @@ def owner_uid(pid: int) -> int | None:
         return int(psutil.Process(pid).uids().real)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
+
+
+def interface_bytes() -> dict[str, int]:
+    """Bytes sent plus received so far per network interface ({} when psutil cannot say)."""
+    try:
+        import psutil
+
+        counters = psutil.net_io_counters(pernic=True)
+    except Exception:  # psutil missing or /proc/net/dev unreadable: no counters
+        return {}
+    return {name: c.bytes_sent + c.bytes_recv for name, c in counters.items()}
