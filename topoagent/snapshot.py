@@ -58,7 +58,15 @@ class LinkInfo:
 
     @property
     def known(self) -> bool:
+        """Whether any of the four values is known."""
         return any(v is not None for v in dataclasses.astuple(self))
+
+    def filled_from(self, other: LinkInfo | None) -> LinkInfo:
+        """This link with its unknown values taken from ``other`` (another reading of it)."""
+        if other is None:
+            return self
+        return LinkInfo(*(a if a is not None else b
+                          for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
 
 
 @dataclass(frozen=True)

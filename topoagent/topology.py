@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from typing import Any
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from topoagent import pci
 from topoagent.bdf import bdf_key, root_bus_key
@@ -191,10 +191,16 @@ class Topology:
         return self._by_bdf.get(bdf)
 
     def physical(self, d: Device) -> Device:
-        """A VF's physical function (its paths are the PF's), or the device itself."""
+        """A VF's physical function (its paths are the PF's), or the device itself.
+
+        Only a PF of the VF's own kind that is no VF itself stands in for it: in a damaged
+        tree the PF may be missing or unclassifiable (an unreadable ``class``), and a device
+        that stands for itself is paired like any other.
+        """
         if d.physfn is None:
             return d
-        return self._by_bdf.get(d.physfn, d)
+        pf = self._by_bdf.get(d.physfn)
+        return pf if pf is not None and pf.kind is d.kind and pf.physfn is None else d
 
     def by_key(self, key: str) -> Device | None:
         """The device with a stable key (see :class:`Device`), or None."""
@@ -352,14 +358,6 @@ def locate_by_cpus(local: CpuSet, nodes: tuple[Node, ...]) -> tuple[int | None, 
     return None, None
 
 
-def _merge_link(sysfs: LinkInfo, config: ConfigSpace | None) -> LinkInfo:
-    """sysfs link attributes, with holes filled from the config-space Link registers."""
-    cfg = config.link if config is not None and config.link is not None else None
-    if cfg is None:
-        return sysfs
-    return LinkInfo(*(a if a is not None else b for a, b in zip(dataclasses.astuple(sysfs), dataclasses.astuple(cfg))))
-
-
 def build_topology(snap: Snapshot) -> Topology:
     """Place every PCI function of the snapshot in the host's tree."""
     nodes = _build_nodes(snap)
@@ -448,7 +446,7 @@ def build_topology(snap: Snapshot) -> Topology:
                 ancestors=chain,
                 root_bus=root,
                 driver=f.driver,
-                link=_merge_link(f.link, f.config),
+                link=f.link.filled_from(f.config.link if f.config is not None else None),
                 netdevs=tuple(sorted(netdev_names)),
                 rdma_devices=tuple(sorted(rdma_names)),
                 iommu_group=f.iommu_group,

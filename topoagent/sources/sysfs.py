@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from topoagent.bdf import is_bdf
@@ -92,7 +92,11 @@ class SysfsReader:
         case); an entry that resolves to a function already listed (an alias: upper-case hex,
         another domain's name for the same directory) is counted once and noted.
         """
-        out = []
+        return tuple(self.pci_function(bdf, link_rel, real) for bdf, link_rel, real in self.listed())
+
+    def listed(self) -> Iterator[tuple[str, str, str | None]]:
+        """(canonical BDF, its ``bus/pci/devices`` entry, where the entry leads) per function,
+        aliases noted and skipped."""
         seen: dict[str, str] = {}  # canonical BDF -> the entry that named it first
         for entry in self.fs.listdir(PCI_DEVICES):
             if not is_bdf(entry):
@@ -105,8 +109,22 @@ class SysfsReader:
                 self.fs.record(link_rel, f"alias of {seen[bdf]} ({bdf}): counted once")
                 continue
             seen[bdf] = entry
-            out.append(self.pci_function(bdf, link_rel, real))
-        return tuple(out)
+            yield bdf, link_rel, real
+
+    def link(self, d: str, config: ConfigSpace | None) -> LinkInfo:
+        """A function's link: the sysfs link files, read only where config space lacks the
+        PCIe Link registers (the kernel reads those very registers for the files,
+        drivers/pci/pci-sysfs.c), holes filled from config space."""
+        cfg_link = config.link if config is not None else None
+        if cfg_link is not None and None not in dataclasses.astuple(cfg_link):
+            return cfg_link
+        v = self._value
+        return LinkInfo(
+            current_gts=v(f"{d}/current_link_speed", sv.parse_link_speed),
+            current_width=v(f"{d}/current_link_width", sv.parse_link_width),
+            max_gts=v(f"{d}/max_link_speed", sv.parse_link_speed),
+            max_width=v(f"{d}/max_link_width", sv.parse_link_width),
+        ).filled_from(cfg_link)
 
     def pci_function(self, bdf: str, link_rel: str, real: str | None) -> PciFunction:
         """One function: ``link_rel`` is its ``bus/pci/devices`` entry, ``real`` where it leads."""
@@ -124,19 +142,12 @@ class SysfsReader:
         # or subsystem ids in captures that copied only some files (hwloc-gather-topology),
         # driver when unbound, iommu_group without an IOMMU, SR-IOV files on non-SR-IOV parts.
         #
-        # Each fact is read once: where config space holds the PCIe Link Capabilities and Link
-        # Status registers, the link files (which the kernel reads from those very registers,
-        # drivers/pci/pci-sysfs.c) are not read again; the SR-IOV files are read only for a
-        # function whose extended capabilities list SR-IOV (or cannot be seen).
+        # Each fact is read once: the link from config space where it is there (see link()),
+        # the SR-IOV files only for a function whose extended capabilities list SR-IOV (or
+        # cannot be seen).
         physfn = self._link_bdf(f"{d}/physfn")
         config = self._config(f"{d}/config", virtual_function=physfn is not None)
-        cfg_link = config.link if config is not None else None
-        link = LinkInfo() if cfg_link is not None and None not in dataclasses.astuple(cfg_link) else LinkInfo(
-            current_gts=v(f"{d}/current_link_speed", sv.parse_link_speed),
-            current_width=v(f"{d}/current_link_width", sv.parse_link_width),
-            max_gts=v(f"{d}/max_link_speed", sv.parse_link_speed),
-            max_width=v(f"{d}/max_link_width", sv.parse_link_width),
-        )
+        link = self.link(d, config)
         sriov = config is None or not config.extended_readable or EXT_CAP_ID_SRIOV in config.extended_caps
         return PciFunction(
             bdf=bdf,
@@ -168,7 +179,8 @@ class SysfsReader:
 
     def _link_int(self, rel: str) -> int | None:
         name = self.fs.link_name(rel)
-        return int(name) if name is not None and name.isdigit() else None
+        # ASCII digits only: str.isdigit() also accepts "²" (int() rejects it) and "١" (read as 1).
+        return int(name) if name is not None and name.isascii() and name.isdigit() else None
 
     def _link_bdf(self, rel: str) -> str | None:
         name = self.fs.link_name(rel)
@@ -228,7 +240,7 @@ class SysfsReader:
             base = f"sys/class/infiniband/{name}"
             ports = []
             for port in self.fs.listdir(f"{base}/ports"):
-                if not port.isdigit():
+                if not (port.isascii() and port.isdigit()):
                     continue
                 p = f"{base}/ports/{port}"
                 ports.append(
@@ -279,7 +291,7 @@ class SysfsReader:
     # -- kernel ---------------------------------------------------------------------------
     def iommu_groups(self) -> tuple[IommuGroup, ...]:
         base = "sys/kernel/iommu_groups"
-        ids = sorted(int(n) for n in self.fs.listdir(base) if n.isdigit())
+        ids = sorted(int(n) for n in self.fs.listdir(base) if n.isascii() and n.isdigit())
         return tuple(IommuGroup(id=i, type=self.fs.text(f"{base}/{i}/type")) for i in ids)
 
     def modules(self) -> tuple[str, ...]:
@@ -376,6 +388,18 @@ def read_sysfs(fs: HostFS) -> Snapshot:
     """Read a snapshot of the host below ``fs``'s root (checks that it is a sysfs tree first)."""
     fs.require_sysfs()
     return SysfsReader(fs).snapshot()
+
+
+def read_links(root: str) -> dict[str, LinkInfo]:
+    """Every listed function's PCIe link now, by BDF, and nothing else: the daemon's cheap
+    between-scan sample of links (config space, else the link files)."""
+    reader = SysfsReader(HostFS(root))
+    out: dict[str, LinkInfo] = {}
+    for bdf, link_rel, real in reader.listed():
+        d = real or link_rel
+        physfn = reader._link_bdf(f"{d}/physfn")
+        out[bdf] = reader.link(d, reader._config(f"{d}/config", virtual_function=physfn is not None))
+    return out
 
 
 def collect(c: Collection) -> None:
