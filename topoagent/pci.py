@@ -112,7 +112,91 @@ DEVICES = {
     (0x1AF4, 0x1041): "Virtio 1.0 network device",
     (0x1AF4, 0x1042): "Virtio 1.0 block device",
     (0x1AF4, 0x1001): "Virtio block device",
+    # Added for pasted lspci whose pci.ids was older than the part (``NVIDIA Corporation Device
+    # 2335``); names as pci.ids spells them (https://pci-ids.ucw.cz/read/PC/10de,
+    # https://pci-ids.ucw.cz/read/PC/15b3), shortened like the entries above.
+    (0x10DE, 0x2321): "H100 NVL",
+    (0x10DE, 0x2322): "H800 PCIe",
+    (0x10DE, 0x2324): "H800",
+    (0x10DE, 0x2329): "H20",
+    (0x10DE, 0x2336): "H100",
+    (0x10DE, 0x2339): "H100",
+    (0x10DE, 0x233B): "H200 NVL",
+    (0x10DE, 0x2348): "GH200 144GB HBM3e",
+    (0x10DE, 0x2901): "B200",
+    (0x10DE, 0x29BC): "B100",
+    (0x10DE, 0x2941): "GB200",
+    (0x10DE, 0x31C2): "GB300",
+    (0x10DE, 0x20B1): "A100 PCIe 40GB",
+    (0x10DE, 0x20B3): "A100 SXM 64GB",
+    (0x10DE, 0x20B7): "A30",
+    (0x10DE, 0x20B8): "A100X",
+    (0x10DE, 0x20F3): "A800 SXM4 80GB",
+    (0x10DE, 0x20F5): "A800 PCIe 80GB",
+    (0x10DE, 0x20F6): "A800 PCIe 40GB",
+    (0x10DE, 0x2230): "RTX A6000",
+    (0x10DE, 0x2235): "A40",
+    (0x10DE, 0x2236): "A10",
+    (0x10DE, 0x2571): "RTX A2000 12GB",
+    (0x10DE, 0x26B1): "RTX 6000 Ada Generation",
+    (0x10DE, 0x26B5): "L40",
+    (0x10DE, 0x2B85): "GeForce RTX 5090",
+    (0x10DE, 0x1DB6): "V100 PCIe 32GB",
+    (0x10DE, 0x1EB8): "T4",
+    (0x10DE, 0x15F8): "P100 PCIe 16GB",
+    (0x10DE, 0x102D): "K80",
+    (0x15B3, 0x1007): "ConnectX-3 Pro",
+    (0x15B3, 0x1013): "ConnectX-4",
+    (0x15B3, 0x1015): "ConnectX-4 Lx",
+    (0x15B3, 0x1018): "ConnectX-5 Virtual Function",
+    (0x15B3, 0x101C): "ConnectX-6 Virtual Function",
+    (0x15B3, 0xA2D2): "BlueField integrated ConnectX-5",
+    (0x15B3, 0x1979): "ConnectX-7 PCIe Bridge",
+    (0x15B3, 0x197B): "BlueField-3 SoC PCIe Bridge",
+    (0x1000, 0xC012): "PEX880xx PCIe Gen4 Switch",
+    (0x1000, 0xC034): "PEX890xx PCIe Gen5 Switch",
+    (0x10B5, 0x8725): "PEX 8725 PCIe Gen3 Switch",
+    (0x10B5, 0x8748): "PEX 8748 PCIe Gen3 Switch",
+    (0x10B5, 0x8749): "PEX 8749 PCIe Gen3 Switch",
+    (0x10B5, 0x9733): "PEX 9733 PCIe Gen3 Switch",
 }
+
+#: What an id *is*, for sources that show no class code (``lspci -tv`` names only).  GPUs and
+#: NICs only: bridges are known from the tree's drawing, and everything else stays unnamed.
+DEVICE_KINDS: dict[tuple[int, int], str] = {
+    **{(NVIDIA, d): "gpu" for d in (
+        0x2330, 0x2331, 0x2335, 0x2342, 0x20B0, 0x20B2, 0x20B5, 0x20F1, 0x1DB1, 0x1DB5, 0x1DB4,
+        0x2684, 0x2204, 0x26B9, 0x27B8, 0x2321, 0x2322, 0x2324, 0x2329, 0x2336, 0x2339, 0x233B,
+        0x2348, 0x2901, 0x29BC, 0x2941, 0x31C2, 0x20B1, 0x20B3, 0x20B7, 0x20B8, 0x20F3, 0x20F5,
+        0x20F6, 0x2230, 0x2235, 0x2236, 0x2571, 0x26B1, 0x26B5, 0x2B85, 0x1DB6, 0x1EB8, 0x15F8,
+        0x102D)},
+    **{(MELLANOX, d): "nic" for d in (
+        0x1003, 0x1007, 0x1013, 0x1015, 0x1017, 0x1018, 0x1019, 0x101B, 0x101C, 0x101D, 0x101E,
+        0x101F, 0x1021, 0x1023, 0xA2D2, 0xA2D6, 0xA2DC, 0x673C)},
+    **{(AMAZON, d): "nic" for d in (0xEFA0, 0xEFA1, 0xEFA2, 0xEC20)},
+}
+
+#: Mellanox part numbers and family names as pci.ids has printed them (older pci.ids named
+#: 15b3:101d ``MT28841``; newer ones ``MT2892 Family [ConnectX-6 Dx]``), mapped to the NIC
+#: function's device id.  Read only when the name carries no ``[vvvv:dddd]`` and is not a
+#: bridge, VF, flash-recovery or SoC-management function of the family.
+MELLANOX_PARTS = (
+    ("BlueField-3 integrated ConnectX-7", 0xA2DC),
+    ("BlueField-2 integrated ConnectX-6 Dx", 0xA2D6),
+    ("BlueField integrated ConnectX-5", 0xA2D2),
+    ("ConnectX-8", 0x1023), ("CX8 Family", 0x1023),
+    ("ConnectX-7", 0x1021), ("MT2910", 0x1021),
+    ("ConnectX-6 Lx", 0x101F), ("MT2894", 0x101F),
+    ("ConnectX-6 Dx", 0x101D), ("MT2892", 0x101D), ("MT28841", 0x101D),
+    ("ConnectX-6", 0x101B), ("MT28908", 0x101B),
+    ("ConnectX-5 Ex", 0x1019), ("MT28800", 0x1019),
+    ("ConnectX-5", 0x1017), ("MT27800", 0x1017),
+    ("ConnectX-4 Lx", 0x1015), ("MT27710", 0x1015),
+    ("ConnectX-4", 0x1013), ("MT27700", 0x1013),
+    ("ConnectX-3 Pro", 0x1007), ("MT27520", 0x1007),
+    ("ConnectX-3", 0x1003), ("MT27500", 0x1003),
+)
+_NOT_THE_NIC = re.compile(r"Virtual Function|Flash Recovery|Bridge|SoC|Management|Crypto", re.IGNORECASE)
 
 
 #: Class-code prefixes (base class, subclass) and their names, for functions without a name.
@@ -254,6 +338,17 @@ LSPCI_VENDORS = (
     ("VMware", 0x15AD),
 )
 
+#: Shorter or older spellings seen in pastes (case-insensitive prefixes): ``Mellanox Tech``,
+#: ``Mellanox``, old pci.ids' ``nVidia Corporation``, a bare ``NVIDIA``.  Longest first.
+VENDOR_ALIASES = (
+    ("mellanox", MELLANOX),
+    ("nvidia", NVIDIA),
+    ("amazon", AMAZON),
+    ("intel", 0x8086),
+    ("plx technology", 0x10B5),
+    ("samsung", 0x144D),
+)
+
 
 _NVIDIA_GPU_CHIP = re.compile(r"\b(?:G[KMPVAHB][0-9]{3}|TU[0-9]{3}|AD[0-9]{3}|GB[0-9]{3})")
 _NOT_A_GPU = re.compile(r"NVSwitch|Audio|USB|UCSI|Serial|SMBus|Bridge", re.IGNORECASE)
@@ -330,10 +425,60 @@ def rdma_capable_by_ids(class16_: int | None, kind: str | None, vendor: int | No
 
 
 def vendor_from_name(text: str | None) -> int | None:
-    """A vendor id from the vendor name lspci prints (``NVIDIA Corporation`` -> 0x10de)."""
+    """A vendor id from the vendor name lspci prints (``NVIDIA Corporation`` -> 0x10de), or a
+    shorter spelling (``Mellanox Tech``, ``nVidia``), or a bare Mellanox part (``MT28841``)."""
     if not text:
         return None
-    return next((vid for name, vid in LSPCI_VENDORS if text.startswith(name)), None)
+    exact = next((vid for name, vid in LSPCI_VENDORS if text.startswith(name)), None)
+    if exact is not None:
+        return exact
+    low = text.lower()
+    alias = next((vid for name, vid in VENDOR_ALIASES if low.startswith(name)), None)
+    if alias is None and re.match(r"(?:MT[0-9]{4,6}[A-Z0-9]*|CX[0-9])\b", text):
+        alias = MELLANOX
+    return alias
+
+
+_DEVICE_IN_NAME = re.compile(
+    r"\b(?:(?P<vd>Device|Unknown device)\s+(?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})"
+    r"|(?:Device|Unknown device)\s+(?P<d2>[0-9a-fA-F]{4}))\b")
+
+
+def ids_from_name(text: str | None, vendor: int | None) -> tuple[int | None, int | None, str | None]:
+    """Vendor and device ids that a name itself states, and how they were read.
+
+    lspci prints ``<vendor> Device 2335`` when its pci.ids knows the vendor but not the device,
+    ``Device 10de:2335`` when it knows neither (pciutils ``lib/names.c``), and older versions
+    ``Unknown device 2335``.  A Mellanox name may be a bare part number or family
+    (``MT28841``, ``MT2910 Family [ConnectX-7]``): that names the NIC function's id, unless the
+    name says it is a VF, bridge or management function of the family.  ``how`` is None when
+    nothing was read.
+    """
+    if not text:
+        return vendor, None, None
+    m = _DEVICE_IN_NAME.search(text)
+    if m:
+        if m.group("d") is not None:
+            return int(m.group("v"), 16), int(m.group("d"), 16), f"{m.group('vd')} {m.group('v')}:{m.group('d')} in the name"
+        return vendor, int(m.group("d2"), 16), f"Device {m.group('d2')} in the name"
+    if vendor == MELLANOX and not _NOT_THE_NIC.search(text):
+        for part, device in MELLANOX_PARTS:
+            if re.search(rf"(?<![\w-]){re.escape(part)}(?![\w-])", text):
+                return vendor, device, f"Mellanox part {part!r} in the name"
+    return vendor, None, None
+
+
+def kind_from_vendor(text: str | None, vendor: int | None) -> str | None:
+    """A kind guessed from the vendor alone, for a function that has no class and an unknown
+    device id: NVIDIA makes GPUs (besides NVSwitches, audio and USB functions of its cards,
+    which names say), Mellanox makes NICs.  The caller must say the kind was inferred."""
+    if text and _NOT_A_GPU.search(text) or text and _NOT_THE_NIC.search(text):
+        return None
+    if vendor == NVIDIA:
+        return "gpu"
+    if vendor == MELLANOX:
+        return "nic"
+    return None
 
 
 def kind_from_name(text: str | None, vendor: int | None, device: int | None) -> str | None:
@@ -342,6 +487,8 @@ def kind_from_name(text: str | None, vendor: int | None, device: int | None) -> 
     Used only where no class is known, and said so in the source status.
     """
     known = DEVICES.get((vendor, device)) if vendor is not None and device is not None else None
+    if vendor is not None and device is not None and (vendor, device) in DEVICE_KINDS:
+        return DEVICE_KINDS[(vendor, device)]
     text = " ".join(t for t in (text, known) if t)
     if not text:
         return None

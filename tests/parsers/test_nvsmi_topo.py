@@ -204,7 +204,8 @@ CASES = [
 
 def test_every_sample_has_a_case():
     covered = {case[0] for case in CASES}
-    assert covered == {p.name for p in SAMPLES.glob("*.txt")}
+    # paste_*.txt are whole pastes, read leniently: tests/parsers/test_pastes.py covers them
+    assert covered == {p.name for p in SAMPLES.glob("*.txt") if not p.name.startswith("paste_")}
     assert len(covered) >= 15
 
 

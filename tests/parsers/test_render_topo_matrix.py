@@ -11,7 +11,7 @@ from topoagent.outputs.matrix import LEGEND, render_topo_matrix
 from topoagent.parsers.nvsmi_topo import TopoDevice, TopoMatrix, parse_topo_matrix
 
 SAMPLES = Path(__file__).parent / "samples" / "nvsmi"
-NAMES = sorted(p.name for p in SAMPLES.glob("*.txt"))
+NAMES = sorted(p.name for p in SAMPLES.glob("*.txt") if not p.name.startswith("paste_"))  # paste_*: test_pastes.py
 
 
 def _load(name: str) -> str:

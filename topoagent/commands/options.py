@@ -69,6 +69,15 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
     given = {field: name for field, name in files.items() if name is not None}
     if cross_check and (given or os.path.realpath(root) != "/"):
         fail("--cross-check runs this host's nvidia-smi and lspci: it needs a live scan of --root /")
+    if not given and not os.path.isdir(os.path.join(root, "sys")):
+        # A capture tarball (topoagent capture) replays like its unpacked directory.
+        from topoagent.errors import TopoagentError
+        from topoagent.sources.capture import resolve_root
+
+        try:
+            root = resolve_root(root)
+        except TopoagentError as exc:
+            fail(f"--root {root}: {exc}")
     option_of = {o[0]: o[1] for o in OFFLINE_OPTIONS}
     stdin = [option_of[f] for f, name in given.items() if name == "-"]
     if len(stdin) > 1:

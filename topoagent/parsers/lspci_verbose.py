@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from topoagent.parsers.lspci_common import LspciParseError, split_ids
-from topoagent.pci import ACS_FLAGS, LSPCI_PORT_NAMES
+from topoagent.parsers.paste import Skipped, clean_paste, merge_skipped
+from topoagent.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK, CLASSES, LSPCI_PORT_NAMES
 from topoagent.snapshot import AcsInfo
 
-__all__ = ["LspciFunction", "SriovInfo", "decode_acs", "parse_lspci_verbose"]
+__all__ = ["LspciFunction", "LspciListing", "SriovInfo", "decode_acs", "parse_lspci_verbose", "read_lspci_verbose"]
 
 _Fail = Callable[[str], LspciParseError]
 
@@ -149,16 +150,58 @@ def _acs(text: str) -> int | None:
     return sum(1 << bit for bit, name in enumerate(ACS_FLAGS) if flags[name] == "+")
 
 
+@dataclass(frozen=True)
+class LspciListing:
+    """What :func:`read_lspci_verbose` read: the functions, the line ranges it skipped (with
+    why) and notes (fields found with no device line to place them on, repeated records)."""
+
+    functions: tuple[LspciFunction, ...]
+    skipped: tuple[Skipped, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+# ``lspci -x``/``-xxx``/``-xxxx`` hex dump lines: "00: de 10 b0 20 06 04 10 00 …".
+_HEX_DUMP = re.compile(r"^[0-9a-fA-F]{2,3}:(?: [0-9a-fA-F]{2}){1,16}\s*$")
+# Fields lspci prints one tab in, which pastes sometimes lose (``Kernel driver in use:`` at
+# column 0): an unindented line starting with one of these is still a field.
+_FIELD_KEYS = frozenset((
+    "Subsystem", "Physical Slot", "Flags", "Control", "Status", "Latency", "Interrupt", "NUMA node",
+    "IOMMU group", "Region", "Expansion ROM at", "Bus", "Capabilities", "Kernel driver in use",
+    "Kernel modules", "DevCap", "DevCtl", "DevSta", "LnkCap", "LnkCtl", "LnkSta", "LnkCap2", "LnkCtl2",
+    "LnkSta2", "SltCap", "SltCtl", "SltSta", "ACSCap", "ACSCtl", "DevCap2", "DevCtl2",
+))
+# ``lspci -n``: "01:00.0 0302: 10de:2330 (rev a1)" -- class and ids, no names.
+_NUMERIC = re.compile(r"^(?P<cls>[0-9a-fA-F]{4}): (?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})\b(?P<rest>.*)$")
+
+
 def parse_lspci_verbose(text: str) -> tuple[LspciFunction, ...]:
     """Parse ``lspci -v``/``-vv``/``-vvv`` output, with or without ``-nn`` and ``-D``.
 
     Lines before the first device line (a shell prompt, a ``sudo`` banner) are skipped, as
-    are ``pcilib:`` warnings; any other unindented line that is not a device line raises
-    :class:`LspciParseError`.  Blank input gives ``()``.
+    are ``pcilib:`` warnings and ``-xxx`` hex dumps; any other unindented line that is not a
+    device line or a known field raises :class:`LspciParseError`.  Blank input gives ``()``.
     """
+    return _read(text, lenient=False).functions
+
+
+def read_lspci_verbose(text: str) -> LspciListing:
+    """Read pasted ``lspci -v…`` output leniently: lines that cannot be read are skipped and
+    reported, several commands' outputs are read as one (a function listed twice is merged),
+    and fields without any device line (``lspci -vvv | grep ACSCtl``) are counted in a note.
+
+    Raises :class:`LspciParseError` only when nothing in the text is lspci output.
+    """
+    return _read(text, lenient=True)
+
+
+def _read(text: str, lenient: bool) -> LspciListing:
     if not isinstance(text, str):
         raise LspciParseError(f"expected text, got {type(text).__name__}")
-    out: list[LspciFunction] = []
+    out: dict[str, LspciFunction] = {}
+    repeated: list[str] = []
+    skipped: list[Skipped] = []
+    orphan_fields: dict[str, int] = {}
+    orphan_redirect = 0
     cur: dict[str, Any] | None = None
     cap: str | None = None  # the capability whose body we are in
     acs_cap = acs_ctl = None
@@ -171,94 +214,144 @@ def parse_lspci_verbose(text: str) -> tuple[LspciFunction, ...]:
                 cur["acs"] = AcsInfo(capability=acs_cap, control=acs_ctl)
             if sriov:
                 cur["sriov"] = SriovInfo(**sriov)
-            out.append(LspciFunction(**cur))
+            fn = LspciFunction(**cur)
+            if fn.bdf in out:
+                repeated.append(fn.bdf)
+                fn = _merge(out[fn.bdf], fn)
+            out[fn.bdf] = fn
         cur, acs_cap, acs_ctl, sriov = None, None, None, {}
 
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.rstrip()
+    cleaned = clean_paste(text)
+    if lenient:
+        skipped.extend(cleaned.skipped)
+    for ln in cleaned.lines:
+        lineno, line = ln.number, ln.text
 
         def fail(why: str, lineno: int = lineno, line: str = line) -> LspciParseError:
             return LspciParseError(f"lspci line {lineno}: {why}: {line.strip()[:80]!r}")
 
-        if not line.strip():
-            continue
-        if not line[0].isspace():
-            m = _HEADER.match(line)
-            if m:
-                finish()
-                cur = _function_header(m, fail)
-                cap = None
+        if _HEX_DUMP.match(line):
+            continue  # -x/-xxx config dump: lspci's own output, read from sysfs config elsewhere
+        try:
+            if not line[0].isspace():
+                m = _HEADER.match(line)
+                if m:
+                    finish()
+                    cur = _function_header(m, fail)
+                    cap = None
+                    continue
+                key = line.partition(":")[0].strip()
+                if key not in _FIELD_KEYS:
+                    if cur is None:
+                        continue  # text before any device: a prompt, a banner, the author's words
+                    raise fail("expected a device line (bb:dd.f …) or an indented field")
+            if cur is None:
+                # Indented text before any device: a banner -- or the lines grep kept.
+                key = line.strip().partition(":")[0]
+                if key in _FIELD_KEYS or key.rstrip("0123456789") in ("LnkCap", "LnkSta", "DevCap"):
+                    orphan_fields[key] = orphan_fields.get(key, 0) + 1
+                    if key == "ACSCtl":
+                        ctl = _acs(line.partition(":")[2])
+                        orphan_redirect += ctl is not None and bool(ctl & ACS_P2P_REDIRECT_MASK)
                 continue
-            if cur is None or line.startswith(("pcilib:", "lspci:")):
-                continue
-            raise fail("expected a device line (bb:dd.f …) or an indented field")
-        if cur is None:
-            continue  # indented text before any device: part of a prompt or banner
-        body = line.strip()
-        # Depth 1 fields (one tab; pastes turn it into spaces) and capability headers.
-        key, sep, value = body.partition(":")
-        value = value.strip()
-        if key == "Capabilities" and sep:
-            if value.startswith("<access denied>"):
-                cur["capabilities_readable"] = False
-                cap = None
-                continue
-            if cur.get("capabilities_readable") is None:
-                cur["capabilities_readable"] = True
-            m = _EXPRESS.match(value)
-            cap = "pcie" if m else (
-                "acs" if "Access Control Services" in value
-                else "sriov" if "(SR-IOV)" in value else "other"
-            )
-            if m:
-                kind = m.group("type")
-                for prefix, name in LSPCI_PORT_NAMES:
-                    if kind.startswith(prefix):
-                        cur["port_type"] = name
-                        slot = re.match(r"\(Slot([+-])\)", kind[len(prefix) :].strip())
-                        if slot:
-                            cur["slot_implemented"] = slot.group(1) == "+"
-                        break
-                else:
-                    cur["port_type"] = "unknown"
-            continue
-        if key == "Subsystem" and sep and cap is None and "subsystem" not in cur:
-            vend, dev, name = split_ids(value)
-            cur["subsystem"] = name.strip()
-            cur["subsystem_vendor_id"], cur["subsystem_device_id"] = vend, dev
-        elif key == "Physical Slot" and sep:
-            cur["physical_slot"] = value
-        elif key == "NUMA node" and sep:
-            cur["numa_node"] = _int(value, fail)
-        elif key == "IOMMU group" and sep:
-            cur["iommu_group"] = _int(value, fail)
-        elif key == "Bus" and sep and cap is None:
-            _bus_line(value, cur, fail)
-        elif key == "Kernel driver in use" and sep:
-            cur["driver"] = value
-            cap = None
-        elif key == "Kernel modules" and sep:
-            cur["kernel_modules"] = tuple(p.strip() for p in value.split(",") if p.strip())
-            cap = None
-        elif key == "LnkCap" and sep and cap == "pcie":
-            gts, _, width, _ = _link(value, fail)
-            port = re.search(r"Port #([0-9]{1,5})\b", value)
-            cur["link_max_gts"], cur["link_max_width"] = gts, width
-            cur["link_port"] = int(port.group(1)) if port else None
-        elif key == "LnkSta" and sep and cap == "pcie":
-            gts, fs, width, fw = _link(value, fail)
-            cur["link_gts"], cur["link_width"] = gts, width
-            cur["link_speed_downgraded"], cur["link_width_downgraded"] = fs, fw
-        elif key == "ACSCap" and sep and cap == "acs":
-            acs_cap = _acs(value)
-        elif key == "ACSCtl" and sep and cap == "acs":
-            acs_ctl = _acs(value)
-        elif cap == "sriov":
-            _sriov_line(body, sriov, fail)
+            acs: list[int | None] = [acs_cap, acs_ctl]
+            cap = _field(line.strip(), cur, cap, sriov, fail, acs)
+            acs_cap, acs_ctl = acs
+        except LspciParseError as exc:
+            if not lenient:
+                raise
+            why = str(exc).partition(": ")[2].rpartition(": ")[0] or str(exc)
+            skipped.append(Skipped(lineno, lineno, f"not lspci -v output ({why}): {line.strip()[:60]!r}"))
     finish()
-    if not out and text.strip():
+    notes: list[str] = []
+    if repeated:
+        notes.append(f"{len(repeated)} function(s) listed more than once (outputs concatenated): "
+                     f"records merged (first: {repeated[0]})")
+    if orphan_fields and not out:
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(orphan_fields.items()))
+        extra = ""
+        if "ACSCtl" in orphan_fields:
+            extra = f" ({orphan_redirect} of them with P2P redirect bits set: ReqRedir+, CmpltRedir+ or EgressCtrl+)"
+        notes.append(f"no device line: {counts} line(s){extra} cannot be placed on any function "
+                     "(filtered output, such as lspci -vvv | grep ACSCtl)")
+    if not out and not orphan_fields and text.strip() and (lenient or cleaned.lines):
         raise LspciParseError("no lspci device line (bb:dd.f class: name) found")
-    return tuple(out)
+    return LspciListing(tuple(out.values()), tuple(merge_skipped(skipped)), tuple(notes))
+
+
+def _merge(first: LspciFunction, again: LspciFunction) -> LspciFunction:
+    """One record of a function listed twice: the fields the first lacks from the second."""
+    import dataclasses
+
+    updates = {f.name: getattr(again, f.name) for f in dataclasses.fields(first)
+               if getattr(first, f.name) in (None, ()) and getattr(again, f.name) not in (None, ())}
+    return dataclasses.replace(first, **updates) if updates else first
+
+
+def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int], fail: _Fail,
+           acs: list[int | None]) -> str | None:
+    """Read one field line into ``cur``; the capability whose body follows."""
+    # Depth 1 fields (one tab; pastes turn it into spaces) and capability headers.
+    key, sep, value = body.partition(":")
+    value = value.strip()
+    if key == "Capabilities" and sep:
+        if value.startswith("<access denied>"):
+            cur["capabilities_readable"] = False
+            cap = None
+            return cap
+        if cur.get("capabilities_readable") is None:
+            cur["capabilities_readable"] = True
+        m = _EXPRESS.match(value)
+        cap = "pcie" if m else (
+            "acs" if "Access Control Services" in value
+            else "sriov" if "(SR-IOV)" in value else "other"
+        )
+        if m:
+            kind = m.group("type")
+            for prefix, name in LSPCI_PORT_NAMES:
+                if kind.startswith(prefix):
+                    cur["port_type"] = name
+                    slot = re.match(r"\(Slot([+-])\)", kind[len(prefix) :].strip())
+                    if slot:
+                        cur["slot_implemented"] = slot.group(1) == "+"
+                    break
+            else:
+                cur["port_type"] = "unknown"
+        return cap
+    if key == "Subsystem" and sep and cap is None and "subsystem" not in cur:
+        vend, dev, name = split_ids(value)
+        cur["subsystem"] = name.strip()
+        cur["subsystem_vendor_id"], cur["subsystem_device_id"] = vend, dev
+    elif key == "Physical Slot" and sep:
+        cur["physical_slot"] = value
+    elif key == "NUMA node" and sep:
+        cur["numa_node"] = _int(value, fail)
+    elif key == "IOMMU group" and sep:
+        cur["iommu_group"] = _int(value, fail)
+    elif key == "Bus" and sep and cap is None:
+        _bus_line(value, cur, fail)
+    elif key == "Kernel driver in use" and sep:
+        cur["driver"] = value
+        cap = None
+    elif key == "Kernel modules" and sep:
+        cur["kernel_modules"] = tuple(p.strip() for p in value.split(",") if p.strip())
+        cap = None
+    elif key == "LnkCap" and sep and cap == "pcie":
+        gts, _, width, _ = _link(value, fail)
+        port = re.search(r"Port #([0-9]{1,5})\b", value)
+        cur["link_max_gts"], cur["link_max_width"] = gts, width
+        cur["link_port"] = int(port.group(1)) if port else None
+    elif key == "LnkSta" and sep and cap == "pcie":
+        gts, fs, width, fw = _link(value, fail)
+        cur["link_gts"], cur["link_width"] = gts, width
+        cur["link_speed_downgraded"], cur["link_width_downgraded"] = fs, fw
+    elif key == "ACSCap" and sep and cap == "acs":
+        acs[0] = _acs(value)
+    elif key == "ACSCtl" and sep and cap == "acs":
+        acs[1] = _acs(value)
+    elif cap == "sriov":
+        _sriov_line(body, sriov, fail)
+    return cap
 
 
 _BUS_FIELD = re.compile(r"\b(primary|secondary|subordinate)=([0-9a-fA-F]{1,8})\b")
@@ -269,27 +362,41 @@ def _bus_line(value: str, cur: dict[str, Any], fail: _Fail) -> None:
     found = dict(_BUS_FIELD.findall(value))
     if not found:
         raise fail("Bus line without primary/secondary/subordinate")
+    numbers = {}
     for name, text in found.items():
         number = int(text, 16)
         if number > 0xFF:
             raise fail(f"bus number {text} out of range")
-        cur[f"{name}_bus"] = number
-    sec, sub = cur.get("secondary_bus"), cur.get("subordinate_bus")
+        numbers[f"{name}_bus"] = number
+    sec = numbers.get("secondary_bus", cur.get("secondary_bus"))
+    sub = numbers.get("subordinate_bus", cur.get("subordinate_bus"))
     if sec is not None and sub is not None and sub < sec:
         raise fail("bridge bus range runs backwards")
+    cur.update(numbers)
 
 
-def _int(text: str, fail: _Fail) -> int:
-    try:
-        return int(text.split()[0])
-    except (ValueError, IndexError):
-        raise fail("expected a number") from None
+_ASCII_INT = {10: re.compile(r"[0-9]{1,10}"), 16: re.compile(r"[0-9a-fA-F]{1,8}")}
+
+
+def _int(text: str, fail: _Fail, base: int = 10) -> int:
+    """A number of ASCII digits only: ``int()`` would also take ``١`` or ``²``-like digits."""
+    word = text.split()[0] if text.split() else ""
+    if not _ASCII_INT[base].fullmatch(word):
+        raise fail("expected a number")
+    return int(word, base)
 
 
 def _function_header(m: re.Match[str], fail: _Fail) -> dict[str, Any]:
     dom = int(m.group("dom"), 16) if m.group("dom") else 0
     bdf = f"{dom:04x}:{m.group('bus').lower()}:{m.group('dev').lower()}.{m.group('fn')}"
     rest = m.group("rest")
+    n = _NUMERIC.match(rest)
+    if n:  # lspci -n: "0302: 10de:2330 (rev a1)"
+        r = re.search(r"\(rev ([0-9a-fA-F]{2})\)", n.group("rest"))
+        code = int(n.group("cls"), 16)
+        return {"bdf": bdf, "class_name": CLASSES.get(code, f"Class {code:04x}"), "class_code": code,
+                "description": "", "vendor_id": int(n.group("v"), 16), "device_id": int(n.group("d"), 16),
+                "revision": int(r.group(1), 16) if r else None}
     c = _CLASS.match(rest)
     if not c:
         raise fail("device line without 'class: name'")
@@ -331,7 +438,7 @@ def _sriov_line(body: str, sriov: dict[str, int], fail: _Fail) -> None:
         key = key.strip()
         if sep and key in names:
             attr, base = names[key]
-            try:
-                sriov[attr] = int(value.strip(), base)
-            except ValueError:
-                raise fail(f"bad SR-IOV {key}") from None
+            word = value.strip()
+            if not _ASCII_INT[base].fullmatch(word):
+                raise fail(f"bad SR-IOV {key}")
+            sriov[attr] = int(word, base)

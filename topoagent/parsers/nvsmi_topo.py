@@ -29,8 +29,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import functools
+
 from topoagent.cpuset import CpuSet, format_cpulist
 from topoagent.errors import InputError
+from topoagent.parsers.paste import Skipped, clean_paste, merge_skipped
 
 __all__ = [
     "PATH_TOKENS",
@@ -38,6 +41,7 @@ __all__ = [
     "TopoMatrix",
     "TopoParseError",
     "parse_topo_matrix",
+    "read_topo_matrix",
 ]
 
 #: The path-class tokens a cell may hold, besides ``NV<n>`` (and ``?`` for an unreadable cell).
@@ -52,6 +56,13 @@ MAX_GLUED_NVLINKS = 18
 # impossible readings of glued numbers, nothing more.
 _MAX_CPU = 8191
 _MAX_NODE = 1023
+#: nvidia-smi lists one host's GPUs and NICs: a header naming more is no host's matrix, and the
+#: bound keeps the n x n work of reading one small.
+MAX_DEVICES = 1024
+#: Glued affinity text is split only where the fields after the cut (NUMA Affinity, GPU NUMA
+#: ID: node numbers) fit in this many characters, so the number of readings tried per row is
+#: bounded and the work stays linear in the row's length however long its CPU list is.
+MAX_GLUED_TAIL = 64
 
 _COLUMN_TITLES = (
     ("cpu", re.compile(r"CPU\s*Affinity")),
@@ -110,6 +121,8 @@ class TopoMatrix:
     cells: tuple[tuple[str, ...], ...]
     legacy_soc: bool = False
     warnings: tuple[str, ...] = ()
+    #: Line ranges of the paste not read (lenient reading only), with why.
+    skipped: tuple[Skipped, ...] = ()
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -170,6 +183,7 @@ def _norm_list(text: str, limit: int) -> str | None:
     return format_cpulist(c for lo, hi in ranges for c in range(lo, hi + 1))
 
 
+@functools.lru_cache(maxsize=4096)
 def _cpu_count(text: str | None) -> int | None:
     if not text:
         return 0 if text == "" else None
@@ -181,6 +195,7 @@ _DIGITS = frozenset("0123456789")
 _NA = object()  # an "N/A" value, distinct from an empty or missing one
 
 
+@functools.lru_cache(maxsize=4096)
 def _read_value(field: str, text: str) -> object:
     """The value of one affinity field, ``_NA``, or None if ``text`` cannot be that field."""
     if text == "N/A":
@@ -234,18 +249,36 @@ def _read_header(line: str) -> tuple[list[str], list[str]] | None:
     return labels, [name for _, name in sorted(found)]
 
 
-def _row_label(line: str, labels: list[str]) -> str | None:
-    """The header label this line starts with (longest match, ``GPU1`` is not ``GPU10``)."""
+def _row_label(line: str, labels: frozenset[str], lengths: tuple[int, ...]) -> str | None:
+    """The header label this line starts with (longest match, ``GPU1`` is not ``GPU10``).
+
+    ``lengths`` are the distinct label lengths, longest first: one set lookup per length.
+    """
     text = line.lstrip()
-    best: str | None = None
-    for label in labels:
-        if text.startswith(label):
-            nxt = text[len(label) : len(label) + 1]
+    for n in lengths:
+        label = text[:n]
+        if len(label) == n and label in labels:
+            nxt = text[n : n + 1]
             if nxt in _DIGITS or nxt in ("_", ":"):
                 continue
-            if best is None or len(label) > len(best):
-                best = label
-    return best
+            return label
+    return None
+
+
+# A markdown or reStructuredText table row ("| GPU0 | X | NV18 |") and its rules ("|---|",
+# "+------+").
+_TABLE_RULE = re.compile(r"^\s*[|+][-=:|+ ]*$")
+
+
+def _untable(line: str) -> str | None:
+    """A table row as the tab-separated line nvidia-smi prints; None for a rule line."""
+    if _TABLE_RULE.match(line):
+        return None
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    # The top-left corner of a header row: empty, or a word such as "GPU" that is no label.
+    if len(cells) > 1 and (not cells[0] or (not _LABEL.fullmatch(cells[0]) and _LABEL.fullmatch(cells[1]))):
+        cells[0] = ""
+    return "\t".join(cells)
 
 
 @dataclass(frozen=True)
@@ -330,7 +363,7 @@ def _assignments(
         value = _read_value(field, rest)
         if value is not None and rest:
             yield from walk(fi + 1, ti + 1, 0, acc + (value,), empty, split or off > 0)
-        for cut in range(off + 1, len(token)):
+        for cut in range(max(off + 1, len(token) - MAX_GLUED_TAIL), len(token)):
             if token[cut - 1] in _DIGITS and token[cut] in _DIGITS:
                 value = _read_value(field, token[off:cut])
                 if value is not None:
@@ -415,7 +448,7 @@ def _short(text: str, limit: int = 60) -> str:
 
 def _describe(values: tuple[object, ...], fields: list[str]) -> str:
     return ", ".join(
-        f"{_FIELD_NAMES[name]} {'N/A' if value is _NA else repr(value)}"
+        f"{_FIELD_NAMES[name]} {'N/A' if value is _NA else _short(value) if isinstance(value, str) else repr(value)}"
         for name, value in zip(fields, values)
     )
 
@@ -427,9 +460,32 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
     comments) are skipped; the ``NIC Legend`` block names the NICs.  Raises
     :class:`TopoParseError` when no header is found, a label repeats, or a device has no row.
     """
+    return _read(text, lenient=False)
+
+
+def read_topo_matrix(text: str) -> TopoMatrix:
+    """Read a pasted matrix leniently: a truncated matrix keeps every row it has (the cells and
+    affinities of devices without a row are unknown), a markdown table is read as the matrix it
+    shows, and lines inside the matrix that are no row are skipped and listed in
+    :attr:`TopoMatrix.skipped`.  Raises :class:`TopoParseError` only when there is no header
+    or the header repeats a label."""
+    return _read(text, lenient=True)
+
+
+def _read(text: str, lenient: bool) -> TopoMatrix:
     if not isinstance(text, str):
         raise TopoParseError(f"expected text, got {type(text).__name__}")
-    lines = [_clean(line) for line in text.splitlines()]
+    cleaned = clean_paste(text)
+    numbered: list[tuple[int, str]] = []
+    for ln in cleaned.lines:
+        line = _clean(ln.text)
+        if line.lstrip().startswith(("|", "+")):
+            table_row = _untable(line)
+            if table_row is None:
+                continue
+            line = table_row
+        numbered.append((ln.number, line))
+    lines = [line for _, line in numbered]
 
     header_at = -1
     labels: list[str] = []
@@ -442,17 +498,24 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
             break
     if header_at < 0:
         raise TopoParseError("no nvidia-smi topo -m header (a line of GPU0 … labels) found")
+    if len(labels) > MAX_DEVICES:
+        raise TopoParseError(f"the header names {len(labels)} devices, more than {MAX_DEVICES}: not one host's matrix")
     if len(set(labels)) != len(labels):
-        dup = next(lb for lb in labels if labels.count(lb) > 1)
+        seen: set[str] = set()
+        dup = next(lb for lb in labels if lb in seen or seen.add(lb))  # type: ignore[func-returns-value]
         raise TopoParseError(f"device label {dup} appears twice in the header")
 
     n = len(labels)
+    label_set = frozenset(labels)
+    lengths = tuple(sorted({len(lb) for lb in labels}, reverse=True))
     warnings: list[str] = []
     legacy = False
     legend: dict[str, str] = {}
     row_text: dict[str, str] = {}
     in_legend = False
-    for line in lines[header_at + 1 :]:
+    odd_lines: list[tuple[int, str]] = []  # lines inside the matrix that are no row
+    last_row = numbered[header_at][0]
+    for number, line in numbered[header_at + 1 :]:
         stripped = line.strip()
         if not stripped:
             continue
@@ -468,28 +531,40 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
             if re.match(r"SOC\s*=", stripped):
                 legacy = True
             continue
-        label = _row_label(line, labels)
+        label = _row_label(line, label_set, lengths)
         if label is None:
             if re.match(r"(GPU|NIC)[0-9]+\b", stripped):
                 first = _short(stripped.split()[0], 20)
                 warnings.append(f"row {first} is not in the header; ignored")
+            else:
+                odd_lines.append((number, stripped))
             continue
         if label in row_text:
             warnings.append(f"second row for {label} ignored")
             continue
         row_text[label] = line.lstrip()[len(label) :]
+        last_row = number
 
+    skipped = list(cleaned.skipped) if lenient else []
+    skipped += [Skipped(number, number, f"not a matrix row: {_short(line, 60)}")
+                for number, line in odd_lines if number < last_row]
     missing = [lb for lb in labels if lb not in row_text]
-    if missing:
+    if missing and not lenient:
         raise TopoParseError(
             f"header names {n} devices but {len(missing)} have no row (first: {missing[0]})"
         )
+    if missing:
+        warnings.append(f"{len(missing)} of {n} devices have no row (the paste ends early or rows were left out; "
+                        f"first: {missing[0]}): their own cells and affinities are unknown")
 
     # Pass 1: every reading of every row.
     readings: dict[str, list[_Reading]] = {}
     raw_tails: dict[str, str] = {}
     unresolved: dict[str, str] = {}
     for label in labels:
+        if label not in row_text:  # a row the paste does not have: every cell unknown
+            readings[label], raw_tails[label] = [_Reading(("?",) * n, None, False)], ""
+            continue
         is_gpu = label.startswith("GPU")
         rs, cells, notes, raw = _row_readings(row_text[label], n, fields, is_gpu)
         raw_tails[label] = raw
@@ -628,4 +703,5 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         cells=tuple(rows),
         legacy_soc=legacy,
         warnings=tuple(warnings),
+        skipped=tuple(merge_skipped(skipped)),
     )

@@ -20,10 +20,10 @@ MAX_INPUT_BYTES = 64 * 1024 * 1024
 
 
 def _decode(data: bytes) -> str:
-    try:
-        return data.decode("utf-8-sig")  # a BOM from a Windows editor is no part of the text
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+    """UTF-8 (a BOM from a Windows editor dropped) or UTF-16 (a Windows console's redirect)."""
+    from topoagent.parsers.paste import decode_text
+
+    return decode_text(data)
 
 
 def _read_bounded(fd: int) -> bytes:

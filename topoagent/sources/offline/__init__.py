@@ -28,14 +28,15 @@ matched halfway.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TypeVar
 
 from topoagent.errors import InputError, OfflineInputError
-from topoagent.parsers.lspci_tree import LspciTreeNode
-from topoagent.parsers.lspci_verbose import LspciFunction
+from topoagent.parsers.lspci_tree import LspciTree, LspciTreeNode
+from topoagent.parsers.lspci_verbose import LspciFunction, LspciListing
 from topoagent.parsers.nvsmi_topo import TopoMatrix
-from topoagent.snapshot import Snapshot
+from topoagent.snapshot import ProbeError, Snapshot, SourceStatus
 from topoagent.sources import Collection
 from topoagent.sources.offline.lspci import snapshot_from_lspci
 from topoagent.sources.offline.matrix import snapshot_from_topo_matrix
@@ -57,11 +58,20 @@ __all__ = [
 
 def combine(
     matrix: TopoMatrix | None,
-    tree: tuple[LspciTreeNode, ...] | None,
-    verbose: tuple[LspciFunction, ...] | None,
+    tree: tuple[LspciTreeNode, ...] | LspciTree | None,
+    verbose: tuple[LspciFunction, ...] | LspciListing | None,
+    *,
+    names: Callable[[int, int], str | None] | None = None,
 ) -> Snapshot:
-    """The snapshot of any combination of parsed outputs (at least one)."""
-    lspci = snapshot_from_lspci(tree, verbose) if tree is not None or verbose is not None else None
+    """The snapshot of any combination of parsed outputs (at least one).
+
+    ``tree`` and ``verbose`` may be what the lenient readers return (:class:`LspciTree`,
+    :class:`LspciListing`): their skipped lines become probe errors and their notes source
+    notes.  ``names`` looks up a name for ids that lspci printed as ``Device XXXX``.
+    """
+    lspci = None
+    if tree is not None or verbose is not None:
+        lspci = snapshot_from_lspci(tree, verbose, names=names)
     if matrix is None:
         if lspci is None:
             raise OfflineInputError("no output given")
@@ -70,6 +80,12 @@ def combine(
     return m if lspci is None else merge(m, lspci)
 
 
+#: Input name -> (source name, tool as people call it).
+_TOOLS = {
+    "nvidia_smi_topo": ("nvidia-smi", "nvidia-smi topo -m"),
+    "lspci_tree": ("lspci", "lspci -tv"),
+    "lspci_verbose": ("lspci", "lspci -vvv"),
+}
 
 
 def read_offline(nvidia_smi_topo: str | None = None, lspci_tree: str | None = None,
@@ -77,27 +93,61 @@ def read_offline(nvidia_smi_topo: str | None = None, lspci_tree: str | None = No
     """A snapshot from pasted tool output instead of a host tree: the *texts* of
     ``nvidia-smi topo -m``, ``lspci -tv`` and ``lspci -vvv`` (any combination, at least one).
 
-    Raises :class:`OfflineInputError` for text that is not that output (``input`` names the
-    argument; the parser's error is its ``__cause__``), for blank text, and for outputs that
-    cannot be one host.
+    A paste is evidence: each text is read leniently (lines that cannot be read are skipped
+    and listed as probe errors such as ``lspci -tv lines 12-14``).  An input that holds no
+    output at all is reported as an unavailable source when another input was read; when
+    none was, :class:`OfflineInputError` is raised (``input`` names the first argument at
+    fault; the parser's error is its ``__cause__``), as it is for outputs that cannot be one
+    host.
     """
-    from topoagent.parsers.lspci_tree import parse_lspci_tree
-    from topoagent.parsers.lspci_verbose import parse_lspci_verbose
-    from topoagent.parsers.nvsmi_topo import parse_topo_matrix
+    from topoagent.parsers.lspci_tree import read_lspci_tree
+    from topoagent.parsers.lspci_verbose import read_lspci_verbose
+    from topoagent.parsers.nvsmi_topo import read_topo_matrix
+
+    failures: list[tuple[str, OfflineInputError]] = []
 
     def parse(name: str, text: str | None, parser: Callable[[str], T]) -> T | None:
         if text is None:
             return None
-        if not text.strip():
-            raise OfflineInputError("empty", input=name)
         try:
+            if not text.strip():
+                raise OfflineInputError("empty", input=name)
             return parser(text)
+        except OfflineInputError as exc:
+            failures.append((name, exc))
         except InputError as exc:
-            raise OfflineInputError(str(exc), input=name) from exc
+            err = OfflineInputError(str(exc), input=name)
+            err.__cause__ = exc
+            failures.append((name, err))
+        return None
 
-    return combine(parse("nvidia_smi_topo", nvidia_smi_topo, parse_topo_matrix),
-                   parse("lspci_tree", lspci_tree, parse_lspci_tree),
-                   parse("lspci_verbose", lspci_verbose, parse_lspci_verbose))
+    matrix = parse("nvidia_smi_topo", nvidia_smi_topo, read_topo_matrix)
+    tree = parse("lspci_tree", lspci_tree, read_lspci_tree)
+    verbose = parse("lspci_verbose", lspci_verbose, read_lspci_verbose)
+    if matrix is None and tree is None and verbose is None:
+        if failures:
+            raise failures[0][1]
+        raise OfflineInputError("no output given")
+    names = None
+    if _needs_names(tree, verbose):
+        from topoagent.sources.pciids_db import lookup
+
+        names = lookup
+    snap = combine(matrix, tree, verbose, names=names)
+    if failures:
+        errors = tuple(ProbeError(path=_TOOLS[name][1], error=f"nothing read: {exc}") for name, exc in failures)
+        status = tuple(SourceStatus(_TOOLS[name][0], "unavailable", f"{_TOOLS[name][1]}: {exc}")
+                       for name, exc in failures)
+        snap = dataclasses.replace(snap, sources=snap.sources + status, probe_errors=snap.probe_errors + errors)
+    return snap
+
+
+def _needs_names(tree: LspciTree | None, verbose: LspciListing | None) -> bool:
+    """Whether a pasted lspci names a device only by its id (``Device 2335``): then, and only
+    then, the analysing machine's pci.ids is worth reading."""
+    descs = [n.description for n in tree.walk()] if tree is not None else []
+    descs += [f.description for f in verbose.functions] if verbose is not None else []
+    return any(d and ("Device " in d or "device " in d) for d in descs)
 
 
 def collect(c: Collection) -> None:

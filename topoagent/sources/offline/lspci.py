@@ -9,33 +9,48 @@ Without a tree, parents come from the bridges' ``Bus: secondary=…, subordinate
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from topoagent import pci
-from topoagent.parsers.lspci_tree import LspciTreeNode
-from topoagent.parsers.lspci_verbose import LspciFunction
+from topoagent.parsers.lspci_tree import LspciTree, LspciTreeNode
+from topoagent.parsers.lspci_verbose import LspciFunction, LspciListing
+from topoagent.parsers.paste import Skipped
 from topoagent.snapshot import (
     ConfigSpace,
     LinkInfo,
     NumaNode,
     PciFunction,
+    ProbeError,
     Snapshot,
     SourceStatus,
 )
 
-__all__ = ["snapshot_from_lspci"]
+__all__ = ["MAX_VFS", "snapshot_from_lspci"]
+
+#: The SR-IOV capability's TotalVFs and NumVFs are 16-bit registers (PCIe Base Spec, SR-IOV
+#: Extended Capability): no function has more VFs than this, whatever a paste says.
+MAX_VFS = 65535
 
 
-def _walk_tree(tree: Iterable[LspciTreeNode]) -> Iterator[tuple[LspciTreeNode, str]]:
-    """Every node with its sysfs-like path (``pci0000:00/0000:00:01.0/0000:01:00.0``)."""
-    def walk(node: LspciTreeNode, prefix: str) -> Iterator[tuple[LspciTreeNode, str]]:
-        path = f"{prefix}/{node.bdf}"
+def _walk_tree(tree: Iterable[LspciTreeNode], orphans: Iterable[LspciTreeNode] = ()
+               ) -> Iterator[tuple[LspciTreeNode, str | None]]:
+    """Every node with its sysfs-like path (``pci0000:00/0000:00:01.0/0000:01:00.0``).
+
+    Iterative (any depth).  Orphans -- subtrees whose parent the paste shows on an unnamed bus
+    -- have no path of their own (their place is unknown); their descendants get ``?/…``
+    paths, which keep the parent chain inside the subtree and name no root bus.
+    """
+    stack: list[tuple[LspciTreeNode, str | None, str]] = []
+    for root in reversed(tuple(tree)):
+        stack.append((root, f"pci{root.bdf.rsplit(':', 1)[0]}/{root.bdf}", ""))
+    for orphan in reversed(tuple(orphans)):
+        stack.append((orphan, None, f"?/{orphan.bdf}"))
+    while stack:
+        node, path, chain = stack.pop()
         yield node, path
-        for child in node.children:
-            yield from walk(child, path)
-
-    for root in tree:
-        yield from walk(root, f"pci{root.bdf.rsplit(':', 1)[0]}")
+        base = path if path is not None else chain
+        for child in reversed(node.children):
+            stack.append((child, f"{base}/{child.bdf}", ""))
 
 
 def _split_bdf(bdf: str) -> tuple[str, int]:
@@ -50,6 +65,7 @@ def _paths_from_bus_numbers(fns: tuple[LspciFunction, ...]) -> dict[str, str | N
     bridge, it sits on a root bus -- unless a listed bridge's bus range covers its bus, which
     means its own bridge is missing from the listing (``lspci -s``): then its place is unknown
     (None), never a shortened chain that would make the path look better than it is.
+    Iterative; a loop in corrupt bus numbers leaves the functions on it unplaced.
     """
     bridges = [(f, f.secondary_bus, f.subordinate_bus) for f in fns
                if f.secondary_bus is not None and f.subordinate_bus is not None]
@@ -57,33 +73,41 @@ def _paths_from_bus_numbers(fns: tuple[LspciFunction, ...]) -> dict[str, str | N
     for b, secondary, _ in bridges:
         key = (_split_bdf(b.bdf)[0], secondary)
         by_secondary[key] = None if key in by_secondary else b.bdf  # two claims: unknown
-
-    def covered(dom: str, bus: int) -> bool:
-        return any(_split_bdf(b.bdf)[0] == dom and secondary <= bus <= subordinate
-                   for b, secondary, subordinate in bridges)
+    covered: dict[str, list[tuple[int, int]]] = {}
+    for b, secondary, subordinate in bridges:
+        covered.setdefault(_split_bdf(b.bdf)[0], []).append((secondary, subordinate))
 
     out: dict[str, str | None] = {}
-
-    def path(bdf: str, depth: int = 0) -> str | None:
-        if bdf in out:
-            return out[bdf]
-        dom, bus = _split_bdf(bdf)
-        key = (dom, bus)
-        if depth > 64:
-            return None  # a loop in corrupt bus numbers
-        if key in by_secondary:
-            parent = by_secondary[key]
-            up = path(parent, depth + 1) if parent is not None and parent != bdf else None
-            result = f"{up}/{bdf}" if up is not None else None
-        elif covered(dom, bus):
-            result = None
-        else:
-            result = f"pci{dom}:{bus:02x}/{bdf}"
-        out[bdf] = result
-        return result
-
     for f in fns:
-        path(f.bdf)
+        chain: list[str] = []
+        on_chain: set[str] = set()
+        cursor: str | None = f.bdf
+        result: str | None = None
+        while cursor is not None:
+            if cursor in out:
+                result = out[cursor]
+                break
+            if cursor in on_chain:  # a loop in corrupt bus numbers: every function on it unplaced
+                result = None
+                break
+            chain.append(cursor)
+            on_chain.add(cursor)
+            dom, bus = _split_bdf(cursor)
+            if (dom, bus) in by_secondary:
+                cursor = by_secondary[(dom, bus)]
+                if cursor is None:
+                    result = None
+                    break
+                continue
+            if any(lo <= bus <= hi for lo, hi in covered.get(dom, ())):
+                result = None
+            else:
+                result = f"pci{dom}:{bus:02x}"
+            break
+        # Unwind: each function's path is its parent's plus itself (None stays None).
+        for member in reversed(chain):
+            result = f"{result}/{member}" if result is not None else None
+            out[member] = result
     return out
 
 
@@ -104,42 +128,79 @@ def _config(v: LspciFunction, class16: int | None) -> ConfigSpace:
     )
 
 
-def _virtfns(verbose: tuple[LspciFunction, ...]) -> dict[str, str]:
-    """VF BDF -> PF BDF from the PFs' SR-IOV capability (routing ID + offset + n * stride)."""
+def _virtfns(verbose: tuple[LspciFunction, ...]) -> tuple[dict[str, str], list[str]]:
+    """VF BDF -> PF BDF from the PFs' SR-IOV capability (routing ID + offset + n * stride),
+    and notes on VF counts past the SR-IOV maximum (clamped to :data:`MAX_VFS`)."""
     out: dict[str, str] = {}
+    notes: list[str] = []
     for pf in verbose:
         s = pf.sriov
         if s is None or not s.num_vfs or s.vf_offset is None or s.vf_stride is None:
             continue
+        count = s.num_vfs
+        if count > MAX_VFS:
+            notes.append(f"{pf.bdf}: Number of VFs {count} is more than the SR-IOV maximum; read as {MAX_VFS}")
+            count = MAX_VFS
         dom, bus, devfn = pf.bdf.split(":")
         dev, fn = devfn.split(".")
         rid = int(bus, 16) << 8 | int(dev, 16) << 3 | int(fn)
-        for n in range(s.num_vfs):
+        for n in range(count):
             r = rid + s.vf_offset + n * s.vf_stride
-            if r <= 0xFFFF:
-                out[f"{dom}:{r >> 8:02x}:{(r >> 3) & 0x1F:02x}.{r & 7}"] = pf.bdf
-    return out
+            if r > 0xFFFF:
+                break  # routing IDs only grow with n: the rest are past the last bus too
+            out[f"{dom}:{r >> 8:02x}:{(r >> 3) & 0x1F:02x}.{r & 7}"] = pf.bdf
+    return out, notes
+
+
+def _probe_errors(tool: str, skipped: Iterable[Skipped]) -> tuple[ProbeError, ...]:
+    return tuple(ProbeError(path=f"{tool} {s.where}", error=s.why) for s in skipped)
 
 
 def snapshot_from_lspci(
-    tree: tuple[LspciTreeNode, ...] | None, verbose: tuple[LspciFunction, ...] | None
+    tree: tuple[LspciTreeNode, ...] | LspciTree | None,
+    verbose: tuple[LspciFunction, ...] | LspciListing | None,
+    *,
+    names: Callable[[int, int], str | None] | None = None,
 ) -> Snapshot:
-    """The facts of parsed ``lspci -tv`` and/or ``lspci -vvv`` output (either may be None)."""
+    """The facts of parsed ``lspci -tv`` and/or ``lspci -vvv`` output (either may be None).
+
+    Either may be what the lenient readers return; then the lines they skipped become probe
+    errors (``lspci -tv lines 12-14``) and their notes join the source's detail.  ``names``
+    gives a name for a device lspci printed only as ``Device XXXX`` (the analysing machine's
+    pci.ids), after topoagent's own table.
+    """
+    warnings: list[str] = []
+    errors: tuple[ProbeError, ...] = ()
+    orphans: tuple[LspciTreeNode, ...] = ()
+    if isinstance(tree, LspciTree):
+        errors += _probe_errors("lspci -tv", tree.skipped)
+        warnings += [f"lspci -tv {n}" if n.startswith("line") else n for n in tree.notes]
+        orphans = tree.orphans
+        tree = tree.roots
+    if isinstance(verbose, LspciListing):
+        errors += _probe_errors("lspci -vvv", verbose.skipped)
+        warnings += list(verbose.notes)
+        verbose = verbose.functions
     tree_nodes: dict[str, tuple[LspciTreeNode | None, str | None]] = {}
-    for node, node_path in _walk_tree(tree or ()):
+    for node, node_path in _walk_tree(tree or (), orphans):
         tree_nodes.setdefault(node.bdf, (node, node_path))
     verbose_by = {f.bdf: f for f in verbose or ()}
-    bus_paths = _paths_from_bus_numbers(tuple(verbose_by.values())) if verbose and not tree else {}
-    physfn = _virtfns(tuple(verbose_by.values()))
+    has_tree = bool(tree) or bool(orphans)
+    bus_paths = _paths_from_bus_numbers(tuple(verbose_by.values())) if verbose and not has_tree else {}
+    physfn, vf_notes = _virtfns(tuple(verbose_by.values()))
     bdfs = list(dict.fromkeys([*tree_nodes, *verbose_by]))
 
     fns: list[PciFunction] = []
     named_only = not_in_tree = placed_nowhere = 0
+    from_name: list[str] = []
+    from_pciids: list[str] = []
+    inferred: list[str] = []
+    orphan_bdfs = {n.bdf for o in orphans for n in o.walk()}
     for bdf in bdfs:
         t, path = tree_nodes.get(bdf, (None, None))
         v = verbose_by.get(bdf)
-        if tree:
-            not_in_tree += path is None
+        if has_tree:
+            not_in_tree += t is None
         elif bdf in bus_paths:
             path = bus_paths[bdf]
             placed_nowhere += path is None
@@ -152,13 +213,33 @@ def snapshot_from_lspci(
         vendor = (v.vendor_id if v is not None else None) or (t.vendor_id if t is not None else None) \
             or pci.vendor_from_name(desc)
         device = (v.device_id if v is not None else None) or (t.device_id if t is not None else None)
+        id_from_name = None
+        if device is None:
+            vendor, device, id_from_name = pci.ids_from_name(desc, vendor)
+            if id_from_name is not None:
+                from_name.append(bdf)
+        known_name = pci.known_device(vendor, device)
+        name = None if known_name else desc
+        if (not known_name and names is not None and vendor is not None and device is not None
+                and (id_from_name or not desc)):
+            looked_up = names(vendor, device)
+            if looked_up:
+                name = looked_up
+                from_pciids.append(bdf)
         kind = None
         if class16 is None:
-            kind = pci.kind_from_name(desc, vendor, device)
+            kind = pci.kind_from_name(name or desc, vendor, device)
             named_only += kind is not None
+            if kind is None and not known_name and name == desc:
+                # Only the vendor is known: NVIDIA's function 0 is a GPU, Mellanox makes NICs.
+                guess = pci.kind_from_vendor(desc, vendor)
+                if guess == "nic" or (guess == "gpu" and bdf.endswith(".0")):
+                    kind = guess
+                    inferred.append(bdf)
         driver = v.driver if v is not None else None
         rdma = pci.rdma_capable_by_ids(class16, kind, vendor, device, driver)
-        known_name = vendor is not None and device is not None and (vendor, device) in pci.DEVICES
+        num_vfs = v.sriov.num_vfs if v is not None and v.sriov is not None else None
+        total_vfs = v.sriov.total_vfs if v is not None and v.sriov is not None else None
         fns.append(PciFunction(
             bdf=bdf,
             sysfs_path=path,
@@ -173,35 +254,49 @@ def snapshot_from_lspci(
             driver=driver,
             iommu_group=v.iommu_group if v is not None else None,
             physfn=physfn.get(bdf),
-            sriov_totalvfs=v.sriov.total_vfs if v is not None and v.sriov is not None else None,
-            sriov_numvfs=v.sriov.num_vfs if v is not None and v.sriov is not None else None,
+            sriov_totalvfs=min(total_vfs, MAX_VFS) if total_vfs is not None else None,
+            sriov_numvfs=min(num_vfs, MAX_VFS) if num_vfs is not None else None,
             config=_config(v, class16) if v is not None else None,
             # topoagent.pci's name where it has one (as a live scan names it), lspci's otherwise
-            name=None if known_name else desc,
+            name=name,
             kind=kind,
             rdma=True if rdma else None,
         ))
 
-    warnings = []
     if verbose is None:
         warnings.append("no lspci -vvv: links, NUMA nodes and ACS unknown")
     if named_only:
         warnings.append(f"kind of {named_only} function(s) inferred from device names (no class in lspci -t)")
+    if from_name:
+        warnings.append(f"ids of {len(from_name)} function(s) read from their names (lspci printed 'Device XXXX' "
+                        f"or a part number; first: {from_name[0]})")
+    if from_pciids:
+        warnings.append(f"names of {len(from_pciids)} function(s) from this machine's pci.ids (first: {from_pciids[0]})")
+    if inferred:
+        warnings.append(f"kind of {len(inferred)} function(s) INFERRED from the vendor alone (NVIDIA function 0 -> GPU, "
+                        f"Mellanox -> NIC; the device id is not in topoagent's table): {', '.join(inferred[:4])}"
+                        + (f" … {len(inferred) - 4} more" if len(inferred) > 4 else ""))
     if tree is None and verbose is not None:
         warnings.append("no lspci -tv: parents from the bridges' bus numbers")
     if placed_nowhere:
         warnings.append(f"{placed_nowhere} function(s) placed nowhere: their bridge is not in the listing")
+    if orphan_bdfs:
+        warnings.append(f"{len(orphan_bdfs)} function(s) of a tree excerpt hang below a function whose bus the paste "
+                        "does not name: their place above it is unknown")
     if not_in_tree:
         warnings.append(f"{not_in_tree} function(s) of lspci -vvv are not in the tree")
+    warnings += vf_notes
     denied = sum(1 for f in verbose or () if f.capabilities_readable is False)
     if denied:
         warnings.append(f"capabilities <access denied> on {denied} function(s) (lspci run without root): "
                         "links, port types and ACS unknown there")
+    if errors:
+        warnings.append(f"{len(errors)} line range(s) of the paste not read (listed among the lost probes)")
     nodes = sorted({f.numa_node for f in fns if f.numa_node is not None})
     status = SourceStatus("lspci", "partial" if warnings else "ok", "; ".join(warnings) or None)
     return Snapshot(
         hostname=None, root=None,
         # lspci names a device's node, never the node's CPUs
         numa_nodes=tuple(NumaNode(id=n, cpus=None) for n in nodes),
-        pci=tuple(fns), sources=(status,),
+        pci=tuple(fns), sources=(status,), probe_errors=errors,
     )

@@ -9,6 +9,7 @@ affinities; sockets are unknown.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from itertools import combinations
@@ -21,6 +22,7 @@ from topoagent.snapshot import (
     GpuMemoryNode,
     NumaNode,
     PciFunction,
+    ProbeError,
     Snapshot,
     SourceStatus,
 )
@@ -30,7 +32,8 @@ __all__ = ["snapshot_from_topo_matrix", "summary"]
 
 def _single_node(text: str | None) -> int | None:
     """The node of a NUMA Affinity naming exactly one node (``3``); None for lists, N/A."""
-    return int(text) if text is not None and text.isdigit() else None
+    # ASCII digits only: str.isdigit() also takes "²" and "١", which int() reads or rejects.
+    return int(text) if text is not None and re.fullmatch(r"[0-9]{1,4}", text) else None
 
 
 def summary(warnings: Iterable[str], limit: int = 3) -> str:
@@ -79,9 +82,13 @@ def snapshot_from_topo_matrix(m: TopoMatrix) -> Snapshot:
             nodes.setdefault(d.gpu_numa_id, NumaNode(id=d.gpu_numa_id, cpus=CpuSet()))
 
     warnings = list(m.warnings)
+    errors = tuple(ProbeError(path=f"nvidia-smi topo -m {s.where}", error=s.why) for s in m.skipped)
+    if errors:
+        warnings.append(f"{len(errors)} line range(s) of the paste not read (listed among the lost probes)")
     status = SourceStatus("nvidia-smi", "partial" if warnings else "ok",
                           summary(warnings) if warnings else None)
     return Snapshot(
         hostname=None, root=None, numa_nodes=tuple(nodes[n] for n in sorted(nodes)),
         pci=tuple(fns), gpu_memory_nodes=tuple(memory), sources=(status,), given_paths=tuple(given),
+        probe_errors=errors,
     )

@@ -111,5 +111,5 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
         status.append(s)
     return dataclasses.replace(
         matrix, pci=pci, numa_nodes=tuple(nodes[n] for n in sorted(nodes)), gpu_memory_nodes=memory,
-        sources=tuple(status) + lspci.sources,
+        sources=tuple(status) + lspci.sources, probe_errors=matrix.probe_errors + lspci.probe_errors,
     )

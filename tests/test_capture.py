@@ -1,0 +1,253 @@
+"""``topoagent capture``: what it records, what it scrubs, how a capture replays, and how an
+untrusted capture tarball is unpacked.
+
+Goldens of the committed capture of the development machine (tests/fixtures/captures/
+this-host.tar.gz) live in tests/golden/capture-this-host/; regenerate after an intended change
+with ``python -m pytest tests/test_capture.py --update-golden`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.fakesysfs import machine_names
+from topoagent.api import scan
+from topoagent.cli import cli
+from topoagent.outputs.json_report import report
+from topoagent.sources import capture as capture_mod
+from topoagent.sources.capture import (
+    CaptureError,
+    Scrubber,
+    collect_capture,
+    entries_to_tar,
+    resolve_root,
+    scrub_config,
+    unpack_capture,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+THIS_HOST = REPO / "tests/fixtures/captures/this-host.tar.gz"
+GOLDEN = REPO / "tests/golden/capture-this-host"
+FORMATS = {"tree": "tree.txt", "json": "scan.json", "matrix": "matrix.txt"}
+
+
+def normalised(doc: dict) -> str:
+    """The JSON of a scan without what a capture changes on purpose or cannot hold still: the
+    root, the host name (scrubbed), UUIDs on the command line (scrubbed), init's arguments
+    after ``--`` (dropped), and node memory (a VM's balloon moves MemTotal between reads)."""
+    doc = json.loads(json.dumps(doc))
+    doc["host"]["root"] = doc["host"]["hostname"] = None
+    for node in doc.get("numa_nodes", []):
+        node["memory_bytes"] = None
+    text = json.dumps(doc, sort_keys=True)
+    text = re.sub(r"UUID=[0-9a-fA-F-]+", "UUID=0", text)
+    return re.sub(r" -- [^\"]*", "", text)
+
+
+def tarball(entries, path: Path) -> Path:
+    buf = io.BytesIO()
+    entries_to_tar(entries, buf)
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+# -- replay ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("machine", machine_names())
+def test_capture_of_a_fixture_machine_replays_to_the_same_json(machine, fixture_root, tmp_path):
+    root = fixture_root(machine)
+    cap = collect_capture(str(root), tools=False)
+    replay = unpack_capture(str(tarball(cap.ordered(), tmp_path / "c.tar.gz")), str(tmp_path / "x"))
+    assert normalised(report(scan(replay, nvml="off"))) == normalised(report(scan(root, nvml="off")))
+    assert report(scan(replay, nvml="off"))["host"]["hostname"] == "captured-host"
+
+
+@pytest.mark.skipif(not os.path.isdir("/sys/bus/pci/devices"), reason="no sysfs on this machine")
+def test_capture_of_this_host_replays_to_the_live_scan(tmp_path):
+    out = tmp_path / "this.tar.gz"
+    run = subprocess.run([sys.executable, "-m", "topoagent", "capture", "-o", str(out), "--no-tools"],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert f"wrote {out}" in run.stderr
+    live = report(scan("/", nvml="off"))
+    replay = report(scan(resolve_root(str(out)), nvml="off"))
+    assert normalised(replay) == normalised(live)
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_committed_capture_goldens(fmt, update_golden):
+    root = resolve_root(str(THIS_HOST))
+    extra = ["--pretty"] if fmt == "json" else []
+    result = CliRunner().invoke(cli, ["scan", "--root", root, "--format", fmt, *extra])
+    assert result.exit_code in (0, 1), result.output
+    text = result.output.replace(root, "<ROOT>")
+    text = text if fmt != "tree" else f"{text}# exit {result.exit_code}\n"
+    path = GOLDEN / FORMATS[fmt]
+    if update_golden:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return
+    assert path.exists(), f"no golden file {path}: run pytest tests/test_capture.py --update-golden"
+    assert text == path.read_text(), f"{path} differs: review, then --update-golden"
+
+
+def test_committed_capture_is_scrubbed_and_small():
+    assert THIS_HOST.stat().st_size < 64 * 1024
+    with tarfile.open(THIS_HOST) as tar:
+        names = tar.getnames()
+        read = lambda n: tar.extractfile(n).read().decode()  # noqa: E731
+        manifest = json.loads(read("topoagent-capture.json"))
+        assert manifest["format"] == "topoagent-capture/1"
+        assert read("proc/sys/kernel/hostname") == "captured-host\n"
+        for name in names:
+            if name.startswith("sys/class/net/") and name.endswith("/address"):
+                assert re.fullmatch(r"00:00:00:00:[0-9a-f]{2}:[0-9a-f]{2}\n", read(name)), name
+        assert " -- " not in read("proc/cmdline")
+        assert not [n for n in names if n.startswith("sys/class/dmi/") and "serial" in n]
+        # only the allow-listed proc lines
+        assert read("proc/self/status").startswith("Cpus_allowed_list:") and read("proc/self/status").count("\n") == 1
+        assert read("proc/cpuinfo").count("\n") <= 1
+
+
+def test_cli_capture_of_a_fixture_root(fixture_root, tmp_path):
+    out = tmp_path / "dgx.tar.gz"
+    result = CliRunner().invoke(cli, ["capture", "-o", str(out), "--root", str(fixture_root("dgx-h100"))])
+    assert result.exit_code == 0, result.output
+    with tarfile.open(out) as tar:
+        manifest = json.loads(tar.extractfile("topoagent-capture.json").read())
+    assert manifest["tools"] == {}  # tools run only when capturing this host (/)
+    assert manifest["scrubbed"]["MAC address"] >= 1 and manifest["scrubbed"]["GUID"] >= 1
+
+
+def test_cli_capture_of_nothing_fails_with_one_line(tmp_path):
+    result = CliRunner().invoke(cli, ["capture", "-o", str(tmp_path / "x.tar.gz"), "--root", str(tmp_path)])
+    assert result.exit_code == 2 and "not a sysfs tree" in result.output
+    assert not (tmp_path / "x.tar.gz").exists()
+
+
+# -- scrubbing ------------------------------------------------------------------------------------
+
+
+def test_macs_map_to_stable_stand_ins():
+    s = Scrubber()
+    assert s.mac("02:fc:00:00:00:01") == "00:00:00:00:00:01"
+    assert s.mac("B8:CE:F6:12:34:56") == "00:00:00:00:00:02"
+    assert s.mac("02:FC:00:00:00:01") == "00:00:00:00:00:01"  # the same interface, the same stand-in
+    assert s.mac("00:00:00:00:00:00") == "00:00:00:00:00:00"
+
+
+def test_tool_output_scrubbing():
+    s = Scrubber()
+    text = ("\tCapabilities: [1c0 v1] Device Serial Number b8-ce-f6-03-00-12-34-56\n"
+            "\t\t\t[SN] Serial number: MT2312X01234\n"
+            "\tLink: b8:ce:f6:12:34:56 and again b8:ce:f6:12:34:56\n"
+            '"uuid": "GPU-6e1a0d2c-3f4b-4c5d-8e9f-0a1b2c3d4e5f"\n')
+    out = s.text(text)
+    assert "Device Serial Number 00-00-00-00-00-00-00-00" in out and "MT2312X01234" not in out
+    assert out.count("00:00:00:00:00:01") == 2
+    assert "GPU-00000000-0000-0000-0000-000000000000" in out and "6e1a0d2c" not in out
+    assert s.guid("b8ce:f603:0012:3456\n") == "0000:0000:0000:0000\n"
+    assert s.cmdline("ro root=UUID=7f3e2f7a-5a0c-4c5e-9d1a-2f1d3c4b5a69 iommu=pt -- --token=secret\n") == \
+        "ro root=UUID=00000000-0000-0000-0000-000000000000 iommu=pt\n"
+
+
+def test_config_space_device_serial_number_is_zeroed():
+    config = bytearray(4096)
+    config[0:4] = bytes.fromhex("b3151d10")
+    # AER at 0x100 -> DSN (id 3) at 0x150 -> end
+    config[0x100:0x104] = (0x0001 | 1 << 16 | 0x150 << 20).to_bytes(4, "little")
+    config[0x150:0x154] = (0x0003 | 1 << 16 | 0x000 << 20).to_bytes(4, "little")
+    config[0x154:0x15C] = bytes.fromhex("5634120003f6ceb8")
+    out = scrub_config(bytes(config))
+    assert out[0x154:0x15C] == bytes(8) and out[:0x154] == bytes(config[:0x154])
+    loop = bytearray(config)
+    loop[0x150:0x154] = (0x0001 | 1 << 16 | 0x100 << 20).to_bytes(4, "little")  # a loop: stops
+    assert scrub_config(bytes(loop)) == bytes(loop)
+    assert scrub_config(b"\x00" * 64) == b"\x00" * 64
+
+
+# -- unpacking untrusted tarballs ------------------------------------------------------------------
+
+
+def evil(tmp_path: Path, *members: tarfile.TarInfo, data: bytes = b"x") -> str:
+    path = tmp_path / "evil.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for m in members:
+            if m.isreg():
+                m.size = len(data)
+                tar.addfile(m, io.BytesIO(data))
+            else:
+                tar.addfile(m)
+    return str(path)
+
+
+def member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, link
+    return info
+
+
+@pytest.mark.parametrize("members, message", [
+    ([member("/etc/passwd")], "absolute name"),
+    ([member("sys/../../x")], "'..' in the name"),
+    ([member("dev/zero", tarfile.CHRTYPE)], "not a regular file"),
+    ([member("fifo", tarfile.FIFOTYPE)], "not a regular file"),
+    ([member("sys/a"), member("sys/b", tarfile.LNKTYPE, "sys/a")], "not a regular file"),
+    ([member("sys/x", tarfile.SYMTYPE, "/etc")], "absolute path"),
+    ([member("sys/x", tarfile.SYMTYPE, "../../etc")], "outside the capture"),
+    ([member("r", tarfile.SYMTYPE, "."), member("e", tarfile.SYMTYPE, "r/..")], "outside the capture"),
+    ([member("sys/d", tarfile.SYMTYPE, "../tmp"), member("sys/d/file")], "lies under the link"),
+])
+def test_unsafe_tarballs_are_refused(tmp_path, members, message):
+    with pytest.raises(CaptureError, match=message):
+        unpack_capture(evil(tmp_path, *members))
+
+
+def test_size_caps(tmp_path, monkeypatch):
+    monkeypatch.setattr(capture_mod, "MAX_TOTAL_BYTES", 10)
+    with pytest.raises(CaptureError, match="more than 10 bytes"):
+        unpack_capture(evil(tmp_path, member("sys/a"), member("sys/b"), data=b"123456"))
+    monkeypatch.setattr(capture_mod, "MAX_MEMBERS", 1)
+    with pytest.raises(CaptureError, match="more than 1 members"):
+        unpack_capture(evil(tmp_path, member("sys/a"), member("sys/b")))
+
+
+def test_refused_tarball_leaves_nothing_behind(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    with pytest.raises(CaptureError):
+        unpack_capture(evil(tmp_path, member("sys/ok"), member("sys/x", tarfile.SYMTYPE, "../../etc")))
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_not_a_tarball(tmp_path):
+    bad = tmp_path / "x.tar.gz"
+    bad.write_text("hello")
+    with pytest.raises(CaptureError, match="not a capture tarball"):
+        resolve_root(str(bad))
+
+
+def test_resolve_root_forms(tmp_path, fixture_root):
+    root = fixture_root("cloud-vm")
+    assert resolve_root(str(root)) == str(root)
+    assert resolve_root(str(tmp_path / "missing")) == str(tmp_path / "missing")
+    cap = collect_capture(str(root), tools=False)
+    tb = tarball(cap.ordered(), tmp_path / "c.tar.gz")
+    first = resolve_root(str(tb))
+    assert os.path.isdir(os.path.join(first, "sys")) and resolve_root(str(tb)) == first  # unpacked once
+    outer = tmp_path / "outer"
+    unpack_capture(str(tb), str(outer / "inner"))
+    assert resolve_root(str(outer)) == str(outer / "inner")  # a hand-unpacked directory one level down

@@ -1,0 +1,53 @@
+"""``topoagent capture -o FILE.tar.gz``: record what a scan reads on this host, scrubbed.
+
+The tarball replays with ``topoagent scan --root FILE.tar.gz`` (or its unpacked directory), so
+a user's bug report becomes a fixture.  What is recorded and what is scrubbed:
+``docs/capture.md`` and :mod:`topoagent.sources.capture`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from topoagent.commands.common import EXIT_OK, fail
+
+
+@click.command()
+@click.option("-o", "--output", "output", required=True, metavar="FILE.tar.gz",
+              help="Write the capture here (- for stdout).")
+@click.option("--root", default="/", show_default=True, metavar="DIR",
+              help="Capture the host tree below this directory instead of / (no tools are run then).")
+@click.option("--no-tools", is_flag=True, help="Do not run lspci, nvidia-smi or the NVML recorder.")
+@click.option("--tool-timeout", default=30.0, show_default=True, metavar="SECONDS",
+              help="Time limit for each tool.")
+def capture(output: str, root: str, no_tools: bool, tool_timeout: float) -> None:
+    """Record the allow-listed /sys and /proc files a scan reads, plus lspci and nvidia-smi output,
+    with host names, MACs, GUIDs and serial numbers scrubbed, into a .tar.gz."""
+    import sys
+
+    from topoagent.errors import TopoagentError
+    from topoagent.sources.capture import collect_capture, entries_to_tar
+
+    live = os.path.realpath(root) == "/"
+    try:
+        cap = collect_capture(root, tools=live and not no_tools, tool_timeout=tool_timeout)
+    except TopoagentError as exc:
+        fail(str(exc))
+    entries = cap.ordered()
+    try:
+        if output == "-":
+            entries_to_tar(entries, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        else:
+            tmp = f"{output}.partial"
+            with open(tmp, "wb") as fh:
+                entries_to_tar(entries, fh)
+            os.replace(tmp, output)
+    except OSError as exc:
+        fail(f"{output}: {exc.strerror or exc}")
+    files = sum(1 for e in entries if e.kind == "file")
+    if output != "-":
+        click.echo(f"topoagent: wrote {output} ({files} files; replay with: topoagent scan --root {output})", err=True)
+    sys.exit(EXIT_OK)
