@@ -9,8 +9,8 @@ reports) and owns it completely:
 * only regular files are read, opened non-blocking, so a FIFO or a device node in a hostile
   tree cannot stall or exhaust the scan; each read is bounded (:data:`ATTR_LIMIT` by default:
   a sysfs attribute is at most one page, and pages are at most 64 KiB on Linux);
-* directories already resolved are remembered, so walking a DGX-class tree costs about one
-  ``readlink`` per directory rather than one per path component per file.
+* directories already resolved or listed are remembered, so walking a DGX-class tree costs
+  about one ``readlink`` per directory rather than one per path component per file.
 
 On the live root ``/`` the kernel resolves paths itself (nothing can escape ``/``) and a read
 is three system calls: open, read, close.
@@ -81,7 +81,8 @@ class HostFS:
         self.root = os.path.realpath(given) if os.path.isdir(given) else given
         self.errors: list[ProbeError] = []
         self._live = self.root == "/"
-        #: Real absolute paths known to be directories that are not links (no syscall needed).
+        #: Real absolute paths known not to be links (directories, mostly): walked without a
+        #: syscall.
         self._real_dirs: set[str] = {self.root}
         #: root-relative prefix as asked -> real absolute path (or None: absent).
         self._resolved: dict[str, str | None] = {}
@@ -125,9 +126,8 @@ class HostFS:
             except _ABSENT:
                 return None
             except OSError as exc:
-                if exc.errno == errno.EINVAL:  # not a link
-                    if todo:
-                        self._real_dirs.add(candidate)
+                if exc.errno == errno.EINVAL:  # not a link: never ask again
+                    self._real_dirs.add(candidate)
                     real = candidate
                     continue
                 raise _Fail(_describe(exc)) from None
@@ -265,7 +265,15 @@ class HostFS:
             real = self._real(rel)
             if real is None:
                 return []
-            return sorted(os.listdir(real))
+            names = []
+            with os.scandir(real) as entries:
+                for entry in entries:
+                    names.append(entry.name)
+                    # The directory entry's type comes free with the listing: a subdirectory
+                    # that is no link needs no readlink when a later path walks through it.
+                    if not self._live and entry.is_dir(follow_symlinks=False):
+                        self._real_dirs.add(entry.path)
+            return sorted(names)
         except _ABSENT:
             return []
         except _Fail as exc:

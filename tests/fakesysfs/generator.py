@@ -1435,6 +1435,8 @@ def write_tree(machine: Machine, out_root: Path) -> None:
         w.text(f"{t}/thread_siblings_list", fmt_cpulist(sib))
         w.text(f"{t}/core_cpus", sib_masks[(c.socket, c.core)])  # masks: what hwloc reads
         w.text(f"{t}/package_cpus", pkg_masks[c.socket])
+        w.text(f"{t}/package_cpus_list", fmt_cpulist(package[c.socket]))  # Linux >= 5.3 writes both
+        w.text(f"{t}/core_siblings_list", fmt_cpulist(package[c.socket]))  # the older name
         w.link(f"{cbase}/cpu{c.id}/node{c.node}", f"{base}/node{c.node}")
 
     # ---- modules, peer memory ---------------------------------------------------------------

@@ -277,16 +277,30 @@ class SysfsReader:
         base = "sys/devices/system/cpu"
         ids = sorted(int(m.group(1)) for n in self.fs.listdir(base) if (m := _CPU.match(n)))
         out = []
-        core_of: dict[int, CpuSet] = {}  # one read of thread_siblings_list per core, not per CPU
+        # One read per core and two per package, not per CPU: a CPU's thread_siblings_list names
+        # its core's threads and package_cpus_list (core_siblings_list before Linux 5.3,
+        # Documentation/ABI/stable/sysfs-devices-system-cpu) its package's CPUs.
+        core_of: dict[int, CpuSet] = {}
+        package_of: dict[int, int | None] = {}
         for i in ids:
             t = f"{base}/cpu{i}/topology"
             if i not in core_of:
                 siblings = self._value(f"{t}/thread_siblings_list", CpuSet.parse)
                 if siblings is not None and i in siblings:
                     core_of.update(dict.fromkeys(siblings, siblings))
-            out.append(Cpu(id=i, package=self._value(f"{t}/physical_package_id", _non_negative),
-                           siblings=core_of.get(i)))
+            if i not in package_of:
+                package = self._value(f"{t}/physical_package_id", _non_negative)
+                members = self._package_cpus(t)
+                package_of.update(dict.fromkeys(members if members is not None and i in members else (i,), package))
+            out.append(Cpu(id=i, package=package_of[i], siblings=core_of.get(i)))
         return tuple(out)
+
+    def _package_cpus(self, topology_dir: str) -> CpuSet | None:
+        for name in ("package_cpus_list", "core_siblings_list"):
+            cpus = self._value(f"{topology_dir}/{name}", CpuSet.parse)
+            if cpus is not None:
+                return cpus
+        return None
 
     # -- kernel ---------------------------------------------------------------------------
     def iommu_groups(self) -> tuple[IommuGroup, ...]:
