@@ -44,7 +44,29 @@ _EXPORTS = {
     "InputError": "topoagent.errors",
 }
 
-__all__ = ["__version__", *sorted(_EXPORTS)]
+__all__ = [
+    "__version__",
+    "CpuSet",
+    "Device",
+    "DeviceKind",
+    "Finding",
+    "FrozenMap",
+    "InputError",
+    "Inputs",
+    "Path",
+    "PathClass",
+    "Plan",
+    "ScanResult",
+    "Severity",
+    "Snapshot",
+    "TopoagentError",
+    "Topology",
+    "analyse",
+    "read_host",
+    "read_offline",
+    "run",
+    "scan",
+]
 
 if TYPE_CHECKING:
     from topoagent.advice.plan import Plan
@@ -59,6 +81,9 @@ if TYPE_CHECKING:
     from topoagent.result import ScanResult, analyse
     from topoagent.snapshot import Snapshot
     from topoagent.topology import Device, Topology
+
+
+assert set(__all__) == {"__version__", *_EXPORTS}  # one list, kept in step with the table
 
 
 def __getattr__(name: str) -> Any:

@@ -15,7 +15,7 @@ from topoagent.outputs import formats, renderer
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from topoagent.advice.plan import Plan, PlanOptions
+    from topoagent.advice.plan import Plan
     from topoagent.cpuset import CpuSet
     from topoagent.result import ScanResult
 
