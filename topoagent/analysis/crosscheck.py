@@ -79,7 +79,8 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
                 [Evidence(f"nvidia-smi topo -m: {a}/{b}", theirs), Evidence(f"sysfs: {ids[a]}/{ids[b]}", ours)]))
     for d in m.devices:
         dev = topo.by_id(ids.get(d.label, ""))
-        if dev is None or d.numa_affinity is None or not d.numa_affinity.isdigit():
+        # ASCII digits only: str.isdigit() also accepts "²", which int() rejects.
+        if dev is None or d.numa_affinity is None or not (d.numa_affinity.isascii() and d.numa_affinity.isdigit()):
             continue
         if dev.numa_node is not None and int(d.numa_affinity) != dev.numa_node:
             out.append(_finding(

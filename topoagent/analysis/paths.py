@@ -207,5 +207,6 @@ def all_paths(topo: Topology) -> tuple[Path, ...]:
     A VF's path class is its PF's (:meth:`Topology.physical`), so VFs are not paired: a host
     whose 16 NICs expose 243 VFs each would otherwise make millions of pairs.
     """
-    devs = [d for d in topo.devices if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and not d.is_vf]
+    devs = [d for d in topo.devices
+            if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and topo.physical(d) is d]
     return tuple(path(topo, a, b) for a, b in combinations(devs, 2))
