@@ -122,9 +122,6 @@ def test_libvirt_domain(text):
     check(libvirt_domain.parse_libvirt_set, text)
 
 
-@pytest.mark.xfail(reason="parsers/libvirt_domain.py (not this suite's to fix): ElementTree raises "
-                          "UnicodeEncodeError on a lone surrogate; tools decode with errors='replace', "
-                          "so only an API caller can pass one", strict=False)
 @pytest.mark.parametrize("text", ["\udcff", "<domain type='kvm'><name>\udcff</name></domain>"])
 def test_libvirt_domain_with_a_lone_surrogate(text):
     own_errors_only(libvirt_domain.parse_domain, text)
@@ -205,9 +202,6 @@ INT_PARSERS = (sysfs_values.parse_int, sysfs_values.parse_numa_node, sysfs_value
                sysfs_values.parse_net_speed)
 
 
-@pytest.mark.xfail(reason="issue 12 item 2 (parsers/sysfs_values.py, not this suite's to fix): "
-                          "int() accepts non-ASCII digits, so numa_node '١' reads as node 1",
-                   strict=False)
 @fuzz_settings()
 @given(st.sampled_from(INT_PARSERS), st.sampled_from(["١", "٣", "²", "߀", "𝟙", " ١٦ ", "-١", "٠"]))
 def test_numbers_are_ascii_digits_only(parser, text):

@@ -16,13 +16,13 @@ from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from topoagent.digits import is_decimal
 from topoagent.errors import InputError
 
 __all__ = ["MAX_CPUS", "CpuSet", "CpuSetError", "format_cpulist", "parse_cpulist", "parse_cpumask"]
 
 #: CPU ids must be below this.  Linux allows at most 8192 (CONFIG_NR_CPUS with MAXSMP).
 MAX_CPUS = 16384
-_ASCII_DIGITS = frozenset("0123456789")
 
 
 class CpuSetError(InputError):
@@ -184,9 +184,8 @@ class CpuSet(AbstractSet[int]):
 
 def _cpu_id(text: str, whole: str) -> int:
     t = text.strip()
-    # ASCII digits only: str.isdigit() also accepts "²" and "١", which int() then rejects
-    # or reads as a number no kernel wrote.
-    if not t or len(t) > 6 or not set(t) <= _ASCII_DIGITS:
+    # ASCII digits only (topoagent.digits): "²" and "١" are no CPU ids.
+    if len(t) > 6 or not is_decimal(t):
         raise CpuSetError(f"bad CPU list {whole[:80]!r}")
     value = int(t)
     if value >= MAX_CPUS:

@@ -56,17 +56,25 @@ class LinkInfo:
     max_gts: float | None = None
     max_width: int | None = None
 
+    def values(self) -> tuple[float | None, int | None, float | None, int | None]:
+        """The four values in field order (without ``dataclasses.astuple``'s deep copy)."""
+        return self.current_gts, self.current_width, self.max_gts, self.max_width
+
     @property
     def known(self) -> bool:
         """Whether any of the four values is known."""
-        return any(v is not None for v in dataclasses.astuple(self))
+        return any(v is not None for v in self.values())
+
+    @property
+    def complete(self) -> bool:
+        """Whether all four values are known."""
+        return None not in self.values()
 
     def filled_from(self, other: LinkInfo | None) -> LinkInfo:
         """This link with its unknown values taken from ``other`` (another reading of it)."""
-        if other is None:
+        if other is None or self.complete:
             return self
-        return LinkInfo(*(a if a is not None else b
-                          for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
+        return LinkInfo(*(a if a is not None else b for a, b in zip(self.values(), other.values())))
 
 
 @dataclass(frozen=True)

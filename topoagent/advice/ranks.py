@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from topoagent.digits import is_decimal
 from topoagent.errors import InputError
 
 #: Launchers' local-rank variables, in the order they are consulted.
@@ -23,7 +24,7 @@ def local_rank_from(env: Mapping[str, str]) -> tuple[int, str]:
         if value is None or value == "":
             continue
         text = value.strip()
-        if not text.isascii() or not text.isdigit():
+        if not is_decimal(text):
             raise InputError(f"{name}={value!r} is not a local rank (a number >= 0)")
         return int(text), name
     raise InputError(f"--auto: none of {', '.join(LOCAL_RANK_VARS)} is set (not started by a launcher?)")

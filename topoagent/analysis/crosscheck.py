@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from topoagent.analysis.findings import Evidence, Finding, Severity, sysfs_attr
 from topoagent.analysis.paths import Path, path_index
+from topoagent.digits import is_decimal
 from topoagent.snapshot import host_path
 from topoagent.topology import DeviceKind, Topology
 
@@ -79,8 +80,7 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
                 [Evidence(f"nvidia-smi topo -m: {a}/{b}", theirs), Evidence(f"sysfs: {ids[a]}/{ids[b]}", ours)]))
     for d in m.devices:
         dev = topo.by_id(ids.get(d.label, ""))
-        # ASCII digits only: str.isdigit() also accepts "²", which int() rejects.
-        if dev is None or d.numa_affinity is None or not (d.numa_affinity.isascii() and d.numa_affinity.isdigit()):
+        if dev is None or d.numa_affinity is None or not is_decimal(d.numa_affinity):
             continue
         if dev.numa_node is not None and int(d.numa_affinity) != dev.numa_node:
             out.append(_finding(

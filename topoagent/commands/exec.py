@@ -18,6 +18,7 @@ import click
 from topoagent.commands.common import EXIT_ERROR, fail
 from topoagent.commands.options import run_scan, scan_inputs
 from topoagent.commands.plan import make_plan, plan_options
+from topoagent.digits import is_decimal
 from topoagent.inputs import Inputs
 
 
@@ -130,7 +131,7 @@ def exec_(inputs: Inputs, gpu: str | None, local_rank: int | None, auto: bool, r
 
 
 def _pick_gpu(result: Any, plan: Any, ref: str) -> Any:
-    if ref.isdigit():
+    if is_decimal(ref):
         index = int(ref)
         if index >= len(plan.gpus):
             fail(f"--gpu {ref}: the host has {len(plan.gpus)} GPU(s) (0-{len(plan.gpus) - 1})")

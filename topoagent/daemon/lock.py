@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 
+from topoagent.digits import is_decimal
 from topoagent.errors import TopoagentError
 
 __all__ = ["AlreadyRunning", "StateLock"]
@@ -59,4 +60,4 @@ def _read_pid(fd: int) -> int | None:
         text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
     except OSError:
         return None
-    return int(text) if text.isdigit() else None
+    return int(text) if is_decimal(text) else None

@@ -209,6 +209,8 @@ def _root(text: str) -> Element:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
         raise DomainXmlError(f"not well-formed XML ({exc})") from None
+    except UnicodeError:  # a lone surrogate: text no tool writes
+        raise DomainXmlError("not text (holds characters that are not valid Unicode)") from None
     if root.tag != "domain":
         raise DomainXmlError(f"root element is <{root.tag}>, not <domain>")
     return root

@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 
 from topoagent.cpuset import CpuSet
+from topoagent.digits import parse_decimal
 
 
 def parse_int(text: str) -> int:
     """A decimal integer file (``sriov_numvfs``, ``physical_package_id``)."""
-    return int(text.strip(), 10)
+    return parse_decimal(text)
 
 
 def parse_hex_id(text: str) -> int:
@@ -27,7 +28,7 @@ def parse_hex_id(text: str) -> int:
 
 def parse_numa_node(text: str) -> int | None:
     """``numa_node``: -1 means the firmware gave no locality (VMs, single-node BIOSes)."""
-    value = int(text.strip())
+    value = parse_decimal(text, signed=True)
     return value if value >= 0 else None
 
 
@@ -57,7 +58,7 @@ def parse_link_width(text: str) -> int | None:
     0 is what a link that is down or virtual reports, 255 (0xff) what an all-ones config read
     gives; neither is a width.
     """
-    value = int(text.strip())
+    value = parse_decimal(text, signed=True)
     return value if 0 < value < 255 else None
 
 
@@ -69,7 +70,7 @@ def parse_node_meminfo_total(text: str) -> int | None:
 
 def parse_distances(text: str) -> tuple[int, ...]:
     """A node's ``distance`` row (``10 21``)."""
-    return tuple(int(x) for x in text.split())
+    return tuple(parse_decimal(x) for x in text.split())
 
 
 def parse_cpus_allowed(status_text: str) -> CpuSet | None:
@@ -109,7 +110,7 @@ def parse_net_speed(text: str) -> int | None:
     """
     if not text.strip():
         return None
-    value = int(text.strip())
+    value = parse_decimal(text, signed=True)
     return value if 0 < value < 4_000_000 else None
 
 

@@ -9,6 +9,7 @@ holds a fake ``/proc/irq``.
 from __future__ import annotations
 
 from topoagent.cpuset import CpuSet
+from topoagent.digits import is_decimal
 from topoagent.hostfs import HostFS
 
 
@@ -19,7 +20,7 @@ def affinity_rel(irq: int) -> str:
 
 def device_irqs(fs: HostFS, bdf: str) -> tuple[int, ...]:
     """The MSI/MSI-X IRQ numbers of a PCI function, ascending (none for legacy INTx)."""
-    return tuple(sorted(int(n) for n in fs.listdir(f"sys/bus/pci/devices/{bdf}/msi_irqs") if n.isdigit()))
+    return tuple(sorted(int(n) for n in fs.listdir(f"sys/bus/pci/devices/{bdf}/msi_irqs") if is_decimal(n)))
 
 
 def irq_affinity(fs: HostFS, irq: int) -> CpuSet | None:
@@ -38,6 +39,6 @@ def irqbalance_pids(fs: HostFS) -> tuple[int, ...]:
     """Processes named ``irqbalance`` (it rewrites IRQ affinity every 10 s by default)."""
     out = []
     for entry in fs.listdir("proc"):
-        if entry.isdigit() and fs.text(f"proc/{entry}/comm", quiet=True) == "irqbalance":
+        if is_decimal(entry) and fs.text(f"proc/{entry}/comm", quiet=True) == "irqbalance":
             out.append(int(entry))
     return tuple(out)

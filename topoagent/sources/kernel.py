@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from topoagent.digits import is_decimal
 from topoagent.hostfs import HostFS
 
 #: uname machine / cpuinfo hints -> the ``arch`` NCCL's XML reader knows.
@@ -32,9 +33,9 @@ def parse_cpu_identity(text: str) -> dict[str, str]:
             fields[key.strip()] = value.strip()
     if fields.get("vendor_id"):
         out["vendor"] = fields["vendor_id"]
-    if fields.get("cpu family", "").isdigit():
+    if is_decimal(fields.get("cpu family", "")):
         out["familyid"] = fields["cpu family"]
-    if fields.get("model", "").isdigit():
+    if is_decimal(fields.get("model", "")):
         out["modelid"] = fields["model"]
     return out
 

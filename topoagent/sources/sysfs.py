@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from topoagent.bdf import is_bdf
 from topoagent.cpuset import CpuSet
+from topoagent.digits import is_decimal
 from topoagent.hostfs import HostFS
 from topoagent.parsers import sysfs_values as sv
 from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
@@ -116,7 +117,7 @@ class SysfsReader:
         PCIe Link registers (the kernel reads those very registers for the files,
         drivers/pci/pci-sysfs.c), holes filled from config space."""
         cfg_link = config.link if config is not None else None
-        if cfg_link is not None and None not in dataclasses.astuple(cfg_link):
+        if cfg_link is not None and cfg_link.complete:
             return cfg_link
         v = self._value
         return LinkInfo(
@@ -179,8 +180,7 @@ class SysfsReader:
 
     def _link_int(self, rel: str) -> int | None:
         name = self.fs.link_name(rel)
-        # ASCII digits only: str.isdigit() also accepts "²" (int() rejects it) and "١" (read as 1).
-        return int(name) if name is not None and name.isascii() and name.isdigit() else None
+        return int(name) if name is not None and is_decimal(name) else None
 
     def _link_bdf(self, rel: str) -> str | None:
         name = self.fs.link_name(rel)
@@ -240,7 +240,7 @@ class SysfsReader:
             base = f"sys/class/infiniband/{name}"
             ports = []
             for port in self.fs.listdir(f"{base}/ports"):
-                if not (port.isascii() and port.isdigit()):
+                if not is_decimal(port):
                     continue
                 p = f"{base}/ports/{port}"
                 ports.append(
@@ -305,7 +305,7 @@ class SysfsReader:
     # -- kernel ---------------------------------------------------------------------------
     def iommu_groups(self) -> tuple[IommuGroup, ...]:
         base = "sys/kernel/iommu_groups"
-        ids = sorted(int(n) for n in self.fs.listdir(base) if n.isascii() and n.isdigit())
+        ids = sorted(int(n) for n in self.fs.listdir(base) if is_decimal(n))
         return tuple(IommuGroup(id=i, type=self.fs.text(f"{base}/{i}/type")) for i in ids)
 
     def modules(self) -> tuple[str, ...]:
