@@ -74,7 +74,12 @@ class LinkInfo:
         """This link with its unknown values taken from ``other`` (another reading of it)."""
         if other is None or self.complete:
             return self
-        return LinkInfo(*(a if a is not None else b for a, b in zip(self.values(), other.values())))
+        return LinkInfo(
+            current_gts=self.current_gts if self.current_gts is not None else other.current_gts,
+            current_width=self.current_width if self.current_width is not None else other.current_width,
+            max_gts=self.max_gts if self.max_gts is not None else other.max_gts,
+            max_width=self.max_width if self.max_width is not None else other.max_width,
+        )
 
 
 @dataclass(frozen=True)
