@@ -217,6 +217,49 @@ class HostFS:
             self.record(rel, _describe(exc))
             return None
 
+    def texts(self, directory: str, names: tuple[str, ...]) -> dict[str, str | None]:
+        """Several attribute files of one directory, as :meth:`text` reads each, with the
+        directory resolved once (a PCI function's ids, NUMA node and CPUs in one go)."""
+        try:
+            prefix = self._open_prefix(directory + "/x")
+        except _Fail:
+            prefix = None
+        if prefix is None:  # unresolvable directory: let text() record why, file by file
+            return {name: self.text(f"{directory}/{name}") for name in names}
+        base = prefix[:-1]
+        flags = _OPEN_FLAGS | (0 if self._live else _NOFOLLOW)
+        out: dict[str, str | None] = {}
+        for name in names:
+            try:
+                fd = os.open(base + name, flags)
+            except _ABSENT:
+                out[name] = None
+                continue
+            except OSError:  # a link, a loop, permission: the careful path records it
+                out[name] = self.text(f"{directory}/{name}")
+                continue
+            try:
+                if not self._live and stat.S_IFMT(os.fstat(fd).st_mode) != stat.S_IFREG:
+                    out[name] = self.text(f"{directory}/{name}")  # says what it is
+                    continue
+                data = _read_bounded(fd, ATTR_LIMIT)
+            except OSError as exc:
+                self.record(f"{directory}/{name}", _describe(exc))
+                out[name] = None
+                continue
+            finally:
+                os.close(fd)
+            if len(data) > ATTR_LIMIT:
+                self.record(f"{directory}/{name}", f"larger than {ATTR_LIMIT} bytes: not a sysfs attribute")
+                out[name] = None
+                continue
+            try:
+                out[name] = data.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                self.record(f"{directory}/{name}", _describe(exc))
+                out[name] = None
+        return out
+
     def bytes(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False,
               truncate: bool = False) -> bytes | None:
         """The file's raw bytes (at most ``limit``); ``None`` when absent or unreadable."""

@@ -37,6 +37,8 @@ from topoagent.sources import Collection
 T = TypeVar("T")
 
 PCI_DEVICES = "sys/bus/pci/devices"
+#: The attribute files read for every PCI function, in one go.
+_ATTRS = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node", "local_cpulist")
 #: PCIe extended capability id of SR-IOV (PCIe Base Spec 9.3.3).
 EXT_CAP_ID_SRIOV = 0x0010
 SYS_DEVICES = "sys/devices"
@@ -74,7 +76,11 @@ class SysfsReader:
         An absent *optional* file is normal (None, nothing recorded); an absent *required* one
         is a probe error, so the source reports itself partial instead of guessing.
         """
-        text = self.fs.text(rel, quiet=quiet)
+        return self._parsed(rel, self.fs.text(rel, quiet=quiet), parse, required=required)
+
+    def _parsed(self, rel: str, text: str | None, parse: Callable[[str], T], *,
+                required: bool = False) -> T | None:
+        """:meth:`_value` for text already read."""
         if text is None:
             if required and not self.fs.exists(rel):
                 self.fs.record(rel, "missing (every PCI function has this file)")
@@ -134,7 +140,12 @@ class SysfsReader:
             sysfs_path = real[len(SYS_DEVICES) + 1 :]
         d = real or link_rel  # some captures keep plain directories here
         v = self._value
-        local = self._local_cpus(d)
+        t = self.fs.texts(d, _ATTRS)
+
+        def attr(name: str, parse: Callable[[str], T], required: bool = False) -> T | None:
+            return self._parsed(f"{d}/{name}", t[name], parse, required=required)
+
+        local = self._local_cpus(d, t["local_cpulist"])
         # Required versus optional, as prometheus/procfs splits them (sysfs/pci_device.go): the
         # kernel creates class, vendor and device for every function (drivers/pci/pci-sysfs.c,
         # pci_dev_attrs), and without them a function cannot be classified, so their absence
@@ -153,12 +164,12 @@ class SysfsReader:
         return PciFunction(
             bdf=bdf,
             sysfs_path=sysfs_path,
-            class_code=v(f"{d}/class", sv.parse_hex_id, required=True),
-            vendor_id=v(f"{d}/vendor", sv.parse_hex_id, required=True),
-            device_id=v(f"{d}/device", sv.parse_hex_id, required=True),
-            subsystem_vendor_id=v(f"{d}/subsystem_vendor", sv.parse_hex_id),
-            subsystem_device_id=v(f"{d}/subsystem_device", sv.parse_hex_id),
-            numa_node=v(f"{d}/numa_node", sv.parse_numa_node),
+            class_code=attr("class", sv.parse_hex_id, required=True),
+            vendor_id=attr("vendor", sv.parse_hex_id, required=True),
+            device_id=attr("device", sv.parse_hex_id, required=True),
+            subsystem_vendor_id=attr("subsystem_vendor", sv.parse_hex_id),
+            subsystem_device_id=attr("subsystem_device", sv.parse_hex_id),
+            numa_node=attr("numa_node", sv.parse_numa_node),
             local_cpus=local,
             link=link,
             driver=self.fs.link_name(f"{d}/driver"),
@@ -169,8 +180,7 @@ class SysfsReader:
             config=config,
         )
 
-    def _local_cpus(self, d: str) -> CpuSet | None:
-        cpulist = self.fs.text(f"{d}/local_cpulist")
+    def _local_cpus(self, d: str, cpulist: str | None) -> CpuSet | None:
         cpumask = None if cpulist is not None else self.fs.text(f"{d}/local_cpus")
         try:
             return sv.parse_local_cpus(cpulist, cpumask)
