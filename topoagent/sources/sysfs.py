@@ -118,13 +118,14 @@ class SysfsReader:
             seen[bdf] = entry
             yield bdf, link_rel, real
 
-    def link(self, d: str, config: ConfigSpace | None) -> LinkInfo:
+    def link(self, d: str, config: ConfigSpace | None, *, virtual_function: bool = False) -> LinkInfo:
         """A function's link: the sysfs link files, read only where config space lacks the
         PCIe Link registers (the kernel reads those very registers for the files,
         drivers/pci/pci-sysfs.c), holes filled from config space."""
         cfg_link = config.link if config is not None else None
-        if cfg_link is not None and cfg_link.complete:
-            return cfg_link
+        if (cfg_link is not None and cfg_link.complete) or virtual_function:
+            # An SR-IOV VF's Link registers are reserved (SR-IOV spec 3.5.6): its link is its PF's.
+            return cfg_link if cfg_link is not None else LinkInfo()
         v = self._value
         return LinkInfo(
             current_gts=v(f"{d}/current_link_speed", sv.parse_link_speed),
@@ -159,7 +160,7 @@ class SysfsReader:
         # cannot be seen).
         physfn = self._link_bdf(f"{d}/physfn")
         config = self._config(f"{d}/config", virtual_function=physfn is not None)
-        link = self.link(d, config)
+        link = self.link(d, config, virtual_function=physfn is not None)
         sriov = config is None or not config.extended_readable or EXT_CAP_ID_SRIOV in config.extended_caps
         return PciFunction(
             bdf=bdf,
@@ -226,13 +227,18 @@ class SysfsReader:
         return None
 
     # -- network and RDMA -------------------------------------------------------------------
-    def netdevs(self) -> tuple[NetDevice, ...]:
+    def netdevs(self, vfs: frozenset[str] = frozenset()) -> tuple[NetDevice, ...]:
+        """Every network interface with a PCI function behind it; state and speed only for a
+        physical function's (a VF is never a rail: its speed decides nothing)."""
         out = []
         for name in self.fs.listdir("sys/class/net"):
             base = f"sys/class/net/{name}"
             bdf = self._pci_owner(f"{base}/device")
             if bdf is None:
                 continue  # virtual interfaces (lo, bridges, bonds) have no PCI function
+            if bdf in vfs:
+                out.append(NetDevice(name=name, bdf=bdf))
+                continue
             out.append(
                 NetDevice(
                     name=name,
@@ -244,12 +250,16 @@ class SysfsReader:
             )
         return tuple(out)
 
-    def rdma_devices(self) -> tuple[RdmaDevice, ...]:
+    def rdma_devices(self, vfs: frozenset[str] = frozenset()) -> tuple[RdmaDevice, ...]:
+        """Every RDMA device and the PCI function behind it; ports (state, rate) only for a
+        physical function's device: a VF is never a rail, so its port rate decides nothing
+        (and a host with 16 NICs x 250 VFs would read 12,000 port files for it)."""
         out = []
         for name in self.fs.listdir("sys/class/infiniband"):
             base = f"sys/class/infiniband/{name}"
+            owner = self._pci_owner(f"{base}/device")
             ports = []
-            for port in self.fs.listdir(f"{base}/ports"):
+            for port in self.fs.listdir(f"{base}/ports") if owner not in vfs else ():
                 if not is_decimal(port):
                     continue
                 p = f"{base}/ports/{port}"
@@ -262,7 +272,7 @@ class SysfsReader:
                     )
                 )
             ports.sort(key=lambda r: r.port)
-            out.append(RdmaDevice(name=name, bdf=self._pci_owner(f"{base}/device"), ports=tuple(ports)))
+            out.append(RdmaDevice(name=name, bdf=owner, ports=tuple(ports)))
         return tuple(out)
 
     # -- NUMA and CPUs ----------------------------------------------------------------------
@@ -368,6 +378,7 @@ class SysfsReader:
     def snapshot(self) -> Snapshot:
         """Read everything; the snapshot's ``probe_errors`` holds what could not be read."""
         pci = self.pci_functions()
+        vfs = frozenset(f.bdf for f in pci if f.physfn is not None and f.bdf is not None)
         configs = [f.config for f in pci if f.config is not None]
         if not configs:
             config_status = SourceStatus("configspace", "unavailable", "no config files readable")
@@ -387,8 +398,8 @@ class SysfsReader:
             numa_nodes=self.numa_nodes(),
             cpus=self.cpus(),
             pci=pci,
-            netdevs=self.netdevs(),
-            rdma=self.rdma_devices(),
+            netdevs=self.netdevs(vfs),
+            rdma=self.rdma_devices(vfs),
             iommu_groups=self.iommu_groups(),
             modules=self.modules(),
             memory_peers=self.memory_peers(),
@@ -422,7 +433,8 @@ def read_links(root: str) -> dict[str, LinkInfo]:
     for bdf, link_rel, real in reader.listed():
         d = real or link_rel
         physfn = reader._link_bdf(f"{d}/physfn")
-        out[bdf] = reader.link(d, reader._config(f"{d}/config", virtual_function=physfn is not None))
+        vf = physfn is not None
+        out[bdf] = reader.link(d, reader._config(f"{d}/config", virtual_function=vf), virtual_function=vf)
     return out
 
 
