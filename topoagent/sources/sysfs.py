@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
 from topoagent.bdf import is_bdf
@@ -39,6 +39,8 @@ T = TypeVar("T")
 PCI_DEVICES = "sys/bus/pci/devices"
 #: The attribute files read for every PCI function, in one go.
 _ATTRS = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node", "local_cpulist")
+_LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
+_SRIOV_FILES = ("sriov_totalvfs", "sriov_numvfs")
 #: PCIe extended capability id of SR-IOV (PCIe Base Spec 9.3.3).
 EXT_CAP_ID_SRIOV = 0x0010
 SYS_DEVICES = "sys/devices"
@@ -118,20 +120,29 @@ class SysfsReader:
             seen[bdf] = entry
             yield bdf, link_rel, real
 
-    def link(self, d: str, config: ConfigSpace | None, *, virtual_function: bool = False) -> LinkInfo:
-        """A function's link: the sysfs link files, read only where config space lacks the
-        PCIe Link registers (the kernel reads those very registers for the files,
-        drivers/pci/pci-sysfs.c), holes filled from config space."""
+    @staticmethod
+    def needs_link_files(config: ConfigSpace | None, virtual_function: bool) -> bool:
+        """Whether the sysfs link files must be read: only where config space lacks the PCIe
+        Link registers (the kernel reads those very registers for the files,
+        drivers/pci/pci-sysfs.c).  An SR-IOV VF's Link registers are reserved (SR-IOV spec
+        3.5.6): its link is its PF's, and its files say nothing more."""
         cfg_link = config.link if config is not None else None
-        if (cfg_link is not None and cfg_link.complete) or virtual_function:
-            # An SR-IOV VF's Link registers are reserved (SR-IOV spec 3.5.6): its link is its PF's.
+        return not virtual_function and not (cfg_link is not None and cfg_link.complete)
+
+    def link(self, d: str, config: ConfigSpace | None, *, virtual_function: bool = False,
+             texts: Mapping[str, str | None] | None = None) -> LinkInfo:
+        """A function's link: config space's Link registers, holes filled from the sysfs link
+        files where they are needed (``texts``: those files, already read)."""
+        cfg_link = config.link if config is not None else None
+        if not self.needs_link_files(config, virtual_function):
             return cfg_link if cfg_link is not None else LinkInfo()
-        v = self._value
+        t = texts if texts is not None else self.fs.texts(d, _LINK_FILES)
+        p = self._parsed
         return LinkInfo(
-            current_gts=v(f"{d}/current_link_speed", sv.parse_link_speed),
-            current_width=v(f"{d}/current_link_width", sv.parse_link_width),
-            max_gts=v(f"{d}/max_link_speed", sv.parse_link_speed),
-            max_width=v(f"{d}/max_link_width", sv.parse_link_width),
+            current_gts=p(f"{d}/current_link_speed", t["current_link_speed"], sv.parse_link_speed),
+            current_width=p(f"{d}/current_link_width", t["current_link_width"], sv.parse_link_width),
+            max_gts=p(f"{d}/max_link_speed", t["max_link_speed"], sv.parse_link_speed),
+            max_width=p(f"{d}/max_link_width", t["max_link_width"], sv.parse_link_width),
         ).filled_from(cfg_link)
 
     def pci_function(self, bdf: str, link_rel: str, real: str | None) -> PciFunction:
@@ -140,8 +151,14 @@ class SysfsReader:
         if real is not None and real.startswith(SYS_DEVICES + "/"):
             sysfs_path = real[len(SYS_DEVICES) + 1 :]
         d = real or link_rel  # some captures keep plain directories here
-        v = self._value
-        t = self.fs.texts(d, _ATTRS)
+        physfn = self._link_bdf(f"{d}/physfn")
+        vf = physfn is not None
+        config = self._config(f"{d}/config", virtual_function=vf)
+        sriov = config is None or not config.extended_readable or EXT_CAP_ID_SRIOV in config.extended_caps
+        # One batch of reads: the files every function has, plus the link and SR-IOV files
+        # where config space does not already say (below).
+        t = self.fs.texts(d, _ATTRS + (_LINK_FILES if self.needs_link_files(config, vf) else ())
+                          + (_SRIOV_FILES if sriov else ()))
 
         def attr(name: str, parse: Callable[[str], T], required: bool = False) -> T | None:
             return self._parsed(f"{d}/{name}", t[name], parse, required=required)
@@ -158,10 +175,7 @@ class SysfsReader:
         # Each fact is read once: the link from config space where it is there (see link()),
         # the SR-IOV files only for a function whose extended capabilities list SR-IOV (or
         # cannot be seen).
-        physfn = self._link_bdf(f"{d}/physfn")
-        config = self._config(f"{d}/config", virtual_function=physfn is not None)
-        link = self.link(d, config, virtual_function=physfn is not None)
-        sriov = config is None or not config.extended_readable or EXT_CAP_ID_SRIOV in config.extended_caps
+        link = self.link(d, config, virtual_function=vf, texts=t)
         return PciFunction(
             bdf=bdf,
             sysfs_path=sysfs_path,
@@ -176,8 +190,8 @@ class SysfsReader:
             driver=self.fs.link_name(f"{d}/driver"),
             iommu_group=self._link_int(f"{d}/iommu_group"),
             physfn=physfn,
-            sriov_totalvfs=v(f"{d}/sriov_totalvfs", sv.parse_int) if sriov else None,
-            sriov_numvfs=v(f"{d}/sriov_numvfs", sv.parse_int) if sriov else None,
+            sriov_totalvfs=attr("sriov_totalvfs", sv.parse_int) if sriov else None,
+            sriov_numvfs=attr("sriov_numvfs", sv.parse_int) if sriov else None,
             config=config,
         )
 
