@@ -72,8 +72,7 @@ DEVICES = {
     (0x10DE, 0x2204): "GeForce RTX 3090",
     (0x10DE, 0x26B9): "L40S",
     (0x10DE, 0x27B8): "L4",
-    (0x10DE, 0x1AF1): "NVSwitch (V100)",
-    (0x10DE, 0x1AF2): "NVSwitch (A100)",
+    (0x10DE, 0x1AF1): "NVSwitch (A100)",  # pci.ids: GA100 [A100 NVSwitch]
     (0x10DE, 0x22A3): "NVSwitch (H100)",
     (0x15B3, 0x1017): "ConnectX-5",
     (0x15B3, 0x1019): "ConnectX-5 Ex",
