@@ -121,6 +121,10 @@ class ConfigSpace:
     extended_readable: bool = False
     extended_caps: tuple[int, ...] = ()
     acs: AcsInfo | None = None
+    #: Vendor and device id from the header (None on an SR-IOV VF, whose registers read 0xffff).
+    vendor_device: tuple[int, int] | None = None
+    #: Subsystem vendor and device id from a type-0 header (bridges keep theirs elsewhere).
+    subsystem: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

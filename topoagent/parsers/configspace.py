@@ -119,4 +119,6 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
         extended_readable=extended,
         extended_caps=tuple(ext_caps),
         acs=acs,
+        vendor_device=None if virtual_function else (vendor, _u16(data, 0x02) or 0),
+        subsystem=(_u16(data, 0x2C) or 0, _u16(data, 0x2E) or 0) if header_type == 0 else None,
     )

@@ -38,7 +38,7 @@ T = TypeVar("T")
 
 PCI_DEVICES = "sys/bus/pci/devices"
 #: The attribute files read for every PCI function, in one go.
-_ATTRS = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node", "local_cpulist")
+_ATTRS = ("class", "numa_node", "local_cpulist")
 _LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
 _SRIOV_FILES = ("sriov_totalvfs", "sriov_numvfs")
 #: PCIe extended capability id of SR-IOV (PCIe Base Spec 9.3.3).
@@ -155,9 +155,15 @@ class SysfsReader:
         vf = physfn is not None
         config = self._config(f"{d}/config", virtual_function=vf)
         sriov = config is None or not config.extended_readable or EXT_CAP_ID_SRIOV in config.extended_caps
-        # One batch of reads: the files every function has, plus the link and SR-IOV files
-        # where config space does not already say (below).
-        t = self.fs.texts(d, _ATTRS + (_LINK_FILES if self.needs_link_files(config, vf) else ())
+        # One batch of reads: the files every function has, plus the ids, link and SR-IOV
+        # files where config space does not already say.  The class is always read from
+        # sysfs: kernel quirks correct some devices' class codes (drivers/pci/quirks.c), and
+        # the file shows the corrected one; vendor, device and subsystem ids are the header's.
+        ids = config.vendor_device if config is not None else None
+        subsystem = config.subsystem if config is not None else None
+        t = self.fs.texts(d, _ATTRS + (("vendor", "device") if ids is None else ())
+                          + (("subsystem_vendor", "subsystem_device") if subsystem is None else ())
+                          + (_LINK_FILES if self.needs_link_files(config, vf) else ())
                           + (_SRIOV_FILES if sriov else ()))
 
         def attr(name: str, parse: Callable[[str], T], required: bool = False) -> T | None:
@@ -180,10 +186,10 @@ class SysfsReader:
             bdf=bdf,
             sysfs_path=sysfs_path,
             class_code=attr("class", sv.parse_hex_id, required=True),
-            vendor_id=attr("vendor", sv.parse_hex_id, required=True),
-            device_id=attr("device", sv.parse_hex_id, required=True),
-            subsystem_vendor_id=attr("subsystem_vendor", sv.parse_hex_id),
-            subsystem_device_id=attr("subsystem_device", sv.parse_hex_id),
+            vendor_id=ids[0] if ids is not None else attr("vendor", sv.parse_hex_id, required=True),
+            device_id=ids[1] if ids is not None else attr("device", sv.parse_hex_id, required=True),
+            subsystem_vendor_id=subsystem[0] if subsystem is not None else attr("subsystem_vendor", sv.parse_hex_id),
+            subsystem_device_id=subsystem[1] if subsystem is not None else attr("subsystem_device", sv.parse_hex_id),
             numa_node=attr("numa_node", sv.parse_numa_node),
             local_cpus=local,
             link=link,
