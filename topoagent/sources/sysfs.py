@@ -151,9 +151,8 @@ class SysfsReader:
         if real is not None and real.startswith(SYS_DEVICES + "/"):
             sysfs_path = real[len(SYS_DEVICES) + 1 :]
         d = real or link_rel  # some captures keep plain directories here
-        physfn = self._link_bdf(f"{d}/physfn")
+        config, physfn = self._config_and_physfn(d)
         vf = physfn is not None
-        config = self._config(f"{d}/config", virtual_function=vf)
         sriov = config is None or not config.extended_readable or EXT_CAP_ID_SRIOV in config.extended_caps
         # One batch of reads: the files every function has, plus the ids, link and SR-IOV
         # files where config space does not already say.  The class is always read from
@@ -217,15 +216,22 @@ class SysfsReader:
         name = self.fs.link_name(rel)
         return name.lower() if name is not None and is_bdf(name) else None
 
-    def _config(self, rel: str, *, virtual_function: bool = False) -> ConfigSpace | None:
+    def _config_and_physfn(self, d: str) -> tuple[ConfigSpace | None, str | None]:
+        """A function's config space and, for an SR-IOV VF, its physical function's BDF.
+
+        A VF's Vendor ID register reads 0xffff (SR-IOV spec 3.4.1.1), so only a function whose
+        header says so, or cannot be read, is asked for a ``physfn`` link.
+        """
+        rel = f"{d}/config"
         data = self.fs.bytes(rel, limit=4096)
+        physfn = self._link_bdf(f"{d}/physfn") if data is None or data[:2] == b"\xff\xff" else None
         if data is None:
-            return None
+            return None, physfn
         try:
-            return parse_config_space(data, virtual_function=virtual_function)
+            return parse_config_space(data, virtual_function=physfn is not None), physfn
         except ConfigSpaceError as exc:
             self.fs.record(rel, str(exc))
-            return None
+            return None, physfn
 
     def _pci_owner(self, rel: str) -> str | None:
         """The BDF of the PCI function a class device's ``device`` link leads to.
@@ -452,9 +458,8 @@ def read_links(root: str) -> dict[str, LinkInfo]:
     out: dict[str, LinkInfo] = {}
     for bdf, link_rel, real in reader.listed():
         d = real or link_rel
-        physfn = reader._link_bdf(f"{d}/physfn")
-        vf = physfn is not None
-        out[bdf] = reader.link(d, reader._config(f"{d}/config", virtual_function=vf), virtual_function=vf)
+        config, physfn = reader._config_and_physfn(d)
+        out[bdf] = reader.link(d, config, virtual_function=physfn is not None)
     return out
 
 
