@@ -359,7 +359,9 @@ class HostFS:
             return None
         if real is None:
             return None
-        return self._rel_of(real)
+        rel_real = self._rel_of(real)
+        self._resolved.setdefault(rel_real, real)  # reads below it will start from here
+        return rel_real
 
 
 def _read_bounded(fd: int, limit: int) -> bytes:
