@@ -10,13 +10,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from topoagent.analysis.paths import Path, PathClass
-from topoagent.analysis.paths import path_index
+from topoagent.analysis.paths import Path, PathClass, path_index
 from topoagent.analysis.rails import NicRole, RailPlan
 from topoagent.pci import C2C_GPUS
 from topoagent.quirks import link_quirk
 from topoagent.snapshot import AcsInfo, ConfigSpace, host_path
-from topoagent.topology import BridgeRole, Device, DeviceKind, Topology, common_ancestors, id_key
+from topoagent.topology import (
+    BridgeRole,
+    Device,
+    DeviceKind,
+    Topology,
+    common_ancestors,
+    id_key,
+)
 
 
 class Severity(IntEnum):

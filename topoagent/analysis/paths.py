@@ -27,7 +27,13 @@ from enum import IntEnum
 from itertools import combinations
 
 from topoagent import pci
-from topoagent.topology import BridgeRole, Device, DeviceKind, Topology, common_ancestors
+from topoagent.topology import (
+    BridgeRole,
+    Device,
+    DeviceKind,
+    Topology,
+    common_ancestors,
+)
 
 
 class PathClass(IntEnum):

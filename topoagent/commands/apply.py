@@ -54,7 +54,7 @@ def run_changes(changes: Sequence[Any], root: str, state_dir: str, yes: bool, *,
     writer, journal = HostWriter(root), Journal(state_dir)
     if not journal.writable():
         fail(f"cannot write the undo journal in {state_dir} ({needs}, or choose --state-dir): nothing changed")
-    from topoagent.apply.changes import IRQ, PCI_CONFIG, FILE
+    from topoagent.apply.changes import FILE, IRQ, PCI_CONFIG
     from topoagent.sources.irqs import affinity_rel
 
     paths = {IRQ: lambda t: affinity_rel(int(t["irq"])), PCI_CONFIG: lambda t: f"sys/bus/pci/devices/{t['bdf']}/config",

@@ -56,7 +56,12 @@ def acs(inputs: Inputs, state_dir: str, yes: bool) -> None:
 def peermem(inputs: Inputs, state_dir: str, yes: bool) -> None:
     """Load nvidia_peermem when GPUDirect RDMA needs it and DMA-BUF is not available,
     and list it in /etc/modules-load.d so it loads at boot."""
-    from topoagent.apply.changes import PEERMEM_CONF, PEERMEM_MODULE, peermem_changes, peermem_need
+    from topoagent.apply.changes import (
+        PEERMEM_CONF,
+        PEERMEM_MODULE,
+        peermem_changes,
+        peermem_need,
+    )
     from topoagent.hostfs import HostFS
     from topoagent.sources import is_live
     from topoagent.sources.kernel import file_text, kernel_release, nvidia_open_module

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,8 +11,6 @@ from topoagent.commands.common import EXIT_FINDINGS, EXIT_OK, emit, fail
 from topoagent.commands.options import run_scan, scan_inputs
 from topoagent.inputs import Inputs
 from topoagent.outputs import formats, renderer
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from topoagent.advice.plan import Plan

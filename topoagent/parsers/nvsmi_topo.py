@@ -25,11 +25,10 @@ guesses silently.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-import functools
 
 from topoagent.cpuset import CpuSet, format_cpulist
 from topoagent.errors import InputError
