@@ -61,7 +61,7 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
     """
     if len(data) < 64:
         raise ConfigSpaceError(f"config space truncated: {len(data)} bytes, need 64")
-    vendor = _u16(data, 0x00)
+    vendor = _u16(data, 0x00) or 0  # 64 bytes are there: never None
     if vendor in (0xFFFF, 0x0000) and not virtual_function:
         raise ConfigSpaceError(f"config space reads vendor {vendor:#06x}: device absent")
     header_type = data[0x0E] & 0x7F
