@@ -6,6 +6,7 @@ Domains are 4 hex digits normally and up to 8 for VMD and some hypervisors (``10
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
@@ -26,3 +27,22 @@ def root_bus_key(name: str) -> tuple[int, int]:
     """Sort key of a root bus directory name (``pci0000:3d``)."""
     dom, bus = name[3:].split(":")
     return int(dom, 16), int(bus, 16)
+
+
+_BUS_ID = re.compile(r"^\s*(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*$")
+
+
+def normalize_bus_id(value: Any) -> str | None:
+    """NVML's PCI bus id (``00000000:1B:00.0``, bytes or str) as a sysfs BDF (``0000:1b:00.0``).
+
+    ``None`` for an empty or malformed id.
+    """
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).split(b"\0", 1)[0].decode("ascii", "replace")
+    if not isinstance(value, str):
+        return None
+    m = _BUS_ID.match(value)
+    if not m:
+        return None
+    domain, bus, dev, fn = m.groups()
+    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn}"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from topoagent.inputs import NVML_AUTO, NVML_OFF, Inputs
+from topoagent.inputs import NVML_OFF, Inputs
 from topoagent.snapshot import Snapshot
 
 __all__ = ["SOURCES", "Collection", "Registration", "is_live"]
@@ -57,9 +57,9 @@ def is_live(inputs: Inputs) -> bool:
 
 
 def _nvml_wanted(inputs: Inputs) -> bool:
-    if inputs.offline or inputs.nvml in (NVML_OFF, None, False):
-        return False
-    return is_live(inputs) if inputs.nvml == NVML_AUTO else True
+    # Under a non-live root, "auto" still runs the source: it replays the NVML recording a
+    # capture holds, and adds nothing where there is none.
+    return not inputs.offline and inputs.nvml not in (NVML_OFF, None, False)
 
 
 #: The sources, in the order they run.

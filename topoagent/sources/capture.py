@@ -53,6 +53,7 @@ from typing import BinaryIO
 from topoagent.bdf import is_bdf
 from topoagent.errors import InputError
 from topoagent.hostfs import HostFS
+from topoagent.sources.nvml import NVML_RECORDING
 
 __all__ = [
     "CAPTURE_FORMAT",
@@ -335,8 +336,8 @@ def _tools(cap: Capture, scrub: Scrubber, timeout: float) -> None:
     else:
         result = run_tool([sys.executable, str(script), "recorded by topoagent capture"], timeout=timeout)
         if result.ok:
-            cap.add(Entry("tools/nvml.json", "file", scrub.text(result.stdout).encode()))
-            cap.tools["nvml"] = "tools/nvml.json"
+            cap.add(Entry(NVML_RECORDING, "file", scrub.text(result.stdout).encode()))
+            cap.tools["nvml"] = NVML_RECORDING
         else:
             cap.tools["nvml"] = f"not recorded: {result.error}"
 

@@ -30,23 +30,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from topoagent.bdf import normalize_bus_id
 from topoagent.cpuset import CpuSet
+from topoagent.hostfs import HostFS
 from topoagent.inputs import NVML_AUTO
 from topoagent.snapshot import NvLink, NvmlGpu, ProbeError, SourceStatus
-from topoagent.sources import Collection
+from topoagent.sources import Collection, is_live
 
 SOURCE = "nvml"
 T = TypeVar("T")
 
-_BUS_ID = re.compile(
-    r"^\s*(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*$"
-)
 
 # Error classes that mean "this GPU/driver has no such thing" rather than "the call broke".
 _ABSENT = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
@@ -66,22 +64,6 @@ class NvmlProbe:
 
 class _Skip(Exception):
     """Internal: the call had nothing to say (absent feature) or failed and was recorded."""
-
-
-def normalize_bus_id(value: Any) -> str | None:
-    """NVML's PCI bus id (``00000000:1B:00.0``, bytes or str) as a sysfs BDF (``0000:1b:00.0``).
-
-    ``None`` for an empty or malformed id.
-    """
-    if isinstance(value, (bytes, bytearray)):
-        value = bytes(value).split(b"\0", 1)[0].decode("ascii", "replace")
-    if not isinstance(value, str):
-        return None
-    m = _BUS_ID.match(value)
-    if not m:
-        return None
-    domain, bus, dev, fn = m.groups()
-    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn}"
 
 
 def cpus_from_words(words: Iterable[int], bits: int = 64) -> CpuSet:
@@ -307,11 +289,46 @@ def probe_nvml(nvml: Any = None) -> NvmlProbe:
     return NvmlProbe(tuple(gpus), driver, status, errors)
 
 
+#: Where a capture keeps its NVML recording (``topoagent capture``), below its root.
+NVML_RECORDING = "tools/nvml.json"
+
+
+def replay_recording(fs: HostFS) -> NvmlProbe | None:
+    """NVML's view as a capture recorded it (``tools/nvml.json`` below the root), or None
+    where the root holds no recording.  A recording that cannot be read is an ``error``
+    source status, never a guess."""
+    from topoagent.parsers.nvml_recording import (
+        MAX_RECORDING_BYTES,
+        NvmlRecordingError,
+        parse_nvml_recording,
+    )
+
+    if not fs.exists(NVML_RECORDING):
+        return None
+    text = fs.text(NVML_RECORDING, limit=MAX_RECORDING_BYTES)
+    errors = tuple(fs.errors)
+    if text is None:
+        return NvmlProbe((), None, SourceStatus(SOURCE, "error", "the capture's NVML recording is unreadable"), errors)
+    try:
+        gpus, driver, why_not = parse_nvml_recording(text)
+    except NvmlRecordingError as exc:
+        return NvmlProbe((), None, SourceStatus(SOURCE, "error", f"{NVML_RECORDING}: {exc}"), errors)
+    if why_not is not None:
+        return NvmlProbe((), None, SourceStatus(SOURCE, "unavailable", why_not), errors)
+    return NvmlProbe(gpus, driver, SourceStatus(SOURCE, "ok", f"{len(gpus)} GPU(s), replayed from the capture's recording"), errors)
+
+
 def collect(c: Collection) -> None:
-    """Join NVML's view of the GPUs to the snapshot (NVLinks, P2P status, driver version)."""
+    """Join NVML's view of the GPUs to the snapshot (NVLinks, P2P status, driver version):
+    NVML itself on the live host, the capture's recording under another root."""
     snap = c.require_snapshot()
     wanted = c.inputs.nvml
-    probe = probe_nvml(None if wanted in (True, NVML_AUTO) else wanted)
+    if wanted == NVML_AUTO and not is_live(c.inputs):
+        probe = replay_recording(HostFS(c.inputs.root))
+        if probe is None:
+            return  # a fake or captured root without a recording: NVML has nothing to say
+    else:
+        probe = probe_nvml(None if wanted in (True, NVML_AUTO) else wanted)
     c.snapshot = dataclasses.replace(
         snap,
         nvml_gpus=probe.gpus,
