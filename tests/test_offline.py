@@ -298,12 +298,20 @@ def test_merge_reports_cells_the_tree_contradicts():
     assert paths[("gpu0", "nic0")].token == "PXB"  # the matrix is what nvidia-smi measured
 
 
-def test_merge_refuses_counts_that_disagree():
+def test_counts_that_disagree_analyse_the_matrix_alone():
+    """An lspci excerpt (or another host's listing) cannot be matched to the matrix: merge()
+    refuses, and the scan goes on with the matrix, saying why lspci was set aside."""
+    m = snapshot_from_topo_matrix(parse_topo_matrix(text(H100)))
+    lsp = snapshot_from_lspci(None, parse_lspci_verbose(text(PLX_VVV)))
     with pytest.raises(OfflineInputError, match="8 GPU\\(s\\) but lspci shows 4"):
-        read_offline(text(H100), None, text(PLX_VVV))
-    out = run("--nvidia-smi-topo", str(H100), "--lspci-verbose", str(PLX_VVV))
-    assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.count("\n") == 1 and out.stderr.startswith("topoagent: ")
+        merge(m, lsp)
+    snap = read_offline(text(H100), None, text(PLX_VVV))
+    assert {s.name: s.status for s in snap.sources}["lspci"] == "unavailable"
+    assert "analysed from the matrix alone" in next(s.detail for s in snap.sources if s.name == "lspci")
+    assert sum(1 for f in snap.pci if f.kind == "gpu") == 8 and all(f.bdf is None for f in snap.pci)
+    out = run("--nvidia-smi-topo", str(H100), "--lspci-verbose", str(PLX_VVV), "--format", "json")
+    assert out.returncode in (0, 1) and "Traceback" not in out.stderr
+    assert len([d for d in json.loads(out.stdout)["devices"] if d["kind"] == "gpu"]) == 8
 
 
 def test_merge_without_lspci_gpus_keeps_matrix_devices_after_bdf_devices():

@@ -77,7 +77,17 @@ def combine(
             raise OfflineInputError("no output given")
         return lspci
     m = snapshot_from_topo_matrix(matrix)
-    return m if lspci is None else merge(m, lspci)
+    if lspci is None:
+        return m
+    try:
+        return merge(m, lspci)
+    except OfflineInputError as exc:
+        # The two cannot be matched (an lspci excerpt, a filtered listing, another host).  The
+        # matrix still describes every GPU and NIC with its path classes: analyse it alone and
+        # say why lspci's facts were set aside, rather than refuse the whole input.
+        why = f"not joined to the nvidia-smi matrix: {exc}; analysed from the matrix alone"
+        return dataclasses.replace(m, sources=m.sources + tuple(
+            dataclasses.replace(s, status="unavailable", detail=why) for s in lspci.sources))
 
 
 #: Input name -> (source name, tool as people call it).
