@@ -18,6 +18,7 @@ import os
 import time
 from typing import Any
 
+from topoagent.frozen import FrozenMap
 from topoagent.inputs import NVML_AUTO, Inputs
 from topoagent.result import ScanResult, analyse
 from topoagent.snapshot import Snapshot
@@ -54,7 +55,7 @@ def run(inputs: Inputs) -> ScanResult:
     start = time.perf_counter()
     result = analyse(c.require_snapshot(), tool_findings=tool_findings)
     timings["analyse"] = time.perf_counter() - start
-    return dataclasses.replace(result, timings=type(result.timings)(timings))
+    return dataclasses.replace(result, timings=FrozenMap(timings))
 
 
 def scan(root: str | os.PathLike[str] = "/", *, nvml: Any = NVML_AUTO) -> ScanResult:

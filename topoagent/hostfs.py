@@ -206,16 +206,7 @@ class HostFS:
         interface's ``speed`` answers EINVAL).  ``truncate`` keeps the first ``limit`` bytes of
         a larger file instead of refusing it (``/proc/cpuinfo``: the first CPU says enough).
         """
-        data = self.bytes(rel, limit=limit, quiet=quiet, truncate=truncate)
-        if data is None:
-            return None
-        try:
-            return data.decode("utf-8").strip()
-        except UnicodeDecodeError as exc:
-            if truncate:
-                return data.decode("utf-8", "ignore").strip()
-            self.record(rel, _describe(exc))
-            return None
+        return self._decode(rel, self.bytes(rel, limit=limit, quiet=quiet, truncate=truncate), truncate)
 
     def texts(self, directory: str, names: tuple[str, ...]) -> dict[str, str | None]:
         """Several attribute files of one directory, as :meth:`text` reads each, with the
@@ -227,37 +218,10 @@ class HostFS:
         if prefix is None:  # unresolvable directory: let text() record why, file by file
             return {name: self.text(f"{directory}/{name}") for name in names}
         base = prefix[:-1]
-        flags = _OPEN_FLAGS | (0 if self._live else _NOFOLLOW)
         out: dict[str, str | None] = {}
         for name in names:
-            try:
-                fd = os.open(base + name, flags)
-            except _ABSENT:
-                out[name] = None
-                continue
-            except OSError:  # a link, a loop, permission: the careful path records it
-                out[name] = self.text(f"{directory}/{name}")
-                continue
-            try:
-                if not self._live and stat.S_IFMT(os.fstat(fd).st_mode) != stat.S_IFREG:
-                    out[name] = self.text(f"{directory}/{name}")  # says what it is
-                    continue
-                data = _read_bounded(fd, ATTR_LIMIT)
-            except OSError as exc:
-                self.record(f"{directory}/{name}", _describe(exc))
-                out[name] = None
-                continue
-            finally:
-                os.close(fd)
-            if len(data) > ATTR_LIMIT:
-                self.record(f"{directory}/{name}", f"larger than {ATTR_LIMIT} bytes: not a sysfs attribute")
-                out[name] = None
-                continue
-            try:
-                out[name] = data.decode("utf-8").strip()
-            except UnicodeDecodeError as exc:
-                self.record(f"{directory}/{name}", _describe(exc))
-                out[name] = None
+            rel = f"{directory}/{name}"
+            out[name] = self._decode(rel, self._read(rel, base + name, ATTR_LIMIT, quiet=False, truncate=False))
         return out
 
     def bytes(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False,
@@ -265,8 +229,16 @@ class HostFS:
         """The file's raw bytes (at most ``limit``); ``None`` when absent or unreadable."""
         try:
             path = self._open_prefix(rel)
-            if path is None:
-                return None
+        except _Fail as exc:
+            if not quiet:
+                self.record(rel, exc.why)
+            return None
+        return None if path is None else self._read(rel, path, limit, quiet=quiet, truncate=truncate)
+
+    def _read(self, rel: str, path: str, limit: int, *, quiet: bool, truncate: bool) -> bytes | None:
+        """Read ``path`` (``rel``'s directory already resolved): a regular file, at most
+        ``limit`` bytes (or its first ``limit`` with ``truncate``); failures recorded."""
+        try:
             try:
                 fd = os.open(path, _OPEN_FLAGS | (0 if self._live else _NOFOLLOW))
             except OSError as exc:
@@ -301,6 +273,19 @@ class HostFS:
                 self.record(rel, f"larger than {limit} bytes: not a sysfs attribute")
             return None
         return data
+
+    def _decode(self, rel: str, data: bytes | None, truncate: bool = False) -> str | None:
+        """Bytes read from ``rel`` as stripped UTF-8 text; text that is not UTF-8 is recorded
+        (a truncated read may have cut a character: that is ignored)."""
+        if data is None:
+            return None
+        try:
+            return data.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            if truncate:
+                return data.decode("utf-8", "ignore").strip()
+            self.record(rel, _describe(exc))
+            return None
 
     def listdir(self, rel: str) -> list[str]:
         """Sorted entries of a directory; ``[]`` when absent or unreadable (recorded)."""

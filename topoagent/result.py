@@ -86,8 +86,7 @@ class ScanResult:
         return self._path_index.get((pa.id, pb.id))
 
 
-def analyse(snapshot: Snapshot, *, tool_findings: Any = None,
-            timings: Mapping[str, float] | None = None) -> ScanResult:
+def analyse(snapshot: Snapshot, *, tool_findings: Any = None) -> ScanResult:
     """Build the topology of a snapshot and analyse it.  Pure.
 
     ``tool_findings`` is a callable ``(topology, paths) -> findings`` that compares the result
@@ -102,7 +101,7 @@ def analyse(snapshot: Snapshot, *, tool_findings: Any = None,
     findings = find_all(topo, paths, rails)
     if tool_findings is not None:
         findings = sort_findings(findings + tuple(tool_findings(topo, paths)))
-    return ScanResult(topo, paths, rails, findings, make_plan(topo, rails), FrozenMap(timings or {}))
+    return ScanResult(topo, paths, rails, findings, make_plan(topo, rails))
 
 
 def _note_on(snap: Snapshot, source: str, note: str) -> Snapshot:

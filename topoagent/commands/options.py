@@ -5,12 +5,14 @@ offline flags, ``--cross-check``.  :func:`scan_inputs` adds them and hands the c
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from topoagent.commands.common import fail
+from topoagent.errors import OfflineInputError, TopoagentError
 from topoagent.frozen import FrozenMap
 from topoagent.inputs import NVML_AUTO, NVML_OFF, Inputs
 
@@ -64,14 +66,11 @@ def scan_inputs(*, cross_check: bool = True) -> Callable[[F], F]:
 
 def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cross_check: bool) -> Inputs:
     """Inputs from the options; pasted files are read here (one line and exit 2 if they cannot be)."""
-    import os
-
     given = {field: name for field, name in files.items() if name is not None}
     if cross_check and (given or os.path.realpath(root) != "/"):
         fail("--cross-check runs this host's nvidia-smi and lspci: it needs a live scan of --root /")
     if not given and not os.path.isdir(os.path.join(root, "sys")):
         # A capture tarball (topoagent capture) replays like its unpacked directory.
-        from topoagent.errors import TopoagentError
         from topoagent.sources.capture import resolve_root
 
         try:
@@ -82,16 +81,15 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
     stdin = [option_of[f] for f, name in given.items() if name == "-"]
     if len(stdin) > 1:
         fail(f"{' and '.join(stdin)} cannot both read stdin (-)")
-    from topoagent.errors import TopoagentError
-
     texts: dict[str, str] = {}
     if given:
         from topoagent.sources.textinput import read_text_input
-    for field, name in given.items():
-        try:
-            texts[field] = read_text_input(name)
-        except TopoagentError as exc:
-            fail(f"{option_of[field]} {name}: {exc}")
+
+        for field, name in given.items():
+            try:
+                texts[field] = read_text_input(name)
+            except TopoagentError as exc:
+                fail(f"{option_of[field]} {name}: {exc}")
     origins = FrozenMap({field: f"{option_of[field]} {name}" for field, name in given.items()})
     return Inputs(root=root, nvml=NVML_OFF if no_nvml else NVML_AUTO, cross_check=cross_check,
                   origins=origins, nvidia_smi_topo_text=texts.get("nvidia_smi_topo_text"),
@@ -101,7 +99,6 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
 def run_scan(inputs: Inputs) -> ScanResult:
     """:func:`topoagent.api.run`, or one line naming the input at fault and exit 2."""
     from topoagent.api import run
-    from topoagent.errors import OfflineInputError, TopoagentError
 
     try:
         return run(inputs)

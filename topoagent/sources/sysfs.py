@@ -151,13 +151,23 @@ class SysfsReader:
         if real is not None and real.startswith(SYS_DEVICES + "/"):
             sysfs_path = real[len(SYS_DEVICES) + 1 :]
         d = real or link_rel  # some captures keep plain directories here
+        # Required versus optional, as prometheus/procfs splits them (sysfs/pci_device.go): the
+        # kernel creates class, vendor and device for every function (drivers/pci/pci-sysfs.c,
+        # pci_dev_attrs), and without them a function cannot be classified, so their absence
+        # is a probe error.  Everything else may be absent for ordinary reasons: link files on
+        # conventional PCI and many virtual devices, numa_node on !CONFIG_NUMA kernels, config
+        # or subsystem ids in captures that copied only some files (hwloc-gather-topology),
+        # driver when unbound, iommu_group without an IOMMU, SR-IOV files on non-SR-IOV parts.
+        #
+        # Each fact is read once, in one batch: the files every function has, plus the ids,
+        # link and SR-IOV files where config space does not already say.  The class is always
+        # read from sysfs: kernel quirks correct some devices' class codes (drivers/pci/quirks.c)
+        # and the file shows the corrected one; vendor, device and subsystem ids are the
+        # header's; SR-IOV files only where the extended capabilities list SR-IOV (or cannot be
+        # seen); the link from config space where it is complete (see link()).
         config, physfn = self._config_and_physfn(d)
         vf = physfn is not None
         sriov = config is None or not config.extended_readable or EXT_CAP_ID_SRIOV in config.extended_caps
-        # One batch of reads: the files every function has, plus the ids, link and SR-IOV
-        # files where config space does not already say.  The class is always read from
-        # sysfs: kernel quirks correct some devices' class codes (drivers/pci/quirks.c), and
-        # the file shows the corrected one; vendor, device and subsystem ids are the header's.
         ids = config.vendor_device if config is not None else None
         subsystem = config.subsystem if config is not None else None
         t = self.fs.texts(d, _ATTRS + (("vendor", "device") if ids is None else ())
@@ -169,17 +179,6 @@ class SysfsReader:
             return self._parsed(f"{d}/{name}", t[name], parse, required=required)
 
         local = self._local_cpus(d, t["local_cpulist"])
-        # Required versus optional, as prometheus/procfs splits them (sysfs/pci_device.go): the
-        # kernel creates class, vendor and device for every function (drivers/pci/pci-sysfs.c,
-        # pci_dev_attrs), and without them a function cannot be classified, so their absence
-        # is a probe error.  Everything else may be absent for ordinary reasons: link files on
-        # conventional PCI and many virtual devices, numa_node on !CONFIG_NUMA kernels, config
-        # or subsystem ids in captures that copied only some files (hwloc-gather-topology),
-        # driver when unbound, iommu_group without an IOMMU, SR-IOV files on non-SR-IOV parts.
-        #
-        # Each fact is read once: the link from config space where it is there (see link()),
-        # the SR-IOV files only for a function whose extended capabilities list SR-IOV (or
-        # cannot be seen).
         link = self.link(d, config, virtual_function=vf, texts=t)
         return PciFunction(
             bdf=bdf,
