@@ -198,43 +198,6 @@ class HostFS:
         return real is not None and os.path.isdir(real)
 
     # -- reads ------------------------------------------------------------------------
-    def text(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False,
-             truncate: bool = False) -> str | None:
-        """The file's text, stripped; ``None`` when absent or unreadable (recorded).
-
-        ``quiet`` skips recording for files whose read fails in normal operation (a down
-        interface's ``speed`` answers EINVAL).  ``truncate`` keeps the first ``limit`` bytes of
-        a larger file instead of refusing it (``/proc/cpuinfo``: the first CPU says enough).
-        """
-        return self._decode(rel, self.bytes(rel, limit=limit, quiet=quiet, truncate=truncate), truncate)
-
-    def texts(self, directory: str, names: tuple[str, ...]) -> dict[str, str | None]:
-        """Several attribute files of one directory, as :meth:`text` reads each, with the
-        directory resolved once (a PCI function's ids, NUMA node and CPUs in one go)."""
-        try:
-            prefix = self._open_prefix(directory + "/x")
-        except _Fail:
-            prefix = None
-        if prefix is None:  # unresolvable directory: let text() record why, file by file
-            return {name: self.text(f"{directory}/{name}") for name in names}
-        base = prefix[:-1]
-        out: dict[str, str | None] = {}
-        for name in names:
-            rel = f"{directory}/{name}"
-            out[name] = self._decode(rel, self._read(rel, base + name, ATTR_LIMIT, quiet=False, truncate=False))
-        return out
-
-    def bytes(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False,
-              truncate: bool = False) -> bytes | None:
-        """The file's raw bytes (at most ``limit``); ``None`` when absent or unreadable."""
-        try:
-            path = self._open_prefix(rel)
-        except _Fail as exc:
-            if not quiet:
-                self.record(rel, exc.why)
-            return None
-        return None if path is None else self._read(rel, path, limit, quiet=quiet, truncate=truncate)
-
     def _read(self, rel: str, path: str, limit: int, *, quiet: bool, truncate: bool) -> bytes | None:
         """Read ``path`` (``rel``'s directory already resolved): a regular file, at most
         ``limit`` bytes (or its first ``limit`` with ``truncate``); failures recorded."""
@@ -286,6 +249,43 @@ class HostFS:
                 return data.decode("utf-8", "ignore").strip()
             self.record(rel, _describe(exc))
             return None
+
+    def text(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False,
+             truncate: bool = False) -> str | None:
+        """The file's text, stripped; ``None`` when absent or unreadable (recorded).
+
+        ``quiet`` skips recording for files whose read fails in normal operation (a down
+        interface's ``speed`` answers EINVAL).  ``truncate`` keeps the first ``limit`` bytes of
+        a larger file instead of refusing it (``/proc/cpuinfo``: the first CPU says enough).
+        """
+        return self._decode(rel, self.bytes(rel, limit=limit, quiet=quiet, truncate=truncate), truncate)
+
+    def texts(self, directory: str, names: tuple[str, ...]) -> dict[str, str | None]:
+        """Several attribute files of one directory, as :meth:`text` reads each, with the
+        directory resolved once (a PCI function's ids, NUMA node and CPUs in one go)."""
+        try:
+            prefix = self._open_prefix(directory + "/x")
+        except _Fail:
+            prefix = None
+        if prefix is None:  # unresolvable directory: let text() record why, file by file
+            return {name: self.text(f"{directory}/{name}") for name in names}
+        base = prefix[:-1]
+        out: dict[str, str | None] = {}
+        for name in names:
+            rel = f"{directory}/{name}"
+            out[name] = self._decode(rel, self._read(rel, base + name, ATTR_LIMIT, quiet=False, truncate=False))
+        return out
+
+    def bytes(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False,
+              truncate: bool = False) -> bytes | None:
+        """The file's raw bytes (at most ``limit``); ``None`` when absent or unreadable."""
+        try:
+            path = self._open_prefix(rel)
+        except _Fail as exc:
+            if not quiet:
+                self.record(rel, exc.why)
+            return None
+        return None if path is None else self._read(rel, path, limit, quiet=quiet, truncate=truncate)
 
     def listdir(self, rel: str) -> list[str]:
         """Sorted entries of a directory; ``[]`` when absent or unreadable (recorded)."""
