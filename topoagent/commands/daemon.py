@@ -47,7 +47,7 @@ def daemon(root: str | None, config_file: str | None, listen: str | None, state_
         return load(config_file, overrides)
 
     try:
-        config = load(config_file, overrides)
+        config = reload()
     except ConfigError as exc:
         fail(str(exc))
     if not os.path.isdir(config.root):

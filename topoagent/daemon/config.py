@@ -136,6 +136,9 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "log_format": (lambda v: v in ("auto", "json", "console"), '"auto", "json" or "console"'),
 }
 
+#: The largest configuration file read (the flat table above is well under 1 KiB).
+MAX_CONFIG_BYTES = 1024 * 1024
+
 _FLOATS = {f.name for f in dataclasses.fields(Config) if f.type in ("float", float)}
 _OPTIONAL_DIRS = ("nfd_dir", "textfile_dir")
 
@@ -149,13 +152,22 @@ def _read_toml(path: str) -> dict[str, Any]:
         except ImportError:
             raise ConfigError(f"config {path}: reading TOML on Python 3.10 needs the tomli package") from None
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        # Non-blocking and bounded: a FIFO or a device named by mistake cannot stall or exhaust
+        # the daemon (/dev/null, an empty configuration, still reads as one).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, MAX_CONFIG_BYTES + 1)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise ConfigError(f"config {path}: no such file") from None
     except OSError as exc:
         raise ConfigError(f"config {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config {path}: larger than {MAX_CONFIG_BYTES // 1024} KiB: not a configuration")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config {path}: not valid TOML: {exc}") from None
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,15 +55,11 @@ def atomic_write(path: str, data: bytes, mode: int = 0o644) -> bool:
 
     Raises :class:`OSError` when the directory cannot be written.
     """
-    try:
-        with open(path, "rb") as f:
-            if f.read(len(data) + 1) == data:
-                return False
-    except OSError:
-        pass  # absent or unreadable: write it
+    if _holds(path, data):
+        return False
     directory, name = os.path.split(os.path.abspath(path))
     tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -76,6 +73,17 @@ def atomic_write(path: str, data: bytes, mode: int = 0o644) -> bool:
             pass
         raise
     return True
+
+
+def _holds(path: str, data: bytes) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``data`` (absent, unreadable, a FIFO
+    or anything else: False, so it is replaced; opened non-blocking, so nothing stalls)."""
+    try:
+        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
+            st = os.fstat(f.fileno())
+            return stat.S_ISREG(st.st_mode) and st.st_size == len(data) and f.read(len(data) + 1) == data
+    except OSError:
+        return False
 
 
 def iso_time(t: float) -> str:

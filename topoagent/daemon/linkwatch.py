@@ -200,9 +200,6 @@ class LinkWatch:
                 return True
         return False
 
-    def gpu_keys(self) -> tuple[str, ...]:
-        return tuple(sorted({w.gpu for w in self.links.values() if w.gpu is not None}))
-
 
 def _max(a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else max(a, b)

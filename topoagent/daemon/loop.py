@@ -17,6 +17,7 @@ HTTP server stops within its half-second poll), well inside two seconds.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import queue
 import selectors
@@ -202,7 +203,7 @@ class Daemon:
         except OSError as exc:
             self._release()
             raise SetupError(f"cannot listen on {cfg.listen}: {exc.strerror or exc}"
-                             + (" (another topoagent daemon?)" if exc.errno == 98 else "")) from None
+                             + (" (another topoagent daemon?)" if exc.errno == errno.EADDRINUSE else "")) from None
         self._udev = UdevWatch.open(self.log, live=cfg.live, enabled=cfg.udev)
         self.log.info("started", listen=cfg.listen, root=cfg.root, state_dir=cfg.state_dir,
                       nfd_dir=cfg.nfd_dir, textfile_dir=cfg.textfile_dir, interval=cfg.interval,
@@ -295,9 +296,9 @@ class Daemon:
             interval = self.notifier.watchdog_interval() or 1.0
             self._watchdog_due = max(self._watchdog_due + interval, now + interval / 2)
         if self._job is None and self._scan_due is not None and now >= self._scan_due:
-            self._start_scan(now)
+            self._start_scan()
         if self._job is None and self._sample_due is not None and now >= self._sample_due:
-            self._start_sample(now)
+            self._start_sample()
 
     # -- scheduling -----------------------------------------------------------------------------
     def _schedule_scan(self, at: float, trigger: str) -> None:
@@ -344,7 +345,7 @@ class Daemon:
         self._job_ids += 1
         return _Job(self._job_ids, kind, trigger, fn, self._done, self.wake)
 
-    def _start_scan(self, now: float) -> None:
+    def _start_scan(self) -> None:
         trigger = self._scan_trigger
         self._scan_due = None
         self._burst_started = None
@@ -361,7 +362,7 @@ class Daemon:
 
         self._job = self._new_job("scan", trigger, work)
 
-    def _start_sample(self, now: float) -> None:
+    def _start_sample(self) -> None:
         self._sample_due = None
         cfg, result = self.config, self.status.result
 

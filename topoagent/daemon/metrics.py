@@ -98,9 +98,9 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
         g = topo.by_id(rail.gpu)
         for nic_id in rail.nics:
             n = topo.by_id(nic_id)
-            p = r.path(rail.gpu, nic_id)
             if g is None or n is None:
                 continue
+            p = r.path(rail.gpu, nic_id)
             rails.append(((g.id, g.key, n.id, n.key, p.token if p is not None else "unknown"), 1))
     gauge("topoagent_rail_info", "1 for each GPU -> rail NIC pair, with its path class.",
           ["gpu", "gpu_bdf", "nic", "nic_bdf", "path_class"], rails)

@@ -44,10 +44,6 @@ class LoadProbe:
                 self.log.info("nvml_load_unavailable", error=util.why_not)
         return self._nvml
 
-    def _gpu_busy(self, nvml: GpuUtilization, bdf: str) -> bool | None:
-        percent = nvml.percent(bdf)
-        return None if percent is None else percent >= GPU_BUSY_PERCENT
-
     def _nic_rates(self, at: float) -> dict[str, float]:
         totals = interface_bytes()
         if not totals:
@@ -65,7 +61,8 @@ class LoadProbe:
         rates = self._nic_rates(at)
         out: dict[str, bool | None] = {}
         for gpu, netdevs in gpu_netdevs.items():
-            busy = self._gpu_busy(nvml, gpu) if nvml is not None else None
+            percent = nvml.percent(gpu) if nvml is not None else None
+            busy = None if percent is None else percent >= GPU_BUSY_PERCENT
             if busy is None and rates and netdevs:
                 seen = [rates[n] for n in netdevs if n in rates]
                 busy = (sum(seen) >= NIC_BUSY_BYTES_PER_SECOND) if seen else None
