@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from topoagent.cpuset import CpuSetError, format_cpulist, parse_cpulist, parse_cpumask
+from topoagent.cpuset import CpuSet, CpuSetError, format_cpulist, parse_cpulist, parse_cpumask
 
 
 @pytest.mark.parametrize(
@@ -60,3 +60,13 @@ def test_format_cpulist(cpus, text):
 @given(st.frozensets(st.integers(min_value=0, max_value=1023)))
 def test_list_round_trip(cpus):
     assert parse_cpulist(format_cpulist(cpus)) == cpus
+
+
+@given(st.frozensets(st.integers(min_value=0, max_value=1023)))
+def test_mask_round_trip(cpus):
+    assert parse_cpumask(CpuSet(cpus).mask()) == cpus
+
+
+def test_mask_spelling():
+    assert CpuSet().mask() == "00000000"
+    assert CpuSet.parse("0-3,32").mask() == "00000001,0000000f"

@@ -173,6 +173,15 @@ class CpuSet(AbstractSet[int]):
             pos += run
         return ",".join(out)
 
+    def mask(self) -> str:
+        """The kernel's hex mask spelling (``cpumap``): 32-bit words, most significant first."""
+        words, mask = [], self._mask
+        while True:
+            words.append(f"{mask & 0xFFFFFFFF:08x}")
+            mask >>= 32
+            if not mask:
+                return ",".join(reversed(words))
+
     def __repr__(self) -> str:
         return f"CpuSet({str(self)!r})"
 

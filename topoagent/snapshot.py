@@ -88,6 +88,9 @@ class AcsInfo:
 
     capability: int
     control: int
+    #: Where the capability sits in config space (None where the source gives no offset:
+    #: lspci text); its control register is at ``offset + 6``.
+    offset: int | None = None
 
     #: Control-register bits (bit, lspci's name), :data:`topoagent.pci.ACS_FLAGS` in order.
     BITS: typing.ClassVar[tuple[tuple[int, str], ...]] = tuple(enumerate(ACS_FLAGS))

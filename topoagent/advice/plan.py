@@ -10,13 +10,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from topoagent.analysis.rails import RailPlan
 from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
-from topoagent.topology import Device, Topology
 
 if TYPE_CHECKING:
+    from topoagent.analysis.rails import RailPlan
     from topoagent.result import ScanResult
+    from topoagent.topology import Device, Topology
 
 
 @dataclass(frozen=True)
@@ -125,12 +125,8 @@ def gpu_cpus(topo: Topology, gpu: Device) -> CpuSet | None:
     return None
 
 
-def _allowed(topo: Topology) -> CpuSet | None:
-    return topo.snapshot.allowed_cpus
-
-
 def make_plan(topo: Topology, rails: RailPlan) -> Plan:
-    allowed = _allowed(topo)
+    allowed = topo.snapshot.allowed_cpus
     plans = []
     for index, g in enumerate(topo.gpus):
         local = gpu_cpus(topo, g)
@@ -139,7 +135,7 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
             cpus = cpus & allowed
         rail = rails.rail(g.id)
         nics = rail.nics if rail else ()
-        env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(index)}
+        env = base_env(index)
         ib = [name for n in nics if (d := topo.by_id(n)) is not None and d.driver != "efa" for name in d.rdma_devices]
         if ib:
             env["NCCL_IB_HCA"] = "=" + ",".join(ib)
@@ -194,7 +190,7 @@ PLAN_CODES = {
 }
 
 
-def _rail_nic(topo: Topology, gpu: Device, nic: Device, token: str | None) -> RailNic:
+def _rail_nic(topo: Topology, nic: Device, token: str | None) -> RailNic:
     ports = [p for r in topo.snapshot.rdma if r.name in nic.rdma_devices for p in r.ports]
     active = [p.port for p in ports if (p.state or "").upper() == "ACTIVE"]
     port = active[0] if active else (ports[0].port if ports else (1 if nic.rdma_devices else None))
@@ -259,7 +255,7 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
     for g in base.gpus:
         if g.numa_node in usable:
             continue
-        local = g.cpus if g.cpus is not None else None  # already node ∩ tree's allowed
+        local = g.cpus  # already node ∩ tree's allowed
         if local is None:
             usable[g.numa_node] = ()
             continue
@@ -291,9 +287,10 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
         assert d is not None
         node_cores = usable.get(g.numa_node, ())
         cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
-        rails = tuple(_rail_nic(topo, d, n, p.token if (p := result.path(d.id, n.id)) else None)
+        rails = tuple(_rail_nic(topo, n, p.token if (p := result.path(d.id, n.id)) else None)
                       for nid in g.nics if (n := topo.by_id(nid)) is not None)
-        split = split_cores(cores_in(cores, share[g.gpu]), options.ranks_per_gpu)
+        own = cores_in(cores, share[g.gpu])
+        split = split_cores(own, options.ranks_per_gpu)
         gpu_notes = [f for f in result.findings if g.gpu in f.subjects]
         if not cpus:
             where = f"NUMA node {g.numa_node}" if g.numa_node is not None else "its local CPUs"
@@ -308,10 +305,10 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
         elif split.shared:
             gpu_notes.append(_finding(
                 "RANKS_SHARE_CORES", (g.gpu,),
-                f"{g.gpu}'s share of NUMA node {g.numa_node} has {len(cores_in(cores, share[g.gpu]))} core(s) "
+                f"{g.gpu}'s share of NUMA node {g.numa_node} has {len(own)} core(s) "
                 f"for {options.ranks_per_gpu} rank(s): some ranks share a core.",
                 "Use fewer ranks per GPU, fewer reserved cores, or a larger cpuset."))
-        env = dict(base_env(g))
+        env = base_env(g.cuda_index)
         env.update(rail_env(rails))
         gpus.append(dataclasses.replace(
             g, key=d.key, socket=d.socket, cpus=cpus, rails=rails,
@@ -332,9 +329,9 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
                 ranks_per_gpu=options.ranks_per_gpu, split=split_groups, notes=tuple(notes), cores=cores)
 
 
-def base_env(g: GpuPlan) -> dict[str, str]:
+def base_env(cuda_index: int) -> dict[str, str]:
     """The CUDA variables of a GPU's ranks (PCI bus order, as nvidia-smi numbers GPUs)."""
-    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(g.cuda_index)}
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(cuda_index)}
 
 
 def rank_env(plan: Plan, local_rank: int) -> tuple[GpuPlan, CpuSet, dict[str, str]]:

@@ -7,25 +7,28 @@ device by stable key (BDF) in ``label``, as the journal requires.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topoagent.analysis.paths import Path, PathClass
 from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
+from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
+from topoagent.pci import ACS_P2P_REDIRECT_MASK
 from topoagent.snapshot import AcsInfo
 from topoagent.topology import Device, DeviceKind, Topology
+
+if TYPE_CHECKING:
+    from topoagent.analysis.rails import RailPlan
 
 #: Kinds of change and the value each holds: a CPU list, a 16-bit register as ``0x....``,
 #: a file's text (None: no file), a module state (``loaded`` / ``absent``).
 IRQ, THREAD, PCI_CONFIG, FILE, MODULE = "irq", "thread", "pci_config", "file", "module"
 
-#: ACS Control bits that send peer traffic up to the root complex (PCIe Base Spec 7.7.8.3).
-ACS_REDIRECT_NAMES = ("ReqRedir", "CmpltRedir", "EgressCtrl")
-ACS_REDIRECT_MASK = sum(1 << bit for bit, name in AcsInfo.BITS if name in ACS_REDIRECT_NAMES)
-_EXT_CAP_ACS = 0x000D
+#: ACS Control bits that send peer traffic up to the root complex (PCIe Base Spec 7.7.8.3):
+#: ReqRedir, CmpltRedir, EgressCtrl.
+ACS_REDIRECT_MASK = ACS_P2P_REDIRECT_MASK
 
 PEERMEM_MODULE = "nvidia_peermem"
 PEERMEM_CONF = "etc/modules-load.d/nvidia-peermem.conf"
@@ -60,7 +63,7 @@ def thread_changes(pid: int, threads: Sequence[tuple[int, CpuSet]], cpus: CpuSet
 # -- IRQ affinity ---------------------------------------------------------------------------------
 
 
-def rail_nics(topo: Topology, rails: Any) -> tuple[Device, ...]:
+def rail_nics(topo: Topology, rails: RailPlan) -> tuple[Device, ...]:
     """The NICs that are some GPU's rail, in PCI order."""
     ids = {n for r in rails.rails for n in r.nics}
     return tuple(n for n in topo.nics if n.id in ids)
@@ -96,21 +99,13 @@ def irq_changes(topo: Topology, nics: Sequence[Device],
 
 
 def acs_control_offset(config: bytes) -> int | None:
-    """Offset of the ACS Control register (capability + 6) in a config space, or None.
-
-    Walks the extended capability list from 0x100 (PCIe Base Spec 7.6.3): a 32-bit header,
-    id in bits 15:0, next offset in bits 31:20.
-    """
-    off, seen = 0x100, set[int]()
-    while 0x100 <= off and off + 8 <= len(config) and off not in seen and len(seen) < 512:
-        seen.add(off)
-        (header,) = struct.unpack_from("<I", config, off)
-        if header in (0, 0xFFFFFFFF):
-            return None
-        if header & 0xFFFF == _EXT_CAP_ACS:
-            return off + 6
-        off = (header >> 20) & 0xFFC
-    return None
+    """Offset of the ACS Control register (capability + 6) in a config space, or None
+    (the capability list is walked by :func:`topoagent.parsers.configspace.parse_config_space`)."""
+    try:
+        acs = parse_config_space(config).acs
+    except ConfigSpaceError:
+        return None
+    return acs.offset + 6 if acs is not None and acs.offset is not None else None
 
 
 def peer_path_bridges(topo: Topology, paths: Sequence[Path]) -> dict[str, set[str]]:
@@ -121,7 +116,7 @@ def peer_path_bridges(topo: Topology, paths: Sequence[Path]) -> dict[str, set[st
         a, b = topo.by_id(p.a), topo.by_id(p.b)
         if a is None or b is None or DeviceKind.GPU not in (a.kind, b.kind):
             continue
-        if p.pcie in (PathClass.X,) or p.pcie > PathClass.PXB:
+        if p.pcie == PathClass.X or p.pcie > PathClass.PXB:
             continue
         common = 0
         for x, y in zip(a.ancestors, b.ancestors):
@@ -153,8 +148,6 @@ def acs_plan(topo: Topology, paths: Sequence[Path], configs: Mapping[str, bytes 
     any bridge with a device bound to vfio-pci below it: there ACS is what isolates the
     passthrough device's IOMMU group.
     """
-    from topoagent.parsers.configspace import parse_config_space
-
     if topo.snapshot.virtualized:
         return AcsPlan((), ("this host is a virtual machine: ACS belongs to the hypervisor; "
                             "change it on the host, not in the guest",), None)
@@ -169,7 +162,7 @@ def acs_plan(topo: Topology, paths: Sequence[Path], configs: Mapping[str, bytes 
             continue
         acs = parse_config_space(data).acs
         offset = acs_control_offset(data)
-        if acs is None or offset is None or not acs.control & ACS_REDIRECT_MASK:
+        if acs is None or offset is None or not acs.redirects_p2p:
             continue
         vfio = [d for d in topo.devices if bdf in d.ancestors and d.driver == "vfio-pci"]
         if vfio:
@@ -177,7 +170,7 @@ def acs_plan(topo: Topology, paths: Sequence[Path], configs: Mapping[str, bytes 
                            "that passthrough device, so it is left on")
             continue
         new = acs.control & ~ACS_REDIRECT_MASK
-        cleared = [n for bit, n in AcsInfo.BITS if n in ACS_REDIRECT_NAMES and acs.control >> bit & 1]
+        cleared = [n for bit, n in AcsInfo.BITS if (acs.control & ACS_REDIRECT_MASK) >> bit & 1]
         changes.append(Change(PCI_CONFIG, FrozenMap({"bdf": bdf, "offset": offset}), f"0x{acs.control:04x}",
                               f"0x{new:04x}", bdf,
                               f"ACS control of {bridge.role.value.replace('_', ' ') if bridge.role else 'bridge'} "
@@ -198,7 +191,7 @@ class PeermemNeed:
     why: str
 
 
-def peermem_need(topo: Topology, rails: Any, *, dmabuf: bool | None) -> PeermemNeed:
+def peermem_need(topo: Topology, rails: RailPlan, *, dmabuf: bool | None) -> PeermemNeed:
     """GPUDirect RDMA needs a peer-memory module when NVIDIA GPUs sit next to RDMA NICs
     (a rail at PXB or better: NCCL would use GDR there), none is loaded, and DMA-BUF (kernel
     >= 5.12 with the open GPU kernel module) is not available (REFERENCE §5)."""

@@ -8,7 +8,7 @@ refuses (EIO on a kernel-managed IRQ) is an outcome, not an error: the rest go o
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,26 +53,36 @@ def current(fs: HostFS, kind: str, target: Any) -> str | None:
     raise ValueError(f"unknown change kind {kind!r}")
 
 
-def perform(writer: HostWriter, kind: str, target: Any, value: str | None) -> None:
-    """Make ``target`` hold ``value`` through the writer."""
+def target_rel(kind: str, target: Any) -> str | None:
+    """The host file (root-relative) a change of ``kind`` writes; None for a thread, a module
+    or an unknown kind."""
     from topoagent.sources.irqs import affinity_rel
 
     if kind == IRQ:
-        writer.write_text(affinity_rel(int(target["irq"])), str(value))
-    elif kind == THREAD:
+        return affinity_rel(int(target["irq"]))
+    if kind == PCI_CONFIG:
+        return f"sys/bus/pci/devices/{target['bdf']}/config"
+    if kind == FILE:
+        return str(target["path"])
+    return None
+
+
+def perform(writer: HostWriter, kind: str, target: Any, value: str | None) -> None:
+    """Make ``target`` hold ``value`` through the writer."""
+    if kind == THREAD:
         writer.set_affinity(int(target["tid"]), CpuSet.parse(str(value)))
-    elif kind == PCI_CONFIG:
-        writer.write_at(f"sys/bus/pci/devices/{target['bdf']}/config", int(target["offset"]),
-                        int(str(value), 16).to_bytes(2, "little"))
-    elif kind == FILE:
-        if value is None:
-            writer.remove_file(str(target["path"]))
-        else:
-            writer.replace_file(str(target["path"]), value)
     elif kind == MODULE:
         writer.modprobe(str(target["module"]), remove=value != "loaded")
-    else:
+    elif (rel := target_rel(kind, target)) is None:
         raise ValueError(f"unknown change kind {kind!r}")
+    elif kind == IRQ:
+        writer.write_text(rel, str(value))
+    elif kind == PCI_CONFIG:
+        writer.write_at(rel, int(target["offset"]), int(str(value), 16).to_bytes(2, "little"))
+    elif value is None:
+        writer.remove_file(rel)
+    else:
+        writer.replace_file(rel, value)
 
 
 def _same(kind: str, a: str | None, b: str | None) -> bool:
@@ -92,32 +102,27 @@ def _refusal(kind: str, exc: WriteError) -> str | None:
     return None
 
 
-def _write(writer: HostWriter, fs: HostFS, kind: str, target: Any, value: str | None) -> tuple[str, str | None]:
+def _write(writer: HostWriter, kind: str, target: Any, value: str | None) -> tuple[str, str | None]:
     try:
         perform(writer, kind, target, value)
     except WriteError as exc:
         why = _refusal(kind, exc)
         return (REFUSED, why) if why else (FAILED, str(exc))
-    now = current(HostFS(fs.root), kind, target)  # a fresh reader: no cached errors
+    now = current(HostFS(writer.root), kind, target)  # a fresh reader: no cached errors
     if not _same(kind, now, value):
         return FAILED, f"read back {now!r}, expected {value!r}"
     return APPLIED, None
 
 
-def apply_changes(changes: Sequence[Change], writer: HostWriter, journal: Journal,
-                  on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+def apply_changes(changes: Sequence[Change], writer: HostWriter, journal: Journal) -> list[Outcome]:
     """Make each change: journal its undo record, write, read back, journal the result."""
-    fs = HostFS(writer.root)
     out = []
     for ch in changes:
         ident = journal.begin(root=writer.root, kind=ch.kind, target=dict(ch.target), before=ch.before,
                               after=ch.after, label=ch.label)
-        status, detail = _write(writer, fs, ch.kind, ch.target, ch.after)
+        status, detail = _write(writer, ch.kind, ch.target, ch.after)
         journal.mark(ident, "done" if status == APPLIED else status, detail)
-        outcome = Outcome(ch.label, ch.what, status, detail)
-        out.append(outcome)
-        if on_outcome is not None:
-            on_outcome(outcome)
+        out.append(Outcome(ch.label, ch.what, status, detail))
     return out
 
 
@@ -142,7 +147,7 @@ def undo(journal: Journal, entries: Sequence[Entry]) -> list[Outcome]:
             journal.mark(e.id, "undo-failed", "no previous value recorded")
             out.append(Outcome(e.label, what, FAILED, "no previous value recorded"))
             continue
-        status, detail = _write(writer, HostFS(e.root), e.kind, e.target, e.before)
+        status, detail = _write(writer, e.kind, e.target, e.before)
         if e.kind == THREAD and status == REFUSED:
             status = APPLIED if detail == "the thread has ended" else status  # nothing left to restore
         journal.mark(e.id, "undone" if status == APPLIED else "undo-failed", detail)

@@ -102,13 +102,16 @@ class Journal:
     def entries(self) -> list[Entry]:
         """Every change recorded, oldest first, each with its latest state."""
         out: dict[str, dict[str, Any]] = {}
-        for r in self._records():
-            if r.get("event") == "pending":
-                out[r["id"]] = dict(r, state="pending")
-            elif r.get("id") in out:
-                out[r["id"]]["state"] = r.get("event")
-        return [Entry(r["id"], r["root"], r["kind"], r["target"], r["before"], r["after"], r["label"], r["state"])
-                for r in out.values()]
+        try:
+            for r in self._records():
+                if r.get("event") == "pending":
+                    out[r["id"]] = dict(r, state="pending")
+                elif r.get("id") in out:
+                    out[r["id"]]["state"] = r.get("event")
+            return [Entry(r["id"], r["root"], r["kind"], r["target"], r["before"], r["after"], r["label"],
+                          r["state"]) for r in out.values()]
+        except (AttributeError, KeyError, TypeError):  # a record that is not an object, or lacks a field
+            raise JournalError(f"{self.path}: a record is not a journal record") from None
 
     def to_undo(self) -> list[Entry]:
         """Changes that were (or may have been) made and are not undone yet, newest first."""

@@ -13,10 +13,8 @@ import ctypes
 import os
 import platform
 
-MPOL_DEFAULT, MPOL_PREFERRED, MPOL_BIND = 0, 1, 2
+MPOL_PREFERRED, MPOL_BIND = 1, 2  # include/uapi/linux/mempolicy.h
 MODES = {"prefer": MPOL_PREFERRED, "bind": MPOL_BIND}
-MODE_NAMES = {MPOL_DEFAULT: "default", MPOL_PREFERRED: "prefer", MPOL_BIND: "bind", 3: "interleave",
-              4: "local", 5: "preferred-many", 6: "weighted-interleave"}
 
 #: (set_mempolicy, get_mempolicy) by machine.
 _SYSCALLS = {"x86_64": (238, 239), "aarch64": (237, 236), "arm64": (237, 236), "ppc64le": (261, 260)}

@@ -57,13 +57,16 @@ class HostWriter:
         return os.access(p, os.W_OK)
 
     # -- files ----------------------------------------------------------------------------
-    def write_text(self, rel: str, text: str) -> None:
-        """Write ``text`` to an existing file (a sysfs/procfs attribute) in one write."""
-        p = self.path(rel)
+    def _open(self, rel: str, flags: int) -> int:
+        """An existing file below the root, opened for writing."""
         try:
-            fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+            return os.open(self.path(rel), os.O_WRONLY | flags)
         except OSError as exc:
             raise WriteError(f"/{rel}: {exc.strerror}", exc.errno) from None
+
+    def write_text(self, rel: str, text: str) -> None:
+        """Write ``text`` to an existing file (a sysfs/procfs attribute) in one write."""
+        fd = self._open(rel, os.O_TRUNC)
         try:
             os.write(fd, text.encode())
         except OSError as exc:
@@ -73,11 +76,7 @@ class HostWriter:
 
     def write_at(self, rel: str, offset: int, data: bytes) -> None:
         """Write ``data`` at ``offset`` of an existing file (PCI config space through sysfs)."""
-        p = self.path(rel)
-        try:
-            fd = os.open(p, os.O_WRONLY)
-        except OSError as exc:
-            raise WriteError(f"/{rel}: {exc.strerror}", exc.errno) from None
+        fd = self._open(rel, 0)
         try:
             if os.pwrite(fd, data, offset) != len(data):
                 raise WriteError(f"/{rel}: short write at {offset:#x}", errno.EIO)

@@ -39,8 +39,8 @@ def show(changes: Sequence[Any]) -> None:
 def run_changes(changes: Sequence[Any], root: str, state_dir: str, yes: bool, *, needs: str) -> int:
     """Show the changes; with ``yes`` check privileges, then make them through the writer
     and journal.  Returns the exit status (0 all made or refused by the kernel, 1 a failure)."""
-    from topoagent.apply.execute import FAILED, REFUSED, apply_changes
-    from topoagent.apply.journal import Journal
+    from topoagent.apply.execute import FAILED, REFUSED, apply_changes, target_rel
+    from topoagent.apply.journal import Journal, JournalError
     from topoagent.apply.writer import HostWriter
 
     if not changes:
@@ -54,19 +54,13 @@ def run_changes(changes: Sequence[Any], root: str, state_dir: str, yes: bool, *,
     writer, journal = HostWriter(root), Journal(state_dir)
     if not journal.writable():
         fail(f"cannot write the undo journal in {state_dir} ({needs}, or choose --state-dir): nothing changed")
-    from topoagent.apply.changes import FILE, IRQ, PCI_CONFIG
-    from topoagent.sources.irqs import affinity_rel
-
-    paths = {IRQ: lambda t: affinity_rel(int(t["irq"])), PCI_CONFIG: lambda t: f"sys/bus/pci/devices/{t['bdf']}/config",
-             FILE: lambda t: str(t["path"])}
-    denied = [paths[c.kind](c.target) for c in changes if c.kind in paths and not writer.can_write(paths[c.kind](c.target))]
+    rels = (target_rel(c.kind, c.target) for c in changes)
+    denied = [rel for rel in rels if rel is not None and not writer.can_write(rel)]
     if denied:
         fail(f"writing /{denied[0]} needs {needs}" + (f" (and {len(denied) - 1} more)" if len(denied) > 1 else "")
              + ": nothing changed")
-    from topoagent.apply.journal import JournalError
-
     try:
-        outcomes = apply_changes(changes, writer, journal, on_outcome=None)
+        outcomes = apply_changes(changes, writer, journal)
     except JournalError as exc:  # the record comes first, so the change it was for was not made
         fail(f"journal: {exc}: stopped before the next change")
     for o in outcomes:

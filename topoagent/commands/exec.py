@@ -51,11 +51,11 @@ def exec_(inputs: Inputs, gpu: str | None, local_rank: int | None, auto: bool, r
     The plan's CPUs are intersected with this process's own (affinity and cgroup cpuset),
     also when it comes from --root: an empty intersection stops here, exit 2.
     """
-    from topoagent.advice.plan import gpu_rank_env
+    from topoagent.advice.plan import PLAN_CODES, gpu_rank_env, rank_env
     from topoagent.advice.ranks import local_rank_from
     from topoagent.errors import InputError
 
-    if sum(x is not None and x is not False for x in (local_rank, auto or None)) > 1:
+    if local_rank is not None and auto:
         fail("give one of --local-rank or --auto")
     if gpu is None and local_rank is None and not auto:
         fail("say which GPU: --gpu N, --local-rank R or --auto")
@@ -77,19 +77,15 @@ def exec_(inputs: Inputs, gpu: str | None, local_rank: int | None, auto: bool, r
     if not plan.gpus:
         fail("no GPU on this host: nothing to place the command on")
     k = plan.ranks_per_gpu
+    sub = (rank or 0) % k
     if gpu is not None:
-        g = _pick_gpu(result, plan, gpu)
-        sub = (rank or 0) % k
+        g, cpus, env = gpu_rank_env(plan, _pick_gpu(result, plan, gpu), sub)
     else:
         assert rank is not None
-        index, sub = divmod(rank, k)
-        if index >= len(plan.gpus):
-            fail(f"local rank {rank} needs GPU {index} ({k} rank(s) per GPU) but the host has "
-                 f"{len(plan.gpus)} GPU(s)")
-        g = plan.gpus[index]
-    _, cpus, env = gpu_rank_env(plan, g, sub)
-    from topoagent.advice.plan import PLAN_CODES
-
+        try:
+            g, cpus, env = rank_env(plan, rank)
+        except IndexError as exc:
+            fail(str(exc))
     notes = {(n.code, n.subjects): n for n in (*g.notes, *plan.notes)}
     for note in notes.values():
         if note.code in PLAN_CODES and g.gpu in note.subjects and note.code != "CPUSET_EMPTY":

@@ -48,26 +48,13 @@ class Element:
     children: list[Element] = field(default_factory=list)
 
 
-def cpumap(cpus: Any) -> str:
-    """A CPU set as the kernel's ``cpumap`` hex mask: 32-bit words, most significant first."""
-    mask = 0
-    for c in cpus:
-        mask |= 1 << c
-    words = []
-    while True:
-        words.append(f"{mask & 0xFFFFFFFF:08x}")
-        mask >>= 32
-        if not mask:
-            break
-    return ",".join(reversed(words))
-
 
 def link_speed(gts: float | None) -> str:
     """A speed in the spelling NCCL's table knows (``16.0 GT/s PCIe``); "" when unknown."""
     return f"{gts:.1f} GT/s PCIe" if gts else ""
 
 
-def nccl_parent(topo: Topology, d: Device) -> str | None:
+def nccl_parent(d: Device) -> str | None:
     """The BDF of the function NCCL nests ``d`` under, None for the <cpu>: two levels up the
     sysfs path, unless that walk reaches the root bus first."""
     return d.ancestors[-2] if len(d.ancestors) >= 2 else None
@@ -128,7 +115,7 @@ def build(result: ScanResult, cpu: Mapping[str, str] | None = None) -> Element:
         if d.bdf in elements:
             return elements[d.bdf]
         el = elements[d.bdf] = _pci(topo, d)
-        up = nccl_parent(topo, d)
+        up = nccl_parent(d)
         up_dev = topo.by_bdf(up) if up else None
         if up_dev is not None:
             place(up_dev).children.append(el)
@@ -138,7 +125,7 @@ def build(result: ScanResult, cpu: Mapping[str, str] | None = None) -> Element:
                 attrs = [("numaid", str(node))]
                 n = topo.node(d.numa_node)
                 if n is not None and n.cpus:
-                    attrs.append(("affinity", cpumap(n.cpus)))
+                    attrs.append(("affinity", n.cpus.mask()))
                 attrs += [(k, (cpu or {})[k]) for k in CPU_ATTRS[2:] if (cpu or {}).get(k)]
                 cpus[node] = Element("cpu", attrs)
             cpus[node].children.append(el)

@@ -15,6 +15,7 @@ from typing import Any
 
 from topoagent.advice.cores import logical_cores
 from topoagent.advice.plan import Plan
+from topoagent.digits import is_decimal
 from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
 from topoagent.topology import Device
@@ -25,7 +26,7 @@ def gres_type(d: Device, nvml_name: str | None) -> str | None:
     ``a100``, ``4090``), lowercase: a substring of the name Slurm's NVML autodetection uses."""
     for name in (nvml_name, d.name):
         for word in (name or "").replace("-", " ").split():
-            if any(ch.isdigit() for ch in word) and word.lower() != "nvidia":
+            if any(is_decimal(ch) for ch in word) and word.lower() != "nvidia":
                 return word.lower()
     return None
 

@@ -105,7 +105,7 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
             if cap_id == EXT_CAP_ID_ACS:
                 cap_reg, ctl_reg = _u16(data, off + 4), _u16(data, off + 6)
                 if cap_reg is not None and ctl_reg is not None:
-                    acs = AcsInfo(capability=cap_reg, control=ctl_reg)
+                    acs = AcsInfo(capability=cap_reg, control=ctl_reg, offset=off)
             nxt = (header >> 20) & 0xFFC
             off = nxt if nxt >= 0x100 else 0
 

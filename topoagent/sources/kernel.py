@@ -9,28 +9,26 @@
 
 from __future__ import annotations
 
-from topoagent.digits import is_decimal
+from topoagent.digits import is_decimal, parse_decimal
 from topoagent.hostfs import HostFS
-
-#: uname machine / cpuinfo hints -> the ``arch`` NCCL's XML reader knows.
-_ARCH = (("vendor_id", "x86_64"), ("CPU implementer", "arm64"), ("cpu\t\t: POWER", "ppc64"),
-         ("cpu             : POWER", "ppc64"))
 
 
 def parse_cpu_identity(text: str) -> dict[str, str]:
     """``arch``, ``vendor``, ``familyid``, ``modelid`` of the first CPU in ``/proc/cpuinfo``
     text (only those it states).  Pure."""
-    first = text.split("\n\n", 1)[0]
-    out: dict[str, str] = {}
-    for hint, arch in _ARCH:
-        if hint in first:
-            out["arch"] = arch
-            break
     fields = {}
-    for line in first.splitlines():
+    for line in text.split("\n\n", 1)[0].splitlines():
         key, sep, value = line.partition(":")
         if sep:
             fields[key.strip()] = value.strip()
+    out: dict[str, str] = {}
+    # The field only each architecture's cpuinfo has -> the ``arch`` NCCL's XML reader knows.
+    if "vendor_id" in fields:
+        out["arch"] = "x86_64"
+    elif "CPU implementer" in fields:
+        out["arch"] = "arm64"
+    elif fields.get("cpu", "").startswith("POWER"):
+        out["arch"] = "ppc64"
     if fields.get("vendor_id"):
         out["vendor"] = fields["vendor_id"]
     if is_decimal(fields.get("cpu family", "")):
@@ -42,8 +40,8 @@ def parse_cpu_identity(text: str) -> dict[str, str]:
 
 def cpu_identity(fs: HostFS) -> dict[str, str]:
     """The CPU identity of the host below ``fs`` ({} when cpuinfo cannot be read)."""
-    data = fs.bytes("proc/cpuinfo", limit=16384, truncate=True)  # the first CPU's block is enough
-    return parse_cpu_identity(data.decode("utf-8", errors="replace")) if data else {}
+    text = fs.text("proc/cpuinfo", limit=16384, truncate=True)  # the first CPU's block is enough
+    return parse_cpu_identity(text) if text else {}
 
 
 def kernel_release(fs: HostFS) -> tuple[int, int] | None:
@@ -53,7 +51,7 @@ def kernel_release(fs: HostFS) -> tuple[int, int] | None:
         return None
     parts = text.split(".")
     try:
-        return int(parts[0]), int(parts[1].split("-")[0])
+        return parse_decimal(parts[0]), parse_decimal(parts[1].split("-")[0])
     except (IndexError, ValueError):
         return None
 
