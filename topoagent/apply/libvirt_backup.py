@@ -16,7 +16,8 @@ import tempfile
 
 from topoagent.errors import TopoagentError
 
-__all__ = ["BackupError", "backup_path", "load_backup", "remove_backup", "save_backup"]
+__all__ = ["BackupError", "backup_path", "discard_staged", "load_backup", "remove_backup", "save_backup",
+           "stage_definition"]
 
 SUBDIR = "vms"
 
@@ -32,30 +33,54 @@ def backup_path(state_dir: str, domain: str) -> str:
     return os.path.join(state_dir, SUBDIR, f"{domain}.xml")
 
 
+def _write_private(directory: str, prefix: str, text: str) -> str:
+    """``text`` in a new file of ``directory`` (made 0700 if missing), mode 0600 and fsynced: its path."""
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)  # mkstemp: mode 0600
+    except OSError as exc:
+        raise BackupError(f"{directory}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        _unlink_quietly(tmp)
+        raise BackupError(f"{tmp}: {exc.strerror or exc}") from None
+    return tmp
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def save_backup(state_dir: str, domain: str, xml: str) -> tuple[str, bool]:
     """Save ``xml`` as the domain's backup unless one exists: (its path, whether written now)."""
     path = backup_path(state_dir, domain)
     if os.path.exists(path):
         return path, False
-    directory = os.path.dirname(path)
+    tmp = _write_private(os.path.dirname(path), f".{domain}.", xml)
     try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{domain}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise BackupError(f"{directory}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(xml)
-            fh.flush()
-            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _unlink_quietly(tmp)
         raise BackupError(f"{path}: {exc.strerror or exc}") from None
     return path, True
+
+
+def stage_definition(state_dir: str, domain: str, xml: str) -> str:
+    """The new definition ``--apply --yes`` hands to ``virsh define``, written beside the
+    backups (owner only, like them); the caller removes it with :func:`discard_staged`."""
+    return _write_private(os.path.dirname(backup_path(state_dir, domain)), f".{domain}.new.", xml)
+
+
+def discard_staged(path: str) -> None:
+    """Remove a file made by :func:`stage_definition` (gone already is fine)."""
+    _unlink_quietly(path)
 
 
 def load_backup(state_dir: str, domain: str) -> tuple[str, str]:

@@ -218,7 +218,13 @@ def _apply(inputs: Inputs, name: str, uri: str | None, *, yes: bool, pin: bool, 
     import difflib
 
     from topoagent.advice.vms import Verdict, VmsError, advise_domain
-    from topoagent.apply.libvirt_backup import BackupError, backup_path, save_backup
+    from topoagent.apply.libvirt_backup import (
+        BackupError,
+        backup_path,
+        discard_staged,
+        save_backup,
+        stage_definition,
+    )
     from topoagent.errors import TopoagentError
     from topoagent.parsers.libvirt_domain import canonical_xml, parse_domain
     from topoagent.sources.libvirt import define_and_read_back, dumpxml
@@ -254,22 +260,15 @@ def _apply(inputs: Inputs, name: str, uri: str | None, *, yes: bool, pin: bool, 
         sys.exit(EXIT_OK)
     try:
         saved, written = save_backup(state_dir, name, xml)
+        staged = stage_definition(state_dir, name, new)
     except BackupError as exc:
         fail(str(exc))
-    tmp = os.path.join(os.path.dirname(saved), f".{name}.new.xml")
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(new)
-        stored = parse_domain(define_and_read_back(uri, tmp, name))
-    except OSError as exc:
-        fail(f"{tmp}: {exc.strerror or exc}")
+        stored = parse_domain(define_and_read_back(uri, staged, name))
     except TopoagentError as exc:
         fail(f"{exc} (the previous definition is unchanged; backup {saved})")
     finally:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard_staged(staged)
     if _affinity_of(stored) != _affinity_of(parse_domain(new)):
         fail(f"{name}: libvirt stored a different affinity than was defined; compare virsh dumpxml {name} "
              f"with the diff above (undo: topoagent vms --undo {name})")

@@ -22,10 +22,12 @@ from topoagent.outputs.layout import (
     SceneNode,
     SceneTile,
     compact_link,
+    nic_role,
     scene,
+    tie_findings,
 )
 from topoagent.result import ScanResult
-from topoagent.topology import Device
+from topoagent.topology import Device, DeviceKind
 
 __all__ = ["quote", "render"]
 
@@ -66,9 +68,7 @@ class _Dot:
 
     def tile(self, depth: int, t: SceneTile) -> None:
         d = t.device
-        role = self.result.rails.roles.get(d.id)
-        kind = "gpu" if d.kind.value == "gpu" else "accelerator" if d.kind.value == "accelerator" else (
-            "vf" if d.is_vf else role.value if role is not None else "management")
+        kind = nic_role(self.result, d) if d.kind is DeviceKind.NIC else d.kind.value
         link = compact_link(d.link) or "link ?"
         lines = [f"{d.id} {d.name}", d.bdf or d.key, ("⚠ " if d.id in self.degraded else "") + link]
         names = " ".join(d.rdma_devices + d.netdevs)
@@ -133,8 +133,7 @@ def render(result: ScanResult, **_: Any) -> str:
     if sc.unknown is not None:
         g.node(1, sc.unknown, 'style="rounded,dashed,filled"; fillcolor="#fff8e1"; color="#ef6c00";')
     topo = result.topology
-    tie_finding = {(f.subjects[0], f.subjects[1]): f for f in result.findings
-                   if f.code.startswith("GPU_NIC_") and len(f.subjects) >= 2}
+    tie_finding = tie_findings(result)
     for rail in result.rails.rails:
         if rail.nic is None:
             continue

@@ -48,7 +48,7 @@ from topoagent.topology import BridgeRole, Device, DeviceKind, Node, Topology, i
 __all__ = [
     "CROSS_CODES", "DEGRADED_CODES", "Chip", "Layout", "LegendEntry", "Mark", "Rect", "Region", "Scene",
     "SceneBox", "SceneChip", "SceneNode", "SceneSocket", "SceneTile", "Tie", "Tile", "Wire", "compact_link",
-    "fit", "layout", "scene",
+    "fit", "layout", "nic_role", "scene", "tie_findings",
 ]
 
 # -- geometry constants (SVG user units) ---------------------------------------------------
@@ -319,6 +319,12 @@ def scene(result: ScanResult) -> Scene:
 _VENDOR_PREFIXES = ("NVIDIA Corporation ", "NVIDIA ", "Mellanox Technologies ", "Mellanox ")
 
 
+def nic_role(result: ScanResult, d: Device) -> str:
+    """How a NIC is drawn: ``vf``, or its rail role (``compute``/``storage``), else ``management``."""
+    role = result.rails.roles.get(d.id)
+    return "vf" if d.is_vf else role.value if role is not None else "management"
+
+
 def _short_name(name: str) -> str:
     for prefix in _VENDOR_PREFIXES:
         if name.startswith(prefix):
@@ -488,8 +494,7 @@ class _Placer:
     def __init__(self, result: ScanResult) -> None:
         self.result = result
         self.topo = result.topology
-        self.rail_nic = {r.gpu: r.nic for r in result.rails.rails if r.nic is not None}
-        self.tied = {frozenset((g, n)) for g, n in self.rail_nic.items()}
+        self.tied = {frozenset((r.gpu, r.nic)) for r in result.rails.rails if r.nic is not None}
         self.sizes: dict[int, tuple[float, float]] = {}
         self.regions: list[Region] = []
         self.tiles: list[Tile] = []
@@ -594,7 +599,7 @@ class _Placer:
             x += GUTTER + cw + COL_GAP
 
     def stub(self, item: SceneTile | SceneChip | SceneBox, x1: float, y: float, x2: float) -> None:
-        dev = item.device if isinstance(item, SceneTile) else item.device if isinstance(item, SceneBox) else None
+        dev = None if isinstance(item, SceneChip) else item.device
         if dev is None:
             self.wires.append(Wire("link", x1, y, x2, y, 1.5))
             return
@@ -608,10 +613,7 @@ class _Placer:
     # -- tiles ------------------------------------------------------------------------------
     def place_tile(self, d: Device, r: Rect) -> None:
         topo = self.topo
-        role = None
-        if d.kind is DeviceKind.NIC:
-            nic_role = self.result.rails.roles.get(d.id)
-            role = "vf" if d.is_vf else nic_role.value if nic_role is not None else "management"
+        role = nic_role(self.result, d) if d.kind is DeviceKind.NIC else None
         numa_unknown = d.numa_node is None and (topo.multi_node or bool(topo.snapshot.virtualized))
         degraded = d.id in self.degraded
         room = r.w - 10
@@ -709,7 +711,8 @@ def _along(points: Sequence[Point], t: float) -> Point:
 _LABEL_TS = tuple(sorted((i / 40 for i in range(2, 39)), key=lambda t: (abs(t - 0.5), t)))
 
 
-def _tie_findings(result: ScanResult) -> dict[tuple[str, str], Finding]:
+def tie_findings(result: ScanResult) -> dict[tuple[str, str], Finding]:
+    """(GPU id, NIC id) -> the placement finding about that rail (one of :data:`CROSS_CODES`)."""
     out: dict[tuple[str, str], Finding] = {}
     for f in result.findings:
         if f.code in CROSS_CODES and len(f.subjects) >= 2:
@@ -774,22 +777,21 @@ def layout(result: ScanResult) -> Layout:
     bottom = max((r.bottom for r in socket_rects), default=top)
     right = max((r.right for r in socket_rects), default=MARGIN)
     # The interconnect between consecutive sockets.
-    for a, b in pairwise(socket_rects):
+    for i, (a, b) in enumerate(pairwise(socket_rects)):
         if side_by_side:
             band = Rect(a.right + 8, top + REGION_HEAD, BAND - 16, max(a.h, b.h) - REGION_HEAD - REGION_PAD)
         else:
             band = Rect(MARGIN + REGION_PAD, a.bottom + 8, max(a.w, b.w) - 2 * REGION_PAD, BAND - 16)
         long_side = max(band.w, band.h) - 8
         text = "socket interconnect (QPI/UPI, Infinity Fabric)" if long_side > 420 else "socket interconnect"
-        p.regions.append(Region("interconnect", f"interconnect-{len([r for r in p.regions if r.kind == 'interconnect'])}",
-                                band, fit(text, long_side) if long_side > 80 else "", "", head=band))
+        p.regions.append(Region("interconnect", f"interconnect-{i}", band, fit(text, long_side) if long_side > 80 else "", "", head=band))
     if sc.unknown is not None:
         y0 = bottom + (REGION_GAP * 2 if socket_rects else 0)
         r = p.place_node(sc.unknown, MARGIN, y0, limit, kind="unknown")
         bottom, right = r.bottom, max(right, r.right)
 
     # Ties: each GPU to its primary NIC.
-    tie_finding = _tie_findings(result)
+    tie_finding = tie_findings(result)
     tile_rects = [t.rect for t in p.tiles]
     by_nic: dict[str, list[Rail]] = defaultdict(list)
     for rail in result.rails.rails:

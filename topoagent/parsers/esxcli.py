@@ -35,6 +35,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from topoagent.bdf import is_bdf, normalize_bus_id
+from topoagent.digits import parse_decimal
 from topoagent.errors import InputError
 
 __all__ = ["EsxPciDevice", "EsxcliError", "parse_esxcli_pci_list"]
@@ -60,7 +62,7 @@ class EsxPciDevice:
     vmkernel_name: str | None
 
 
-_ADDRESS = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+_HEX = re.compile(r"^(?:0[xX])?[0-9a-fA-F]{1,8}$")
 _KEY = re.compile(r"^\s+([A-Za-z][A-Za-z0-9 ./()-]*?)\s*:\s?(.*)$")
 _PROMPT = re.compile(r"esxcli|^\s*[\[$~]|[#$>]\s")
 #: numa_node as vsish and some esxcli builds print "no node": -1 read as an unsigned 32-bit int.
@@ -68,12 +70,12 @@ _UNSIGNED_MINUS_ONE = 0xFFFFFFFF
 
 
 def _hex(value: str | None, what: str, where: str) -> int | None:
-    if value is None or not value.strip():
+    text = (value or "").strip()
+    if not text:
         return None
-    try:
-        return int(value.strip(), 16)
-    except ValueError:
-        raise EsxcliError(f"{where}: {what} {value.strip()!r} is not a hex number") from None
+    if _HEX.match(text) is None:  # ASCII hex only: int(…, 16) would also take "١" or "1_0"
+        raise EsxcliError(f"{where}: {what} {text!r} is not a hex number")
+    return int(text, 16)
 
 
 def _numa(value: str | None, where: str) -> int | None:
@@ -81,7 +83,7 @@ def _numa(value: str | None, where: str) -> int | None:
         return None
     text = value.strip()
     try:
-        node = int(text)
+        node = parse_decimal(text, signed=True)
     except ValueError:
         raise EsxcliError(f"{where}: NUMA Node {text!r} is not a number") from None
     if node < 0 or node == _UNSIGNED_MINUS_ONE:
@@ -97,11 +99,9 @@ def _bool(value: str | None) -> bool | None:
 
 def _device(header: str, fields: dict[str, str], line_no: int) -> EsxPciDevice:
     address = fields.get("address", header).strip()
-    m = _ADDRESS.match(address)
-    if m is None:
+    bdf = normalize_bus_id(address) if is_bdf(address) else None
+    if bdf is None:
         raise EsxcliError(f"line {line_no}: {address!r} is not a PCI address (dddd:bb:dd.f)")
-    dom, bus, dev, fn = m.groups()
-    bdf = f"{int(dom, 16):04x}:{bus.lower()}:{dev.lower()}.{fn}"
     where = f"device {bdf}"
     cls16 = _hex(fields.get("device class"), "Device Class", where)
     progif = _hex(fields.get("programming interface"), "Programming Interface", where)
@@ -151,7 +151,7 @@ def parse_esxcli_pci_list(text: str) -> tuple[EsxPciDevice, ...]:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if not line[0].isspace():  # a block header: the address alone on its line
-            if _ADDRESS.match(line.strip()) is None and _PROMPT.search(line):
+            if not is_bdf(line.strip()) and _PROMPT.search(line):
                 continue  # the shell prompt and command a paste often starts with
             close()
             header, header_line, fields = line.strip(), no, {}

@@ -31,7 +31,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from topoagent.cpuset import MAX_CPUS, CpuSet
+from topoagent.cpuset import CpuSet, CpuSetError
+from topoagent.digits import parse_decimal
 from topoagent.errors import InputError
 
 if TYPE_CHECKING:
@@ -133,38 +134,41 @@ class Domain:
 
 def parse_libvirt_set(text: str, *, what: str = "cpuset") -> CpuSet:
     """libvirt's CPU/node set syntax (``0-3,^2,8``) as a set of ids; :class:`DomainXmlError`
-    when it is not one (an empty text is the empty set)."""
-    keep: set[int] = set()
-    drop: set[int] = set()
+    when it is not one (an empty text is the empty set).  The kernel's list format plus ``^N``
+    exclusions, so both halves are read by :meth:`CpuSet.parse` (ASCII digits, bounded)."""
+    keep: list[str] = []
+    drop: list[str] = []
     for raw in text.split(","):
         chunk = raw.strip()
-        if not chunk:
-            continue
-        target = keep
         if chunk.startswith("^"):
-            target, chunk = drop, chunk[1:].strip()
-        lo, sep, hi = chunk.partition("-")
-        try:
-            first, last = int(lo), int(hi) if sep else int(lo)
-        except ValueError:
-            raise DomainXmlError(f"bad {what} {text!r}") from None
-        if first < 0 or last < first or last >= MAX_CPUS:
-            raise DomainXmlError(f"bad {what} {text!r}")
-        target.update(range(first, last + 1))
-    return CpuSet(keep - drop)
+            chunk = chunk[1:].strip()
+            if not chunk:
+                raise DomainXmlError(f"bad {what} {text!r}")
+            drop.append(chunk)
+        elif chunk:
+            keep.append(chunk)
+    try:
+        return CpuSet.parse(",".join(keep)) - CpuSet.parse(",".join(drop))
+    except CpuSetError:
+        raise DomainXmlError(f"bad {what} {text!r}") from None
+
+
+_C_INT = re.compile(r"0x([0-9a-f]+)|0([0-7]+)")
 
 
 def _c_int(value: str | None, what: str) -> int:
-    """An integer the way C's ``strtol(…, 0)`` reads it: ``0x`` hex, leading ``0`` octal."""
+    """An integer the way C's ``strtol(…, 0)`` reads it: ``0x`` hex, leading ``0`` octal
+    (``"010"`` = 8, which Python's base 0 would refuse); ASCII digits only."""
     if value is None:
         raise DomainXmlError(f"{what} missing")
     text = value.strip().lower()
+    m = _C_INT.fullmatch(text)
     try:
-        if text.startswith("0x"):
-            return int(text, 0)
+        if m is not None:
+            return int(m.group(1), 16) if m.group(1) is not None else int(m.group(2), 8)
         if len(text) > 1 and text.startswith("0"):
-            return int(text, 8)  # C's octal ("010" = 8); Python's base 0 would refuse it
-        return int(text, 10)
+            raise ValueError(text)  # "08", "0x": C's octal or hex, malformed
+        return parse_decimal(text, signed=True)
     except ValueError:
         raise DomainXmlError(f"{what} {value!r} is not a number") from None
 
@@ -175,17 +179,15 @@ def _bytes(value: str | None, unit: str | None, what: str) -> int | None:
     scale = _UNITS.get((unit or "KiB").strip().lower())
     if scale is None:
         raise DomainXmlError(f"{what}: unknown unit {unit!r}")
-    try:
-        return int(value.strip()) * scale
-    except ValueError:
-        raise DomainXmlError(f"{what} {value!r} is not a number") from None
+    number = _int_or_none(value, what)
+    return None if number is None else number * scale
 
 
 def _int_or_none(value: str | None, what: str) -> int | None:
     if value is None or not value.strip():
         return None
     try:
-        return int(value.strip())
+        return parse_decimal(value, signed=True)
     except ValueError:
         raise DomainXmlError(f"{what} {value!r} is not a number") from None
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from topoagent.digits import is_decimal
 from topoagent.errors import InputError
 from topoagent.frozen import FrozenMap
 
@@ -72,11 +73,12 @@ class VmxConfig:
 
 
 _LINE = re.compile(r'^\s*([A-Za-z0-9_.:\[\]-]+)\s*=\s*(.*?)\s*$')
-_ESXI_FORM = re.compile(r"^(\d{5}):(\d{3}):(\d{2})\.(\d)$")
-_DECIMAL = re.compile(r"^(\d{1,5}):(\d{1,3}):(\d{1,2})\.(\d)$")
+_ESXI_FORM = re.compile(r"^([0-9]{5}):([0-9]{3}):([0-9]{2})\.([0-9])$")
+_DECIMAL = re.compile(r"^([0-9]{1,5}):([0-9]{1,3}):([0-9]{1,2})\.([0-9])$")
 _LINUX = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 _SHORT = re.compile(r"^([0-9a-fA-F]{1,3}):([0-9a-fA-F]{1,2})\.([0-7])$")
-_PASSTHRU = re.compile(r"^pcipassthru(\d+)\.(present|id|deviceid|vendorid|systemid)$")
+_NUMBER = re.compile(r"^-?(0[xX][0-9a-fA-F]{1,8}|[0-9]{1,19})$")
+_PASSTHRU = re.compile(r"^pcipassthru([0-9]{1,9})\.(present|id|deviceid|vendorid|systemid)$")
 
 
 def _bdf(dom: int, bus: int, slot: int, fn: int) -> str | None:
@@ -109,7 +111,7 @@ def parse_passthru_id(text: str) -> tuple[tuple[str, ...], str | None]:
     short = _SHORT.match(value)
     if short is not None:
         readings: list[str] = []
-        if all(g.isdigit() for g in short.groups()):
+        if all(is_decimal(g) for g in short.groups()):
             dec = _bdf(0, *(int(g, 10) for g in short.groups()))
             if dec is not None:
                 readings.append(dec)
@@ -137,8 +139,11 @@ def _unquote(raw: str, line_no: int) -> str:
 def _int(value: str | None, what: str) -> int | None:
     if value is None or not value.strip():
         return None
+    text = value.strip()
     try:
-        number = int(value.strip(), 0)
+        if _NUMBER.match(text) is None:
+            raise ValueError(text)
+        number = int(text, 0)  # ASCII decimal or 0x hex only (topoagent.digits' rule)
     except ValueError:
         raise VmxError(f"{what} {value!r} is not a number") from None
     # The vSphere API hands ids > 32767 as negative shorts (two's complement); undo that.
