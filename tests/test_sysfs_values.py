@@ -98,3 +98,9 @@ def test_local_cpus(cpulist, mask, expected):
 )
 def test_cpuinfo_hypervisor(text, flag):
     assert sv.parse_cpuinfo_hypervisor(text) is flag
+
+
+@pytest.mark.parametrize("text", ["0x1_0", "0x\u0661", "0x", "10de", "0x10de0000000000000000"])
+def test_hex_ids_are_ascii_hex_only(text):
+    with pytest.raises(ValueError):
+        sv.parse_hex_id(text)

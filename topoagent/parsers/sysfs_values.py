@@ -13,6 +13,9 @@ from topoagent.cpuset import CpuSet
 from topoagent.digits import parse_decimal
 
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
 def parse_int(text: str) -> int:
     """A decimal integer file (``sriov_numvfs``, ``physical_package_id``)."""
     return parse_decimal(text)
@@ -21,9 +24,11 @@ def parse_int(text: str) -> int:
 def parse_hex_id(text: str) -> int:
     """An id or class file written as ``0x10de`` / ``0x030200``."""
     t = text.strip()
-    if not t.lower().startswith("0x"):
-        raise ValueError(f"expected 0x-prefixed hex, got {t!r}")
-    return int(t, 16)
+    digits = t[2:]
+    # ASCII hex only: int(t, 16) also takes "0x1_0" and non-ASCII digits ("0x١").
+    if t[:2].lower() != "0x" or not digits or len(digits) > 16 or not set(digits) <= _HEX:
+        raise ValueError(f"expected 0x-prefixed hex, got {t[:40]!r}")
+    return int(digits, 16)
 
 
 def parse_numa_node(text: str) -> int | None:
