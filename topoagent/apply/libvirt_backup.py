@@ -12,8 +12,8 @@ readable by the owner only: a definition can hold secrets (VNC passwords, disk p
 from __future__ import annotations
 
 import os
-import tempfile
 
+from topoagent.apply.files import write_new
 from topoagent.errors import TopoagentError
 
 __all__ = ["BackupError", "backup_path", "discard_staged", "load_backup", "remove_backup", "save_backup",
@@ -37,18 +37,9 @@ def _write_private(directory: str, prefix: str, text: str) -> str:
     """``text`` in a new file of ``directory`` (made 0700 if missing), mode 0600 and fsynced: its path."""
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)  # mkstemp: mode 0600
+        return write_new(directory, prefix, text.encode("utf-8"), mode=0o600)
     except OSError as exc:
         raise BackupError(f"{directory}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-    except OSError as exc:
-        _unlink_quietly(tmp)
-        raise BackupError(f"{tmp}: {exc.strerror or exc}") from None
-    return tmp
 
 
 def _unlink_quietly(path: str) -> None:

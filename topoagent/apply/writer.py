@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 
+from topoagent.apply.files import write_atomically
 from topoagent.cpuset import CpuSet
 from topoagent.errors import TopoagentError
 
@@ -88,16 +88,10 @@ class HostWriter:
     def replace_file(self, rel: str, text: str) -> None:
         """Write a whole configuration file atomically (temp file, then rename), mode 0644."""
         p = self.path(rel)
-        os.makedirs(os.path.dirname(p), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(p), prefix=".topoagent-")
         try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, p)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            write_atomically(p, text.encode(), mode=0o644)
         except OSError as exc:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
             raise WriteError(f"/{rel}: {exc.strerror}", exc.errno) from None
 
     def remove_file(self, rel: str) -> None:

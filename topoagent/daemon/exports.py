@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from topoagent.analysis.paths import PathClass
+from topoagent.apply.files import write_atomically
 from topoagent.result import ScanResult
 
 __all__ = [
@@ -57,21 +58,7 @@ def atomic_write(path: str, data: bytes, mode: int = 0o644) -> bool:
     """
     if _holds(path, data):
         return False
-    directory, name = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomically(path, data, mode=mode)
     return True
 
 
