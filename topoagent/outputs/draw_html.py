@@ -15,7 +15,7 @@ from typing import Any
 
 from topoagent.outputs.draw_svg import svg_of
 from topoagent.outputs.layout import compact_link, layout
-from topoagent.outputs.matrix import matrix_of
+from topoagent.outputs.matrix import matrix_of, matrix_rows
 from topoagent.result import ScanResult
 from topoagent.topology import Device, DeviceKind
 
@@ -182,16 +182,7 @@ def _matrix_table(result: ScanResult) -> str:
     m = matrix_of(result)
     if not m.devices:
         return '<p class="ta-muted">No GPUs or NICs.</p>'
-    topo = result.topology
-    gpus = topo.gpus
-    ids: list[str] = []
-    g = 0
-    for dev in m.devices:  # rows: GPUs in PCI order, then one NIC per RDMA device
-        if dev.kind == "gpu":
-            ids.append(gpus[g].id if g < len(gpus) else "")
-            g += 1
-        else:
-            ids.append(next((n.id for n in topo.nics if dev.rdma_name and dev.rdma_name in n.rdma_devices), ""))
+    ids = [ident for ident, _ in matrix_rows(result)]  # the device behind each row
     head = "".join(f'<th data-subjects="{escape(i)}" data-ids="{escape(i)}" title="{escape(i)}">{escape(d.label)}</th>'
                    for d, i in zip(m.devices, ids))
     rows = [f'<table class="ta-matrix"><tr><th></th>{head}</tr>']

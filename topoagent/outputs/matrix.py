@@ -23,7 +23,7 @@ from topoagent.parsers.nvsmi_topo import TopoDevice, TopoMatrix
 from topoagent.result import ScanResult
 from topoagent.topology import Device
 
-__all__ = ["LEGEND", "matrix_of", "render", "render_topo_matrix"]
+__all__ = ["LEGEND", "matrix_of", "matrix_rows", "render", "render_topo_matrix"]
 
 #: The legend block as current nvidia-smi prints it, word for word (older drivers said
 #: "PCIe switches" where it now says "PCIe bridges", and had ``SOC`` instead of ``SYS``).
@@ -87,6 +87,22 @@ def matrix_of(result: ScanResult) -> TopoMatrix:
     PCI bus order, then one NIC per RDMA device, as nvidia-smi lists them)."""
     topo = result.topology
     idx = path_index(result.paths)
+    rows = matrix_rows(result)
+    physical = {d.id: topo.physical(d).id for d in topo.devices}
+
+    def cell(i: int, j: int) -> str:
+        if i == j:
+            return "X"
+        a, b = physical[rows[i][0]], physical[rows[j][0]]
+        return "PIX" if a == b else idx[(a, b)].token  # two RDMA devices of one function (or its VF)
+
+    cells = tuple(tuple(cell(i, j) for j in range(len(rows))) for i in range(len(rows)))
+    return TopoMatrix(devices=tuple(d for _, d in rows), cells=cells)
+
+
+def matrix_rows(result: ScanResult) -> tuple[tuple[str, TopoDevice], ...]:
+    """The matrix's rows, each with the id of the device behind it."""
+    topo = result.topology
     snap = topo.snapshot
     nvml_numa = {g.bdf: g.numa_node for g in snap.nvml_gpus}
     cpus = {p.gpu: p.cpus for p in result.plan.gpus}
@@ -105,16 +121,7 @@ def matrix_of(result: ScanResult) -> TopoMatrix:
         for rdma in nic.rdma_devices or ((None,) if nic.rdma else ()):
             rows.append((nic.id, TopoDevice(label=f"NIC{n}", kind="nic", rdma_name=rdma)))
             n += 1
-    physical = {d.id: topo.physical(d).id for d in topo.devices}
-
-    def cell(i: int, j: int) -> str:
-        if i == j:
-            return "X"
-        a, b = physical[rows[i][0]], physical[rows[j][0]]
-        return "PIX" if a == b else idx[(a, b)].token  # two RDMA devices of one function (or its VF)
-
-    cells = tuple(tuple(cell(i, j) for j in range(len(rows))) for i in range(len(rows)))
-    return TopoMatrix(devices=tuple(d for _, d in rows), cells=cells)
+    return tuple(rows)
 
 
 def _gpu_numa_id(nvml: dict[str, int | None], given: dict[str | None, int], g: Device) -> int | None:
