@@ -297,14 +297,14 @@ def replay_recording(fs: HostFS) -> NvmlProbe | None:
     """NVML's view as a capture recorded it (``tools/nvml.json`` below the root), or None
     where the root holds no recording.  A recording that cannot be read is an ``error``
     source status, never a guess."""
+    if not fs.exists(NVML_RECORDING):
+        return None
     from topoagent.parsers.nvml_recording import (
         MAX_RECORDING_BYTES,
         NvmlRecordingError,
         parse_nvml_recording,
     )
 
-    if not fs.exists(NVML_RECORDING):
-        return None
     text = fs.text(NVML_RECORDING, limit=MAX_RECORDING_BYTES)
     errors = tuple(fs.errors)
     if text is None:
