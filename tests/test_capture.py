@@ -223,6 +223,29 @@ def test_size_caps(tmp_path, monkeypatch):
         unpack_capture(evil(tmp_path, member("sys/a"), member("sys/b")))
 
 
+def _raw_tarball(path: Path, blocks: bytes) -> str:
+    import gzip
+
+    with gzip.open(path, "wb") as g:
+        g.write(blocks + tarfile.TarInfo("sys/a").tobuf(format=tarfile.USTAR_FORMAT) + bytes(1024))
+    return str(path)
+
+
+def test_header_bombs_are_refused(tmp_path):
+    # tarfile reads a PAX header whole, at its declared size, before yielding any member; and
+    # follows a chain of them by recursion.
+    bomb = tarfile.TarInfo("././@PaxHeader")
+    bomb.type, bomb.size = tarfile.XHDTYPE, 1 << 30
+    with pytest.raises(CaptureError, match="larger than"):
+        unpack_capture(_raw_tarball(tmp_path / "bomb.tar.gz", bomb.tobuf(format=tarfile.USTAR_FORMAT)))
+    record = b"20 comment=xxxxxxxx\n"
+    link = tarfile.TarInfo("././@PaxHeader")
+    link.type, link.size = tarfile.XHDTYPE, len(record)
+    chain = (link.tobuf(format=tarfile.USTAR_FORMAT) + record.ljust(512, b"\0")) * 5000
+    with pytest.raises(CaptureError, match="not a capture tarball"):
+        unpack_capture(_raw_tarball(tmp_path / "chain.tar.gz", chain))
+
+
 def test_refused_tarball_leaves_nothing_behind(tmp_path, monkeypatch):
     import tempfile
 

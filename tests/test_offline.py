@@ -406,3 +406,19 @@ def test_snapshot_defaults_keep_sysfs_shape():
     f = PciFunction(bdf="0000:01:00.0")
     assert (f.label, f.kind, f.rdma_names, f.rdma, f.numa_source) == (None, None, (), None, None)
     assert str(NumaNode(id=0).cpus) == ""
+
+
+def test_sriov_expansion_is_bounded(monkeypatch):
+    """PFs that each claim 65535 VFs (stride 0 or 1) cost a bounded number of routing IDs."""
+    from topoagent.sources.offline import lspci as offline_lspci
+
+    monkeypatch.setattr(offline_lspci, "MAX_VF_IDS", 1000)
+    text = "".join(
+        f"0000:{i:02x}:00.0 Ethernet controller: Mellanox Technologies MT2892 Family [ConnectX-6 Dx]\n"
+        "\tCapabilities: [180 v1] Single Root I/O Virtualization (SR-IOV)\n"
+        "\t\tInitial VFs: 8, Total VFs: 8, Number of VFs: 65535, Function Dependency Link: 00\n"
+        f"\t\tVF offset: 1, stride: {i % 2}, Device ID: 101e\n"
+        for i in range(4))
+    snap = offline_lspci.snapshot_from_lspci(None, parse_lspci_verbose(text))
+    assert len(snap.pci) == 4
+    assert "more than 1000 VFs" in (snap.sources[0].detail or "")

@@ -195,7 +195,7 @@ MELLANOX_PARTS = (
     ("ConnectX-3 Pro", 0x1007), ("MT27520", 0x1007),
     ("ConnectX-3", 0x1003), ("MT27500", 0x1003),
 )
-_NOT_THE_NIC = re.compile(r"Virtual Function|Flash Recovery|Bridge|SoC|Management|Crypto", re.IGNORECASE)
+_NOT_THE_NIC = r"(?i)Virtual Function|Flash Recovery|Bridge|SoC|Management|Crypto"
 
 
 #: Class-code prefixes (base class, subclass) and their names, for functions without a name.
@@ -349,13 +349,14 @@ VENDOR_ALIASES = (
 )
 
 
-_NVIDIA_GPU_CHIP = re.compile(r"\b(?:G[KMPVAHB][0-9]{3}|TU[0-9]{3}|AD[0-9]{3}|GB[0-9]{3})")
-_NOT_A_GPU = re.compile(r"NVSwitch|Audio|USB|UCSI|Serial|SMBus|Bridge", re.IGNORECASE)
-_NIC_NAME = re.compile(r"ConnectX|Infiniband|InfiniBand|Ethernet|Network Connection|NetXtreme|"
-                       r"Elastic Fabric Adapter|BlueField")
-_NVME_NAME = re.compile(r"NVMe|Non-Volatile memory")
-
-
+# Patterns of device names, read only for pasted lspci output: kept as text and compiled on first
+# use (``re``'s cache), so that importing this module -- every scan does -- compiles none.
+_NVIDIA_GPU_CHIP = r"\b(?:G[KMPVAHB][0-9]{3}|TU[0-9]{3}|AD[0-9]{3}|GB[0-9]{3})"
+_NOT_A_GPU = r"(?i)NVSwitch|Audio|USB|UCSI|Serial|SMBus|Bridge"
+_NIC_NAME = r"ConnectX|Infiniband|InfiniBand|Ethernet|Network Connection|NetXtreme|Elastic Fabric Adapter|BlueField"
+_NVME_NAME = r"NVMe|Non-Volatile memory"
+_DEVICE_IN_NAME = (r"\b(?:(?P<vd>Device|Unknown device)\s+(?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})"
+                   r"|(?:Device|Unknown device)\s+(?P<d2>[0-9a-fA-F]{4}))\b")
 
 
 # -- predicates -------------------------------------------------------------------------------
@@ -438,11 +439,6 @@ def vendor_from_name(text: str | None) -> int | None:
     return alias
 
 
-_DEVICE_IN_NAME = re.compile(
-    r"\b(?:(?P<vd>Device|Unknown device)\s+(?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})"
-    r"|(?:Device|Unknown device)\s+(?P<d2>[0-9a-fA-F]{4}))\b")
-
-
 def ids_from_name(text: str | None, vendor: int | None) -> tuple[int | None, int | None, str | None]:
     """Vendor and device ids that a name itself states, and how they were read.
 
@@ -455,12 +451,12 @@ def ids_from_name(text: str | None, vendor: int | None) -> tuple[int | None, int
     """
     if not text:
         return vendor, None, None
-    m = _DEVICE_IN_NAME.search(text)
+    m = re.search(_DEVICE_IN_NAME, text)
     if m:
         if m.group("d") is not None:
             return int(m.group("v"), 16), int(m.group("d"), 16), f"{m.group('vd')} {m.group('v')}:{m.group('d')} in the name"
         return vendor, int(m.group("d2"), 16), f"Device {m.group('d2')} in the name"
-    if vendor == MELLANOX and not _NOT_THE_NIC.search(text):
+    if vendor == MELLANOX and not re.search(_NOT_THE_NIC, text):
         for part, device in MELLANOX_PARTS:
             if re.search(rf"(?<![\w-]){re.escape(part)}(?![\w-])", text):
                 return vendor, device, f"Mellanox part {part!r} in the name"
@@ -471,7 +467,7 @@ def kind_from_vendor(text: str | None, vendor: int | None) -> str | None:
     """A kind guessed from the vendor alone, for a function that has no class and an unknown
     device id: NVIDIA makes GPUs (besides NVSwitches, audio and USB functions of its cards,
     which names say), Mellanox makes NICs.  The caller must say the kind was inferred."""
-    if text and _NOT_A_GPU.search(text) or text and _NOT_THE_NIC.search(text):
+    if text and (re.search(_NOT_A_GPU, text) or re.search(_NOT_THE_NIC, text)):
         return None
     if vendor == NVIDIA:
         return "gpu"
@@ -491,11 +487,11 @@ def kind_from_name(text: str | None, vendor: int | None, device: int | None) -> 
     text = " ".join(t for t in (text, known) if t)
     if not text:
         return None
-    if _NVME_NAME.search(text):
+    if re.search(_NVME_NAME, text):
         return "nvme"
-    if _NIC_NAME.search(text):
+    if re.search(_NIC_NAME, text):
         return "nic"
-    if vendor == NVIDIA and not _NOT_A_GPU.search(text) and (known or _NVIDIA_GPU_CHIP.search(text)):
+    if vendor == NVIDIA and not re.search(_NOT_A_GPU, text) and (known or re.search(_NVIDIA_GPU_CHIP, text)):
         return "gpu"
     return None
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from topoagent.digits import is_decimal
 from topoagent.parsers.lspci_common import LspciParseError, split_ids
 from topoagent.parsers.paste import Skipped, clean_paste, merge_skipped
 from topoagent.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK, CLASSES, LSPCI_PORT_NAMES
@@ -21,8 +22,6 @@ _Fail = Callable[[str], LspciParseError]
 def decode_acs(register: int) -> dict[str, bool]:
     """ACS capability or control register as ``{"SrcValid": True, …}`` (bit 0 first)."""
     return {name: bool(register >> bit & 1) for bit, name in enumerate(ACS_FLAGS)}
-
-
 
 
 @dataclass(frozen=True)
@@ -281,11 +280,9 @@ def _read(text: str, lenient: bool) -> LspciListing:
 
 def _merge(first: LspciFunction, again: LspciFunction) -> LspciFunction:
     """One record of a function listed twice: the fields the first lacks from the second."""
-    import dataclasses
-
-    updates = {f.name: getattr(again, f.name) for f in dataclasses.fields(first)
+    updates = {f.name: getattr(again, f.name) for f in fields(first)
                if getattr(first, f.name) in (None, ()) and getattr(again, f.name) not in (None, ())}
-    return dataclasses.replace(first, **updates) if updates else first
+    return replace(first, **updates) if updates else first
 
 
 def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int], fail: _Fail,
@@ -297,8 +294,7 @@ def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int
     if key == "Capabilities" and sep:
         if value.startswith("<access denied>"):
             cur["capabilities_readable"] = False
-            cap = None
-            return cap
+            return None
         if cur.get("capabilities_readable") is None:
             cur["capabilities_readable"] = True
         m = _EXPRESS.match(value)
@@ -375,15 +371,26 @@ def _bus_line(value: str, cur: dict[str, Any], fail: _Fail) -> None:
     cur.update(numbers)
 
 
-_ASCII_INT = {10: re.compile(r"[0-9]{1,10}"), 16: re.compile(r"[0-9a-fA-F]{1,8}")}
+_HEX_ID = re.compile(r"[0-9a-fA-F]{1,8}")
 
 
-def _int(text: str, fail: _Fail, base: int = 10) -> int:
-    """A number of ASCII digits only: ``int()`` would also take ``١`` or ``²``-like digits."""
-    word = text.split()[0] if text.split() else ""
-    if not _ASCII_INT[base].fullmatch(word):
+def _decimal(word: str) -> int | None:
+    """A number lspci prints in decimal (at most 10 ASCII digits: :mod:`topoagent.digits`)."""
+    return int(word) if is_decimal(word) and len(word) <= 10 else None
+
+
+def _hex(word: str) -> int | None:
+    """An id lspci prints in hex (at most 8 digits)."""
+    return int(word, 16) if _HEX_ID.fullmatch(word) else None
+
+
+def _int(text: str, fail: _Fail) -> int:
+    """The decimal number that ``text`` starts with (``NUMA node: 1``, ``IOMMU group: 38``)."""
+    words = text.split()
+    value = _decimal(words[0]) if words else None
+    if value is None:
         raise fail("expected a number")
-    return int(word, base)
+    return value
 
 
 def _function_header(m: re.Match[str], fail: _Fail) -> dict[str, Any]:
@@ -420,25 +427,27 @@ def _function_header(m: re.Match[str], fail: _Fail) -> dict[str, Any]:
     }
 
 
+# "Initial VFs: 16, Total VFs: 16, Number of VFs: 0, Function Dependency Link: 00"
+# "VF offset: 2, stride: 1, Device ID: 101e"
+_SRIOV_FIELDS: dict[str, tuple[str, Callable[[str], int | None]]] = {
+    "Initial VFs": ("initial_vfs", _decimal),
+    "Total VFs": ("total_vfs", _decimal),
+    "Number of VFs": ("num_vfs", _decimal),
+    "VF offset": ("vf_offset", _decimal),
+    "stride": ("vf_stride", _decimal),
+    "Device ID": ("vf_device_id", _hex),
+}
+
+
 def _sriov_line(body: str, sriov: dict[str, int], fail: _Fail) -> None:
-    # "Initial VFs: 16, Total VFs: 16, Number of VFs: 0, Function Dependency Link: 00"
-    # "VF offset: 2, stride: 1, Device ID: 101e"
-    names = {
-        "Initial VFs": ("initial_vfs", 10),
-        "Total VFs": ("total_vfs", 10),
-        "Number of VFs": ("num_vfs", 10),
-        "VF offset": ("vf_offset", 10),
-        "stride": ("vf_stride", 10),
-        "Device ID": ("vf_device_id", 16),
-    }
     if not (body.startswith("Initial VFs") or body.startswith("VF offset")):
         return
     for part in body.split(","):
         key, sep, value = part.partition(":")
         key = key.strip()
-        if sep and key in names:
-            attr, base = names[key]
-            word = value.strip()
-            if not _ASCII_INT[base].fullmatch(word):
+        if sep and key in _SRIOV_FIELDS:
+            attr, parse = _SRIOV_FIELDS[key]
+            number = parse(value.strip())
+            if number is None:
                 raise fail(f"bad SR-IOV {key}")
-            sriov[attr] = int(word, base)
+            sriov[attr] = number

@@ -69,9 +69,6 @@ _COLUMN_TITLES = (
     ("gpu_numa", re.compile(r"GPU\s*NUMA\s*ID")),
 )
 
-# ANSI escape sequences: CSI (``\x1b[4m``, ``\x1b[0m``) and the charset reset ``\x1b(B`` that
-# tput sgr0 emits.
-_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|\([A-Za-z0-9])")
 _CELL = re.compile(r"X|NV([0-9]{1,4})|PIX|PXB|PHB|NODE|SYS|SOC")
 _LABEL_START = re.compile(r"(?=GPU[0-9]|NIC[0-9]|mlx[0-9]+_)")
 _LABEL = re.compile(r"(?:GPU|NIC)[0-9]+|[A-Za-z][A-Za-z0-9_]*[0-9]")
@@ -215,7 +212,8 @@ def _read_value(field: str, text: str) -> object:
 
 
 def _clean(line: str) -> str:
-    line = _ANSI.sub("", line).rstrip()
+    """A line :func:`~topoagent.parsers.paste.clean_paste` kept (ANSI codes and trailing space
+    already gone), without the ``#`` a script or issue template put before it."""
     stripped = line.lstrip()
     # Pastes into scripts and issue templates prefix every line with "#" (or "# ").
     if stripped.startswith("#"):

@@ -40,13 +40,14 @@ DMI serial numbers are not read at all.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import posixpath
 import re
 import stat
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -208,11 +209,11 @@ def _relative(link: str, target: str) -> str:
 
 
 def _copy_file(fs: HostFS, cap: Capture, rel: str, *, limit: int = 65536,
-               transform: object = None) -> bytes | None:
+               transform: Callable[[bytes], bytes] | None = None) -> bytes | None:
     data = fs.bytes(rel, limit=limit, quiet=True)
     if data is None:
         return None
-    if callable(transform):
+    if transform is not None:
         data = transform(data)
     cap.add(Entry(rel, "file", data))
     return data
@@ -390,6 +391,71 @@ def _member_name(name: str) -> str:
     return "/".join(parts)
 
 
+class _CappedStream(io.RawIOBase):
+    """A tarball's bytes, decompressed where it is gzip, bzip2 or xz (what tarfile's ``r:*``
+    reads), with a cap on what tarfile may read.
+
+    tarfile reads a PAX or GNU long-name header whole, at whatever size the header declares,
+    and follows a chain of them by recursion, all before it yields a member that
+    :func:`unpack_capture` could check: without the cap a 500 KB gzip of zeros declaring one
+    such header takes 500 MB of memory.  So no read may exceed what one member may hold, and
+    nothing is read or skipped past the members' bytes plus their headers.
+    """
+
+    def __init__(self, path: str) -> None:
+        import bz2
+        import gzip
+        import lzma
+
+        super().__init__()
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+        self.stream: io.BufferedIOBase
+        if magic.startswith(b"\x1f\x8b"):
+            self.stream = gzip.GzipFile(path, "rb")
+        elif magic.startswith(b"BZh"):
+            self.stream = bz2.BZ2File(path, "rb")
+        elif magic.startswith(b"\xfd7zXZ\x00"):
+            self.stream = lzma.LZMAFile(path, "rb")
+        else:
+            self.stream = open(path, "rb")  # closed by close()
+        self.path = path
+        # Each member: its header, a PAX header for a long name, its data's padding.
+        self.limit = MAX_TOTAL_BYTES + (MAX_MEMBERS + 1) * 4 * tarfile.BLOCKSIZE
+
+    def _check(self, end: int) -> None:
+        if end > self.limit:
+            raise CaptureError(f"{self.path}: more than {self.limit} bytes of members and headers")
+
+    def read(self, size: int = -1, /) -> bytes:
+        if size < 0 or size > MAX_MEMBER_BYTES + tarfile.BLOCKSIZE:
+            raise CaptureError(f"{self.path}: a header or member larger than {MAX_MEMBER_BYTES} bytes")
+        self._check(self.stream.tell() + size)
+        return self.stream.read(size)
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET, /) -> int:
+        self._check(pos if whence == io.SEEK_SET else self.stream.tell() + pos)
+        return self.stream.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self.stream.tell()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.stream.close()
+        super().close()
+
+
+#: What reading a hostile or broken tarball can raise besides :class:`CaptureError`: decompressor
+#: errors, and the recursion of tarfile's header chains.
+_UNPACK_ERRORS = (OSError, EOFError, tarfile.TarError, RecursionError)
+
+
 def unpack_capture(path: str, dest: str | None = None) -> str:
     """Unpack a capture tarball into ``dest`` (a new temporary directory when None) and return
     the directory to use as ``--root``.
@@ -400,17 +466,25 @@ def unpack_capture(path: str, dest: str | None = None) -> str:
     :data:`MAX_MEMBER_BYTES` or a total over :data:`MAX_TOTAL_BYTES`.  Links are created last, so
     nothing is ever written through one.
     """
+    import lzma
     import shutil
     import tempfile
+    import zlib
 
+    stream = None
     try:
-        tar = tarfile.open(path, "r:*")
-    except (OSError, tarfile.TarError) as exc:
+        stream = _CappedStream(path)
+        tar = tarfile.open(fileobj=stream, mode="r:")
+    except (CaptureError, *_UNPACK_ERRORS, zlib.error, lzma.LZMAError) as exc:
+        if stream is not None:
+            stream.close()
+        if isinstance(exc, CaptureError):
+            raise
         raise CaptureError(f"{path}: not a capture tarball ({exc})") from None
     created = dest is None
     out = os.path.realpath(dest or tempfile.mkdtemp(prefix="topoagent-capture-"))
     try:
-        with tar:
+        with stream, tar:
             files, dirs, links = [], [], []
             total = count = 0
             for member in tar:
@@ -466,7 +540,7 @@ def unpack_capture(path: str, dest: str | None = None) -> str:
             for name, _ in links:  # chains of links checked on the real tree
                 if not _inside(out, os.path.realpath(os.path.join(out, name))):
                     raise CaptureError(f"member {name!r}: link leads outside the capture")
-    except (CaptureError, OSError, tarfile.TarError, EOFError) as exc:
+    except (CaptureError, *_UNPACK_ERRORS, zlib.error, lzma.LZMAError) as exc:
         if created:
             shutil.rmtree(out, ignore_errors=True)
         if isinstance(exc, CaptureError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from topoagent import pci
+from topoagent.bdf import bdf_key
 from topoagent.parsers.lspci_tree import LspciTree, LspciTreeNode
 from topoagent.parsers.lspci_verbose import LspciFunction, LspciListing
 from topoagent.parsers.paste import Skipped
@@ -25,11 +26,14 @@ from topoagent.snapshot import (
     SourceStatus,
 )
 
-__all__ = ["MAX_VFS", "snapshot_from_lspci"]
+__all__ = ["MAX_VFS", "MAX_VF_IDS", "snapshot_from_lspci"]
 
 #: The SR-IOV capability's TotalVFs and NumVFs are 16-bit registers (PCIe Base Spec, SR-IOV
 #: Extended Capability): no function has more VFs than this, whatever a paste says.
 MAX_VFS = 65535
+#: Routing IDs expanded from all SR-IOV capabilities of one paste together: 16 domains' worth of
+#: the 16-bit space, far more than any host has VFs, and a bound on the work a paste can ask for.
+MAX_VF_IDS = 1 << 20
 
 
 def _walk_tree(tree: Iterable[LspciTreeNode], orphans: Iterable[LspciTreeNode] = ()
@@ -111,10 +115,14 @@ def _paths_from_bus_numbers(fns: tuple[LspciFunction, ...]) -> dict[str, str | N
     return out
 
 
+def _link(v: LspciFunction) -> LinkInfo:
+    return LinkInfo(v.link_gts, v.link_width, v.link_max_gts, v.link_max_width)
+
+
 def _config(v: LspciFunction, class16: int | None) -> ConfigSpace:
     readable = v.capabilities_readable is True
-    bridge = v.secondary_bus is not None or class16 in (0x0604, 0x0609)
-    link = LinkInfo(v.link_gts, v.link_width, v.link_max_gts, v.link_max_width)
+    bridge = v.secondary_bus is not None or (class16 is not None and pci.is_p2p_bridge_class(class16 << 8))
+    link = _link(v)
     return ConfigSpace(
         # lspci shows the extended capabilities (ACS) only with the whole space readable
         size=4096 if readable else 64,
@@ -130,9 +138,14 @@ def _config(v: LspciFunction, class16: int | None) -> ConfigSpace:
 
 def _virtfns(verbose: tuple[LspciFunction, ...]) -> tuple[dict[str, str], list[str]]:
     """VF BDF -> PF BDF from the PFs' SR-IOV capability (routing ID + offset + n * stride),
-    and notes on VF counts past the SR-IOV maximum (clamped to :data:`MAX_VFS`)."""
+    and notes on VF counts past the SR-IOV maximum (clamped to :data:`MAX_VFS`).
+
+    At most :data:`MAX_VF_IDS` routing IDs in all: a paste's PFs may each claim 65535 VFs.
+    """
     out: dict[str, str] = {}
     notes: list[str] = []
+    budget = MAX_VF_IDS
+    cut: str | None = None  # the first PF whose VFs ran past the budget
     for pf in verbose:
         s = pf.sriov
         if s is None or not s.num_vfs or s.vf_offset is None or s.vf_stride is None:
@@ -141,14 +154,20 @@ def _virtfns(verbose: tuple[LspciFunction, ...]) -> tuple[dict[str, str], list[s
         if count > MAX_VFS:
             notes.append(f"{pf.bdf}: Number of VFs {count} is more than the SR-IOV maximum; read as {MAX_VFS}")
             count = MAX_VFS
-        dom, bus, devfn = pf.bdf.split(":")
-        dev, fn = devfn.split(".")
-        rid = int(bus, 16) << 8 | int(dev, 16) << 3 | int(fn)
+        _, bus, dev, fn = bdf_key(pf.bdf)
+        first = (bus << 8 | dev << 3 | fn) + s.vf_offset
+        # Routing IDs past 0xFFFF are past the last bus; a stride of 0 names one VF many times.
+        reachable = 0 if first > 0xFFFF else 1 if s.vf_stride == 0 else (0xFFFF - first) // s.vf_stride + 1
+        count = min(count, reachable)
+        if count > budget:
+            cut, count = cut or pf.bdf, budget
+        budget -= count
+        dom = pf.bdf.split(":", 1)[0]
         for n in range(count):
-            r = rid + s.vf_offset + n * s.vf_stride
-            if r > 0xFFFF:
-                break  # routing IDs only grow with n: the rest are past the last bus too
+            r = first + n * s.vf_stride
             out[f"{dom}:{r >> 8:02x}:{(r >> 3) & 0x1F:02x}.{r & 7}"] = pf.bdf
+    if cut is not None:
+        notes.append(f"more than {MAX_VF_IDS} VFs in the paste's SR-IOV capabilities: those from {cut}'s on not placed")
     return out, notes
 
 
@@ -250,7 +269,7 @@ def snapshot_from_lspci(
             subsystem_device_id=v.subsystem_device_id if v is not None else None,
             numa_node=v.numa_node if v is not None else None,
             numa_source="lspci" if v is not None and v.numa_node is not None else None,
-            link=LinkInfo(v.link_gts, v.link_width, v.link_max_gts, v.link_max_width) if v is not None else LinkInfo(),
+            link=_link(v) if v is not None else LinkInfo(),
             driver=driver,
             iommu_group=v.iommu_group if v is not None else None,
             physfn=physfn.get(bdf),

@@ -9,12 +9,12 @@ affinities; sockets are unknown.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from itertools import combinations
 
 from topoagent.cpuset import CpuSet
+from topoagent.digits import is_decimal
 from topoagent.parsers.nvsmi_topo import TopoMatrix
 from topoagent.pci import NVIDIA
 from topoagent.snapshot import (
@@ -32,8 +32,7 @@ __all__ = ["snapshot_from_topo_matrix", "summary"]
 
 def _single_node(text: str | None) -> int | None:
     """The node of a NUMA Affinity naming exactly one node (``3``); None for lists, N/A."""
-    # ASCII digits only: str.isdigit() also takes "²" and "١", which int() reads or rejects.
-    return int(text) if text is not None and re.fullmatch(r"[0-9]{1,4}", text) else None
+    return int(text) if text is not None and is_decimal(text) and len(text) <= 4 else None
 
 
 def summary(warnings: Iterable[str], limit: int = 3) -> str:

@@ -24,18 +24,14 @@ MATCH_ASSUMPTION = (
 )
 
 
-def _class16(f: PciFunction) -> int | None:
-    return f.class_code >> 8 if f.class_code is not None else None
-
-
 def _is_nvidia_gpu(f: PciFunction) -> bool:
-    c = _class16(f)
+    c = pci.class16(f.class_code)
     gpu = (c is not None and c >> 8 == 0x03) or (c is None and f.kind == "gpu")
     return gpu and f.vendor_id in (pci.NVIDIA, None)
 
 
 def _is_nic(f: PciFunction) -> bool:
-    c = _class16(f)
+    c = pci.class16(f.class_code)
     return pci.is_nic_class(c) or (c is None and f.kind == "nic")
 
 
