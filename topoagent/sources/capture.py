@@ -22,10 +22,10 @@ The allow-list (host paths, relative to ``/``):
   ``sys/class/infiniband/*``: ``node_guid``, ``ports/*/{state,rate,link_layer}`` and the
   ``device`` link;
 * ``sys/devices/system/node/node*/{cpulist,meminfo,distance}``,
-  ``sys/devices/system/cpu/cpu*/topology/{thread_siblings_list,physical_package_id}``;
+  ``sys/devices/system/cpu/cpu*/topology/{thread_siblings_list,physical_package_id,package_cpus_list,core_siblings_list}``;
 * ``sys/kernel/iommu_groups/*/type``, ``sys/module/<m>`` for the modules a scan asks about,
   ``sys/kernel/mm/memory_peers/*/version``, ``sys/hypervisor/type``;
-* ``proc/cmdline``, the ``flags`` line of ``proc/cpuinfo``, the ``Cpus_allowed_list`` line of
+* ``proc/cmdline``, the first CPU's ``flags`` and identity lines (vendor, family, model) of ``proc/cpuinfo``, the ``Cpus_allowed_list`` line of
   ``proc/self/status``, ``proc/driver/nvidia/gpus/*/numa_status``,
   ``proc/sys/kernel/hostname``, ``sys/class/dmi/id/{sys_vendor,product_name}``.
 
@@ -280,7 +280,7 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     base = "sys/devices/system/cpu"
     for name in fs.listdir(base):
         if _CPU.match(name):
-            for attr in ("thread_siblings_list", "physical_package_id"):
+            for attr in ("thread_siblings_list", "physical_package_id", "package_cpus_list", "core_siblings_list"):
                 _copy_file(fs, cap, f"{base}/{name}/topology/{attr}", limit=4096)
     for group in fs.listdir("sys/kernel/iommu_groups"):
         _copy_file(fs, cap, f"sys/kernel/iommu_groups/{group}/type", limit=256)
@@ -300,8 +300,12 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
         cap.add(Entry("proc/sys/kernel/hostname", "file", b"captured-host\n"))
     cpuinfo = fs.text("proc/cpuinfo", limit=4 * 1024 * 1024)
     if cpuinfo is not None:
-        flags = next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags") and ":" in ln), None)
-        cap.add(Entry("proc/cpuinfo", "file", (flags + "\n").encode() if flags else b""))
+        # What is read from it: the hypervisor flag (sources.sysfs) and the first CPU's identity
+        # fields (sources.kernel, for plan --format nccl-topo); nothing else of the host.
+        keep = ("flags", "vendor_id", "cpu family", "model", "CPU implementer", "cpu")
+        first = cpuinfo.split("\n\n", 1)[0].splitlines()
+        lines = [ln for ln in first if ln.partition(":")[0].strip() in keep and ":" in ln]
+        cap.add(Entry("proc/cpuinfo", "file", "".join(ln + "\n" for ln in lines).encode()))
     status = fs.text("proc/self/status", limit=65536)
     if status is not None:
         line = next((ln for ln in status.splitlines() if ln.startswith("Cpus_allowed_list:")), None)
