@@ -7,6 +7,7 @@ a user's bug report becomes a fixture.  What is recorded and what is scrubbed:
 
 from __future__ import annotations
 
+import io
 import os
 
 import click
@@ -27,6 +28,7 @@ def capture(output: str, root: str, no_tools: bool, tool_timeout: float) -> None
     with host names, MACs, GUIDs and serial numbers scrubbed, into a .tar.gz."""
     import sys
 
+    from topoagent.apply.files import write_atomically
     from topoagent.errors import TopoagentError
     from topoagent.sources.capture import collect_capture, entries_to_tar
 
@@ -40,11 +42,10 @@ def capture(output: str, root: str, no_tools: bool, tool_timeout: float) -> None
         if output == "-":
             entries_to_tar(entries, sys.stdout.buffer)
             sys.stdout.buffer.flush()
-        else:
-            tmp = f"{output}.partial"
-            with open(tmp, "wb") as fh:
-                entries_to_tar(entries, fh)
-            os.replace(tmp, output)
+        else:  # a capture is small (kilobytes to a few megabytes): built in memory, written whole
+            buffer = io.BytesIO()
+            entries_to_tar(entries, buffer)
+            write_atomically(output, buffer.getvalue())
     except OSError as exc:
         fail(f"{output}: {exc.strerror or exc}")
     files = sum(1 for e in entries if e.kind == "file")
