@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 import io
 import json
 import os
@@ -415,7 +415,7 @@ def test_state_document_is_the_contract_plus_daemon_fields(dgx):
 
 def test_config_is_a_value():
     c = Config(state_dir="/s")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(records.FrozenRecordError):
         c.interval = 1  # type: ignore[misc]
 
 

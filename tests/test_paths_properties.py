@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 from itertools import combinations
 
 from hypothesis import given, settings
@@ -128,7 +128,7 @@ def test_pix_pxb_phb_node_examples():
 
 def test_unknown_numa_is_worst_case():
     snap = build([(0, ["gpu"]), (1, ["nic"])])
-    pci = tuple(dataclasses.replace(f, numa_node=None) if f.class_code == KINDS["nic"] else f for f in snap.pci)
-    topo = build_topology(dataclasses.replace(snap, pci=pci))
+    pci = tuple(records.replace(f, numa_node=None) if f.class_code == KINDS["nic"] else f for f in snap.pci)
+    topo = build_topology(records.replace(snap, pci=pci))
     (p,) = all_paths(topo)
     assert p.pcie is PathClass.SYS and p.locality_known is False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 import os
 import re
 import shutil
@@ -126,7 +126,7 @@ def test_argv_must_be_a_list(argv):
 
 def test_result_is_frozen():
     r = run_tool(["true"])
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(records.FrozenRecordError):
         r.stdout = "x"  # type: ignore[misc]
 
 

@@ -13,7 +13,7 @@ the snapshot to the pure :func:`~topoagent.result.analyse`.
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 import os
 import time
 from typing import Any
@@ -55,7 +55,7 @@ def run(inputs: Inputs) -> ScanResult:
     start = time.perf_counter()
     result = analyse(c.require_snapshot(), tool_findings=tool_findings)
     timings["analyse"] = time.perf_counter() - start
-    return dataclasses.replace(result, timings=FrozenMap(timings))
+    return records.replace(result, timings=FrozenMap(timings))
 
 
 def scan(root: str | os.PathLike[str] = "/", *, nvml: Any = NVML_AUTO) -> ScanResult:

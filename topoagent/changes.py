@@ -15,7 +15,7 @@ and every link of other devices, are compared.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from topoagent.records import record
 from enum import Enum
 from typing import Any
 
@@ -38,7 +38,7 @@ class ChangeKind(str, Enum):
     LINK_RECOVERED = "link_recovered"
 
 
-@dataclass(frozen=True)
+@record
 class Change:
     """One change between two scans.
 

@@ -1,6 +1,6 @@
 """A read-only, hashable mapping for the model's frozen values.
 
-Frozen dataclasses that held ``dict`` fields could be changed through the dict and could not
+Frozen records that held ``dict`` fields could be changed through the dict and could not
 be hashed; :class:`FrozenMap` can do neither, so results are safe to share with a server thread.
 """
 

@@ -6,7 +6,7 @@ from its config, an API user directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 from typing import Any
 
 __all__ = ["Inputs", "NVML_AUTO", "NVML_OFF"]
@@ -18,7 +18,7 @@ NVML_AUTO = "auto"
 NVML_OFF = "off"
 
 
-@dataclass(frozen=True)
+@record
 class Inputs:
     """The inputs of one scan.
 

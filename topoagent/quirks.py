@@ -7,14 +7,14 @@ spec) and a test; never to silence one machine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from topoagent.records import record
 
 __all__ = ["LINK_QUIRKS", "LinkQuirk", "link_quirk"]
 
 INTEL = 0x8086
 
 
-@dataclass(frozen=True)
+@record
 class LinkQuirk:
     """Functions whose link width/speed registers are not a real link.
 

@@ -12,9 +12,9 @@ journals use the key.
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 from functools import cached_property
 from typing import Any
 
@@ -30,7 +30,7 @@ from topoagent.topology import Device, Topology, build_topology
 __all__ = ["ScanResult", "analyse"]
 
 
-@dataclass(frozen=True)
+@record
 class ScanResult:
     """A scan and everything derived from it.
 
@@ -95,7 +95,7 @@ def analyse(snapshot: Snapshot, *, tool_findings: Any = None) -> ScanResult:
     topo = build_topology(snapshot)
     note = matrix_vs_tree(topo)
     if note is not None:
-        topo = dataclasses.replace(topo, snapshot=_note_on(snapshot, "nvidia-smi", note))
+        topo = records.replace(topo, snapshot=_note_on(snapshot, "nvidia-smi", note))
     paths = all_paths(topo)
     rails = plan_rails(topo, paths)
     findings = find_all(topo, paths, rails)
@@ -110,4 +110,4 @@ def _note_on(snap: Snapshot, source: str, note: str) -> Snapshot:
         SourceStatus(s.name, "partial", f"{s.detail}; {note}" if s.detail else note) if s.name == source else s
         for s in snap.sources
     )
-    return dataclasses.replace(snap, sources=sources)
+    return records.replace(snap, sources=sources)

@@ -10,10 +10,10 @@ of ``Unknown`` or a width of 0/255 into ``None`` ("unknown"), never into a guess
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 import types
 import typing
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 from typing import Any, TypeVar
 
 from topoagent.cpuset import CpuSet
@@ -30,7 +30,7 @@ def host_path(rel: str) -> str:
     return "/" + rel.lstrip("/")
 
 
-@dataclass(frozen=True)
+@record
 class ProbeError:
     """A probe that failed: the host path (or source) and what went wrong."""
 
@@ -38,7 +38,7 @@ class ProbeError:
     error: str
 
 
-@dataclass(frozen=True)
+@record
 class SourceStatus:
     """One kind of evidence and whether it was available (``ok``, ``partial``, ``unavailable``)."""
 
@@ -47,7 +47,7 @@ class SourceStatus:
     detail: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class LinkInfo:
     """A PCIe link: current and maximum speed (GT/s per lane) and width (lanes)."""
 
@@ -57,7 +57,7 @@ class LinkInfo:
     max_width: int | None = None
 
     def values(self) -> tuple[float | None, int | None, float | None, int | None]:
-        """The four values in field order (without ``dataclasses.astuple``'s deep copy)."""
+        """The four values in field order (without a deep copy)."""
         return self.current_gts, self.current_width, self.max_gts, self.max_width
 
     @property
@@ -82,7 +82,7 @@ class LinkInfo:
         )
 
 
-@dataclass(frozen=True)
+@record
 class AcsInfo:
     """The ACS extended capability: capability and control registers (16 bits each)."""
 
@@ -105,7 +105,7 @@ class AcsInfo:
         return bool(self.control & ACS_P2P_REDIRECT_MASK)
 
 
-@dataclass(frozen=True)
+@record
 class ConfigSpace:
     """Facts parsed from a function's PCI configuration space.
 
@@ -130,7 +130,7 @@ class ConfigSpace:
     subsystem: tuple[int, int] | None = None
 
 
-@dataclass(frozen=True)
+@record
 class PciFunction:
     """One PCI function as sysfs (or another source) describes it.
 
@@ -174,7 +174,7 @@ class PciFunction:
     numa_source: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class NetDevice:
     """A network interface and the PCI function behind it."""
 
@@ -184,7 +184,7 @@ class NetDevice:
     speed_mbps: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class RdmaPort:
     port: int
     state: str | None = None
@@ -192,7 +192,7 @@ class RdmaPort:
     link_layer: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class RdmaDevice:
     """An RDMA device (``mlx5_0``, ``rdmap16s27``) and the PCI function behind it."""
 
@@ -201,7 +201,7 @@ class RdmaDevice:
     ports: tuple[RdmaPort, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class NumaNode:
     """A NUMA node: its CPUs (may be empty; None where the source does not say), memory and
     distance row."""
@@ -213,7 +213,7 @@ class NumaNode:
     distances: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class Cpu:
     """A logical CPU and its package (socket); offline CPUs have no package.
 
@@ -226,13 +226,13 @@ class Cpu:
     siblings: CpuSet | None = None
 
 
-@dataclass(frozen=True)
+@record
 class IommuGroup:
     id: int
     type: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class GpuMemoryNode:
     """A NUMA node that holds a GPU's memory (``/proc/driver/nvidia/gpus/BDF/numa_status``,
     or the ``GPU NUMA ID`` column of a matrix, where the GPU is named by ``label``)."""
@@ -242,7 +242,7 @@ class GpuMemoryNode:
     label: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class NvLink:
     """Bonded NVLinks from one GPU to one peer (a GPU, or an NVSwitch) identified by BDF."""
 
@@ -250,7 +250,7 @@ class NvLink:
     count: int
 
 
-@dataclass(frozen=True)
+@record
 class NvmlGpu:
     """What NVML says of one GPU (``nvidia-ml-py``; only on hosts with the NVIDIA driver)."""
 
@@ -270,7 +270,7 @@ class NvmlGpu:
     p2p_not_ok: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class GivenPath:
     """A path class a source states outright: a cell of ``nvidia-smi topo -m`` (``PIX``,
     ``NV12``, ``SYS`` ...), verbatim, between two devices named by label."""
@@ -280,7 +280,7 @@ class GivenPath:
     token: str
 
 
-@dataclass(frozen=True)
+@record
 class Snapshot:
     """Everything one scan gathered.
 
@@ -327,8 +327,8 @@ T = TypeVar("T")
 
 def to_dict(value: Any) -> Any:
     """A snapshot (or any record in it) as JSON-ready plain data."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_dict(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if records.is_record(value) and not isinstance(value, type):
+        return {f.name: to_dict(getattr(value, f.name)) for f in records.fields(value)}
     if isinstance(value, (tuple, list)):
         return [to_dict(v) for v in value]
     if isinstance(value, CpuSet):
@@ -346,7 +346,7 @@ def _build(tp: Any, data: Any) -> Any:
     if origin is tuple:
         (inner, *_rest) = typing.get_args(tp)
         return tuple(_build(inner, v) for v in data)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and records.is_record(tp):
         return from_dict(tp, data)
     if tp is CpuSet:
         return CpuSet.parse(data)
@@ -360,7 +360,7 @@ def from_dict(cls: type[T], data: dict[str, Any]) -> T:
     hints = typing.get_type_hints(cls)
     kwargs = {
         f.name: _build(hints[f.name], data[f.name])
-        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        for f in records.fields(cls)
         if f.name in data
     }
     return cls(**kwargs)

@@ -7,10 +7,10 @@ switch ports -> endpoints.
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 from enum import Enum
 from typing import Any
 
@@ -49,7 +49,7 @@ _ID_PREFIX = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Device:
     """A PCI function placed in the tree.
 
@@ -110,7 +110,7 @@ class Device:
         return bool(self.rdma_devices) or pci.is_infiniband(self.class_code) or self.rdma is True
 
 
-@dataclass(frozen=True)
+@record
 class Node:
     """A NUMA node; ``cpu_less`` nodes (Grace GPU memory, CXL) name the node to bind to.
 
@@ -137,7 +137,7 @@ class Node:
         return str(self.cpus)
 
 
-@dataclass(frozen=True)
+@record
 class Socket:
     """A CPU package: its NUMA nodes and CPUs."""
     id: int
@@ -145,7 +145,7 @@ class Socket:
     cpus: CpuSet
 
 
-@dataclass(frozen=True)
+@record
 class HostBridge:
     """A root bus (``/sys/devices/pciDDDD:BB``): the CPU's side of the PCIe tree."""
 
@@ -154,7 +154,7 @@ class HostBridge:
     socket: int | None
 
 
-@dataclass(frozen=True)
+@record
 class Topology:
     """The host's tree, with indexes by BDF and id."""
 
@@ -538,7 +538,7 @@ def _own_memory_nodes(nodes: tuple[Node, ...], snap: Snapshot, devices: list[Dev
     for n in nodes:
         gpu = owner.get(n.id)
         if n.cpu_less and gpu is not None and gpu.numa_node in cpu_node and gpu.numa_node != n.id:
-            n = dataclasses.replace(n, nearest_cpu_node=gpu.numa_node, socket=cpu_node[gpu.numa_node].socket)
+            n = records.replace(n, nearest_cpu_node=gpu.numa_node, socket=cpu_node[gpu.numa_node].socket)
         out.append(n)
     return tuple(out)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ def _load(name: str) -> str:
 
 def _facts(m: TopoMatrix):
     """What a round trip must keep: devices (minus the unresolved raw text) and cells."""
-    devices = tuple(dataclasses.replace(d, unresolved_affinity=None) for d in m.devices)
+    devices = tuple(records.replace(d, unresolved_affinity=None) for d in m.devices)
     return devices, m.cells
 
 

@@ -11,7 +11,7 @@ Pure functions of values; nothing here reads the host.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from topoagent.records import record
 
 from topoagent.cpuset import CpuSet
 from topoagent.snapshot import Cpu
@@ -62,7 +62,7 @@ def reserve(cores: Sequence[CpuSet], count: int) -> tuple[CpuSet, tuple[CpuSet, 
     return CpuSet().union(*cores[:take]), tuple(cores[take:])
 
 
-@dataclass(frozen=True)
+@record
 class Split:
     """``parts`` disjoint sets of whole cores; ``shared`` when there were fewer cores than
     parts, so some parts share a core (round robin) rather than get none."""

@@ -6,8 +6,8 @@ caller's allowed CPUs (a Slurm or container cpuset), never widened (REFERENCE §
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from topoagent import records
+from topoagent.records import field, record
 from typing import TYPE_CHECKING, Any
 
 from topoagent.cpuset import CpuSet
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from topoagent.topology import Device, Topology
 
 
-@dataclass(frozen=True)
+@record
 class RailNic:
     """A GPU's rail NIC as a rank uses it: RDMA devices (``NCCL_IB_HCA``), the port
     (``UCX_NET_DEVICES=mlx5_0:1``), netdevs (``NCCL_SOCKET_IFNAME``) and the path class."""
@@ -42,7 +42,7 @@ class RailNic:
         return self.kind == "SYS"
 
 
-@dataclass(frozen=True)
+@record
 class SplitGroup:
     """One of ``--split N`` disjoint groups: GPUs, their CPUs and NICs, for one job/tenant.
 
@@ -59,7 +59,7 @@ class SplitGroup:
     crosses: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class GpuPlan:
     gpu: str
     bdf: str | None
@@ -82,7 +82,7 @@ class GpuPlan:
     notes: tuple[Any, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class NumaGroup:
     """GPUs that share a NUMA node: one mask per node for per-socket jobs."""
 
@@ -92,7 +92,7 @@ class NumaGroup:
     cpus: CpuSet | None
 
 
-@dataclass(frozen=True)
+@record
 class Plan:
     gpus: tuple[GpuPlan, ...]
     numa_groups: tuple[NumaGroup, ...]
@@ -164,7 +164,7 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
 # what is wrong with a GPU's placement.  Both are values; neither changes anything.
 
 
-@dataclass(frozen=True)
+@record
 class PlanOptions:
     """What the person asked of a plan.
 
@@ -310,7 +310,7 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
                 "Use fewer ranks per GPU, fewer reserved cores, or a larger cpuset."))
         env = base_env(g.cuda_index)
         env.update(rail_env(rails))
-        gpus.append(dataclasses.replace(
+        gpus.append(records.replace(
             g, key=d.key, socket=d.socket, cpus=cpus, rails=rails,
             rank_cpus=split.parts if cpus else tuple(CpuSet() for _ in range(options.ranks_per_gpu)),
             env=FrozenMap(env), notes=tuple(gpu_notes)))
@@ -320,7 +320,7 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
     for ng in base.numa_groups:
         members = [p for p in gpus if p.gpu in ng.gpus]
         cpus = CpuSet().union(*(m.cpus for m in members if m.cpus))
-        groups.append(dataclasses.replace(ng, cpus=cpus))
+        groups.append(records.replace(ng, cpus=cpus))
     split_groups: tuple[SplitGroup, ...] = ()
     if options.split:
         split_groups, split_notes = split_host(topo, tuple(gpus), share, options.split)

@@ -25,7 +25,7 @@ performance guides give for preferring NUMA affinity to CPU affinity; they hold 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 from enum import Enum
 from typing import TYPE_CHECKING
 
@@ -72,7 +72,7 @@ class Verdict(str, Enum):
 # -- the host side --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class HostDevice:
     """A host PCI function as the VM advice needs it."""
 
@@ -86,7 +86,7 @@ class HostDevice:
     rail_nics: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class HostView:
     """The host: its devices by BDF, its nodes' CPUs and memory (empty where unknown, as from
     esxcli), and its cores (sibling-thread sets) for ``--reserve-cores`` and pinning."""
@@ -152,7 +152,7 @@ def node_cpus_for_vms(host: HostView, node: int, reserve_cores: int) -> tuple[Cp
 # -- the VM side ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class DeviceReport:
     """A passthrough device joined with the host.  ``ref`` is how the VM's config names it
     (a BDF for libvirt, the ``pciPassthruN.id`` text for VMware)."""
@@ -166,7 +166,7 @@ class DeviceReport:
     note: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Affinity:
     """libvirt settings to write: vCPU CPUs, memory nodes (and per guest cell), optional pins."""
 
@@ -182,7 +182,7 @@ class Affinity:
         return str(CpuSet(self.nodes))
 
 
-@dataclass(frozen=True)
+@record
 class VmAdvice:
     name: str
     state: str
@@ -200,7 +200,7 @@ class VmAdvice:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class VmReport:
     """Every VM with passthrough devices; the names of those without are listed apart."""
 

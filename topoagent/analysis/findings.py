@@ -7,7 +7,7 @@ catalogue with one example each is ``docs/findings.md``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from topoagent.records import record
 from enum import IntEnum
 
 from topoagent.analysis.paths import Path, PathClass, path_index
@@ -42,7 +42,7 @@ class Severity(IntEnum):
         return cls[text.upper()]
 
 
-@dataclass(frozen=True)
+@record
 class Evidence:
     """A fact that proves a finding: where it was read and what it said."""
 
@@ -50,7 +50,7 @@ class Evidence:
     value: str | None
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     """A fault found on the host: stable ``code``, ``severity``, ``subjects`` (device ids),
     a one-sentence ``message``, the ``evidence`` that proves it and a concrete ``remedy``."""

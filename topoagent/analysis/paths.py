@@ -22,7 +22,7 @@ tree where one is known (lspci given too), else it is the worst case, ``SYS`` wi
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from topoagent.records import record
 from enum import IntEnum
 from itertools import combinations
 
@@ -48,7 +48,7 @@ class PathClass(IntEnum):
     SYS = 6
 
 
-@dataclass(frozen=True)
+@record
 class Path:
     """The path between devices ``a`` and ``b`` (ids, ``a`` < ``b`` in device order)."""
 

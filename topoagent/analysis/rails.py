@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from topoagent.records import record
 from enum import Enum
 
 from topoagent.analysis.paths import Path, PathClass, path_index
@@ -29,7 +29,7 @@ class NicRole(str, Enum):
     MANAGEMENT = "management"
 
 
-@dataclass(frozen=True)
+@record
 class Rail:
     """A GPU's pairing: its primary NIC (or none), the path class, and the NICs it may use."""
 
@@ -42,7 +42,7 @@ class Rail:
     shared_with: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class RailPlan:
     """Every physical NIC's role (by device id) and every GPU's rail, in GPU order."""
 

@@ -8,7 +8,7 @@ device by stable key (BDF) in ``label``, as the journal requires.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 from typing import TYPE_CHECKING, Any
 
 from topoagent.analysis.paths import Path, PathClass
@@ -34,7 +34,7 @@ PEERMEM_MODULE = "nvidia_peermem"
 PEERMEM_CONF = "etc/modules-load.d/nvidia-peermem.conf"
 
 
-@dataclass(frozen=True)
+@record
 class Change:
     """One change: ``kind`` of thing, ``target`` (irq, tid, bdf+offset, path, module), the
     value now and the value proposed, a stable ``label`` and a sentence for people."""
@@ -130,7 +130,7 @@ def peer_path_bridges(topo: Topology, paths: Sequence[Path]) -> dict[str, set[st
     return out
 
 
-@dataclass(frozen=True)
+@record
 class AcsPlan:
     """The ACS fix: changes to make, bridges refused (with why), and the kernel parameter
     that makes the same change at every boot."""
@@ -183,7 +183,7 @@ def acs_plan(topo: Topology, paths: Sequence[Path], configs: Mapping[str, bytes 
 # -- peer memory -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class PeermemNeed:
     """Whether GPUDirect RDMA needs nvidia_peermem here, and why (one sentence)."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Sequence
-from dataclasses import dataclass
+from topoagent.records import record
 from typing import Any
 
 from topoagent.apply.changes import FILE, IRQ, MODULE, PCI_CONFIG, THREAD, Change
@@ -21,7 +21,7 @@ from topoagent.hostfs import HostFS
 APPLIED, FAILED, REFUSED = "applied", "failed", "refused"
 
 
-@dataclass(frozen=True)
+@record
 class Outcome:
     """What became of one change (or one undo): ``applied``, ``refused`` (the kernel would
     not take the value: not fatal) or ``failed``; ``detail`` says why."""

@@ -15,7 +15,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from topoagent.records import record
 from typing import Any
 
 from topoagent.errors import TopoagentError
@@ -28,7 +28,7 @@ class JournalError(TopoagentError):
     """The journal cannot be written or read."""
 
 
-@dataclass(frozen=True)
+@record
 class Entry:
     """A change as the journal holds it: what, where (root), the value before and after."""
 

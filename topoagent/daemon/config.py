@@ -16,13 +16,13 @@ The full table is :data:`KEYS` (and ``docs/daemon.md``).  Pure, apart from readi
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 import ipaddress
 import os
 import re
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from topoagent.records import record
 from typing import Any
 
 from topoagent.errors import InputError
@@ -45,13 +45,13 @@ def default_state_dir() -> str:
     return given or "/var/lib/topoagent"
 
 
-@dataclass(frozen=True)
+@record
 class Config:
     """Everything the daemon is told.  Field names are the TOML keys."""
 
     root: str = "/"
     listen: str = DEFAULT_LISTEN
-    state_dir: str = dataclasses.field(default_factory=default_state_dir)
+    state_dir: str = records.field(default_factory=default_state_dir)
     nfd_dir: str | None = None
     textfile_dir: str | None = None
     interval: float = 300.0
@@ -139,7 +139,7 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
 #: The largest configuration file read (the flat table above is well under 1 KiB).
 MAX_CONFIG_BYTES = 1024 * 1024
 
-_FLOATS = {f.name for f in dataclasses.fields(Config) if f.type in ("float", float)}
+_FLOATS = {f.name for f in records.fields(Config) if f.type in ("float", float)}
 _OPTIONAL_DIRS = ("nfd_dir", "textfile_dir")
 
 

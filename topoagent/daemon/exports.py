@@ -18,7 +18,7 @@ import re
 import stat
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from topoagent.records import record
 from typing import Any
 
 from topoagent.analysis.paths import PathClass
@@ -154,7 +154,7 @@ def render_nfd(features: Mapping[str, str], namespace: str) -> str:
 # -- writing, with failures reported once ---------------------------------------------------
 
 
-@dataclass
+@record(frozen=False)
 class ExportStatus:
     path: str
     ok: bool = True

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from topoagent import records
+from topoagent.records import record
 from typing import Any
 
 from topoagent.result import ScanResult
@@ -41,7 +42,7 @@ __all__ = ["Judgement", "LinkWatch", "WatchedLink", "watched_links"]
 _DOWNSTREAM_FACING = (BridgeRole.ROOT_PORT, BridgeRole.SWITCH_DOWNSTREAM)
 
 
-@dataclass(frozen=True)
+@record
 class WatchedLink:
     """A link to watch, named by the device that reports it.
 
@@ -94,7 +95,7 @@ def watched_links(result: ScanResult) -> dict[str, WatchedLink]:
     return out
 
 
-@dataclass(frozen=True)
+@record
 class Sample:
     at: float
     gts: float | None
@@ -102,7 +103,7 @@ class Sample:
     loaded: bool | None
 
 
-@dataclass(frozen=True)
+@record
 class Judgement:
     """What the watch says of one link now."""
 
@@ -120,7 +121,7 @@ class Judgement:
     saw_load: bool
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {f.name: getattr(self, f.name) for f in records.fields(self)}
 
 
 class LinkWatch:

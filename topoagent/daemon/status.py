@@ -7,7 +7,7 @@ never sees half an update.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 from typing import TYPE_CHECKING
 
 from topoagent.frozen import FrozenMap
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["Attempt", "Status"]
 
 
-@dataclass(frozen=True)
+@record
 class Attempt:
     """One scan attempt: when it started, whether it gave a result, how long it took."""
 
@@ -30,7 +30,7 @@ class Attempt:
     trigger: str = "start"
 
 
-@dataclass(frozen=True)
+@record
 class Status:
     """The last good result and everything counted about the daemon's scans."""
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 from itertools import pairwise
 
 from topoagent.analysis.findings import Finding, Severity
@@ -79,7 +79,7 @@ CROSS_CODES = ("GPU_NIC_CROSS_SOCKET", "GPU_NIC_CROSS_NUMA", "GPU_NIC_VIA_HOST_B
 DEGRADED_CODES = ("LINK_WIDTH_DEGRADED", "LINK_SPEED_DEGRADED")
 
 
-@dataclass(frozen=True)
+@record
 class Rect:
     x: float
     y: float
@@ -129,12 +129,12 @@ def compact_link(link: LinkInfo) -> str | None:
 # -- the scene: what is drawn, grouped -----------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class SceneTile:
     device: Device
 
 
-@dataclass(frozen=True)
+@record
 class SceneChip:
     """Several devices of one kind in one container, drawn as one line (``4× NVMe``)."""
 
@@ -143,7 +143,7 @@ class SceneChip:
     devices: tuple[Device, ...]
 
 
-@dataclass(frozen=True)
+@record
 class SceneBox:
     """A host bridge (``device`` None), a PCIe switch (``device``: its upstream port), or the
     devices of a source without a PCI tree (``kind`` ``group``)."""
@@ -155,7 +155,7 @@ class SceneBox:
     children: tuple[SceneTile | SceneChip | SceneBox, ...]
 
 
-@dataclass(frozen=True)
+@record
 class SceneNode:
     ident: str
     title: str
@@ -164,7 +164,7 @@ class SceneNode:
     boxes: tuple[SceneBox, ...]
 
 
-@dataclass(frozen=True)
+@record
 class SceneSocket:
     ident: str
     title: str
@@ -173,7 +173,7 @@ class SceneSocket:
     nodes: tuple[SceneNode, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Scene:
     sockets: tuple[SceneSocket, ...]
     #: The region of what no NUMA node could be given to, or None.
@@ -358,7 +358,7 @@ def _node_subtitle(n: Node) -> str:
 # -- the layout: geometry ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class Region:
     """A socket, NUMA node, host bridge, switch, no-tree group, or the interconnect band."""
 
@@ -374,7 +374,7 @@ class Region:
     findings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class Tile:
     """A GPU, NIC or accelerator."""
 
@@ -391,7 +391,7 @@ class Tile:
     findings: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Chip:
     ident: str
     rect: Rect
@@ -400,7 +400,7 @@ class Chip:
     bdfs: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Wire:
     """A container's bus (``kind`` ``bus``) or the PCIe link of one child (``link``)."""
 
@@ -417,7 +417,7 @@ class Wire:
     label: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Tie:
     """A GPU's rail: a polyline from the GPU tile to its primary NIC's tile."""
 
@@ -434,7 +434,7 @@ class Tie:
     severity: str | None
 
 
-@dataclass(frozen=True)
+@record
 class Mark:
     """A finding drawn on a bridge (``ACS_REDIRECT``)."""
 
@@ -446,14 +446,14 @@ class Mark:
     subjects: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class LegendEntry:
     kind: str
     text: str
     rect: Rect  #: the swatch; the text follows it on the same line
 
 
-@dataclass(frozen=True)
+@record
 class Layout:
     width: float
     height: float

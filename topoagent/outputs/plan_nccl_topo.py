@@ -28,7 +28,7 @@ NUMA node share its ``<cpu>`` and are PHB to NCCL.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 from typing import Any
 
 from topoagent.errors import InputError
@@ -39,7 +39,7 @@ from topoagent.topology import Device, DeviceKind, Topology
 CPU_ATTRS = ("numaid", "affinity", "arch", "vendor", "familyid", "modelid")
 
 
-@dataclass
+@record(frozen=False)
 class Element:
     """An XML element: name, attributes in order, children."""
 

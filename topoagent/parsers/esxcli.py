@@ -33,7 +33,7 @@ case (some tools save the output lower-cased), CRLF line ends are accepted.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from topoagent.records import record
 
 from topoagent.bdf import is_bdf, normalize_bus_id
 from topoagent.digits import parse_decimal
@@ -46,7 +46,7 @@ class EsxcliError(InputError):
     """Text that is not ``esxcli hardware pci list`` output."""
 
 
-@dataclass(frozen=True)
+@record
 class EsxPciDevice:
     """One function as ESXi lists it; ``class_code`` is 24-bit (class, subclass, prog-if)."""
 

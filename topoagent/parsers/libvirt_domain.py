@@ -28,7 +28,7 @@ be anything, so text holding a DOCTYPE or an entity declaration is refused befor
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from topoagent.records import record
 from typing import TYPE_CHECKING
 
 from topoagent.cpuset import CpuSet, CpuSetError
@@ -68,7 +68,7 @@ class DomainXmlError(InputError):
     """A domain definition that cannot be read (not XML, no <domain>, a bad address or set)."""
 
 
-@dataclass(frozen=True)
+@record
 class HostdevPci:
     """One PCI function passed through to the guest."""
 
@@ -78,7 +78,7 @@ class HostdevPci:
     via: str = "hostdev"
 
 
-@dataclass(frozen=True)
+@record
 class Pin:
     """A ``vcpupin``/``iothreadpin`` (``id`` is the vCPU or iothread number)."""
 
@@ -86,14 +86,14 @@ class Pin:
     cpuset: str
 
 
-@dataclass(frozen=True)
+@record
 class MemNode:
     cellid: int
     mode: str | None
     nodeset: str
 
 
-@dataclass(frozen=True)
+@record
 class GuestCell:
     """A guest NUMA cell (``<cpu><numa><cell>``)."""
 
@@ -102,7 +102,7 @@ class GuestCell:
     memory_bytes: int | None
 
 
-@dataclass(frozen=True)
+@record
 class Domain:
     """What a domain definition says about its placement."""
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 
 from topoagent.parsers.lspci_common import LspciParseError, split_ids
 from topoagent.parsers.paste import Skipped, clean_paste, merge_skipped
@@ -27,7 +27,7 @@ from topoagent.parsers.paste import Skipped, clean_paste, merge_skipped
 __all__ = ["LspciTree", "LspciTreeNode", "parse_lspci_tree", "read_lspci_tree"]
 
 
-@dataclass(frozen=True)
+@record
 class LspciTreeNode:
     """One PCI function in ``lspci -t`` output.
 
@@ -61,7 +61,7 @@ class LspciTreeNode:
             stack.extend(reversed(node.children))
 
 
-@dataclass(frozen=True)
+@record
 class LspciTree:
     """What :func:`read_lspci_tree` read.
 
@@ -83,7 +83,7 @@ class LspciTree:
             yield from top.walk()
 
 
-@dataclass
+@record(frozen=False)
 class _Node:
     bdf: str | None  # None: on a bus the paste does not name
     description: str | None = None
@@ -128,7 +128,7 @@ _BRIDGE = re.compile(r"-\[([0-9a-fA-F]{2})(?:-([0-9a-fA-F]{2}))?\]-")
 _BRANCH_LINE = re.compile(r"^[ |]*[+\\]-(?:[0-9a-fA-F]{2}\.[0-7]|\[)")
 
 
-@dataclass
+@record(frozen=False)
 class _Bus:
     domain: int | None  # None: not named by the paste (an excerpt below the root-bus line)
     number: int | None

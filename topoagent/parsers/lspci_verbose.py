@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from topoagent.records import fields, record, replace
 from typing import Any
 
 from topoagent.digits import is_decimal
@@ -24,7 +24,7 @@ def decode_acs(register: int) -> dict[str, bool]:
     return {name: bool(register >> bit & 1) for bit, name in enumerate(ACS_FLAGS)}
 
 
-@dataclass(frozen=True)
+@record
 class SriovInfo:
     """The SR-IOV capability of a physical function (``Initial VFs: 16, Total VFs: 16, …``)."""
 
@@ -36,7 +36,7 @@ class SriovInfo:
     vf_device_id: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class LspciFunction:
     """One function of ``lspci -vvv`` output.
 
@@ -149,7 +149,7 @@ def _acs(text: str) -> int | None:
     return sum(1 << bit for bit, name in enumerate(ACS_FLAGS) if flags[name] == "+")
 
 
-@dataclass(frozen=True)
+@record
 class LspciListing:
     """What :func:`read_lspci_verbose` read: the functions, the line ranges it skipped (with
     why) and notes (fields found with no device line to place them on, repeated records)."""

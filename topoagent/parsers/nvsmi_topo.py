@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from topoagent.records import record
 
 from topoagent.cpuset import CpuSet, format_cpulist
 from topoagent.errors import InputError
@@ -81,7 +81,7 @@ class TopoParseError(InputError):
     """Text that is not an ``nvidia-smi topo -m`` matrix."""
 
 
-@dataclass(frozen=True)
+@record
 class TopoDevice:
     """One row (and column) of the matrix.
 
@@ -103,7 +103,7 @@ class TopoDevice:
     unresolved_affinity: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class TopoMatrix:
     """The parsed matrix.
 
@@ -278,7 +278,7 @@ def _untable(line: str) -> str | None:
     return "\t".join(cells)
 
 
-@dataclass(frozen=True)
+@record
 class _Reading:
     """One way to read a row: its cells and its affinity values (cpu, numa, gpu_numa)."""
 

@@ -25,7 +25,7 @@ shown.  Everything else is kept for the parser to judge.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from topoagent.records import record
 
 from topoagent.errors import InputError
 
@@ -77,7 +77,7 @@ _ELISION = re.compile(
     re.I)
 
 
-@dataclass(frozen=True)
+@record
 class Line:
     """A line kept for the parser: its number in the original paste (1-based) and its text
     (no CR, no ANSI codes, no byte-order mark; tabs and indentation as pasted)."""
@@ -86,7 +86,7 @@ class Line:
     text: str
 
 
-@dataclass(frozen=True)
+@record
 class Skipped:
     """Lines ``first``..``last`` (1-based, inclusive) that were not read, and why."""
 
@@ -103,7 +103,7 @@ class Skipped:
         return f"{self.where}: {self.why}"
 
 
-@dataclass(frozen=True)
+@record
 class Cleaned:
     """The lines of a paste worth parsing, and the ranges dropped with a reason to report."""
 

@@ -14,7 +14,7 @@ Pure and linear in the size of the text; a line that does not fit the format is 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 
 __all__ = ["PciIds", "parse_pci_ids"]
 
@@ -22,7 +22,7 @@ _VENDOR = re.compile(r"([0-9a-fA-F]{4})\s+(\S.{0,200})")
 _DEVICE = re.compile(r"\t([0-9a-fA-F]{4})\s+(\S.{0,200})")
 
 
-@dataclass(frozen=True)
+@record
 class PciIds:
     """Vendor names by id, device names by (vendor, device)."""
 

@@ -29,7 +29,7 @@ profiles name no function) is kept with ``bdfs = ()``: its node cannot be known 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from topoagent.records import record
 
 from topoagent.digits import is_decimal
 from topoagent.errors import InputError
@@ -42,7 +42,7 @@ class VmxError(InputError):
     """Text that is not a .vmx, or a passthrough entry that cannot be read."""
 
 
-@dataclass(frozen=True)
+@record
 class PassthruDevice:
     """One ``pciPassthruN`` entry that is present.
 
@@ -59,7 +59,7 @@ class PassthruDevice:
     warning: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class VmxConfig:
     display_name: str | None
     numvcpus: int | None

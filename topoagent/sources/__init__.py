@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 from typing import Any
 
 from topoagent.inputs import NVML_OFF, Inputs
@@ -20,7 +20,7 @@ from topoagent.snapshot import Snapshot
 __all__ = ["SOURCES", "Collection", "Registration", "is_live"]
 
 
-@dataclass
+@record(frozen=False)
 class Collection:
     """What the sources of one scan have gathered so far (mutable; lives for one scan).
 
@@ -38,7 +38,7 @@ class Collection:
         return self.snapshot
 
 
-@dataclass(frozen=True)
+@record
 class Registration:
     """A source: its name, its module (imported only when it runs) and when it runs."""
 

@@ -48,7 +48,7 @@ import re
 import stat
 import tarfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from topoagent.records import field, record
 from typing import BinaryIO
 
 from topoagent.bdf import is_bdf
@@ -89,7 +89,7 @@ MAX_MEMBER_BYTES = 16 * 1024 * 1024
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
 
 
-@dataclass(frozen=True)
+@record
 class Entry:
     """One member of a capture: a regular file (``data``), a directory, or a relative link."""
 
@@ -99,7 +99,7 @@ class Entry:
     target: str = ""
 
 
-@dataclass
+@record(frozen=False)
 class Capture:
     """Entries of a capture, in the order they were found, and the manifest's notes."""
 

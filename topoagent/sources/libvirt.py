@@ -20,7 +20,7 @@ back in the same virsh session), the one write ``vms --apply``/``--undo`` make.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from topoagent.records import record
 
 from topoagent.errors import TopoagentError
 from topoagent.hostfs import HostFS
@@ -50,7 +50,7 @@ class LibvirtError(TopoagentError):
     """virsh failed, or a domain's definition could not be read."""
 
 
-@dataclass(frozen=True)
+@record
 class DomainRecord:
     """One domain: its state (``running``, ``shut off``, ``paused``…, ``unknown``), its XML
     and where the XML came from (for messages)."""
@@ -61,7 +61,7 @@ class DomainRecord:
     origin: str
 
 
-@dataclass(frozen=True)
+@record
 class LibvirtRead:
     """What was read: the domains, the source (``virsh -c URI`` or the config directory), and
     what could not be read (one line each)."""

@@ -28,11 +28,11 @@ Facts worth knowing about the API (checked against nvidia-ml-py 13.615):
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from topoagent.records import record
 from typing import Any, TypeVar
 
 from topoagent.bdf import normalize_bus_id
@@ -52,7 +52,7 @@ _ABSENT = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
 _NO_SUCH_LINK = _ABSENT + ("NVMLError_InvalidArgument",)
 
 
-@dataclass(frozen=True)
+@record
 class NvmlProbe:
     """The result of one NVML probe."""
 
@@ -329,7 +329,7 @@ def collect(c: Collection) -> None:
             return  # a fake or captured root without a recording: NVML has nothing to say
     else:
         probe = probe_nvml(None if wanted in (True, NVML_AUTO) else wanted)
-    c.snapshot = dataclasses.replace(
+    c.snapshot = records.replace(
         snap,
         nvml_gpus=probe.gpus,
         driver_version=probe.driver_version,

@@ -10,7 +10,7 @@ threads are read.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from topoagent.records import record
 
 from topoagent.cpuset import CpuSet
 from topoagent.errors import TopoagentError
@@ -54,7 +54,7 @@ def allowed_cpus() -> CpuSet:
     return mine & cg if cg else mine
 
 
-@dataclass(frozen=True)
+@record
 class ThreadAffinity:
     """One thread of a process and the CPUs it may run on."""
 

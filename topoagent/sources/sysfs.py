@@ -7,7 +7,7 @@ scan carries on.
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
@@ -432,7 +432,7 @@ class SysfsReader:
         )
         status = "partial" if self.fs.errors else "ok"
         detail = f"{len(self.fs.errors)} probe(s) failed" if self.fs.errors else None
-        return dataclasses.replace(
+        return records.replace(
             snap,
             sources=(SourceStatus("sysfs", status, detail), config_status),
             probe_errors=tuple(self.fs.errors),

@@ -9,13 +9,13 @@ whole process group is killed at the timeout, so a wedged ``nvidia-smi`` cannot 
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 import os
 import shutil
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from topoagent.records import record
 
 from topoagent.errors import TopoagentError
 from topoagent.snapshot import SourceStatus
@@ -26,7 +26,7 @@ DEFAULT_TIMEOUT = 10.0
 _REAP_TIMEOUT = 2.0
 
 
-@dataclass(frozen=True)
+@record
 class ToolResult:
     """What one run of a tool gave.
 
@@ -198,4 +198,4 @@ def collect(c: Collection) -> None:
             statuses.append(SourceStatus(name, "error", f"{command}: {exc}"))
             continue
         statuses.append(SourceStatus(name, "ok", f"cross-checked: {command}"))
-    c.snapshot = dataclasses.replace(snap, sources=snap.sources + tuple(statuses))
+    c.snapshot = records.replace(snap, sources=snap.sources + tuple(statuses))

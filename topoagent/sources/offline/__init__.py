@@ -28,7 +28,7 @@ matched halfway.
 
 from __future__ import annotations
 
-import dataclasses
+from topoagent import records
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -86,8 +86,8 @@ def combine(
         # matrix still describes every GPU and NIC with its path classes: analyse it alone and
         # say why lspci's facts were set aside, rather than refuse the whole input.
         why = f"not joined to the nvidia-smi matrix: {exc}; analysed from the matrix alone"
-        return dataclasses.replace(m, sources=m.sources + tuple(
-            dataclasses.replace(s, status="unavailable", detail=why) for s in lspci.sources))
+        return records.replace(m, sources=m.sources + tuple(
+            records.replace(s, status="unavailable", detail=why) for s in lspci.sources))
 
 
 #: Input name -> (source name, tool as people call it).
@@ -148,7 +148,7 @@ def read_offline(nvidia_smi_topo: str | None = None, lspci_tree: str | None = No
         errors = tuple(ProbeError(path=_TOOLS[name][1], error=f"nothing read: {exc}") for name, exc in failures)
         status = tuple(SourceStatus(_TOOLS[name][0], "unavailable", f"{_TOOLS[name][1]}: {exc}")
                        for name, exc in failures)
-        snap = dataclasses.replace(snap, sources=snap.sources + status, probe_errors=snap.probe_errors + errors)
+        snap = records.replace(snap, sources=snap.sources + status, probe_errors=snap.probe_errors + errors)
     return snap
 
 

@@ -1,0 +1,140 @@
+"""topoagent.records: the model's record classes behave as frozen dataclasses do."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import typing
+
+import pytest
+
+from topoagent import records
+from topoagent.records import FrozenRecordError, field, record
+
+
+@record
+class Point:
+    """A frozen record with a default, a factory and a field left out of == and repr."""
+
+    x: int
+    y: int = 0
+    tags: tuple[str, ...] = field(default_factory=tuple)
+    note: str = field(default="", compare=False, repr=False)
+    LIMIT: typing.ClassVar[int] = 3
+
+
+@record(frozen=False)
+class Bag:
+    """A mutable record whose fields are named like the generated __init__'s locals."""
+
+    d: dict[str, int] = field(default_factory=dict)
+    self_: int = 0
+    MISSING: int = 1
+
+
+@record
+class Indexed:
+    items: tuple[int, ...]
+    _total: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_total", sum(self.items))
+
+
+@record
+class Child(Point):
+    z: int = 5
+
+
+@record
+class Custom:
+    a: int
+
+    def __repr__(self) -> str:
+        return f"<{self.a}>"
+
+    def __hash__(self) -> int:
+        return 7
+
+
+def test_init_by_position_and_name() -> None:
+    assert Point(1, 2) == Point(x=1, y=2)
+    assert Point(1).tags == () and Point(1).y == 0
+    with pytest.raises(TypeError):
+        Point()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Point(1, 2, (), "n", 5)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(("a", "b", "equal"), [
+    (Point(1, 2), Point(1, 2), True),
+    (Point(1, 2), Point(1, 3), False),
+    (Point(1, note="a"), Point(1, note="b"), True),  # compare=False
+    (Point(1, tags=("a",)), Point(1, tags=("b",)), False),
+    (Point(1), Child(1), False),  # another class is never equal
+])
+def test_equality_and_hash_follow_the_compared_fields(a: Point, b: Point, equal: bool) -> None:
+    assert (a == b) is equal
+    if equal:
+        assert hash(a) == hash(b)
+
+
+def test_frozen_records_refuse_assignment_and_deletion() -> None:
+    p = Point(1)
+    with pytest.raises(FrozenRecordError):
+        p.x = 2  # type: ignore[misc]
+    with pytest.raises(AttributeError):  # FrozenRecordError is an AttributeError
+        del p.x
+    assert p.x == 1
+
+
+def test_mutable_records_assign_and_do_not_hash() -> None:
+    b = Bag()
+    b.d["k"] = 1
+    b.self_ = 4
+    assert b == Bag({"k": 1}, 4, 1) and Bag().d == {}  # each instance its own dict
+    assert Bag(MISSING=9).MISSING == 9
+    with pytest.raises(TypeError):
+        hash(b)
+
+
+def test_repr_skips_repr_false_fields() -> None:
+    assert repr(Point(1, 2, note="x")) == "Point(x=1, y=2, tags=())"
+    assert repr(Custom(3)) == "<3>" and hash(Custom(3)) == 7  # a class's own methods are kept
+
+
+def test_post_init_fills_init_false_fields_and_replace_reruns_it() -> None:
+    i = Indexed((1, 2, 3))
+    assert i._total == 6 and repr(i) == "Indexed(items=(1, 2, 3))"
+    assert records.replace(i, items=(4,))._total == 4
+    with pytest.raises(ValueError):
+        records.replace(i, _total=1)
+
+
+def test_fields_replace_and_is_record() -> None:
+    assert [f.name for f in records.fields(Point)] == ["x", "y", "tags", "note"]  # ClassVar is no field
+    assert [f.name for f in records.fields(Child(1))] == ["x", "y", "tags", "note", "z"]
+    assert records.fields(Point)[0].type == "int"
+    assert records.replace(Point(1, 2), y=5) == Point(1, 5)
+    assert records.is_record(Point) and records.is_record(Point(1)) and not records.is_record(3)
+    assert Point.__match_args__ == ("x", "y", "tags", "note") and Point.LIMIT == 3
+    with pytest.raises(TypeError):
+        records.fields(3)
+
+
+def test_copy_and_pickle_round_trip() -> None:
+    p = Child(1, 2, ("t",), "n", 9)
+    assert copy.deepcopy(p) == p and copy.copy(p) == p
+    assert pickle.loads(pickle.dumps(p)) == p
+
+
+@pytest.mark.parametrize(("annotations", "values", "error"), [
+    ({"a": "int", "b": "int"}, {"a": 1}, TypeError),  # no default after a default
+    ({"a": "list[int]"}, {"a": []}, ValueError),  # a shared mutable default
+])
+def test_bad_declarations_fail_at_class_creation(annotations: dict[str, str], values: dict[str, object],
+                                                 error: type[Exception]) -> None:
+    with pytest.raises(error):
+        record(type("Bad", (), {"__annotations__": annotations, **values}))
+    with pytest.raises(ValueError):
+        field(default=1, default_factory=list)
