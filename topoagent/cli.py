@@ -2,23 +2,25 @@
 :func:`topoagent.api.run` for a result, renders it and exits.
 
 Commands live in :mod:`topoagent.commands`, one module each, imported only when invoked, so
-``topoagent scan`` pays for no other command.  Exit codes: 0 ok, 1 findings at or above
-``--fail-on``, 2 usage error or nothing scannable.
+``topoagent scan`` pays for no other command.  A plain ``scan`` command line does not import
+click at all (:data:`FAST`; :mod:`topoagent.commands.argspec` says why and how).  Exit codes:
+0 ok, 1 findings at or above ``--fail-on``, 2 usage error or nothing scannable.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-import click
+if TYPE_CHECKING:
+    import click
 
-from topoagent import __version__
-
-#: command name -> "module:attribute" of its click command.
+#: command name -> "module:attribute" of its click command, or of a function that makes it.
 COMMANDS = {
-    "scan": "topoagent.commands.scan:scan",
+    "scan": "topoagent.commands.scan:command",
     "plan": "topoagent.commands.plan:plan",
     "exec": "topoagent.commands.exec:exec_",
     "apply": "topoagent.commands.apply:apply",
@@ -29,33 +31,59 @@ COMMANDS = {
     "capture": "topoagent.commands.capture:capture",
 }
 
-
-class _LazyGroup(click.Group):
-    """A group that imports a command's module only when that command is used."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in COMMANDS:
-            module, _, attr = COMMANDS[cmd_name].partition(":")
-            command: click.Command = getattr(importlib.import_module(module), attr)
-            return command
-        return super().get_command(ctx, cmd_name)
+#: command name -> module whose ``fast(argv) -> bool`` runs a plain command line without click.
+FAST = {"scan": "topoagent.commands.scan"}
 
 
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="topoagent")
-def cli() -> None:
-    """Host topology discovery and NUMA/affinity agent for GPU servers."""
+def load_command(name: str) -> click.Command:
+    """The click command ``name`` from :data:`COMMANDS` (imported now)."""
+    import click
+
+    module, _, attr = COMMANDS[name].partition(":")
+    obj = getattr(importlib.import_module(module), attr)
+    command: click.Command = obj if isinstance(obj, click.Command) else obj()
+    return command
 
 
-def main(argv: Any = None) -> None:
-    """Console-script entry point; never lets a traceback reach a person."""
-    from topoagent.commands.common import EXIT_ERROR, EXIT_OK, fail, quiet_stdout
+@functools.cache
+def group() -> click.Group:
+    """The ``topoagent`` click group, made on first use (click is imported only then)."""
+    import click
+
+    from topoagent import __version__
+
+    class LazyGroup(click.Group):
+        """A group that imports a command's module only when that command is used."""
+
+        def list_commands(self, ctx: click.Context) -> list[str]:
+            return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+        def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+            if cmd_name in COMMANDS:
+                return load_command(cmd_name)
+            return super().get_command(ctx, cmd_name)
+
+    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, prog_name="topoagent")
+    def cli() -> None:
+        """Host topology discovery and NUMA/affinity agent for GPU servers."""
+
+    return cli
+
+
+def __getattr__(name: str) -> Any:
+    if name == "cli":  # topoagent.cli.cli, the group, as before it was made lazily
+        return group()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _click_main(args: list[str]) -> None:
+    import click
+
+    from topoagent.commands.common import fail
 
     try:
-        cli.main(args=argv, prog_name="topoagent", standalone_mode=False)
+        group().main(args=args, prog_name="topoagent", standalone_mode=False)
     except click.exceptions.Abort:
         fail("aborted")
     except click.exceptions.UsageError as exc:
@@ -63,6 +91,17 @@ def main(argv: Any = None) -> None:
         fail(f"{exc.format_message()} (see {exc.ctx.command_path if exc.ctx else 'topoagent'} --help)")
     except click.exceptions.ClickException as exc:
         fail(exc.format_message())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point; never lets a traceback reach a person."""
+    from topoagent.commands.common import EXIT_ERROR, EXIT_OK, fail, quiet_stdout
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        fast = FAST.get(args[0]) if args else None
+        if fast is None or not importlib.import_module(fast).fast(args[1:]):
+            _click_main(args)
     except SystemExit:
         raise
     except BrokenPipeError:

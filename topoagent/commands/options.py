@@ -1,6 +1,7 @@
 """The scan-input options every command takes, defined once: ``--root``, ``--no-nvml``, the
-offline flags, ``--cross-check``.  :func:`scan_inputs` adds them and hands the command one
-:class:`~topoagent.inputs.Inputs`; :func:`run_scan` runs it or fails with one line."""
+offline flags, ``--cross-check``.  :func:`scan_inputs` adds them to a click command and hands it
+one :class:`~topoagent.inputs.Inputs` (:func:`take_inputs` does the same for the fast path);
+:func:`run_scan` runs it or fails with one line.  No click import here: ``scan`` runs without it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import click
-
+from topoagent.commands.argspec import Opt, click_options
 from topoagent.commands.common import fail
 from topoagent.errors import OfflineInputError, TopoagentError
 from topoagent.frozen import FrozenMap
@@ -21,12 +21,39 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: Offline inputs: Inputs field, option, the name OfflineInputError gives the argument.
+#: Offline inputs: Inputs field (also the option's dest), option, the name OfflineInputError
+#: gives the argument, help.
 OFFLINE_OPTIONS = (
-    ("nvidia_smi_topo_text", "--nvidia-smi-topo", "nvidia_smi_topo"),
-    ("lspci_tree_text", "--lspci-tree", "lspci_tree"),
-    ("lspci_verbose_text", "--lspci-verbose", "lspci_verbose"),
+    ("nvidia_smi_topo_text", "--nvidia-smi-topo", "nvidia_smi_topo",
+     "Analyse this saved `nvidia-smi topo -m` output (- for stdin) instead of the host."),
+    ("lspci_tree_text", "--lspci-tree", "lspci_tree",
+     "Analyse this saved `lspci -tv` (or -t, -tvnn) output (- for stdin)."),
+    ("lspci_verbose_text", "--lspci-verbose", "lspci_verbose",
+     "Analyse this saved `lspci -vvv` (or -vvvnn, -D -vvv; as root for ACS) output (- for stdin)."),
 )
+
+#: The scan-input options, in ``--help`` order (``--cross-check`` only where a command offers it).
+INPUT_OPTIONS = (
+    Opt("--root", "root", "Read the host tree below this directory (a fake or captured root).",
+        default="/", metavar="DIR", show_default=True),
+    Opt("--no-nvml", "no_nvml", "Do not ask NVML (it is asked only when scanning /).", flag=True),
+    *(Opt(option, field, text, metavar="FILE") for field, option, _, text in OFFLINE_OPTIONS),
+)
+CROSS_CHECK_OPTION = Opt(
+    "--cross-check", "cross_check", "Also run nvidia-smi topo -m and lspci -vvv (if installed) and report "
+    "where they disagree with sysfs. Live host (/) only.", flag=True)
+
+
+def input_options(*, cross_check: bool) -> tuple[Opt, ...]:
+    """The scan-input rows a command takes."""
+    return INPUT_OPTIONS + ((CROSS_CHECK_OPTION,) if cross_check else ())
+
+
+def take_inputs(params: dict[str, Any]) -> Inputs:
+    """Remove the scan-input values from parsed ``params`` and build their :class:`Inputs`."""
+    files = {field: params.pop(field) for field, *_ in OFFLINE_OPTIONS}
+    return build_inputs(root=params.pop("root"), no_nvml=params.pop("no_nvml"), files=files,
+                        cross_check=params.pop("cross_check", False))
 
 
 def scan_inputs(*, cross_check: bool = True) -> Callable[[F], F]:
@@ -34,32 +61,11 @@ def scan_inputs(*, cross_check: bool = True) -> Callable[[F], F]:
 
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
-        def command(*args: Any, root: str, no_nvml: bool, nvsmi_file: str | None, tree_file: str | None,
-                    verbose_file: str | None, cross_check: bool = False, **kwargs: Any) -> Any:
-            files = dict(zip((o[0] for o in OFFLINE_OPTIONS), (nvsmi_file, tree_file, verbose_file)))
-            kwargs["inputs"] = build_inputs(root=root, no_nvml=no_nvml, files=files, cross_check=cross_check)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            kwargs["inputs"] = take_inputs(kwargs)
             return fn(*args, **kwargs)
 
-        options = [
-            click.option("--root", default="/", show_default=True, metavar="DIR",
-                         help="Read the host tree below this directory (a fake or captured root)."),
-            click.option("--no-nvml", is_flag=True, help="Do not ask NVML (it is asked only when scanning /)."),
-            click.option("--nvidia-smi-topo", "nvsmi_file", metavar="FILE",
-                         help="Analyse this saved `nvidia-smi topo -m` output (- for stdin) instead of the host."),
-            click.option("--lspci-tree", "tree_file", metavar="FILE",
-                         help="Analyse this saved `lspci -tv` (or -t, -tvnn) output (- for stdin)."),
-            click.option("--lspci-verbose", "verbose_file", metavar="FILE",
-                         help="Analyse this saved `lspci -vvv` (or -vvvnn, -D -vvv; as root for ACS) "
-                              "output (- for stdin)."),
-        ]
-        if cross_check:
-            options.append(click.option(
-                "--cross-check", is_flag=True,
-                help="Also run nvidia-smi topo -m and lspci -vvv (if installed) and report where they "
-                     "disagree with sysfs. Live host (/) only."))
-        for option in reversed(options):
-            command = option(command)
-        return command  # type: ignore[return-value]  # functools.wraps keeps fn's signature for click
+        return click_options(input_options(cross_check=cross_check))(command)
 
     return wrap
 
@@ -77,7 +83,7 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
             root = resolve_root(root)
         except TopoagentError as exc:
             fail(f"--root {root}: {exc}")
-    option_of = {o[0]: o[1] for o in OFFLINE_OPTIONS}
+    option_of = {field: option for field, option, *_ in OFFLINE_OPTIONS}
     stdin = [option_of[f] for f, name in given.items() if name == "-"]
     if len(stdin) > 1:
         fail(f"{' and '.join(stdin)} cannot both read stdin (-)")
@@ -104,7 +110,7 @@ def run_scan(inputs: Inputs) -> ScanResult:
         return run(inputs)
     except OfflineInputError as exc:
         origins = inputs.origins or {}
-        where = next((f"{origins[f]}: " for f, _, arg in OFFLINE_OPTIONS if exc.input == arg and f in origins), "")
+        where = next((f"{origins[f]}: " for f, _, arg, _ in OFFLINE_OPTIONS if exc.input == arg and f in origins), "")
         fail(where + str(exc))
     except TopoagentError as exc:
         fail(str(exc))
