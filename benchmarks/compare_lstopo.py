@@ -77,7 +77,7 @@ class Row:
 def timed_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
     """Run ``argv`` with stdout and stderr discarded: (seconds, exit status)."""
     t0 = time.perf_counter()
-    rc = subprocess.call(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+    rc = subprocess.call(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=CHILD_CWD)
     return time.perf_counter() - t0, rc
 
 
@@ -92,13 +92,36 @@ def peak_rss(argv: list[str], env: dict[str, str] | None = None) -> int:
         return 0
     with tempfile.NamedTemporaryFile("r") as out:
         subprocess.call([gnu_time, "-f", "%M", "-o", out.name, *argv], stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+                        stderr=subprocess.DEVNULL, env=env, cwd=CHILD_CWD)
         text = out.read().strip().splitlines()
     return int(text[-1]) if text and text[-1].isdecimal() else 0
 
 
+#: Children run outside the checkout, so ``-m topoagent`` imports the installed package.
+CHILD_CWD = tempfile.gettempdir()
+
+
+def topoagent_cmd() -> list[str]:
+    """How a person runs topoagent: the console script beside this interpreter, else ``-m``."""
+    script = Path(sys.executable).with_name("topoagent")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "topoagent"]
+
+
 def topoagent_argv(root: Path) -> list[str]:
-    return [sys.executable, "-m", "topoagent", "scan", "--root", str(root), "--format", "json"]
+    return [*topoagent_cmd(), "scan", "--root", str(root), "--format", "json"]
+
+
+def install_note() -> str:
+    """Which topoagent the children import, and whether its bytecode is cached (else every run
+    compiles the sources: an editable install, or PYTHONDONTWRITEBYTECODE, costs ~30 ms)."""
+    probe = ("import importlib.util, os, topoagent; f = topoagent.__file__; "
+             "print(os.path.dirname(f), os.path.exists(importlib.util.cache_from_source(f)))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=CHILD_CWD)
+    where, _, cached = out.stdout.strip().rpartition(" ")
+    if cached != "True":
+        return (f"WARNING: topoagent from {where or '?'} has no cached bytecode, so whole-process times include "
+                "compiling it; measure from a regular install (pip install .) for the docs")
+    return f"topoagent from {where} ({' '.join(topoagent_cmd())}), bytecode cached"
 
 
 def lstopo_argv(root: Path) -> list[str]:
@@ -130,7 +153,7 @@ def check_tree(row: Row) -> None:
     """Once per tree, outside the timings: both tools succeed (their output is counted) and
     their peak RSS is taken."""
     tree = row.tree
-    out = subprocess.run(topoagent_argv(tree.root), capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(topoagent_argv(tree.root), capture_output=True, text=True, cwd=CHILD_CWD)
     if out.returncode not in (0, 1):
         raise SystemExit(f"{tree.label}: topoagent failed ({out.returncode}): {out.stderr[-500:]}")
     import json
@@ -221,7 +244,7 @@ def startup(reps: int, dgx_root: Path) -> list[str]:
     """Median wall time of a bare interpreter, ``--version`` and the DGX scan; importtime top."""
     cases = [("`python -c pass` (bare interpreter)", [sys.executable, "-c", "pass"]),
              ("`python -S -c pass`", [sys.executable, "-S", "-c", "pass"]),
-             ("`python -m topoagent --version`", [sys.executable, "-m", "topoagent", "--version"]),
+             ("`topoagent --version`", [*topoagent_cmd(), "--version"]),
              ("`scan --root dgx-h100 --format json`", topoagent_argv(dgx_root))]
     times: dict[str, list[float]] = {label: [] for label, _ in cases}
     rss: dict[str, int] = {label: 0 for label, _ in cases}
@@ -241,8 +264,8 @@ def startup(reps: int, dgx_root: Path) -> list[str]:
 
 
 def importtime_top(root: Path, n: int) -> list[str]:
-    out = subprocess.run([sys.executable, "-X", "importtime", *topoagent_argv(root)[1:]],
-                         capture_output=True, text=True, cwd=REPO)
+    argv = [sys.executable, "-X", "importtime", "-m", "topoagent", "scan", "--root", str(root), "--format", "json"]
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=CHILD_CWD)
     rows = []
     for line in out.stderr.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line)
@@ -309,7 +332,7 @@ def main() -> None:
         return
     scratch = _scratch()
     try:
-        print(f"{machine()}; {opts.reps} interleaved repetitions, medians\n")
+        print(f"{machine()}; {opts.reps} interleaved repetitions, medians\n{install_note()}\n")
         if not opts.startup:
             rows = []
             for label in opts.trees.split(","):

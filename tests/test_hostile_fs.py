@@ -139,3 +139,45 @@ def test_alias_entries_collapse_into_one_device(tmp_path):
     assert len(r.topology.gpus) == 1
     notes = [e for e in r.snapshot.probe_errors if "alias of" in e.error]
     assert len(notes) == 2
+
+
+def test_class_links_are_read_as_text_never_followed_out(tmp_path):
+    """A class device's owner comes from its link's text (one readlink): a link that climbs out
+    of the root, or names a real host path, opens nothing there and owns no device."""
+    root = minimal_tree(tmp_path / "host")
+    net = root / "sys/class/net"
+    net.mkdir(parents=True, exist_ok=True)
+    os.symlink("/sys/devices/pci0000:00/0000:00:03.0/net/eth9", net / "eth9")   # the analyst's /sys
+    os.symlink("../../../../../../../etc/net/eth8", net / "eth8")             # climbs out
+    os.symlink(f"../../../{DEV}/net/eth7", net / "eth7")                      # honest, dir absent
+    proc, opened = audited_scan(root, "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert outside(root, opened) == []
+    assert SECRET not in proc.stdout
+    fs = HostFS(root)
+    assert fs.link_target("sys/class/net/eth8") == "etc/net/eth8"  # ".." clamped at the root
+    assert fs.link_target("sys/class/net/eth9") == "sys/devices/pci0000:00/0000:00:03.0/net/eth9"
+    assert fs.link_target("sys/class/net") is None  # not a link
+    from topoagent.sources.sysfs import SysfsReader
+
+    reader = SysfsReader(fs)
+    list(reader.listed())
+    found = {n.name: n.bdf for n in reader.netdevs()}
+    assert found == {"eth7": BDF}, found
+
+
+@pytest.mark.parametrize("machine", ["dgx-h100", "sriov-nic", "cloud-vm", "p4d-efa", "workstation"])
+def test_owner_from_the_class_link_is_the_owner_resolution_gives(fixture_root, machine):
+    """The one-readlink owner (_pci_owner) agrees with resolving each ``device`` link inside the
+    root, for every network and RDMA device of several machine shapes."""
+    from topoagent.sources.sysfs import SysfsReader
+
+    reader = SysfsReader(HostFS(fixture_root(machine)))
+    list(reader.listed())
+    checked = 0
+    for cls in ("sys/class/net", "sys/class/infiniband"):
+        for name in reader.fs.listdir(cls):
+            base = f"{cls}/{name}"
+            assert reader._pci_owner(base) == reader._device_owner(f"{base}/device"), base
+            checked += 1
+    assert checked > 0

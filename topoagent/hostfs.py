@@ -311,6 +311,15 @@ class HostFS:
             self.record(rel, _describe(exc))
             return []
 
+    def names(self, rel: str) -> frozenset[str] | None:
+        """A directory's entries, unsorted; None when it cannot be listed (nothing recorded:
+        for a caller deciding which optional files to read, not for what a scan reports)."""
+        try:
+            real = self._real(rel)
+            return None if real is None else frozenset(os.listdir(real))
+        except (_Fail, OSError):
+            return None
+
     def link_name(self, rel: str) -> str | None:
         """The last component of a symlink's target (``driver`` -> ``"nvidia"``)."""
         try:
@@ -330,6 +339,30 @@ class HostFS:
             return None
         name = target.rstrip("/").rsplit("/", 1)[-1]
         return name or None
+
+    def link_target(self, rel: str) -> str | None:
+        """Where the symlink ``rel`` points, as a root-relative path normalised as text (``..``
+        clamped at the root), its components not resolved; None when ``rel`` is no symlink,
+        is absent, or cannot be read (nothing recorded: callers fall back to :meth:`resolve`).
+
+        One ``readlink`` and no ``open``: nothing outside the root is touched, whatever the
+        target says.
+        """
+        try:
+            real = self._real(rel, follow_last=False)
+            if real is None:
+                return None
+            target = os.readlink(real)
+        except (_Fail, OSError):
+            return None
+        parts = [] if target.startswith("/") else self._rel_of(os.path.dirname(real)).split("/")
+        for part in target.split("/"):
+            if part == "..":
+                if parts:
+                    parts.pop()
+            elif part not in ("", "."):
+                parts.append(part)
+        return "/".join(p for p in parts if p)
 
     def resolve(self, rel: str) -> str | None:
         """Resolve ``rel`` through its symlinks, inside the root.

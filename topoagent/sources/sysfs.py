@@ -43,6 +43,10 @@ _LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "ma
 _SRIOV_FILES = ("sriov_totalvfs", "sriov_numvfs")
 #: PCIe extended capability id of SR-IOV (PCIe Base Spec 9.3.3).
 EXT_CAP_ID_SRIOV = 0x0010
+#: A function's directory is listed before reading its optional files only when more than this
+#: many are wanted: a listing costs about as much as four failed opens (measured on a DGX
+#: fixture and a real capture, docs/benchmarks.md).
+_LIST_ABOVE = 4
 SYS_DEVICES = "sys/devices"
 _NODE = re.compile(r"^node([0-9]+)$")
 _CPU = re.compile(r"^cpu([0-9]+)$")
@@ -70,6 +74,8 @@ class SysfsReader:
 
     def __init__(self, fs: HostFS) -> None:
         self.fs = fs
+        #: A listed function's real directory (root-relative) -> its BDF; see _pci_owner().
+        self._function_dirs: dict[str, str] = {}
 
     def _value(self, rel: str, parse: Callable[[str], T], *, quiet: bool = False,
                required: bool = False) -> T | None:
@@ -118,6 +124,8 @@ class SysfsReader:
                 self.fs.record(link_rel, f"alias of {seen[bdf]} ({bdf}): counted once")
                 continue
             seen[bdf] = entry
+            if real is not None:
+                self._function_dirs[real] = bdf
             yield bdf, link_rel, real
 
     @staticmethod
@@ -139,10 +147,10 @@ class SysfsReader:
         t = texts if texts is not None else self.fs.texts(d, _LINK_FILES)
         p = self._parsed
         return LinkInfo(
-            current_gts=p(f"{d}/current_link_speed", t["current_link_speed"], sv.parse_link_speed),
-            current_width=p(f"{d}/current_link_width", t["current_link_width"], sv.parse_link_width),
-            max_gts=p(f"{d}/max_link_speed", t["max_link_speed"], sv.parse_link_speed),
-            max_width=p(f"{d}/max_link_width", t["max_link_width"], sv.parse_link_width),
+            current_gts=p(f"{d}/current_link_speed", t.get("current_link_speed"), sv.parse_link_speed),
+            current_width=p(f"{d}/current_link_width", t.get("current_link_width"), sv.parse_link_width),
+            max_gts=p(f"{d}/max_link_speed", t.get("max_link_speed"), sv.parse_link_speed),
+            max_width=p(f"{d}/max_link_width", t.get("max_link_width"), sv.parse_link_width),
         ).filled_from(cfg_link)
 
     def pci_function(self, bdf: str, link_rel: str, real: str | None) -> PciFunction:
@@ -170,13 +178,21 @@ class SysfsReader:
         sriov = config is None or not config.extended_readable or EXT_CAP_ID_SRIOV in config.extended_caps
         ids = config.vendor_device if config is not None else None
         subsystem = config.subsystem if config is not None else None
-        t = self.fs.texts(d, _ATTRS + (("vendor", "device") if ids is None else ())
-                          + (("subsystem_vendor", "subsystem_device") if subsystem is None else ())
-                          + (_LINK_FILES if self.needs_link_files(config, vf) else ())
-                          + (_SRIOV_FILES if sriov else ()))
+        optional = ((("subsystem_vendor", "subsystem_device") if subsystem is None else ())
+                    + (_LINK_FILES if self.needs_link_files(config, vf) else ())
+                    + (_SRIOV_FILES if sriov else ()))
+        if len(optional) > _LIST_ABOVE:
+            # Config space that shows no capabilities (the 64-byte header an unprivileged
+            # reader gets, or an old capture) leaves up to eight optional files to try, most
+            # absent on most functions; then one listing of the directory costs less than the
+            # failed opens (see _LIST_ABOVE).
+            present = self.fs.names(d)
+            if present is not None:
+                optional = tuple(n for n in optional if n in present)
+        t = self.fs.texts(d, _ATTRS + (("vendor", "device") if ids is None else ()) + optional)
 
         def attr(name: str, parse: Callable[[str], T], required: bool = False) -> T | None:
-            return self._parsed(f"{d}/{name}", t[name], parse, required=required)
+            return self._parsed(f"{d}/{name}", t.get(name), parse, required=required)  # not read: absent
 
         local = self._local_cpus(d, t["local_cpulist"])
         link = self.link(d, config, virtual_function=vf, texts=t)
@@ -232,12 +248,32 @@ class SysfsReader:
             self.fs.record(rel, str(exc))
             return None, physfn
 
-    def _pci_owner(self, rel: str) -> str | None:
-        """The BDF of the PCI function a class device's ``device`` link leads to.
+    def _pci_owner(self, class_dir: str) -> str | None:
+        """The BDF of the PCI function behind a class device (``sys/class/net/eth0``).
 
-        The link names the function itself for most drivers, but a virtio NIC's points at the
-        virtio bus device (``.../0000:00:03.0/virtio0``), so take the nearest BDF on the path.
+        The kernel puts a class device's directory below its parent device's
+        (``.../0000:01:00.0/net/eth0``; a virtio NIC's below the virtio bus device, itself below
+        the function: ``.../0000:00:03.0/virtio0/net/eth0``), so the nearest listed function
+        on the path the class link names is the owner.  That takes one ``readlink``, where
+        resolving the ``device`` link component by component takes four or five: on an
+        SR-IOV host with a netdev and an RDMA device per VF, most of the scan.  hwloc reads
+        the class link the same way (``hwloc_linuxfs_find_osdev_parent``, topology-linux.c).
+        Only a function already resolved from ``bus/pci/devices`` counts, so the answer is the
+        one resolution gives; where the link names none (a virtual interface, a capture that
+        copied directories), the ``device`` link is resolved inside the root.
         """
+        path = self.fs.link_target(class_dir)
+        while path:
+            bdf = self._function_dirs.get(path)
+            if bdf is not None:
+                return bdf
+            path = path.rpartition("/")[0]
+        return self._device_owner(f"{class_dir}/device")
+
+    def _device_owner(self, rel: str) -> str | None:
+        """The BDF of the PCI function a class device's ``device`` link leads to, resolved
+        inside the root: the nearest BDF on the path (a virtio NIC's link names the virtio
+        bus device, ``.../0000:00:03.0/virtio0``)."""
         real = self.fs.resolve(rel)
         if real is None:
             parent = rel.rsplit("/", 1)[0]
@@ -258,7 +294,7 @@ class SysfsReader:
         out = []
         for name in self.fs.listdir("sys/class/net"):
             base = f"sys/class/net/{name}"
-            bdf = self._pci_owner(f"{base}/device")
+            bdf = self._pci_owner(base)
             if bdf is None:
                 continue  # virtual interfaces (lo, bridges, bonds) have no PCI function
             if bdf in vfs:
@@ -282,7 +318,7 @@ class SysfsReader:
         out = []
         for name in self.fs.listdir("sys/class/infiniband"):
             base = f"sys/class/infiniband/{name}"
-            owner = self._pci_owner(f"{base}/device")
+            owner = self._pci_owner(base)
             ports = []
             for port in self.fs.listdir(f"{base}/ports") if owner not in vfs else ():
                 if not is_decimal(port):
