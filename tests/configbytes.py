@@ -19,6 +19,7 @@ def config_bytes(
     buses: tuple[int, int, int] | None = None,
     acs: tuple[int, int] | None = None,
     pcie_at: int = 0x68,
+    ssvid: tuple[int, int] | None = None,
 ) -> bytes:
     b = bytearray(4096)
     struct.pack_into("<HH", b, 0x00, vendor, device)
@@ -29,6 +30,10 @@ def config_bytes(
         struct.pack_into("<H", b, 0x06, 0x0010)  # capabilities list present
         b[0x34] = 0x40
         b[0x40], b[0x41] = 0x01, pcie_at  # power management -> PCIe
+        if ssvid:  # power management -> bridge subsystem ids (at 0x58) -> PCIe
+            b[0x41] = 0x58
+            b[0x58], b[0x59] = 0x0D, pcie_at
+            struct.pack_into("<HH", b, 0x5C, *ssvid)
         b[pcie_at], b[pcie_at + 1] = 0x10, 0x00
         struct.pack_into("<H", b, pcie_at + 2, 0x0002 | (port_type << 4))
         if link_cap:

@@ -75,6 +75,22 @@ def test_absent_device_reads_all_ones():
         parse_config_space(b"\xff" * 256)
 
 
+@pytest.mark.parametrize(
+    "kwargs, subsystem",
+    [
+        ({"header_type": 0}, (0, 0)),  # a type-0 header's registers at 0x2C (zero here)
+        ({"header_type": 1, "port_type": 6, "ssvid": (0x10DE, 0x1234)}, (0x10DE, 0x1234)),
+        ({"header_type": 1, "port_type": 6}, (0, 0)),  # whole list read, no SSVID: the kernel shows 0
+        ({"header_type": 1, "port_type": 6, "ssvid": (0x10DE, 0x1234), "size": 64}, None),  # list unseen
+        ({"header_type": 2, "port_type": None}, None),  # CardBus: sysfs says
+    ],
+)
+def test_subsystem_ids_as_the_kernel_shows_them(kwargs, subsystem):
+    """drivers/pci/probe.c pci_setup_device: a bridge's subsystem ids come from its SSVID
+    capability, and stay 0 without one."""
+    assert parse_config_space(config_bytes(**kwargs)).subsystem == subsystem
+
+
 def test_capability_loop_terminates():
     b = bytearray(config_bytes(size=256, port_type=None))
     b[0x06] = 0x10

@@ -126,7 +126,7 @@ class ConfigSpace:
     acs: AcsInfo | None = None
     #: Vendor and device id from the header (None on an SR-IOV VF, whose registers read 0xffff).
     vendor_device: tuple[int, int] | None = None
-    #: Subsystem vendor and device id from a type-0 header (bridges keep theirs elsewhere).
+    #: Subsystem vendor and device id: a type-0 header's, or a bridge's SSVID capability's.
     subsystem: tuple[int, int] | None = None
 
 

@@ -14,6 +14,9 @@ from topoagent.errors import InputError
 from topoagent.snapshot import AcsInfo, ConfigSpace, LinkInfo
 
 CAP_ID_PCIE = 0x10
+#: Bridge Subsystem Vendor ID capability (PCI-to-PCI Bridge Architecture Spec 1.2, 3.2.5.13);
+#: its vendor and device ids sit at +4 and +6 (include/uapi/linux/pci_regs.h PCI_SSVID_*).
+CAP_ID_SSVID = 0x0D
 EXT_CAP_ID_ACS = 0x000D
 
 #: Link speed codes of Link Capabilities/Status (bits 3:0), in GT/s per lane.
@@ -75,18 +78,29 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
     link: LinkInfo | None = None
     status = _u16(data, 0x06) or 0
     ptr = data[0x34] & 0xFC if status & 0x10 else 0
+    ssvid: tuple[int, int] | None = None
+    listed = True  # the whole list was read (not cut off by a short read or a loop)
     seen: set[int] = set()
-    while ptr >= 0x40 and ptr not in seen and len(seen) < 48:
+    while ptr:
+        if ptr < 0x40 or ptr in seen or len(seen) >= 48:
+            listed = False  # a pointer into the header, a loop, or too long: corrupt
+            break
         seen.add(ptr)
         cap_id, nxt = _u8(data, ptr), _u8(data, ptr + 1)
         if cap_id is None or nxt is None:
-            break  # list runs past what we could read (the 64-byte unprivileged view)
-        if cap_id == CAP_ID_PCIE:
+            listed = False  # list runs past what we could read (the 64-byte unprivileged view)
+            break
+        if cap_id == CAP_ID_PCIE and link is None:
             flags = _u16(data, ptr + 0x02)
             if flags is not None:
                 port_type = (flags >> 4) & 0xF
             link = _link(_u32(data, ptr + 0x0C), _u16(data, ptr + 0x12))
-            break
+        elif cap_id == CAP_ID_SSVID and ssvid is None:
+            vendor_id, device_id = _u16(data, ptr + 4), _u16(data, ptr + 6)
+            if vendor_id is None or device_id is None:
+                listed = False
+                break
+            ssvid = (vendor_id, device_id)
         ptr = nxt & 0xFC
 
     ext_caps: list[int] = []
@@ -120,5 +134,17 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
         extended_caps=tuple(ext_caps),
         acs=acs,
         vendor_device=None if virtual_function else (vendor, _u16(data, 0x02) or 0),
-        subsystem=(_u16(data, 0x2C) or 0, _u16(data, 0x2E) or 0) if header_type == 0 else None,
+        subsystem=_subsystem(data, header_type, ssvid, listed),
     )
+
+
+def _subsystem(data: bytes, header_type: int, ssvid: tuple[int, int] | None,
+               listed: bool) -> tuple[int, int] | None:
+    """The subsystem ids the kernel shows in sysfs (drivers/pci/probe.c, pci_setup_device):
+    a type-0 header's registers at 0x2C; a bridge's from its SSVID capability, 0 and 0 when it
+    has none -- known only when the whole capability list could be read.  None: ask sysfs."""
+    if header_type == 0:
+        return (_u16(data, 0x2C) or 0, _u16(data, 0x2E) or 0)
+    if header_type == 1 and (ssvid is not None or listed):
+        return ssvid or (0, 0)
+    return None
