@@ -20,6 +20,22 @@ def update_golden(request) -> bool:
     return request.config.getoption("--update-golden")
 
 
+@pytest.fixture
+def golden(update_golden):
+    """``golden(path, text)``: compare ``text`` with the golden file, or rewrite it under
+    ``--update-golden`` (then review the diff)."""
+
+    def check(path: Path, text: str) -> None:
+        if update_golden:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return
+        assert path.exists(), f"no golden file {path}: run pytest --update-golden"
+        assert text == path.read_text(), f"{path} differs: review, then --update-golden"
+
+    return check
+
+
 @pytest.fixture(scope="session")
 def fixture_root(tmp_path_factory):
     """Generate (once per session) the fake sysfs root of a machine description by name."""

@@ -168,3 +168,33 @@ def test_writer_refuses_symlinks_out_of_its_root(tmp_path):
         HostWriter(root).write_text("proc/irq/7/smp_affinity_list", "0")
     assert (outside / "smp_affinity_list").read_text() == "0-3\n"
     assert not HostWriter(root).can_write("proc/irq/7/smp_affinity_list")
+
+
+def test_a_journal_that_is_a_fifo_or_too_large_is_refused_not_read(tmp_path, monkeypatch):
+    """The journal is read like any input: regular files only (a FIFO cannot stall undo) and
+    bounded (a runaway file is refused, not read whole)."""
+    from topoagent.apply import journal as journal_mod
+    from topoagent.apply.journal import JournalError
+
+    state = tmp_path / "state"
+    state.mkdir()
+    journal = Journal(state)
+    os.mkfifo(journal.path)
+    with pytest.raises(JournalError, match="not a regular file"):
+        journal.entries()
+    os.unlink(journal.path)
+    with open(journal.path, "w") as fh:
+        fh.write("{}\n" * 50)
+    monkeypatch.setattr(journal_mod, "MAX_JOURNAL_BYTES", 100)
+    with pytest.raises(JournalError, match="larger than"):
+        journal.entries()
+
+
+def test_a_domain_backup_that_is_not_a_regular_file_is_refused(tmp_path):
+    from topoagent.apply.libvirt_backup import BackupError, backup_path, load_backup
+
+    path = backup_path(str(tmp_path), "vm1")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.mkfifo(path)
+    with pytest.raises(BackupError, match="not a regular file"):
+        load_backup(str(tmp_path), "vm1")

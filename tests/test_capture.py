@@ -86,7 +86,7 @@ def test_capture_of_this_host_replays_to_the_live_scan(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
-def test_committed_capture_goldens(fmt, update_golden):
+def test_committed_capture_goldens(fmt, golden):
     root = resolve_root(str(THIS_HOST))
     extra = ["--pretty"] if fmt == "json" else []
     result = CliRunner().invoke(cli, ["scan", "--root", root, "--format", fmt, *extra])
@@ -94,12 +94,7 @@ def test_committed_capture_goldens(fmt, update_golden):
     text = result.output.replace(root, "<ROOT>")
     text = text if fmt != "tree" else f"{text}# exit {result.exit_code}\n"
     path = GOLDEN / FORMATS[fmt]
-    if update_golden:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        return
-    assert path.exists(), f"no golden file {path}: run pytest tests/test_capture.py --update-golden"
-    assert text == path.read_text(), f"{path} differs: review, then --update-golden"
+    golden(path, text)
 
 
 def test_committed_capture_is_scrubbed_and_small():

@@ -1,11 +1,9 @@
 """Cross-checks against nvidia-smi and lspci views of the same host."""
 
 from topoagent import records
-
 from topoagent.analysis.crosscheck import against_lspci, against_nvidia_smi
-from topoagent.outputs.matrix import matrix_of
 from topoagent.api import scan
-from topoagent.outputs.matrix import render_topo_matrix
+from topoagent.outputs.matrix import matrix_of, render_topo_matrix
 from topoagent.parsers.lspci_verbose import LspciFunction
 from topoagent.parsers.nvsmi_topo import parse_topo_matrix
 

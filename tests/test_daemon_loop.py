@@ -3,7 +3,6 @@ config reloads, link samples, and an HTTP endpoint facing malformed, slow and to
 
 from __future__ import annotations
 
-from topoagent import records
 import http.client
 import io
 import json
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from topoagent import records
 from topoagent.api import scan
 from topoagent.daemon import http as daemon_http
 from topoagent.daemon.config import Config, ConfigError

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from topoagent import records
 import io
 import json
 import os
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from topoagent import records
 from topoagent.api import scan
 from topoagent.daemon import config as cfgmod
 from topoagent.daemon.config import Config, ConfigError, load, parse_listen
@@ -25,12 +25,12 @@ from topoagent.daemon.exports import (
     valid_nfd_value,
 )
 from topoagent.daemon.linkwatch import LinkWatch, rail_netdevs, watched_links
-from topoagent.sources.load import LoadProbe
 from topoagent.daemon.log import make_logger, wants_json
 from topoagent.daemon.notify import Notifier
 from topoagent.daemon.status import Attempt, Status
 from topoagent.frozen import FrozenMap
 from topoagent.snapshot import LinkInfo
+from topoagent.sources.load import LoadProbe
 
 prometheus_client = pytest.importorskip("prometheus_client")
 

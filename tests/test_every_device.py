@@ -80,3 +80,24 @@ def test_a_node_the_host_does_not_list_still_shows_its_devices(fixture_root, tmp
     text = tree(root)
     assert "NUMA node 7 (not among the host's NUMA nodes)" in text
     assert gpu.bdf in drawn_bdfs(text)
+
+
+def test_a_gpu_virtual_function_is_analysed_through_its_physical_function(fixture_root):
+    """A GPU with SR-IOV enabled (vGPU) lists a VF of GPU class.  VFs are not paired (a VF's path
+    is its PF's), so rails and findings must look its paths up through the PF; they once raised
+    KeyError for it."""
+    from topoagent import records
+    from topoagent.api import read_host
+    from topoagent.result import analyse
+
+    snap = read_host(fixture_root("sriov-nic"), nvml="off")
+    gpu = next(f for f in snap.pci if f.class_code is not None and f.class_code >> 8 == 0x0302)
+    bus, _, fn = gpu.bdf.rpartition(".")
+    vf_bdf = f"{bus}.{int(fn) + 1}"
+    assert all(f.bdf != vf_bdf for f in snap.pci)
+    sysfs_path = gpu.sysfs_path.rpartition("/")[0] + "/" + vf_bdf if gpu.sysfs_path else None
+    vf = records.replace(gpu, bdf=vf_bdf, sysfs_path=sysfs_path, physfn=gpu.bdf, driver=None)
+    result = analyse(records.replace(snap, pci=snap.pci + (vf,)))
+    assert result.by_bdf(vf_bdf) is not None
+    pf = result.by_bdf(gpu.bdf)
+    assert result.path(result.by_bdf(vf_bdf).id, result.topology.nics[0].id) == result.path(pf.id, result.topology.nics[0].id)

@@ -30,17 +30,12 @@ def scan(root: Path, fmt: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize("machine", MACHINES)
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
-def test_golden(machine, fmt, fixture_root, update_golden):
+def test_golden(machine, fmt, fixture_root, golden):
     code, out = scan(fixture_root(machine), fmt)
     assert code in (0, 1)
     text = f"{out}" if fmt != "tree" else f"{out}# exit {code}\n"
     path = GOLDEN / machine / FORMATS[fmt]
-    if update_golden:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        return
-    assert path.exists(), f"no golden file {path}: run pytest --update-golden"
-    assert text == path.read_text(), f"{path} differs: review, then --update-golden"
+    golden(path, text)
 
 
 @pytest.mark.parametrize("machine", MACHINES)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from topoagent import records
 from itertools import combinations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from topoagent import records
 from topoagent.analysis.paths import PathClass, all_paths, pcie_class
 from topoagent.cpuset import CpuSet
 from topoagent.snapshot import ConfigSpace, Cpu, NumaNode, PciFunction, Snapshot

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from topoagent import records
 import os
 import re
 import shutil
@@ -11,6 +10,7 @@ import time
 
 import pytest
 
+from topoagent import records
 from topoagent.sources.tools import (
     ToolResult,
     lspci_tree,

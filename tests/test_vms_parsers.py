@@ -111,6 +111,8 @@ def test_libvirt_sets_and_addresses_read_as_libvirt_reads_them():
     ("<!DOCTYPE d [<!ENTITY e SYSTEM 'file:///etc/passwd'>]><domain><name>&e;</name></domain>", "DOCTYPE or ENTITY"),
     ("<domain><name>x</name><vcpu cpuset='0-3,a'>2</vcpu></domain>", "bad <vcpu> cpuset"),
     ("<domain><name>x</name><vcpu>two</vcpu></domain>", "<vcpu> 'two' is not a number"),
+    ("<domain><name>x</name><vcpu>1000000000000</vcpu></domain>", "<vcpu> '1000000000000' is out of range"),
+    ("<domain><name>x</name><vcpu current='-2'>4</vcpu></domain>", "<vcpu current> '-2' is out of range"),
     ("<domain><name>x</name><memory unit='parsecs'>1</memory></domain>", "unknown unit"),
     ("<domain><name>x</name><devices><hostdev mode='subsystem' type='pci'/></devices></domain>", "no <source><address>"),
     (("<domain><name>x</name><devices><hostdev mode='subsystem' type='pci'><source><address bus='0x1'"

@@ -13,11 +13,11 @@ the snapshot to the pure :func:`~topoagent.result.analyse`.
 
 from __future__ import annotations
 
-from topoagent import records
 import os
 import time
 from typing import Any
 
+from topoagent import records
 from topoagent.frozen import FrozenMap
 from topoagent.inputs import NVML_AUTO, Inputs
 from topoagent.result import ScanResult, analyse

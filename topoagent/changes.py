@@ -15,11 +15,11 @@ and every link of other devices, are compared.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from topoagent.records import record
 from enum import Enum
 from typing import Any
 
 from topoagent.analysis.findings import Finding
+from topoagent.records import record
 from topoagent.result import ScanResult
 from topoagent.topology import Device, DeviceKind
 

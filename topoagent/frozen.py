@@ -46,8 +46,10 @@ class FrozenMap(Mapping[K, V]):
         return self._hash
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, FrozenMap):
+            return self._data == other._data
         if isinstance(other, Mapping):
-            return dict(self._data) == dict(other)
+            return self._data == dict(other)
         return NotImplemented
 
     def __repr__(self) -> str:

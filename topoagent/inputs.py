@@ -6,8 +6,9 @@ from its config, an API user directly.
 
 from __future__ import annotations
 
-from topoagent.records import field, record
 from typing import Any
+
+from topoagent.records import field, record
 
 __all__ = ["Inputs", "NVML_AUTO", "NVML_OFF"]
 

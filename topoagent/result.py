@@ -12,18 +12,18 @@ journals use the key.
 
 from __future__ import annotations
 
-from topoagent import records
 from collections.abc import Mapping
-from topoagent.records import field, record
 from functools import cached_property
 from typing import Any
 
+from topoagent import records
 from topoagent.advice.plan import Plan, make_plan
 from topoagent.analysis.findings import Finding, Severity, find_all, sort_findings
 from topoagent.analysis.given import matrix_vs_tree
 from topoagent.analysis.paths import Path, all_paths, path_index
 from topoagent.analysis.rails import RailPlan, plan_rails
 from topoagent.frozen import FrozenMap
+from topoagent.records import field, record
 from topoagent.snapshot import Snapshot, SourceStatus
 from topoagent.topology import Device, Topology, build_topology
 

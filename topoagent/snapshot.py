@@ -10,14 +10,14 @@ of ``Unknown`` or a width of 0/255 into ``None`` ("unknown"), never into a guess
 
 from __future__ import annotations
 
-from topoagent import records
 import types
 import typing
-from topoagent.records import field, record
 from typing import Any, TypeVar
 
+from topoagent import records
 from topoagent.cpuset import CpuSet
 from topoagent.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK
+from topoagent.records import field, record
 
 SNAPSHOT_VERSION = 1
 

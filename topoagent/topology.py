@@ -7,19 +7,18 @@ switch ports -> endpoints.
 
 from __future__ import annotations
 
-from topoagent import records
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from topoagent.records import field, record
 from enum import Enum
 from typing import Any
 
-from topoagent import pci
+from topoagent import pci, records
 from topoagent.bdf import bdf_key, root_bus_key
 from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
 from topoagent.pci import DeviceKind
-from topoagent.snapshot import ConfigSpace, LinkInfo, PciFunction, Snapshot
+from topoagent.records import field, record
+from topoagent.snapshot import ConfigSpace, LinkInfo, NumaNode, PciFunction, Snapshot
 
 
 class BridgeRole(str, Enum):
@@ -299,8 +298,6 @@ def _build_nodes(snap: Snapshot) -> tuple[Node, ...]:
     raw = list(snap.numa_nodes)
     if not raw and snap.cpus:
         # A kernel without CONFIG_NUMA has no node directories: one implied node holds it all.
-        from topoagent.snapshot import NumaNode
-
         raw = [NumaNode(id=0, cpus=CpuSet(c.id for c in snap.cpus), distances=(10,))]
     ids = [n.id for n in raw]
     cpus = {n.id: n.cpus if n.cpus is not None else CpuSet() for n in raw}
@@ -383,26 +380,24 @@ def build_topology(snap: Snapshot) -> Topology:
     # chipset-internal bridge, a capture that missed it) is skipped: the function hangs from
     # the nearest ancestor that exists, and says so -- it is never dropped from the tree.
     listed = {f.bdf for f in fns if f.bdf is not None}
-    ancestry: dict[int, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {}
+    ancestry: list[tuple[str | None, tuple[str, ...], tuple[str, ...]]] = []  # per function of fns
     for f in fns:
         root, full = _ancestry(f.sysfs_path)
-        chain = tuple(b for b in full if b in listed)
-        ancestry[id(f)] = (root, chain, tuple(b for b in full if b not in listed))
+        ancestry.append((root, tuple(b for b in full if b in listed), tuple(b for b in full if b not in listed)))
 
     # Bridge roles: the PCIe capability's port type where readable, the tree's shape otherwise.
     # A switch's upstream port is the bridge whose children are bridges (its downstream
     # ports); a bridge with only endpoints below (ASPEED AST1150, PCIe-to-PCI) is not a switch.
     bridge_bdfs = {f.bdf for f in fns if _is_p2p_bridge(f)}
-    has_bridge_child = {c for f in fns if f.bdf in bridge_bdfs for c in ancestry[id(f)][1][-1:]}
+    has_bridge_child = {c for f, (_, chain, _) in zip(fns, ancestry) if f.bdf in bridge_bdfs for c in chain[-1:]}
     roles: dict[str, BridgeRole] = {}
-    for f in fns:  # BDF order puts parents before children on every real bus numbering
+    for f, (_, chain, _) in zip(fns, ancestry):  # BDF order puts parents before children on every real bus numbering
         if f.bdf is None or not _is_p2p_bridge(f):
             continue
         port = f.config.pcie_port_type if f.config is not None else None
         if port in _ROLE_FROM_PORT:
             roles[f.bdf] = _ROLE_FROM_PORT[port]
             continue
-        _, chain, _ = ancestry[id(f)]
         parent_role = roles.get(chain[-1]) if chain else None
         if f.sysfs_path is not None and not chain:
             roles[f.bdf] = BridgeRole.ROOT_PORT
@@ -418,10 +413,9 @@ def build_topology(snap: Snapshot) -> Topology:
     kinds = [classify(f) for f in fns]
     placed = [_place(f, nodes, node_by_id) for f in fns]
     placed = _infer_from_given_paths(snap, fns, kinds, placed, node_by_id)
-    for f, kind, (numa, source, socket) in zip(fns, kinds, placed):
+    for f, kind, (numa, source, socket), (root, chain, hidden) in zip(fns, kinds, placed, ancestry):
         ident = f"{_ID_PREFIX[kind]}{counters[kind]}"
         counters[kind] += 1
-        root, chain, hidden = ancestry[id(f)]
         netdev_names = netdevs.get(f.bdf, ()) if f.bdf is not None else ()
         rdma_names = tuple(rdma.get(f.bdf, ())) if f.bdf is not None else ()
         rdma_names += tuple(n for n in f.rdma_names if n not in rdma_names)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from topoagent import records
 from pathlib import Path
 
 import pytest
 
+from topoagent import records
 from topoagent.outputs.matrix import LEGEND, render_topo_matrix
 from topoagent.parsers.nvsmi_topo import TopoDevice, TopoMatrix, parse_topo_matrix
 

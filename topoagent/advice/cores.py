@@ -11,9 +11,9 @@ Pure functions of values; nothing here reads the host.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from topoagent.records import record
 
 from topoagent.cpuset import CpuSet
+from topoagent.records import record
 from topoagent.snapshot import Cpu
 
 __all__ = ["Split", "host_cores", "cores_in", "reserve", "split_cores", "logical_cores"]

@@ -6,12 +6,12 @@ caller's allowed CPUs (a Slurm or container cpuset), never widened (REFERENCE §
 
 from __future__ import annotations
 
-from topoagent import records
-from topoagent.records import field, record
 from typing import TYPE_CHECKING, Any
 
+from topoagent import records
 from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
+from topoagent.records import field, record
 
 if TYPE_CHECKING:
     from topoagent.analysis.rails import RailPlan
@@ -126,6 +126,8 @@ def gpu_cpus(topo: Topology, gpu: Device) -> CpuSet | None:
 
 
 def make_plan(topo: Topology, rails: RailPlan) -> Plan:
+    """The scan's summary plan: per GPU its local CPUs within the allowed CPUs, its rail NICs
+    and the CUDA/NCCL variables; the GPUs grouped by NUMA node."""
     allowed = topo.snapshot.allowed_cpus
     plans = []
     for index, g in enumerate(topo.gpus):
@@ -136,10 +138,8 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
         rail = rails.rail(g.id)
         nics = rail.nics if rail else ()
         env = base_env(index)
-        ib = [name for n in nics if (d := topo.by_id(n)) is not None and d.driver != "efa" for name in d.rdma_devices]
-        if ib:
-            env["NCCL_IB_HCA"] = "=" + ",".join(ib)
-            env["UCX_NET_DEVICES"] = ",".join(f"{name}:1" for name in ib)
+        env.update(_hca_env([(name, 1) for n in nics if (d := topo.by_id(n)) is not None and d.driver != "efa"
+                             for name in d.rdma_devices]))
         node = topo.node(g.numa_node)
         numactl = f"numactl --cpunodebind={node.id} --membind={node.id}" if node is not None and node.cpus else None
         plans.append(GpuPlan(g.id, g.bdf, index, g.numa_node, cpus,
@@ -204,15 +204,19 @@ def rail_env(rails: tuple[RailNic, ...]) -> dict[str, str]:
     ``NCCL_IB_HCA`` uses ``=`` (exact names: plain ``mlx5_1`` would also match ``mlx5_10``);
     EFA devices are named to NCCL by the aws-ofi-nccl plugin, not NCCL_IB_HCA.
     """
-    env: dict[str, str] = {}
-    ib = [(name, r.port or 1) for r in rails if r.driver != "efa" for name in r.rdma]
-    if ib:
-        env["NCCL_IB_HCA"] = "=" + ",".join(name for name, _ in ib)
-        env["UCX_NET_DEVICES"] = ",".join(f"{name}:{port}" for name, port in ib)
+    env = _hca_env([(name, r.port or 1) for r in rails if r.driver != "efa" for name in r.rdma])
     netdevs = [n for r in rails for n in r.netdevs]
     if netdevs:
         env["NCCL_SOCKET_IFNAME"] = "=" + ",".join(netdevs)
     return env
+
+
+def _hca_env(ib: list[tuple[str, int]]) -> dict[str, str]:
+    """``NCCL_IB_HCA`` and ``UCX_NET_DEVICES`` naming RDMA devices (and their ports); {} for none."""
+    if not ib:
+        return {}
+    return {"NCCL_IB_HCA": "=" + ",".join(name for name, _ in ib),
+            "UCX_NET_DEVICES": ",".join(f"{name}:{port}" for name, port in ib)}
 
 
 def omp_env(cpus: CpuSet, cores: tuple[CpuSet, ...]) -> dict[str, str]:

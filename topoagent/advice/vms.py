@@ -25,13 +25,13 @@ performance guides give for preferring NUMA affinity to CPU affinity; they hold 
 
 from __future__ import annotations
 
-from topoagent.records import field, record
 from enum import Enum
 from typing import TYPE_CHECKING
 
 from topoagent.cpuset import CpuSet
 from topoagent.errors import InputError
 from topoagent.frozen import FrozenMap
+from topoagent.records import field, record
 
 if TYPE_CHECKING:
     from topoagent.parsers.esxcli import EsxPciDevice
@@ -294,7 +294,10 @@ def _kvm_verdict(dom: Domain, node: int, host: HostView) -> tuple[Verdict, list[
     pins = {p.id: parse_libvirt_set(p.cpuset) for p in dom.vcpupins}
     base = parse_libvirt_set(dom.vcpu_cpuset) if dom.vcpu_cpuset and dom.vcpu_placement != "auto" else None
     count = dom.vcpus or 0
-    per_vcpu = [pins.get(i, base) for i in range(count)] or ([base] if base is not None else [None])
+    # Each vCPU runs where its vcpupin says, else where the domain's cpuset says (None: anywhere).
+    # Worked out over the pins, never over the vCPU count (a number from the XML).
+    pinned = [cpus for vcpu, cpus in pins.items() if 0 <= vcpu < count]
+    per_vcpu = pinned + ([base] if len(pinned) < max(count, 1) else [])
     floating = any(c is None for c in per_vcpu)
     used = CpuSet().union(*(c for c in per_vcpu if c is not None))
 

@@ -51,6 +51,7 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
     """Findings where ``nvidia-smi topo -m`` disagrees with the scan: devices it lists that
     sysfs does not show, path classes, and NUMA affinity."""
     idx = path_index(paths)
+    nvlinks_known = any(p.nvlinks for p in paths)
     ids = _matrix_ids(topo, m)
     out: list[Finding] = []
     labels = [d.label for d in m.devices]
@@ -66,13 +67,16 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
             if a not in ids or b not in ids or ids[a] == ids[b]:
                 continue
             da, db = topo.by_id(ids[a]), topo.by_id(ids[b])
-            if da is None or db is None or topo.physical(da) == topo.physical(db):
+            if da is None or db is None:
                 continue
-            known = idx.get((topo.physical(da).id, topo.physical(db).id))  # a VF's path is its PF's
+            pa, pb = topo.physical(da), topo.physical(db)  # a VF's path is its PF's
+            if pa is pb:
+                continue
+            known = idx.get((pa.id, pb.id))
             theirs, ours = m.cell(a, b), known.token if known is not None else None
             if ours is None or theirs == "?" or theirs == ours:
                 continue
-            if theirs.startswith("NV") and not any(p.nvlinks for p in paths):
+            if theirs.startswith("NV") and not nvlinks_known:
                 continue  # NVLink without NVML here: sysfs alone only knows the PCIe class
             out.append(_finding(
                 [ids[a], ids[b]],

@@ -7,13 +7,13 @@ catalogue with one example each is ``docs/findings.md``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from topoagent.records import record
 from enum import IntEnum
 
 from topoagent.analysis.paths import Path, PathClass, path_index
 from topoagent.analysis.rails import NicRole, RailPlan
 from topoagent.pci import C2C_GPUS
 from topoagent.quirks import link_quirk
+from topoagent.records import record
 from topoagent.snapshot import AcsInfo, ConfigSpace, host_path
 from topoagent.topology import (
     BridgeRole,
@@ -125,6 +125,11 @@ class _Ctx:
         assert d is not None
         return d
 
+    def path(self, a: str, b: str) -> Path:
+        """The path between two GPUs/NICs by id; a VF's path is its PF's (as in all_paths)."""
+        pa, pb = self.topo.physical(self.dev(a)), self.topo.physical(self.dev(b))
+        return self.idx[(pa.id, pb.id)]
+
     def finding(self, code: str, subjects: Iterable[str], message: str, evidence: Iterable[Evidence],
                 remedy: str, severity: Severity | None = None) -> Finding:
         """A finding with the catalogue's severity unless one is given."""
@@ -179,7 +184,7 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
         g, n = c.dev(rail.gpu), c.dev(rail.nic)
         if not n.rdma_capable:
             continue  # no RDMA on the best NIC: GPUDirect is moot (NO_RDMA_NIC says so)
-        p = c.idx[(g.id, n.id)]
+        p = c.path(g.id, n.id)
         ev = _numa_evidence(c, g) + _numa_evidence(c, n) + _given_evidence(c, g, n)
         if rail.cls is PathClass.SYS and not p.locality_known:
             continue  # NUMA_UNKNOWN explains it; the class is only the worst case
@@ -506,14 +511,14 @@ def check_rails(c: _Ctx) -> list[Finding]:
         if len(users) < 2:
             continue
         for other in idle:
-            close = [g for g in users if c.idx[(g, other.id)].cls == c.idx[(g, n.id)].cls]
+            close = [g for g in users if c.path(g, other.id).cls == c.path(g, n.id).cls]
             if close:
                 out.append(c.finding(
                     "NIC_SHARED_WHILE_IDLE", [*users, n.id, other.id],
                     f"{', '.join(users)} share {_nic_label(n)} while {_nic_label(other)}, as close to "
                     f"{', '.join(close)}, serves no GPU.",
-                    [Evidence(f"path {g}-{n.id}", c.idx[(g, n.id)].token) for g in users]
-                    + [Evidence(f"path {g}-{other.id}", c.idx[(g, other.id)].token) for g in close],
+                    [Evidence(f"path {g}-{n.id}", c.path(g, n.id).token) for g in users]
+                    + [Evidence(f"path {g}-{other.id}", c.path(g, other.id).token) for g in close],
                     f"Give {close[0]} its own NIC: NCCL_IB_HCA per rank (e.g. ={','.join(other.rdma_devices) or other.id}) "
                     "or check why the idle NIC is slower (link, port rate)."))
                 break

@@ -22,11 +22,11 @@ tree where one is known (lspci given too), else it is the worst case, ``SYS`` wi
 from __future__ import annotations
 
 import re
-from topoagent.records import record
 from enum import IntEnum
 from itertools import combinations
 
 from topoagent import pci
+from topoagent.records import record
 from topoagent.topology import (
     BridgeRole,
     Device,

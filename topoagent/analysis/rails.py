@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from topoagent.records import record
 from enum import Enum
 
 from topoagent.analysis.paths import Path, PathClass, path_index
 from topoagent.frozen import FrozenMap
+from topoagent.records import record
 from topoagent.topology import Device, Topology, id_key
 
 _STORAGE_NAME = re.compile(r"stor", re.IGNORECASE)
@@ -79,7 +79,7 @@ def _is_fabric(topo: Topology, nic: Device) -> bool:
 def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[str, NicRole]:
     """Classify physical NICs (VFs are left out: they are a PF's slices, not rails)."""
     nics = [n for n in topo.nics if not n.is_vf]
-    gpus = topo.gpus
+    gpus = [g for g in topo.gpus if topo.physical(g) is g]  # a GPU VF's paths are its PF's
     roles: dict[str, NicRole] = {}
     for n in nics:
         names = " ".join(n.rdma_devices + n.netdevs)
@@ -116,8 +116,9 @@ def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
         if not compute:
             best[g.id], best_cls[g.id] = [], None
             continue
-        cls = min(idx[(g.id, n.id)].cls for n in compute)
-        same = [n for n in compute if idx[(g.id, n.id)].cls == cls]
+        own = topo.physical(g).id  # a GPU VF's paths are its PF's (analysis.paths.all_paths)
+        cls = min(idx[(own, n.id)].cls for n in compute)
+        same = [n for n in compute if idx[(own, n.id)].cls == cls]
         top = max(bw[n.id] for n in same)
         best[g.id] = [n.id for n in same if bw[n.id] == top]
         best_cls[g.id] = cls

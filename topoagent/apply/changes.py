@@ -8,7 +8,6 @@ device by stable key (BDF) in ``label``, as the journal requires.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from topoagent.records import field, record
 from typing import TYPE_CHECKING, Any
 
 from topoagent.analysis.paths import Path, PathClass
@@ -16,6 +15,7 @@ from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
 from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
 from topoagent.pci import ACS_P2P_REDIRECT_MASK
+from topoagent.records import field, record
 from topoagent.snapshot import AcsInfo
 from topoagent.topology import Device, DeviceKind, Topology
 
@@ -98,14 +98,17 @@ def irq_changes(topo: Topology, nics: Sequence[Device],
 # -- ACS ------------------------------------------------------------------------------------------
 
 
+def _control_offset(acs: AcsInfo | None) -> int | None:
+    return acs.offset + 6 if acs is not None and acs.offset is not None else None
+
+
 def acs_control_offset(config: bytes) -> int | None:
     """Offset of the ACS Control register (capability + 6) in a config space, or None
     (the capability list is walked by :func:`topoagent.parsers.configspace.parse_config_space`)."""
     try:
-        acs = parse_config_space(config).acs
+        return _control_offset(parse_config_space(config).acs)
     except ConfigSpaceError:
         return None
-    return acs.offset + 6 if acs is not None and acs.offset is not None else None
 
 
 def peer_path_bridges(topo: Topology, paths: Sequence[Path]) -> dict[str, set[str]]:
@@ -160,8 +163,12 @@ def acs_plan(topo: Topology, paths: Sequence[Path], configs: Mapping[str, bytes 
         if data is None or len(data) < 0x104:
             refused.append(f"{bdf}: ACS not readable (extended config space needs root)")
             continue
-        acs = parse_config_space(data).acs
-        offset = acs_control_offset(data)
+        try:
+            acs = parse_config_space(data).acs
+        except ConfigSpaceError as exc:
+            refused.append(f"{bdf}: config space unreadable ({exc})")
+            continue
+        offset = _control_offset(acs)
         if acs is None or offset is None or not acs.redirects_p2p:
             continue
         vfio = [d for d in topo.devices if bdf in d.ancestors and d.driver == "vfio-pci"]

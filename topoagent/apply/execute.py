@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Sequence
-from topoagent.records import record
 from typing import Any
 
 from topoagent.apply.changes import FILE, IRQ, MODULE, PCI_CONFIG, THREAD, Change
@@ -17,6 +16,7 @@ from topoagent.apply.journal import Entry, Journal
 from topoagent.apply.writer import HostWriter, WriteError
 from topoagent.cpuset import CpuSet
 from topoagent.hostfs import HostFS
+from topoagent.records import record
 
 APPLIED, FAILED, REFUSED = "applied", "failed", "refused"
 

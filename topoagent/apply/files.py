@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-__all__ = ["write_atomically", "write_new"]
+__all__ = ["unlink_quietly", "write_atomically", "write_new"]
 
 
 def write_new(directory: str, prefix: str, data: bytes, *, mode: int = 0o600) -> str:
@@ -26,7 +26,7 @@ def write_new(directory: str, prefix: str, data: bytes, *, mode: int = 0o600) ->
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
     except BaseException:
-        _unlink_quietly(tmp)
+        unlink_quietly(tmp)
         raise
     return tmp
 
@@ -39,11 +39,12 @@ def write_atomically(path: str, data: bytes, *, mode: int = 0o644) -> None:
     try:
         os.replace(tmp, path)
     except BaseException:
-        _unlink_quietly(tmp)
+        unlink_quietly(tmp)
         raise
 
 
-def _unlink_quietly(path: str) -> None:
+def unlink_quietly(path: str) -> None:
+    """Remove ``path``; gone already (or its directory) is fine."""
     try:
         os.unlink(path)
     except OSError:  # already gone, or the directory went away: nothing left to clean

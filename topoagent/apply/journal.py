@@ -15,10 +15,14 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
-from topoagent.records import record
 from typing import Any
 
-from topoagent.errors import TopoagentError
+from topoagent.errors import InputError, TopoagentError
+from topoagent.records import record
+from topoagent.sources.textinput import read_regular
+
+#: A journal holds a few hundred bytes per change: 64 MiB is ~200,000 changes.
+MAX_JOURNAL_BYTES = 64 * 1024 * 1024
 
 DEFAULT_STATE_DIR = "/var/lib/topoagent"
 JOURNAL_NAME = "journal.jsonl"
@@ -87,17 +91,26 @@ class Journal:
 
     def _records(self) -> Iterator[dict[str, Any]]:
         try:
-            with open(self.path, encoding="utf-8") as fh:
-                for n, line in enumerate(fh, 1):
-                    if line.strip():
-                        try:
-                            yield json.loads(line)
-                        except json.JSONDecodeError:
-                            raise JournalError(f"{self.path}:{n}: not a journal record") from None
+            data = read_regular(self.path, MAX_JOURNAL_BYTES)
         except FileNotFoundError:
             return
         except OSError as exc:
             raise JournalError(f"{self.path}: {exc.strerror}") from None
+        except InputError as exc:
+            raise JournalError(f"{self.path}: {exc}") from None
+        if len(data) > MAX_JOURNAL_BYTES:
+            raise JournalError(f"{self.path}: larger than {MAX_JOURNAL_BYTES // (1024 * 1024)} MiB: "
+                               "not a journal topoagent wrote (move it aside)")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise JournalError(f"{self.path}: not UTF-8: not a journal topoagent wrote") from None
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    raise JournalError(f"{self.path}:{n}: not a journal record") from None
 
     def entries(self) -> list[Entry]:
         """Every change recorded, oldest first, each with its latest state."""

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 
-from topoagent.apply.files import write_new
-from topoagent.errors import TopoagentError
+from topoagent.apply.files import unlink_quietly, write_atomically, write_new
+from topoagent.errors import InputError, TopoagentError
+from topoagent.parsers.libvirt_domain import MAX_XML_BYTES
+from topoagent.sources.textinput import read_regular
 
 __all__ = ["BackupError", "backup_path", "discard_staged", "load_backup", "remove_backup", "save_backup",
            "stage_definition"]
@@ -42,23 +44,15 @@ def _write_private(directory: str, prefix: str, text: str) -> str:
         raise BackupError(f"{directory}: {exc.strerror or exc}") from None
 
 
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def save_backup(state_dir: str, domain: str, xml: str) -> tuple[str, bool]:
     """Save ``xml`` as the domain's backup unless one exists: (its path, whether written now)."""
     path = backup_path(state_dir, domain)
     if os.path.exists(path):
         return path, False
-    tmp = _write_private(os.path.dirname(path), f".{domain}.", xml)
     try:
-        os.replace(tmp, path)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        write_atomically(path, xml.encode("utf-8"), mode=0o600)
     except OSError as exc:
-        _unlink_quietly(tmp)
         raise BackupError(f"{path}: {exc.strerror or exc}") from None
     return path, True
 
@@ -71,19 +65,22 @@ def stage_definition(state_dir: str, domain: str, xml: str) -> str:
 
 def discard_staged(path: str) -> None:
     """Remove a file made by :func:`stage_definition` (gone already is fine)."""
-    _unlink_quietly(path)
+    unlink_quietly(path)
 
 
 def load_backup(state_dir: str, domain: str) -> tuple[str, str]:
     """(path, text) of the domain's backup; :class:`BackupError` when there is none."""
     path = backup_path(state_dir, domain)
     try:
-        with open(path, encoding="utf-8") as fh:
-            return path, fh.read()
+        data = read_regular(path, MAX_XML_BYTES)
+        if len(data) > MAX_XML_BYTES:
+            raise BackupError(f"{path}: larger than {MAX_XML_BYTES // (1024 * 1024)} MiB: "
+                              "not a domain definition")
+        return path, data.decode("utf-8")
     except FileNotFoundError:
         raise BackupError(f"no backup of {domain} in {os.path.dirname(path)} "
                           f"(nothing was applied to it, or it was undone already)") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, InputError) as exc:
         raise BackupError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 

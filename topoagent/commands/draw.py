@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from topoagent.commands.common import EXIT_OK, emit, fail
+from topoagent.commands.common import EXIT_OK, emit, emit_bytes, fail
 from topoagent.commands.options import run_scan, scan_inputs
 from topoagent.inputs import Inputs
 from topoagent.outputs import formats, renderer
@@ -57,8 +57,7 @@ def draw(inputs: Inputs, fmt: str, output: str | None) -> None:
         if output is None:
             if sys.stdout.isatty():
                 fail("--format png is binary: give -o FILE or redirect stdout")
-            sys.stdout.buffer.write(data)
-            sys.stdout.flush()
+            emit_bytes(data)
         else:
             _write(output, data)
         sys.exit(EXIT_OK)

@@ -16,16 +16,16 @@ The full table is :data:`KEYS` (and ``docs/daemon.md``).  Pure, apart from readi
 
 from __future__ import annotations
 
-from topoagent import records
 import ipaddress
 import os
 import re
 import sys
 from collections.abc import Callable, Mapping
-from topoagent.records import record
 from typing import Any
 
+from topoagent import records
 from topoagent.errors import InputError
+from topoagent.records import record
 
 __all__ = ["DEFAULT_CONFIG", "DEFAULT_LISTEN", "KEYS", "Config", "ConfigError", "load", "parse_listen"]
 

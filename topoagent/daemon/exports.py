@@ -18,11 +18,11 @@ import re
 import stat
 import time
 from collections.abc import Mapping
-from topoagent.records import record
 from typing import Any
 
 from topoagent.analysis.paths import PathClass
 from topoagent.apply.files import write_atomically
+from topoagent.records import record
 from topoagent.result import ScanResult
 
 __all__ = [

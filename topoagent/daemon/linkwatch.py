@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from topoagent import records
-from topoagent.records import record
 from typing import Any
 
+from topoagent import records
+from topoagent.records import record
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
 from topoagent.topology import BridgeRole, Device, DeviceKind, Topology

@@ -16,7 +16,6 @@ HTTP server stops within its half-second poll), well inside two seconds.
 
 from __future__ import annotations
 
-from topoagent import records
 import errno
 import os
 import queue
@@ -28,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from topoagent import records
 from topoagent.changes import Change, diff, link_verdict_changes
 from topoagent.daemon.config import Config, ConfigError
 from topoagent.daemon.exports import (

@@ -7,10 +7,10 @@ never sees half an update.
 
 from __future__ import annotations
 
-from topoagent.records import field, record
 from typing import TYPE_CHECKING
 
 from topoagent.frozen import FrozenMap
+from topoagent.records import field, record
 
 if TYPE_CHECKING:
     from topoagent.daemon.linkwatch import Judgement

@@ -17,6 +17,7 @@ from typing import Any
 from topoagent.analysis.paths import switch_of
 from topoagent.outputs.layout import (
     DEGRADED_CODES,
+    TIE_GRADE,
     SceneBox,
     SceneChip,
     SceneNode,
@@ -33,7 +34,7 @@ __all__ = ["quote", "render"]
 
 _FILL = {"gpu": "#e8f5e9", "compute": "#e3f2fd", "storage": "#f3e5f5", "management": "#f5f5f5",
          "vf": "#f1f8fe", "accelerator": "#fffde7"}
-_TIE = {"NV": "#2e7d32", "PIX": "#2e7d32", "PXB": "#2e7d32", "PHB": "#f9a825", "NODE": "#f9a825", "SYS": "#d32f2f"}
+_TIE = {"good": "#2e7d32", "warn": "#f9a825", "bad": "#d32f2f"}
 
 
 def quote(text: str) -> str:
@@ -143,7 +144,7 @@ def render(result: ScanResult, **_: Any) -> str:
         path = result.path(rail.gpu, rail.nic)
         token = path.token if path is not None else "?"
         f = tie_finding.get((rail.gpu, rail.nic))
-        color = _TIE.get(rail.cls.name if rail.cls else "SYS", "#d32f2f")
+        color = _TIE[TIE_GRADE.get(rail.cls.name if rail.cls else "SYS", "bad")]
         tip = f"{rail.gpu} -> {rail.nic}: {token}" + (f" ({f.code})" if f else "")
         g.emit(1, f"{quote(gd.key)} -> {quote(nd.key)} [label={quote(token)}, color=\"{color}\", "
                   f"fontcolor=\"{color}\", tooltip={quote(tip)}, id={quote(f'tie-{rail.gpu}-{rail.nic}')}"

@@ -179,10 +179,11 @@ def _findings_table(result: ScanResult) -> str:
 
 
 def _matrix_table(result: ScanResult) -> str:
-    m = matrix_of(result)
+    behind = matrix_rows(result)
+    m = matrix_of(result, behind)
     if not m.devices:
         return '<p class="ta-muted">No GPUs or NICs.</p>'
-    ids = [ident for ident, _ in matrix_rows(result)]  # the device behind each row
+    ids = [ident for ident, _ in behind]  # the device behind each row
     head = "".join(f'<th data-subjects="{escape(i)}" data-ids="{escape(i)}" title="{escape(i)}">{escape(d.label)}</th>'
                    for d, i in zip(m.devices, ids))
     rows = [f'<table class="ta-matrix"><tr><th></th>{head}</tr>']

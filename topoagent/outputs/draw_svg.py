@@ -22,7 +22,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from topoagent.outputs.layout import FONT, LINE_H, Layout, Rect, layout
+from topoagent.outputs.layout import FONT, LINE_H, TIE_GRADE, Layout, Rect, layout
 from topoagent.result import ScanResult
 
 __all__ = ["STYLE", "render", "svg_of"]
@@ -77,10 +77,6 @@ STYLE = """
 .ta-hl>rect,.ta-hl>path{filter:drop-shadow(0 0 3px #ff9800)}
 .ta-hl>rect{stroke-width:3}
 """
-
-#: Path class -> tie colour class.
-_TIE_CLASS = {"NV": "good", "PIX": "good", "PXB": "good", "PHB": "warn", "NODE": "warn", "SYS": "bad"}
-
 
 def _n(v: float) -> str:
     """A coordinate, short and stable (``12``, ``12.5``)."""
@@ -171,7 +167,7 @@ def _tiles(lay: Layout) -> list[str]:
 def _ties(lay: Layout) -> list[str]:
     out = []
     for t in lay.ties:
-        kind = _TIE_CLASS.get(t.cls, "bad")
+        kind = TIE_GRADE.get(t.cls, "bad")
         cls = f"ta-tie ta-cls-{kind}" + (" ta-finding" if t.finding else "")
         attrs = (f'class="{cls}" id="tie-{_a(t.gpu)}-{_a(t.nic)}" data-gpu="{_a(t.gpu)}" data-nic="{_a(t.nic)}" '
                  f'data-gpu-bdf="{_a(t.gpu_bdf)}" data-nic-bdf="{_a(t.nic_bdf)}" data-class="{_a(t.cls)}" '

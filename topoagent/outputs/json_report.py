@@ -19,7 +19,8 @@ from topoagent.topology import Device, Topology
 SCHEMA_VERSION = 1
 
 
-def _text(value: object) -> str | None:
+def str_or_none(value: object) -> str | None:
+    """``str(value)``, or None for None (a CPU set that is unknown stays null in JSON)."""
     return None if value is None else str(value)
 
 
@@ -42,7 +43,7 @@ def device_dict(d: Device, roles: Mapping[str, NicRole]) -> dict[str, Any]:
         "name": d.name,
         "numa_node": d.numa_node,
         "numa_source": d.numa_source,
-        "local_cpus": _text(d.local_cpus),
+        "local_cpus": str_or_none(d.local_cpus),
         "socket": d.socket,
         "parent": d.parent,
         "driver": d.driver,
@@ -98,7 +99,7 @@ def report(result: ScanResult) -> dict[str, Any]:
             "sources": [to_dict(s) for s in snap.sources],
             "virtualized": snap.virtualized,
             "kernel_cmdline": snap.kernel_cmdline,
-            "allowed_cpus": _text(snap.allowed_cpus),
+            "allowed_cpus": str_or_none(snap.allowed_cpus),
             "modules": list(snap.modules),
             "memory_peers": list(snap.memory_peers),
             "driver_version": snap.driver_version,
@@ -131,13 +132,13 @@ def report(result: ScanResult) -> dict[str, Any]:
         "findings": [finding_dict(f) for f in result.findings],
         "recommendations": {
             "gpus": [
-                {"gpu": g.gpu, "bdf": g.bdf, "numa_node": g.numa_node, "cpus": _text(g.cpus), "nics": list(g.nics),
+                {"gpu": g.gpu, "bdf": g.bdf, "numa_node": g.numa_node, "cpus": str_or_none(g.cpus), "nics": list(g.nics),
                  "env": dict(g.env), "numactl": g.numactl}
                 for g in result.plan.gpus
             ],
             "numa_groups": [
                 {"numa_node": n.numa_node, "gpus": list(n.gpus), "cuda_visible_devices": n.cuda_visible_devices,
-                 "cpus": _text(n.cpus)}
+                 "cpus": str_or_none(n.cpus)}
                 for n in result.plan.numa_groups
             ],
         },

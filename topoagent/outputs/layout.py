@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from topoagent.records import field, record
 from itertools import pairwise
 
 from topoagent.analysis.findings import Finding, Severity
@@ -41,6 +40,7 @@ from topoagent.analysis.paths import switch_of
 from topoagent.analysis.rails import Rail
 from topoagent.bdf import bdf_key, root_bus_key
 from topoagent.frozen import FrozenMap
+from topoagent.records import field, record
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
 from topoagent.topology import BridgeRole, Device, DeviceKind, Node, Topology, id_key
@@ -77,6 +77,8 @@ LABEL_H = 14.0
 #: Findings drawn on a rail tie, and on a PCIe link.
 CROSS_CODES = ("GPU_NIC_CROSS_SOCKET", "GPU_NIC_CROSS_NUMA", "GPU_NIC_VIA_HOST_BRIDGE")
 DEGRADED_CODES = ("LINK_WIDTH_DEGRADED", "LINK_SPEED_DEGRADED")
+#: Path class of a rail -> how it is painted (``good``, ``warn``; ``bad`` for any other).
+TIE_GRADE = {"NV": "good", "PIX": "good", "PXB": "good", "PHB": "warn", "NODE": "warn", "SYS": "bad"}
 
 
 @record

@@ -82,12 +82,14 @@ def render_topo_matrix(m: TopoMatrix) -> str:
     return text
 
 
-def matrix_of(result: ScanResult) -> TopoMatrix:
+def matrix_of(result: ScanResult, rows: tuple[tuple[str, TopoDevice], ...] | None = None) -> TopoMatrix:
     """The GPU/NIC matrix of a scan, as the value ``nvidia-smi topo -m`` prints (rows: GPUs in
-    PCI bus order, then one NIC per RDMA device, as nvidia-smi lists them)."""
+    PCI bus order, then one NIC per RDMA device, as nvidia-smi lists them).  ``rows``: the
+    scan's :func:`matrix_rows`, where the caller has them already."""
     topo = result.topology
     idx = path_index(result.paths)
-    rows = matrix_rows(result)
+    if rows is None:
+        rows = matrix_rows(result)
     physical = {d.id: topo.physical(d).id for d in topo.devices}
 
     def cell(i: int, j: int) -> str:

@@ -11,15 +11,11 @@ from typing import Any
 
 from topoagent import __version__
 from topoagent.advice.plan import Plan, gpu_rank_env
-from topoagent.outputs.json_report import finding_dict
+from topoagent.outputs.json_report import finding_dict, str_or_none
 from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
 
 SCHEMA_VERSION = 1
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
 
 
 def report(result: ScanResult, plan: Plan | None = None) -> dict[str, Any]:
@@ -34,7 +30,7 @@ def report(result: ScanResult, plan: Plan | None = None) -> dict[str, Any]:
             ranks.append({"local_rank": g.cuda_index * p.ranks_per_gpu + sub, "cpus": str(cpus), "env": env})
         gpus.append({
             "gpu": g.gpu, "key": g.key, "bdf": g.bdf, "cuda_index": g.cuda_index, "numa_node": g.numa_node,
-            "socket": g.socket, "cpus": _text(g.cpus),
+            "socket": g.socket, "cpus": str_or_none(g.cpus),
             "nics": [{"nic": r.nic, "key": r.key, "bdf": r.bdf, "rdma": list(r.rdma), "port": r.port,
                       "netdevs": list(r.netdevs), "kind": r.kind, "remote": r.remote,
                       "numa_node": r.numa_node, "socket": r.socket} for r in g.rails],
@@ -45,12 +41,12 @@ def report(result: ScanResult, plan: Plan | None = None) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "topoagent", "version": __version__},
         "host": {"hostname": snap.hostname, "root": snap.root},
-        "allowed_cpus": _text(p.allowed),
+        "allowed_cpus": str_or_none(p.allowed),
         "reserved_cpus": str(p.reserved),
         "ranks_per_gpu": p.ranks_per_gpu,
         "gpus": gpus,
         "numa_groups": [{"numa_node": n.numa_node, "gpus": list(n.gpus),
-                         "cuda_visible_devices": n.cuda_visible_devices, "cpus": _text(n.cpus)}
+                         "cuda_visible_devices": n.cuda_visible_devices, "cpus": str_or_none(n.cpus)}
                         for n in p.numa_groups],
         "split": [{"index": s.index, "gpus": list(s.gpus), "cuda_visible_devices": s.cuda_visible_devices,
                    "numa_nodes": list(s.numa_nodes), "cpus": str(s.cpus), "nics": list(s.nics),

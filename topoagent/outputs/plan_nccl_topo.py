@@ -28,10 +28,10 @@ NUMA node share its ``<cpu>`` and are PHB to NCCL.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from topoagent.records import field, record
 from typing import Any
 
 from topoagent.errors import InputError
+from topoagent.records import field, record
 from topoagent.result import ScanResult
 from topoagent.topology import Device, DeviceKind, Topology
 
@@ -46,7 +46,6 @@ class Element:
     name: str
     attrs: list[tuple[str, str]] = field(default_factory=list)
     children: list[Element] = field(default_factory=list)
-
 
 
 def link_speed(gts: float | None) -> str:

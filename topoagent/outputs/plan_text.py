@@ -5,13 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from topoagent.advice.plan import Plan
+from topoagent.outputs.columns import columns
 from topoagent.outputs.plan_common import nic_words, plan_of
 from topoagent.result import ScanResult
-
-
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
 def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
@@ -32,7 +28,7 @@ def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
             rows.append([g.gpu, g.bdf or "-", str(g.numa_node) if g.numa_node is not None else "?",
                          str(g.cpus) or "NONE", " | ".join(str(c) or "NONE" for c in g.rank_cpus),
                          "; ".join(nic_words(r) for r in g.rails) or "none"])
-        lines += [""] + _table(rows)
+        lines += [""] + columns(rows)
         lines += ["", "NUMA groups (one job per node):"]
         for ng in p.numa_groups:
             node = f"node {ng.numa_node}" if ng.numa_node is not None else "node ?"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from topoagent.advice.vms import VmAdvice, VmReport
+from topoagent.outputs.columns import columns
 
 HEADERS = ("VM", "state", "passthrough", "device", "NUMA", "current affinity", "verdict")
 _DEVICE_WIDTH = 34
@@ -64,11 +65,6 @@ def _rows(vm: VmAdvice) -> list[tuple[str, ...]]:
     return rows
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
-
-
 def _rail_notes(vm: VmAdvice) -> list[str]:
     passed = {d.bdf for d in vm.devices}
     out = []
@@ -99,7 +95,7 @@ def render(result: object = None, *, vms: VmReport, **_: Any) -> str:
     out = [f"VMs with PCI passthrough ({vms.source}; host: {vms.host})", ""]
     if vms.vms:
         rows = [HEADERS] + [row for vm in vms.vms for row in _rows(vm)]
-        table = _table(rows)
+        table = columns(rows)
         out += [table[0], "-" * len(table[0]), *table[1:]]
         for vm in vms.vms:
             if vm.notes or vm.snippet or _rail_notes(vm):

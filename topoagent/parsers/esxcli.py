@@ -33,11 +33,11 @@ case (some tools save the output lower-cased), CRLF line ends are accepted.
 from __future__ import annotations
 
 import re
-from topoagent.records import record
 
 from topoagent.bdf import is_bdf, normalize_bus_id
 from topoagent.digits import parse_decimal
 from topoagent.errors import InputError
+from topoagent.records import record
 
 __all__ = ["EsxPciDevice", "EsxcliError", "parse_esxcli_pci_list"]
 
@@ -63,7 +63,7 @@ class EsxPciDevice:
 
 
 _HEX = re.compile(r"^(?:0[xX])?[0-9a-fA-F]{1,8}$")
-_KEY = re.compile(r"^\s+([A-Za-z][A-Za-z0-9 ./()-]*?)\s*:\s?(.*)$")
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9 ./()-]*")
 _PROMPT = re.compile(r"esxcli|^\s*[\[$~]|[#$>]\s")
 #: numa_node as vsish and some esxcli builds print "no node": -1 read as an unsigned 32-bit int.
 _UNSIGNED_MINUS_ONE = 0xFFFFFFFF
@@ -95,6 +95,17 @@ def _bool(value: str | None) -> bool | None:
     if value is None or not value.strip():
         return None
     return value.strip().lower() == "true"
+
+
+def _field(line: str) -> tuple[str, str] | None:
+    """An indented ``Vendor ID: 0x10de`` line as ``("vendor id", "0x10de")`` (the one space
+    after the colon dropped), None for a line of another shape.  Split at the colon, not by one
+    regex: a lazy key followed by ``\\s*:`` is quadratic in a run of spaces."""
+    key, sep, value = line.partition(":")
+    key = key.strip()
+    if not sep or not line[:1].isspace() or not _KEY.fullmatch(key):
+        return None
+    return key.lower(), value[1:] if value[:1].isspace() else value
 
 
 def _device(header: str, fields: dict[str, str], line_no: int) -> EsxPciDevice:
@@ -156,12 +167,12 @@ def parse_esxcli_pci_list(text: str) -> tuple[EsxPciDevice, ...]:
             close()
             header, header_line, fields = line.strip(), no, {}
             continue
-        m = _KEY.match(line)
-        if m is None:
+        kv = _field(line)
+        if kv is None:
             continue  # a wrapped value or decoration: nothing we read
         if header is None:
             raise EsxcliError(f"line {no}: {line.strip()!r} comes before any device address line")
-        fields.setdefault(m.group(1).strip().lower(), m.group(2))
+        fields.setdefault(*kv)
     close()
     if not devices:
         raise EsxcliError("no device blocks found: not `esxcli hardware pci list` output")

@@ -28,12 +28,12 @@ be anything, so text holding a DOCTYPE or an entity declaration is refused befor
 from __future__ import annotations
 
 import re
-from topoagent.records import record
 from typing import TYPE_CHECKING
 
-from topoagent.cpuset import CpuSet, CpuSetError
+from topoagent.cpuset import MAX_CPUS, CpuSet, CpuSetError
 from topoagent.digits import parse_decimal
 from topoagent.errors import InputError
+from topoagent.records import record
 
 if TYPE_CHECKING:
     from xml.etree.ElementTree import Element
@@ -192,6 +192,15 @@ def _int_or_none(value: str | None, what: str) -> int | None:
         raise DomainXmlError(f"{what} {value!r} is not a number") from None
 
 
+def _vcpu_count(value: str | None, what: str) -> int | None:
+    """A vCPU count: 0 .. MAX_CPUS (a domain's vCPUs are pinned one by one, so the count
+    drives loops: an absurd one is refused here, not iterated)."""
+    number = _int_or_none(value, what)
+    if number is not None and not 0 <= number <= MAX_CPUS:
+        raise DomainXmlError(f"{what} {value!r} is out of range (0..{MAX_CPUS})")
+    return number
+
+
 # -- parsing --------------------------------------------------------------------------------
 
 _FORBIDDEN = re.compile(r"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
@@ -286,7 +295,7 @@ def parse_domain(text: str) -> Domain:
     if not name:
         raise DomainXmlError("<domain> has no <name>")
     vcpu = root.find("vcpu")
-    vcpus = _int_or_none(vcpu.text, "<vcpu>") if vcpu is not None else None
+    vcpus = _vcpu_count(vcpu.text, "<vcpu>") if vcpu is not None else None
     mem = root.find("memory")
     memory = _bytes(mem.text, mem.get("unit"), "<memory>") if mem is not None else None
     numatune = root.find("numatune")
@@ -309,7 +318,7 @@ def parse_domain(text: str) -> Domain:
         uuid=(root.findtext("uuid") or "").strip() or None,
         type=root.get("type"),
         vcpus=vcpus,
-        vcpus_current=_int_or_none(vcpu.get("current"), "<vcpu current>") if vcpu is not None else None,
+        vcpus_current=_vcpu_count(vcpu.get("current"), "<vcpu current>") if vcpu is not None else None,
         vcpu_placement=vcpu.get("placement") if vcpu is not None else None,
         vcpu_cpuset=_checked_set(vcpu.get("cpuset"), "<vcpu> cpuset") if vcpu is not None else None,
         memory_bytes=memory,

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from topoagent.records import field, record
 
-from topoagent.parsers.lspci_common import LspciParseError, split_ids
+from topoagent.parsers.lspci_common import LineError, LspciParseError, split_ids
 from topoagent.parsers.paste import Skipped, clean_paste, merge_skipped
+from topoagent.records import field, record
 
 __all__ = ["LspciTree", "LspciTreeNode", "parse_lspci_tree", "read_lspci_tree"]
 
@@ -126,6 +126,13 @@ _DEV = re.compile(r"([0-9a-fA-F]{2})\.([0-7])")
 _BRIDGE = re.compile(r"-\[([0-9a-fA-F]{2})(?:-([0-9a-fA-F]{2}))?\]-")
 # A line that can only be a tree line: branch or continuation marks, then a device.
 _BRANCH_LINE = re.compile(r"^[ |]*[+\\]-(?:[0-9a-fA-F]{2}\.[0-7]|\[)")
+_DASHES = re.compile(r"-*")
+
+
+def _after_dashes(line: str, pos: int) -> int:
+    """The position after the run of ``-`` that starts at ``pos``."""
+    m = _DASHES.match(line, pos)
+    return m.end() if m else pos
 
 
 @record(frozen=False)
@@ -133,14 +140,6 @@ class _Bus:
     domain: int | None  # None: not named by the paste (an excerpt below the root-bus line)
     number: int | None
     children: list[_Node]
-
-
-class _LineError(Exception):
-    """A line that cannot be read; ``why`` says what was expected."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.why = why
 
 
 class _Reader:
@@ -162,7 +161,7 @@ class _Reader:
         self.added = []
         try:
             return self._line(line, lenient)
-        except _LineError:
+        except LineError:
             for siblings, node in reversed(self.added):
                 siblings.remove(node)
             self.branches, self.started = saved, started
@@ -185,11 +184,11 @@ class _Reader:
             return None
         ch = line[col]
         if ch not in "+\\" or line[col + 1 : col + 2] != "-":
-            raise _LineError("expected '+-' or '\\-' where a branch continues")
+            raise LineError("expected '+-' or '\\-' where a branch continues")
         note = None
         if not self.started:
             if not lenient:
-                raise _LineError("a branch before any root bus")
+                raise LineError("a branch before any root bus")
             # An excerpt that starts below the root-bus line: the top bus is unnamed.
             self.started = True
             self.branches = {col: _Bus(None, None, self.orphan_parents)}
@@ -197,7 +196,7 @@ class _Reader:
         if col not in self.branches:
             near = [c for c in (col - 1, col + 1) if c in self.branches]
             if not lenient or len(near) != 1:
-                raise _LineError("branch in a column no earlier line opened")
+                raise LineError("branch in a column no earlier line opened")
             note = f"branch drawn at column {col + 1}, one column off the open branch at column {near[0] + 1}"
             col = near[0]
         bus = self.branches[col]
@@ -216,26 +215,26 @@ class _Reader:
     def _root_bus(self, line: str, pos: int) -> None:
         m = _ROOT.match(line, pos)
         if not m:
-            raise _LineError("expected a root bus like [0000:00]")
+            raise LineError("expected a root bus like [0000:00]")
         domain = int(m.group(1), 16) if m.group(1) else 0
         self._bus_children(line, m.end(), _Bus(domain, int(m.group(2), 16), self.roots))
 
     def _bus_children(self, line: str, pos: int, bus: _Bus) -> None:
         """The devices of ``bus``, drawn from ``pos`` on: nothing, dashes + one device, or a
         branch.  A chain of single children continues on the same line, so this loops."""
-        while True:
-            rest = line[pos:]
+        while True:  # positions, not slices: a chain line is read in time linear in its length
             for lead in (0, 1):
-                if rest[:lead] == "-" * lead and rest[lead : lead + 2] in ("+-", "\\-"):
+                if line.startswith("-" * lead, pos) and line.startswith(("+-", "\\-"), pos + lead):
                     self.branches[pos + lead] = bus
                     nxt = self._device(line, pos + lead + 2, bus)
                     break
             else:
-                if rest.strip("-") == "":
+                dashes_end = _after_dashes(line, pos)
+                if dashes_end == len(line):
                     return  # an empty bus: a bridge with nothing behind it ("-[08]--")
-                if not rest.startswith("-"):
-                    raise _LineError("expected '--', '+-' or '\\-' after a bus")
-                nxt = self._device(line, pos + len(rest) - len(rest.lstrip("-")), bus)
+                if dashes_end == pos:
+                    raise LineError("expected '--', '+-' or '\\-' after a bus")
+                nxt = self._device(line, dashes_end, bus)
             if nxt is None:
                 return
             pos, bus = nxt
@@ -244,7 +243,7 @@ class _Reader:
         """Read one device at ``pos``; for a bridge, where its own bus's drawing starts."""
         m = _DEV.match(line, pos)
         if not m:
-            raise _LineError("expected a device and function like 00.0")
+            raise LineError("expected a device and function like 00.0")
         bdf = None
         if bus.number is not None and bus.domain is not None:
             bdf = f"{bus.domain:04x}:{bus.number:02x}:{m.group(1).lower()}.{m.group(2)}"
@@ -256,14 +255,14 @@ class _Reader:
             node.secondary = int(b.group(1), 16)
             node.subordinate = int(b.group(2) or b.group(1), 16)
             if node.subordinate < node.secondary:
-                raise _LineError("bridge bus range runs backwards")
+                raise LineError("bridge bus range runs backwards")
             # Under an unnamed bus the domain is unknown too: 0000, the only one most hosts have.
             domain = bus.domain if bus.domain is not None else 0
             return b.end(), _Bus(domain, node.secondary, node.children)
         rest = line[m.end() :]
         if rest.strip():
             if not rest.startswith(" "):
-                raise _LineError("unexpected text after a device")
+                raise LineError("unexpected text after a device")
             node.description = rest.strip()
         return None
 
@@ -284,7 +283,7 @@ def _read(text: str, lenient: bool) -> LspciTree:
                 continue
         try:
             note = reader.line(line, lenient)
-        except _LineError as exc:
+        except LineError as exc:
             if not lenient:
                 raise LspciParseError(f"lspci tree line {ln.number}: {exc.why}: {line.strip()[:80]!r}") from None
             skipped.append(Skipped(ln.number, ln.number, f"not lspci -t output ({exc.why}): {line.strip()[:60]!r}"))

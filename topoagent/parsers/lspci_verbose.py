@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from topoagent.records import fields, record, replace
 from typing import Any
 
 from topoagent.digits import is_decimal
-from topoagent.parsers.lspci_common import LspciParseError, split_ids
+from topoagent.parsers.lspci_common import LineError, LspciParseError, split_ids
 from topoagent.parsers.paste import Skipped, clean_paste, merge_skipped
 from topoagent.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK, CLASSES, LSPCI_PORT_NAMES
+from topoagent.records import fields, record, replace
 from topoagent.snapshot import AcsInfo
 
 __all__ = ["LspciFunction", "LspciListing", "SriovInfo", "decode_acs", "parse_lspci_verbose", "read_lspci_verbose"]
-
-_Fail = Callable[[str], LspciParseError]
 
 
 def decode_acs(register: int) -> dict[str, bool]:
@@ -106,7 +104,13 @@ _HEADER = re.compile(
     r"\.(?P<fn>[0-7])"
     r"\s+(?P<rest>\S.*)$"
 )
-_CLASS = re.compile(r"^(?P<name>[^:\[]+?)(?:\s*\[(?P<code>[0-9a-fA-F]{4})\])?:\s*(?P<desc>.*)$")
+# The name is greedy (stripped by the reader): a lazy name followed by ``\s*`` would be
+# quadratic in a run of spaces.
+_CLASS = re.compile(r"^(?P<name>[^:\[]+)(?:\[(?P<code>[0-9a-fA-F]{4})\])?:\s*(?P<desc>.*)$")
+# Trailing "(prog-if 00 [Normal decode])" and "(rev a1)"; the spaces before them are stripped
+# apart (a leading ``\s*`` would make the search quadratic in a run of spaces).
+_PROG_IF = re.compile(r"\(prog-if [^()]*(?:\([^()]*\)[^()]*)*\)\s*$")
+_REV = re.compile(r"\(rev ([0-9a-fA-F]{2})\)")
 _EXPRESS = re.compile(r"\[[0-9a-fA-F]+(?: v[0-9]+)?\]\s+Express\s+(?:\(v[0-9]+\)\s+)?(?P<type>.*)$")
 # "Speed 16GT/s (downgraded)", "Speed 8GT/s (ok)", "Speed 2.5GT/s", "Speed unknown".
 _SPEED = re.compile(
@@ -123,18 +127,18 @@ def _flag(text: str | None) -> bool | None:
     return None
 
 
-def _link(text: str, fail: _Fail) -> tuple[float | None, bool | None, int | None, bool | None]:
+def _link(text: str) -> tuple[float | None, bool | None, int | None, bool | None]:
     s = _SPEED.search(text)
     w = _WIDTH.search(text)
     if not s and not w:
-        raise fail("link line without Speed or Width")
+        raise LineError("link line without Speed or Width")
     gts = flag_s = width = flag_w = None
     if s:
         if s.group("gts"):
             try:
                 gts = float(s.group("gts"))
             except ValueError:
-                raise fail("bad link speed") from None
+                raise LineError("bad link speed") from None
         flag_s = _flag(s.group("flag"))
     if w:
         width = int(w.group("w")) or None  # x0: link down or width unknown
@@ -143,7 +147,7 @@ def _link(text: str, fail: _Fail) -> tuple[float | None, bool | None, int | None
 
 
 def _acs(text: str) -> int | None:
-    flags = dict(re.findall(r"(\w+)([+-])", text))
+    flags = dict(re.findall(r"\b(\w+)([+-])", text))  # \b: linear in a long word
     if not all(name in flags for name in ACS_FLAGS):
         return None  # a flag missing: do not guess its bit
     return sum(1 << bit for bit, name in enumerate(ACS_FLAGS) if flags[name] == "+")
@@ -226,9 +230,6 @@ def _read(text: str, lenient: bool) -> LspciListing:
     for ln in cleaned.lines:
         lineno, line = ln.number, ln.text
 
-        def fail(why: str, lineno: int = lineno, line: str = line) -> LspciParseError:
-            return LspciParseError(f"lspci line {lineno}: {why}: {line.strip()[:80]!r}")
-
         if _HEX_DUMP.match(line):
             continue  # -x/-xxx config dump: lspci's own output, read from sysfs config elsewhere
         try:
@@ -236,14 +237,14 @@ def _read(text: str, lenient: bool) -> LspciListing:
                 m = _HEADER.match(line)
                 if m:
                     finish()
-                    cur = _function_header(m, fail)
+                    cur = _function_header(m)
                     cap = None
                     continue
                 key = line.partition(":")[0].strip()
                 if key not in _FIELD_KEYS:
                     if cur is None:
                         continue  # text before any device: a prompt, a banner, the author's words
-                    raise fail("expected a device line (bb:dd.f …) or an indented field")
+                    raise LineError("expected a device line (bb:dd.f …) or an indented field")
             if cur is None:
                 # Indented text before any device: a banner -- or the lines grep kept.
                 key = line.strip().partition(":")[0]
@@ -254,13 +255,12 @@ def _read(text: str, lenient: bool) -> LspciListing:
                         orphan_redirect += ctl is not None and bool(ctl & ACS_P2P_REDIRECT_MASK)
                 continue
             acs: list[int | None] = [acs_cap, acs_ctl]
-            cap = _field(line.strip(), cur, cap, sriov, fail, acs)
+            cap = _field(line.strip(), cur, cap, sriov, acs)
             acs_cap, acs_ctl = acs
-        except LspciParseError as exc:
+        except LineError as exc:
             if not lenient:
-                raise
-            why = str(exc).partition(": ")[2].rpartition(": ")[0] or str(exc)
-            skipped.append(Skipped(lineno, lineno, f"not lspci -v output ({why}): {line.strip()[:60]!r}"))
+                raise LspciParseError(f"lspci line {lineno}: {exc.why}: {line.strip()[:80]!r}") from None
+            skipped.append(Skipped(lineno, lineno, f"not lspci -v output ({exc.why}): {line.strip()[:60]!r}"))
     finish()
     notes: list[str] = []
     if repeated:
@@ -285,7 +285,7 @@ def _merge(first: LspciFunction, again: LspciFunction) -> LspciFunction:
     return replace(first, **updates) if updates else first
 
 
-def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int], fail: _Fail,
+def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int],
            acs: list[int | None]) -> str | None:
     """Read one field line into ``cur``; the capability whose body follows."""
     # Depth 1 fields (one tab; pastes turn it into spaces) and capability headers.
@@ -321,11 +321,11 @@ def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int
     elif key == "Physical Slot" and sep:
         cur["physical_slot"] = value
     elif key == "NUMA node" and sep:
-        cur["numa_node"] = _int(value, fail)
+        cur["numa_node"] = _int(value)
     elif key == "IOMMU group" and sep:
-        cur["iommu_group"] = _int(value, fail)
+        cur["iommu_group"] = _int(value)
     elif key == "Bus" and sep and cap is None:
-        _bus_line(value, cur, fail)
+        _bus_line(value, cur)
     elif key == "Kernel driver in use" and sep:
         cur["driver"] = value
         cap = None
@@ -333,12 +333,12 @@ def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int
         cur["kernel_modules"] = tuple(p.strip() for p in value.split(",") if p.strip())
         cap = None
     elif key == "LnkCap" and sep and cap == "pcie":
-        gts, _, width, _ = _link(value, fail)
+        gts, _, width, _ = _link(value)
         port = re.search(r"Port #([0-9]{1,5})\b", value)
         cur["link_max_gts"], cur["link_max_width"] = gts, width
         cur["link_port"] = int(port.group(1)) if port else None
     elif key == "LnkSta" and sep and cap == "pcie":
-        gts, fs, width, fw = _link(value, fail)
+        gts, fs, width, fw = _link(value)
         cur["link_gts"], cur["link_width"] = gts, width
         cur["link_speed_downgraded"], cur["link_width_downgraded"] = fs, fw
     elif key == "ACSCap" and sep and cap == "acs":
@@ -346,28 +346,28 @@ def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int
     elif key == "ACSCtl" and sep and cap == "acs":
         acs[1] = _acs(value)
     elif cap == "sriov":
-        _sriov_line(body, sriov, fail)
+        _sriov_line(body, sriov)
     return cap
 
 
 _BUS_FIELD = re.compile(r"\b(primary|secondary|subordinate)=([0-9a-fA-F]{1,8})\b")
 
 
-def _bus_line(value: str, cur: dict[str, Any], fail: _Fail) -> None:
+def _bus_line(value: str, cur: dict[str, Any]) -> None:
     """``primary=15, secondary=16, subordinate=1e, sec-latency=0`` (bus numbers in hex)."""
     found = dict(_BUS_FIELD.findall(value))
     if not found:
-        raise fail("Bus line without primary/secondary/subordinate")
+        raise LineError("Bus line without primary/secondary/subordinate")
     numbers = {}
     for name, text in found.items():
         number = int(text, 16)
         if number > 0xFF:
-            raise fail(f"bus number {text} out of range")
+            raise LineError(f"bus number {text} out of range")
         numbers[f"{name}_bus"] = number
     sec = numbers.get("secondary_bus", cur.get("secondary_bus"))
     sub = numbers.get("subordinate_bus", cur.get("subordinate_bus"))
     if sec is not None and sub is not None and sub < sec:
-        raise fail("bridge bus range runs backwards")
+        raise LineError("bridge bus range runs backwards")
     cur.update(numbers)
 
 
@@ -384,16 +384,16 @@ def _hex(word: str) -> int | None:
     return int(word, 16) if _HEX_ID.fullmatch(word) else None
 
 
-def _int(text: str, fail: _Fail) -> int:
+def _int(text: str) -> int:
     """The decimal number that ``text`` starts with (``NUMA node: 1``, ``IOMMU group: 38``)."""
     words = text.split()
     value = _decimal(words[0]) if words else None
     if value is None:
-        raise fail("expected a number")
+        raise LineError("expected a number")
     return value
 
 
-def _function_header(m: re.Match[str], fail: _Fail) -> dict[str, Any]:
+def _function_header(m: re.Match[str]) -> dict[str, Any]:
     dom = int(m.group("dom"), 16) if m.group("dom") else 0
     bdf = f"{dom:04x}:{m.group('bus').lower()}:{m.group('dev').lower()}.{m.group('fn')}"
     rest = m.group("rest")
@@ -406,15 +406,18 @@ def _function_header(m: re.Match[str], fail: _Fail) -> dict[str, Any]:
                 "revision": int(r.group(1), 16) if r else None}
     c = _CLASS.match(rest)
     if not c:
-        raise fail("device line without 'class: name'")
+        raise LineError("device line without 'class: name'")
     desc = c.group("desc")
     # Trailing "(prog-if 00 [Normal decode])" then "(rev a1)", in that order from the end.
-    desc = re.sub(r"\s*\(prog-if [^()]*(?:\([^()]*\)[^()]*)*\)\s*$", "", desc)
+    p = _PROG_IF.search(desc)
+    if p:
+        desc = desc[: p.start()].rstrip()
     revision = None
-    r = re.search(r"\s*\(rev ([0-9a-fA-F]{2})\)\s*$", desc)
+    tail = desc.rstrip()
+    r = _REV.fullmatch(tail, len(tail) - len("(rev xx)")) if len(tail) >= len("(rev xx)") else None
     if r:
         revision = int(r.group(1), 16)
-        desc = desc[: r.start()]
+        desc = tail[: r.start()].rstrip()
     vendor, device, desc = split_ids(desc)
     return {
         "bdf": bdf,
@@ -439,7 +442,7 @@ _SRIOV_FIELDS: dict[str, tuple[str, Callable[[str], int | None]]] = {
 }
 
 
-def _sriov_line(body: str, sriov: dict[str, int], fail: _Fail) -> None:
+def _sriov_line(body: str, sriov: dict[str, int]) -> None:
     if not (body.startswith("Initial VFs") or body.startswith("VF offset")):
         return
     for part in body.split(","):
@@ -449,5 +452,5 @@ def _sriov_line(body: str, sriov: dict[str, int], fail: _Fail) -> None:
             attr, parse = _SRIOV_FIELDS[key]
             number = parse(value.strip())
             if number is None:
-                raise fail(f"bad SR-IOV {key}")
+                raise LineError(f"bad SR-IOV {key}")
             sriov[attr] = number

@@ -19,11 +19,14 @@ from topoagent.cpuset import CpuSet, CpuSetError
 from topoagent.errors import InputError
 from topoagent.snapshot import NvLink, NvmlGpu
 
-__all__ = ["FORMAT", "NvmlRecordingError", "parse_nvml_recording"]
+__all__ = ["FORMAT", "MAX_GPUS", "NvmlRecordingError", "parse_nvml_recording"]
 
 FORMAT = "topoagent-nvml-recording/1"
 #: A recording's size bound: a 72-GPU NVL72 tray set records in well under a megabyte.
 MAX_RECORDING_BYTES = 8 * 1024 * 1024
+#: The most GPUs a recording may list: each GPU's P2P row is read against every other GPU, so
+#: the count bounds the work (quadratic); one host has at most a few dozen.
+MAX_GPUS = 1024
 
 
 class NvmlRecordingError(InputError):
@@ -57,6 +60,8 @@ def parse_nvml_recording(text: str) -> tuple[tuple[NvmlGpu, ...], str | None, st
     raw = doc.get("gpus")
     if not isinstance(raw, list):
         raise NvmlRecordingError("no 'gpus' list")
+    if len(raw) > MAX_GPUS:
+        raise NvmlRecordingError(f"{len(raw)} GPUs: more than {MAX_GPUS}, not one host's recording")
     bdfs = [normalize_bus_id(g.get("bus_id")) if isinstance(g, dict) else None for g in raw]
     default_ok = doc.get("p2p_read_default", "OK") == "OK"
     gpus = []

@@ -28,11 +28,11 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from topoagent.records import record
 
 from topoagent.cpuset import CpuSet, format_cpulist
 from topoagent.errors import InputError
 from topoagent.parsers.paste import Skipped, clean_paste, merge_skipped
+from topoagent.records import record
 
 __all__ = [
     "PATH_TOKENS",

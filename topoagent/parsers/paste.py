@@ -25,9 +25,9 @@ shown.  Everything else is kept for the parser to judge.
 from __future__ import annotations
 
 import re
-from topoagent.records import record
 
 from topoagent.errors import InputError
+from topoagent.records import record
 
 __all__ = [
     "Cleaned",
@@ -69,11 +69,12 @@ _TOOL_MESSAGE = re.compile(
     r"|^\s*(?:NVIDIA-SMI has failed|Failed to initialize NVML|No devices were found|"
     r"Unable to determine the device handle)", re.I)
 # An author's elision: a line that is only dots, an ellipsis, a tree branch followed by dots,
-# or a bracketed note that something was left out.
+# or a bracketed note that something was left out.  No two adjacent parts can both match a
+# space (``[\s|`]*\s*`` would be quadratic in a long run of spaces).
 _ELISION = re.compile(
-    r"^[\s|`]*(?:[+\\]-+)?\s*(?:\.{2,}|…+)\s*$"
+    r"^[\s|`]*(?:[+\\]-+\s*)?(?:\.{2,}|…+)\s*$"
     r"|^\s*[(\[<]\s*(?:\.{2,}|…|omitted|snip(?:ped)?|truncated|cut|more|redacted)[^)\]>]{0,80}[)\]>]\s*$"
-    r"|^\s*(?:\.{2,}|…)\s*(?:\(?\s*(?:omitted|snip(?:ped)?|truncated|more|and so on|etc\.?)[^)]{0,80}\)?)\s*$",
+    r"|^\s*(?:\.{2,}|…)\s*(?:(?:\(\s*)?(?:omitted|snip(?:ped)?|truncated|more|and so on|etc\.?)[^)]{0,80}\)?)\s*$",
     re.I)
 
 

@@ -14,6 +14,7 @@ Pure and linear in the size of the text; a line that does not fit the format is 
 from __future__ import annotations
 
 import re
+
 from topoagent.records import field, record
 
 __all__ = ["PciIds", "parse_pci_ids"]

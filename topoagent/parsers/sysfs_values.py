@@ -12,7 +12,6 @@ import re
 from topoagent.cpuset import CpuSet
 from topoagent.digits import parse_decimal
 
-
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -70,7 +69,7 @@ def parse_link_width(text: str) -> int | None:
 def parse_node_meminfo_total(text: str) -> int | None:
     """Bytes of ``MemTotal`` from ``nodeN/meminfo`` (``Node 0 MemTotal:  263921240 kB``)."""
     m = re.search(r"MemTotal:\s*([0-9]+)\s*kB", text)
-    return int(m.group(1)) * 1024 if m else None
+    return parse_decimal(m.group(1)) * 1024 if m else None
 
 
 def parse_distances(text: str) -> tuple[int, ...]:
@@ -132,5 +131,5 @@ def parse_nvidia_numa_status(text: str) -> int | None:
     m = re.search(r"^Node:\s*(-?[0-9]+)\s*$", text, re.MULTILINE)
     if not m:
         raise ValueError("no Node: line")
-    value = int(m.group(1))
+    value = parse_decimal(m.group(1), signed=True)
     return value if value >= 0 else None

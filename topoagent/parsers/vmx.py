@@ -29,11 +29,11 @@ profiles name no function) is kept with ``bdfs = ()``: its node cannot be known 
 from __future__ import annotations
 
 import re
-from topoagent.records import record
 
 from topoagent.digits import is_decimal
 from topoagent.errors import InputError
 from topoagent.frozen import FrozenMap
+from topoagent.records import record
 
 __all__ = ["PassthruDevice", "VmxConfig", "VmxError", "parse_passthru_id", "parse_vmx"]
 
@@ -72,7 +72,9 @@ class VmxConfig:
     settings: FrozenMap[str, str]
 
 
-_LINE = re.compile(r'^\s*([A-Za-z0-9_.:\[\]-]+)\s*=\s*(.*?)\s*$')
+# Matched against a stripped line, so the value needs no trailing ``\s*`` (a lazy value before
+# one would be quadratic in a run of spaces).
+_LINE = re.compile(r"([A-Za-z0-9_.:\[\]-]+)\s*=\s*(.*)")
 _ESXI_FORM = re.compile(r"^([0-9]{5}):([0-9]{3}):([0-9]{2})\.([0-9])$")
 _DECIMAL = re.compile(r"^([0-9]{1,5}):([0-9]{1,3}):([0-9]{1,2})\.([0-9])$")
 _LINUX = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
@@ -157,7 +159,7 @@ def parse_vmx(text: str) -> VmxConfig:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        m = _LINE.match(line)
+        m = _LINE.fullmatch(line)
         if m is None:
             raise VmxError(f"line {no}: {line[:60]!r} is not a `key = \"value\"` setting")
         settings[m.group(1).lower()] = _unquote(m.group(2), no)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from topoagent.records import field, record
 from typing import Any
 
 from topoagent.inputs import NVML_OFF, Inputs
+from topoagent.records import field, record
 from topoagent.snapshot import Snapshot
 
 __all__ = ["SOURCES", "Collection", "Registration", "is_live"]

@@ -48,12 +48,12 @@ import re
 import stat
 import tarfile
 from collections.abc import Callable, Iterable
-from topoagent.records import field, record
 from typing import BinaryIO
 
 from topoagent.bdf import is_bdf
 from topoagent.errors import InputError
 from topoagent.hostfs import HostFS
+from topoagent.records import field, record
 from topoagent.sources.nvml import NVML_RECORDING
 
 __all__ = [
@@ -77,8 +77,6 @@ _PCI_ATTRS = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device
               "local_cpulist", "local_cpus", "current_link_speed", "current_link_width", "max_link_speed",
               "max_link_width", "sriov_totalvfs", "sriov_numvfs")
 _PCI_LINKS = ("driver", "iommu_group", "physfn")
-_NODE = re.compile(r"^node[0-9]+$")
-_CPU = re.compile(r"^cpu[0-9]+$")
 # Six hex pairs, and not part of a longer run (an 8-byte serial number or an EUI-64).
 _MAC = re.compile(r"(?<![0-9a-fA-F][:-])\b(?:[0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}\b(?![:-][0-9a-fA-F])")
 _GUID = re.compile(r"\b[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){3}\b")
@@ -270,16 +268,16 @@ def _class_devices(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
 
 
 def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
-    from topoagent.sources.sysfs import MODULES_OF_INTEREST
+    from topoagent.sources.sysfs import CPU_DIR, MODULES_OF_INTEREST, NODE_DIR
 
     base = "sys/devices/system/node"
     for name in fs.listdir(base):
-        if _NODE.match(name):
+        if NODE_DIR.match(name):
             for attr in ("cpulist", "meminfo", "distance"):
                 _copy_file(fs, cap, f"{base}/{name}/{attr}")
     base = "sys/devices/system/cpu"
     for name in fs.listdir(base):
-        if _CPU.match(name):
+        if CPU_DIR.match(name):
             for attr in ("thread_siblings_list", "physical_package_id", "package_cpus_list", "core_siblings_list"):
                 _copy_file(fs, cap, f"{base}/{name}/topology/{attr}", limit=4096)
     for group in fs.listdir("sys/kernel/iommu_groups"):
@@ -298,7 +296,7 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
                transform=lambda b: scrub.cmdline(b.decode("utf-8", "replace")).encode())
     if fs.text("proc/sys/kernel/hostname") is not None:
         cap.add(Entry("proc/sys/kernel/hostname", "file", b"captured-host\n"))
-    cpuinfo = fs.text("proc/cpuinfo", limit=4 * 1024 * 1024)
+    cpuinfo = fs.text("proc/cpuinfo", truncate=True)  # as the scan reads it: the first CPU's block
     if cpuinfo is not None:
         # What is read from it: the hypervisor flag (sources.sysfs) and the first CPU's identity
         # fields (sources.kernel, for plan --format nccl-topo); nothing else of the host.
@@ -596,7 +594,6 @@ def entries_to_tar(entries: Iterable[Entry], fileobj: BinaryIO, *, mtime: int = 
     """Write capture entries as a gzip tarball to a binary file object (deterministic: fixed
     mtime, owner and mode, so the same host gives the same bytes)."""
     import gzip
-    import io
 
     with gzip.GzipFile(fileobj=fileobj, mode="wb", mtime=mtime) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:

@@ -40,7 +40,7 @@ def parse_cpu_identity(text: str) -> dict[str, str]:
 
 def cpu_identity(fs: HostFS) -> dict[str, str]:
     """The CPU identity of the host below ``fs`` ({} when cpuinfo cannot be read)."""
-    text = fs.text("proc/cpuinfo", limit=16384, truncate=True)  # the first CPU's block is enough
+    text = fs.text("proc/cpuinfo", truncate=True)  # the first CPU's block is enough
     return parse_cpu_identity(text) if text else {}
 
 

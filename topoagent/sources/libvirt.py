@@ -20,10 +20,10 @@ back in the same virsh session), the one write ``vms --apply``/``--undo`` make.
 from __future__ import annotations
 
 import os
-from topoagent.records import record
 
 from topoagent.errors import TopoagentError
 from topoagent.hostfs import HostFS
+from topoagent.records import record
 from topoagent.sources.tools import ToolResult, run_tool
 
 __all__ = [

@@ -28,17 +28,17 @@ Facts worth knowing about the API (checked against nvidia-ml-py 13.615):
 
 from __future__ import annotations
 
-from topoagent import records
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable
-from topoagent.records import record
 from typing import Any, TypeVar
 
+from topoagent import records
 from topoagent.bdf import normalize_bus_id
 from topoagent.cpuset import CpuSet
 from topoagent.hostfs import HostFS
 from topoagent.inputs import NVML_AUTO
+from topoagent.records import record
 from topoagent.snapshot import NvLink, NvmlGpu, ProbeError, SourceStatus
 from topoagent.sources import Collection, is_live
 
@@ -432,9 +432,9 @@ class GpuUtilization:
 
     def close(self) -> None:
         """Shut NVML down (best effort)."""
-        if self._nvml is not None:
+        nvml, self._nvml = self._nvml, None
+        if nvml is not None:
             try:
-                self._nvml.nvmlShutdown()
+                nvml.nvmlShutdown()
             except Exception:  # shutting down: nothing to report to
-                self._nvml = None
-            self._nvml = None
+                pass

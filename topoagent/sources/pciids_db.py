@@ -29,10 +29,9 @@ def database(root: str = "/") -> tuple[PciIds, str | None]:
     there is none (or it cannot be read: pci.ids is a convenience, never an error)."""
     fs = HostFS(root)
     for rel in PCI_IDS_PATHS:
-        data = fs.bytes(rel, limit=_MAX_BYTES + 1, quiet=True)
-        if data is None or len(data) > _MAX_BYTES:
-            continue
-        return parse_pci_ids(data.decode("utf-8", errors="replace")), "/" + rel
+        data = fs.bytes(rel, limit=_MAX_BYTES, quiet=True)  # None when larger
+        if data is not None:
+            return parse_pci_ids(data.decode("utf-8", errors="replace")), fs.host_path(rel)
     return PciIds(), None
 
 

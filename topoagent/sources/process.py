@@ -10,11 +10,11 @@ threads are read.
 from __future__ import annotations
 
 import os
-from topoagent.records import record
 
 from topoagent.cpuset import CpuSet
 from topoagent.errors import TopoagentError
 from topoagent.hostfs import HostFS
+from topoagent.records import record
 
 
 class ProcessError(TopoagentError):

@@ -7,14 +7,14 @@ scan carries on.
 
 from __future__ import annotations
 
-from topoagent import records
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
+from topoagent import records
 from topoagent.bdf import is_bdf
 from topoagent.cpuset import CpuSet
-from topoagent.digits import is_decimal
+from topoagent.digits import is_decimal, parse_decimal
 from topoagent.hostfs import HostFS
 from topoagent.parsers import sysfs_values as sv
 from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
@@ -48,8 +48,9 @@ EXT_CAP_ID_SRIOV = 0x0010
 #: fixture and a real capture, docs/benchmarks.md).
 _LIST_ABOVE = 4
 SYS_DEVICES = "sys/devices"
-_NODE = re.compile(r"^node([0-9]+)$")
-_CPU = re.compile(r"^cpu([0-9]+)$")
+#: The entries of ``sys/devices/system/{node,cpu}`` that are nodes and CPUs (the id captured).
+NODE_DIR = re.compile(r"^node([0-9]+)$")
+CPU_DIR = re.compile(r"^cpu([0-9]+)$")
 
 #: Kernel modules whose presence matters for GPUDirect RDMA: the peer-memory modules NCCL
 #: checks for (NVIDIA/nccl src/transport/net_ib.cc, ncclIbGdrSupport) and their drivers.
@@ -339,7 +340,7 @@ class SysfsReader:
     # -- NUMA and CPUs ----------------------------------------------------------------------
     def numa_nodes(self) -> tuple[NumaNode, ...]:
         base = "sys/devices/system/node"
-        ids = sorted(int(m.group(1)) for n in self.fs.listdir(base) if (m := _NODE.match(n)))
+        ids = sorted({int(m.group(1)) for n in self.fs.listdir(base) if (m := NODE_DIR.match(n))})
         out = []
         for i in ids:
             d = f"{base}/node{i}"
@@ -356,7 +357,7 @@ class SysfsReader:
 
     def cpus(self) -> tuple[Cpu, ...]:
         base = "sys/devices/system/cpu"
-        ids = sorted(int(m.group(1)) for n in self.fs.listdir(base) if (m := _CPU.match(n)))
+        ids = sorted({int(m.group(1)) for n in self.fs.listdir(base) if (m := CPU_DIR.match(n))})
         out = []
         # One read per core and two per package, not per CPU: a CPU's thread_siblings_list names
         # its core's threads and package_cpus_list (core_siblings_list before Linux 5.3,
@@ -386,7 +387,7 @@ class SysfsReader:
     # -- kernel ---------------------------------------------------------------------------
     def iommu_groups(self) -> tuple[IommuGroup, ...]:
         base = "sys/kernel/iommu_groups"
-        ids = sorted(int(n) for n in self.fs.listdir(base) if is_decimal(n))
+        ids = sorted({int(n) for n in self.fs.listdir(base) if is_decimal(n)})
         return tuple(IommuGroup(id=i, type=self.fs.text(f"{base}/{i}/type")) for i in ids)
 
     def modules(self) -> tuple[str, ...]:
@@ -476,7 +477,7 @@ class SysfsReader:
 
 
 def _non_negative(text: str) -> int | None:
-    value = int(text.strip())
+    value = parse_decimal(text, signed=True)
     return value if value >= 0 else None
 
 

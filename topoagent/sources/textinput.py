@@ -13,7 +13,7 @@ import sys
 
 from topoagent.errors import InputError
 
-__all__ = ["MAX_INPUT_BYTES", "read_text_input"]
+__all__ = ["MAX_INPUT_BYTES", "read_regular", "read_text_input"]
 
 #: The most a pasted input may hold.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -26,17 +26,36 @@ def _decode(data: bytes) -> str:
     return decode_text(data)
 
 
-def _read_bounded(fd: int) -> bytes:
+def _read_bounded(fd: int, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes (one more than allowed tells the caller it was too large)."""
     chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = os.read(fd, 1 << 20)
+    want = limit + 1
+    while want > 0:
+        chunk = os.read(fd, min(want, 1 << 20))
         if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > MAX_INPUT_BYTES:
-            raise InputError(f"larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB: not a tool's output")
+            break
         chunks.append(chunk)
+        want -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit + 1`` (more than ``limit``: the
+    caller refuses it).  Opened non-blocking, so a FIFO or a device named instead cannot stall
+    it; such a file raises :class:`InputError`, and ``open`` errors raise :class:`OSError`."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError("not a regular file")
+        return _read_bounded(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _checked(data: bytes) -> str:
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(f"larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB: not a tool's output")
+    return _decode(data)
 
 
 def read_text_input(name: str) -> str:
@@ -47,18 +66,10 @@ def read_text_input(name: str) -> str:
         except (AttributeError, ValueError, OSError):
             raise InputError("stdin is closed") from None
         try:
-            return _decode(_read_bounded(fd))
+            return _checked(_read_bounded(fd, MAX_INPUT_BYTES))
         except OSError as exc:
             raise InputError(f"stdin: {exc.strerror or exc}") from None
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        return _checked(read_regular(name, MAX_INPUT_BYTES))
     except OSError as exc:
         raise InputError(exc.strerror or str(exc)) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InputError("not a regular file")
-        return _decode(_read_bounded(fd))
-    except OSError as exc:
-        raise InputError(exc.strerror or str(exc)) from None
-    finally:
-        os.close(fd)

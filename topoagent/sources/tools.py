@@ -9,15 +9,15 @@ whole process group is killed at the timeout, so a wedged ``nvidia-smi`` cannot 
 
 from __future__ import annotations
 
-from topoagent import records
 import os
 import shutil
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
-from topoagent.records import record
 
+from topoagent import records
 from topoagent.errors import TopoagentError
+from topoagent.records import record
 from topoagent.snapshot import SourceStatus
 from topoagent.sources import Collection
 

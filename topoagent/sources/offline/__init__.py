@@ -28,10 +28,10 @@ matched halfway.
 
 from __future__ import annotations
 
-from topoagent import records
 from collections.abc import Callable
 from typing import TypeVar
 
+from topoagent import records
 from topoagent.errors import InputError, OfflineInputError
 from topoagent.parsers.lspci_tree import LspciTree, LspciTreeNode
 from topoagent.parsers.lspci_verbose import LspciFunction, LspciListing

@@ -9,9 +9,7 @@ matched halfway.
 
 from __future__ import annotations
 
-from topoagent import records
-
-from topoagent import pci
+from topoagent import pci, records
 from topoagent.bdf import bdf_key
 from topoagent.errors import OfflineInputError
 from topoagent.snapshot import PciFunction, Snapshot
