@@ -138,3 +138,56 @@ def test_bad_declarations_fail_at_class_creation(annotations: dict[str, str], va
         record(type("Bad", (), {"__annotations__": annotations, **values}))
     with pytest.raises(ValueError):
         field(default=1, default_factory=list)
+
+
+@record
+class Plain:
+    """Fields all from arguments: ``__init__`` is a renamed copy of the shared template."""
+
+    a: int
+    b: str = "b"
+    c: tuple[int, ...] = ()
+
+
+@record
+class SameArity:
+    """Three fields too: the same template, other names."""
+
+    first: int
+    second: int
+    third: int
+
+
+@record(frozen=False)
+class PlainPost:
+    """A plain record with ``__post_init__`` (the template's other form)."""
+
+    items: tuple[int, ...]
+    scale: int = 1
+
+    def __post_init__(self) -> None:
+        self.total = sum(self.items) * self.scale
+
+
+def test_plain_records_share_a_template_under_their_own_names() -> None:
+    import inspect
+
+    assert Plain.__init__.__code__.co_code == SameArity.__init__.__code__.co_code
+    assert records._TEMPLATES  # compiled once per (arity, __post_init__)
+    assert list(inspect.signature(Plain).parameters) == ["a", "b", "c"]
+    assert list(inspect.signature(SameArity).parameters) == ["first", "second", "third"]
+    assert Plain.__init__.__qualname__ == "Plain.__init__"
+    assert Plain(1) == Plain(a=1, b="b", c=()) and Plain(1, c=(2,)).c == (2,) and Plain(1).b == "b"
+    assert vars(SameArity(third=3, first=1, second=2)) == {"first": 1, "second": 2, "third": 3}
+    assert PlainPost((1, 2), scale=3).total == 9 and PlainPost(items=(4,)).total == 4
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: Plain(), "missing 1 required positional argument: 'a'"),
+    (lambda: Plain(1, a=2), "multiple values for argument 'a'"),
+    (lambda: Plain(1, d=4), "unexpected keyword argument 'd'"),
+    (lambda: SameArity(1, 2, 3, 4), "takes 4 positional arguments but 5 were given"),
+])
+def test_plain_init_errors_name_the_fields(call: typing.Callable[[], object], message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        call()
