@@ -15,8 +15,8 @@ Names are imported on first use, so ``import topoagent`` (and the CLI's start-up
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from topoagent.lazy import import_module
+from topoagent.typecheck import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -69,6 +69,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from topoagent.advice.plan import Plan
     from topoagent.analysis.findings import Finding, Severity
     from topoagent.analysis.paths import Path, PathClass
@@ -88,7 +90,7 @@ assert set(__all__) == {"__version__", *_EXPORTS}  # one list, kept in step with
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        value = getattr(import_module(_EXPORTS[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'topoagent' has no attribute {name!r}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 from topoagent import records
 from topoagent.frozen import FrozenMap
@@ -23,6 +22,10 @@ from topoagent.inputs import NVML_AUTO, Inputs
 from topoagent.result import ScanResult, analyse
 from topoagent.snapshot import Snapshot
 from topoagent.sources import SOURCES, Collection
+from topoagent.typecheck import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Inputs", "ScanResult", "analyse", "collect", "read_host", "read_offline", "run", "scan"]
 

@@ -6,7 +6,11 @@ Domains are 4 hex digits normally and up to 8 for VMD and some hypervisors (``10
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from topoagent.typecheck import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 

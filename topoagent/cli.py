@@ -10,12 +10,15 @@ click at all (:data:`FAST`; :mod:`topoagent.commands.argspec` says why and how).
 from __future__ import annotations
 
 import functools
-import importlib
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+
+from topoagent.lazy import import_module
+from topoagent.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import Any
+
     import click
 
 #: command name -> "module:attribute" of its click command, or of a function that makes it.
@@ -40,7 +43,7 @@ def load_command(name: str) -> click.Command:
     import click
 
     module, _, attr = COMMANDS[name].partition(":")
-    obj = getattr(importlib.import_module(module), attr)
+    obj = getattr(import_module(module), attr)
     command: click.Command = obj if isinstance(obj, click.Command) else obj()
     return command
 
@@ -100,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         fast = FAST.get(args[0]) if args else None
-        if fast is None or not importlib.import_module(fast).fast(args[1:]):
+        if fast is None or not import_module(fast).fast(args[1:]):
             _click_main(args)
     except SystemExit:
         raise

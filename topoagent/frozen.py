@@ -7,7 +7,11 @@ be hashed; :class:`FrozenMap` can do neither, so results are safe to share with 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, TypeVar, overload
+
+from topoagent.typecheck import TYPE_CHECKING, TypeVar, overload
+
+if TYPE_CHECKING:
+    from typing import Any
 
 K = TypeVar("K")
 V = TypeVar("V")

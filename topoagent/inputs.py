@@ -6,9 +6,11 @@ from its config, an API user directly.
 
 from __future__ import annotations
 
-from typing import Any
-
 from topoagent.records import field, record
+from topoagent.typecheck import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Inputs", "NVML_AUTO", "NVML_OFF"]
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cached_property
-from typing import Any
 
 from topoagent import records
 from topoagent.advice.plan import Plan, make_plan
@@ -26,6 +25,10 @@ from topoagent.frozen import FrozenMap
 from topoagent.records import field, record
 from topoagent.snapshot import Snapshot, SourceStatus
 from topoagent.topology import Device, Topology, build_topology
+from topoagent.typecheck import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ScanResult", "analyse"]
 

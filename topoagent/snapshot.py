@@ -11,13 +11,16 @@ of ``Unknown`` or a width of 0/255 into ``None`` ("unknown"), never into a guess
 from __future__ import annotations
 
 import types
-import typing
-from typing import Any, TypeVar
 
 from topoagent import records
 from topoagent.cpuset import CpuSet
 from topoagent.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK
 from topoagent.records import field, record
+from topoagent.typecheck import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    import typing
+    from typing import Any
 
 SNAPSHOT_VERSION = 1
 
@@ -337,6 +340,8 @@ def to_dict(value: Any) -> Any:
 
 
 def _build(tp: Any, data: Any) -> Any:
+    import typing  # only reading a snapshot back needs it (see topoagent.typecheck)
+
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         if data is None:
@@ -357,7 +362,10 @@ def _build(tp: Any, data: Any) -> Any:
 
 def from_dict(cls: type[T], data: dict[str, Any]) -> T:
     """Rebuild a record of type ``cls`` from :func:`to_dict` output (unknown keys ignored)."""
-    hints = typing.get_type_hints(cls)
+    import typing
+
+    # the annotations are strings; "typing" is named in some (ClassVar) but not imported here
+    hints = typing.get_type_hints(cls, localns={"typing": typing})
     kwargs = {
         f.name: _build(hints[f.name], data[f.name])
         for f in records.fields(cls)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from enum import Enum
-from typing import Any
 
 from topoagent import pci, records
 from topoagent.bdf import bdf_key, root_bus_key
@@ -19,6 +18,10 @@ from topoagent.frozen import FrozenMap
 from topoagent.pci import DeviceKind
 from topoagent.records import field, record
 from topoagent.snapshot import ConfigSpace, LinkInfo, NumaNode, PciFunction, Snapshot
+from topoagent.typecheck import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class BridgeRole(str, Enum):

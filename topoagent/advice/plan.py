@@ -6,14 +6,15 @@ caller's allowed CPUs (a Slurm or container cpuset), never widened (REFERENCE §
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from topoagent import records
 from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
 from topoagent.records import field, record
+from topoagent.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from topoagent.analysis.rails import RailPlan
     from topoagent.result import ScanResult
     from topoagent.topology import Device, Topology

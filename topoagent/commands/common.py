@@ -5,7 +5,11 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from typing import NoReturn
+
+from topoagent.typecheck import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 

@@ -8,9 +8,13 @@ renderer it uses and no other.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from typing import Any
+
+from topoagent.lazy import import_module
+from topoagent.typecheck import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["RENDERERS", "formats", "renderer"]
 
@@ -40,5 +44,5 @@ def formats(command: str) -> tuple[str, ...]:
 def renderer(command: str, fmt: str) -> Callable[..., str]:
     """The render function of a command's format (``KeyError`` when there is none)."""
     module, _, name = RENDERERS[(command, fmt)].partition(":")
-    fn: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    fn: Callable[..., Any] = getattr(import_module(module), name)
     return fn

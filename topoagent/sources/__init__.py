@@ -8,14 +8,17 @@ module and one line here.  :func:`topoagent.api.run` runs them, timing each.
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
-from typing import Any
 
 from topoagent.inputs import NVML_OFF, Inputs
+from topoagent.lazy import import_module
 from topoagent.records import field, record
 from topoagent.snapshot import Snapshot
+from topoagent.typecheck import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SOURCES", "Collection", "Registration", "is_live"]
 
@@ -47,7 +50,7 @@ class Registration:
     wanted: Callable[[Inputs], bool]
 
     def collector(self) -> Callable[[Collection], None]:
-        fn: Callable[[Collection], None] = importlib.import_module(self.module).collect
+        fn: Callable[[Collection], None] = import_module(self.module).collect
         return fn
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
 
 from topoagent import records
 from topoagent.bdf import normalize_bus_id
@@ -41,6 +40,10 @@ from topoagent.inputs import NVML_AUTO
 from topoagent.records import record
 from topoagent.snapshot import NvLink, NvmlGpu, ProbeError, SourceStatus
 from topoagent.sources import Collection, is_live
+from topoagent.typecheck import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from typing import Any
 
 SOURCE = "nvml"
 T = TypeVar("T")

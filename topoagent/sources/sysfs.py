@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import TypeVar
 
 from topoagent import records
 from topoagent.bdf import is_bdf
@@ -33,6 +32,7 @@ from topoagent.snapshot import (
     SourceStatus,
 )
 from topoagent.sources import Collection
+from topoagent.typecheck import TypeVar
 
 T = TypeVar("T")
 
