@@ -20,6 +20,7 @@ def config_bytes(
     acs: tuple[int, int] | None = None,
     pcie_at: int = 0x68,
     ssvid: tuple[int, int] | None = None,
+    vf_device: int | None = None,
 ) -> bytes:
     b = bytearray(4096)
     struct.pack_into("<HH", b, 0x00, vendor, device)
@@ -40,10 +41,15 @@ def config_bytes(
             struct.pack_into("<I", b, pcie_at + 0x0C, SPEED_CODE[link_cap[0]] | (link_cap[1] << 4))
         if link_status:
             struct.pack_into("<H", b, pcie_at + 0x12, SPEED_CODE[link_status[0]] | (link_status[1] << 4))
-    # Extended list: AER at 0x100 -> (ACS at 0x148) -> end.
-    nxt = 0x148 if acs else 0
+    # Extended list: AER at 0x100 -> (ACS at 0x148) -> (SR-IOV at 0x160) -> end.
+    nxt = 0x148 if acs else 0x160 if vf_device is not None else 0
     struct.pack_into("<I", b, 0x100, 0x0001 | (2 << 16) | (nxt << 20))
     if acs:
-        struct.pack_into("<I", b, 0x148, 0x000D | (1 << 16))
+        nxt = 0x160 if vf_device is not None else 0
+        struct.pack_into("<I", b, 0x148, 0x000D | (1 << 16) | (nxt << 20))
         struct.pack_into("<HH", b, 0x14C, acs[0], acs[1])
+    if vf_device is not None:  # SR-IOV: TotalVFs 8 at +0x0E, VF Device ID at +0x1A
+        struct.pack_into("<I", b, 0x160, 0x0010 | (1 << 16))
+        struct.pack_into("<H", b, 0x16E, 8)
+        struct.pack_into("<H", b, 0x17A, vf_device)
     return bytes(b[:size])

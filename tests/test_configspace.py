@@ -126,3 +126,15 @@ def test_virtual_function_ids_read_ffff_by_design():
     with pytest.raises(ConfigSpaceError):
         parse_config_space(data)
     assert parse_config_space(data, virtual_function=True).size == 64
+
+
+@pytest.mark.parametrize(("kwargs", "size", "vf_device", "caps"), [
+    (dict(vendor=0x15B3, device=0x101D, vf_device=0x101E), 4096, 0x101E, (0x0001, 0x0010)),
+    (dict(vendor=0x15B3, device=0x101D, vf_device=0x101E, acs=(0x5F, 0x1D)), 4096, 0x101E, (0x0001, 0x000D, 0x0010)),
+    (dict(vendor=0x15B3, device=0x101D, vf_device=0x101E), 256, None, ()),  # extended space unseen
+    (dict(vendor=0x15B3, device=0x101D), 4096, None, (0x0001,)),  # no SR-IOV capability
+])
+def test_sriov_vf_device_id(kwargs, size, vf_device, caps):
+    """A PF's SR-IOV capability names its VFs' device id (VF Device ID, +0x1A)."""
+    cs = parse_config_space(config_bytes(size=size, **kwargs))
+    assert cs.sriov_vf_device == vf_device and cs.extended_caps == caps

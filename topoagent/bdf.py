@@ -12,12 +12,19 @@ from topoagent.typecheck import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
-_BDF = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_HEX = frozenset("0123456789abcdefABCDEF")
+_FUNCTIONS = frozenset("01234567")
 
 
 def is_bdf(name: str) -> bool:
-    """Whether ``name`` is a full PCI function address (a sysfs directory name)."""
-    return bool(_BDF.match(name))
+    """Whether ``name`` is a full PCI function address (a sysfs directory name):
+    ``[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}.[0-7]``.
+
+    Checked by position rather than by a regular expression: it runs once per directory
+    entry and compiling the pattern cost a start-up ~0.2 ms.
+    """
+    return (12 <= len(name) <= 16 and name[-2] == "." and name[-5] == ":" and name[-8] == ":"
+            and name[-1] in _FUNCTIONS and set(name[:-8] + name[-7:-5] + name[-4:-2]) <= _HEX)
 
 
 def bdf_key(bdf: str) -> tuple[int, int, int, int]:
@@ -33,7 +40,8 @@ def root_bus_key(name: str) -> tuple[int, int]:
     return int(dom, 16), int(bus, 16)
 
 
-_BUS_ID = re.compile(r"^\s*(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*$")
+#: compiled on first use (re caches it): only NVML's ids need it
+_BUS_ID = r"^\s*(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*$"
 
 
 def normalize_bus_id(value: Any) -> str | None:
@@ -45,7 +53,7 @@ def normalize_bus_id(value: Any) -> str | None:
         value = bytes(value).split(b"\0", 1)[0].decode("ascii", "replace")
     if not isinstance(value, str):
         return None
-    m = _BUS_ID.match(value)
+    m = re.match(_BUS_ID, value)
     if not m:
         return None
     domain, bus, dev, fn = m.groups()

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 __all__ = ["is_decimal", "parse_decimal"]
 
-_DIGITS = frozenset("0123456789")
-
-
 def is_decimal(text: str) -> bool:
     """Whether ``text`` is one or more ASCII decimal digits (no sign, no spaces)."""
-    return bool(text) and set(text) <= _DIGITS
+    return text.isascii() and text.isdigit()  # the only ASCII digits are 0-9
 
 
 def parse_decimal(text: str, *, signed: bool = False) -> int:

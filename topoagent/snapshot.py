@@ -131,6 +131,9 @@ class ConfigSpace:
     vendor_device: tuple[int, int] | None = None
     #: Subsystem vendor and device id: a type-0 header's, or a bridge's SSVID capability's.
     subsystem: tuple[int, int] | None = None
+    #: An SR-IOV physical function's VF Device ID register: its VFs' device id (their vendor
+    #: is the PF's), as the kernel sets them (drivers/pci/iov.c, pci_iov_add_virtfn).
+    sriov_vf_device: int | None = None
 
 
 @record

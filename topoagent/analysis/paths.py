@@ -21,11 +21,11 @@ tree where one is known (lspci given too), else it is the worst case, ``SYS`` wi
 
 from __future__ import annotations
 
-import re
 from enum import IntEnum
 from itertools import combinations
 
 from topoagent import pci
+from topoagent.digits import is_decimal
 from topoagent.records import record
 from topoagent.topology import (
     BridgeRole,
@@ -161,17 +161,13 @@ def _same_socket(a: Device, b: Device) -> bool | None:
     return a.socket == b.socket
 
 
-_NV_TOKEN = re.compile(r"NV([0-9]+)")
-
-
 def given_path(topo: Topology, a: Device, b: Device) -> Path | None:
     """The path a source stated between ``a`` and ``b`` (a matrix cell), or None."""
     token = topo.given_token(a, b)
     if token is None:
         return None
-    nv = _NV_TOKEN.fullmatch(token)
-    if nv:
-        links = int(nv.group(1))
+    if token.startswith("NV") and is_decimal(token[2:]) and len(token) <= 6:  # NV#: # NVLinks
+        links = int(token[2:])
         if a.root_bus is not None and b.root_bus is not None:
             cls, known = pcie_class(topo, a, b)  # the PCIe class beneath, from the lspci tree
         else:

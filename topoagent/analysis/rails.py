@@ -8,7 +8,6 @@ are never rails.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from enum import Enum
 
@@ -17,7 +16,6 @@ from topoagent.frozen import FrozenMap
 from topoagent.records import record
 from topoagent.topology import Device, Topology, id_key
 
-_STORAGE_NAME = re.compile(r"stor", re.IGNORECASE)
 #: Below this a NIC without RDMA is a management/front-end port, not a GPU fabric port.
 _FABRIC_MBPS = 100_000
 
@@ -83,7 +81,7 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
     roles: dict[str, NicRole] = {}
     for n in nics:
         names = " ".join(n.rdma_devices + n.netdevs)
-        if _STORAGE_NAME.search(names):
+        if "stor" in names.casefold():
             roles[n.id] = NicRole.STORAGE
         elif not _is_fabric(topo, n):
             roles[n.id] = NicRole.MANAGEMENT

@@ -18,6 +18,10 @@ CAP_ID_PCIE = 0x10
 #: its vendor and device ids sit at +4 and +6 (include/uapi/linux/pci_regs.h PCI_SSVID_*).
 CAP_ID_SSVID = 0x0D
 EXT_CAP_ID_ACS = 0x000D
+#: SR-IOV extended capability; its VF Device ID register sits at +0x1A (SR-IOV spec 1.1,
+#: 3.3.11; include/uapi/linux/pci_regs.h PCI_SRIOV_VF_DID).
+EXT_CAP_ID_SRIOV = 0x0010
+_SRIOV_VF_DID = 0x1A
 
 #: Link speed codes of Link Capabilities/Status (bits 3:0), in GT/s per lane.
 SPEED_CODES = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
@@ -105,6 +109,7 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
 
     ext_caps: list[int] = []
     acs: AcsInfo | None = None
+    vf_device: int | None = None
     extended = len(data) >= 0x104
     if extended:
         off = 0x100
@@ -120,6 +125,8 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
                 cap_reg, ctl_reg = _u16(data, off + 4), _u16(data, off + 6)
                 if cap_reg is not None and ctl_reg is not None:
                     acs = AcsInfo(capability=cap_reg, control=ctl_reg, offset=off)
+            elif cap_id == EXT_CAP_ID_SRIOV and vf_device is None:
+                vf_device = _u16(data, off + _SRIOV_VF_DID)
             nxt = (header >> 20) & 0xFFC
             off = nxt if nxt >= 0x100 else 0
 
@@ -135,6 +142,7 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
         acs=acs,
         vendor_device=None if virtual_function else (vendor, _u16(data, 0x02) or 0),
         subsystem=_subsystem(data, header_type, ssvid, listed),
+        sriov_vf_device=vf_device,
     )
 
 

@@ -36,7 +36,7 @@ def parse_numa_node(text: str) -> int | None:
     return value if value >= 0 else None
 
 
-_SPEED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s\b")
+_SPEED = r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s\b"  # compiled on first use (re caches it)
 
 
 def parse_link_speed(text: str) -> float | None:
@@ -49,7 +49,7 @@ def parse_link_speed(text: str) -> float | None:
     t = text.strip()
     if not t or t.lower().startswith("unknown"):
         return None
-    m = _SPEED.match(t)
+    m = re.match(_SPEED, t)
     if not m:
         raise ValueError(f"not a link speed: {t!r}")
     value = float(m.group(1))

@@ -268,16 +268,16 @@ def _class_devices(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
 
 
 def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
-    from topoagent.sources.sysfs import CPU_DIR, MODULES_OF_INTEREST, NODE_DIR
+    from topoagent.sources.sysfs import MODULES_OF_INTEREST, numbered
 
     base = "sys/devices/system/node"
     for name in fs.listdir(base):
-        if NODE_DIR.match(name):
+        if numbered(name, "node") is not None:
             for attr in ("cpulist", "meminfo", "distance"):
                 _copy_file(fs, cap, f"{base}/{name}/{attr}")
     base = "sys/devices/system/cpu"
     for name in fs.listdir(base):
-        if CPU_DIR.match(name):
+        if numbered(name, "cpu") is not None:
             for attr in ("thread_siblings_list", "physical_package_id", "package_cpus_list", "core_siblings_list"):
                 _copy_file(fs, cap, f"{base}/{name}/topology/{attr}", limit=4096)
     for group in fs.listdir("sys/kernel/iommu_groups"):

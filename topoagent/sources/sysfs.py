@@ -7,7 +7,6 @@ scan carries on.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping
 
 from topoagent import records
@@ -16,7 +15,11 @@ from topoagent.cpuset import CpuSet
 from topoagent.digits import is_decimal, parse_decimal
 from topoagent.hostfs import HostFS
 from topoagent.parsers import sysfs_values as sv
-from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
+from topoagent.parsers.configspace import (
+    EXT_CAP_ID_SRIOV,
+    ConfigSpaceError,
+    parse_config_space,
+)
 from topoagent.snapshot import (
     ConfigSpace,
     Cpu,
@@ -41,16 +44,19 @@ PCI_DEVICES = "sys/bus/pci/devices"
 _ATTRS = ("class", "numa_node", "local_cpulist")
 _LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
 _SRIOV_FILES = ("sriov_totalvfs", "sriov_numvfs")
-#: PCIe extended capability id of SR-IOV (PCIe Base Spec 9.3.3).
-EXT_CAP_ID_SRIOV = 0x0010
 #: A function's directory is listed before reading its optional files only when more than this
 #: many are wanted: a listing costs about as much as four failed opens (measured on a DGX
 #: fixture and a real capture, docs/benchmarks.md).
 _LIST_ABOVE = 4
 SYS_DEVICES = "sys/devices"
-#: The entries of ``sys/devices/system/{node,cpu}`` that are nodes and CPUs (the id captured).
-NODE_DIR = re.compile(r"^node([0-9]+)$")
-CPU_DIR = re.compile(r"^cpu([0-9]+)$")
+
+def numbered(name: str, prefix: str) -> int | None:
+    """The number of a numbered sysfs directory (``node3`` -> 3 with prefix ``node``), as the
+    kernel writes it (ASCII digits, no leading zero); None for any other name."""
+    digits = name[len(prefix):] if name.startswith(prefix) else ""
+    if is_decimal(digits) and len(digits) <= 7 and (digits == "0" or digits[0] != "0"):
+        return int(digits)
+    return None
 
 #: Kernel modules whose presence matters for GPUDirect RDMA: the peer-memory modules NCCL
 #: checks for (NVIDIA/nccl src/transport/net_ib.cc, ncclIbGdrSupport) and their drivers.
@@ -77,6 +83,10 @@ class SysfsReader:
         self.fs = fs
         #: A listed function's real directory (root-relative) -> its BDF; see _pci_owner().
         self._function_dirs: dict[str, str] = {}
+        #: An SR-IOV PF's BDF -> its VFs' (vendor, device) ids, from its config space.
+        self._vf_ids: dict[str, tuple[int, int]] = {}
+        #: CPU list text -> its set: most functions of a socket name the same CPUs.
+        self._cpu_lists: dict[str, CpuSet] = {}
 
     def _value(self, rel: str, parse: Callable[[str], T], *, quiet: bool = False,
                required: bool = False) -> T | None:
@@ -178,15 +188,24 @@ class SysfsReader:
         vf = physfn is not None
         sriov = config is None or not config.extended_readable or EXT_CAP_ID_SRIOV in config.extended_caps
         ids = config.vendor_device if config is not None else None
+        if ids is None and physfn is not None:
+            # A VF's id registers read 0xffff; the kernel gives it its PF's vendor and the PF's
+            # VF Device ID (drivers/pci/iov.c, pci_iov_add_virtfn), so the files say nothing
+            # the PF's config space did not.  The PF sorts first: a VF's routing ID is the
+            # PF's plus a non-zero offset (SR-IOV spec 1.1, 3.3.10).
+            ids = self._vf_ids.get(physfn)
+        if config is not None and config.sriov_vf_device is not None and config.vendor_device is not None:
+            self._vf_ids[bdf] = (config.vendor_device[0], config.sriov_vf_device)
         subsystem = config.subsystem if config is not None else None
         optional = ((("subsystem_vendor", "subsystem_device") if subsystem is None else ())
                     + (_LINK_FILES if self.needs_link_files(config, vf) else ())
                     + (_SRIOV_FILES if sriov else ()))
+        present = None
         if len(optional) > _LIST_ABOVE:
             # Config space that shows no capabilities (the 64-byte header an unprivileged
             # reader gets, or an old capture) leaves up to eight optional files to try, most
             # absent on most functions; then one listing of the directory costs less than the
-            # failed opens (see _LIST_ABOVE).
+            # failed opens (see _LIST_ABOVE), and says which links are there too.
             present = self.fs.names(d)
             if present is not None:
                 optional = tuple(n for n in optional if n in present)
@@ -208,8 +227,8 @@ class SysfsReader:
             numa_node=attr("numa_node", sv.parse_numa_node),
             local_cpus=local,
             link=link,
-            driver=self.fs.link_name(f"{d}/driver"),
-            iommu_group=self._link_int(f"{d}/iommu_group"),
+            driver=self.fs.link_name(f"{d}/driver") if present is None or "driver" in present else None,
+            iommu_group=self._link_int(f"{d}/iommu_group") if present is None or "iommu_group" in present else None,
             physfn=physfn,
             sriov_totalvfs=attr("sriov_totalvfs", sv.parse_int) if sriov else None,
             sriov_numvfs=attr("sriov_numvfs", sv.parse_int) if sriov else None,
@@ -217,12 +236,17 @@ class SysfsReader:
         )
 
     def _local_cpus(self, d: str, cpulist: str | None) -> CpuSet | None:
+        if cpulist is not None and cpulist in self._cpu_lists:
+            return self._cpu_lists[cpulist]
         cpumask = None if cpulist is not None else self.fs.text(f"{d}/local_cpus")
         try:
-            return sv.parse_local_cpus(cpulist, cpumask)
+            cpus = sv.parse_local_cpus(cpulist, cpumask)
         except ValueError as exc:
             self.fs.record(f"{d}/local_cpulist", f"unparsable: {exc}")
             return None
+        if cpulist is not None and cpus is not None:
+            self._cpu_lists[cpulist] = cpus  # a CpuSet is immutable: one serves them all
+        return cpus
 
     def _link_int(self, rel: str) -> int | None:
         name = self.fs.link_name(rel)
@@ -340,7 +364,7 @@ class SysfsReader:
     # -- NUMA and CPUs ----------------------------------------------------------------------
     def numa_nodes(self) -> tuple[NumaNode, ...]:
         base = "sys/devices/system/node"
-        ids = sorted({int(m.group(1)) for n in self.fs.listdir(base) if (m := NODE_DIR.match(n))})
+        ids = sorted({i for n in self.fs.listdir(base) if (i := numbered(n, "node")) is not None})
         out = []
         for i in ids:
             d = f"{base}/node{i}"
@@ -357,7 +381,7 @@ class SysfsReader:
 
     def cpus(self) -> tuple[Cpu, ...]:
         base = "sys/devices/system/cpu"
-        ids = sorted({int(m.group(1)) for n in self.fs.listdir(base) if (m := CPU_DIR.match(n))})
+        ids = sorted({i for n in self.fs.listdir(base) if (i := numbered(n, "cpu")) is not None})
         out = []
         # One read per core and two per package, not per CPU: a CPU's thread_siblings_list names
         # its core's threads and package_cpus_list (core_siblings_list before Linux 5.3,

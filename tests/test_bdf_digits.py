@@ -1,0 +1,49 @@
+"""The hand-written checks that replaced regular expressions on the scan path read exactly
+what the patterns read (the patterns stay here, as the specification)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from topoagent.bdf import is_bdf
+from topoagent.digits import is_decimal
+from topoagent.sources.sysfs import numbered
+
+BDF = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+DECIMAL = re.compile(r"[0-9]+")
+
+#: characters that make near misses likely: hex digits, separators, look-alike digits
+ALPHABET = st.sampled_from(list("0123456789abcdefABCDEFgG:.-x \n²١٣") + ["0000:", ":00", ".0"])
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("0000:00:00.0", True), ("0000:3b:1f.7", True), ("10000:00:00.0", True), ("FFFFFFFF:AB:cd.3", True),
+    ("0000:00:00.8", False), ("000:00:00.0", False), ("000000000:00:00.0", False), ("0000:0:00.0", False),
+    ("0000:00:00.0\n", False), (" 0000:00:00.0", False), ("0000:00:00:0", False), ("0000-00:00.0", False),
+    ("0000:g0:00.0", False), ("0000:0²:00.0", False), ("pci0000:00", False), ("", False),
+])
+def test_is_bdf_table(name: str, expected: bool) -> None:
+    assert is_bdf(name) is expected
+
+
+@given(st.lists(ALPHABET, max_size=8).map("".join))
+def test_is_bdf_reads_as_the_pattern(name: str) -> None:
+    assert is_bdf(name) == bool(BDF.fullmatch(name))
+
+
+@given(st.text(alphabet=st.sampled_from(list("0123456789 -+.x²١\n٣")), max_size=8))
+def test_is_decimal_reads_as_the_pattern(text: str) -> None:
+    assert is_decimal(text) == bool(DECIMAL.fullmatch(text))
+
+
+@pytest.mark.parametrize(("name", "prefix", "expected"), [
+    ("node0", "node", 0), ("node12", "node", 12), ("cpu255", "cpu", 255), ("node", "node", None),
+    ("node01", "node", None), ("node1\n", "node", None), ("node²", "node", None), ("nodes", "node", None),
+    ("cpufreq", "cpu", None), ("cpu12345678", "cpu", None), ("possible", "node", None),
+])
+def test_numbered_directories(name: str, prefix: str, expected: int | None) -> None:
+    assert numbered(name, prefix) == expected

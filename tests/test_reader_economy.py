@@ -1,0 +1,94 @@
+"""The sysfs reader reads each fact once, and reading less never changes an answer.
+
+Three economies, each checked both ways (what is skipped, and that the answer is the one the
+skipped files give):
+
+* an SR-IOV VF's vendor and device ids come from its PF's SR-IOV capability (the kernel's own
+  source for them), not from the VF's ``vendor``/``device`` files;
+* where a function's directory was listed, links the listing does not show (``driver``,
+  ``iommu_group``) are not asked for;
+* a CPU list text is parsed once per scan, however many functions name it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from topoagent.api import read_host
+from topoagent.hostfs import HostFS
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every file (root-relative) and link the reader asks for, in order."""
+    asked: list[str] = []
+    read, link_name = HostFS._read, HostFS.link_name
+
+    def _read(self: HostFS, rel: str, *args: object, **kwargs: object) -> bytes | None:
+        asked.append(rel)
+        return read(self, rel, *args, **kwargs)  # type: ignore[arg-type]
+
+    def _link_name(self: HostFS, rel: str) -> str | None:
+        asked.append(rel)
+        return link_name(self, rel)
+
+    monkeypatch.setattr(HostFS, "_read", _read)
+    monkeypatch.setattr(HostFS, "link_name", _link_name)
+    return asked
+
+
+def _file_id(root: Path, sysfs_path: str, name: str) -> int:
+    return int((root / "sys/devices" / sysfs_path / name).read_text().strip(), 16)
+
+
+def test_vf_ids_come_from_the_pf_config_and_equal_the_files(fixture_root, reads) -> None:
+    root = fixture_root("sriov-nic")
+    snap = read_host(root, nvml="off")
+    vfs = [f for f in snap.pci if f.physfn is not None]
+    assert len(vfs) == 4
+    for vf in vfs:
+        assert (vf.vendor_id, vf.device_id) == (_file_id(root, vf.sysfs_path, "vendor"),
+                                                _file_id(root, vf.sysfs_path, "device")) == (0x15B3, 0x101E)
+    assert not [r for r in reads if r.endswith(("/vendor", "/device"))]
+
+
+def test_vf_ids_from_the_files_when_the_pf_config_shows_no_sriov(fixture_root, tmp_path, reads) -> None:
+    """An unprivileged reader sees 64 bytes of the PF's config: the VF's files answer."""
+    root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
+    pf = next(f for f in read_host(root, nvml="off").pci if f.sriov_numvfs)
+    config = root / "sys/devices" / pf.sysfs_path / "config"
+    config.write_bytes(config.read_bytes()[:64])
+    reads.clear()
+    vfs = [f for f in read_host(root, nvml="off").pci if f.physfn is not None]
+    assert [(f.vendor_id, f.device_id) for f in vfs] == [(0x15B3, 0x101E)] * 4
+    assert sum(r.endswith("/device") for r in reads) == 4
+
+
+def test_links_a_listing_does_not_show_are_not_asked_for(fixture_root, tmp_path, reads) -> None:
+    """64-byte configs (no capabilities seen) make the reader list each directory; a function
+    without a driver then costs no readlink of ``driver``, and one with a driver still has it."""
+    root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
+    for driver in list((root / "sys/devices").glob("pci*/*/driver"))[:2]:
+        driver.unlink()  # two root ports left unbound
+    before = {f.bdf: f for f in read_host(root, nvml="off").pci}
+    for config in (root / "sys/devices").rglob("config"):
+        config.write_bytes(config.read_bytes()[:64])
+    reads.clear()
+    after = {f.bdf: f for f in read_host(root, nvml="off").pci}
+    assert {b: (f.driver, f.iommu_group) for b, f in after.items()} == \
+        {b: (f.driver, f.iommu_group) for b, f in before.items()}
+    unbound = [f for f in after.values() if f.driver is None]
+    assert len(unbound) == 2
+    for f in unbound:
+        assert not [r for r in reads if r.endswith(f"{f.bdf}/driver")]
+    bound = [f for f in after.values() if f.driver is not None]
+    assert bound and all(any(r.endswith(f"{f.bdf}/driver") for r in reads) for f in bound)
+
+
+def test_one_cpu_list_text_is_one_set(fixture_root) -> None:
+    snap = read_host(fixture_root("sriov-nic"), nvml="off")
+    sets = [f.local_cpus for f in snap.pci if f.local_cpus is not None]
+    assert len(sets) > 2 and len({id(s) for s in sets}) == len({str(s) for s in sets})
