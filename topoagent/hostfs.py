@@ -65,6 +65,7 @@ def _describe(exc: BaseException) -> str:
 
 
 _ABSENT = (FileNotFoundError, NotADirectoryError)
+_UNSEEN = "\0"  # a cache miss (None is a cached answer: absent); no path holds a NUL
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
           stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
 
@@ -105,18 +106,19 @@ class HostFS:
         Raises :class:`_Fail` for a loop or an unreadable component.
         """
         real = start
+        root, known = self.root, self._real_dirs
         hops = 0
-        todo = list(reversed(parts))
+        todo = parts[::-1]
         while todo:
             part = todo.pop()
             if part in ("", "."):
                 continue
             if part == "..":
-                if real != self.root:
-                    real = os.path.dirname(real)  # clamped at the root
+                if real != root:
+                    real = real.rpartition("/")[0] or "/"  # clamped at the root
                 continue
-            candidate = real.rstrip("/") + "/" + part
-            if candidate in self._real_dirs:
+            candidate = (real if real != "/" else "") + "/" + part
+            if candidate in known:
                 real = candidate
                 continue
             if not todo and not follow_last:
@@ -127,7 +129,7 @@ class HostFS:
                 return None
             except OSError as exc:
                 if exc.errno == errno.EINVAL:  # not a link: never ask again
-                    self._real_dirs.add(candidate)
+                    known.add(candidate)
                     real = candidate
                     continue
                 raise _Fail(_describe(exc)) from None
@@ -135,18 +137,36 @@ class HostFS:
             if hops > _MAX_LINK_HOPS:
                 raise _Fail("symlink loop")
             if target.startswith("/"):
-                real = self.root  # re-root absolute targets
-            todo.extend(reversed(target.split("/")))
+                real = root  # re-root absolute targets
+            todo.extend(target.split("/")[::-1])
         return real
 
     def _prefix(self, head: str) -> str | None:
-        """The real directory of a root-relative directory path (cached; None: absent)."""
-        if head in self._resolved:
-            return self._resolved[head]
-        real = self._walk(self.root, head.split("/"), True) if head else self.root
+        """The real directory of a root-relative directory path (cached; None: absent).
+
+        Resolution starts from the nearest ancestor already resolved, so the hundreds of
+        sibling directories a scan reads (IOMMU groups, class devices) cost one component each.
+        """
+        resolved = self._resolved
+        real = resolved.get(head, _UNSEEN)
+        if real is not _UNSEEN:
+            return real
+        start, rest, base = self.root, [], head
+        while base:
+            base, _, last = base.rpartition("/")
+            rest.append(last)
+            if base:
+                ancestor = resolved.get(base, _UNSEEN)
+                if ancestor is None:  # below an absent directory: absent too
+                    resolved[head] = None
+                    return None
+                if ancestor is not _UNSEEN:
+                    start = ancestor
+                    break
+        real = self._walk(start, rest[::-1], True) if head else self.root
         if real is not None:
             self._real_dirs.add(real)
-        self._resolved[head] = real
+        resolved[head] = real
         return real
 
     def _real(self, rel: str, *, follow_last: bool = True) -> str | None:
@@ -156,7 +176,13 @@ class HostFS:
             return "/" + rel  # the kernel resolves it on use; nothing escapes "/"
         head, _, last = rel.rpartition("/")
         prefix = self._prefix(head)
-        return None if prefix is None else self._walk(prefix, [last], follow_last)
+        if prefix is None:
+            return None
+        if last not in ("", ".", ".."):  # the common case, without a walk
+            candidate = prefix + "/" + last
+            if not follow_last or candidate in self._real_dirs:
+                return candidate
+        return self._walk(prefix, [last], follow_last)
 
     def _open_prefix(self, rel: str) -> str | None:
         """The path to hand to ``open``: on the live root the kernel resolves it; elsewhere the
@@ -370,8 +396,10 @@ class HostFS:
         Returns the resolved host path relative to the root, or ``None`` when a component is
         missing or the links loop (the loop is recorded).
         """
+        head, _, last = rel.strip("/").rpartition("/")
         try:
-            real = self._walk(self.root, rel.strip("/").split("/"), True)
+            prefix = self._prefix(head)
+            real = None if prefix is None else self._walk(prefix, [last], True)
         except _Fail as exc:
             self.record(rel, exc.why)
             return None
