@@ -16,6 +16,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from topoagent.api import read_host
 from topoagent.hostfs import HostFS
@@ -92,3 +94,52 @@ def test_one_cpu_list_text_is_one_set(fixture_root) -> None:
     snap = read_host(fixture_root("sriov-nic"), nvml="off")
     sets = [f.local_cpus for f in snap.pci if f.local_cpus is not None]
     assert len(sets) > 2 and len({id(s) for s in sets}) == len({str(s) for s in sets})
+
+
+# -- the walk's short cuts give the kernel's answer --------------------------------------------
+
+_DIRS = ["a", "a/b", "a/b/c", "a/d", "e", "e/f"]
+
+
+@st.composite
+def _link_trees(draw: st.DrawFn) -> list[tuple[str, str]]:
+    """Symlinks (place, relative target) among a few directories: chains, climbs, loops."""
+    places = [d for d in _DIRS] + [""]
+    links = []
+    for i in range(draw(st.integers(1, 6))):
+        where = draw(st.sampled_from(places))
+        name = f"{where}/l{i}".lstrip("/")
+        earlier = [f"l{j}" for j in range(i)] + [f"l{j}/c" for j in range(i)]  # through links too
+        to = draw(st.sampled_from(_DIRS + earlier + ["missing", "a/b/c/.."]))
+        up = "../" * where.count("/") + ("../" if where else "")
+        target = up + to
+        if draw(st.booleans()):
+            target = target.replace("/", "//", 1)  # the walk's general path, not its short cut
+        links.append((name, target))
+    return links
+
+
+@given(_link_trees(), st.randoms(use_true_random=False))
+@settings(max_examples=150, deadline=None)
+def test_resolve_agrees_with_the_kernel_inside_the_root(links, rnd) -> None:
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = os.path.realpath(tmp)
+        for d in _DIRS:
+            os.makedirs(f"{root}/{d}", exist_ok=True)
+        for name, target in links:
+            os.symlink(target, f"{root}/{name}")
+        fs = HostFS(root)
+        queries = _DIRS + [n for n, _ in links] + [f"{n}/x" for n, _ in links] + [f"{n}/c" for n, _ in links]
+        rnd.shuffle(queries)
+        for q in queries:
+            try:
+                want = os.path.realpath(f"{root}/{q}", strict=True)
+            except OSError:
+                want = None
+            if want is not None and not (want + "/").startswith(root + "/"):
+                continue  # left the root: the kernel and the walk rightly differ
+            got = fs.resolve(q)
+            assert (None if got is None else os.path.join(root, got).rstrip("/")) == want, (q, links)
