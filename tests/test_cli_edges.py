@@ -66,3 +66,40 @@ def test_terminal_that_cannot_show_the_tree(tmp_path):
     proc = run("scan", "--root", str(root), env=dict(os.environ, PYTHONIOENCODING="ascii"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.isascii() and "`- NUMA node" in proc.stdout
+
+
+#: Runs the console script's entry with an object whose finaliser says whether the interpreter
+#: tore down (a plain scan skips the teardown: topoagent.cli.entry).
+_ENTRY = r"""
+import sys
+class Witness:
+    def __del__(self):
+        sys.stderr.write("torn down\n")
+witness = Witness()
+if sys.argv[1] == "atexit":
+    import atexit
+    atexit.register(lambda: sys.stderr.write("exit handler ran\n"))
+    del sys.argv[1]
+sys.argv[0] = "topoagent"
+from topoagent.cli import entry
+entry()
+"""
+
+
+@pytest.mark.parametrize("args, code, teardown", [
+    (["scan", "--root", "ROOT", "--format", "json"], 0, False),  # the fast path: flushed, os._exit
+    (["scan", "--root", "ROOT", "--format", "json", "--fail-on", "info"], 1, False),  # verdict kept
+    (["atexit", "scan", "--root", "ROOT", "--format", "json"], 0, True),  # a handler: ordinary exit
+    (["scan", "--root", "ROOT", "--format", "jsn"], 2, True),  # left to click: ordinary exit
+])
+def test_a_plain_scan_exits_without_teardown_and_loses_nothing(tmp_path, args, code, teardown):
+    root = minimal_tree(tmp_path / "host")
+    argv = [str(root) if a == "ROOT" else a for a in args]
+    proc = subprocess.run([sys.executable, "-c", _ENTRY, *argv], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code, proc.stderr
+    assert ("torn down" in proc.stderr) is teardown
+    assert ("exit handler ran" in proc.stderr) is (args[0] == "atexit")
+    if code in (0, 1):
+        import json
+
+        assert json.loads(proc.stdout)["devices"]  # the whole report, flushed

@@ -1,6 +1,6 @@
 """``python -m topoagent`` runs the command-line interface."""
 
-from topoagent.cli import main
+from topoagent.cli import entry
 
 if __name__ == "__main__":
-    main()
+    entry()

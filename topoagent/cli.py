@@ -96,14 +96,27 @@ def _click_main(args: list[str]) -> None:
         fail(exc.format_message())
 
 
+#: Set when a command line ran on its fast path (no click): see :func:`entry`.
+_ran_fast = False
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point; never lets a traceback reach a person."""
+    """Run a command line; never lets a traceback reach a person."""
+    global _ran_fast
     from topoagent.commands.common import EXIT_ERROR, EXIT_OK, fail, quiet_stdout
 
     args = list(sys.argv[1:] if argv is None else argv)
+    _ran_fast = False
     try:
         fast = FAST.get(args[0]) if args else None
-        if fast is None or not import_module(fast).fast(args[1:]):
+        handled = False
+        if fast is not None:
+            try:
+                handled = import_module(fast).fast(args[1:])
+            except SystemExit:  # a fast path ends by exiting with its verdict
+                _ran_fast = True
+                raise
+        if not handled:
             _click_main(args)
     except SystemExit:
         raise
@@ -114,3 +127,37 @@ def main(argv: Sequence[str] | None = None) -> None:
         fail("interrupted", 130)
     except Exception as exc:  # the last line of defence: one line, exit 2
         fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_ERROR)
+
+
+def entry() -> None:
+    """The console script (and ``python -m topoagent``): :func:`main`, then, after a plain
+    ``scan``, an exit that skips the interpreter's teardown.
+
+    Tearing down frees every module and object one by one: ~4 ms on a 2-vCPU VM, a tenth of
+    a whole scan of a small host.  A plain scan has by then written and flushed its report and
+    holds no open files; where nothing else needs the teardown (no exit handler registered, no
+    other thread) stdout and stderr are flushed and the process ends with ``os._exit``.  Any
+    other command, or any doubt, exits the ordinary way.
+    """
+    try:
+        main()
+    except SystemExit as exc:
+        if _ran_fast and isinstance(exc.code, int) and _nothing_to_tear_down():
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except (OSError, ValueError, AttributeError):
+                raise exc from None  # the ordinary exit reports it as before
+            import os
+
+            os._exit(exc.code)
+        raise
+
+
+def _nothing_to_tear_down() -> bool:
+    import atexit
+
+    handlers = getattr(atexit, "_ncallbacks", None)  # CPython's count of registered handlers
+    threading = sys.modules.get("threading")
+    return (handlers is not None and handlers() == 0
+            and (threading is None or threading.active_count() == 1))
