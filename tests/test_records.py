@@ -191,3 +191,25 @@ def test_plain_records_share_a_template_under_their_own_names() -> None:
 def test_plain_init_errors_name_the_fields(call: typing.Callable[[], object], message: str) -> None:
     with pytest.raises(TypeError, match=message):
         call()
+
+
+def test_factories_and_init_false_defaults_run_per_instance() -> None:
+    """The tail: a fresh factory value per instance unless one is given; init=False defaults."""
+
+    @record(frozen=False)
+    class Holder:
+        items: list[int] = field(default_factory=list)
+        given: list[int] = field(default_factory=list)
+        seen: dict[str, int] = field(default_factory=dict, init=False)
+        flag: bool = field(default=True, init=False)
+
+    a, b = Holder(), Holder(given=[1])
+    assert a.items is not b.items and a.seen is not b.seen and a.items == [] and b.given == [1]
+    assert a.flag is True and "seen" not in [p for p in Holder.__init__.__code__.co_varnames[:3]]
+
+    @record
+    class Pair:
+        left: int
+        right: int
+
+    assert Holder.__init__.__code__.co_code == Pair.__init__.__code__.co_code  # one template per arity

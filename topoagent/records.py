@@ -9,10 +9,10 @@ for a tenth of a second: it is cheap to make.  ``dataclass`` compiles five or si
 class with ``exec`` and imports :mod:`inspect`; on a 2-vCPU VM that is about 0.35 ms per
 frozen class plus 8 ms for ``inspect``, a quarter of a whole ``topoagent scan`` for the ~40
 classes every scan imports.  Here nothing is compiled per class: ``__init__`` is a copy of a
-template compiled once per number of fields, with the field names put into the copy's code
-(``CodeType.replace``, ~1 us against ~50 us to compile); equality, hashing, ``repr`` and the
-frozen guard are shared functions that read the class's field table.  Only a class with a
-``default_factory`` or an ``init=False`` field compiles its own ``__init__``.
+template compiled once per number of arguments, with the field names put into the copy's code
+(``CodeType.replace``, ~1 us against ~50 us to compile); default factories, ``init=False``
+defaults and ``__post_init__`` run in a small per-class tail; equality, hashing, ``repr`` and
+the frozen guard are shared functions that read the class's field table.
 
 :func:`field`, :func:`fields` and :func:`replace` mirror their :mod:`dataclasses` namesakes
 (``default``, ``default_factory``, ``init``, ``repr``, ``compare``; ``__post_init__`` is
@@ -167,22 +167,61 @@ def _collect(cls: type) -> list[Field]:
 
 
 def _make_init(cls: type, table: list[Field]) -> Callable[..., None]:
-    """``__init__`` for ``cls``: it stores straight into ``__dict__`` (past the frozen guard).
+    """``__init__`` for ``cls``: a copy of the template for its number of arguments
+    (:func:`_template`) with its field names put in, so making it compiles nothing.
 
-    A class whose fields all come from arguments (the common case) gets a copy of a shared
-    template with its field names put in (:func:`_plain_init`), so making it compiles
-    nothing; a class with a ``default_factory`` or an ``init=False`` field gets its own,
-    compiled (:func:`_compiled_init`).
+    The copy stores each argument straight into ``__dict__`` (past the frozen guard), then
+    calls the class's tail, if it needs one (:func:`_tail`): default factories, ``init=False``
+    defaults, ``__post_init__``.
     """
+    names: list[str] = []
     defaults: list[Any] = []
+    factories: list[tuple[str, Callable[[], Any]]] = []
+    fixed: list[tuple[str, Any, bool]] = []  # init=False fields: (name, default or factory, is factory)
     for f in table:
-        if f.default_factory is not MISSING or not f.init:
-            return _compiled_init(cls, table)
-        if f.default is not MISSING:
+        if not f.init:
+            if f.default_factory is not MISSING:
+                fixed.append((f.name, f.default_factory, True))
+            elif f.default is not MISSING:
+                fixed.append((f.name, f.default, False))
+            continue  # init=False and no default: __post_init__ sets it
+        names.append(f.name)
+        if f.default_factory is not MISSING:
+            factories.append((f.name, f.default_factory))
+            defaults.append(MISSING)  # the tail calls the factory
+        elif f.default is not MISSING:
             defaults.append(f.default)
         elif defaults:
             raise TypeError(f"{cls.__name__}: field {f.name} without a default follows one with a default")
-    return _plain_init(cls, [f.name for f in table], tuple(defaults), hasattr(cls, "__post_init__"))
+    template = _template(len(names))
+    rename = {_arg(i): name for i, name in enumerate(names)}
+    rekey = {_key(i): name for i, name in enumerate(names)}
+    code = template.replace(co_varnames=tuple(rename.get(v, v) for v in template.co_varnames),
+                            co_consts=tuple(rekey.get(c, c) if isinstance(c, str) else c
+                                            for c in template.co_consts))
+    tail = _tail(tuple(factories), tuple(fixed), hasattr(cls, "__post_init__"))
+    init: Callable[..., None] = FunctionType(code, {"__record_tail__": tail}, "__init__", tuple(defaults) or None)
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
+
+
+def _tail(factories: tuple[tuple[str, Callable[[], Any]], ...], fixed: tuple[tuple[str, Any, bool], ...],
+          post_init: bool) -> Callable[[Any], None] | None:
+    """What ``__init__`` does after storing its arguments; None when nothing (most records)."""
+    if not factories and not fixed and not post_init:
+        return None
+
+    def tail(obj: Any) -> None:
+        values = obj.__dict__
+        for name, factory in factories:
+            if values[name] is MISSING:
+                values[name] = factory()
+        for name, value, is_factory in fixed:
+            values[name] = value() if is_factory else value
+        if post_init:
+            obj.__post_init__()
+
+    return tail
 
 
 def _arg(i: int) -> str:
@@ -195,72 +234,23 @@ def _key(i: int) -> str:
     return f"__record_key{i}__"
 
 
-_TEMPLATES: dict[tuple[int, bool], CodeType] = {}
+_TEMPLATES: dict[int, CodeType] = {}
 
 
-def _template(arity: int, post_init: bool) -> CodeType:
-    """The code of ``__init__(self, arg0, ...): self.__dict__[key0] = arg0 ...``, compiled once
-    per arity (compiling is ~50 us a function; a code object's names are cheap to replace)."""
-    code = _TEMPLATES.get((arity, post_init))
+def _template(arity: int) -> CodeType:
+    """The code of ``__init__(self, arg0, ...)``: ``self.__dict__[key0] = arg0`` ..., then the
+    tail; compiled once per arity (~50 us a function) and copied per class under new names
+    (``CodeType.replace``, ~1 us)."""
+    code = _TEMPLATES.get(arity)
     if code is None:
         lines = [f"def __init__(__record_self__, {', '.join(_arg(i) for i in range(arity))}):",
                  "    __record_dict__ = __record_self__.__dict__"]
         lines += [f"    __record_dict__[{_key(i)!r}] = {_arg(i)}" for i in range(arity)]
-        lines.append("    __record_self__.__post_init__()" if post_init else "    return None")
+        lines += ["    if __record_tail__ is not None:", "        __record_tail__(__record_self__)"]
         namespace: dict[str, Any] = {}
         exec("\n".join(lines), namespace)  # see the module docstring
-        code = _TEMPLATES[(arity, post_init)] = namespace["__init__"].__code__
+        code = _TEMPLATES[arity] = namespace["__init__"].__code__
     return code
-
-
-def _plain_init(cls: type, names: list[str], defaults: tuple[Any, ...], post_init: bool) -> Callable[..., None]:
-    template = _template(len(names), post_init)
-    rename = {_arg(i): name for i, name in enumerate(names)}
-    rekey = {_key(i): name for i, name in enumerate(names)}
-    code = template.replace(co_varnames=tuple(rename.get(v, v) for v in template.co_varnames),
-                            co_consts=tuple(rekey.get(c, c) if isinstance(c, str) else c
-                                            for c in template.co_consts))
-    init: Callable[..., None] = FunctionType(code, {}, "__init__", defaults or None)
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    return init
-
-
-def _compiled_init(cls: type, table: list[Field]) -> Callable[..., None]:
-    params: list[str] = []
-    body: list[str] = []
-    env: dict[str, Any] = {"__record_missing__": MISSING}
-    seen_default = False
-    for f in table:
-        value = f.name
-        if f.default_factory is not MISSING:
-            env[f"__factory_{f.name}"] = f.default_factory
-            value = f"__factory_{f.name}()"
-            if f.init:
-                value += f" if {f.name} is __record_missing__ else {f.name}"
-        elif not f.init and f.default is not MISSING:
-            env[f"__default_{f.name}"] = f.default
-            value = f"__default_{f.name}"
-        if f.init:
-            if f.default is not MISSING or f.default_factory is not MISSING:
-                seen_default = True
-                default = f"__default_{f.name}" if f.default is not MISSING else "__record_missing__"
-                env[f"__default_{f.name}"] = f.default
-                params.append(f"{f.name}={default}")
-            elif seen_default:
-                raise TypeError(f"{cls.__name__}: field {f.name} without a default follows one with a default")
-            else:
-                params.append(f.name)
-        elif value == f.name:
-            continue  # init=False and no default: __post_init__ sets it
-        body.append(f"    __record_dict__[{f.name!r}] = {value}")
-    if hasattr(cls, "__post_init__"):
-        body.append("    __record_self__.__post_init__()")
-    src = "def __init__(__record_self__, {}) -> None:\n    __record_dict__ = __record_self__.__dict__\n{}\n".format(
-        ", ".join(params), "\n".join(body) or "    pass")
-    exec(src, env)  # one small function per class; see the module docstring
-    init: Callable[..., None] = env["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    return init
 
 
 def _process(cls: type[T], frozen: bool) -> type[T]:
