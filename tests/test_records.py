@@ -213,3 +213,18 @@ def test_factories_and_init_false_defaults_run_per_instance() -> None:
         right: int
 
     assert Holder.__init__.__code__.co_code == Pair.__init__.__code__.co_code  # one template per arity
+
+
+def test_the_written_templates_are_the_generated_ones() -> None:
+    """topoagent/record_templates.py is generated: regenerate with ``python -m topoagent.records``."""
+    from pathlib import Path
+
+    written = Path(records.__file__).with_name("record_templates.py").read_text()
+    assert written == records.templates_module(), "run: python -m topoagent.records"
+
+
+def test_a_record_wider_than_the_written_templates_compiles_its_own() -> None:
+    n = records.MAX_WRITTEN_ARITY + 3
+    wide = record(type("Wide", (), {"__annotations__": {f"f{i}": "int" for i in range(n)}}))
+    obj = wide(*range(n))
+    assert [getattr(obj, f"f{i}") for i in range(n)] == list(range(n)) and wide(*range(n)) == obj
