@@ -75,7 +75,7 @@ class LinkInfo:
 
     def filled_from(self, other: LinkInfo | None) -> LinkInfo:
         """This link with its unknown values taken from ``other`` (another reading of it)."""
-        if other is None or self.complete:
+        if other is None or other is self or self.complete:
             return self
         return LinkInfo(
             current_gts=self.current_gts if self.current_gts is not None else other.current_gts,

@@ -386,7 +386,10 @@ def build_topology(snap: Snapshot) -> Topology:
     ancestry: list[tuple[str | None, tuple[str, ...], tuple[str, ...]]] = []  # per function of fns
     for f in fns:
         root, full = _ancestry(f.sysfs_path)
-        ancestry.append((root, tuple(b for b in full if b in listed), tuple(b for b in full if b not in listed)))
+        if listed.issuperset(full):  # the common case: every bridge above is listed
+            ancestry.append((root, full, ()))
+        else:
+            ancestry.append((root, tuple(b for b in full if b in listed), tuple(b for b in full if b not in listed)))
 
     # Bridge roles: the PCIe capability's port type where readable, the tree's shape otherwise.
     # A switch's upstream port is the bridge whose children are bridges (its downstream
@@ -449,7 +452,7 @@ def build_topology(snap: Snapshot) -> Topology:
                 iommu_group=f.iommu_group,
                 iommu_type=iommu_type.get(f.iommu_group) if f.iommu_group is not None else None,
                 physfn=f.physfn,
-                virtfns=tuple(sorted(virtfns.get(f.bdf, ()), key=bdf_key)) if f.bdf is not None else (),
+                virtfns=tuple(virtfns.get(f.bdf, ())) if f.bdf is not None else (),  # fns are in BDF order
                 config=f.config,
                 label=f.label,
                 rdma=f.rdma,
