@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
 
 __all__ = ["FrozenMap"]
 
@@ -37,6 +38,18 @@ class FrozenMap(Mapping[K, V]):
 
     def __getitem__(self, key: K) -> V:
         return self._data[key]
+
+    # get and `in` straight from the dict (Mapping's own go through __getitem__ and KeyError)
+    @overload
+    def get(self, key: K, /) -> V | None: ...
+    @overload
+    def get(self, key: K, /, default: V | T) -> V | T: ...
+
+    def get(self, key: Any, /, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
 
     def __iter__(self) -> Iterator[K]:
         return iter(self._data)

@@ -171,19 +171,23 @@ class Topology:
     _by_key: FrozenMap[str, Device] = field(init=False, repr=False, compare=False)
     _children: FrozenMap[str, tuple[Device, ...]] = field(init=False, repr=False, compare=False)
     _given: FrozenMap[tuple[str, str], str] = field(init=False, repr=False, compare=False)
+    _of_kind: FrozenMap[DeviceKind, tuple[Device, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         given = given_index(self.snapshot)
         kids: dict[str, list[Device]] = defaultdict(list)
+        kinds: dict[DeviceKind, list[Device]] = defaultdict(list)
         for d in self.devices:
             if d.parent is not None:
                 kids[d.parent].append(d)
+            kinds[d.kind].append(d)
         indexes: dict[str, Mapping[Any, Any]] = {
             "_by_bdf": {d.bdf: d for d in self.devices if d.bdf is not None},
             "_by_id": {d.id: d for d in self.devices},
             "_by_key": {d.key: d for d in self.devices},
             "_children": {k: tuple(v) for k, v in kids.items()},
             "_given": given,
+            "_of_kind": {k: tuple(v) for k, v in kinds.items()},
         }
         for name, index in indexes.items():
             object.__setattr__(self, name, FrozenMap(index))  # frozen: set once, here
@@ -224,7 +228,7 @@ class Topology:
 
     def of_kind(self, kind: DeviceKind) -> tuple[Device, ...]:
         """Devices of one kind, in PCI order."""
-        return tuple(d for d in self.devices if d.kind is kind)
+        return self._of_kind.get(kind, ())
 
     @property
     def gpus(self) -> tuple[Device, ...]:
