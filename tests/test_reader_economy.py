@@ -143,3 +143,33 @@ def test_resolve_agrees_with_the_kernel_inside_the_root(links, rnd) -> None:
                 continue  # left the root: the kernel and the walk rightly differ
             got = fs.resolve(q)
             assert (None if got is None else os.path.join(root, got).rstrip("/")) == want, (q, links)
+
+
+def _normalised(link_dir: str, target: str) -> str:
+    """A symlink target as a root-relative path, component by component (the specification)."""
+    parts = [] if target.startswith("/") else link_dir.split("/")
+    for part in target.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return "/".join(parts)
+
+
+@given(st.lists(st.sampled_from(["..", ".", "", "devices", "pci0000:30", "0000:31:01.2", "net", "a.b"]),
+                min_size=1, max_size=8).map("/".join),
+       st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_link_target_normalises_as_component_by_component(target, absolute) -> None:
+    import os
+    import tempfile
+
+    target = ("/" if absolute else "") + target
+    if not target.strip("/"):
+        return  # "" and "/" are no symlink targets one can make
+    with tempfile.TemporaryDirectory() as tmp:
+        root = os.path.realpath(tmp)
+        os.makedirs(f"{root}/sys/class/net")
+        os.symlink(target, f"{root}/sys/class/net/eth0")
+        assert HostFS(root).link_target("sys/class/net/eth0") == _normalised("sys/class/net", target)

@@ -381,14 +381,21 @@ class HostFS:
             target = os.readlink(real)
         except (_Fail, OSError):
             return None
-        parts = [] if target.startswith("/") else self._rel_of(os.path.dirname(real)).split("/")
-        for part in target.split("/"):
-            if part == "..":
-                if parts:
-                    parts.pop()
-            elif part not in ("", "."):
-                parts.append(part)
-        return "/".join(p for p in parts if p)
+        base = "" if target.startswith("/") else self._rel_of(real.rpartition("/")[0])
+        rest = target.lstrip("/")
+        while rest.startswith("../"):  # a sysfs class link climbs, then names plain directories
+            base, rest = base.rpartition("/")[0], rest[3:]
+        probe = f"/{rest}/"
+        if "//" in probe or "/./" in probe or "/../" in probe:
+            parts = base.split("/") if base else []  # anything else, component by component
+            for part in rest.split("/"):
+                if part == "..":
+                    if parts:
+                        parts.pop()
+                elif part not in ("", "."):
+                    parts.append(part)
+            return "/".join(parts)
+        return f"{base}/{rest}" if base else rest
 
     def resolve(self, rel: str) -> str | None:
         """Resolve ``rel`` through its symlinks, inside the root.

@@ -388,12 +388,19 @@ def build_topology(snap: Snapshot) -> Topology:
     # the nearest ancestor that exists, and says so -- it is never dropped from the tree.
     listed = {f.bdf for f in fns if f.bdf is not None}
     ancestry: list[tuple[str | None, tuple[str, ...], tuple[str, ...]]] = []  # per function of fns
+    below: dict[str, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {}  # by parent directory
     for f in fns:
-        root, full = _ancestry(f.sysfs_path)
-        if listed.issuperset(full):  # the common case: every bridge above is listed
-            ancestry.append((root, full, ()))
-        else:
-            ancestry.append((root, tuple(b for b in full if b in listed), tuple(b for b in full if b not in listed)))
+        parent_dir = f.sysfs_path.rpartition("/")[0] if f.sysfs_path else None
+        known = below.get(parent_dir) if parent_dir is not None else None  # siblings share it (VFs)
+        if known is None:
+            root, full = _ancestry(f.sysfs_path)
+            if listed.issuperset(full):  # the common case: every bridge above is listed
+                known = (root, full, ())
+            else:
+                known = (root, tuple(b for b in full if b in listed), tuple(b for b in full if b not in listed))
+            if parent_dir is not None:
+                below[parent_dir] = known
+        ancestry.append(known)
 
     # Bridge roles: the PCIe capability's port type where readable, the tree's shape otherwise.
     # A switch's upstream port is the bridge whose children are bridges (its downstream
@@ -428,7 +435,8 @@ def build_topology(snap: Snapshot) -> Topology:
         counters[kind] += 1
         netdev_names = netdevs.get(f.bdf, ()) if f.bdf is not None else ()
         rdma_names = tuple(rdma.get(f.bdf, ())) if f.bdf is not None else ()
-        rdma_names += tuple(n for n in f.rdma_names if n not in rdma_names)
+        if f.rdma_names:  # a pasted source's names, next to sysfs's
+            rdma_names += tuple(n for n in f.rdma_names if n not in rdma_names)
         devices.append(
             Device(
                 id=ident,
