@@ -173,3 +173,23 @@ def test_link_target_normalises_as_component_by_component(target, absolute) -> N
         os.makedirs(f"{root}/sys/class/net")
         os.symlink(target, f"{root}/sys/class/net/eth0")
         assert HostFS(root).link_target("sys/class/net/eth0") == _normalised("sys/class/net", target)
+
+
+def test_texts_below_reads_as_text_does(tmp_path) -> None:
+    """One listing for many sibling directories; links among them still resolve inside the root."""
+    import os
+
+    base = tmp_path / "sys/kernel/iommu_groups"
+    for group, kind in (("0", "DMA"), ("1", "identity"), ("7", "DMA-FQ")):
+        (base / group).mkdir(parents=True)
+        (base / group / "type").write_text(kind + "\n")
+    (base / "5").mkdir()  # no type file: absent
+    os.symlink("7", base / "2")  # a link to a sibling
+    os.symlink("/etc", base / "3")  # re-rooted: <root>/etc does not exist
+    (base / "x").mkdir()
+    (base / "x" / "type").write_text("never read\n")
+    fs = HostFS(tmp_path)
+    got = fs.texts_below("sys/kernel/iommu_groups", "type", lambda n: n.isdigit())
+    assert got == {n: HostFS(tmp_path).text(f"sys/kernel/iommu_groups/{n}/type") for n in ("0", "1", "2", "3", "5", "7")}
+    assert got == {"0": "DMA", "1": "identity", "2": "DMA-FQ", "3": None, "5": None, "7": "DMA-FQ"}
+    assert fs.errors == []

@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 
 from topoagent.errors import TopoagentError
 from topoagent.snapshot import ProbeError, host_path
@@ -300,6 +301,26 @@ class HostFS:
         for name in names:
             rel = f"{directory}/{name}"
             out[name] = self._decode(rel, self._read(rel, base + name, ATTR_LIMIT, quiet=False, truncate=False))
+        return out
+
+    def texts_below(self, rel: str, name: str, keep: Callable[[str], bool]) -> dict[str, str | None]:
+        """The file ``name`` in each entry of the directory ``rel`` that ``keep`` accepts, by
+        entry (sorted), as :meth:`text` reads each: one listing, and no walk for entries the
+        listing showed to be plain directories (the thousand IOMMU groups of an SR-IOV host)."""
+        out: dict[str, str | None] = {}
+        entries = [e for e in self.listdir(rel) if keep(e)]
+        try:
+            real = None if self._live else self._real(rel)
+        except _Fail:
+            real = None
+        for entry in entries:
+            path = f"{real}/{entry}" if real is not None else None
+            if path is not None and path in self._real_dirs:
+                file_rel = f"{rel}/{entry}/{name}"
+                out[entry] = self._decode(file_rel, self._read(file_rel, f"{path}/{name}", ATTR_LIMIT,
+                                                               quiet=False, truncate=False))
+            else:
+                out[entry] = self.text(f"{rel}/{entry}/{name}")
         return out
 
     def bytes(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False,

@@ -410,9 +410,8 @@ class SysfsReader:
 
     # -- kernel ---------------------------------------------------------------------------
     def iommu_groups(self) -> tuple[IommuGroup, ...]:
-        base = "sys/kernel/iommu_groups"
-        ids = sorted({int(n) for n in self.fs.listdir(base) if is_decimal(n)})
-        return tuple(IommuGroup(id=i, type=self.fs.text(f"{base}/{i}/type")) for i in ids)
+        types = self.fs.texts_below("sys/kernel/iommu_groups", "type", lambda n: numbered(n, "") is not None)
+        return tuple(IommuGroup(id=int(n), type=t) for n, t in sorted(types.items(), key=lambda kv: int(kv[0])))
 
     def modules(self) -> tuple[str, ...]:
         return tuple(m for m in MODULES_OF_INTEREST if self.fs.isdir(f"sys/module/{m}"))
