@@ -31,16 +31,20 @@ class ConfigSpaceError(InputError):
     """Bytes too short or malformed to be a configuration space header."""
 
 
+_U16 = struct.Struct("<H").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+
+
 def _u8(data: bytes, off: int) -> int | None:
     return data[off] if off < len(data) else None
 
 
 def _u16(data: bytes, off: int) -> int | None:
-    return struct.unpack_from("<H", data, off)[0] if off + 2 <= len(data) else None
+    return _U16(data, off)[0] if off + 2 <= len(data) else None
 
 
 def _u32(data: bytes, off: int) -> int | None:
-    return struct.unpack_from("<I", data, off)[0] if off + 4 <= len(data) else None
+    return _U32(data, off)[0] if off + 4 <= len(data) else None
 
 
 def _link(cap: int | None, status: int | None) -> LinkInfo | None:
