@@ -21,6 +21,7 @@ def config_bytes(
     pcie_at: int = 0x68,
     ssvid: tuple[int, int] | None = None,
     vf_device: int | None = None,
+    vfs: tuple[int, int, int] = (0, 0, 0),
 ) -> bytes:
     b = bytearray(4096)
     struct.pack_into("<HH", b, 0x00, vendor, device)
@@ -48,8 +49,9 @@ def config_bytes(
         nxt = 0x160 if vf_device is not None else 0
         struct.pack_into("<I", b, 0x148, 0x000D | (1 << 16) | (nxt << 20))
         struct.pack_into("<HH", b, 0x14C, acs[0], acs[1])
-    if vf_device is not None:  # SR-IOV: TotalVFs 8 at +0x0E, VF Device ID at +0x1A
+    if vf_device is not None:  # SR-IOV: TotalVFs 8, NumVFs, First VF Offset, VF Stride, VF Device ID
         struct.pack_into("<I", b, 0x160, 0x0010 | (1 << 16))
-        struct.pack_into("<H", b, 0x16E, 8)
+        struct.pack_into("<HH", b, 0x16E, 8, vfs[0])
+        struct.pack_into("<HH", b, 0x174, vfs[1], vfs[2])
         struct.pack_into("<H", b, 0x17A, vf_device)
     return bytes(b[:size])

@@ -137,4 +137,11 @@ def test_virtual_function_ids_read_ffff_by_design():
 def test_sriov_vf_device_id(kwargs, size, vf_device, caps):
     """A PF's SR-IOV capability names its VFs' device id (VF Device ID, +0x1A)."""
     cs = parse_config_space(config_bytes(size=size, **kwargs))
-    assert cs.sriov_vf_device == vf_device and cs.extended_caps == caps
+    assert (cs.sriov.vf_device if cs.sriov else None) == vf_device and cs.extended_caps == caps
+
+
+def test_sriov_capability_registers():
+    from topoagent.snapshot import SriovCap
+
+    cs = parse_config_space(config_bytes(vendor=0x15B3, device=0x101D, vf_device=0x101E, vfs=(4, 2, 1)))
+    assert cs.sriov == SriovCap(total_vfs=8, num_vfs=4, first_offset=2, stride=1, vf_device=0x101E)

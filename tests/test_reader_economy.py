@@ -46,7 +46,11 @@ def _file_id(root: Path, sysfs_path: str, name: str) -> int:
     return int((root / "sys/devices" / sysfs_path / name).read_text().strip(), 16)
 
 
-def test_vf_ids_come_from_the_pf_config_and_equal_the_files(fixture_root, reads) -> None:
+def test_vf_ids_and_pf_come_from_the_pf_config_and_equal_the_files(fixture_root, reads) -> None:
+    """The PF's SR-IOV capability says each VF's ids and where it sits: the VF's ``vendor``,
+    ``device`` and ``physfn`` say the same, and are not read."""
+    import os
+
     root = fixture_root("sriov-nic")
     snap = read_host(root, nvml="off")
     vfs = [f for f in snap.pci if f.physfn is not None]
@@ -54,7 +58,8 @@ def test_vf_ids_come_from_the_pf_config_and_equal_the_files(fixture_root, reads)
     for vf in vfs:
         assert (vf.vendor_id, vf.device_id) == (_file_id(root, vf.sysfs_path, "vendor"),
                                                 _file_id(root, vf.sysfs_path, "device")) == (0x15B3, 0x101E)
-    assert not [r for r in reads if r.endswith(("/vendor", "/device"))]
+        assert vf.physfn == os.readlink(root / "sys/devices" / vf.sysfs_path / "physfn").rsplit("/", 1)[-1]
+    assert not [r for r in reads if r.endswith(("/vendor", "/device", "/physfn"))]
 
 
 def test_vf_ids_from_the_files_when_the_pf_config_shows_no_sriov(fixture_root, tmp_path, reads) -> None:
@@ -65,8 +70,8 @@ def test_vf_ids_from_the_files_when_the_pf_config_shows_no_sriov(fixture_root, t
     config.write_bytes(config.read_bytes()[:64])
     reads.clear()
     vfs = [f for f in read_host(root, nvml="off").pci if f.physfn is not None]
-    assert [(f.vendor_id, f.device_id) for f in vfs] == [(0x15B3, 0x101E)] * 4
-    assert sum(r.endswith("/device") for r in reads) == 4
+    assert [(f.vendor_id, f.device_id, f.physfn) for f in vfs] == [(0x15B3, 0x101E, pf.bdf)] * 4
+    assert sum(r.endswith("/device") for r in reads) == sum(r.endswith("/physfn") for r in reads) == 4
 
 
 def test_links_a_listing_does_not_show_are_not_asked_for(fixture_root, tmp_path, reads) -> None:
@@ -193,3 +198,27 @@ def test_texts_below_reads_as_text_does(tmp_path) -> None:
     assert got == {n: HostFS(tmp_path).text(f"sys/kernel/iommu_groups/{n}/type") for n in ("0", "1", "2", "3", "5", "7")}
     assert got == {"0": "DMA", "1": "identity", "2": "DMA-FQ", "3": None, "5": None, "7": "DMA-FQ"}
     assert fs.errors == []
+
+
+def test_a_pf_claiming_every_vf_costs_no_more_than_the_listing(fixture_root, tmp_path) -> None:
+    """NumVFs 65535 with stride 0 in a hostile capture: the expected VFs are bounded by the
+    functions listed, and the VFs are still found (through their physfn links)."""
+    import struct
+
+    root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
+    pf = next(f for f in read_host(root, nvml="off").pci if f.sriov_numvfs)
+    config = root / "sys/devices" / pf.sysfs_path / "config"
+    data = bytearray(config.read_bytes())
+    off, ptr = 0, 0x100  # the SR-IOV capability's offset, found by walking the extended list
+    while ptr:
+        header = struct.unpack_from("<I", data, ptr)[0]
+        if header & 0xFFFF == 0x0010:
+            off = ptr
+            break
+        ptr = header >> 20 & 0xFFC
+    assert off
+    struct.pack_into("<H", data, off + 0x10, 0xFFFF)  # NumVFs
+    struct.pack_into("<HH", data, off + 0x14, 1, 0)  # First VF Offset 1, VF Stride 0
+    config.write_bytes(bytes(data))
+    vfs = [f for f in read_host(root, nvml="off").pci if f.physfn is not None]
+    assert [f.physfn for f in vfs] == [pf.bdf] * 4

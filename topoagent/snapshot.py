@@ -86,6 +86,19 @@ class LinkInfo:
 
 
 @record
+class SriovCap:
+    """A physical function's SR-IOV capability (SR-IOV spec 1.1, 3.3; include/uapi/linux/
+    pci_regs.h ``PCI_SRIOV_*``): how many VFs are enabled, where they sit, their device id."""
+
+    total_vfs: int
+    num_vfs: int
+    #: First VF Offset and VF Stride: VF ``i`` is at routing ID PF + offset + i * stride.
+    first_offset: int
+    stride: int
+    vf_device: int
+
+
+@record
 class AcsInfo:
     """The ACS extended capability: capability and control registers (16 bits each)."""
 
@@ -131,9 +144,9 @@ class ConfigSpace:
     vendor_device: tuple[int, int] | None = None
     #: Subsystem vendor and device id: a type-0 header's, or a bridge's SSVID capability's.
     subsystem: tuple[int, int] | None = None
-    #: An SR-IOV physical function's VF Device ID register: its VFs' device id (their vendor
-    #: is the PF's), as the kernel sets them (drivers/pci/iov.c, pci_iov_add_virtfn).
-    sriov_vf_device: int | None = None
+    #: An SR-IOV physical function's capability: its VFs' device id (their vendor is the PF's)
+    #: and addresses, as the kernel makes them (drivers/pci/iov.c, pci_iov_add_virtfn).
+    sriov: SriovCap | None = None
 
 
 @record

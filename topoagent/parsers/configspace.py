@@ -11,17 +11,17 @@ from __future__ import annotations
 import struct
 
 from topoagent.errors import InputError
-from topoagent.snapshot import AcsInfo, ConfigSpace, LinkInfo
+from topoagent.snapshot import AcsInfo, ConfigSpace, LinkInfo, SriovCap
 
 CAP_ID_PCIE = 0x10
 #: Bridge Subsystem Vendor ID capability (PCI-to-PCI Bridge Architecture Spec 1.2, 3.2.5.13);
 #: its vendor and device ids sit at +4 and +6 (include/uapi/linux/pci_regs.h PCI_SSVID_*).
 CAP_ID_SSVID = 0x0D
 EXT_CAP_ID_ACS = 0x000D
-#: SR-IOV extended capability; its VF Device ID register sits at +0x1A (SR-IOV spec 1.1,
-#: 3.3.11; include/uapi/linux/pci_regs.h PCI_SRIOV_VF_DID).
+#: SR-IOV extended capability and its registers (SR-IOV spec 1.1, 3.3; include/uapi/linux/
+#: pci_regs.h PCI_SRIOV_TOTAL_VF, _NUM_VF, _VF_OFFSET, _VF_STRIDE, _VF_DID).
 EXT_CAP_ID_SRIOV = 0x0010
-_SRIOV_VF_DID = 0x1A
+_SRIOV_REGS = (0x0E, 0x10, 0x14, 0x16, 0x1A)
 
 #: Link speed codes of Link Capabilities/Status (bits 3:0), in GT/s per lane.
 SPEED_CODES = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
@@ -113,7 +113,7 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
 
     ext_caps: list[int] = []
     acs: AcsInfo | None = None
-    vf_device: int | None = None
+    sriov: SriovCap | None = None
     extended = len(data) >= 0x104
     if extended:
         off = 0x100
@@ -129,8 +129,10 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
                 cap_reg, ctl_reg = _u16(data, off + 4), _u16(data, off + 6)
                 if cap_reg is not None and ctl_reg is not None:
                     acs = AcsInfo(capability=cap_reg, control=ctl_reg, offset=off)
-            elif cap_id == EXT_CAP_ID_SRIOV and vf_device is None:
-                vf_device = _u16(data, off + _SRIOV_VF_DID)
+            elif cap_id == EXT_CAP_ID_SRIOV and sriov is None:
+                total, num, offset, stride, vf_device = (_u16(data, off + r) for r in _SRIOV_REGS)
+                if vf_device is not None:  # the last register was read: so were the others
+                    sriov = SriovCap(total or 0, num or 0, offset or 0, stride or 0, vf_device)
             nxt = (header >> 20) & 0xFFC
             off = nxt if nxt >= 0x100 else 0
 
@@ -146,7 +148,7 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
         acs=acs,
         vendor_device=None if virtual_function else (vendor, _u16(data, 0x02) or 0),
         subsystem=_subsystem(data, header_type, ssvid, listed),
-        sriov_vf_device=vf_device,
+        sriov=sriov,
     )
 
 

@@ -33,6 +33,7 @@ from topoagent.snapshot import (
     RdmaPort,
     Snapshot,
     SourceStatus,
+    SriovCap,
 )
 from topoagent.sources import Collection
 from topoagent.typecheck import TypeVar
@@ -85,6 +86,9 @@ class SysfsReader:
         self._function_dirs: dict[str, str] = {}
         #: An SR-IOV PF's BDF -> its VFs' (vendor, device) ids, from its config space.
         self._vf_ids: dict[str, tuple[int, int]] = {}
+        #: A VF's BDF -> its PF's, from the PF's SR-IOV capability (see _expect_vfs).
+        self._vf_parent: dict[str, str] = {}
+        self._vf_budget = 0
         #: CPU list text -> its set: most functions of a socket name the same CPUs.
         self._cpu_lists: dict[str, CpuSet] = {}
 
@@ -118,7 +122,9 @@ class SysfsReader:
         case); an entry that resolves to a function already listed (an alias: upper-case hex,
         another domain's name for the same directory) is counted once and noted.
         """
-        return tuple(self.pci_function(bdf, link_rel, real) for bdf, link_rel, real in self.listed())
+        entries = list(self.listed())
+        self._vf_budget = len(entries)  # no more VFs can be expected than there are functions
+        return tuple(self.pci_function(bdf, link_rel, real) for bdf, link_rel, real in entries)
 
     def listed(self) -> Iterator[tuple[str, str, str | None]]:
         """(canonical BDF, its ``bus/pci/devices`` entry, where the entry leads) per function,
@@ -184,7 +190,7 @@ class SysfsReader:
         # and the file shows the corrected one; vendor, device and subsystem ids are the
         # header's; SR-IOV files only where the extended capabilities list SR-IOV (or cannot be
         # seen); the link from config space where it is complete (see link()).
-        config, physfn = self._config_and_physfn(d)
+        config, physfn = self._config_and_physfn(d, bdf)
         vf = physfn is not None
         sriov = config is None or not config.extended_readable or EXT_CAP_ID_SRIOV in config.extended_caps
         ids = config.vendor_device if config is not None else None
@@ -194,8 +200,9 @@ class SysfsReader:
             # the PF's config space did not.  The PF sorts first: a VF's routing ID is the
             # PF's plus a non-zero offset (SR-IOV spec 1.1, 3.3.10).
             ids = self._vf_ids.get(physfn)
-        if config is not None and config.sriov_vf_device is not None and config.vendor_device is not None:
-            self._vf_ids[bdf] = (config.vendor_device[0], config.sriov_vf_device)
+        if config is not None and config.sriov is not None and config.vendor_device is not None:
+            self._vf_ids[bdf] = (config.vendor_device[0], config.sriov.vf_device)
+            self._expect_vfs(bdf, config.sriov)
         subsystem = config.subsystem if config is not None else None
         optional = ((("subsystem_vendor", "subsystem_device") if subsystem is None else ())
                     + (_LINK_FILES if self.needs_link_files(config, vf) else ())
@@ -256,15 +263,32 @@ class SysfsReader:
         name = self.fs.link_name(rel)
         return name.lower() if name is not None and is_bdf(name) else None
 
-    def _config_and_physfn(self, d: str) -> tuple[ConfigSpace | None, str | None]:
+    def _expect_vfs(self, pf: str, cap: SriovCap) -> None:
+        """Note where the PF's enabled VFs sit, as the kernel places them (drivers/pci/iov.c,
+        pci_iov_virtfn_bus/_devfn: routing ID = PF's + First VF Offset + i * VF Stride), so
+        a VF's ``physfn`` link need not be read.  Bounded by the functions listed."""
+        count = min(cap.num_vfs, self._vf_budget)
+        self._vf_budget -= count
+        domain = pf[:-8]
+        rid = int(pf[-7:-5], 16) << 8 | int(pf[-4:-2], 16) << 3 | int(pf[-1])
+        for i in range(count):
+            vf = rid + cap.first_offset + i * cap.stride
+            if vf > 0xFFFF:
+                break
+            self._vf_parent[f"{domain}:{vf >> 8:02x}:{vf >> 3 & 0x1F:02x}.{vf & 7}"] = pf
+
+    def _config_and_physfn(self, d: str, bdf: str | None = None) -> tuple[ConfigSpace | None, str | None]:
         """A function's config space and, for an SR-IOV VF, its physical function's BDF.
 
         A VF's Vendor ID register reads 0xffff (SR-IOV spec 3.4.1.1), so only a function whose
-        header says so, or cannot be read, is asked for a ``physfn`` link.
+        header says so, or cannot be read, has a PF: the one whose SR-IOV capability places a
+        VF at ``bdf``, else the one its ``physfn`` link names.
         """
         rel = f"{d}/config"
         data = self.fs.bytes(rel, limit=4096)
-        physfn = self._link_bdf(f"{d}/physfn") if data is None or data[:2] == b"\xff\xff" else None
+        physfn = None
+        if data is None or data[:2] == b"\xff\xff":
+            physfn = self._vf_parent.get(bdf or "") or self._link_bdf(f"{d}/physfn")
         if data is None:
             return None, physfn
         try:
@@ -517,7 +541,7 @@ def read_links(root: str) -> dict[str, LinkInfo]:
     out: dict[str, LinkInfo] = {}
     for bdf, link_rel, real in reader.listed():
         d = real or link_rel
-        config, physfn = reader._config_and_physfn(d)
+        config, physfn = reader._config_and_physfn(d, bdf)
         out[bdf] = reader.link(d, config, virtual_function=physfn is not None)
     return out
 
