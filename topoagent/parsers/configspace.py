@@ -70,9 +70,10 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
     function, whose Vendor ID and Device ID registers read 0xffff by design (SR-IOV spec
     §3.4.1.1-2; Linux takes the ids from the PF instead, drivers/pci/iov.c).
     """
-    if len(data) < 64:
-        raise ConfigSpaceError(f"config space truncated: {len(data)} bytes, need 64")
-    vendor = _u16(data, 0x00) or 0  # 64 bytes are there: never None
+    size = len(data)
+    if size < 64:
+        raise ConfigSpaceError(f"config space truncated: {size} bytes, need 64")
+    vendor, device = _U16(data, 0x00)[0], _U16(data, 0x02)[0]  # the 64-byte header is there
     if vendor in (0xFFFF, 0x0000) and not virtual_function:
         raise ConfigSpaceError(f"config space reads vendor {vendor:#06x}: device absent")
     header_type = data[0x0E] & 0x7F
@@ -84,8 +85,7 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
     # most 48 entries (the list lives in 0x40..0xFF) so a corrupt loop ends.
     port_type: int | None = None
     link: LinkInfo | None = None
-    status = _u16(data, 0x06) or 0
-    ptr = data[0x34] & 0xFC if status & 0x10 else 0
+    ptr = data[0x34] & 0xFC if data[0x06] & 0x10 else 0
     ssvid: tuple[int, int] | None = None
     listed = True  # the whole list was read (not cut off by a short read or a loop)
     seen: set[int] = set()
@@ -94,50 +94,47 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
             listed = False  # a pointer into the header, a loop, or too long: corrupt
             break
         seen.add(ptr)
-        cap_id, nxt = _u8(data, ptr), _u8(data, ptr + 1)
-        if cap_id is None or nxt is None:
+        if ptr + 2 > size:
             listed = False  # list runs past what we could read (the 64-byte unprivileged view)
             break
+        cap_id = data[ptr]
         if cap_id == CAP_ID_PCIE and link is None:
             flags = _u16(data, ptr + 0x02)
             if flags is not None:
                 port_type = (flags >> 4) & 0xF
             link = _link(_u32(data, ptr + 0x0C), _u16(data, ptr + 0x12))
         elif cap_id == CAP_ID_SSVID and ssvid is None:
-            vendor_id, device_id = _u16(data, ptr + 4), _u16(data, ptr + 6)
-            if vendor_id is None or device_id is None:
+            if ptr + 8 > size:
                 listed = False
                 break
-            ssvid = (vendor_id, device_id)
-        ptr = nxt & 0xFC
+            ssvid = (_U16(data, ptr + 4)[0], _U16(data, ptr + 6)[0])
+        ptr = data[ptr + 1] & 0xFC
 
     ext_caps: list[int] = []
     acs: AcsInfo | None = None
     sriov: SriovCap | None = None
-    extended = len(data) >= 0x104
+    extended = size >= 0x104
     if extended:
         off = 0x100
         visited: set[int] = set()
-        while off and off not in visited and off + 4 <= len(data) and len(visited) < 512:
+        while off and off not in visited and off + 4 <= size and len(visited) < 512:
             visited.add(off)
-            header = _u32(data, off) or 0
+            header = _U32(data, off)[0]
             if header in (0, 0xFFFFFFFF):
                 break  # no extended capabilities (conventional PCI device behind the bridge)
             cap_id = header & 0xFFFF
             ext_caps.append(cap_id)
             if cap_id == EXT_CAP_ID_ACS:
-                cap_reg, ctl_reg = _u16(data, off + 4), _u16(data, off + 6)
-                if cap_reg is not None and ctl_reg is not None:
-                    acs = AcsInfo(capability=cap_reg, control=ctl_reg, offset=off)
+                if off + 8 <= size:
+                    acs = AcsInfo(capability=_U16(data, off + 4)[0], control=_U16(data, off + 6)[0], offset=off)
             elif cap_id == EXT_CAP_ID_SRIOV and sriov is None:
-                total, num, offset, stride, vf_device = (_u16(data, off + r) for r in _SRIOV_REGS)
-                if vf_device is not None:  # the last register was read: so were the others
-                    sriov = SriovCap(total or 0, num or 0, offset or 0, stride or 0, vf_device)
+                if off + 0x1C <= size:  # through VF Device ID, the last register used
+                    sriov = SriovCap(*(_U16(data, off + r)[0] for r in _SRIOV_REGS))
             nxt = (header >> 20) & 0xFFC
             off = nxt if nxt >= 0x100 else 0
 
     return ConfigSpace(
-        size=len(data),
+        size=size,
         header_type=header_type,
         pcie_port_type=port_type,
         link=link,
@@ -146,7 +143,7 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
         extended_readable=extended,
         extended_caps=tuple(ext_caps),
         acs=acs,
-        vendor_device=None if virtual_function else (vendor, _u16(data, 0x02) or 0),
+        vendor_device=None if virtual_function else (vendor, device),
         subsystem=_subsystem(data, header_type, ssvid, listed),
         sriov=sriov,
     )
