@@ -9,7 +9,8 @@ import pytest
 from fakenvml import FIXTURES, load_recording, make_fake
 from topoagent.api import scan
 from topoagent.parsers.nvml_recording import NvmlRecordingError, parse_nvml_recording
-from topoagent.sources.nvml import NVML_RECORDING, probe_nvml
+from topoagent.sources import NVML_RECORDING
+from topoagent.sources.nvml import probe_nvml
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in FIXTURES.glob("*.json")))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from topoagent.inputs import NVML_OFF, Inputs
+from topoagent.inputs import NVML_AUTO, NVML_OFF, Inputs
 from topoagent.lazy import import_module
 from topoagent.records import field, record
 from topoagent.snapshot import Snapshot
@@ -20,7 +20,7 @@ from topoagent.typecheck import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["SOURCES", "Collection", "Registration", "is_live"]
+__all__ = ["NVML_RECORDING", "SOURCES", "Collection", "Registration", "is_live"]
 
 
 @record(frozen=False)
@@ -59,10 +59,20 @@ def is_live(inputs: Inputs) -> bool:
     return not inputs.offline and os.path.realpath(inputs.root) == "/"
 
 
+#: Where a capture keeps NVML's view (``topoagent capture``), below its root.
+NVML_RECORDING = "tools/nvml.json"
+
+
 def _nvml_wanted(inputs: Inputs) -> bool:
-    # Under a non-live root, "auto" still runs the source: it replays the NVML recording a
-    # capture holds, and adds nothing where there is none.
-    return not inputs.offline and inputs.nvml not in (NVML_OFF, None, False)
+    # Under a non-live root, "auto" replays the NVML recording a capture holds; where there is
+    # none the source would add nothing, and is not even imported.
+    if inputs.offline or inputs.nvml in (NVML_OFF, None, False):
+        return False
+    if inputs.nvml == NVML_AUTO and not is_live(inputs):
+        from topoagent.hostfs import HostFS
+
+        return HostFS(inputs.root).exists(NVML_RECORDING)
+    return True
 
 
 #: The sources, in the order they run.

@@ -39,7 +39,7 @@ from topoagent.hostfs import HostFS
 from topoagent.inputs import NVML_AUTO
 from topoagent.records import record
 from topoagent.snapshot import NvLink, NvmlGpu, ProbeError, SourceStatus
-from topoagent.sources import Collection, is_live
+from topoagent.sources import NVML_RECORDING, Collection, is_live
 from topoagent.typecheck import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
@@ -290,10 +290,6 @@ def probe_nvml(nvml: Any = None) -> NvmlProbe:
     else:
         status = SourceStatus(SOURCE, "ok", f"{len(gpus)} GPU(s)")
     return NvmlProbe(tuple(gpus), driver, status, errors)
-
-
-#: Where a capture keeps its NVML recording (``topoagent capture``), below its root.
-NVML_RECORDING = "tools/nvml.json"
 
 
 def replay_recording(fs: HostFS) -> NvmlProbe | None:
