@@ -264,7 +264,9 @@ def startup(reps: int, dgx_root: Path) -> list[str]:
 
 
 def importtime_top(root: Path, n: int) -> list[str]:
-    argv = [sys.executable, "-X", "importtime", "-m", "topoagent", "scan", "--root", str(root), "--format", "json"]
+    cmd = topoagent_cmd()  # the console script (as a person runs it), else -m topoagent
+    argv = [sys.executable, "-X", "importtime", *(cmd[1:] if cmd[0] == sys.executable else cmd),
+            "scan", "--root", str(root), "--format", "json"]
     out = subprocess.run(argv, capture_output=True, text=True, cwd=CHILD_CWD)
     rows = []
     for line in out.stderr.splitlines():

@@ -103,3 +103,13 @@ def test_a_plain_scan_exits_without_teardown_and_loses_nothing(tmp_path, args, c
         import json
 
         assert json.loads(proc.stdout)["devices"]  # the whole report, flushed
+
+
+def test_version_reads_as_click_writes_it():
+    """--version answers without click, in click's words (``--version`` among other arguments
+    is left to click)."""
+    from click.testing import CliRunner
+
+    from topoagent.cli import group
+
+    assert run("--version").stdout == CliRunner().invoke(group(), ["--version"]).output

@@ -108,6 +108,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     _ran_fast = False
     try:
+        if args == ["--version"]:  # click's answer, without importing click (~20 ms)
+            from topoagent import __version__
+            from topoagent.commands.common import emit
+
+            emit(f"topoagent, version {__version__}\n")
+            return
         fast = FAST.get(args[0]) if args else None
         handled = False
         if fast is not None:

@@ -9,7 +9,8 @@ for a tenth of a second: it is cheap to make.  ``dataclass`` compiles five or si
 class with ``exec`` and imports :mod:`inspect`; on a 2-vCPU VM that is about 0.35 ms per
 frozen class plus 8 ms for ``inspect``, a quarter of a whole ``topoagent scan`` for the ~40
 classes every scan imports.  Here nothing is compiled per class: ``__init__`` is a copy of a
-template compiled once per number of arguments, with the field names put into the copy's code
+template, one per number of arguments (written out in :mod:`topoagent.record_templates`, so
+the bytecode cache holds them), with the field names put into the copy's code
 (``CodeType.replace``, ~1 us against ~50 us to compile); default factories, ``init=False``
 defaults and ``__post_init__`` run in a small per-class tail; equality, hashing, ``repr`` and
 the frozen guard are shared functions that read the class's field table.

@@ -51,6 +51,7 @@ _SRIOV_FILES = ("sriov_totalvfs", "sriov_numvfs")
 _LIST_ABOVE = 4
 SYS_DEVICES = "sys/devices"
 
+
 def numbered(name: str, prefix: str) -> int | None:
     """The number of a numbered sysfs directory (``node3`` -> 3 with prefix ``node``), as the
     kernel writes it (ASCII digits, no leading zero); None for any other name."""
@@ -88,6 +89,7 @@ class SysfsReader:
         self._vf_ids: dict[str, tuple[int, int]] = {}
         #: A VF's BDF -> its PF's, from the PF's SR-IOV capability (see _expect_vfs).
         self._vf_parent: dict[str, str] = {}
+        #: How many more VFs a PF's capability may place (no more than functions are listed).
         self._vf_budget = 0
         #: CPU list text -> its set: most functions of a socket name the same CPUs.
         self._cpu_lists: dict[str, CpuSet] = {}
