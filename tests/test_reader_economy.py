@@ -200,9 +200,9 @@ def test_texts_below_reads_as_text_does(tmp_path) -> None:
     assert fs.errors == []
 
 
-def test_a_pf_claiming_every_vf_costs_no_more_than_the_listing(fixture_root, tmp_path) -> None:
-    """NumVFs 65535 with stride 0 in a hostile capture: the expected VFs are bounded by the
-    functions listed, and the VFs are still found (through their physfn links)."""
+def test_a_garbled_sriov_capability_leaves_the_vfs_to_their_links(fixture_root, tmp_path) -> None:
+    """NumVFs 65535 at stride 0 in a hostile capture places no VF where the real ones are: they
+    are still found, through their physfn links."""
     import struct
 
     root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
@@ -222,3 +222,102 @@ def test_a_pf_claiming_every_vf_costs_no_more_than_the_listing(fixture_root, tmp
     config.write_bytes(bytes(data))
     vfs = [f for f in read_host(root, nvml="off").pci if f.physfn is not None]
     assert [f.physfn for f in vfs] == [pf.bdf] * 4
+
+
+# -- what the economies must not change (found in review) -------------------------------------
+
+def _this_host(tmp_path: Path) -> Path:
+    import tarfile
+
+    root = tmp_path / "host"
+    with tarfile.open(Path(__file__).parent / "fixtures/captures/this-host.tar.gz") as tar:
+        tar.extractall(root, filter="tar")
+    return root
+
+
+def test_a_vf_address_without_a_directory_is_not_made_a_vf(fixture_root, tmp_path) -> None:
+    """The PF's capability names a VF only for a function whose header reads 0xffff: an entry
+    at a VF's address whose directory is gone stays unidentified, its missing files reported."""
+    root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
+    entry = root / "sys/bus/pci/devices/0000:39:00.4"
+    shutil.rmtree(entry.resolve())
+    snap = read_host(root, nvml="off")
+    ghost = next(f for f in snap.pci if f.bdf == "0000:39:00.4")
+    assert (ghost.vendor_id, ghost.device_id, ghost.physfn) == (None, None, None)
+    missing = {e.path.rsplit("/", 1)[-1] for e in snap.probe_errors if "0000:39:00.4" in e.path}
+    assert {"class", "vendor", "device"} <= missing
+
+
+def test_probe_errors_come_in_reading_order(tmp_path) -> None:
+    """Resolving an entry and reading its function alternate: errors are listed function by
+    function, as a person reads the tree."""
+    import os
+
+    root = _this_host(tmp_path)
+    devices = root / "sys/bus/pci/devices"
+    (devices / "0000:00:01.0").resolve().joinpath("class").unlink()
+    os.unlink(devices / "0000:00:05.0")
+    os.symlink("0000:00:05.0", devices / "0000:00:05.0")  # a loop
+    paths = [e.path for e in read_host(root, nvml="off").probe_errors]
+    first_class = next(i for i, p in enumerate(paths) if p.endswith("0000:00:01.0/class"))
+    first_loop = next(i for i, p in enumerate(paths) if p.endswith("devices/0000:00:05.0"))
+    assert first_class < first_loop
+
+
+def test_functions_directly_in_sys_devices_keep_their_own_root(tmp_path) -> None:
+    """Siblings share one ancestry, but a function directly in ``sys/devices`` names its own."""
+    import os
+
+    from topoagent.api import scan
+
+    root = _this_host(tmp_path)
+    devices = root / "sys/bus/pci/devices"
+    for bdf, name in (("0000:00:01.0", "0000:00:01.0"), ("0000:00:02.0", "pci0000:77")):
+        (devices / bdf).resolve().rename(root / "sys/devices" / name)
+        os.unlink(devices / bdf)
+        os.symlink(f"../../../devices/{name}", devices / bdf)
+    topo = scan(root, nvml="off").topology
+    assert topo.by_bdf("0000:00:01.0").parent is None
+    assert topo.by_bdf("0000:00:02.0").parent == "pci0000:77"
+
+
+def test_expected_vfs_are_bounded_by_the_functions_listed(fixture_root, tmp_path) -> None:
+    """A hostile PF capability claiming 65,535 VFs at stride 1 places no more VFs than the
+    listing holds functions."""
+    import struct
+
+    from topoagent.sources.sysfs import SysfsReader
+
+    root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
+    pf = next(f for f in read_host(root, nvml="off").pci if f.sriov_numvfs)
+    config = root / "sys/devices" / pf.sysfs_path / "config"
+    data = bytearray(config.read_bytes())
+    ptr = 0x100
+    while struct.unpack_from("<I", data, ptr)[0] & 0xFFFF != 0x0010:
+        ptr = struct.unpack_from("<I", data, ptr)[0] >> 20 & 0xFFC
+        assert ptr
+    struct.pack_into("<H", data, ptr + 0x10, 0xFFFF)  # NumVFs
+    struct.pack_into("<HH", data, ptr + 0x14, 1, 1)  # First VF Offset 1, VF Stride 1
+    config.write_bytes(bytes(data))
+    reader = SysfsReader(HostFS(root))
+    functions = reader.pci_functions()
+    assert 0 < len(reader._vf_parent) <= len(functions)
+    assert [f.physfn for f in functions if f.physfn] == [pf.bdf] * 4  # the real VFs still found
+
+
+def test_a_path_ending_in_dotdot_opens_nothing_outside_the_root(tmp_path, monkeypatch) -> None:
+    import os
+
+    root = tmp_path / "root"
+    (root / "sys").mkdir(parents=True)
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        opened.append(os.fsdecode(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", spy)
+    fs = HostFS(root)
+    assert fs.text("..") is None and fs.text("sys/../..") is None
+    assert opened and all(os.path.realpath(p).startswith(str(root.resolve())) for p in opened)

@@ -194,7 +194,11 @@ class HostFS:
             return "/" + rel
         head, _, last = rel.rpartition("/")
         prefix = self._prefix(head)
-        return None if prefix is None else prefix.rstrip("/") + "/" + last
+        if prefix is None:
+            return None
+        if last in ("", ".", ".."):  # never handed to open as is: "<root>/.." is outside it
+            return self._walk(prefix, [last], True)
+        return prefix + "/" + last
 
     # -- checks -----------------------------------------------------------------------
     def require_sysfs(self) -> None:

@@ -390,7 +390,8 @@ def build_topology(snap: Snapshot) -> Topology:
     ancestry: list[tuple[str | None, tuple[str, ...], tuple[str, ...]]] = []  # per function of fns
     below: dict[str, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {}  # by parent directory
     for f in fns:
-        parent_dir = f.sysfs_path.rpartition("/")[0] if f.sysfs_path else None
+        # (a function directly in sys/devices is its own first component: no sharing there)
+        parent_dir = f.sysfs_path.rpartition("/")[0] if f.sysfs_path and "/" in f.sysfs_path else None
         known = below.get(parent_dir) if parent_dir is not None else None  # siblings share it (VFs)
         if known is None:
             root, full = _ancestry(f.sysfs_path)

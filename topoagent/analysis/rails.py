@@ -8,6 +8,7 @@ are never rails.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from enum import Enum
 
@@ -81,7 +82,7 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
     roles: dict[str, NicRole] = {}
     for n in nics:
         names = " ".join(n.rdma_devices + n.netdevs)
-        if "stor" in names.casefold():
+        if re.search("stor", names, re.IGNORECASE):  # compiled on first use
             roles[n.id] = NicRole.STORAGE
         elif not _is_fabric(topo, n):
             roles[n.id] = NicRole.MANAGEMENT

@@ -124,15 +124,15 @@ class SysfsReader:
         case); an entry that resolves to a function already listed (an alias: upper-case hex,
         another domain's name for the same directory) is counted once and noted.
         """
-        entries = list(self.listed())
-        self._vf_budget = len(entries)  # no more VFs can be expected than there are functions
-        return tuple(self.pci_function(bdf, link_rel, real) for bdf, link_rel, real in entries)
+        return tuple(self.pci_function(bdf, link_rel, real) for bdf, link_rel, real in self.listed())
 
     def listed(self) -> Iterator[tuple[str, str, str | None]]:
         """(canonical BDF, its ``bus/pci/devices`` entry, where the entry leads) per function,
         aliases noted and skipped."""
         seen: dict[str, str] = {}  # canonical BDF -> the entry that named it first
-        for entry in self.fs.listdir(PCI_DEVICES):
+        entries = self.fs.listdir(PCI_DEVICES)
+        self._vf_budget = len(entries)  # no more VFs can be expected than there are functions
+        for entry in entries:
             if not is_bdf(entry):
                 continue
             link_rel = f"{PCI_DEVICES}/{entry}"
@@ -200,7 +200,7 @@ class SysfsReader:
             # A VF's id registers read 0xffff; the kernel gives it its PF's vendor and the PF's
             # VF Device ID (drivers/pci/iov.c, pci_iov_add_virtfn), so the files say nothing
             # the PF's config space did not.  The PF sorts first: a VF's routing ID is the
-            # PF's plus a non-zero offset (SR-IOV spec 1.1, 3.3.10).
+            # PF's plus a non-zero First VF Offset (SR-IOV spec 1.1, 3.3.9).
             ids = self._vf_ids.get(physfn)
         if config is not None and config.sriov is not None and config.vendor_device is not None:
             self._vf_ids[bdf] = (config.vendor_device[0], config.sriov.vf_device)
@@ -283,13 +283,16 @@ class SysfsReader:
         """A function's config space and, for an SR-IOV VF, its physical function's BDF.
 
         A VF's Vendor ID register reads 0xffff (SR-IOV spec 3.4.1.1), so only a function whose
-        header says so, or cannot be read, has a PF: the one whose SR-IOV capability places a
-        VF at ``bdf``, else the one its ``physfn`` link names.
+        header says so, or cannot be read, has a PF.  For one whose header says so, that is the
+        PF whose SR-IOV capability places a VF at ``bdf``, else the one its ``physfn`` link
+        names; one whose config cannot be read (perhaps not there at all) has only its link.
         """
         rel = f"{d}/config"
         data = self.fs.bytes(rel, limit=4096)
         physfn = None
-        if data is None or data[:2] == b"\xff\xff":
+        if data is None:
+            physfn = self._link_bdf(f"{d}/physfn")
+        elif data[:2] == b"\xff\xff":
             physfn = self._vf_parent.get(bdf or "") or self._link_bdf(f"{d}/physfn")
         if data is None:
             return None, physfn
