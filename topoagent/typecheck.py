@@ -4,11 +4,11 @@ Importing :mod:`typing` costs ~3 ms on a 2-vCPU VM (it brings :mod:`contextlib` 
 builds a few hundred objects), a tenth of a whole ``topoagent scan`` on a small host.  The
 modules a scan imports therefore annotate under ``from __future__ import annotations``, take
 annotation-only names from :mod:`typing` inside ``if TYPE_CHECKING:``, and take the few names
-that must exist at run time from here.  A type checker sees typing's own objects (mypy and
-pyright treat any name ``TYPE_CHECKING`` as true); at run time they are the cheap stand-ins
-below, which behave as typing's do where this package uses them (a ``TypeVar`` only ever
-subscripts a generic base class, whose alias accepts any object; ``overload`` stubs are
-replaced by the implementation that follows them).
+that must exist at run time from here.  A type checker sees typing's own objects (mypy,
+which the test command runs, takes any name ``TYPE_CHECKING`` as true); at run time they are
+the cheap stand-ins below, which behave as typing's do where this package uses them (a
+``TypeVar`` only ever subscripts a generic base class, whose alias accepts any object;
+``overload`` stubs are replaced by the implementation that follows them).
 """
 
 from __future__ import annotations
