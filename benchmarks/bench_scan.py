@@ -54,7 +54,7 @@ def main() -> None:
     from tests.fakesysfs import generate
 
     rows = ["| scan | median ms | max ms | peak RSS MiB |", "|---|---|---|---|"]
-    rows.append(bench("`--version` (interpreter + click start-up)", ["--version"], opts.runs))
+    rows.append(bench("`--version` (interpreter start-up)", ["--version"], opts.runs))
     with tempfile.TemporaryDirectory() as tmp:
         for name in opts.machines.split(","):
             root = generate(name, Path(tmp) / name)

@@ -7,14 +7,15 @@
 
 For each tree, each repetition runs, in an order that alternates between repetitions:
 
-* ``python -m topoagent scan --root ROOT --format json`` -- the whole process, as a person or a
-  scheduler prolog pays it (interpreter, imports, sysfs walk, analysis, JSON);
+* ``topoagent scan --root ROOT --format json`` (the installed console script) -- the whole
+  process, as a person or a scheduler prolog pays it (interpreter, imports, sysfs walk,
+  analysis, JSON);
 * ``lstopo -i ROOT --of xml --whole-io`` -- hwloc's whole run (C), the yardstick;
 * ``topoagent.api.run(Inputs(root=ROOT, nvml="off"))`` in this process -- discover + analyse,
   the library call the daemon and API users make (imports already paid).
 
 It prints medians (this machine drifts by +-30 %, so only medians of interleaved runs mean
-anything), the ratios, and the peak RSS of each child (``wait4`` rusage, MiB).  Trees:
+anything), the ratios, and the peak RSS of each child (``/usr/bin/time -f %M``, MiB).  Trees:
 
 * fixtures from tests/fixtures/machines (``dgx-h100``, ``cloud-vm`` ...);
 * real captures from ``../shared/real-sysfs`` (``real:NAME``, unpacked like tests/realtrees.py);

@@ -2,7 +2,6 @@
 
     python benchmarks/gen_tree.py growth 4000 /tmp/g4000      # ~4,000 endpoint functions
     python benchmarks/gen_tree.py sriov 250 /tmp/sriov250     # DGX-like, 16 CX-7 x 250 VFs
-    python benchmarks/gen_tree.py sriov 62 /tmp/sriov62 --count   # print the function count only
 
 Two families, both deterministic:
 

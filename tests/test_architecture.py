@@ -56,6 +56,10 @@ def test_mypy_passes():
 
 
 def test_public_api_is_exported_lazily():
+    import topoagent
+
+    assert set(topoagent.__all__) == {"__version__", *topoagent._EXPORTS}  # kept in step with the table
+
     code = ("import sys, topoagent; assert 'topoagent.api' not in sys.modules; "
             "r = topoagent.scan; assert callable(r); "
             "assert all(getattr(topoagent, n) is not None for n in topoagent.__all__); print('ok')")

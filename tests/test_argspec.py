@@ -85,18 +85,20 @@ def test_help_lists_the_same_options_as_the_rows() -> None:
     assert names == [o.name for o in OPTS]
 
 
-def test_a_plain_scan_starts_without_click_dataclasses_inspect_or_typing(fixture_root) -> None:
+@pytest.mark.parametrize("fmt", ["json", "tree", "matrix"])
+def test_a_plain_scan_starts_without_click_dataclasses_inspect_or_typing(fixture_root, fmt) -> None:
     """Each costs milliseconds of start-up (topoagent.records, topoagent.typecheck); the NVML
     source is not even imported under a root that holds no NVML recording."""
     root = fixture_root("dgx-h100")
     probe = ("import sys\n"
-             "sys.argv = ['topoagent', 'scan', '--root', sys.argv[1], '--format', 'json']\n"
+             "sys.argv = ['topoagent', 'scan', '--root', sys.argv[1], '--format', sys.argv[2]]\n"
              "from topoagent.cli import main\n"
              "try:\n    main()\n"
              "except SystemExit:\n    pass\n"
              "print(sorted(m for m in ('click', 'dataclasses', 'inspect', 'typing', 'topoagent.sources.nvml')"
              " if m in sys.modules),"
              " file=sys.stderr)\n")
-    proc = subprocess.run([sys.executable, "-c", probe, str(root)], capture_output=True, text=True, timeout=120)
-    assert proc.stdout.startswith("{"), proc.stderr
+    proc = subprocess.run([sys.executable, "-c", probe, str(root), fmt], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.startswith("{") if fmt == "json" else proc.stdout.strip(), proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr

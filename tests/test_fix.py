@@ -6,11 +6,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from plan_helpers import topoagent
-from topoagent.apply.changes import ACS_REDIRECT_MASK, acs_control_offset, acs_plan
+
 from topoagent.api import scan
+from topoagent.apply.changes import acs_plan
 from topoagent.parsers.configspace import parse_config_space
+from topoagent.pci import ACS_P2P_REDIRECT_MASK as ACS_REDIRECT_MASK
 
 BRIDGE = "0000:17:01.0"  # faulty-gpu-node: the downstream port with ReqRedir+ CmpltRedir+ above GPU0
 
@@ -42,7 +43,7 @@ def test_acs_fix_round_trip(faulty, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert acs_control(faulty) & ACS_REDIRECT_MASK == 0
     changed = [i for i, (a, b) in enumerate(zip(original, config.read_bytes())) if a != b]
-    offset = acs_control_offset(original)
+    offset = parse_config_space(original).acs.offset + 6  # the ACS Control register
     assert changed and set(changed) <= {offset, offset + 1}  # only the ACS Control register
     rescan = scan(faulty, nvml="off")
     assert not [f for f in rescan.findings if f.code == "ACS_REDIRECT"]

@@ -85,9 +85,6 @@ if TYPE_CHECKING:
     from topoagent.topology import Device, Topology
 
 
-assert set(__all__) == {"__version__", *_EXPORTS}  # one list, kept in step with the table
-
-
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         value = getattr(import_module(_EXPORTS[name]), name)

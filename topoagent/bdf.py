@@ -6,13 +6,14 @@ Domains are 4 hex digits normally and up to 8 for VMD and some hypervisors (``10
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
+from topoagent.digits import is_hex
 from topoagent.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any
 
-_HEX = frozenset("0123456789abcdefABCDEF")
 _FUNCTIONS = frozenset("01234567")
 
 
@@ -24,7 +25,7 @@ def is_bdf(name: str) -> bool:
     entry and compiling the pattern cost a start-up ~0.2 ms.
     """
     return (12 <= len(name) <= 16 and name[-2] == "." and name[-5] == ":" and name[-8] == ":"
-            and name[-1] in _FUNCTIONS and set(name[:-8] + name[-7:-5] + name[-4:-2]) <= _HEX)
+            and name[-1] in _FUNCTIONS and is_hex(name[:-8] + name[-7:-5] + name[-4:-2]))
 
 
 def bdf_key(bdf: str) -> tuple[int, int, int, int]:
@@ -32,6 +33,21 @@ def bdf_key(bdf: str) -> tuple[int, int, int, int]:
     dom, bus, devfn = bdf.split(":")
     dev, fn = devfn.split(".")
     return int(dom, 16), int(bus, 16), int(dev, 16), int(fn, 16)
+
+
+def vf_bdfs(pf: str, first_offset: int, stride: int, count: int) -> Iterator[str]:
+    """The BDFs of an SR-IOV PF's first ``count`` VFs, where the kernel puts them: routing ID =
+    the PF's + First VF Offset + n * VF Stride (SR-IOV spec 1.1, 3.3.9-3.3.10;
+    drivers/pci/iov.c, pci_iov_virtfn_bus/_devfn).  Ends past the last bus (routing ID
+    0xFFFF) and after one VF when the stride is 0 (it would name that VF again)."""
+    _, bus, dev, fn = bdf_key(pf)
+    first = (bus << 8 | dev << 3 | fn) + first_offset
+    prefix = pf.split(":", 1)[0]
+    for n in range(count if stride else min(count, 1)):
+        rid = first + n * stride
+        if rid > 0xFFFF:
+            return
+        yield f"{prefix}:{rid >> 8:02x}:{rid >> 3 & 0x1F:02x}.{rid & 7}"
 
 
 def root_bus_key(name: str) -> tuple[int, int]:

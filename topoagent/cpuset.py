@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 
-from topoagent.digits import is_decimal
+from topoagent.digits import is_decimal, is_hex
 from topoagent.errors import InputError
 from topoagent.typecheck import TYPE_CHECKING
 
@@ -86,7 +86,7 @@ class CpuSet(AbstractSet[int]):
         digits = text.strip().replace(",", "")
         if not digits:
             return cls._of_mask(0)
-        if len(digits) > MAX_CPUS // 4 + 8 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+        if len(digits) > MAX_CPUS // 4 + 8 or not is_hex(digits):
             raise CpuSetError(f"bad CPU mask {text[:80]!r}")
         value = int(digits, 16)
         if value >> MAX_CPUS:

@@ -8,11 +8,18 @@ goes through these two functions.
 
 from __future__ import annotations
 
-__all__ = ["is_decimal", "parse_decimal"]
+__all__ = ["is_decimal", "is_hex", "parse_decimal"]
+
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 def is_decimal(text: str) -> bool:
     """Whether ``text`` is one or more ASCII decimal digits (no sign, no spaces)."""
     return text.isascii() and text.isdigit()  # the only ASCII digits are 0-9
+
+
+def is_hex(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII hex digits (no prefix, no sign, no ``_``)."""
+    return bool(text) and set(text) <= _HEX
 
 
 def parse_decimal(text: str, *, signed: bool = False) -> int:

@@ -443,17 +443,7 @@ class HostFS:
 
 
 def _read_bounded(fd: int, limit: int) -> bytes:
-    """At most ``limit + 1`` bytes (one more than allowed tells the caller it was too large).
-
-    One ``read`` suffices for a sysfs attribute (the kernel fills the whole page at once) and
-    for a short regular file; a short read ends the loop.
-    """
-    chunks: list[bytes] = []
-    want = limit + 1
-    while want > 0:
-        chunk = os.read(fd, want)
-        chunks.append(chunk)
-        if len(chunk) < want:
-            break  # a short read: end of file (regular files, sysfs, procfs)
-        want -= len(chunk)
-    return b"".join(chunks)
+    """At most ``limit + 1`` bytes (one more than allowed tells the caller it was too large),
+    in one ``read``: the kernel fills a sysfs attribute's whole page at once, and a regular
+    file gives what it has up to the count (unlike a pipe: see textinput)."""
+    return os.read(fd, limit + 1)

@@ -17,6 +17,7 @@ NVIDIA = 0x10DE
 MELLANOX = 0x15B3
 AMAZON = 0x1D0F
 BROADCOM_LSI = 0x1000  # Broadcom / LSI: the PEX88xxx/PEX890xx switches
+INTEL = 0x8086
 
 
 class DeviceKind(str, Enum):

@@ -7,11 +7,11 @@ spec) and a test; never to silence one machine.
 
 from __future__ import annotations
 
+from topoagent.pci import INTEL, PORT_CODES
 from topoagent.records import record
 
 __all__ = ["LINK_QUIRKS", "LinkQuirk", "link_quirk"]
 
-INTEL = 0x8086
 
 
 @record
@@ -50,7 +50,7 @@ LINK_QUIRKS: tuple[LinkQuirk, ...] = (
         why="an RCiEP sits inside the root complex and has no PCIe link at all",
         reference="PCI Express Base Specification, PCI Express Capabilities Register, Device/Port "
                   "Type 1001b (Root Complex Integrated Endpoint): no Link registers apply",
-        port_types=frozenset({9}),
+        port_types=frozenset({PORT_CODES["rc_integrated_endpoint"]}),
     ),
 )
 

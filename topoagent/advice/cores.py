@@ -71,35 +71,20 @@ class Split:
     shared: bool = False
 
 
-def split_cores(cores: Sequence[CpuSet], parts: int, weights: Sequence[int] | None = None) -> Split:
-    """Cut ``cores`` (in order) into ``parts`` runs of whole cores, as even as possible.
-
-    ``weights`` (one per part) makes the cut proportional (a group of 3 GPUs gets 3 shares);
-    the remainder goes to the first parts.  With fewer cores than parts, each part gets one
-    core round robin and ``shared`` is set: a part is never empty while there is a core.
+def split_cores(cores: Sequence[CpuSet], parts: int) -> Split:
+    """Cut ``cores`` (in order) into ``parts`` runs of whole cores, as even as possible; the
+    remainder goes to the first parts.  With fewer cores than parts, each part gets one core
+    round robin and ``shared`` is set: a part is never empty while there is a core.
     """
     if parts <= 0:
         raise ValueError("parts must be positive")
-    w = list(weights) if weights is not None else [1] * parts
-    if len(w) != parts or any(x <= 0 for x in w):
-        raise ValueError("one positive weight per part")
     n = len(cores)
     if n == 0:
         return Split(tuple(CpuSet() for _ in range(parts)))
     if n < parts:
         return Split(tuple(cores[i % n] for i in range(parts)), shared=True)
-    total = sum(w)
-    # Largest-remainder apportionment of n cores over the weights, every part at least one.
-    quotas = [n * x / total for x in w]
-    sizes = [max(1, int(q)) for q in quotas]
-    while sum(sizes) > n:
-        i = max((j for j in range(parts) if sizes[j] > 1), key=lambda j: (sizes[j] - quotas[j], -j))
-        sizes[i] -= 1
-    order = sorted(range(parts), key=lambda j: (-(quotas[j] - int(quotas[j])), j))
-    k = 0
-    while sum(sizes) < n:
-        sizes[order[k % parts]] += 1
-        k += 1
+    each, extra = divmod(n, parts)
+    sizes = [each + (1 if j < extra else 0) for j in range(parts)]
     out, start = [], 0
     for size in sizes:
         out.append(CpuSet().union(*cores[start:start + size]))

@@ -9,5 +9,6 @@
 * :mod:`~topoagent.apply.execute` -- make changes (journal, write, read back) and undo them.
 
 Reading the current state is a read: it lives in :mod:`topoagent.sources` (irqs, process,
-kernel).  ``scan`` and the daemon never import this package.
+kernel).  ``scan`` never imports this package; the daemon takes only its atomic file
+writes (:mod:`~topoagent.apply.files`) and the default state directory from it.
 """

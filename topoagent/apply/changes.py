@@ -17,7 +17,7 @@ from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
 from topoagent.pci import ACS_P2P_REDIRECT_MASK
 from topoagent.records import field, record
 from topoagent.snapshot import AcsInfo
-from topoagent.topology import Device, DeviceKind, Topology
+from topoagent.topology import Device, DeviceKind, Topology, common_ancestors
 
 if TYPE_CHECKING:
     from topoagent.analysis.rails import RailPlan
@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 #: Kinds of change and the value each holds: a CPU list, a 16-bit register as ``0x....``,
 #: a file's text (None: no file), a module state (``loaded`` / ``absent``).
 IRQ, THREAD, PCI_CONFIG, FILE, MODULE = "irq", "thread", "pci_config", "file", "module"
-
-#: ACS Control bits that send peer traffic up to the root complex (PCIe Base Spec 7.7.8.3):
-#: ReqRedir, CmpltRedir, EgressCtrl.
-ACS_REDIRECT_MASK = ACS_P2P_REDIRECT_MASK
 
 PEERMEM_MODULE = "nvidia_peermem"
 PEERMEM_CONF = "etc/modules-load.d/nvidia-peermem.conf"
@@ -102,15 +98,6 @@ def _control_offset(acs: AcsInfo | None) -> int | None:
     return acs.offset + 6 if acs is not None and acs.offset is not None else None
 
 
-def acs_control_offset(config: bytes) -> int | None:
-    """Offset of the ACS Control register (capability + 6) in a config space, or None
-    (the capability list is walked by :func:`topoagent.parsers.configspace.parse_config_space`)."""
-    try:
-        return _control_offset(parse_config_space(config).acs)
-    except ConfigSpaceError:
-        return None
-
-
 def peer_path_bridges(topo: Topology, paths: Sequence[Path]) -> dict[str, set[str]]:
     """Bridges on GPU-GPU and GPU-NIC peer paths that stay below the root complex (PIX, PXB),
     from the pair's common ancestor down: bridge BDF -> the devices whose traffic turns there."""
@@ -121,11 +108,7 @@ def peer_path_bridges(topo: Topology, paths: Sequence[Path]) -> dict[str, set[st
             continue
         if p.pcie == PathClass.X or p.pcie > PathClass.PXB:
             continue
-        common = 0
-        for x, y in zip(a.ancestors, b.ancestors):
-            if x != y:
-                break
-            common += 1
+        common = common_ancestors(a, b)  # a PIX/PXB pair shares its root bus
         if not common:
             continue
         for bdf in dict.fromkeys(a.ancestors[common - 1:] + b.ancestors[common - 1:]):
@@ -176,8 +159,8 @@ def acs_plan(topo: Topology, paths: Sequence[Path], configs: Mapping[str, bytes 
             refused.append(f"{bdf}: {', '.join(d.key for d in vfio)} below it is bound to vfio-pci; ACS isolates "
                            "that passthrough device, so it is left on")
             continue
-        new = acs.control & ~ACS_REDIRECT_MASK
-        cleared = [n for bit, n in AcsInfo.BITS if (acs.control & ACS_REDIRECT_MASK) >> bit & 1]
+        new = acs.control & ~ACS_P2P_REDIRECT_MASK
+        cleared = [n for bit, n in AcsInfo.BITS if (acs.control & ACS_P2P_REDIRECT_MASK) >> bit & 1]
         changes.append(Change(PCI_CONFIG, FrozenMap({"bdf": bdf, "offset": offset}), f"0x{acs.control:04x}",
                               f"0x{new:04x}", bdf,
                               f"ACS control of {bridge.role.value.replace('_', ' ') if bridge.role else 'bridge'} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from collections.abc import Callable
 
 from topoagent.typecheck import TYPE_CHECKING
 
@@ -30,8 +31,23 @@ def emit(text: str) -> None:
     A terminal whose encoding cannot show the tree's characters gets ASCII; a reader that has
     gone away (``| head``) ends the command quietly; a full disk is one line and exit 2.
     """
+    _guarded(lambda: _write(sys.stdout, text))
+
+
+def emit_bytes(data: bytes) -> None:
+    """Write binary output (a PNG) to stdout, with :func:`emit`'s handling of errors."""
+
+    def write() -> None:
+        out = sys.stdout.buffer
+        out.write(data)
+        out.flush()
+
+    _guarded(write)
+
+
+def _guarded(write: Callable[[], None]) -> None:
     try:
-        _write(sys.stdout, text)
+        write()
     except BrokenPipeError:
         quiet_stdout()
         sys.exit(EXIT_OK)
@@ -39,20 +55,6 @@ def emit(text: str) -> None:
         quiet_stdout()
         why = "no space left on device" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
         fail(f"cannot write the output: {why}")
-
-
-def emit_bytes(data: bytes) -> None:
-    """Write binary output (a PNG) to stdout, with :func:`emit`'s handling of errors."""
-    try:
-        out = sys.stdout.buffer
-        out.write(data)
-        out.flush()
-    except BrokenPipeError:
-        quiet_stdout()
-        sys.exit(EXIT_OK)
-    except OSError as exc:
-        quiet_stdout()
-        fail(f"cannot write the output: {exc.strerror or exc}")
 
 
 def _write(stream: object, text: str) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from topoagent import records
+from topoagent.apply.journal import DEFAULT_STATE_DIR
 from topoagent.errors import InputError
 from topoagent.records import record
 
@@ -42,7 +43,7 @@ def default_state_dir() -> str:
     """``$STATE_DIRECTORY`` (set by systemd's ``StateDirectory=``; the first of a ``:`` list),
     else ``/var/lib/topoagent``."""
     given = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
-    return given or "/var/lib/topoagent"
+    return given or DEFAULT_STATE_DIR
 
 
 @record

@@ -13,17 +13,17 @@ counted, never fatal.
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from topoagent.analysis.paths import PathClass
 from topoagent.apply.files import write_atomically
+from topoagent.errors import InputError
 from topoagent.records import record
 from topoagent.result import ScanResult
+from topoagent.sources.textinput import read_regular
 
 __all__ = [
     "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "TEXTFILE", "Exporter", "atomic_write", "iso_time",
@@ -66,10 +66,8 @@ def _holds(path: str, data: bytes) -> bool:
     """Whether ``path`` is a regular file holding exactly ``data`` (absent, unreadable, a FIFO
     or anything else: False, so it is replaced; opened non-blocking, so nothing stalls)."""
     try:
-        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
-            st = os.fstat(f.fileno())
-            return stat.S_ISREG(st.st_mode) and st.st_size == len(data) and f.read(len(data) + 1) == data
-    except OSError:
+        return read_regular(path, len(data)) == data
+    except (OSError, InputError):
         return False
 
 

@@ -40,6 +40,7 @@ from topoagent.analysis.paths import switch_of
 from topoagent.analysis.rails import Rail
 from topoagent.bdf import bdf_key, root_bus_key
 from topoagent.frozen import FrozenMap
+from topoagent.pci import is_nvswitch_or_other_bridge
 from topoagent.records import field, record
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
@@ -188,7 +189,7 @@ _TILE_KINDS = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.ACCELERATOR)
 def _chip_kind(d: Device) -> str | None:
     if d.kind is DeviceKind.NVME:
         return "NVMe"
-    if d.kind is DeviceKind.BRIDGE and d.role is None and d.class_code is not None and d.class_code >> 8 == 0x0680:
+    if d.kind is DeviceKind.BRIDGE and d.role is None and is_nvswitch_or_other_bridge(d.class_code):
         return "NVSwitch" if "NVSwitch" in d.name else "bridge"  # NVSwitches are class 0x0680
     return None
 

@@ -35,10 +35,6 @@ _U16 = struct.Struct("<H").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 
 
-def _u8(data: bytes, off: int) -> int | None:
-    return data[off] if off < len(data) else None
-
-
 def _u16(data: bytes, off: int) -> int | None:
     return _U16(data, off)[0] if off + 2 <= len(data) else None
 

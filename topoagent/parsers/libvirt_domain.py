@@ -366,8 +366,9 @@ def _serialise(root: Element) -> str:
 
 def canonical_xml(text: str) -> str:
     """``text`` re-indented the way :func:`with_affinity` writes, so the two diff line by line."""
+    root = _root(text)  # size and DOCTYPE checks before anything parses the whole text
     _register_prefixes(text)
-    return _serialise(_root(text))
+    return _serialise(root)
 
 
 _AFTER_PINS = frozenset({"iothreadpin", "vcpusched", "iothreadsched", "emulatorsched", "cachetune", "memorytune"})
@@ -403,8 +404,8 @@ def with_affinity(
     """
     import xml.etree.ElementTree as ET
 
+    root = _root(text)  # size and DOCTYPE checks before anything parses the whole text
     _register_prefixes(text)
-    root = _root(text)
     vcpu = root.find("vcpu")
     if vcpu is None:
         raise DomainXmlError("<domain> has no <vcpu>: cannot set its cpuset")

@@ -399,7 +399,7 @@ def _function_header(m: re.Match[str]) -> dict[str, Any]:
     rest = m.group("rest")
     n = _NUMERIC.match(rest)
     if n:  # lspci -n: "0302: 10de:2330 (rev a1)"
-        r = re.search(r"\(rev ([0-9a-fA-F]{2})\)", n.group("rest"))
+        r = _REV.search(n.group("rest"))
         code = int(n.group("cls"), 16)
         return {"bdf": bdf, "class_name": CLASSES.get(code, f"Class {code:04x}"), "class_code": code,
                 "description": "", "vendor_id": int(n.group("v"), 16), "device_id": int(n.group("d"), 16),

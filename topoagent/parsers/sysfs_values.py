@@ -10,9 +10,7 @@ from __future__ import annotations
 import re
 
 from topoagent.cpuset import CpuSet
-from topoagent.digits import parse_decimal
-
-_HEX = frozenset("0123456789abcdefABCDEF")
+from topoagent.digits import is_hex, parse_decimal
 
 
 def parse_int(text: str) -> int:
@@ -25,7 +23,7 @@ def parse_hex_id(text: str) -> int:
     t = text.strip()
     digits = t[2:]
     # ASCII hex only: int(t, 16) also takes "0x1_0" and non-ASCII digits ("0x١").
-    if t[:2].lower() != "0x" or not digits or len(digits) > 16 or not set(digits) <= _HEX:
+    if t[:2].lower() != "0x" or len(digits) > 16 or not is_hex(digits):
         raise ValueError(f"expected 0x-prefixed hex, got {t[:40]!r}")
     return int(digits, 16)
 

@@ -52,9 +52,9 @@ from typing import BinaryIO
 
 from topoagent.bdf import is_bdf
 from topoagent.errors import InputError
-from topoagent.hostfs import HostFS
+from topoagent.hostfs import ATTR_LIMIT, HostFS
 from topoagent.records import field, record
-from topoagent.sources.nvml import NVML_RECORDING
+from topoagent.sources import NVML_RECORDING
 
 __all__ = [
     "CAPTURE_FORMAT",
@@ -99,10 +99,9 @@ class Entry:
 
 @record(frozen=False)
 class Capture:
-    """Entries of a capture, in the order they were found, and the manifest's notes."""
+    """Entries of a capture, in the order they were found, and the tools it recorded."""
 
     entries: dict[str, Entry] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
     tools: dict[str, str] = field(default_factory=dict)
 
     def add(self, entry: Entry) -> None:
@@ -206,7 +205,7 @@ def _relative(link: str, target: str) -> str:
     return posixpath.relpath(target, posixpath.dirname(link) or ".")
 
 
-def _copy_file(fs: HostFS, cap: Capture, rel: str, *, limit: int = 65536,
+def _copy_file(fs: HostFS, cap: Capture, rel: str, *, limit: int = ATTR_LIMIT,
                transform: Callable[[bytes], bytes] | None = None) -> bytes | None:
     data = fs.bytes(rel, limit=limit, quiet=True)
     if data is None:
@@ -304,7 +303,7 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
         first = cpuinfo.split("\n\n", 1)[0].splitlines()
         lines = [ln for ln in first if ln.partition(":")[0].strip() in keep and ":" in ln]
         cap.add(Entry("proc/cpuinfo", "file", "".join(ln + "\n" for ln in lines).encode()))
-    status = fs.text("proc/self/status", limit=65536)
+    status = fs.text("proc/self/status", limit=ATTR_LIMIT)
     if status is not None:
         line = next((ln for ln in status.splitlines() if ln.startswith("Cpus_allowed_list:")), None)
         cap.add(Entry("proc/self/status", "file", (line + "\n").encode() if line else b""))

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 
 from topoagent import records
-from topoagent.bdf import is_bdf
+from topoagent.bdf import is_bdf, vf_bdfs
 from topoagent.cpuset import CpuSet
-from topoagent.digits import is_decimal, parse_decimal
+from topoagent.digits import is_decimal
 from topoagent.hostfs import HostFS
 from topoagent.parsers import sysfs_values as sv
 from topoagent.parsers.configspace import (
@@ -287,13 +287,8 @@ class SysfsReader:
         a VF's ``physfn`` link need not be read.  Bounded by the functions listed."""
         count = min(cap.num_vfs, self._vf_budget)
         self._vf_budget -= count
-        domain = pf[:-8]
-        rid = int(pf[-7:-5], 16) << 8 | int(pf[-4:-2], 16) << 3 | int(pf[-1])
-        for i in range(count):
-            vf = rid + cap.first_offset + i * cap.stride
-            if vf > 0xFFFF:
-                break
-            self._vf_parent[f"{domain}:{vf >> 8:02x}:{vf >> 3 & 0x1F:02x}.{vf & 7}"] = pf
+        for vf in vf_bdfs(pf, cap.first_offset, cap.stride, count):
+            self._vf_parent[vf] = pf
 
     def _config_and_physfn(self, d: str, bdf: str | None = None) -> tuple[ConfigSpace | None, str | None]:
         """A function's config space and, for an SR-IOV VF, its physical function's BDF.
@@ -440,7 +435,7 @@ class SysfsReader:
                 if siblings is not None and i in siblings:
                     core_of.update(dict.fromkeys(siblings, siblings))
             if i not in package_of:
-                package = self._value(f"{t}/physical_package_id", _non_negative)
+                package = self._value(f"{t}/physical_package_id", sv.parse_numa_node)  # -1: none
                 members = self._package_cpus(t)
                 package_of.update(dict.fromkeys(members if members is not None and i in members else (i,), package))
             out.append(Cpu(id=i, package=package_of[i], siblings=core_of.get(i)))
@@ -542,11 +537,6 @@ class SysfsReader:
             sources=(SourceStatus("sysfs", status, detail), config_status),
             probe_errors=tuple(self.fs.errors),
         )
-
-
-def _non_negative(text: str) -> int | None:
-    value = parse_decimal(text, signed=True)
-    return value if value >= 0 else None
 
 
 def read_sysfs(fs: HostFS) -> Snapshot:

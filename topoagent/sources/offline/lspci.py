@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from topoagent import pci
-from topoagent.bdf import bdf_key
+from topoagent.bdf import bdf_key, vf_bdfs
 from topoagent.parsers.lspci_tree import LspciTree, LspciTreeNode
 from topoagent.parsers.lspci_verbose import LspciFunction, LspciListing
 from topoagent.parsers.paste import Skipped
@@ -162,10 +162,8 @@ def _virtfns(verbose: tuple[LspciFunction, ...]) -> tuple[dict[str, str], list[s
         if count > budget:
             cut, count = cut or pf.bdf, budget
         budget -= count
-        dom = pf.bdf.split(":", 1)[0]
-        for n in range(count):
-            r = first + n * s.vf_stride
-            out[f"{dom}:{r >> 8:02x}:{(r >> 3) & 0x1F:02x}.{r & 7}"] = pf.bdf
+        for vf in vf_bdfs(pf.bdf, s.vf_offset, s.vf_stride, count):
+            out[vf] = pf.bdf
     if cut is not None:
         notes.append(f"more than {MAX_VF_IDS} VFs in the paste's SR-IOV capabilities: those from {cut}'s on not placed")
     return out, notes
