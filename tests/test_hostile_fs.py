@@ -181,3 +181,12 @@ def test_owner_from_the_class_link_is_the_owner_resolution_gives(fixture_root, m
             assert reader._pci_owner(base) == reader._device_owner(f"{base}/device"), base
             checked += 1
     assert checked > 0
+
+
+def test_the_live_root_reads_only_regular_files_outside_sysfs_and_procfs(tmp_path):
+    """/etc and the like are not kernel filesystems: a FIFO there is refused, not read as ''."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    fs = HostFS("/")
+    assert fs.text(str(fifo).lstrip("/")) is None
+    assert [e.error for e in fs.errors] == ["not a regular file (a FIFO)"]

@@ -239,3 +239,13 @@ def test_scan_nagios_exit_codes(fixture_root, tmp_path):
     missing = topoagent("scan", "--root", str(tmp_path / "nothing"), "--exit-codes", "nagios")
     assert missing.returncode == 3 and "no such directory" in missing.stderr
     assert topoagent("scan", "--root", str(tmp_path / "nothing")).returncode == 2
+
+
+def test_ranks_per_gpu_is_bounded(dgx):
+    """Each rank gets its own set of cores: more ranks than there can be CPUs is refused."""
+    from topoagent.cpuset import MAX_CPUS
+
+    with pytest.raises(ValueError):
+        plan_for(scan(dgx, nvml="off"), PlanOptions(ranks_per_gpu=MAX_CPUS + 1))
+    out = topoagent("plan", "--root", str(dgx), "--no-nvml", "--ranks-per-gpu", str(MAX_CPUS + 1))
+    assert out.returncode == 2 and "Traceback" not in out.stderr

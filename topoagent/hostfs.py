@@ -243,7 +243,8 @@ class HostFS:
                     return None
                 fd = os.open(real, _OPEN_FLAGS | _NOFOLLOW)
             try:
-                if not self._live:  # sysfs and procfs hold no FIFOs or devices; a capture may
+                # sysfs and procfs hold no FIFOs or devices; a capture, and /etc, may
+                if not self._live or not rel.startswith(("sys/", "proc/")):
                     kind = stat.S_IFMT(os.fstat(fd).st_mode)
                     if kind != stat.S_IFREG:
                         raise _Fail(f"not a regular file ({_KINDS.get(kind, 'special file')})")

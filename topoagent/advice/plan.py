@@ -7,7 +7,7 @@ caller's allowed CPUs (a Slurm or container cpuset), never widened (REFERENCE §
 from __future__ import annotations
 
 from topoagent import records
-from topoagent.cpuset import CpuSet
+from topoagent.cpuset import MAX_CPUS, CpuSet
 from topoagent.frozen import FrozenMap
 from topoagent.records import field, record
 from topoagent.typecheck import TYPE_CHECKING
@@ -245,8 +245,8 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
     """
     from topoagent.advice.cores import cores_in, host_cores, reserve, split_cores
 
-    if options.ranks_per_gpu < 1:
-        raise ValueError("ranks_per_gpu must be at least 1")
+    if not 1 <= options.ranks_per_gpu <= MAX_CPUS:  # each rank gets cores; work grows with ranks
+        raise ValueError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
     topo, base = result.topology, result.plan
     recorded = topo.snapshot.allowed_cpus
     allowed = recorded if options.allowed is None else (

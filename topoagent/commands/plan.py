@@ -9,6 +9,7 @@ import click
 
 from topoagent.commands.common import EXIT_FINDINGS, EXIT_OK, emit, fail
 from topoagent.commands.options import run_scan, scan_inputs
+from topoagent.cpuset import MAX_CPUS
 from topoagent.inputs import Inputs
 from topoagent.outputs import formats, renderer
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 def plan_options(f: Any) -> Any:
     """The options `plan` and `exec` share: how CPUs are shared out."""
     for option in reversed([
-        click.option("--ranks-per-gpu", type=click.IntRange(min=1), default=1, show_default=True, metavar="K",
+        click.option("--ranks-per-gpu", type=click.IntRange(min=1, max=MAX_CPUS), default=1, show_default=True, metavar="K",
                      help="Ranks per GPU; each gets its own whole cores (SMT siblings together)."),
         click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
                      help="Whole cores per NUMA node kept for the OS and daemons."),

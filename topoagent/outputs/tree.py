@@ -219,7 +219,7 @@ def render(result: ScanResult, *, show_all: bool = False, **_: Any) -> str:
         bridges_of.setdefault(hb.numa_node, []).append(hb.name)
     treeless: dict[int | None, list[Device]] = {}
     for d in topo.devices:
-        if d.root_bus is None:
+        if d.root_bus is None and d.parent is None:  # one with a parent is drawn below it
             treeless.setdefault(d.numa_node, []).append(d)
 
     def node_body(prefix: str, node_id: int | None) -> None:
