@@ -230,11 +230,16 @@ class NumaNode:
     memory_bytes: int | None = None
     #: Distances to every node, in the order of :attr:`Snapshot.numa_nodes`.
     distances: tuple[int, ...] = ()
+    #: The file the CPUs were read from where it is not ``cpulist`` (``cpumap`` on older
+    #: kernels, ``cpu/cpu*/node*`` links where the node's own files fail); evidence names it.
+    cpus_file: str | None = None
 
 
 @record
 class Cpu:
-    """A logical CPU and its package (socket); offline CPUs have no package.
+    """An online logical CPU and its package (socket): offline CPUs are not listed
+    (``cpu/online``), so nothing hands them out.  A package the kernel numbers -1 (s390, some
+    POWER) is numbered after the known ids, from its sibling list.
 
     ``siblings`` is the CPU's core: its hardware threads (``topology/thread_siblings_list``,
     itself included); None where the kernel does not say (offline CPUs, pasted text).

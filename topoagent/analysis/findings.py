@@ -80,6 +80,7 @@ CATALOGUE: dict[str, Severity] = {
     "SOCKET_WITHOUT_RAIL": Severity.WARNING,
     "NIC_SHARED_WHILE_IDLE": Severity.WARNING,
     "CPU_LESS_NUMA_NODE": Severity.INFO,
+    "NUMA_NODES_OVERLAP": Severity.WARNING,
     "NVLINK_P2P_DISABLED": Severity.CRITICAL,
     "VM_FLAT_PCI_TREE": Severity.INFO,
     "SOURCES_DISAGREE": Severity.WARNING,  # raised by analysis.crosscheck
@@ -156,9 +157,17 @@ def _nic_label(n: Device) -> str:
     return f"{n.id} ({', '.join(names)})" if names else n.id
 
 
+def _lost(c: _Ctx, suffix: str) -> str | None:
+    """The probe error of the file whose host path ends with ``suffix``, if it was lost."""
+    return next((e.error for e in c.topo.snapshot.probe_errors if e.path.endswith(suffix)), None)
+
+
 def _numa_evidence(c: _Ctx, d: Device) -> list[Evidence]:
     if not c.offline:
-        return [Evidence(sysfs_attr(d, "numa_node"), str(d.numa_node) if d.numa_node is not None else "-1")]
+        # A node the parser refused (-2, 0x1, a NUL) is a lost probe quoting the file, not -1.
+        lost = None if d.numa_node is not None else _lost(c, f"/{d.bdf}/numa_node")
+        value = str(d.numa_node) if d.numa_node is not None else (lost or "-1")
+        return [Evidence(sysfs_attr(d, "numa_node"), value)]
     if d.kind is DeviceKind.NIC and d.bdf is None or (d.numa_source == "nvidia-smi" and d.kind is DeviceKind.NIC):
         # nvidia-smi prints no affinity for NICs: the node, if any, follows a GPU's (topology)
         return [Evidence(f"nvidia-smi topo -m {d.label}: NUMA node via its paths to GPUs",
@@ -467,6 +476,7 @@ def check_numa(c: _Ctx) -> list[Finding]:
                                  Evidence(host_path(f"sys/devices/system/node/node{node.id}/cpulist"), node.cpulist)],
             "Report to the platform vendor (ACPI _PXM vs SRAT); measure which CPUs are local "
             "(e.g. nvbandwidth or ib_write_bw with numactl) and bind by that."))
+    out.extend(_check_overlap(c))
     by_target: dict[int | None, list[int]] = {}
     for n in topo.nodes:
         if n.cpu_less:
@@ -478,12 +488,46 @@ def check_numa(c: _Ctx) -> list[Finding]:
             "CPU_LESS_NUMA_NODE", [f"node{i}" for i in ids],
             f"NUMA node(s) {names} have memory but no CPUs (GPU memory on Grace, CXL or HBM): "
             f"binding a process's CPUs there fails; {bind}.",
-            [Evidence(host_path(f"sys/devices/system/node/node{i}/cpulist"), "") for i in ids[:8]] if not c.offline
+            [_node_cpus_evidence(c, i) for i in ids[:8]] if not c.offline
             else [Evidence("nvidia-smi topo -m: GPU NUMA ID", str(i)) for i in ids[:8]],
             f"numactl --cpunodebind={target} (memory may still go to node {ids[0]} with --membind or "
             "--preferred if that is the point)." if target is not None else
             "Check that CPUs are online (/sys/devices/system/cpu/online)."))
     return out
+
+
+def _node_cpus_evidence(c: _Ctx, node: int) -> Evidence:
+    """A node's CPUs as the file they were read from holds them (``cpulist``, or ``cpumap``
+    and the CPUs' node links where the kernel or a failed read left no list)."""
+    n = next((m for m in c.topo.snapshot.numa_nodes if m.id == node), None)
+    name = n.cpus_file if n is not None and n.cpus_file else "cpulist"
+    if n is not None and n.cpus_file == "cpu/cpu*/node*":
+        return Evidence(host_path(f"sys/devices/system/cpu/cpu*/node{node}"), str(n.cpus))
+    cpus = n.cpus if n is not None else None
+    text = "" if cpus is None else (cpus.mask() if name == "cpumap" else str(cpus))
+    return Evidence(host_path(f"sys/devices/system/node/node{node}/{name}"), text)
+
+
+def _check_overlap(c: _Ctx) -> list[Finding]:
+    """NUMA_NODES_OVERLAP: nodes whose CPU lists share CPUs (a buggy SRAT), so no CPU set
+    places a device on one node and binding "to a node" binds to the others' CPUs too."""
+    owner: dict[int, int] = {}  # CPU -> the first node claiming it: linear in CPUs, not nodes^2
+    overlapping: set[int] = set()
+    for n in c.topo.nodes:
+        for cpu in n.cpus:
+            first = owner.setdefault(cpu, n.id)
+            if first != n.id:
+                overlapping.update((first, n.id))
+    shared = sorted(overlapping)
+    if not shared:
+        return []
+    return [c.finding(
+        "NUMA_NODES_OVERLAP", [f"node{i}" for i in shared],
+        f"NUMA nodes {', '.join(str(i) for i in shared)} claim the same CPUs: the firmware's SRAT is "
+        "inconsistent, so device placement by CPUs and per-node binding are unreliable.",
+        [_node_cpus_evidence(c, i) for i in shared[:8]],
+        "Update the BIOS/firmware (ACPI SRAT); until then bind by socket (physical_package_id) and measure "
+        "locality (numactl --hardware, nvbandwidth).")]
 
 
 # -- rails -----------------------------------------------------------------------------------

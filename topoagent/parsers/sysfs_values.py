@@ -29,8 +29,16 @@ def parse_hex_id(text: str) -> int:
 
 
 def parse_numa_node(text: str) -> int | None:
-    """``numa_node``: -1 means the firmware gave no locality (VMs, single-node BIOSes)."""
+    """``numa_node`` (or ``physical_package_id``): -1 means the firmware gave no locality (VMs,
+    single-node BIOSes; s390 and some POWER kernels for the package).
+
+    The kernel writes exactly ``-1`` for "none" (``NUMA_NO_NODE``, drivers/pci/pci-sysfs.c
+    ``numa_node_show``); any other negative number is no node id and no placeholder either, so
+    it is refused (a probe error that quotes it), not read as "unknown".
+    """
     value = parse_decimal(text, signed=True)
+    if value < -1:
+        raise ValueError(f"not a node id: {text.strip()[:40]!r}")
     return value if value >= 0 else None
 
 
@@ -83,12 +91,30 @@ def parse_cpus_allowed(status_text: str) -> CpuSet | None:
     return None
 
 
+def _unterminated(text: str) -> str:
+    """A CPU list or mask file's text without the NUL that Linux 5.15-rc kernels wrote after the
+    newline (``"0-31\\n\\0"``: ``bitmap_print_to_buf`` in lib/bitmap.c returned a length one
+    past the text).  hwloc's reader stops at the NUL for the same reason."""
+    return text.rstrip("\x00").strip() if text.endswith("\x00") else text
+
+
+def parse_cpulist_file(text: str) -> CpuSet:
+    """A list-format CPU file (``cpulist``, ``local_cpulist``, ``online``, ``*_siblings_list``)."""
+    return CpuSet.parse(_unterminated(text))
+
+
+def parse_cpumap_file(text: str) -> CpuSet:
+    """A mask-format CPU file (``cpumap``, ``local_cpus``): comma-separated 32-bit hex words,
+    most significant first (lib/bitmap.c ``bitmap_print_to_pagebuf`` with ``%*pb``)."""
+    return CpuSet.parse_mask(_unterminated(text))
+
+
 def parse_local_cpus(cpulist: str | None, cpumask: str | None) -> CpuSet | None:
     """A device's local CPUs from ``local_cpulist``, else from the ``local_cpus`` mask."""
     if cpulist is not None:
-        return CpuSet.parse(cpulist)
+        return parse_cpulist_file(cpulist)
     if cpumask is not None:
-        return CpuSet.parse_mask(cpumask)
+        return parse_cpumap_file(cpumask)
     return None
 
 

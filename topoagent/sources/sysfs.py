@@ -78,6 +78,9 @@ _VM_DMI = ("qemu", "kvm", "vmware", "virtualbox", "xen", "microsoft corporation"
            "google compute engine", "openstack", "bochs", "parallels", "innotek")
 
 
+_UNREAD = object()
+
+
 class SysfsReader:
     """Turns the files below a :class:`HostFS` root into a :class:`Snapshot`."""
 
@@ -93,6 +96,10 @@ class SysfsReader:
         self._vf_budget = 0
         #: CPU list text -> its set: most functions of a socket name the same CPUs.
         self._cpu_lists: dict[str, CpuSet] = {}
+        #: ``cpu/online`` once read (None: the kernel does not say), and node -> CPUs from the
+        #: CPUs' node links, read only where a node's own files fail.
+        self._online: CpuSet | None | object = _UNREAD
+        self._node_links: dict[int, CpuSet] | None = None
 
     def _value(self, rel: str, parse: Callable[[str], T], *, quiet: bool = False,
                required: bool = False) -> T | None:
@@ -402,48 +409,111 @@ class SysfsReader:
         return tuple(out)
 
     # -- NUMA and CPUs ----------------------------------------------------------------------
+    # Read as the kernel writes them (drivers/base/node.c, drivers/base/cpu.c; hwloc's
+    # topology-linux.c reads the same files the same way): a node's CPUs from ``cpulist``, else
+    # ``cpumap`` (kernels before 2.6.26 wrote only the mask), else the ``cpuN/nodeM`` links;
+    # offline CPUs left out (``cpu/online``); packages from ``physical_package_id``, else from
+    # the package sibling lists.
+
+    def online_cpus(self) -> CpuSet | None:
+        """``cpu/online``: the CPUs that run; None where the kernel does not say."""
+        if self._online is _UNREAD:
+            self._online = self._value("sys/devices/system/cpu/online", sv.parse_cpulist_file)
+        return self._online  # type: ignore[return-value]
+
     def numa_nodes(self) -> tuple[NumaNode, ...]:
+        """Every NUMA node; a node whose CPUs no file gives has ``cpus`` None (unknown, not
+        CPU-less), and an unlistable node directory still yields the nodes the CPUs name."""
         base = "sys/devices/system/node"
-        ids = sorted({i for n in self.fs.listdir(base) if (i := numbered(n, "node")) is not None})
+        names = self.fs.listdir(base)
+        if not names and self.fs.isdir(base):
+            # Listed nothing but exists: unreadable (the listing recorded why).  The nodes are
+            # still named by each CPU's node link; never fold them into one implied node.
+            return tuple(
+                NumaNode(id=i, cpus=cpus, memory_bytes=None)
+                for i, cpus in sorted(self._cpus_by_node_link().items())
+            )
+        ids = sorted({i for n in names if (i := numbered(n, "node")) is not None})
+        online = self.online_cpus()
         out = []
         for i in ids:
             d = f"{base}/node{i}"
-            cpus = self._value(f"{d}/cpulist", lambda t: sv.parse_local_cpus(t, None))
+            cpus, source = self._node_cpus(d, i)
             out.append(
                 NumaNode(
                     id=i,
-                    cpus=cpus if cpus is not None else CpuSet(),
+                    cpus=cpus & online if cpus is not None and online is not None else cpus,
                     memory_bytes=self._value(f"{d}/meminfo", sv.parse_node_meminfo_total),
                     distances=self._value(f"{d}/distance", sv.parse_distances) or (),
+                    cpus_file=None if source == "cpulist" else source,
                 )
             )
         return tuple(out)
 
+    def _node_cpus(self, d: str, node: int) -> tuple[CpuSet | None, str | None]:
+        """A node's CPUs and the file they came from (None, None where no file says)."""
+        for name, parse in (("cpulist", sv.parse_cpulist_file), ("cpumap", sv.parse_cpumap_file)):
+            cpus = self._value(f"{d}/{name}", parse)
+            if cpus is not None:
+                return cpus, name
+        # No link names a CPU-less node either: where the node's files fail, none is unknown.
+        cpus = self._cpus_by_node_link().get(node)
+        return (cpus, "cpu/cpu*/node*") if cpus is not None else (None, None)
+
+    def _cpus_by_node_link(self) -> dict[int, CpuSet]:
+        """Node -> CPUs from the ``cpuN/nodeM`` links drivers/base/node.c makes for each online
+        CPU (``register_cpu_under_node``); read only when a node's own files fail."""
+        if self._node_links is None:
+            base = "sys/devices/system/cpu"
+            members: dict[int, set[int]] = {}
+            for n in self.fs.listdir(base):
+                cpu = numbered(n, "cpu")
+                if cpu is None:
+                    continue
+                for entry in self.fs.names(f"{base}/{n}") or ():
+                    node = numbered(entry, "node")
+                    if node is not None:
+                        members.setdefault(node, set()).add(cpu)
+            self._node_links = {node: CpuSet(cpus) for node, cpus in members.items()}
+        return self._node_links
+
     def cpus(self) -> tuple[Cpu, ...]:
+        """The online CPUs (every ``cpuN`` where ``cpu/online`` is missing), with package and
+        core; a package the kernel numbers -1 (s390, some POWER) is numbered by its CPU set."""
         base = "sys/devices/system/cpu"
-        ids = sorted({i for n in self.fs.listdir(base) if (i := numbered(n, "cpu")) is not None})
-        out = []
+        online = self.online_cpus()
+        ids = sorted({i for n in self.fs.listdir(base) if (i := numbered(n, "cpu")) is not None
+                      and (online is None or i in online)})
         # One read per core and two per package, not per CPU: a CPU's thread_siblings_list names
         # its core's threads and package_cpus_list (core_siblings_list before Linux 5.3,
         # Documentation/ABI/stable/sysfs-devices-system-cpu) its package's CPUs.
         core_of: dict[int, CpuSet] = {}
         package_of: dict[int, int | None] = {}
+        unnumbered: dict[CpuSet, list[int]] = {}  # package CPU set -> CPUs, where the id is -1
         for i in ids:
             t = f"{base}/cpu{i}/topology"
             if i not in core_of:
-                siblings = self._value(f"{t}/thread_siblings_list", CpuSet.parse)
+                siblings = self._value(f"{t}/thread_siblings_list", sv.parse_cpulist_file)
                 if siblings is not None and i in siblings:
                     core_of.update(dict.fromkeys(siblings, siblings))
             if i not in package_of:
                 package = self._value(f"{t}/physical_package_id", sv.parse_numa_node)  # -1: none
                 members = self._package_cpus(t)
-                package_of.update(dict.fromkeys(members if members is not None and i in members else (i,), package))
-            out.append(Cpu(id=i, package=package_of[i], siblings=core_of.get(i)))
-        return tuple(out)
+                cpus = members if members is not None and i in members else CpuSet((i,))
+                package_of.update(dict.fromkeys(cpus, package))
+                if package is None and members is not None and i in members:
+                    unnumbered[members] = list(members)
+        if unnumbered:
+            # hwloc makes these packages too (with an unknown index): number them after the
+            # known ids, in the order of their first CPU, so every CPU keeps a socket.
+            first = max((p for p in package_of.values() if p is not None), default=-1) + 1
+            for k, members in enumerate(sorted(unnumbered, key=lambda m: m.first or 0)):
+                package_of.update(dict.fromkeys(members, first + k))
+        return tuple(Cpu(id=i, package=package_of.get(i), siblings=core_of.get(i)) for i in ids)
 
     def _package_cpus(self, topology_dir: str) -> CpuSet | None:
         for name in ("package_cpus_list", "core_siblings_list"):
-            cpus = self._value(f"{topology_dir}/{name}", CpuSet.parse)
+            cpus = self._value(f"{topology_dir}/{name}", sv.parse_cpulist_file)
             if cpus is not None:
                 return cpus
         return None
