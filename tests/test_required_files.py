@@ -40,6 +40,27 @@ def test_missing_optional_file_is_not_an_error(tmp_path, name):
     assert _sysfs_status(r).status == "ok"
 
 
+@pytest.mark.parametrize("name", REQUIRED)
+def test_required_file_gone_while_read_is_a_probe_error(tmp_path, monkeypatch, name):
+    """Hotplug or a driver rebinding: the file is absent when read and back by the time anyone
+    checks.  The read failed, so it is a lost probe and a partial source, never a silent guess."""
+    from topoagent.hostfs import HostFS
+
+    root = minimal_tree(tmp_path)
+    real = HostFS.texts
+
+    def texts(self, directory, names):
+        out = real(self, directory, names)
+        return {**out, name: None} if directory.endswith(BDF) and name in out else out
+
+    monkeypatch.setattr(HostFS, "texts", texts)
+    r = scan(root, nvml="off")
+    lost = {e.path: e.error for e in r.snapshot.probe_errors}
+    path = f"/sys/devices/pci0000:16/0000:16:01.0/{BDF}/{name}"
+    assert path in lost and "during the scan" in lost[path], lost
+    assert _sysfs_status(r).status == "partial"
+
+
 def test_every_fixture_has_its_required_files(fixture_root):
     for machine in ("dgx-h100", "cloud-vm", "grace-hopper", "sriov-nic"):
         r = scan(fixture_root(machine), nvml="off")

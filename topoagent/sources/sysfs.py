@@ -110,12 +110,20 @@ class SysfsReader:
         """
         return self._parsed(rel, self.fs.text(rel, quiet=quiet), parse, required=required)
 
+    def _lost(self, rel: str) -> bool:
+        """Whether a failed read of ``rel`` is recorded already."""
+        path = self.fs.host_path(rel)
+        return any(e.path == path for e in self.fs.errors)
+
     def _parsed(self, rel: str, text: str | None, parse: Callable[[str], T], *,
                 required: bool = False) -> T | None:
         """:meth:`_value` for text already read."""
         if text is None:
-            if required and not self.fs.exists(rel):
-                self.fs.record(rel, "missing (every PCI function has this file)")
+            if required and not self._lost(rel):
+                # A read that failed is lost whatever a later look finds: a file that is back
+                # by now went away while it was read (hotplug, a driver rebinding).
+                self.fs.record(rel, "missing (every PCI function has this file)" if not self.fs.exists(rel)
+                               else "missing when read, present after: changed during the scan")
             return None
         try:
             return parse(text)
