@@ -15,7 +15,11 @@ What a paste carries besides the output, as found in public bug reports (see
   ``libkmod: ERROR …``, ``lspci: Unable to load libkmod resources``);
 * the author's elisions: ``...``, ``…``, ``+-...``, ``(omitted)``, ``[snip]``;
 * carriage returns (CRLF), ANSI colour codes, a UTF-8 or UTF-16 byte-order mark, no-break
-  spaces, UTF-16 text (from Windows consoles; :func:`decode_text` decodes it).
+  spaces, UTF-16 text (from Windows consoles; :func:`decode_text` decodes it);
+* a prefix on every line of a block: a C comment (`` * `` between ``/*`` and ``*/``), a
+  ``// `` or ``# `` comment, a mail or markdown quote (``> ``), a ``| `` gutter;
+* quoted-printable soft line breaks (``Intel Cor=`` / ``poration``) and escapes (``=3D``) from
+  a mailing-list archive (RFC 2045, 6.7).
 
 Prompts, fences and blank lines are dropped silently: they hide nothing.  Tool messages and
 elisions are dropped *and reported* (:class:`Skipped`): each says that something was not
@@ -24,6 +28,7 @@ shown.  Everything else is kept for the parser to judge.
 
 from __future__ import annotations
 
+import quopri
 import re
 
 from topoagent.errors import InputError
@@ -76,6 +81,19 @@ _ELISION = re.compile(
     r"|^\s*[(\[<]\s*(?:\.{2,}|…|omitted|snip(?:ped)?|truncated|cut|more|redacted)[^)\]>]{0,80}[)\]>]\s*$"
     r"|^\s*(?:\.{2,}|…)\s*(?:(?:\(\s*)?(?:omitted|snip(?:ped)?|truncated|more|and so on|etc\.?)[^)]{0,80}\)?)\s*$",
     re.I)
+
+
+# A marker that a person's editor or mail client puts before every line of a block; "#" only
+# with a space or alone (a "#" prompt is judged per line, after the block is read).
+_BLOCK_PREFIX = re.compile(r"^(?:[ \t]*(\*|//)|(#|>|\|))(?: |$)")
+# What lspci -tv draws at the start of a line: a "|" block whose lines go on like this is a
+# piece of a tree (its columns matter), not a quote gutter.
+_TREE_DRAWING = re.compile(r"^\s*(?:[+\\]-|\|)")
+# The lines that open and close a C comment around a pasted block.
+_COMMENT_ENDS = frozenset({"/*", "/**", "*/", "**/"})
+# A quoted-printable soft line break: a single "=" ending a line (RFC 2045 6.7 rule 5; the
+# encoder may leave spaces before it); no tool output this module reads ends a line so.
+_SOFT_BREAK = re.compile(r"(?<!=)=$")
 
 
 @record
@@ -136,8 +154,8 @@ def clean_paste(text: str) -> Cleaned:
         raise InputError(f"expected text, got {type(text).__name__}")
     kept: list[Line] = []
     skipped: list[Skipped] = []
-    for number, raw in enumerate(text.split("\n"), 1):
-        line = strip_ansi(raw.translate(_INVISIBLE)).rstrip()
+    numbered = [(n, strip_ansi(raw.translate(_INVISIBLE)).rstrip()) for n, raw in enumerate(text.split("\n"), 1)]
+    for number, line in _unprefixed(_soft_breaks_joined(numbered)):
         if not line.strip() or _FENCE.match(line) or is_prompt(line):
             continue
         why = None
@@ -150,6 +168,70 @@ def clean_paste(text: str) -> Cleaned:
         else:
             skipped.append(Skipped(number, number, why))
     return Cleaned(tuple(kept), tuple(merge_skipped(skipped)))
+
+
+def _soft_breaks_joined(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Lines as they were before a mail archive encoded them as quoted-printable: soft breaks
+    joined (the joined line keeps its first line's number) and ``=XX`` escapes decoded.
+
+    Only where the text shows a soft break: ``=3D`` alone proves nothing (``NCCL_X=3D`` is an
+    ordinary assignment), and outside a quoted-printable body no escape is touched.
+    """
+    if not any(_SOFT_BREAK.search(line) for _, line in lines):
+        return lines
+    out: list[tuple[int, str]] = []
+    parts: list[str] = []
+    first = 0
+    for number, line in lines:
+        if not parts:
+            first = number
+        if _SOFT_BREAK.search(line):
+            parts.append(line[:-1])
+            continue
+        parts.append(line)
+        out.append((first, _qp_decoded("".join(parts))))
+        parts = []
+    if parts:
+        out.append((first, _qp_decoded("".join(parts))))
+    return out
+
+
+def _qp_decoded(line: str) -> str:
+    try:
+        return quopri.decodestring(line.encode("utf-8")).decode("utf-8")
+    except UnicodeDecodeError:
+        return line  # escapes that are no UTF-8: keep the text as pasted, the parser judges it
+
+
+def _unprefixed(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Lines with the prefix that every line of their block carries removed (a block: lines
+    between blank ones, at least two).  A markdown table (every line also ends in ``|``) is
+    no prefixed block; a C comment's ``/*`` and ``*/`` lines go with its `` * ``."""
+    out: list[tuple[int, str]] = []
+    block: list[tuple[int, str]] = []
+    for item in [*lines, (0, "")]:
+        if item[1].strip():
+            block.append(item)
+            continue
+        out.extend(_block_unprefixed(block))
+        block = []
+        if item[0]:
+            out.append(item)
+    return out
+
+
+def _block_unprefixed(block: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    body = [(n, t) for n, t in block if t.strip() not in _COMMENT_ENDS]
+    markers = {(m.group(1) or m.group(2)) if (m := _BLOCK_PREFIX.match(t)) else None for _, t in body}
+    if len(body) < 2 or len(markers) != 1 or None in markers:
+        return block
+    (marker,) = markers
+    if marker == "|" and (all(t.rstrip().endswith("|") for _, t in body)
+                          or any(_TREE_DRAWING.match(t[1:]) for _, t in body)):
+        return block  # a markdown table, or a piece of an lspci tree: read as such
+    if marker != "*" and len(body) < len(block):
+        return block  # "/*" ... "*/" around lines that are no C comment's
+    return [(n, _BLOCK_PREFIX.sub("", t, count=1)) for n, t in body]
 
 
 def merge_skipped(items: list[Skipped]) -> list[Skipped]:
