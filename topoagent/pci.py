@@ -18,6 +18,12 @@ MELLANOX = 0x15B3
 AMAZON = 0x1D0F
 BROADCOM_LSI = 0x1000  # Broadcom / LSI: the PEX88xxx/PEX890xx switches
 INTEL = 0x8086
+AMD_ATI = 0x1002  # AMD's GPUs and Instinct accelerators (0x1022 is AMD's CPUs and chipsets)
+
+#: Vendors whose "Processing accelerator" (0x1200) functions are GPUs for placement: AMD
+#: Instinct MI300A/MI300X present that class (pci.ids), and RCCL applies NCCL's PCIe rules to
+#: them.  Other 0x12 functions (Habana Gaudi, FPGAs, inference cards) stay accelerators.
+GPU_CLASS_ACCELERATOR_VENDORS = frozenset({AMD_ATI})
 
 
 class DeviceKind(str, Enum):
@@ -90,7 +96,17 @@ DEVICES = {
     (0x1D0F, 0xEFA0): "Elastic Fabric Adapter (EFA)",
     (0x1D0F, 0xEFA1): "Elastic Fabric Adapter (EFA)",
     (0x1D0F, 0xEFA2): "Elastic Fabric Adapter (EFA)",
+    # AMD Instinct (pci.ids): MI300A/MI300X present class 0x1200, MI200/MI100 0x0380
+    (0x1002, 0x74A0): "Instinct MI300A",
+    (0x1002, 0x74A1): "Instinct MI300X",
+    (0x1002, 0x740C): "Instinct MI250X/MI250",
+    (0x1002, 0x740F): "Instinct MI210",
+    (0x1002, 0x738C): "Instinct MI100",
+    # ENA: PF, PF with LLQ, VF, VF with LLQ (Linux drivers/net/ethernet/amazon/ena, PCI_DEV_ID_ENA_*)
+    (0x1D0F, 0x0EC2): "Elastic Network Adapter (ENA)",
+    (0x1D0F, 0x1EC2): "Elastic Network Adapter (ENA)",
     (0x1D0F, 0xEC20): "Elastic Network Adapter (ENA)",
+    (0x1D0F, 0xEC21): "Elastic Network Adapter (ENA)",
     (0x1D0F, 0x8061): "NVMe EBS Controller",
     (0x1D0F, 0xCD01): "NVMe SSD Controller",
     (0x8086, 0x1593): "Ethernet E810-C",
@@ -173,7 +189,7 @@ DEVICE_KINDS: dict[tuple[int, int], str] = {
     **{(MELLANOX, d): "nic" for d in (
         0x1003, 0x1007, 0x1013, 0x1015, 0x1017, 0x1018, 0x1019, 0x101B, 0x101C, 0x101D, 0x101E,
         0x101F, 0x1021, 0x1023, 0xA2D2, 0xA2D6, 0xA2DC, 0x673C)},
-    **{(AMAZON, d): "nic" for d in (0xEFA0, 0xEFA1, 0xEFA2, 0xEC20)},
+    **{(AMAZON, d): "nic" for d in (0xEFA0, 0xEFA1, 0xEFA2, 0xEFA3, 0x0EC2, 0x1EC2, 0xEC20, 0xEC21)},
 }
 
 #: Mellanox part numbers and family names as pci.ids has printed them (older pci.ids named
@@ -354,7 +370,11 @@ VENDOR_ALIASES = (
 # use (``re``'s cache), so that importing this module -- every scan does -- compiles none.
 _NVIDIA_GPU_CHIP = r"\b(?:G[KMPVAHB][0-9]{3}|TU[0-9]{3}|AD[0-9]{3}|GB[0-9]{3})"
 _NOT_A_GPU = r"(?i)NVSwitch|Audio|USB|UCSI|Serial|SMBus|Bridge"
-_NIC_NAME = r"ConnectX|Infiniband|InfiniBand|Ethernet|Network Connection|NetXtreme|Elastic Fabric Adapter|BlueField"
+_NIC_NAME = (r"ConnectX|Infiniband|InfiniBand|Ethernet|Network Connection|NetXtreme|Elastic Fabric Adapter"
+             r"|Elastic Network Adapter|BlueField")
+# GPU-class compute devices of other vendors, as pci.ids names them: AMD Instinct (Arcturus
+# MI100, Aldebaran MI200, Aqua Vanjaram MI300) and Intel Data Center GPU Max/Flex (Ponte Vecchio).
+_OTHER_GPU_NAME = r"Instinct|Arcturus|Aldebaran|Aqua Vanjaram|Data Center GPU|Ponte Vecchio"
 _NVME_NAME = r"NVMe|Non-Volatile memory"
 _DEVICE_IN_NAME = (r"\b(?:(?P<vd>Device|Unknown device)\s+(?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})"
                    r"|(?:Device|Unknown device)\s+(?P<d2>[0-9a-fA-F]{4}))\b")
@@ -375,6 +395,8 @@ def kind_of(class_code: int | None, vendor: int | None, given: str | None = None
     base, sub = class_code >> 16, (class_code >> 8) & 0xFF
     if base == 0x03:
         return DeviceKind.OTHER if vendor in CONSOLE_DISPLAY_VENDORS else DeviceKind.GPU
+    if base == 0x12 and vendor in GPU_CLASS_ACCELERATOR_VENDORS:
+        return DeviceKind.GPU
     if base == 0x12 or (base == 0x0B and sub == 0x40):
         return DeviceKind.ACCELERATOR
     if is_nic_class(class_code >> 8):
@@ -493,6 +515,8 @@ def kind_from_name(text: str | None, vendor: int | None, device: int | None) -> 
     if re.search(_NIC_NAME, text):
         return "nic"
     if vendor == NVIDIA and not re.search(_NOT_A_GPU, text) and (known or re.search(_NVIDIA_GPU_CHIP, text)):
+        return "gpu"
+    if vendor in (AMD_ATI, INTEL) and re.search(_OTHER_GPU_NAME, text) and not re.search(_NOT_A_GPU, text):
         return "gpu"
     return None
 
