@@ -50,8 +50,8 @@ def test_child_gets_the_planned_cpus_memory_policy_and_environment(root):
     assert got["cpus"] == [1]  # GPU 1's share of node 0: core 1
     env = got["env"]
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and env["CUDA_VISIBLE_DEVICES"] == "1"
-    assert env["NCCL_IB_HCA"] == "=mlx5_1" and env["UCX_NET_DEVICES"] == "mlx5_1:1"
-    assert env["NCCL_SOCKET_IFNAME"].startswith("=ib") and env["OMP_NUM_THREADS"] == "1"
+    assert env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1" and env["UCX_NET_DEVICES"] == "mlx5_1:1"
+    assert "NCCL_SOCKET_IFNAME" not in env and env["OMP_NUM_THREADS"] == "1"
     assert env["OMP_PLACES"] == "cores"
     if isinstance(got["policy"], list):
         if "memory policy not set" in out.stderr:
@@ -120,7 +120,7 @@ def test_dry_run_prints_and_runs_nothing(root, tmp_path):
     out = topoagent("exec", "--root", root, "--gpu", "1", "--dry-run", "--", "touch", str(marker))
     assert out.returncode in (0, 2)
     assert not marker.exists()
-    assert "export CUDA_VISIBLE_DEVICES=1" in out.stdout and "export NCCL_IB_HCA==mlx5_1" in out.stdout
+    assert "export CUDA_VISIBLE_DEVICES=1" in out.stdout and "export NCCL_IB_HCA==mlx5_0,mlx5_1" in out.stdout
     assert "memory policy: preferred NUMA node 0" in out.stdout and f"exec touch {marker}" in out.stdout
 
 

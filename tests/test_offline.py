@@ -97,7 +97,9 @@ def test_matrix_topology_paths_rails_and_findings():
     # No peer-memory finding: pasted output does not say which modules are loaded.
     assert [(f.code, f.severity.label, f.subjects) for f in r.findings] == [("NUMA_UNKNOWN", "info", ("nic0",))]
     plan = {g.gpu: g for g in r.plan.gpus}
-    assert str(plan["gpu0"].cpus) == "0-79" and plan["gpu0"].env["NCCL_IB_HCA"] == "=mlx5_8"
+    assert str(plan["gpu0"].cpus) == "0-79" and plan["gpu0"].env["UCX_NET_DEVICES"] == "mlx5_8:1"
+    # One NCCL_IB_HCA for every rank: the compute HCAs (mlx5_0 is SYS to every GPU: storage).
+    assert {g.env["NCCL_IB_HCA"] for g in plan.values()} == {"=" + ",".join(f"mlx5_{i}" for i in range(1, 9))}
     assert plan["gpu0"].bdf is None
 
 
@@ -284,7 +286,7 @@ def test_merge_names_lspci_functions_by_bus_order():
     r = analyse(snap)
     assert [(n.id, n.cpulist) for n in r.topology.nodes] == [(0, "0-19,40-59"), (1, "20-39,60-79")]
     assert {f.code for f in r.findings} == {"ACS_REDIRECT", "LINK_WIDTH_DEGRADED"}
-    assert r.plan.gpus[0].env["NCCL_IB_HCA"] == "=mlx5_0"
+    assert [g.env["NCCL_IB_HCA"] for g in r.plan.gpus] == ["=mlx5_0,mlx5_1"] * len(r.plan.gpus)
 
 
 def test_merge_reports_cells_the_tree_contradicts():

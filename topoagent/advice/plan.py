@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 @record
 class RailNic:
-    """A GPU's rail NIC as a rank uses it: RDMA devices (``NCCL_IB_HCA``), the port
-    (``UCX_NET_DEVICES=mlx5_0:1``), netdevs (``NCCL_SOCKET_IFNAME``) and the path class."""
+    """A GPU's rail NIC as a rank uses it: RDMA devices and port (``UCX_NET_DEVICES=mlx5_0:1``),
+    netdevs and the path class."""
 
     nic: str
     key: str
@@ -139,8 +139,11 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
         rail = rails.rail(g.id)
         nics = rail.nics if rail else ()
         env = base_env(index)
-        env.update(_hca_env([(name, 1) for n in nics if (d := topo.by_id(n)) is not None and d.driver != "efa"
-                             for name in d.rdma_devices]))
+        env.update(node_hca_env(topo, rails))
+        ucx = [f"{name}:1" for n in nics if (d := topo.by_id(n)) is not None and d.driver != "efa"
+               for name in d.rdma_devices]
+        if ucx:
+            env["UCX_NET_DEVICES"] = ",".join(ucx)
         node = topo.node(g.numa_node)
         numactl = f"numactl --cpunodebind={node.id} --membind={node.id}" if node is not None and node.cpus else None
         plans.append(GpuPlan(g.id, g.bdf, index, g.numa_node, cpus,
@@ -199,25 +202,40 @@ def _rail_nic(topo: Topology, nic: Device, token: str | None) -> RailNic:
                    nic.numa_node, nic.socket, nic.driver)
 
 
-def rail_env(rails: tuple[RailNic, ...]) -> dict[str, str]:
-    """NCCL/UCX variables naming a rank's rail NICs (REFERENCE §8).
+def node_hca_env(topo: Topology, rails: RailPlan) -> dict[str, str]:
+    """``NCCL_IB_HCA`` for every rank of the node: the RDMA devices of all its compute NICs.
 
-    ``NCCL_IB_HCA`` uses ``=`` (exact names: plain ``mlx5_1`` would also match ``mlx5_10``);
-    EFA devices are named to NCCL by the aws-ofi-nccl plugin, not NCCL_IB_HCA.
+    The same value on every local rank: NCCL fuses the ranks' topologies and requires it
+    (NVIDIA/nccl#1478, "You should not set NCCL_IB_HCA differently on each rank"); NCCL then
+    gives each GPU its nearest NIC itself.  Storage and management ports (analysis/rails.py
+    roles) are left out.  ``=`` makes NCCL match names exactly (src/transport/net_ib.cc: a
+    leading ``^`` excludes, ``=`` then matches whole names, so ``mlx5_1`` leaves ``mlx5_10``
+    out); no ``:port``, so every port of a listed device stays usable.  EFA devices are named
+    to NCCL by the aws-ofi-nccl plugin, not NCCL_IB_HCA.  {} where the node has none.
     """
-    env = _hca_env([(name, r.port or 1) for r in rails if r.driver != "efa" for name in r.rdma])
-    netdevs = [n for r in rails for n in r.netdevs]
-    if netdevs:
-        env["NCCL_SOCKET_IFNAME"] = "=" + ",".join(netdevs)
-    return env
+    from topoagent.analysis.rails import NicRole
+
+    names = [name for n in topo.nics if rails.roles.get(n.id) is NicRole.COMPUTE and n.driver != "efa"
+             for name in n.rdma_devices]
+    return {"NCCL_IB_HCA": "=" + ",".join(dict.fromkeys(names))} if names else {}
 
 
-def _hca_env(ib: list[tuple[str, int]]) -> dict[str, str]:
-    """``NCCL_IB_HCA`` and ``UCX_NET_DEVICES`` naming RDMA devices (and their ports); {} for none."""
-    if not ib:
-        return {}
-    return {"NCCL_IB_HCA": "=" + ",".join(name for name, _ in ib),
-            "UCX_NET_DEVICES": ",".join(f"{name}:{port}" for name, port in ib)}
+def rail_env(rails: tuple[RailNic, ...]) -> dict[str, str]:
+    """``UCX_NET_DEVICES`` naming a rank's own rail ports (``mlx5_0:1``), nearest first.
+
+    Per rank, unlike NCCL_IB_HCA (see :func:`node_hca_env`): UCX uses the devices a rank
+    lists.  ``NCCL_SOCKET_IFNAME`` is left unset (:data:`SOCKET_IFNAME_NOTE`).
+    """
+    ucx = [f"{name}:{r.port or 1}" for r in rails if r.driver != "efa" for name in r.rdma]
+    return {"UCX_NET_DEVICES": ",".join(ucx)} if ucx else {}
+
+
+#: Why the env leaves NCCL_SOCKET_IFNAME unset.  NCCL's own choice (src/misc/socket.cc
+#: ncclFindInterfaces) takes interfaces from getifaddrs -- only those with an address -- ``ib*``
+#: first, then any but docker/lo; a name given outright that has no address stops NCCL's
+#: bootstrap, and the snapshot does not record addresses.
+SOCKET_IFNAME_NOTE = ("NCCL_SOCKET_IFNAME left unset: NCCL picks an interface that has an address "
+                      "(ib* first, then any but docker/lo); topoagent does not know which have one")
 
 
 def omp_env(cpus: CpuSet, cores: tuple[CpuSet, ...]) -> dict[str, str]:
@@ -314,6 +332,7 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
                 f"for {options.ranks_per_gpu} rank(s): some ranks share a core.",
                 "Use fewer ranks per GPU, fewer reserved cores, or a larger cpuset."))
         env = base_env(g.cuda_index)
+        env.update(node_hca_env(topo, result.rails))
         env.update(rail_env(rails))
         gpus.append(records.replace(
             g, key=d.key, socket=d.socket, cpus=cpus, rails=rails,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from topoagent.advice.plan import Plan, gpu_rank_env, rank_env
+from topoagent.advice.plan import SOCKET_IFNAME_NOTE, Plan, gpu_rank_env, rank_env
 from topoagent.errors import InputError
 from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
@@ -46,5 +46,7 @@ def render(result: ScanResult, plan: Plan | None = None, gpu: int | None = None,
                          "GPUDirect RDMA is off for it (see topoagent plan for what to do)")
     for n in g.notes:
         lines.append(f"# {n.severity.label}: {n.code}: {n.message}")
+    if any(r.netdevs for r in g.rails):
+        lines.append(f"# {SOCKET_IFNAME_NOTE}")
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
     return "\n".join(lines) + "\n"
