@@ -177,12 +177,15 @@ class PlanOptions:
     ``reserve_cores``: whole cores per NUMA node kept for the OS and daemons.
     ``ranks_per_gpu``: ranks sharing one GPU, each with its own whole cores.
     ``split``: cut the host into this many disjoint GPU groups (0: no split).
+    ``gpus``: the GPUs (ids) a node's cores are shared among -- a job's allocated GPUs;
+    None: all of them.  The others keep their node's CPUs but get no rank share.
     """
 
     allowed: CpuSet | None = None
     reserve_cores: int = 0
     ranks_per_gpu: int = 1
     split: int = 0
+    gpus: tuple[str, ...] | None = None
 
 
 #: Codes of the notes a plan adds to the scan's findings (same Finding shape).
@@ -290,8 +293,9 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
 
     by_node: dict[int | None, list[GpuPlan]] = {}
     for g in base.gpus:
-        by_node.setdefault(g.numa_node, []).append(g)
-    share: dict[str, CpuSet] = {}
+        if options.gpus is None or g.gpu in options.gpus:
+            by_node.setdefault(g.numa_node, []).append(g)
+    share: dict[str, CpuSet] = {g.gpu: CpuSet() for g in base.gpus}
     for node, members in by_node.items():
         node_cores = usable.get(node, ())
         split = split_cores(node_cores, len(members)) if node_cores else None
