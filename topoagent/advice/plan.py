@@ -108,6 +108,8 @@ class Plan:
     notes: tuple[Any, ...] = ()
     #: The host's cores in logical order (for counting threads and Slurm's Cores=).
     cores: tuple[CpuSet, ...] = ()
+    #: Whether ``cores`` knows which threads share a core (False: pasted text; sets not cut).
+    threads_known: bool = True
 
 
 def gpu_cpus(topo: Topology, gpu: Device) -> CpuSet | None:
@@ -190,6 +192,7 @@ class PlanOptions:
 
 #: Codes of the notes a plan adds to the scan's findings (same Finding shape).
 PLAN_CODES = {
+    "CORES_UNKNOWN": "warning",
     "CPUSET_EMPTY": "critical",
     "RANKS_SHARE_CORES": "warning",
     "SPLIT_CROSSES_NUMA": "warning",
@@ -264,7 +267,14 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
     different GPUs never overlap).  An empty intersection is a CPUSET_EMPTY note (critical),
     never a fallback to all CPUs.
     """
-    from topoagent.advice.cores import cores_in, host_cores, reserve, split_cores
+    from topoagent.advice.cores import (
+        Split,
+        cores_in,
+        host_cores,
+        reserve,
+        split_cores,
+        threads_known,
+    )
 
     if not 1 <= options.ranks_per_gpu <= MAX_CPUS:  # each rank gets cores; work grows with ranks
         raise ValueError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
@@ -274,30 +284,50 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
         options.allowed if recorded is None else options.allowed & recorded)
     cores = host_cores(topo.snapshot.cpus)
     notes: list[Any] = []
+    # Which threads share a core is unknown (pasted nvidia-smi text, no thread_siblings_list):
+    # CPUs 0-19 and 40-59 are usually hyperthreads of the same 20 cores, so nothing is cut
+    # below the sets the evidence shows -- a node's GPUs all get its whole set.
+    whole = threads_known(topo.snapshot.cpus)
+    if not whole and base.gpus:
+        notes.append(_finding(
+            "CORES_UNKNOWN", tuple(g.gpu for g in base.gpus),
+            "Which CPUs are hyperthreads of one core is unknown (no thread siblings in the evidence): "
+            "GPUs that share a NUMA node get its whole CPU set, ranks are not given cores of their own, "
+            "OMP_NUM_THREADS is left unset" + (" and no cores are reserved" if options.reserve_cores else "") + ".",
+            "Plan from the host itself (or a capture, which records thread_siblings_list) to share "
+            "whole cores out among GPUs and ranks."))
 
     # Per NUMA node: allowed cores, reservation, then the shares of the node's GPUs.
     reserved = CpuSet()
-    usable: dict[int | None, tuple[CpuSet, ...]] = {}
+    # GPUs whose node is unknown (pasted text without NUMA Affinity) group by their CPU set.
+    def group(g: GpuPlan) -> int | str | None:
+        return g.numa_node if g.numa_node is not None or g.cpus is None else str(g.cpus)
+
+    usable: dict[int | str | None, tuple[CpuSet, ...]] = {}
     for g in base.gpus:
-        if g.numa_node in usable:
+        if group(g) in usable:
             continue
         local = g.cpus  # already node ∩ tree's allowed
         if local is None:
-            usable[g.numa_node] = ()
+            usable[group(g)] = ()
             continue
         if allowed is not None:
             local = local & allowed
-        held, rest = reserve(cores_in(cores, local), options.reserve_cores)
+        held, rest = reserve(cores_in(cores, local), options.reserve_cores if whole else 0)
         reserved = reserved | held
-        usable[g.numa_node] = rest
+        usable[group(g)] = rest
 
-    by_node: dict[int | None, list[GpuPlan]] = {}
+    by_node: dict[int | str | None, list[GpuPlan]] = {}
     for g in base.gpus:
         if options.gpus is None or g.gpu in options.gpus:
-            by_node.setdefault(g.numa_node, []).append(g)
+            by_node.setdefault(group(g), []).append(g)
     share: dict[str, CpuSet] = {g.gpu: CpuSet() for g in base.gpus}
     for node, members in by_node.items():
         node_cores = usable.get(node, ())
+        if not whole:
+            for g in members:
+                share[g.gpu] = CpuSet().union(*node_cores)
+            continue
         split = split_cores(node_cores, len(members)) if node_cores else None
         for i, g in enumerate(members):
             share[g.gpu] = split.parts[i] if split is not None else CpuSet()
@@ -312,12 +342,13 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
     for g in base.gpus:
         d = topo.by_id(g.gpu)
         assert d is not None
-        node_cores = usable.get(g.numa_node, ())
+        node_cores = usable.get(group(g), ())
         cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
         rails = tuple(_rail_nic(topo, n, p.token if (p := result.path(d.id, n.id)) else None)
                       for nid in g.nics if (n := topo.by_id(nid)) is not None)
         own = cores_in(cores, share[g.gpu])
-        split = split_cores(own, options.ranks_per_gpu)
+        split = (split_cores(own, options.ranks_per_gpu) if whole
+                 else Split(tuple(share[g.gpu] for _ in range(options.ranks_per_gpu))))
         gpu_notes = [f for f in result.findings if g.gpu in f.subjects]
         if not cpus:
             where = f"NUMA node {g.numa_node}" if g.numa_node is not None else "its local CPUs"
@@ -354,7 +385,8 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
         split_groups, split_notes = split_host(topo, tuple(gpus), share, options.split)
         notes.extend(split_notes)
     return Plan(tuple(gpus), tuple(groups), allowed=allowed, reserved=reserved,
-                ranks_per_gpu=options.ranks_per_gpu, split=split_groups, notes=tuple(notes), cores=cores)
+                ranks_per_gpu=options.ranks_per_gpu, split=split_groups, notes=tuple(notes), cores=cores,
+                threads_known=whole)
 
 
 def base_env(cuda_index: int) -> dict[str, str]:
@@ -380,6 +412,8 @@ def gpu_rank_env(plan: Plan, g: GpuPlan, sub: int = 0) -> tuple[GpuPlan, CpuSet,
     cpus = g.rank_cpus[sub] if sub < len(g.rank_cpus) else CpuSet()
     env = dict(g.env)
     env.update(omp_env(cpus, plan.cores or ()))
+    if not plan.threads_known:  # the count of cores is unknown: the OpenMP runtime counts them
+        env.pop("OMP_NUM_THREADS", None)
     return g, cpus, env
 
 

@@ -44,7 +44,9 @@ def render(result: ScanResult, plan: Plan | None = None, gpu: int | None = None,
         if r.remote:
             lines.append(f"# {r.nic} ({', '.join(r.rdma + r.netdevs)}) is remote: {r.kind} from {g.gpu}; "
                          "GPUDirect RDMA is off for it (see topoagent plan for what to do)")
-    for n in g.notes:
+    seen = {(n.code, n.subjects) for n in g.notes}
+    plan_notes = [n for n in p.notes if g.gpu in n.subjects and (n.code, n.subjects) not in seen]
+    for n in (*g.notes, *plan_notes):
         lines.append(f"# {n.severity.label}: {n.code}: {n.message}")
     if any(r.netdevs for r in g.rails):
         lines.append(f"# {SOCKET_IFNAME_NOTE}")
