@@ -30,6 +30,10 @@ def tiny(gpus: int = 2, **machine: Any) -> dict[str, Any]:
     }
 
 
+#: The variables that allocate GPUs to a process (topoagent/advice/allocation.py).
+ALLOCATION_VARS = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "NVIDIA_VISIBLE_DEVICES")
+
+
 def needs_two_cpus() -> None:
     """Skip unless CPUs 0 and 1 exist and this process may use them (exec/apply act for real)."""
     if not {0, 1} <= os.sched_getaffinity(0):
@@ -39,7 +43,8 @@ def needs_two_cpus() -> None:
 def topoagent(*args: str, env: dict[str, str] | None = None, preexec_fn: Any = None,
               timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """``python -m topoagent ARGS`` as a child process; its stdout, stderr and status."""
-    full_env = dict(os.environ)
+    # A runner inside a Slurm job or a GPU container must not hand its own GPUs to exec --auto.
+    full_env = {k: v for k, v in os.environ.items() if k not in ALLOCATION_VARS}
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
     if env:
         full_env.update(env)

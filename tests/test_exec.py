@@ -50,8 +50,8 @@ def test_child_gets_the_planned_cpus_memory_policy_and_environment(root):
     assert got["cpus"] == [1]  # GPU 1's share of node 0: core 1
     env = got["env"]
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and env["CUDA_VISIBLE_DEVICES"] == "1"
-    assert env["NCCL_IB_HCA"] == "=mlx5_1" and env["UCX_NET_DEVICES"] == "mlx5_1:1"
-    assert env["NCCL_SOCKET_IFNAME"].startswith("=ib") and env["OMP_NUM_THREADS"] == "1"
+    assert env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1" and env["UCX_NET_DEVICES"] == "mlx5_1:1"
+    assert "NCCL_SOCKET_IFNAME" not in env and env["OMP_NUM_THREADS"] == "1"
     assert env["OMP_PLACES"] == "cores"
     if isinstance(got["policy"], list):
         if "memory policy not set" in out.stderr:
@@ -120,7 +120,7 @@ def test_dry_run_prints_and_runs_nothing(root, tmp_path):
     out = topoagent("exec", "--root", root, "--gpu", "1", "--dry-run", "--", "touch", str(marker))
     assert out.returncode in (0, 2)
     assert not marker.exists()
-    assert "export CUDA_VISIBLE_DEVICES=1" in out.stdout and "export NCCL_IB_HCA==mlx5_1" in out.stdout
+    assert "export CUDA_VISIBLE_DEVICES=1" in out.stdout and "export NCCL_IB_HCA==mlx5_0,mlx5_1" in out.stdout
     assert "memory policy: preferred NUMA node 0" in out.stdout and f"exec touch {marker}" in out.stdout
 
 
@@ -133,3 +133,61 @@ def test_signals_and_missing_commands_are_the_childs(root):
     assert out.returncode == 127 and "no-such-command-xyz: command not found" in out.stderr
     out = topoagent("exec", "--root", root, "--", "true")
     assert out.returncode == 2 and "say which GPU" in out.stderr
+
+
+# -- inside an allocation (CUDA_VISIBLE_DEVICES, Slurm, containers) ---------------------------
+
+@pytest.fixture(scope="module")
+def dgx(fixture_root):
+    return str(fixture_root("dgx-h100"))
+
+
+def dry(root, *args, env):
+    return topoagent("exec", "--root", root, *args, "--dry-run", "--", "python", "train.py", env=env)
+
+
+@pytest.mark.parametrize("env", [
+    {"CUDA_VISIBLE_DEVICES": "4,5", "SLURM_LOCALID": "1"},
+    {"CUDA_VISIBLE_DEVICES": "4,5", "SLURM_STEP_GPUS": "4,5", "SLURM_LOCALID": "1"},
+    {"CUDA_VISIBLE_DEVICES": "0,1", "SLURM_STEP_GPUS": "4,5", "SLURM_LOCALID": "1"},  # ConstrainDevices
+    {"NVIDIA_VISIBLE_DEVICES": "4,5", "LOCAL_RANK": "1"},
+])
+def test_auto_rank_indexes_the_jobs_gpus_and_keeps_their_mask(dgx, env):
+    out = dry(dgx, "--auto", env=env)
+    assert out.stdout.startswith("# gpu5 (0000:c3:00.0), NUMA node 1\n"), out.stdout + out.stderr
+    assert "memory policy: preferred NUMA node 1" in out.stdout
+    assert "export CUDA_VISIBLE_DEVICES" not in out.stdout  # the scheduler's own value stays
+    assert "gpu5 is the job's GPU 1" in out.stderr
+    assert "export UCX_NET_DEVICES=mlx5_9:1" in out.stdout  # gpu5's own rail
+    narrowed = dry(dgx, "--auto", "--narrow-visible", env=env)
+    # Narrowed: the scheduler's own entry for the GPU (a container's GPUs are numbered from 0).
+    entry = env["CUDA_VISIBLE_DEVICES"].split(",")[1] if "CUDA_VISIBLE_DEVICES" in env else "1"
+    assert f"export CUDA_VISIBLE_DEVICES={entry}\n" in narrowed.stdout, narrowed.stdout + narrowed.stderr
+
+
+def test_keep_visible_and_local_rank_inside_an_allocation(dgx):
+    env = {"CUDA_VISIBLE_DEVICES": "4,5"}
+    out = dry(dgx, "--local-rank", "0", "--keep-visible", env=env)
+    assert out.stdout.startswith("# gpu4 (0000:9d:00.0), NUMA node 1\n"), out.stdout + out.stderr
+    out = dry(dgx, "--local-rank", "2", env=env)
+    assert out.returncode == 2 and out.stderr.strip().endswith("but CUDA_VISIBLE_DEVICES gives it 2")
+    out = dry(dgx, "--local-rank", "0", env={"CUDA_VISIBLE_DEVICES": "GPU-0000"})
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "GPU UUIDs need NVML" in out.stderr
+    out = dry(dgx, "--local-rank", "0", "--keep-visible", "--narrow-visible", env=env)
+    assert out.returncode == 2 and "one of --keep-visible or --narrow-visible" in out.stderr
+
+
+def test_allow_no_gpu_runs_the_command_unbound_with_one_warning(fixture_root, root):
+    nogpu = str(fixture_root("no-gpu"))
+    out, got = run_child(nogpu, "--auto", env={"LOCAL_RANK": "0"})
+    assert got is None and out.returncode == 2 and "--allow-no-gpu runs it unbound" in out.stderr
+    out, got = run_child(nogpu, "--auto", "--allow-no-gpu", env={"LOCAL_RANK": "0", "CHILD_EXIT": "3"})
+    assert out.returncode == 3 and got["cpus"] == sorted(os.sched_getaffinity(0))  # unbound
+    assert "CUDA_DEVICE_ORDER" not in got["env"]
+    warnings = [line for line in out.stderr.splitlines() if "warning" in line]
+    assert warnings == ["topoagent: warning: no GPU on this host: running the command unbound (--allow-no-gpu)"]
+    # A job given no GPU on a GPU node (Slurm's NoDevFiles) is the same case.
+    out, got = run_child(root, "--auto", "--allow-no-gpu",
+                         env={"LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": "NoDevFiles"})
+    assert out.returncode == 0 and got["env"]["CUDA_VISIBLE_DEVICES"] == "NoDevFiles"
+    assert "the job was given no GPU" in out.stderr

@@ -97,7 +97,9 @@ def test_matrix_topology_paths_rails_and_findings():
     # No peer-memory finding: pasted output does not say which modules are loaded.
     assert [(f.code, f.severity.label, f.subjects) for f in r.findings] == [("NUMA_UNKNOWN", "info", ("nic0",))]
     plan = {g.gpu: g for g in r.plan.gpus}
-    assert str(plan["gpu0"].cpus) == "0-79" and plan["gpu0"].env["NCCL_IB_HCA"] == "=mlx5_8"
+    assert str(plan["gpu0"].cpus) == "0-79" and plan["gpu0"].env["UCX_NET_DEVICES"] == "mlx5_8:1"
+    # One NCCL_IB_HCA for every rank: the compute HCAs (mlx5_0 is SYS to every GPU: storage).
+    assert {g.env["NCCL_IB_HCA"] for g in plan.values()} == {"=" + ",".join(f"mlx5_{i}" for i in range(1, 9))}
     assert plan["gpu0"].bdf is None
 
 
@@ -284,7 +286,7 @@ def test_merge_names_lspci_functions_by_bus_order():
     r = analyse(snap)
     assert [(n.id, n.cpulist) for n in r.topology.nodes] == [(0, "0-19,40-59"), (1, "20-39,60-79")]
     assert {f.code for f in r.findings} == {"ACS_REDIRECT", "LINK_WIDTH_DEGRADED"}
-    assert r.plan.gpus[0].env["NCCL_IB_HCA"] == "=mlx5_0"
+    assert [g.env["NCCL_IB_HCA"] for g in r.plan.gpus] == ["=mlx5_0,mlx5_1"] * len(r.plan.gpus)
 
 
 def test_merge_reports_cells_the_tree_contradicts():
@@ -422,3 +424,36 @@ def test_sriov_expansion_is_bounded(monkeypatch):
     snap = offline_lspci.snapshot_from_lspci(None, parse_lspci_verbose(text))
     assert len(snap.pci) == 4
     assert "more than 1000 VFs" in (snap.sources[0].detail or "")
+
+
+def _unknown_threads_plan(matrix: str, **options):
+    from topoagent.advice.plan import PlanOptions, plan_for, rank_env
+
+    r = analyse(read_offline(nvidia_smi_topo=matrix))
+    assert all(c.siblings is None for c in r.snapshot.cpus)  # pasted text names no thread siblings
+    p = plan_for(r, PlanOptions(**options))
+    return p, [rank_env(p, i) for i in range(len(p.gpus) * p.ranks_per_gpu)]
+
+
+def test_pasted_matrix_never_splits_an_affinity_set_by_thread():
+    """0-19 and 40-59 are usually hyperthreads of the same 20 cores: without thread siblings
+    both GPUs of the set get all of it, ranks too, no OMP_NUM_THREADS, and a note says so."""
+    p, ranks = _unknown_threads_plan(text(PLX_TOPO), ranks_per_gpu=2, reserve_cores=2)
+    node0, node1 = "0-19,40-59", "20-39,60-79"
+    assert [str(cpus) for _, cpus, _ in ranks] == [node0] * 4 + [node1] * 4
+    assert all("OMP_NUM_THREADS" not in env and env["OMP_PLACES"] == "cores" for _, _, env in ranks)
+    assert not p.reserved  # no cores to reserve when cores are unknown
+    (note,) = [n for n in p.notes if n.code == "CORES_UNKNOWN"]
+    assert note.subjects == ("gpu0", "gpu1", "gpu2", "gpu3") and note.severity.label == "warning"
+    assert "no cores are reserved" in note.message
+    assert not [n for n in p.notes if n.code == "RANKS_SHARE_CORES"]
+
+
+def test_pasted_matrix_without_numa_affinity_groups_gpus_by_their_cpu_sets():
+    """No NUMA Affinity column: GPUs are grouped by the CPU set the text gives each one, never
+    all handed the first GPU's set."""
+    lines = text(PLX_TOPO).splitlines()
+    cut = ["\t".join(line.split("\t")[:8]) if line.startswith(("\tGPU0", "GPU")) else line for line in lines]
+    p, ranks = _unknown_threads_plan("\n".join(cut) + "\n")
+    assert [g.numa_node for g in p.gpus] == [None] * 4
+    assert [str(cpus) for _, cpus, _ in ranks] == ["0-19,40-59"] * 2 + ["20-39,60-79"] * 2

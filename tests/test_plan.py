@@ -25,6 +25,9 @@ DGX = {
     "0000:d1:00.0": ("mlx5_10", "ibp206s0", NODE1), "0000:df:00.0": ("mlx5_11", "ibp220s0", NODE1),
 }
 
+#: Every rank's NCCL_IB_HCA on dgx-h100: the node's compute HCAs, storage ports (mlx5_1, 2, 7, 8) left out.
+DGX_HCAS = "=" + ",".join(rdma for rdma, _, _ in DGX.values())
+
 
 @pytest.fixture(scope="module")
 def dgx(fixture_root):
@@ -53,7 +56,7 @@ def test_dgx_json_matches_the_schema_and_names_pix_nics(dgx):
         (nic,) = g["nics"]
         assert (nic["rdma"], nic["netdevs"], nic["kind"], nic["remote"]) == ([rdma], [netdev], "PIX", False)
         assert scan_ids[nic["nic"]] == nic["bdf"]
-        assert g["env"]["NCCL_IB_HCA"] == "=" + rdma and g["env"]["UCX_NET_DEVICES"] == f"{rdma}:1"
+        assert g["env"]["NCCL_IB_HCA"] == DGX_HCAS and g["env"]["UCX_NET_DEVICES"] == f"{rdma}:1"
 
 
 def test_dgx_env_for_every_gpu(dgx):
@@ -64,8 +67,8 @@ def test_dgx_env_for_every_gpu(dgx):
                        if line.startswith("export "))
         values = {k: shlex.split(v)[0] for k, v in exports.items()}
         assert values["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and values["CUDA_VISIBLE_DEVICES"] == str(index)
-        assert values["NCCL_IB_HCA"] == "=" + rdma and values["UCX_NET_DEVICES"] == f"{rdma}:1"
-        assert values["NCCL_SOCKET_IFNAME"] == "=" + netdev
+        assert values["NCCL_IB_HCA"] == DGX_HCAS and values["UCX_NET_DEVICES"] == f"{rdma}:1"
+        assert "NCCL_SOCKET_IFNAME" not in values and "# NCCL_SOCKET_IFNAME left unset" in out.stdout
         assert values["OMP_PLACES"] == "cores" and int(values["OMP_NUM_THREADS"]) == 14  # 56 cores / 4 GPUs
         bind = re.search(r"taskset -c (\S+)", out.stdout).group(1)
         assert CpuSet.parse(bind) <= cpus and bdf in out.stdout
@@ -249,3 +252,28 @@ def test_ranks_per_gpu_is_bounded(dgx):
         plan_for(scan(dgx, nvml="off"), PlanOptions(ranks_per_gpu=MAX_CPUS + 1))
     out = topoagent("plan", "--root", str(dgx), "--no-nvml", "--ranks-per-gpu", str(MAX_CPUS + 1))
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("machine", ["dgx-h100", "dgx-a100-nps4", "epyc-nps2-mixed", "wrong-socket-nic",
+                                     "faulty-gpu-node", "unprivileged", "sriov-nic", "workstation"])
+def test_every_local_rank_of_a_node_gets_the_same_nccl_ib_hca(fixture_root, machine):
+    """NCCL fuses the ranks' topologies and needs one NCCL_IB_HCA per node (NVIDIA/nccl#1478):
+    the node's compute HCAs, storage and management ports left out; UCX_NET_DEVICES stays the
+    rank's own rail; NCCL_SOCKET_IFNAME is never set (the snapshot knows no addresses)."""
+    from topoagent.analysis.rails import NicRole
+
+    r = scan(fixture_root(machine), nvml="off")
+    p = plan_for(r, PlanOptions(ranks_per_gpu=2))
+    envs = [rank_env(p, rank)[2] for rank in range(2 * len(p.gpus))]
+    compute = [name for n in r.topology.nics if r.rails.roles.get(n.id) is NicRole.COMPUTE for name in n.rdma_devices]
+    others = {name for n in r.topology.nics if r.rails.roles.get(n.id) not in (None, NicRole.COMPUTE)
+              for name in n.rdma_devices}
+    assert {e.get("NCCL_IB_HCA") for e in envs} == {"=" + ",".join(compute) if compute else None}
+    assert not others & set(",".join(compute).split(","))
+    assert all("NCCL_SOCKET_IFNAME" not in e for e in envs)
+    for g in p.gpus:  # each rank's UCX device is its own nearest rail
+        assert g.env.get("UCX_NET_DEVICES", "") == ",".join(f"{x}:{rl.port or 1}" for rl in g.rails for x in rl.rdma)
+    if machine in ("dgx-h100", "dgx-a100-nps4"):
+        assert len(compute) == 8 and envs[0]["UCX_NET_DEVICES"] != envs[2]["UCX_NET_DEVICES"]
+    if machine == "dgx-h100":
+        assert others == {"mlx5_1", "mlx5_2", "mlx5_7", "mlx5_8"}  # the storage ports

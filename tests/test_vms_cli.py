@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from topoagent.cli import cli
-from topoagent.parsers.libvirt_domain import canonical_xml, parse_domain
+from topoagent.parsers.libvirt_domain import canonical_xml, parse_domain, parse_libvirt_set
 
 HERE = Path(__file__).parent
 LIBVIRT = HERE / "fixtures" / "libvirt"
@@ -198,6 +198,37 @@ def test_apply_yes_defines_exactly_the_affinity_and_undo_restores(dgx, tmp_path)
     assert "restored gpu-stale-pins" in r.output and not backup.exists()
     again = run("--connect", uri2, "--undo", "gpu-stale-pins", "--state-dir", str(state))
     assert again.exit_code == 2 and "no backup of gpu-stale-pins" in again.output
+
+
+@needs_virsh
+def test_split_vm_without_pin_confines_each_cells_vcpus_to_its_node(dgx, tmp_path):
+    """A split VM's cells: memory bound per cell (memnode) and each cell's vCPUs pinned to that
+    cell's host node -- the domain-wide <vcpu cpuset> alone spans both nodes.  libvirt accepts
+    the definition (test driver), and virt-xml-validate where it is installed."""
+    from topoagent.advice.vms import advise_domain, host_from_scan
+    from topoagent.api import scan
+    from topoagent.commands.vms import new_definition
+    from topoagent.sources.libvirt import define_and_read_back
+    from topoagent.sources.tools import run_tool
+
+    original = virsh(URI, "dumpxml", "--inactive", "gpu-split")
+    host = host_from_scan(scan(dgx, nvml="off"), source="dgx")
+    vm = advise_domain(parse_domain(original), "shut off", host)
+    new_file = tmp_path / "new.xml"
+    new_file.write_text(new_definition(original, vm.affinity))
+    d = parse_domain(define_and_read_back(URI, str(new_file), "gpu-split"))
+    node0, node1 = "0-55,112-167", "56-111,168-223"
+    cells = {c.id: parse_libvirt_set(c.cpus) for c in d.cells}
+    pins = {p.id: p.cpuset for p in d.vcpupins}
+    assert sorted(pins) == list(range(16))
+    assert all(pins[v] == node0 for v in cells[0]) and all(pins[v] == node1 for v in cells[1])
+    assert [(m.cellid, m.nodeset) for m in d.memnodes] == [(0, "0"), (1, "1")]
+    assert d.emulatorpin is None  # not asked for (--pin): the emulator may run on either node
+    r = run("--root", dgx, "--connect", URI, "--apply", "gpu-split", "--state-dir", str(tmp_path / "st"))
+    assert r.exit_code == 0 and '+    <vcpupin vcpu="8" cpuset="56-111,168-223" />' in r.output, r.output
+    if shutil.which("virt-xml-validate") and shutil.which("xmllint"):  # xmllint: libxml2-utils
+        out = run_tool(["virt-xml-validate", str(new_file), "domain"])
+        assert out.ok, out.stdout + (out.error or "")
 
 
 @needs_virsh

@@ -16,7 +16,7 @@ from topoagent.cpuset import CpuSet
 from topoagent.records import record
 from topoagent.snapshot import Cpu
 
-__all__ = ["Split", "host_cores", "cores_in", "reserve", "split_cores", "logical_cores"]
+__all__ = ["Split", "host_cores", "cores_in", "reserve", "split_cores", "logical_cores", "threads_known"]
 
 _NO_PACKAGE = 1 << 30
 
@@ -33,6 +33,11 @@ def host_cores(cpus: Sequence[Cpu]) -> tuple[CpuSet, ...]:
         seen.update(core)
         cores.append(core)
     return tuple(sorted(cores, key=lambda k: (_pkg(package.get(k.first or 0)), k.first or 0)))
+
+
+def threads_known(cpus: Sequence[Cpu]) -> bool:
+    """Whether every CPU's core (its thread siblings) is known, so sets can be cut at cores."""
+    return bool(cpus) and all(c.siblings is not None for c in cpus)
 
 
 def _pkg(p: int | None) -> int:

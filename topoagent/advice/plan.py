@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 @record
 class RailNic:
-    """A GPU's rail NIC as a rank uses it: RDMA devices (``NCCL_IB_HCA``), the port
-    (``UCX_NET_DEVICES=mlx5_0:1``), netdevs (``NCCL_SOCKET_IFNAME``) and the path class."""
+    """A GPU's rail NIC as a rank uses it: RDMA devices and port (``UCX_NET_DEVICES=mlx5_0:1``),
+    netdevs and the path class."""
 
     nic: str
     key: str
@@ -108,6 +108,8 @@ class Plan:
     notes: tuple[Any, ...] = ()
     #: The host's cores in logical order (for counting threads and Slurm's Cores=).
     cores: tuple[CpuSet, ...] = ()
+    #: Whether ``cores`` knows which threads share a core (False: pasted text; sets not cut).
+    threads_known: bool = True
 
 
 def gpu_cpus(topo: Topology, gpu: Device) -> CpuSet | None:
@@ -139,8 +141,11 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
         rail = rails.rail(g.id)
         nics = rail.nics if rail else ()
         env = base_env(index)
-        env.update(_hca_env([(name, 1) for n in nics if (d := topo.by_id(n)) is not None and d.driver != "efa"
-                             for name in d.rdma_devices]))
+        env.update(node_hca_env(topo, rails))
+        ucx = [f"{name}:1" for n in nics if (d := topo.by_id(n)) is not None and d.driver != "efa"
+               for name in d.rdma_devices]
+        if ucx:
+            env["UCX_NET_DEVICES"] = ",".join(ucx)
         node = topo.node(g.numa_node)
         numactl = f"numactl --cpunodebind={node.id} --membind={node.id}" if node is not None and node.cpus else None
         plans.append(GpuPlan(g.id, g.bdf, index, g.numa_node, cpus,
@@ -174,16 +179,20 @@ class PlanOptions:
     ``reserve_cores``: whole cores per NUMA node kept for the OS and daemons.
     ``ranks_per_gpu``: ranks sharing one GPU, each with its own whole cores.
     ``split``: cut the host into this many disjoint GPU groups (0: no split).
+    ``gpus``: the GPUs (ids) a node's cores are shared among -- a job's allocated GPUs;
+    None: all of them.  The others keep their node's CPUs but get no rank share.
     """
 
     allowed: CpuSet | None = None
     reserve_cores: int = 0
     ranks_per_gpu: int = 1
     split: int = 0
+    gpus: tuple[str, ...] | None = None
 
 
 #: Codes of the notes a plan adds to the scan's findings (same Finding shape).
 PLAN_CODES = {
+    "CORES_UNKNOWN": "warning",
     "CPUSET_EMPTY": "critical",
     "RANKS_SHARE_CORES": "warning",
     "SPLIT_CROSSES_NUMA": "warning",
@@ -199,25 +208,40 @@ def _rail_nic(topo: Topology, nic: Device, token: str | None) -> RailNic:
                    nic.numa_node, nic.socket, nic.driver)
 
 
-def rail_env(rails: tuple[RailNic, ...]) -> dict[str, str]:
-    """NCCL/UCX variables naming a rank's rail NICs (REFERENCE §8).
+def node_hca_env(topo: Topology, rails: RailPlan) -> dict[str, str]:
+    """``NCCL_IB_HCA`` for every rank of the node: the RDMA devices of all its compute NICs.
 
-    ``NCCL_IB_HCA`` uses ``=`` (exact names: plain ``mlx5_1`` would also match ``mlx5_10``);
-    EFA devices are named to NCCL by the aws-ofi-nccl plugin, not NCCL_IB_HCA.
+    The same value on every local rank: NCCL fuses the ranks' topologies and requires it
+    (NVIDIA/nccl#1478, "You should not set NCCL_IB_HCA differently on each rank"); NCCL then
+    gives each GPU its nearest NIC itself.  Storage and management ports (analysis/rails.py
+    roles) are left out.  ``=`` makes NCCL match names exactly (src/transport/net_ib.cc: a
+    leading ``^`` excludes, ``=`` then matches whole names, so ``mlx5_1`` leaves ``mlx5_10``
+    out); no ``:port``, so every port of a listed device stays usable.  EFA devices are named
+    to NCCL by the aws-ofi-nccl plugin, not NCCL_IB_HCA.  {} where the node has none.
     """
-    env = _hca_env([(name, r.port or 1) for r in rails if r.driver != "efa" for name in r.rdma])
-    netdevs = [n for r in rails for n in r.netdevs]
-    if netdevs:
-        env["NCCL_SOCKET_IFNAME"] = "=" + ",".join(netdevs)
-    return env
+    from topoagent.analysis.rails import NicRole
+
+    names = [name for n in topo.nics if rails.roles.get(n.id) is NicRole.COMPUTE and n.driver != "efa"
+             for name in n.rdma_devices]
+    return {"NCCL_IB_HCA": "=" + ",".join(dict.fromkeys(names))} if names else {}
 
 
-def _hca_env(ib: list[tuple[str, int]]) -> dict[str, str]:
-    """``NCCL_IB_HCA`` and ``UCX_NET_DEVICES`` naming RDMA devices (and their ports); {} for none."""
-    if not ib:
-        return {}
-    return {"NCCL_IB_HCA": "=" + ",".join(name for name, _ in ib),
-            "UCX_NET_DEVICES": ",".join(f"{name}:{port}" for name, port in ib)}
+def rail_env(rails: tuple[RailNic, ...]) -> dict[str, str]:
+    """``UCX_NET_DEVICES`` naming a rank's own rail ports (``mlx5_0:1``), nearest first.
+
+    Per rank, unlike NCCL_IB_HCA (see :func:`node_hca_env`): UCX uses the devices a rank
+    lists.  ``NCCL_SOCKET_IFNAME`` is left unset (:data:`SOCKET_IFNAME_NOTE`).
+    """
+    ucx = [f"{name}:{r.port or 1}" for r in rails if r.driver != "efa" for name in r.rdma]
+    return {"UCX_NET_DEVICES": ",".join(ucx)} if ucx else {}
+
+
+#: Why the env leaves NCCL_SOCKET_IFNAME unset.  NCCL's own choice (src/misc/socket.cc
+#: ncclFindInterfaces) takes interfaces from getifaddrs -- only those with an address -- ``ib*``
+#: first, then any but docker/lo; a name given outright that has no address stops NCCL's
+#: bootstrap, and the snapshot does not record addresses.
+SOCKET_IFNAME_NOTE = ("NCCL_SOCKET_IFNAME left unset: NCCL picks an interface that has an address "
+                      "(ib* first, then any but docker/lo); topoagent does not know which have one")
 
 
 def omp_env(cpus: CpuSet, cores: tuple[CpuSet, ...]) -> dict[str, str]:
@@ -243,7 +267,14 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
     different GPUs never overlap).  An empty intersection is a CPUSET_EMPTY note (critical),
     never a fallback to all CPUs.
     """
-    from topoagent.advice.cores import cores_in, host_cores, reserve, split_cores
+    from topoagent.advice.cores import (
+        Split,
+        cores_in,
+        host_cores,
+        reserve,
+        split_cores,
+        threads_known,
+    )
 
     if not 1 <= options.ranks_per_gpu <= MAX_CPUS:  # each rank gets cores; work grows with ranks
         raise ValueError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
@@ -253,29 +284,50 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
         options.allowed if recorded is None else options.allowed & recorded)
     cores = host_cores(topo.snapshot.cpus)
     notes: list[Any] = []
+    # Which threads share a core is unknown (pasted nvidia-smi text, no thread_siblings_list):
+    # CPUs 0-19 and 40-59 are usually hyperthreads of the same 20 cores, so nothing is cut
+    # below the sets the evidence shows -- a node's GPUs all get its whole set.
+    whole = threads_known(topo.snapshot.cpus)
+    if not whole and base.gpus:
+        notes.append(_finding(
+            "CORES_UNKNOWN", tuple(g.gpu for g in base.gpus),
+            "Which CPUs are hyperthreads of one core is unknown (no thread siblings in the evidence): "
+            "GPUs that share a NUMA node get its whole CPU set, ranks are not given cores of their own, "
+            "OMP_NUM_THREADS is left unset" + (" and no cores are reserved" if options.reserve_cores else "") + ".",
+            "Plan from the host itself (or a capture, which records thread_siblings_list) to share "
+            "whole cores out among GPUs and ranks."))
 
     # Per NUMA node: allowed cores, reservation, then the shares of the node's GPUs.
     reserved = CpuSet()
-    usable: dict[int | None, tuple[CpuSet, ...]] = {}
+    # GPUs whose node is unknown (pasted text without NUMA Affinity) group by their CPU set.
+    def group(g: GpuPlan) -> int | str | None:
+        return g.numa_node if g.numa_node is not None or g.cpus is None else str(g.cpus)
+
+    usable: dict[int | str | None, tuple[CpuSet, ...]] = {}
     for g in base.gpus:
-        if g.numa_node in usable:
+        if group(g) in usable:
             continue
         local = g.cpus  # already node ∩ tree's allowed
         if local is None:
-            usable[g.numa_node] = ()
+            usable[group(g)] = ()
             continue
         if allowed is not None:
             local = local & allowed
-        held, rest = reserve(cores_in(cores, local), options.reserve_cores)
+        held, rest = reserve(cores_in(cores, local), options.reserve_cores if whole else 0)
         reserved = reserved | held
-        usable[g.numa_node] = rest
+        usable[group(g)] = rest
 
-    by_node: dict[int | None, list[GpuPlan]] = {}
+    by_node: dict[int | str | None, list[GpuPlan]] = {}
     for g in base.gpus:
-        by_node.setdefault(g.numa_node, []).append(g)
-    share: dict[str, CpuSet] = {}
+        if options.gpus is None or g.gpu in options.gpus:
+            by_node.setdefault(group(g), []).append(g)
+    share: dict[str, CpuSet] = {g.gpu: CpuSet() for g in base.gpus}
     for node, members in by_node.items():
         node_cores = usable.get(node, ())
+        if not whole:
+            for g in members:
+                share[g.gpu] = CpuSet().union(*node_cores)
+            continue
         split = split_cores(node_cores, len(members)) if node_cores else None
         for i, g in enumerate(members):
             share[g.gpu] = split.parts[i] if split is not None else CpuSet()
@@ -290,12 +342,13 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
     for g in base.gpus:
         d = topo.by_id(g.gpu)
         assert d is not None
-        node_cores = usable.get(g.numa_node, ())
+        node_cores = usable.get(group(g), ())
         cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
         rails = tuple(_rail_nic(topo, n, p.token if (p := result.path(d.id, n.id)) else None)
                       for nid in g.nics if (n := topo.by_id(nid)) is not None)
         own = cores_in(cores, share[g.gpu])
-        split = split_cores(own, options.ranks_per_gpu)
+        split = (split_cores(own, options.ranks_per_gpu) if whole
+                 else Split(tuple(share[g.gpu] for _ in range(options.ranks_per_gpu))))
         gpu_notes = [f for f in result.findings if g.gpu in f.subjects]
         if not cpus:
             where = f"NUMA node {g.numa_node}" if g.numa_node is not None else "its local CPUs"
@@ -314,6 +367,7 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
                 f"for {options.ranks_per_gpu} rank(s): some ranks share a core.",
                 "Use fewer ranks per GPU, fewer reserved cores, or a larger cpuset."))
         env = base_env(g.cuda_index)
+        env.update(node_hca_env(topo, result.rails))
         env.update(rail_env(rails))
         gpus.append(records.replace(
             g, key=d.key, socket=d.socket, cpus=cpus, rails=rails,
@@ -331,7 +385,8 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
         split_groups, split_notes = split_host(topo, tuple(gpus), share, options.split)
         notes.extend(split_notes)
     return Plan(tuple(gpus), tuple(groups), allowed=allowed, reserved=reserved,
-                ranks_per_gpu=options.ranks_per_gpu, split=split_groups, notes=tuple(notes), cores=cores)
+                ranks_per_gpu=options.ranks_per_gpu, split=split_groups, notes=tuple(notes), cores=cores,
+                threads_known=whole)
 
 
 def base_env(cuda_index: int) -> dict[str, str]:
@@ -357,6 +412,8 @@ def gpu_rank_env(plan: Plan, g: GpuPlan, sub: int = 0) -> tuple[GpuPlan, CpuSet,
     cpus = g.rank_cpus[sub] if sub < len(g.rank_cpus) else CpuSet()
     env = dict(g.env)
     env.update(omp_env(cpus, plan.cores or ()))
+    if not plan.threads_known:  # the count of cores is unknown: the OpenMP runtime counts them
+        env.pop("OMP_NUM_THREADS", None)
     return g, cpus, env
 
 

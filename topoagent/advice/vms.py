@@ -395,6 +395,14 @@ def _kvm_affinity(dom: Domain, nodes: tuple[int, ...], host: HostView, *, pin: b
         # Emulator (I/O) threads: on the host's reserved cores of the same node(s) when there
         # are some, so they stay near the devices without taking a vCPU's CPU.
         emulator = reserved if reserved else cpuset
+    elif len(nodes) > 1:
+        # Without --pin a split VM still needs each cell's vCPUs on its cell's host node: the
+        # domain-wide <vcpu cpuset> spans every node, so a cell whose memory is bound to node 0
+        # would run anywhere.  Each vCPU gets its cell's whole node (the host scheduler still
+        # balances inside it); libvirt's <vcpupin> overrides <vcpu cpuset> per vCPU
+        # (https://libvirt.org/formatdomain.html#cpu-tuning).
+        pins = tuple(sorted((v, avail[n]) for c, n in zip(cells, nodes)
+                            for v in parse_libvirt_set(c.cpus)))
     return Affinity(cpuset, nodes, mode, memnodes, pins, emulator)
 
 

@@ -563,8 +563,9 @@ def check_rails(c: _Ctx) -> list[Finding]:
                     f"{', '.join(close)}, serves no GPU.",
                     [Evidence(f"path {g}-{n.id}", c.path(g, n.id).token) for g in users]
                     + [Evidence(f"path {g}-{other.id}", c.path(g, other.id).token) for g in close],
-                    f"Give {close[0]} its own NIC: NCCL_IB_HCA per rank (e.g. ={','.join(other.rdma_devices) or other.id}) "
-                    "or check why the idle NIC is slower (link, port rate)."))
+                    f"Check why {_nic_label(other)} is slower (link width or speed, port rate): NCCL, like this "
+                    "pairing, prefers the faster NIC. Do not set NCCL_IB_HCA per rank to force it: NCCL needs "
+                    "the same value on every rank of a node (NVIDIA/nccl#1478)."))
                 break
     return out
 

@@ -14,6 +14,7 @@ from topoagent.inputs import Inputs
 from topoagent.outputs import formats, renderer
 
 if TYPE_CHECKING:
+    from topoagent.advice.allocation import Allocation
     from topoagent.advice.plan import Plan
     from topoagent.cpuset import CpuSet
     from topoagent.result import ScanResult
@@ -52,13 +53,17 @@ def resolve_allowed(spec: str, inputs: Inputs) -> CpuSet | None:
 
 
 def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: int, ranks_per_gpu: int,
-              split: int = 0, *, this_process: bool = False) -> Plan:
+              split: int = 0, *, this_process: bool = False, allocation: Allocation | None = None) -> Plan:
     """The plan of a result under the command's options (one line and exit 2 on bad ones).
 
     ``this_process``: the plan is applied to this process (``exec``), so its own CPUs bound
-    every set too, whatever the root and --allowed-cpus say.
+    every set too, whatever the root and --allowed-cpus say.  ``allocation``: the job's GPUs;
+    a node's cores are then shared among those of its GPUs only.
     """
+    from topoagent import records
+    from topoagent.advice.allocation import allocated_gpus
     from topoagent.advice.plan import PlanOptions, plan_for
+    from topoagent.errors import InputError
     from topoagent.sources.process import allowed_cpus
 
     cpus = resolve_allowed(allowed, inputs)
@@ -67,8 +72,12 @@ def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: i
         cpus = mine if cpus is None else cpus & mine
     options = PlanOptions(allowed=cpus, reserve_cores=reserve_cores, ranks_per_gpu=ranks_per_gpu, split=split)
     try:
-        return plan_for(result, options)
-    except ValueError as exc:
+        plan = plan_for(result, options)
+        if allocation is None or not allocation.gpus or not plan.gpus:
+            return plan
+        given = tuple(g.gpu for g in allocated_gpus(allocation, plan, result.topology.snapshot.nvml_gpus))
+        return plan_for(result, records.replace(options, gpus=given))
+    except (ValueError, InputError) as exc:
         fail(str(exc))
 
 

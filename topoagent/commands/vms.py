@@ -176,15 +176,17 @@ def _require_shut_off(uri: str, name: str) -> None:
              f"(virsh -c {uri} shutdown {name}, then run this again)")
 
 
-def _stale_pins(dom: Domain, aff: Affinity, host: HostView, *, pin: bool) -> list[str]:
+def _stale_pins(dom: Domain, aff: Affinity, host: HostView) -> list[str]:
     """Existing pins outside the target nodes' CPUs that --apply would leave in place."""
     from topoagent.advice.vms import pins_outside
     from topoagent.cpuset import CpuSet
 
     allowed = CpuSet().union(*(host.node_cpus.get(n, CpuSet()) for n in aff.nodes))
     stale = pins_outside(dom, allowed)
-    if pin:  # --pin replaces vcpupin and emulatorpin; iothreadpins stay as they are
-        stale = [s for s in stale if s.startswith("iothreadpin")]
+    if aff.vcpupins is not None:  # --pin (or a split VM's cell pins) replaces every vcpupin
+        stale = [s for s in stale if not s.startswith("vcpupin")]
+    if aff.emulatorpin is not None:  # --pin replaces emulatorpin; iothreadpins stay as they are
+        stale = [s for s in stale if not s.startswith("emulatorpin")]
     return stale
 
 
@@ -246,7 +248,7 @@ def _apply(inputs: Inputs, name: str, uri: str | None, *, yes: bool, pin: bool, 
             sys.exit(EXIT_OK)
         fail(f"{name} ({vm.verdict.value}): nothing to apply: {'; '.join(vm.notes) or 'no recommendation'}")
     aff = vm.affinity
-    stale = _stale_pins(dom, aff, host, pin=pin)
+    stale = _stale_pins(dom, aff, host)
     if stale:
         fail(f"{name} has {', '.join(stale)} outside node {aff.nodeset}'s CPUs: rerun with --pin to replace "
              f"vcpupin/emulatorpin, or remove them (virsh edit) first")

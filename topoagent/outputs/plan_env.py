@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from topoagent.advice.plan import Plan, gpu_rank_env, rank_env
+from topoagent.advice.plan import SOCKET_IFNAME_NOTE, Plan, gpu_rank_env, rank_env
 from topoagent.errors import InputError
 from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
@@ -44,7 +44,11 @@ def render(result: ScanResult, plan: Plan | None = None, gpu: int | None = None,
         if r.remote:
             lines.append(f"# {r.nic} ({', '.join(r.rdma + r.netdevs)}) is remote: {r.kind} from {g.gpu}; "
                          "GPUDirect RDMA is off for it (see topoagent plan for what to do)")
-    for n in g.notes:
+    seen = {(n.code, n.subjects) for n in g.notes}
+    plan_notes = [n for n in p.notes if g.gpu in n.subjects and (n.code, n.subjects) not in seen]
+    for n in (*g.notes, *plan_notes):
         lines.append(f"# {n.severity.label}: {n.code}: {n.message}")
+    if any(r.netdevs for r in g.rails):
+        lines.append(f"# {SOCKET_IFNAME_NOTE}")
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
     return "\n".join(lines) + "\n"

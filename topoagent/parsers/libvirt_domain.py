@@ -399,8 +399,8 @@ def with_affinity(
 
     Sets ``<vcpu placement='static' cpuset=…>`` (the count and ``current`` kept), replaces
     ``<numatune>`` with ``<memory mode= nodeset=>`` plus ``memnodes``, and -- only when
-    ``vcpupins`` is given (``--pin``) -- replaces the ``vcpupin``/``emulatorpin`` entries of
-    ``<cputune>`` (its other settings kept).  Returned in :func:`canonical_xml`'s layout.
+    ``vcpupins`` is given (``--pin``, or a split VM's per-cell pins) -- replaces the ``vcpupin``
+    entries of ``<cputune>``, and its ``emulatorpin`` when one is given (its other settings kept).  Returned in :func:`canonical_xml`'s layout.
     """
     import xml.etree.ElementTree as ET
 
@@ -420,7 +420,9 @@ def with_affinity(
         # Where libvirt writes them (virDomainCputuneDefFormat, src/conf/domain_conf.c): after
         # shares/period/quota, before iothreadpin and the schedulers -- so the diff stays small.
         children = list(cputune)
-        old = [c for c in children if c.tag in ("vcpupin", "emulatorpin")]
+        # Without an emulatorpin of its own, the domain's is kept (a split VM's cell pins).
+        replaced = ("vcpupin", "emulatorpin") if emulatorpin is not None else ("vcpupin",)
+        old = [c for c in children if c.tag in replaced]
         later = [i for i, c in enumerate(children) if c.tag in _AFTER_PINS]
         at = children.index(old[0]) if old else (later[0] if later else len(children))
         for c in old:
