@@ -292,47 +292,72 @@ def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int
     key, sep, value = body.partition(":")
     value = value.strip()
     if key == "Capabilities" and sep:
-        if value.startswith("<access denied>"):
-            cur["capabilities_readable"] = False
-            return None
-        if cur.get("capabilities_readable") is None:
-            cur["capabilities_readable"] = True
-        m = _EXPRESS.match(value)
-        cap = "pcie" if m else (
-            "acs" if "Access Control Services" in value
-            else "sriov" if "(SR-IOV)" in value else "other"
-        )
-        if m:
-            kind = m.group("type")
-            for prefix, name in LSPCI_PORT_NAMES:
-                if kind.startswith(prefix):
-                    cur["port_type"] = name
-                    slot = re.match(r"\(Slot([+-])\)", kind[len(prefix) :].strip())
-                    if slot:
-                        cur["slot_implemented"] = slot.group(1) == "+"
-                    break
-            else:
-                cur["port_type"] = "unknown"
-        return cap
-    if key == "Subsystem" and sep and cap is None and "subsystem" not in cur:
+        return _capability_header(value, cur)
+    if sep and key in _DEVICE_FIELDS:
+        return _device_field(key, value, cur, cap)
+    _capability_field(key, sep, value, body, cur, cap, sriov, acs)
+    return cap
+
+
+def _capability_header(value: str, cur: dict[str, Any]) -> str | None:
+    """A ``Capabilities: [40] Express (v2) Root Port (Slot+)`` line: the port type where it is
+    the PCIe capability; returns which capability's body follows (None: access denied)."""
+    if value.startswith("<access denied>"):
+        cur["capabilities_readable"] = False
+        return None
+    if cur.get("capabilities_readable") is None:
+        cur["capabilities_readable"] = True
+    m = _EXPRESS.match(value)
+    cap = "pcie" if m else (
+        "acs" if "Access Control Services" in value
+        else "sriov" if "(SR-IOV)" in value else "other"
+    )
+    if m:
+        kind = m.group("type")
+        for prefix, name in LSPCI_PORT_NAMES:
+            if kind.startswith(prefix):
+                cur["port_type"] = name
+                slot = re.match(r"\(Slot([+-])\)", kind[len(prefix) :].strip())
+                if slot:
+                    cur["slot_implemented"] = slot.group(1) == "+"
+                break
+        else:
+            cur["port_type"] = "unknown"
+    return cap
+
+
+#: The fields of the function itself (outside any capability's body).
+_DEVICE_FIELDS = frozenset(("Subsystem", "Physical Slot", "NUMA node", "IOMMU group", "Bus",
+                            "Kernel driver in use", "Kernel modules"))
+
+
+def _device_field(key: str, value: str, cur: dict[str, Any], cap: str | None) -> str | None:
+    """One of :data:`_DEVICE_FIELDS` into ``cur``; the driver lines end a capability's body."""
+    if key == "Subsystem" and cap is None and "subsystem" not in cur:
         vend, dev, name = split_ids(value)
         cur["subsystem"] = name.strip()
         cur["subsystem_vendor_id"], cur["subsystem_device_id"] = vend, dev
-    elif key == "Physical Slot" and sep:
+    elif key == "Physical Slot":
         cur["physical_slot"] = value
-    elif key == "NUMA node" and sep:
+    elif key == "NUMA node":
         cur["numa_node"] = _int(value)
-    elif key == "IOMMU group" and sep:
+    elif key == "IOMMU group":
         cur["iommu_group"] = _int(value)
-    elif key == "Bus" and sep and cap is None:
+    elif key == "Bus" and cap is None:
         _bus_line(value, cur)
-    elif key == "Kernel driver in use" and sep:
+    elif key == "Kernel driver in use":
         cur["driver"] = value
         cap = None
-    elif key == "Kernel modules" and sep:
+    elif key == "Kernel modules":
         cur["kernel_modules"] = tuple(p.strip() for p in value.split(",") if p.strip())
         cap = None
-    elif key == "LnkCap" and sep and cap == "pcie":
+    return cap
+
+
+def _capability_field(key: str, sep: str, value: str, body: str, cur: dict[str, Any], cap: str | None,
+                      sriov: dict[str, int], acs: list[int | None]) -> None:
+    """A line of a capability's body: the PCIe link, the ACS registers, the SR-IOV counts."""
+    if key == "LnkCap" and sep and cap == "pcie":
         gts, _, width, _ = _link(value)
         port = re.search(r"Port #([0-9]{1,5})\b", value)
         cur["link_max_gts"], cur["link_max_width"] = gts, width
@@ -347,7 +372,6 @@ def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int
         acs[1] = _acs(value)
     elif cap == "sriov":
         _sriov_line(body, sriov)
-    return cap
 
 
 _BUS_FIELD = re.compile(r"\b(primary|secondary|subordinate)=([0-9a-fA-F]{1,8})\b")
