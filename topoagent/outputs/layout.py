@@ -230,64 +230,7 @@ def _order(children: list[SceneTile | SceneChip | SceneBox], rail_of: dict[str, 
 def scene(result: ScanResult) -> Scene:
     """Group the drawn devices of a scan into sockets, nodes, host bridges and switches."""
     topo = result.topology
-    rail_of = {r.gpu: r.nic for r in result.rails.rails if r.nic is not None}
-    drawn = [d for d in topo.devices if d.kind in _TILE_KINDS or _chip_kind(d) is not None]
-
-    # container key -> its items; container keys: host bridge name, switch USP BDF, group name
-    members: dict[str, list[Device]] = defaultdict(list)
-    sub: dict[str, list[str]] = defaultdict(list)
-    top: dict[int | None, list[str]] = defaultdict(list)  # NUMA node -> top-level containers
-    hb_node = {hb.name: hb.numa_node for hb in topo.host_bridges}
-
-    def attach(parent: str, child: str) -> None:
-        if child not in sub[parent]:
-            sub[parent].append(child)
-
-    for d in drawn:
-        if d.root_bus is None:
-            key = f"group:{'unknown' if d.numa_node is None else d.numa_node}"
-            if key not in top[d.numa_node]:
-                top[d.numa_node].append(key)
-            members[key].append(d)
-            continue
-        node = hb_node.get(d.root_bus)
-        if d.root_bus not in top[node]:
-            top[node].append(d.root_bus)
-        parent = d.root_bus
-        for sw in _containers(topo, d):
-            attach(parent, sw.bdf)  # type: ignore[arg-type]
-            parent = sw.bdf  # type: ignore[assignment]
-        members[parent].append(d)
-
-    def build(key: str) -> SceneBox:
-        items: list[SceneTile | SceneChip | SceneBox] = []
-        chips: dict[str, list[Device]] = defaultdict(list)
-        for d in members.get(key, ()):
-            kind = _chip_kind(d)
-            if kind is None:
-                items.append(SceneTile(d))
-            else:
-                chips[kind].append(d)
-        items.extend(build(s) for s in sub.get(key, ()))
-        items.sort(key=_item_sort_key)
-        ordered = _order(items, rail_of)
-        for kind, devs in sorted(chips.items()):
-            label = f"{len(devs)}× {kind}" if len(devs) > 1 else f"{kind} {devs[0].bdf or devs[0].id}"
-            ordered.append(SceneChip(f"chip-{key.replace('group:', 'group-')}-{kind.lower()}", label, tuple(devs)))
-        if key.startswith("group:"):
-            return SceneBox("group", f"group-{key[6:]}", "no PCI tree in this source", None, tuple(ordered))
-        up = topo.by_bdf(key)
-        if up is None:
-            return SceneBox("hostbridge", f"hb-{key}", f"{key} host bridge", None, tuple(ordered))
-        return SceneBox("switch", f"sw-{key}", f"switch {key}", up, tuple(ordered))
-
-    def node_of(node_id: int | None, title: str, subtitle: str, ident: str) -> SceneNode:
-        keys = sorted(top.get(node_id, ()), key=lambda k: (k.startswith("group:"), root_bus_key(k) if not k.startswith("group:") else (0, 0)))
-        return SceneNode(ident, title, subtitle, node_id, tuple(build(k) for k in keys))
-
-    def node_scene(n: Node) -> SceneNode:
-        return node_of(n.id, f"NUMA node {n.id}", _node_subtitle(n), f"node-{n.id}")
-
+    boxes = _Boxes(result)
     sockets: list[SceneSocket] = []
     placed: set[int] = set()
     groups: list[tuple[int | None, list[Node]]] = [(s.id, [n for n in topo.nodes if n.socket == s.id]) for s in topo.sockets]
@@ -295,27 +238,99 @@ def scene(result: ScanResult) -> Scene:
     if rest:
         groups.append((None, rest))
     for sid, nodes in groups:
-        shown = [n for n in nodes if not n.cpu_less or top.get(n.id)]
-        memory_only = [n.id for n in nodes if n.cpu_less and not top.get(n.id)]
         placed.update(n.id for n in nodes)
-        sock = next((s for s in topo.sockets if s.id == sid), None)
-        title = f"Socket {sid}" if sid is not None else "Socket unknown"
-        sub_parts = [f"CPUs {sock.cpus}" if sock is not None and sock.cpus else ""]
-        if memory_only:
-            sub_parts.append("memory-only NUMA nodes " + ",".join(str(i) for i in memory_only))
-        subtitle = " · ".join(p for p in sub_parts if p)
-        sockets.append(SceneSocket(f"socket-{sid if sid is not None else 'unknown'}", title, subtitle, sid,
-                                   tuple(node_scene(n) for n in shown)))
-    orphans = [k for k in top if k is not None and k not in placed]
-    unknown_keys = [None, *sorted(orphans)]  # devices on nodes the scan does not list
-    unknown = None
-    if any(top.get(k) for k in unknown_keys):
-        boxes: list[SceneBox] = []
-        for k in unknown_keys:
-            boxes.extend(node_of(k, "", "", "").boxes)
-        unknown = SceneNode("node-unknown", "NUMA node unknown",
-                            "no NUMA node in the source", None, tuple(boxes))
-    return Scene(tuple(sockets), unknown)
+        sockets.append(_socket(topo, sid, nodes, boxes))
+    return Scene(tuple(sockets), _unknown_node(boxes, placed))
+
+
+class _Boxes:
+    """The boxes of the drawn devices: which container (host bridge name, switch USP BDF, or
+    ``group:NODE`` where a source has no PCI tree) holds which devices and sub-containers, and
+    the top-level containers of each NUMA node."""
+
+    def __init__(self, result: ScanResult) -> None:
+        topo = result.topology
+        self.topo = topo
+        self.rail_of = {r.gpu: r.nic for r in result.rails.rails if r.nic is not None}
+        self.members: dict[str, list[Device]] = defaultdict(list)
+        self.sub: dict[str, list[str]] = defaultdict(list)
+        self.top: dict[int | None, list[str]] = defaultdict(list)  # NUMA node -> top-level containers
+        hb_node = {hb.name: hb.numa_node for hb in topo.host_bridges}
+        for d in topo.devices:
+            if d.kind in _TILE_KINDS or _chip_kind(d) is not None:
+                self._add(d, hb_node)
+
+    def _add(self, d: Device, hb_node: dict[str, int | None]) -> None:
+        if d.root_bus is None:
+            key = f"group:{'unknown' if d.numa_node is None else d.numa_node}"
+            if key not in self.top[d.numa_node]:
+                self.top[d.numa_node].append(key)
+            self.members[key].append(d)
+            return
+        node = hb_node.get(d.root_bus)
+        if d.root_bus not in self.top[node]:
+            self.top[node].append(d.root_bus)
+        parent = d.root_bus
+        for sw in _containers(self.topo, d):
+            if sw.bdf not in self.sub[parent]:
+                self.sub[parent].append(sw.bdf)  # type: ignore[arg-type]
+            parent = sw.bdf  # type: ignore[assignment]
+        self.members[parent].append(d)
+
+    def box(self, key: str) -> SceneBox:
+        """The box of one container: its tiles and sub-boxes in order, then its chips."""
+        items: list[SceneTile | SceneChip | SceneBox] = []
+        chips: dict[str, list[Device]] = defaultdict(list)
+        for d in self.members.get(key, ()):
+            kind = _chip_kind(d)
+            if kind is None:
+                items.append(SceneTile(d))
+            else:
+                chips[kind].append(d)
+        items.extend(self.box(s) for s in self.sub.get(key, ()))
+        items.sort(key=_item_sort_key)
+        ordered = _order(items, self.rail_of)
+        for kind, devs in sorted(chips.items()):
+            label = f"{len(devs)}× {kind}" if len(devs) > 1 else f"{kind} {devs[0].bdf or devs[0].id}"
+            ordered.append(SceneChip(f"chip-{key.replace('group:', 'group-')}-{kind.lower()}", label, tuple(devs)))
+        if key.startswith("group:"):
+            return SceneBox("group", f"group-{key[6:]}", "no PCI tree in this source", None, tuple(ordered))
+        up = self.topo.by_bdf(key)
+        if up is None:
+            return SceneBox("hostbridge", f"hb-{key}", f"{key} host bridge", None, tuple(ordered))
+        return SceneBox("switch", f"sw-{key}", f"switch {key}", up, tuple(ordered))
+
+    def node(self, node_id: int | None, title: str, subtitle: str, ident: str) -> SceneNode:
+        """A node's boxes: host bridges in bus order, then the groups without a PCI tree."""
+        keys = sorted(self.top.get(node_id, ()), key=lambda k: (k.startswith("group:"), root_bus_key(k) if not k.startswith("group:") else (0, 0)))
+        return SceneNode(ident, title, subtitle, node_id, tuple(self.box(k) for k in keys))
+
+
+def _socket(topo: Topology, sid: int | None, nodes: list[Node], boxes: _Boxes) -> SceneSocket:
+    """A socket (``sid`` None: nodes of no listed socket) with its nodes; a memory-only node
+    without devices is named in the subtitle rather than drawn."""
+    shown = [n for n in nodes if not n.cpu_less or boxes.top.get(n.id)]
+    memory_only = [n.id for n in nodes if n.cpu_less and not boxes.top.get(n.id)]
+    sock = next((s for s in topo.sockets if s.id == sid), None)
+    title = f"Socket {sid}" if sid is not None else "Socket unknown"
+    sub_parts = [f"CPUs {sock.cpus}" if sock is not None and sock.cpus else ""]
+    if memory_only:
+        sub_parts.append("memory-only NUMA nodes " + ",".join(str(i) for i in memory_only))
+    subtitle = " · ".join(p for p in sub_parts if p)
+    return SceneSocket(f"socket-{sid if sid is not None else 'unknown'}", title, subtitle, sid,
+                       tuple(boxes.node(n.id, f"NUMA node {n.id}", _node_subtitle(n), f"node-{n.id}") for n in shown))
+
+
+def _unknown_node(boxes: _Boxes, placed: set[int]) -> SceneNode | None:
+    """The devices on no node or on nodes the scan does not list, in one box; None if none."""
+    orphans = [k for k in boxes.top if k is not None and k not in placed]
+    unknown_keys = [None, *sorted(orphans)]
+    if not any(boxes.top.get(k) for k in unknown_keys):
+        return None
+    found: list[SceneBox] = []
+    for k in unknown_keys:
+        found.extend(boxes.node(k, "", "", "").boxes)
+    return SceneNode("node-unknown", "NUMA node unknown", "no NUMA node in the source", None, tuple(found))
 
 
 #: Vendor words that take room in a tile and tell a GPU engineer nothing.
