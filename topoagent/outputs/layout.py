@@ -776,11 +776,36 @@ def layout(result: ScanResult) -> Layout:
     """Place everything :func:`scene` groups; pure and deterministic."""
     sc = scene(result)
     p = _Placer(result)
-    topo = result.topology
-    snap = result.snapshot
     limit = MAX_WIDTH - 2 * MARGIN
     top = MARGIN + 2 * LINE_H + 16
 
+    socket_rects = _place_sockets(sc, p, limit, top)
+    bottom = max((r.bottom for r in socket_rects), default=top)
+    right = max((r.right for r in socket_rects), default=MARGIN)
+    if sc.unknown is not None:
+        y0 = bottom + (REGION_GAP * 2 if socket_rects else 0)
+        r = p.place_node(sc.unknown, MARGIN, y0, limit, kind="unknown")
+        bottom, right = r.bottom, max(right, r.right)
+
+    ties = _ties(result, p)
+    for tie in ties:
+        right = max(right, tie.label.right, max(x for x, _ in tie.points))
+        bottom = max(bottom, tie.label.bottom, max(y for _, y in tie.points))
+
+    marks = _acs_marks(result, p)
+
+    title, subtitle = _titles(result)
+    width = max(right + MARGIN, 760.0)
+    entries, legend_box = _legend(width, bottom + 2 * REGION_GAP)
+    height = legend_box.bottom + MARGIN
+    return Layout(width, height, fit(title, width - 2 * MARGIN, 14), fit(subtitle, width - 2 * MARGIN),
+                  tuple(p.regions), tuple(p.tiles), tuple(p.chips), tuple(p.wires), tuple(ties), tuple(marks),
+                  tuple(entries), legend_box, FrozenMap(p.where))
+
+
+def _place_sockets(sc: Scene, p: _Placer, limit: float, top: float) -> list[Rect]:
+    """Place the sockets side by side when they fit the width, else one below the other, with
+    the interconnect drawn between consecutive ones; their rectangles."""
     sizes = [p.socket_size(s, limit) for s in sc.sockets]
     side_by_side = bool(sizes) and sum(w for w, _ in sizes) + BAND * (len(sizes) - 1) <= limit
     x, y = MARGIN, top
@@ -792,8 +817,6 @@ def layout(result: ScanResult) -> Layout:
             x = r.right + BAND
         else:
             y = r.bottom + BAND
-    bottom = max((r.bottom for r in socket_rects), default=top)
-    right = max((r.right for r in socket_rects), default=MARGIN)
     # The interconnect between consecutive sockets.
     for i, (a, b) in enumerate(pairwise(socket_rects)):
         if side_by_side:
@@ -803,12 +826,13 @@ def layout(result: ScanResult) -> Layout:
         long_side = max(band.w, band.h) - 8
         text = "socket interconnect (QPI/UPI, Infinity Fabric)" if long_side > 420 else "socket interconnect"
         p.regions.append(Region("interconnect", f"interconnect-{i}", band, fit(text, long_side) if long_side > 80 else "", "", head=band))
-    if sc.unknown is not None:
-        y0 = bottom + (REGION_GAP * 2 if socket_rects else 0)
-        r = p.place_node(sc.unknown, MARGIN, y0, limit, kind="unknown")
-        bottom, right = r.bottom, max(right, r.right)
+    return socket_rects
 
-    # Ties: each GPU to its primary NIC.
+
+def _ties(result: ScanResult, p: _Placer) -> list[Tie]:
+    """Ties: each GPU to its primary NIC, routed around the tiles, labelled with the path class
+    where the label hides nothing."""
+    topo = result.topology
     tie_finding = tie_findings(result)
     tile_rects = [t.rect for t in p.tiles]
     by_nic: dict[str, list[Rail]] = defaultdict(list)
@@ -828,29 +852,31 @@ def layout(result: ScanResult) -> Layout:
         pts = _route(g, n, p.top_of[rail.gpu], p.top_of[rail.nic], frac, tile_rects, p.tops)
         path = result.path(rail.gpu, rail.nic)
         token = path.token if path is not None else (rail.cls.name if rail.cls else "?")
-        lw = len(token) * CHAR_W + 8
-        label = None
-        for t in _LABEL_TS:
-            cx, cy = _along(pts, t)
-            cand = Rect(cx - lw / 2, cy - LABEL_H / 2, lw, LABEL_H)
-            if not any(cand.overlaps(o) for o in obstacles + labels):
-                label = cand
-                break
-        if label is None:
-            cx, cy = _along(pts, 0.5)
-            label = Rect(cx - lw / 2, cy - LABEL_H / 2, lw, LABEL_H)
+        label = _tie_label(pts, len(token) * CHAR_W + 8, obstacles + labels)
         labels.append(label)
         f = tie_finding.get((rail.gpu, rail.nic))
         gd, nd = topo.by_id(rail.gpu), topo.by_id(rail.nic)
         ties.append(Tie(rail.gpu, rail.nic, gd.bdf if gd else None, nd.bdf if nd else None, token,
                         rail.cls.name if rail.cls else "?", pts, label,
                         f.code if f else None, f.severity.label if f else None))
-        right = max(right, label.right, max(x for x, _ in pts))
-        bottom = max(bottom, label.bottom, max(y for _, y in pts))
+    return ties
 
-    marks = _acs_marks(result, p)
 
-    # Title and legend.
+def _tie_label(pts: Sequence[Point], lw: float, obstacles: list[Rect]) -> Rect:
+    """Where a tie's label goes: the first spot along it that overlaps nothing, else its middle."""
+    for t in _LABEL_TS:
+        cx, cy = _along(pts, t)
+        cand = Rect(cx - lw / 2, cy - LABEL_H / 2, lw, LABEL_H)
+        if not any(cand.overlaps(o) for o in obstacles):
+            return cand
+    cx, cy = _along(pts, 0.5)
+    return Rect(cx - lw / 2, cy - LABEL_H / 2, lw, LABEL_H)
+
+
+def _titles(result: ScanResult) -> tuple[str, str]:
+    """The drawing's title (the host, or the offline sources) and its subtitle (counts)."""
+    topo = result.topology
+    snap = result.snapshot
     crit = sum(1 for f in result.findings if f.severity is Severity.CRITICAL)
     warn = sum(1 for f in result.findings if f.severity is Severity.WARNING)
     where = f"host {snap.hostname or '?'}" if snap.from_host_tree else "offline: " + ", ".join(s.name for s in snap.sources)
@@ -858,8 +884,11 @@ def layout(result: ScanResult) -> Layout:
     subtitle = (f"{len(topo.sockets) or '?'} socket(s) · {len(topo.nodes)} NUMA node(s) · {len(topo.gpus)} GPU(s) · "
                 f"{len(topo.nics)} NIC(s) · findings: {crit} critical, {warn} warning, "
                 f"{len(result.findings) - crit - warn} info")
-    width = max(right + MARGIN, 760.0)
-    ly = bottom + 2 * REGION_GAP
+    return title, subtitle
+
+
+def _legend(width: float, ly: float) -> tuple[list[LegendEntry], Rect]:
+    """The legend's entries, wrapped to the width, and its box (top at ``ly``)."""
     entries: list[LegendEntry] = []
     lx = MARGIN + REGION_PAD
     row = ly + REGION_HEAD - 8
@@ -870,11 +899,7 @@ def layout(result: ScanResult) -> Layout:
             row += 22
         entries.append(LegendEntry(kind, text, Rect(lx, row, LEGEND_SWATCH, 14)))
         lx += w
-    legend_box = Rect(MARGIN, ly, width - 2 * MARGIN, row + 14 + REGION_PAD - ly)
-    height = legend_box.bottom + MARGIN
-    return Layout(width, height, fit(title, width - 2 * MARGIN, 14), fit(subtitle, width - 2 * MARGIN),
-                  tuple(p.regions), tuple(p.tiles), tuple(p.chips), tuple(p.wires), tuple(ties), tuple(marks),
-                  tuple(entries), legend_box, FrozenMap(p.where))
+    return entries, Rect(MARGIN, ly, width - 2 * MARGIN, row + 14 + REGION_PAD - ly)
 
 
 def _acs_marks(result: ScanResult, p: _Placer) -> list[Mark]:
