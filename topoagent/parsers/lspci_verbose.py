@@ -207,22 +207,8 @@ def _read(text: str, lenient: bool) -> LspciListing:
     orphan_redirect = 0
     cur: dict[str, Any] | None = None
     cap: str | None = None  # the capability whose body we are in
-    acs_cap = acs_ctl = None
+    acs: list[int | None] = [None, None]  # ACSCap, ACSCtl
     sriov: dict[str, int] = {}
-
-    def finish() -> None:
-        nonlocal cur, acs_cap, acs_ctl, sriov
-        if cur is not None:
-            if acs_cap is not None and acs_ctl is not None:
-                cur["acs"] = AcsInfo(capability=acs_cap, control=acs_ctl)
-            if sriov:
-                cur["sriov"] = SriovInfo(**sriov)
-            fn = LspciFunction(**cur)
-            if fn.bdf in out:
-                repeated.append(fn.bdf)
-                fn = _merge(out[fn.bdf], fn)
-            out[fn.bdf] = fn
-        cur, acs_cap, acs_ctl, sriov = None, None, None, {}
 
     cleaned = clean_paste(text)
     if lenient:
@@ -236,7 +222,8 @@ def _read(text: str, lenient: bool) -> LspciListing:
             if not line[0].isspace():
                 m = _HEADER.match(line)
                 if m:
-                    finish()
+                    _finish(cur, acs, sriov, out, repeated)
+                    cur, acs, sriov = None, [None, None], {}  # a bad device line leaves none open
                     cur = _function_header(m)
                     cap = None
                     continue
@@ -246,36 +233,64 @@ def _read(text: str, lenient: bool) -> LspciListing:
                         continue  # text before any device: a prompt, a banner, the author's words
                     raise LineError("expected a device line (bb:dd.f …) or an indented field")
             if cur is None:
-                # Indented text before any device: a banner -- or the lines grep kept.
-                key = line.strip().partition(":")[0]
-                if key in _FIELD_KEYS or key.rstrip("0123456789") in ("LnkCap", "LnkSta", "DevCap"):
-                    orphan_fields[key] = orphan_fields.get(key, 0) + 1
-                    if key == "ACSCtl":
-                        ctl = _acs(line.partition(":")[2])
-                        orphan_redirect += ctl is not None and bool(ctl & ACS_P2P_REDIRECT_MASK)
+                orphan_redirect += _orphan_field(line, orphan_fields)
                 continue
-            acs: list[int | None] = [acs_cap, acs_ctl]
             cap = _field(line.strip(), cur, cap, sriov, acs)
-            acs_cap, acs_ctl = acs
         except LineError as exc:
             if not lenient:
                 raise LspciParseError(f"lspci line {lineno}: {exc.why}: {line.strip()[:80]!r}") from None
             skipped.append(Skipped(lineno, lineno, f"not lspci -v output ({exc.why}): {line.strip()[:60]!r}"))
-    finish()
+    _finish(cur, acs, sriov, out, repeated)
+    notes = _listing_notes(repeated, orphan_fields, orphan_redirect, bool(out))
+    if not out and not orphan_fields and text.strip() and (lenient or cleaned.lines):
+        raise LspciParseError("no lspci device line (bb:dd.f class: name) found")
+    return LspciListing(tuple(out.values()), tuple(merge_skipped(skipped)), tuple(notes))
+
+
+def _finish(cur: dict[str, Any] | None, acs: list[int | None], sriov: dict[str, int],
+            out: dict[str, LspciFunction], repeated: list[str]) -> None:
+    """The function read so far into ``out``: merged with an earlier record of the same BDF
+    (outputs concatenated), which ``repeated`` counts."""
+    if cur is None:
+        return
+    if acs[0] is not None and acs[1] is not None:
+        cur["acs"] = AcsInfo(capability=acs[0], control=acs[1])
+    if sriov:
+        cur["sriov"] = SriovInfo(**sriov)
+    fn = LspciFunction(**cur)
+    if fn.bdf in out:
+        repeated.append(fn.bdf)
+        fn = _merge(out[fn.bdf], fn)
+    out[fn.bdf] = fn
+
+
+def _orphan_field(line: str, orphan_fields: dict[str, int]) -> int:
+    """Indented text before any device: a banner -- or the lines grep kept, counted per field
+    in ``orphan_fields``.  Returns 1 for an ``ACSCtl`` line with P2P redirect bits set."""
+    key = line.strip().partition(":")[0]
+    if key in _FIELD_KEYS or key.rstrip("0123456789") in ("LnkCap", "LnkSta", "DevCap"):
+        orphan_fields[key] = orphan_fields.get(key, 0) + 1
+        if key == "ACSCtl":
+            ctl = _acs(line.partition(":")[2])
+            return int(ctl is not None and bool(ctl & ACS_P2P_REDIRECT_MASK))
+    return 0
+
+
+def _listing_notes(repeated: list[str], orphan_fields: dict[str, int], orphan_redirect: int,
+                   any_function: bool) -> list[str]:
+    """Notes on functions listed twice and on fields no device line introduces."""
     notes: list[str] = []
     if repeated:
         notes.append(f"{len(repeated)} function(s) listed more than once (outputs concatenated): "
                      f"records merged (first: {repeated[0]})")
-    if orphan_fields and not out:
+    if orphan_fields and not any_function:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(orphan_fields.items()))
         extra = ""
         if "ACSCtl" in orphan_fields:
             extra = f" ({orphan_redirect} of them with P2P redirect bits set: ReqRedir+, CmpltRedir+ or EgressCtrl+)"
         notes.append(f"no device line: {counts} line(s){extra} cannot be placed on any function "
                      "(filtered output, such as lspci -vvv | grep ACSCtl)")
-    if not out and not orphan_fields and text.strip() and (lenient or cleaned.lines):
-        raise LspciParseError("no lspci device line (bb:dd.f class: name) found")
-    return LspciListing(tuple(out.values()), tuple(merge_skipped(skipped)), tuple(notes))
+    return notes
 
 
 def _merge(first: LspciFunction, again: LspciFunction) -> LspciFunction:
