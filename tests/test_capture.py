@@ -24,7 +24,7 @@ from tests.fakesysfs import machine_names
 from topoagent.api import scan
 from topoagent.cli import cli
 from topoagent.outputs.json_report import report
-from topoagent.sources import capture as capture_mod
+from topoagent.sources.capture import archive as capture_archive
 from topoagent.sources.capture import (
     CaptureError,
     Scrubber,
@@ -210,10 +210,10 @@ def test_unsafe_tarballs_are_refused(tmp_path, members, message):
 
 
 def test_size_caps(tmp_path, monkeypatch):
-    monkeypatch.setattr(capture_mod, "MAX_TOTAL_BYTES", 10)
+    monkeypatch.setattr(capture_archive, "MAX_TOTAL_BYTES", 10)
     with pytest.raises(CaptureError, match="more than 10 bytes"):
         unpack_capture(evil(tmp_path, member("sys/a"), member("sys/b"), data=b"123456"))
-    monkeypatch.setattr(capture_mod, "MAX_MEMBERS", 1)
+    monkeypatch.setattr(capture_archive, "MAX_MEMBERS", 1)
     with pytest.raises(CaptureError, match="more than 1 members"):
         unpack_capture(evil(tmp_path, member("sys/a"), member("sys/b")))
 

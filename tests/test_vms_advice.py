@@ -9,13 +9,14 @@ from topoagent.advice.vms import (
     HostView,
     Verdict,
     VmsError,
-    advise_domain,
-    advise_vmx,
     host_from_scan,
     node_cpus_for_vms,
 )
+from topoagent.advice.vms_libvirt import advise_domain
+from topoagent.advice.vms_vmware import advise_vmx
 from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
+from topoagent.outputs import vms_libvirt
 from topoagent.parsers.libvirt_domain import parse_domain
 from topoagent.parsers.vmx import parse_vmx
 
@@ -43,7 +44,17 @@ def domain(*bdfs: str, extra: str = "", vcpus: int = 4, memory_gib: int = 16, ce
 
 
 def advise(xml: str, **kw):
-    return advise_domain(parse_domain(xml), "shut off", HOST, **kw)
+    return advise_domain(parse_domain(xml), "shut off", HOST, xml=vms_libvirt, **kw)
+
+
+def test_the_advice_decides_and_the_renderer_writes_the_xml():
+    """advice/ never imports outputs/: the XML comes from the renderer the caller passes."""
+    dom = parse_domain(domain("0000:1b:00.0"))
+    bare = advise_domain(dom, "shut off", HOST)
+    vm = advise_domain(dom, "shut off", HOST, xml=vms_libvirt)
+    assert bare.snippet == "" and vm.snippet == vms_libvirt.affinity_xml(dom, vm.affinity)
+    assert (bare.verdict, bare.recommend, bare.affinity) == (vm.verdict, vm.recommend, vm.affinity)
+    assert vm.snippet.startswith("<vcpu placement='static' cpuset='0-3,8-11'>4</vcpu>")
 
 
 def test_no_passthrough_no_advice():

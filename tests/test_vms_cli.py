@@ -157,7 +157,8 @@ def test_apply_yes_defines_exactly_the_affinity_and_undo_restores(dgx, tmp_path)
 
     # What libvirt stores for the new definition: the test driver forgets between connections,
     # so it is defined and read back in one virsh session, as --apply itself does.
-    from topoagent.advice.vms import advise_domain, host_from_scan
+    from topoagent.advice.vms import host_from_scan
+    from topoagent.advice.vms_libvirt import advise_domain
     from topoagent.api import scan
     from topoagent.commands.vms import new_definition  # the function --apply uses
 

@@ -368,6 +368,30 @@ def build_topology(snap: Snapshot) -> Topology:
     node_by_id = {n.id: n for n in nodes}
     sockets = _build_sockets(nodes, snap)
     fns = _order_functions(snap.pci)
+    names = _names(snap, fns)
+    ancestry = _ancestries(fns)
+    roles = _bridge_roles(fns, ancestry)
+    counters: Counter[DeviceKind] = Counter()
+    devices = []
+    kinds = [classify(f) for f in fns]
+    placed = [_place(f, nodes, node_by_id) for f in fns]
+    placed = _infer_from_given_paths(snap, fns, kinds, placed, node_by_id)
+    for f, kind, place, lineage in zip(fns, kinds, placed, ancestry):
+        ident = f"{_ID_PREFIX[kind]}{counters[kind]}"
+        counters[kind] += 1
+        devices.append(_device(f, ident, kind, place, lineage, roles, names))
+    host_bridges = _host_bridges(devices, node_by_id)
+    nodes = _own_memory_nodes(nodes, snap, devices)
+    return Topology(snap, sockets, nodes, tuple(host_bridges), tuple(devices))
+
+
+#: Per BDF: network interfaces, RDMA devices, VFs (of a PF); per IOMMU group: its type.
+_Names = tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]], dict[int, str | None]]
+
+
+def _names(snap: Snapshot, fns: list[PciFunction]) -> _Names:
+    """The names sysfs lists per function (network interfaces, RDMA devices), each physical
+    function's VFs, and the IOMMU groups' types."""
     netdevs: dict[str, list[str]] = defaultdict(list)
     for nd in snap.netdevs:
         if nd.bdf:
@@ -376,19 +400,27 @@ def build_topology(snap: Snapshot) -> Topology:
     for r in snap.rdma:
         if r.bdf:
             rdma[r.bdf].append(r.name)
-    iommu_type = {g.id: g.type for g in snap.iommu_groups}
     virtfns: dict[str, list[str]] = defaultdict(list)
     for f in fns:
         if f.physfn and f.bdf is not None:
             virtfns[f.physfn].append(f.bdf)
+    return netdevs, rdma, virtfns, {g.id: g.type for g in snap.iommu_groups}
 
-    # Where each function hangs: its root bus and the listed bridges above it.  A directory
-    # on the real path that is not itself a listed function (a bridge hidden by firmware, a
-    # chipset-internal bridge, a capture that missed it) is skipped: the function hangs from
-    # the nearest ancestor that exists, and says so -- it is never dropped from the tree.
+
+_Lineage = tuple[str | None, tuple[str, ...], tuple[str, ...]]  # root bus, listed bridges, hidden ones
+
+
+def _ancestries(fns: list[PciFunction]) -> list[_Lineage]:
+    """Where each function hangs: its root bus and the listed bridges above it.
+
+    A directory on the real path that is not itself a listed function (a bridge hidden by
+    firmware, a chipset-internal bridge, a capture that missed it) is skipped: the function
+    hangs from the nearest ancestor that exists, and says so -- it is never dropped from the
+    tree.
+    """
     listed = {f.bdf for f in fns if f.bdf is not None}
-    ancestry: list[tuple[str | None, tuple[str, ...], tuple[str, ...]]] = []  # per function of fns
-    below: dict[str, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {}  # by parent directory
+    ancestry: list[_Lineage] = []  # per function of fns
+    below: dict[str, _Lineage] = {}  # by parent directory
     for f in fns:
         # (a function directly in sys/devices is its own first component: no sharing there)
         parent_dir = f.sysfs_path.rpartition("/")[0] if f.sysfs_path and "/" in f.sysfs_path else None
@@ -402,10 +434,15 @@ def build_topology(snap: Snapshot) -> Topology:
             if parent_dir is not None:
                 below[parent_dir] = known
         ancestry.append(known)
+    return ancestry
 
-    # Bridge roles: the PCIe capability's port type where readable, the tree's shape otherwise.
-    # A switch's upstream port is the bridge whose children are bridges (its downstream
-    # ports); a bridge with only endpoints below (ASPEED AST1150, PCIe-to-PCI) is not a switch.
+
+def _bridge_roles(fns: list[PciFunction], ancestry: list[_Lineage]) -> dict[str, BridgeRole]:
+    """Bridge roles: the PCIe capability's port type where readable, the tree's shape otherwise.
+
+    A switch's upstream port is the bridge whose children are bridges (its downstream ports);
+    a bridge with only endpoints below (ASPEED AST1150, PCIe-to-PCI) is not a switch.
+    """
     bridge_bdfs = {f.bdf for f in fns if _is_p2p_bridge(f)}
     has_bridge_child = {c for f, (_, chain, _) in zip(fns, ancestry) if f.bdf in bridge_bdfs for c in chain[-1:]}
     roles: dict[str, BridgeRole] = {}
@@ -425,56 +462,63 @@ def build_topology(snap: Snapshot) -> Topology:
             roles[f.bdf] = BridgeRole.SWITCH_DOWNSTREAM
         else:
             roles[f.bdf] = BridgeRole.PCI_BRIDGE
+    return roles
 
-    counters: Counter[DeviceKind] = Counter()
-    devices = []
-    kinds = [classify(f) for f in fns]
-    placed = [_place(f, nodes, node_by_id) for f in fns]
-    placed = _infer_from_given_paths(snap, fns, kinds, placed, node_by_id)
-    for f, kind, (numa, source, socket), (root, chain, hidden) in zip(fns, kinds, placed, ancestry):
-        ident = f"{_ID_PREFIX[kind]}{counters[kind]}"
-        counters[kind] += 1
-        netdev_names = netdevs.get(f.bdf, ()) if f.bdf is not None else ()
-        rdma_names = tuple(rdma.get(f.bdf, ())) if f.bdf is not None else ()
-        if f.rdma_names:  # a pasted source's names, next to sysfs's
-            rdma_names += tuple(n for n in f.rdma_names if n not in rdma_names)
-        devices.append(
-            Device(
-                id=ident,
-                key=device_key(f, ident),
-                bdf=f.bdf,
-                kind=kind,
-                role=roles.get(f.bdf) if kind is DeviceKind.BRIDGE and f.bdf is not None else None,
-                name=f.name or pci.device_name(f.vendor_id, f.device_id, f.class_code),
-                vendor_id=f.vendor_id,
-                device_id=f.device_id,
-                class_code=f.class_code,
-                subsystem_vendor_id=f.subsystem_vendor_id,
-                subsystem_device_id=f.subsystem_device_id,
-                numa_node=numa,
-                numa_source=source,
-                local_cpus=f.local_cpus,
-                socket=socket,
-                parent=chain[-1] if chain else root,
-                ancestors=chain,
-                root_bus=root,
-                driver=f.driver,
-                link=f.link.filled_from(f.config.link if f.config is not None else None),
-                netdevs=tuple(sorted(netdev_names)),
-                rdma_devices=tuple(sorted(rdma_names)),
-                iommu_group=f.iommu_group,
-                iommu_type=iommu_type.get(f.iommu_group) if f.iommu_group is not None else None,
-                physfn=f.physfn,
-                virtfns=tuple(virtfns.get(f.bdf, ())) if f.bdf is not None else (),  # fns are in BDF order
-                config=f.config,
-                label=f.label,
-                rdma=f.rdma,
-                notes=_hidden_note(hidden, chain, root),
-            )
-        )
 
-    # A host bridge sits on the NUMA node most of its devices report.
-    # (``numa_node`` answers outvote local-CPU matches.)
+def _device(
+    f: PciFunction,
+    ident: str,
+    kind: DeviceKind,
+    place: tuple[int | None, str | None, int | None],
+    lineage: _Lineage,
+    roles: dict[str, BridgeRole],
+    names: _Names,
+) -> Device:
+    """The device of one function, placed (node, how, socket) and hung (``lineage``)."""
+    numa, source, socket = place
+    root, chain, hidden = lineage
+    netdevs, rdma, virtfns, iommu_type = names
+    netdev_names = netdevs.get(f.bdf, ()) if f.bdf is not None else ()
+    rdma_names = tuple(rdma.get(f.bdf, ())) if f.bdf is not None else ()
+    if f.rdma_names:  # a pasted source's names, next to sysfs's
+        rdma_names += tuple(n for n in f.rdma_names if n not in rdma_names)
+    return Device(
+        id=ident,
+        key=device_key(f, ident),
+        bdf=f.bdf,
+        kind=kind,
+        role=roles.get(f.bdf) if kind is DeviceKind.BRIDGE and f.bdf is not None else None,
+        name=f.name or pci.device_name(f.vendor_id, f.device_id, f.class_code),
+        vendor_id=f.vendor_id,
+        device_id=f.device_id,
+        class_code=f.class_code,
+        subsystem_vendor_id=f.subsystem_vendor_id,
+        subsystem_device_id=f.subsystem_device_id,
+        numa_node=numa,
+        numa_source=source,
+        local_cpus=f.local_cpus,
+        socket=socket,
+        parent=chain[-1] if chain else root,
+        ancestors=chain,
+        root_bus=root,
+        driver=f.driver,
+        link=f.link.filled_from(f.config.link if f.config is not None else None),
+        netdevs=tuple(sorted(netdev_names)),
+        rdma_devices=tuple(sorted(rdma_names)),
+        iommu_group=f.iommu_group,
+        iommu_type=iommu_type.get(f.iommu_group) if f.iommu_group is not None else None,
+        physfn=f.physfn,
+        virtfns=tuple(virtfns.get(f.bdf, ())) if f.bdf is not None else (),  # fns are in BDF order
+        config=f.config,
+        label=f.label,
+        rdma=f.rdma,
+        notes=_hidden_note(hidden, chain, root),
+    )
+
+
+def _host_bridges(devices: list[Device], node_by_id: dict[int, Node]) -> list[HostBridge]:
+    """A host bridge sits on the NUMA node most of its devices report.
+    (``numa_node`` answers outvote local-CPU matches.)"""
     votes: dict[str, Counter[int]] = defaultdict(Counter)
     for d in devices:
         if d.root_bus is not None and d.numa_node is not None:
@@ -485,8 +529,7 @@ def build_topology(snap: Snapshot) -> Topology:
         v = votes.get(b)
         numa = min(v, key=lambda n: (-v[n], n)) if v else None
         host_bridges.append(HostBridge(b, numa, node_by_id[numa].socket if numa in node_by_id else None))
-    nodes = _own_memory_nodes(nodes, snap, devices)
-    return Topology(snap, sockets, nodes, tuple(host_bridges), tuple(devices))
+    return host_bridges
 
 
 def _hidden_note(hidden: tuple[str, ...], chain: tuple[str, ...], root: str | None) -> tuple[str, ...]:

@@ -21,6 +21,11 @@ mode='strict' nodeset=…>`` (``<memnode>`` per guest cell when the VM spans nod
 (``pin``): it stops the host scheduler from balancing vCPUs inside the node, lets one busy
 host thread stall a vCPU, and must be redone when the VM is resized (the reasons VMware's
 performance guides give for preferring NUMA affinity to CPU affinity; they hold for KVM too).
+
+This module holds what both platforms share (the host side, the report types, the split
+plan); :mod:`topoagent.advice.vms_libvirt` advises libvirt domains and
+:mod:`topoagent.advice.vms_vmware` VMware VMs.  The libvirt XML is written by
+:mod:`topoagent.outputs.vms_libvirt`.
 """
 
 from __future__ import annotations
@@ -35,8 +40,6 @@ from topoagent.records import field, record
 
 if TYPE_CHECKING:
     from topoagent.parsers.esxcli import EsxPciDevice
-    from topoagent.parsers.libvirt_domain import Domain
-    from topoagent.parsers.vmx import VmxConfig
     from topoagent.result import ScanResult
 
 __all__ = [
@@ -48,12 +51,13 @@ __all__ = [
     "VmAdvice",
     "VmReport",
     "VmsError",
-    "advise_domain",
-    "advise_vmx",
+    "device_nodes",
     "host_from_esxcli",
     "host_from_scan",
+    "join_device",
     "node_cpus_for_vms",
-    "pins_outside",
+    "nodes_text",
+    "split_plan",
 ]
 
 
@@ -211,11 +215,11 @@ class VmReport:
     notes: tuple[str, ...] = ()
 
 
-def _nodes_text(nodes: tuple[int, ...] | list[int]) -> str:
+def nodes_text(nodes: tuple[int, ...] | list[int]) -> str:
     return ",".join(str(n) for n in nodes)
 
 
-def _join(bdf: str, ref: str, host: HostView) -> DeviceReport:
+def join_device(bdf: str, ref: str, host: HostView) -> DeviceReport:
     d = host.devices.get(bdf)
     if d is None:
         return DeviceReport(bdf, ref, "other", None, None,
@@ -224,14 +228,14 @@ def _join(bdf: str, ref: str, host: HostView) -> DeviceReport:
     return DeviceReport(bdf, ref, d.kind, d.numa_node, d.name, d.rail_nics, note)
 
 
-def _device_nodes(devices: tuple[DeviceReport, ...]) -> tuple[int, ...] | None:
+def device_nodes(devices: tuple[DeviceReport, ...]) -> tuple[int, ...] | None:
     """The devices' nodes, sorted; None when any is unknown."""
     if any(d.numa_node is None for d in devices):
         return None
     return tuple(sorted({d.numa_node for d in devices if d.numa_node is not None}))
 
 
-def _split_plan(vcpus: int | None, memory: int | None, nodes: tuple[int, ...], host: HostView,
+def split_plan(vcpus: int | None, memory: int | None, nodes: tuple[int, ...], host: HostView,
                 reserve_cores: int) -> tuple[bool, str, tuple[int, ...]]:
     """Whether an even split of the vCPUs (one guest cell per node) fits, why, and the shares."""
     k = len(nodes)
@@ -250,348 +254,6 @@ def _split_plan(vcpus: int | None, memory: int | None, nodes: tuple[int, ...], h
             problems.append(f"node {node} has {mem >> 30} GiB for {(memory // k) >> 30} GiB")
     layout = "+".join(str(s) for s in shares)
     if problems:
-        return False, f"{layout} vCPUs over nodes {_nodes_text(nodes)} does not fit: " + "; ".join(problems), shares
+        return False, f"{layout} vCPUs over nodes {nodes_text(nodes)} does not fit: " + "; ".join(problems), shares
     cells = ", ".join(f"cell {i} on node {n}" for i, n in enumerate(nodes))
     return True, f"{k} guest NUMA cells of {layout} vCPUs ({cells}) fit", shares
-
-
-# -- libvirt --------------------------------------------------------------------------------
-
-
-def _kvm_current(dom: Domain) -> dict[str, str]:
-    cur: dict[str, str] = {}
-    if dom.vcpu_placement:
-        cur["vcpu.placement"] = dom.vcpu_placement
-    if dom.vcpu_cpuset:
-        cur["vcpu.cpuset"] = dom.vcpu_cpuset
-    if dom.numatune_mode:
-        cur["numatune.memory.mode"] = dom.numatune_mode
-    if dom.numatune_nodeset:
-        cur["numatune.memory.nodeset"] = dom.numatune_nodeset
-    if dom.numatune_placement:
-        cur["numatune.memory.placement"] = dom.numatune_placement
-    for m in dom.memnodes:
-        cur[f"numatune.memnode.{m.cellid}"] = f"{m.mode or 'strict'}:{m.nodeset}"
-    for p in dom.vcpupins:
-        cur[f"cputune.vcpupin.{p.id}"] = p.cpuset
-    if dom.emulatorpin:
-        cur["cputune.emulatorpin"] = dom.emulatorpin
-    for p in dom.iothreadpins:
-        cur[f"cputune.iothreadpin.{p.id}"] = p.cpuset
-    return cur
-
-
-def _kvm_verdict(dom: Domain, node: int, host: HostView) -> tuple[Verdict, list[str]]:
-    from topoagent.parsers.libvirt_domain import parse_libvirt_set
-
-    auto = dom.numatune_placement == "auto" or (dom.vcpu_placement == "auto" and not dom.numatune_nodeset)
-    mem: set[int] = set()
-    if not auto and dom.numatune_nodeset:
-        mem |= set(parse_libvirt_set(dom.numatune_nodeset, what="nodeset"))
-    for m in dom.memnodes:
-        mem |= set(parse_libvirt_set(m.nodeset, what="nodeset"))
-    node_cpus = host.node_cpus.get(node)
-    pins = {p.id: parse_libvirt_set(p.cpuset) for p in dom.vcpupins}
-    base = parse_libvirt_set(dom.vcpu_cpuset) if dom.vcpu_cpuset and dom.vcpu_placement != "auto" else None
-    count = dom.vcpus or 0
-    # Each vCPU runs where its vcpupin says, else where the domain's cpuset says (None: anywhere).
-    # Worked out over the pins, never over the vCPU count (a number from the XML).
-    pinned = [cpus for vcpu, cpus in pins.items() if 0 <= vcpu < count]
-    per_vcpu = pinned + ([base] if len(pinned) < max(count, 1) else [])
-    floating = any(c is None for c in per_vcpu)
-    used = CpuSet().union(*(c for c in per_vcpu if c is not None))
-
-    reasons = []
-    if mem and mem != {node}:
-        reasons.append(f"memory is bound to node {_nodes_text(sorted(mem))}")
-    if used and node_cpus and not used <= node_cpus:
-        reasons.append(f"vCPUs may run on CPUs {used - node_cpus} outside node {node}")
-    if reasons:
-        return Verdict.MISALIGNED, reasons
-    if auto:
-        return Verdict.UNSET, ["placement is 'auto' (numad picks a node at start, not necessarily the devices')"]
-    missing = []
-    if not mem:
-        missing.append("memory is not bound to a node")
-    if floating or not used:
-        missing.append("vCPUs are not confined to a node")
-    elif not node_cpus:
-        missing.append(f"node {node}'s CPUs are unknown")
-    if missing:
-        return Verdict.UNSET, missing
-    return Verdict.ALIGNED, []
-
-
-def pins_outside(dom: Domain, cpus: CpuSet) -> list[str]:
-    """The domain's vcpupin/emulatorpin/iothreadpin entries that reach outside ``cpus``."""
-    from topoagent.parsers.libvirt_domain import parse_libvirt_set
-
-    if not cpus:
-        return []
-    out = [f"vcpupin {p.id} ({p.cpuset})" for p in dom.vcpupins if not parse_libvirt_set(p.cpuset) <= cpus]
-    if dom.emulatorpin and not parse_libvirt_set(dom.emulatorpin) <= cpus:
-        out.append(f"emulatorpin ({dom.emulatorpin})")
-    out += [f"iothreadpin {p.id} ({p.cpuset})" for p in dom.iothreadpins if not parse_libvirt_set(p.cpuset) <= cpus]
-    return out
-
-
-def _pin_order(cpus: CpuSet, cores: tuple[CpuSet, ...]) -> list[int]:
-    """CPUs in the order vCPUs get them: one thread of every core first, then the siblings."""
-    from topoagent.advice.cores import cores_in
-
-    groups = sorted((list(c) for c in cores_in(cores, cpus)), key=lambda g: g[0])
-    order: list[int] = []
-    depth = max(len(g) for g in groups)
-    for t in range(depth):
-        order.extend(g[t] for g in groups if len(g) > t)
-    return order
-
-
-def _kvm_affinity(dom: Domain, nodes: tuple[int, ...], host: HostView, *, pin: bool,
-                  reserve_cores: int, notes: list[str]) -> Affinity | None:
-    """The settings for the VM on ``nodes`` (one, or one per guest cell); None when they
-    cannot be made (CPU-less node, a multi-node VM without matching guest cells)."""
-    from topoagent.parsers.libvirt_domain import parse_libvirt_set
-
-    avail = {}
-    kept = {}
-    for n in nodes:
-        avail[n], kept[n] = node_cpus_for_vms(host, n, reserve_cores)
-        if not avail[n]:
-            notes.append(f"node {n}'s CPUs are unknown or it has none: no CPU set to recommend")
-            return None
-    cpuset = CpuSet().union(*avail.values())
-    vcpus = dom.vcpus or 0
-    mode = "strict"
-    memnodes: tuple[tuple[int, int], ...] = ()
-    cells = sorted(dom.cells, key=lambda c: c.id)
-    if len(nodes) > 1:
-        if len(cells) != len(nodes):
-            return None
-        memnodes = tuple((c.id, n) for c, n in zip(cells, nodes))
-    else:
-        node = nodes[0]
-        mem = host.node_memory.get(node)
-        if dom.memory_bytes and mem and dom.memory_bytes > mem:
-            mode = "preferred"
-            notes.append(f"the VM's {dom.memory_bytes >> 30} GiB exceed node {node}'s {mem >> 30} GiB: "
-                         f"memory mode 'preferred' (strict would fail to allocate)")
-        if vcpus > len(avail[node]):
-            notes.append(f"{vcpus} vCPUs on node {node}'s {len(avail[node])} CPUs: vCPUs will share CPUs")
-    pins = None
-    emulator = None
-    if pin:
-        pin_list = []
-        if len(nodes) > 1:
-            for c, n in zip(cells, nodes):
-                order = _pin_order(avail[n], host.cores)
-                for j, v in enumerate(sorted(parse_libvirt_set(c.cpus))):
-                    pin_list.append((v, CpuSet((order[j % len(order)],))))
-        else:
-            order = _pin_order(avail[nodes[0]], host.cores)
-            pin_list = [(v, CpuSet((order[v % len(order)],))) for v in range(vcpus)]
-        pins = tuple(sorted(pin_list))
-        reserved = CpuSet().union(*kept.values())
-        # Emulator (I/O) threads: on the host's reserved cores of the same node(s) when there
-        # are some, so they stay near the devices without taking a vCPU's CPU.
-        emulator = reserved if reserved else cpuset
-    elif len(nodes) > 1:
-        # Without --pin a split VM still needs each cell's vCPUs on its cell's host node: the
-        # domain-wide <vcpu cpuset> spans every node, so a cell whose memory is bound to node 0
-        # would run anywhere.  Each vCPU gets its cell's whole node (the host scheduler still
-        # balances inside it); libvirt's <vcpupin> overrides <vcpu cpuset> per vCPU
-        # (https://libvirt.org/formatdomain.html#cpu-tuning).
-        pins = tuple(sorted((v, avail[n]) for c, n in zip(cells, nodes)
-                            for v in parse_libvirt_set(c.cpus)))
-    return Affinity(cpuset, nodes, mode, memnodes, pins, emulator)
-
-
-def _kvm_settings(aff: Affinity) -> dict[str, str]:
-    rec = {
-        "vcpu.placement": "static",
-        "vcpu.cpuset": str(aff.cpuset),
-        "numatune.memory.mode": aff.mem_mode,
-        "numatune.memory.nodeset": aff.nodeset,
-    }
-    for cell, node in aff.memnodes:
-        rec[f"numatune.memnode.{cell}"] = f"strict:{node}"
-    if aff.vcpupins is not None:
-        for v, cpus in aff.vcpupins:
-            rec[f"cputune.vcpupin.{v}"] = str(cpus)
-        if aff.emulatorpin is not None:
-            rec["cputune.emulatorpin"] = str(aff.emulatorpin)
-    return rec
-
-
-def _kvm_snippet(dom: Domain, aff: Affinity) -> str:
-    current = f" current='{dom.vcpus_current}'" if dom.vcpus_current is not None else ""
-    lines = [f"<vcpu placement='static' cpuset='{aff.cpuset}'{current}>{dom.vcpus or 1}</vcpu>"]
-    if aff.vcpupins is not None:
-        lines.append("<cputune>")
-        lines += [f"  <vcpupin vcpu='{v}' cpuset='{cpus}'/>" for v, cpus in aff.vcpupins]
-        if aff.emulatorpin is not None:
-            lines.append(f"  <emulatorpin cpuset='{aff.emulatorpin}'/>")
-        lines.append("</cputune>")
-    lines += ["<numatune>", f"  <memory mode='{aff.mem_mode}' nodeset='{aff.nodeset}'/>"]
-    lines += [f"  <memnode cellid='{c}' mode='strict' nodeset='{n}'/>" for c, n in aff.memnodes]
-    lines.append("</numatune>")
-    return "\n".join(lines)
-
-
-def _cells_snippet(vcpus: int, memory: int | None, nodes: tuple[int, ...], shares: tuple[int, ...]) -> str:
-    lines = ["<cpu>", "  <numa>"]
-    first = 0
-    per_cell_kib = (memory // len(nodes)) // 1024 if memory else None
-    for i, share in enumerate(shares):
-        mem = f" memory='{per_cell_kib}' unit='KiB'" if per_cell_kib else ""
-        lines.append(f"    <cell id='{i}' cpus='{first}-{first + share - 1}'{mem}/>")
-        first += share
-    lines += ["  </numa>", "</cpu>", "<numatune>",
-              f"  <memory mode='strict' nodeset='{_nodes_text(nodes)}'/>"]
-    lines += [f"  <memnode cellid='{i}' mode='strict' nodeset='{n}'/>" for i, n in enumerate(nodes)]
-    lines.append("</numatune>")
-    return "\n".join(lines)
-
-
-def advise_domain(dom: Domain, state: str, host: HostView, *, pin: bool = False,
-                  reserve_cores: int = 0) -> VmAdvice | None:
-    """Verdict and recommendation for a libvirt domain; None when it has no PCI passthrough."""
-    if not dom.hostdevs:
-        return None
-    devices = tuple(_join(h.bdf, h.bdf, host) for h in dom.hostdevs)
-    current = _kvm_current(dom)
-    notes = [d.note for d in devices if d.note]
-    nodes = _device_nodes(devices)
-    affinity = None
-    recommend: dict[str, str] = {}
-    snippet = ""
-    if nodes is None:
-        verdict = Verdict.UNKNOWN
-        notes.append("nothing recommended: a device's NUMA node is unknown (never guessed)")
-    elif len(nodes) == 1:
-        verdict, reasons = _kvm_verdict(dom, nodes[0], host)
-        notes += reasons
-        affinity = _kvm_affinity(dom, nodes, host, pin=pin, reserve_cores=reserve_cores, notes=notes)
-        if affinity is not None and (verdict is not Verdict.ALIGNED or pin):
-            target = _kvm_settings(affinity)
-            if verdict is Verdict.ALIGNED:  # only the pins are new
-                target = {k: v for k, v in target.items() if k.startswith("cputune.") and current.get(k) != v}
-            recommend = target
-            snippet = _kvm_snippet(dom, affinity) if recommend else ""
-        if not recommend:
-            affinity = None
-        elif not pin:
-            stale = pins_outside(dom, CpuSet().union(*(host.node_cpus.get(n, CpuSet()) for n in nodes)))
-            if stale:
-                notes.append(f"{', '.join(stale)} lie outside node {nodes[0]}'s CPUs and would override the "
-                             f"cpuset: remove them, or use --pin to replace them")
-    else:
-        verdict = Verdict.SPLIT
-        fits, why, shares = _split_plan(dom.vcpus, dom.memory_bytes, nodes, host, reserve_cores)
-        notes.append(f"devices on nodes {_nodes_text(nodes)}: {why}")
-        if fits and len(dom.cells) == len(nodes):
-            affinity = _kvm_affinity(dom, nodes, host, pin=pin, reserve_cores=reserve_cores, notes=notes)
-            if affinity is not None:
-                recommend = _kvm_settings(affinity)
-                snippet = _kvm_snippet(dom, affinity)
-        elif fits:
-            notes.append(f"the guest has {len(dom.cells)} NUMA cells: define {len(nodes)} "
-                         f"(<cpu><numa>) first; --apply edits only the affinity elements")
-            recommend = {"cpu.numa.cells": "+".join(str(s) for s in shares),
-                         "numatune.memory.mode": "strict", "numatune.memory.nodeset": _nodes_text(nodes)}
-            recommend.update({f"numatune.memnode.{i}": f"strict:{n}" for i, n in enumerate(nodes)})
-            snippet = _cells_snippet(dom.vcpus or 0, dom.memory_bytes, nodes, shares)
-        else:
-            notes.append("give the VM devices of one node, or split it into one VM per node")
-    return VmAdvice(dom.name, state, "kvm", dom.vcpus, dom.memory_bytes, devices, FrozenMap(current), verdict,
-                    FrozenMap(recommend), snippet, affinity, tuple(notes))
-
-
-# -- VMware ---------------------------------------------------------------------------------
-
-
-def _node_list(text: str | None) -> set[int] | None:
-    """A VMware node or CPU list (``0``, ``0,1``, ``0-3``); None for unset or ``all``."""
-    if text is None or not text.strip() or text.strip().lower() == "all":
-        return None
-    from topoagent.parsers.libvirt_domain import parse_libvirt_set
-
-    try:
-        return set(parse_libvirt_set(text.replace(" ", ""), what="node list"))
-    except InputError:
-        raise VmsError(f"{text!r} is not a node list") from None
-
-
-def _vmx_device(dev_index: int, ref: str | None, bdfs: tuple[str, ...], vendor: int | None, device: int | None,
-                warning: str | None, host: HostView) -> DeviceReport:
-    label = ref or f"pciPassthru{dev_index} (no id)"
-    if not bdfs:
-        return DeviceReport(None, label, "other", None, None, note=warning)
-    found = [b for b in bdfs if b in host.devices]
-    if vendor is not None and device is not None and len(found) > 1:
-        found = [b for b in found if (host.devices[b].vendor_id, host.devices[b].device_id) in ((vendor, device), (None, None))]
-    if len(found) != 1:
-        why = ("matches no device in the host list" if not found else
-               f"could be {' or '.join(found)}: ambiguous")
-        return DeviceReport(bdfs[0] if len(bdfs) == 1 else None, label, "other", None, None,
-                            note=f"pciPassthru{dev_index}.id {ref!r} ({' or '.join(bdfs)}) {why} ({host.source})")
-    report = _join(found[0], label, host)
-    h = host.devices[found[0]]
-    notes = [n for n in (warning if len(bdfs) == 1 else None, report.note) if n]
-    if vendor is not None and h.vendor_id is not None and (vendor, device) != (h.vendor_id, h.device_id):
-        notes.append(f"pciPassthru{dev_index} names {vendor:04x}:{(device or 0):04x} but {found[0]} is "
-                     f"{h.vendor_id:04x}:{(h.device_id or 0):04x}")
-    return DeviceReport(report.bdf, label, report.kind, report.numa_node, report.name, report.rail_nics,
-                        "; ".join(notes) or None)
-
-
-def advise_vmx(vmx: VmxConfig, host: HostView, *, name: str, state: str = "unknown") -> VmAdvice | None:
-    """Verdict and the ``numa.nodeAffinity`` line for a VMware VM; None without passthrough."""
-    if not vmx.devices:
-        return None
-    devices = tuple(_vmx_device(d.index, d.id, d.bdfs, d.vendor_id, d.device_id, d.warning, host)
-                    for d in vmx.devices)
-    current = {k: v for k, v in (("numa.nodeAffinity", vmx.node_affinity), ("sched.cpu.affinity", vmx.cpu_affinity),
-                                 ("sched.mem.affinity", vmx.mem_affinity)) if v}
-    notes = [d.note for d in devices if d.note]
-    nodes = _device_nodes(devices)
-    recommend: dict[str, str] = {}
-    if vmx.cpu_affinity and vmx.cpu_affinity.strip().lower() != "all":
-        notes.append("sched.cpu.affinity pins vCPUs to host CPUs: NUMA affinity is the lighter control "
-                     "(the NUMA scheduler still balances inside the node); left as it is")
-    if nodes is None:
-        verdict = Verdict.UNKNOWN
-        notes.append("nothing recommended: a device's NUMA node is unknown (never guessed)")
-    else:
-        target = {nodes[0]} if len(nodes) == 1 else set(nodes)
-        affinity = _node_list(vmx.node_affinity)
-        mem = _node_list(vmx.mem_affinity)
-        if len(nodes) > 1:
-            verdict = Verdict.SPLIT
-            k = len(nodes)
-            vcpus = vmx.numvcpus
-            if vcpus and vcpus >= k:
-                notes.append(f"devices on nodes {_nodes_text(nodes)}: a wide VM of {vcpus} vCPUs spans them "
-                             f"({'+'.join(str(vcpus // k + (1 if i < vcpus % k else 0)) for i in range(k))} "
-                             f"per node; node sizes cannot be checked from esxcli)")
-            else:
-                notes.append(f"devices on nodes {_nodes_text(nodes)}: "
-                             f"{vcpus if vcpus else 'an unknown number of'} vCPUs cannot span them; "
-                             f"give the VM devices of one node")
-        elif (affinity is not None and affinity != target) or (mem is not None and mem != target):
-            verdict = Verdict.MISALIGNED
-        elif affinity == target:
-            verdict = Verdict.ALIGNED
-        else:
-            verdict = Verdict.UNSET
-        if verdict is not Verdict.ALIGNED and (len(nodes) == 1 or (vmx.numvcpus or 0) >= len(nodes)):
-            if affinity != target:
-                recommend["numa.nodeAffinity"] = _nodes_text(nodes)
-            if mem is not None and mem != target:
-                recommend["sched.mem.affinity"] = _nodes_text(nodes)
-    snippet = "\n".join(f'{k} = "{v}"' for k, v in recommend.items())
-    if snippet:
-        notes.append("the VM must be powered off to change this (Edit Settings > VM Options > Advanced > "
-                     "Configuration Parameters, or the .vmx of a powered-off VM)")
-    return VmAdvice(name, state, "vmware", vmx.numvcpus, vmx.memory_bytes, devices, FrozenMap(current), verdict,
-                    FrozenMap(recommend), snippet, None, tuple(notes))

@@ -85,7 +85,8 @@ def vms(inputs: Inputs, uri: str | None, fmt: str, pin: bool, reserve_cores: int
 
 
 def _esxi_report(esxcli_file: str, vmx_files: tuple[str, ...]) -> VmReport:
-    from topoagent.advice.vms import VmReport, advise_vmx, host_from_esxcli
+    from topoagent.advice.vms import VmReport, host_from_esxcli
+    from topoagent.advice.vms_vmware import advise_vmx
     from topoagent.errors import TopoagentError
     from topoagent.parsers.esxcli import parse_esxcli_pci_list
     from topoagent.parsers.vmx import parse_vmx
@@ -128,7 +129,9 @@ def _host(inputs: Inputs) -> HostView:
 
 
 def _kvm_report(inputs: Inputs, uri: str | None, *, pin: bool, reserve_cores: int) -> VmReport:
-    from topoagent.advice.vms import VmReport, VmsError, advise_domain
+    from topoagent.advice.vms import VmReport, VmsError
+    from topoagent.advice.vms_libvirt import advise_domain
+    from topoagent.outputs import vms_libvirt
     from topoagent.parsers.libvirt_domain import DomainXmlError, parse_domain
     from topoagent.sources.libvirt import LibvirtError, read_domains
 
@@ -141,7 +144,8 @@ def _kvm_report(inputs: Inputs, uri: str | None, *, pin: bool, reserve_cores: in
     advice, without = [], []
     for rec in sorted(read.domains, key=lambda r: r.name):
         try:
-            vm = advise_domain(parse_domain(rec.xml), rec.state, host, pin=pin, reserve_cores=reserve_cores)
+            vm = advise_domain(parse_domain(rec.xml), rec.state, host, pin=pin, reserve_cores=reserve_cores,
+                               xml=vms_libvirt)
         except DomainXmlError as exc:
             notes.append(f"{rec.origin}: {exc}")
             continue
@@ -178,7 +182,7 @@ def _require_shut_off(uri: str, name: str) -> None:
 
 def _stale_pins(dom: Domain, aff: Affinity, host: HostView) -> list[str]:
     """Existing pins outside the target nodes' CPUs that --apply would leave in place."""
-    from topoagent.advice.vms import pins_outside
+    from topoagent.advice.vms_libvirt import pins_outside
     from topoagent.cpuset import CpuSet
 
     allowed = CpuSet().union(*(host.node_cpus.get(n, CpuSet()) for n in aff.nodes))
@@ -219,7 +223,8 @@ def _apply(inputs: Inputs, name: str, uri: str | None, *, yes: bool, pin: bool, 
            state_dir: str) -> None:
     import difflib
 
-    from topoagent.advice.vms import Verdict, VmsError, advise_domain
+    from topoagent.advice.vms import Verdict, VmsError
+    from topoagent.advice.vms_libvirt import advise_domain
     from topoagent.apply.libvirt_backup import (
         BackupError,
         backup_path,

@@ -230,64 +230,7 @@ def _order(children: list[SceneTile | SceneChip | SceneBox], rail_of: dict[str, 
 def scene(result: ScanResult) -> Scene:
     """Group the drawn devices of a scan into sockets, nodes, host bridges and switches."""
     topo = result.topology
-    rail_of = {r.gpu: r.nic for r in result.rails.rails if r.nic is not None}
-    drawn = [d for d in topo.devices if d.kind in _TILE_KINDS or _chip_kind(d) is not None]
-
-    # container key -> its items; container keys: host bridge name, switch USP BDF, group name
-    members: dict[str, list[Device]] = defaultdict(list)
-    sub: dict[str, list[str]] = defaultdict(list)
-    top: dict[int | None, list[str]] = defaultdict(list)  # NUMA node -> top-level containers
-    hb_node = {hb.name: hb.numa_node for hb in topo.host_bridges}
-
-    def attach(parent: str, child: str) -> None:
-        if child not in sub[parent]:
-            sub[parent].append(child)
-
-    for d in drawn:
-        if d.root_bus is None:
-            key = f"group:{'unknown' if d.numa_node is None else d.numa_node}"
-            if key not in top[d.numa_node]:
-                top[d.numa_node].append(key)
-            members[key].append(d)
-            continue
-        node = hb_node.get(d.root_bus)
-        if d.root_bus not in top[node]:
-            top[node].append(d.root_bus)
-        parent = d.root_bus
-        for sw in _containers(topo, d):
-            attach(parent, sw.bdf)  # type: ignore[arg-type]
-            parent = sw.bdf  # type: ignore[assignment]
-        members[parent].append(d)
-
-    def build(key: str) -> SceneBox:
-        items: list[SceneTile | SceneChip | SceneBox] = []
-        chips: dict[str, list[Device]] = defaultdict(list)
-        for d in members.get(key, ()):
-            kind = _chip_kind(d)
-            if kind is None:
-                items.append(SceneTile(d))
-            else:
-                chips[kind].append(d)
-        items.extend(build(s) for s in sub.get(key, ()))
-        items.sort(key=_item_sort_key)
-        ordered = _order(items, rail_of)
-        for kind, devs in sorted(chips.items()):
-            label = f"{len(devs)}× {kind}" if len(devs) > 1 else f"{kind} {devs[0].bdf or devs[0].id}"
-            ordered.append(SceneChip(f"chip-{key.replace('group:', 'group-')}-{kind.lower()}", label, tuple(devs)))
-        if key.startswith("group:"):
-            return SceneBox("group", f"group-{key[6:]}", "no PCI tree in this source", None, tuple(ordered))
-        up = topo.by_bdf(key)
-        if up is None:
-            return SceneBox("hostbridge", f"hb-{key}", f"{key} host bridge", None, tuple(ordered))
-        return SceneBox("switch", f"sw-{key}", f"switch {key}", up, tuple(ordered))
-
-    def node_of(node_id: int | None, title: str, subtitle: str, ident: str) -> SceneNode:
-        keys = sorted(top.get(node_id, ()), key=lambda k: (k.startswith("group:"), root_bus_key(k) if not k.startswith("group:") else (0, 0)))
-        return SceneNode(ident, title, subtitle, node_id, tuple(build(k) for k in keys))
-
-    def node_scene(n: Node) -> SceneNode:
-        return node_of(n.id, f"NUMA node {n.id}", _node_subtitle(n), f"node-{n.id}")
-
+    boxes = _Boxes(result)
     sockets: list[SceneSocket] = []
     placed: set[int] = set()
     groups: list[tuple[int | None, list[Node]]] = [(s.id, [n for n in topo.nodes if n.socket == s.id]) for s in topo.sockets]
@@ -295,27 +238,99 @@ def scene(result: ScanResult) -> Scene:
     if rest:
         groups.append((None, rest))
     for sid, nodes in groups:
-        shown = [n for n in nodes if not n.cpu_less or top.get(n.id)]
-        memory_only = [n.id for n in nodes if n.cpu_less and not top.get(n.id)]
         placed.update(n.id for n in nodes)
-        sock = next((s for s in topo.sockets if s.id == sid), None)
-        title = f"Socket {sid}" if sid is not None else "Socket unknown"
-        sub_parts = [f"CPUs {sock.cpus}" if sock is not None and sock.cpus else ""]
-        if memory_only:
-            sub_parts.append("memory-only NUMA nodes " + ",".join(str(i) for i in memory_only))
-        subtitle = " · ".join(p for p in sub_parts if p)
-        sockets.append(SceneSocket(f"socket-{sid if sid is not None else 'unknown'}", title, subtitle, sid,
-                                   tuple(node_scene(n) for n in shown)))
-    orphans = [k for k in top if k is not None and k not in placed]
-    unknown_keys = [None, *sorted(orphans)]  # devices on nodes the scan does not list
-    unknown = None
-    if any(top.get(k) for k in unknown_keys):
-        boxes: list[SceneBox] = []
-        for k in unknown_keys:
-            boxes.extend(node_of(k, "", "", "").boxes)
-        unknown = SceneNode("node-unknown", "NUMA node unknown",
-                            "no NUMA node in the source", None, tuple(boxes))
-    return Scene(tuple(sockets), unknown)
+        sockets.append(_socket(topo, sid, nodes, boxes))
+    return Scene(tuple(sockets), _unknown_node(boxes, placed))
+
+
+class _Boxes:
+    """The boxes of the drawn devices: which container (host bridge name, switch USP BDF, or
+    ``group:NODE`` where a source has no PCI tree) holds which devices and sub-containers, and
+    the top-level containers of each NUMA node."""
+
+    def __init__(self, result: ScanResult) -> None:
+        topo = result.topology
+        self.topo = topo
+        self.rail_of = {r.gpu: r.nic for r in result.rails.rails if r.nic is not None}
+        self.members: dict[str, list[Device]] = defaultdict(list)
+        self.sub: dict[str, list[str]] = defaultdict(list)
+        self.top: dict[int | None, list[str]] = defaultdict(list)  # NUMA node -> top-level containers
+        hb_node = {hb.name: hb.numa_node for hb in topo.host_bridges}
+        for d in topo.devices:
+            if d.kind in _TILE_KINDS or _chip_kind(d) is not None:
+                self._add(d, hb_node)
+
+    def _add(self, d: Device, hb_node: dict[str, int | None]) -> None:
+        if d.root_bus is None:
+            key = f"group:{'unknown' if d.numa_node is None else d.numa_node}"
+            if key not in self.top[d.numa_node]:
+                self.top[d.numa_node].append(key)
+            self.members[key].append(d)
+            return
+        node = hb_node.get(d.root_bus)
+        if d.root_bus not in self.top[node]:
+            self.top[node].append(d.root_bus)
+        parent = d.root_bus
+        for sw in _containers(self.topo, d):
+            if sw.bdf not in self.sub[parent]:
+                self.sub[parent].append(sw.bdf)  # type: ignore[arg-type]
+            parent = sw.bdf  # type: ignore[assignment]
+        self.members[parent].append(d)
+
+    def box(self, key: str) -> SceneBox:
+        """The box of one container: its tiles and sub-boxes in order, then its chips."""
+        items: list[SceneTile | SceneChip | SceneBox] = []
+        chips: dict[str, list[Device]] = defaultdict(list)
+        for d in self.members.get(key, ()):
+            kind = _chip_kind(d)
+            if kind is None:
+                items.append(SceneTile(d))
+            else:
+                chips[kind].append(d)
+        items.extend(self.box(s) for s in self.sub.get(key, ()))
+        items.sort(key=_item_sort_key)
+        ordered = _order(items, self.rail_of)
+        for kind, devs in sorted(chips.items()):
+            label = f"{len(devs)}× {kind}" if len(devs) > 1 else f"{kind} {devs[0].bdf or devs[0].id}"
+            ordered.append(SceneChip(f"chip-{key.replace('group:', 'group-')}-{kind.lower()}", label, tuple(devs)))
+        if key.startswith("group:"):
+            return SceneBox("group", f"group-{key[6:]}", "no PCI tree in this source", None, tuple(ordered))
+        up = self.topo.by_bdf(key)
+        if up is None:
+            return SceneBox("hostbridge", f"hb-{key}", f"{key} host bridge", None, tuple(ordered))
+        return SceneBox("switch", f"sw-{key}", f"switch {key}", up, tuple(ordered))
+
+    def node(self, node_id: int | None, title: str, subtitle: str, ident: str) -> SceneNode:
+        """A node's boxes: host bridges in bus order, then the groups without a PCI tree."""
+        keys = sorted(self.top.get(node_id, ()), key=lambda k: (k.startswith("group:"), root_bus_key(k) if not k.startswith("group:") else (0, 0)))
+        return SceneNode(ident, title, subtitle, node_id, tuple(self.box(k) for k in keys))
+
+
+def _socket(topo: Topology, sid: int | None, nodes: list[Node], boxes: _Boxes) -> SceneSocket:
+    """A socket (``sid`` None: nodes of no listed socket) with its nodes; a memory-only node
+    without devices is named in the subtitle rather than drawn."""
+    shown = [n for n in nodes if not n.cpu_less or boxes.top.get(n.id)]
+    memory_only = [n.id for n in nodes if n.cpu_less and not boxes.top.get(n.id)]
+    sock = next((s for s in topo.sockets if s.id == sid), None)
+    title = f"Socket {sid}" if sid is not None else "Socket unknown"
+    sub_parts = [f"CPUs {sock.cpus}" if sock is not None and sock.cpus else ""]
+    if memory_only:
+        sub_parts.append("memory-only NUMA nodes " + ",".join(str(i) for i in memory_only))
+    subtitle = " · ".join(p for p in sub_parts if p)
+    return SceneSocket(f"socket-{sid if sid is not None else 'unknown'}", title, subtitle, sid,
+                       tuple(boxes.node(n.id, f"NUMA node {n.id}", _node_subtitle(n), f"node-{n.id}") for n in shown))
+
+
+def _unknown_node(boxes: _Boxes, placed: set[int]) -> SceneNode | None:
+    """The devices on no node or on nodes the scan does not list, in one box; None if none."""
+    orphans = [k for k in boxes.top if k is not None and k not in placed]
+    unknown_keys = [None, *sorted(orphans)]
+    if not any(boxes.top.get(k) for k in unknown_keys):
+        return None
+    found: list[SceneBox] = []
+    for k in unknown_keys:
+        found.extend(boxes.node(k, "", "", "").boxes)
+    return SceneNode("node-unknown", "NUMA node unknown", "no NUMA node in the source", None, tuple(found))
 
 
 #: Vendor words that take room in a tile and tell a GPU engineer nothing.
@@ -761,11 +776,36 @@ def layout(result: ScanResult) -> Layout:
     """Place everything :func:`scene` groups; pure and deterministic."""
     sc = scene(result)
     p = _Placer(result)
-    topo = result.topology
-    snap = result.snapshot
     limit = MAX_WIDTH - 2 * MARGIN
     top = MARGIN + 2 * LINE_H + 16
 
+    socket_rects = _place_sockets(sc, p, limit, top)
+    bottom = max((r.bottom for r in socket_rects), default=top)
+    right = max((r.right for r in socket_rects), default=MARGIN)
+    if sc.unknown is not None:
+        y0 = bottom + (REGION_GAP * 2 if socket_rects else 0)
+        r = p.place_node(sc.unknown, MARGIN, y0, limit, kind="unknown")
+        bottom, right = r.bottom, max(right, r.right)
+
+    ties = _ties(result, p)
+    for tie in ties:
+        right = max(right, tie.label.right, max(x for x, _ in tie.points))
+        bottom = max(bottom, tie.label.bottom, max(y for _, y in tie.points))
+
+    marks = _acs_marks(result, p)
+
+    title, subtitle = _titles(result)
+    width = max(right + MARGIN, 760.0)
+    entries, legend_box = _legend(width, bottom + 2 * REGION_GAP)
+    height = legend_box.bottom + MARGIN
+    return Layout(width, height, fit(title, width - 2 * MARGIN, 14), fit(subtitle, width - 2 * MARGIN),
+                  tuple(p.regions), tuple(p.tiles), tuple(p.chips), tuple(p.wires), tuple(ties), tuple(marks),
+                  tuple(entries), legend_box, FrozenMap(p.where))
+
+
+def _place_sockets(sc: Scene, p: _Placer, limit: float, top: float) -> list[Rect]:
+    """Place the sockets side by side when they fit the width, else one below the other, with
+    the interconnect drawn between consecutive ones; their rectangles."""
     sizes = [p.socket_size(s, limit) for s in sc.sockets]
     side_by_side = bool(sizes) and sum(w for w, _ in sizes) + BAND * (len(sizes) - 1) <= limit
     x, y = MARGIN, top
@@ -777,8 +817,6 @@ def layout(result: ScanResult) -> Layout:
             x = r.right + BAND
         else:
             y = r.bottom + BAND
-    bottom = max((r.bottom for r in socket_rects), default=top)
-    right = max((r.right for r in socket_rects), default=MARGIN)
     # The interconnect between consecutive sockets.
     for i, (a, b) in enumerate(pairwise(socket_rects)):
         if side_by_side:
@@ -788,12 +826,13 @@ def layout(result: ScanResult) -> Layout:
         long_side = max(band.w, band.h) - 8
         text = "socket interconnect (QPI/UPI, Infinity Fabric)" if long_side > 420 else "socket interconnect"
         p.regions.append(Region("interconnect", f"interconnect-{i}", band, fit(text, long_side) if long_side > 80 else "", "", head=band))
-    if sc.unknown is not None:
-        y0 = bottom + (REGION_GAP * 2 if socket_rects else 0)
-        r = p.place_node(sc.unknown, MARGIN, y0, limit, kind="unknown")
-        bottom, right = r.bottom, max(right, r.right)
+    return socket_rects
 
-    # Ties: each GPU to its primary NIC.
+
+def _ties(result: ScanResult, p: _Placer) -> list[Tie]:
+    """Ties: each GPU to its primary NIC, routed around the tiles, labelled with the path class
+    where the label hides nothing."""
+    topo = result.topology
     tie_finding = tie_findings(result)
     tile_rects = [t.rect for t in p.tiles]
     by_nic: dict[str, list[Rail]] = defaultdict(list)
@@ -813,29 +852,31 @@ def layout(result: ScanResult) -> Layout:
         pts = _route(g, n, p.top_of[rail.gpu], p.top_of[rail.nic], frac, tile_rects, p.tops)
         path = result.path(rail.gpu, rail.nic)
         token = path.token if path is not None else (rail.cls.name if rail.cls else "?")
-        lw = len(token) * CHAR_W + 8
-        label = None
-        for t in _LABEL_TS:
-            cx, cy = _along(pts, t)
-            cand = Rect(cx - lw / 2, cy - LABEL_H / 2, lw, LABEL_H)
-            if not any(cand.overlaps(o) for o in obstacles + labels):
-                label = cand
-                break
-        if label is None:
-            cx, cy = _along(pts, 0.5)
-            label = Rect(cx - lw / 2, cy - LABEL_H / 2, lw, LABEL_H)
+        label = _tie_label(pts, len(token) * CHAR_W + 8, obstacles + labels)
         labels.append(label)
         f = tie_finding.get((rail.gpu, rail.nic))
         gd, nd = topo.by_id(rail.gpu), topo.by_id(rail.nic)
         ties.append(Tie(rail.gpu, rail.nic, gd.bdf if gd else None, nd.bdf if nd else None, token,
                         rail.cls.name if rail.cls else "?", pts, label,
                         f.code if f else None, f.severity.label if f else None))
-        right = max(right, label.right, max(x for x, _ in pts))
-        bottom = max(bottom, label.bottom, max(y for _, y in pts))
+    return ties
 
-    marks = _acs_marks(result, p)
 
-    # Title and legend.
+def _tie_label(pts: Sequence[Point], lw: float, obstacles: list[Rect]) -> Rect:
+    """Where a tie's label goes: the first spot along it that overlaps nothing, else its middle."""
+    for t in _LABEL_TS:
+        cx, cy = _along(pts, t)
+        cand = Rect(cx - lw / 2, cy - LABEL_H / 2, lw, LABEL_H)
+        if not any(cand.overlaps(o) for o in obstacles):
+            return cand
+    cx, cy = _along(pts, 0.5)
+    return Rect(cx - lw / 2, cy - LABEL_H / 2, lw, LABEL_H)
+
+
+def _titles(result: ScanResult) -> tuple[str, str]:
+    """The drawing's title (the host, or the offline sources) and its subtitle (counts)."""
+    topo = result.topology
+    snap = result.snapshot
     crit = sum(1 for f in result.findings if f.severity is Severity.CRITICAL)
     warn = sum(1 for f in result.findings if f.severity is Severity.WARNING)
     where = f"host {snap.hostname or '?'}" if snap.from_host_tree else "offline: " + ", ".join(s.name for s in snap.sources)
@@ -843,8 +884,11 @@ def layout(result: ScanResult) -> Layout:
     subtitle = (f"{len(topo.sockets) or '?'} socket(s) · {len(topo.nodes)} NUMA node(s) · {len(topo.gpus)} GPU(s) · "
                 f"{len(topo.nics)} NIC(s) · findings: {crit} critical, {warn} warning, "
                 f"{len(result.findings) - crit - warn} info")
-    width = max(right + MARGIN, 760.0)
-    ly = bottom + 2 * REGION_GAP
+    return title, subtitle
+
+
+def _legend(width: float, ly: float) -> tuple[list[LegendEntry], Rect]:
+    """The legend's entries, wrapped to the width, and its box (top at ``ly``)."""
     entries: list[LegendEntry] = []
     lx = MARGIN + REGION_PAD
     row = ly + REGION_HEAD - 8
@@ -855,11 +899,7 @@ def layout(result: ScanResult) -> Layout:
             row += 22
         entries.append(LegendEntry(kind, text, Rect(lx, row, LEGEND_SWATCH, 14)))
         lx += w
-    legend_box = Rect(MARGIN, ly, width - 2 * MARGIN, row + 14 + REGION_PAD - ly)
-    height = legend_box.bottom + MARGIN
-    return Layout(width, height, fit(title, width - 2 * MARGIN, 14), fit(subtitle, width - 2 * MARGIN),
-                  tuple(p.regions), tuple(p.tiles), tuple(p.chips), tuple(p.wires), tuple(ties), tuple(marks),
-                  tuple(entries), legend_box, FrozenMap(p.where))
+    return entries, Rect(MARGIN, ly, width - 2 * MARGIN, row + 14 + REGION_PAD - ly)
 
 
 def _acs_marks(result: ScanResult, p: _Placer) -> list[Mark]:

@@ -207,22 +207,8 @@ def _read(text: str, lenient: bool) -> LspciListing:
     orphan_redirect = 0
     cur: dict[str, Any] | None = None
     cap: str | None = None  # the capability whose body we are in
-    acs_cap = acs_ctl = None
+    acs: list[int | None] = [None, None]  # ACSCap, ACSCtl
     sriov: dict[str, int] = {}
-
-    def finish() -> None:
-        nonlocal cur, acs_cap, acs_ctl, sriov
-        if cur is not None:
-            if acs_cap is not None and acs_ctl is not None:
-                cur["acs"] = AcsInfo(capability=acs_cap, control=acs_ctl)
-            if sriov:
-                cur["sriov"] = SriovInfo(**sriov)
-            fn = LspciFunction(**cur)
-            if fn.bdf in out:
-                repeated.append(fn.bdf)
-                fn = _merge(out[fn.bdf], fn)
-            out[fn.bdf] = fn
-        cur, acs_cap, acs_ctl, sriov = None, None, None, {}
 
     cleaned = clean_paste(text)
     if lenient:
@@ -236,7 +222,8 @@ def _read(text: str, lenient: bool) -> LspciListing:
             if not line[0].isspace():
                 m = _HEADER.match(line)
                 if m:
-                    finish()
+                    _finish(cur, acs, sriov, out, repeated)
+                    cur, acs, sriov = None, [None, None], {}  # a bad device line leaves none open
                     cur = _function_header(m)
                     cap = None
                     continue
@@ -246,36 +233,64 @@ def _read(text: str, lenient: bool) -> LspciListing:
                         continue  # text before any device: a prompt, a banner, the author's words
                     raise LineError("expected a device line (bb:dd.f …) or an indented field")
             if cur is None:
-                # Indented text before any device: a banner -- or the lines grep kept.
-                key = line.strip().partition(":")[0]
-                if key in _FIELD_KEYS or key.rstrip("0123456789") in ("LnkCap", "LnkSta", "DevCap"):
-                    orphan_fields[key] = orphan_fields.get(key, 0) + 1
-                    if key == "ACSCtl":
-                        ctl = _acs(line.partition(":")[2])
-                        orphan_redirect += ctl is not None and bool(ctl & ACS_P2P_REDIRECT_MASK)
+                orphan_redirect += _orphan_field(line, orphan_fields)
                 continue
-            acs: list[int | None] = [acs_cap, acs_ctl]
             cap = _field(line.strip(), cur, cap, sriov, acs)
-            acs_cap, acs_ctl = acs
         except LineError as exc:
             if not lenient:
                 raise LspciParseError(f"lspci line {lineno}: {exc.why}: {line.strip()[:80]!r}") from None
             skipped.append(Skipped(lineno, lineno, f"not lspci -v output ({exc.why}): {line.strip()[:60]!r}"))
-    finish()
+    _finish(cur, acs, sriov, out, repeated)
+    notes = _listing_notes(repeated, orphan_fields, orphan_redirect, bool(out))
+    if not out and not orphan_fields and text.strip() and (lenient or cleaned.lines):
+        raise LspciParseError("no lspci device line (bb:dd.f class: name) found")
+    return LspciListing(tuple(out.values()), tuple(merge_skipped(skipped)), tuple(notes))
+
+
+def _finish(cur: dict[str, Any] | None, acs: list[int | None], sriov: dict[str, int],
+            out: dict[str, LspciFunction], repeated: list[str]) -> None:
+    """The function read so far into ``out``: merged with an earlier record of the same BDF
+    (outputs concatenated), which ``repeated`` counts."""
+    if cur is None:
+        return
+    if acs[0] is not None and acs[1] is not None:
+        cur["acs"] = AcsInfo(capability=acs[0], control=acs[1])
+    if sriov:
+        cur["sriov"] = SriovInfo(**sriov)
+    fn = LspciFunction(**cur)
+    if fn.bdf in out:
+        repeated.append(fn.bdf)
+        fn = _merge(out[fn.bdf], fn)
+    out[fn.bdf] = fn
+
+
+def _orphan_field(line: str, orphan_fields: dict[str, int]) -> int:
+    """Indented text before any device: a banner -- or the lines grep kept, counted per field
+    in ``orphan_fields``.  Returns 1 for an ``ACSCtl`` line with P2P redirect bits set."""
+    key = line.strip().partition(":")[0]
+    if key in _FIELD_KEYS or key.rstrip("0123456789") in ("LnkCap", "LnkSta", "DevCap"):
+        orphan_fields[key] = orphan_fields.get(key, 0) + 1
+        if key == "ACSCtl":
+            ctl = _acs(line.partition(":")[2])
+            return int(ctl is not None and bool(ctl & ACS_P2P_REDIRECT_MASK))
+    return 0
+
+
+def _listing_notes(repeated: list[str], orphan_fields: dict[str, int], orphan_redirect: int,
+                   any_function: bool) -> list[str]:
+    """Notes on functions listed twice and on fields no device line introduces."""
     notes: list[str] = []
     if repeated:
         notes.append(f"{len(repeated)} function(s) listed more than once (outputs concatenated): "
                      f"records merged (first: {repeated[0]})")
-    if orphan_fields and not out:
+    if orphan_fields and not any_function:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(orphan_fields.items()))
         extra = ""
         if "ACSCtl" in orphan_fields:
             extra = f" ({orphan_redirect} of them with P2P redirect bits set: ReqRedir+, CmpltRedir+ or EgressCtrl+)"
         notes.append(f"no device line: {counts} line(s){extra} cannot be placed on any function "
                      "(filtered output, such as lspci -vvv | grep ACSCtl)")
-    if not out and not orphan_fields and text.strip() and (lenient or cleaned.lines):
-        raise LspciParseError("no lspci device line (bb:dd.f class: name) found")
-    return LspciListing(tuple(out.values()), tuple(merge_skipped(skipped)), tuple(notes))
+    return notes
 
 
 def _merge(first: LspciFunction, again: LspciFunction) -> LspciFunction:
@@ -292,47 +307,72 @@ def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int
     key, sep, value = body.partition(":")
     value = value.strip()
     if key == "Capabilities" and sep:
-        if value.startswith("<access denied>"):
-            cur["capabilities_readable"] = False
-            return None
-        if cur.get("capabilities_readable") is None:
-            cur["capabilities_readable"] = True
-        m = _EXPRESS.match(value)
-        cap = "pcie" if m else (
-            "acs" if "Access Control Services" in value
-            else "sriov" if "(SR-IOV)" in value else "other"
-        )
-        if m:
-            kind = m.group("type")
-            for prefix, name in LSPCI_PORT_NAMES:
-                if kind.startswith(prefix):
-                    cur["port_type"] = name
-                    slot = re.match(r"\(Slot([+-])\)", kind[len(prefix) :].strip())
-                    if slot:
-                        cur["slot_implemented"] = slot.group(1) == "+"
-                    break
-            else:
-                cur["port_type"] = "unknown"
-        return cap
-    if key == "Subsystem" and sep and cap is None and "subsystem" not in cur:
+        return _capability_header(value, cur)
+    if sep and key in _DEVICE_FIELDS:
+        return _device_field(key, value, cur, cap)
+    _capability_field(key, sep, value, body, cur, cap, sriov, acs)
+    return cap
+
+
+def _capability_header(value: str, cur: dict[str, Any]) -> str | None:
+    """A ``Capabilities: [40] Express (v2) Root Port (Slot+)`` line: the port type where it is
+    the PCIe capability; returns which capability's body follows (None: access denied)."""
+    if value.startswith("<access denied>"):
+        cur["capabilities_readable"] = False
+        return None
+    if cur.get("capabilities_readable") is None:
+        cur["capabilities_readable"] = True
+    m = _EXPRESS.match(value)
+    cap = "pcie" if m else (
+        "acs" if "Access Control Services" in value
+        else "sriov" if "(SR-IOV)" in value else "other"
+    )
+    if m:
+        kind = m.group("type")
+        for prefix, name in LSPCI_PORT_NAMES:
+            if kind.startswith(prefix):
+                cur["port_type"] = name
+                slot = re.match(r"\(Slot([+-])\)", kind[len(prefix) :].strip())
+                if slot:
+                    cur["slot_implemented"] = slot.group(1) == "+"
+                break
+        else:
+            cur["port_type"] = "unknown"
+    return cap
+
+
+#: The fields of the function itself (outside any capability's body).
+_DEVICE_FIELDS = frozenset(("Subsystem", "Physical Slot", "NUMA node", "IOMMU group", "Bus",
+                            "Kernel driver in use", "Kernel modules"))
+
+
+def _device_field(key: str, value: str, cur: dict[str, Any], cap: str | None) -> str | None:
+    """One of :data:`_DEVICE_FIELDS` into ``cur``; the driver lines end a capability's body."""
+    if key == "Subsystem" and cap is None and "subsystem" not in cur:
         vend, dev, name = split_ids(value)
         cur["subsystem"] = name.strip()
         cur["subsystem_vendor_id"], cur["subsystem_device_id"] = vend, dev
-    elif key == "Physical Slot" and sep:
+    elif key == "Physical Slot":
         cur["physical_slot"] = value
-    elif key == "NUMA node" and sep:
+    elif key == "NUMA node":
         cur["numa_node"] = _int(value)
-    elif key == "IOMMU group" and sep:
+    elif key == "IOMMU group":
         cur["iommu_group"] = _int(value)
-    elif key == "Bus" and sep and cap is None:
+    elif key == "Bus" and cap is None:
         _bus_line(value, cur)
-    elif key == "Kernel driver in use" and sep:
+    elif key == "Kernel driver in use":
         cur["driver"] = value
         cap = None
-    elif key == "Kernel modules" and sep:
+    elif key == "Kernel modules":
         cur["kernel_modules"] = tuple(p.strip() for p in value.split(",") if p.strip())
         cap = None
-    elif key == "LnkCap" and sep and cap == "pcie":
+    return cap
+
+
+def _capability_field(key: str, sep: str, value: str, body: str, cur: dict[str, Any], cap: str | None,
+                      sriov: dict[str, int], acs: list[int | None]) -> None:
+    """A line of a capability's body: the PCIe link, the ACS registers, the SR-IOV counts."""
+    if key == "LnkCap" and sep and cap == "pcie":
         gts, _, width, _ = _link(value)
         port = re.search(r"Port #([0-9]{1,5})\b", value)
         cur["link_max_gts"], cur["link_max_width"] = gts, width
@@ -347,7 +387,6 @@ def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int
         acs[1] = _acs(value)
     elif cap == "sriov":
         _sriov_line(body, sriov)
-    return cap
 
 
 _BUS_FIELD = re.compile(r"\b(primary|secondary|subordinate)=([0-9a-fA-F]{1,8})\b")

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from topoagent.cpuset import CpuSet, format_cpulist
 from topoagent.errors import InputError
-from topoagent.parsers.paste import Skipped, clean_paste, merge_skipped
+from topoagent.parsers.paste import Line, Skipped, clean_paste, merge_skipped
 from topoagent.records import record
 
 __all__ = [
@@ -473,8 +473,37 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
     if not isinstance(text, str):
         raise TopoParseError(f"expected text, got {type(text).__name__}")
     cleaned = clean_paste(text)
+    numbered = _numbered_lines(cleaned.lines)
+    header_at, labels, fields = _find_header([line for _, line in numbered])
+    warnings: list[str] = []
+    legend, row_text, legacy, odd_lines, last_row = _read_rows(
+        numbered[header_at + 1 :], labels, numbered[header_at][0], warnings
+    )
+    skipped = list(cleaned.skipped) if lenient else []
+    skipped += [Skipped(number, number, f"not a matrix row: {_short(line, 60)}")
+                for number, line in odd_lines if number < last_row]
+    _check_missing_rows(labels, row_text, lenient, warnings)
+    readings, raw_tails, unresolved = _all_readings(labels, row_text, fields, warnings)
+    chosen = _choose_readings(labels, readings, raw_tails, unresolved, fields, warnings)
+    devices, rows, soc = _devices(labels, chosen, legend, fields, unresolved)
+    for lb in legend:
+        if lb not in row_text:
+            warnings.append(f"NIC Legend names {lb}, which is not in the matrix")
+    warnings += _consistency_warnings(labels, rows)
+    return TopoMatrix(
+        devices=tuple(devices),
+        cells=tuple(rows),
+        legacy_soc=legacy or soc,
+        warnings=tuple(warnings),
+        skipped=tuple(merge_skipped(skipped)),
+    )
+
+
+def _numbered_lines(lines: Iterable[Line]) -> list[tuple[int, str]]:
+    """The kept lines of the paste with their line numbers, ``#`` prefixes gone and table rows
+    read as the tab-separated rows nvidia-smi prints (table rules dropped)."""
     numbered: list[tuple[int, str]] = []
-    for ln in cleaned.lines:
+    for ln in lines:
         line = _clean(ln.text)
         if line.lstrip().startswith(("|", "+")):
             table_row = _untable(line)
@@ -482,18 +511,18 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
                 continue
             line = table_row
         numbered.append((ln.number, line))
-    lines = [line for _, line in numbered]
+    return numbered
 
-    header_at = -1
-    labels: list[str] = []
-    fields: list[str] = []
+
+def _find_header(lines: list[str]) -> tuple[int, list[str], list[str]]:
+    """Index, labels and column fields of the first header line; raises when there is none or
+    its labels are no one host's (too many, or one repeated)."""
     for i, line in enumerate(lines):
         parsed = _read_header(line)
         if parsed:
-            header_at = i
             labels, fields = parsed
             break
-    if header_at < 0:
+    else:
         raise TopoParseError("no nvidia-smi topo -m header (a line of GPU0 … labels) found")
     if len(labels) > MAX_DEVICES:
         raise TopoParseError(f"the header names {len(labels)} devices, more than {MAX_DEVICES}: not one host's matrix")
@@ -501,18 +530,26 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
         seen: set[str] = set()
         dup = next(lb for lb in labels if lb in seen or seen.add(lb))  # type: ignore[func-returns-value]
         raise TopoParseError(f"device label {dup} appears twice in the header")
+    return i, labels, fields
 
-    n = len(labels)
+
+def _read_rows(
+    numbered: list[tuple[int, str]], labels: list[str], last_row: int, warnings: list[str]
+) -> tuple[dict[str, str], dict[str, str], bool, list[tuple[int, str]], int]:
+    """Sort the lines after the header into legend entries and device rows.
+
+    Returns the ``NIC Legend`` (label -> RDMA name), each device's row text after its label,
+    whether the legend explains ``SOC``, the lines inside the matrix that are no row, and the
+    number of the last row's line (``last_row`` on entry: the header's).
+    """
     label_set = frozenset(labels)
     lengths = tuple(sorted({len(lb) for lb in labels}, reverse=True))
-    warnings: list[str] = []
     legacy = False
     legend: dict[str, str] = {}
     row_text: dict[str, str] = {}
     in_legend = False
     odd_lines: list[tuple[int, str]] = []  # lines inside the matrix that are no row
-    last_row = numbered[header_at][0]
-    for number, line in numbered[header_at + 1 :]:
+    for number, line in numbered:
         stripped = line.strip()
         if not stripped:
             continue
@@ -541,10 +578,13 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
             continue
         row_text[label] = line.lstrip()[len(label) :]
         last_row = number
+    return legend, row_text, legacy, odd_lines, last_row
 
-    skipped = list(cleaned.skipped) if lenient else []
-    skipped += [Skipped(number, number, f"not a matrix row: {_short(line, 60)}")
-                for number, line in odd_lines if number < last_row]
+
+def _check_missing_rows(labels: list[str], row_text: dict[str, str], lenient: bool,
+                        warnings: list[str]) -> None:
+    """Raise (strict) or warn (lenient) when header devices have no row."""
+    n = len(labels)
     missing = [lb for lb in labels if lb not in row_text]
     if missing and not lenient:
         raise TopoParseError(
@@ -554,7 +594,13 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
         warnings.append(f"{len(missing)} of {n} devices have no row (the paste ends early or rows were left out; "
                         f"first: {missing[0]}): their own cells and affinities are unknown")
 
-    # Pass 1: every reading of every row.
+
+def _all_readings(
+    labels: list[str], row_text: dict[str, str], fields: list[str], warnings: list[str]
+) -> tuple[dict[str, list[_Reading]], dict[str, str], dict[str, str]]:
+    """Pass 1: every reading of every row, the raw affinity text of each row, and the rows
+    whose affinity text fits no reading (label -> that text)."""
+    n = len(labels)
     readings: dict[str, list[_Reading]] = {}
     raw_tails: dict[str, str] = {}
     unresolved: dict[str, str] = {}
@@ -577,15 +623,13 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
                 )
                 unresolved[label] = raw
         readings[label] = rs
+    return readings, raw_tails, unresolved
 
-    # Pass 2: settle ambiguous rows with evidence from the rows that have one reading.
-    settled = {lb: rs[0] for lb, rs in readings.items() if len(rs) == 1}
-    known = [
-        _values_key(r.values, fields)
-        for lb, r in settled.items()
-        if r.values is not None and lb not in unresolved
-    ]
-    evidence = (
+
+def _evidence(known: list[dict[str, object]]) -> tuple[tuple[str, Callable[[dict[str, object]], bool]], ...]:
+    """The tests that prefer one reading of an ambiguous row, strongest first, each named for
+    the warning: agreement with the values of the rows that have one reading (``known``)."""
+    return (
         ("the same affinities on another row", lambda v: v in known),
         ("the same CPU list on another row", lambda v: any(v["cpu"] == k["cpu"] for k in known)),
         (
@@ -598,6 +642,25 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
             and any(_cpu_count(_str(v["cpu"])) == _cpu_count(_str(k["cpu"])) for k in known),
         ),
     )
+
+
+def _choose_readings(
+    labels: list[str],
+    readings: dict[str, list[_Reading]],
+    raw_tails: dict[str, str],
+    unresolved: dict[str, str],
+    fields: list[str],
+    warnings: list[str],
+) -> dict[str, _Reading]:
+    """Pass 2: settle ambiguous rows with evidence from the rows that have one reading; a row
+    still ambiguous keeps what its readings agree on (and joins ``unresolved``)."""
+    settled = {lb: rs[0] for lb, rs in readings.items() if len(rs) == 1}
+    known = [
+        _values_key(r.values, fields)
+        for lb, r in settled.items()
+        if r.values is not None and lb not in unresolved
+    ]
+    evidence = _evidence(known)
     chosen: dict[str, _Reading] = dict(settled)
     for label, r in settled.items():
         if r.split:
@@ -608,24 +671,7 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
     for i, label in enumerate(labels):
         if label in chosen:
             continue
-        rs = readings[label]
-
-        def mirrors(r: _Reading, i: int = i) -> bool:
-            # Evidence 1: the matrix is symmetric; compare with the settled rows' column i.
-            return all(
-                r.cells[j] == settled[other].cells[i]
-                for j, other in enumerate(labels)
-                if other in settled and "?" not in (r.cells[j], settled[other].cells[i])
-            )
-
-        pool = [r for r in rs if mirrors(r)] or rs
-        reason = "the symmetric cell" if len(pool) < len(rs) else "elimination"
-        for why, test in evidence:
-            if len(pool) == 1:
-                break
-            hits = [r for r in pool if test(_values_key(r.values, fields))]
-            if hits and len(hits) < len(pool):
-                pool, reason = hits, why
+        pool, reason = _narrow(readings[label], i, labels, settled, evidence, fields)
         if len(pool) == 1:
             chosen[label] = pool[0]
             warnings.append(
@@ -633,25 +679,78 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
                 f"{pool[0].describe(fields)} (decided by {reason})"
             )
             continue
-        # Still ambiguous: keep what every reading agrees on, leave the rest unknown.
-        agreed = tuple(
-            pool[0].cells[j] if all(r.cells[j] == pool[0].cells[j] for r in pool) else "?"
-            for j in range(n)
-        )
-        for j in range(n):
-            if agreed[j] == "?" and pool[0].cells[j] != "?":
-                options = " or ".join(sorted({r.cells[j] for r in pool}))
-                warnings.append(f"{label}/{labels[j]}: cell could be {options}; left unknown")
-        readings_text = sorted({r.describe(fields) for r in pool})
-        if readings_text:
-            warnings.append(
-                f"{label}: affinity text {_short(raw_tails[label])} could be read as "
-                f"{' or as '.join(readings_text)}; left unknown"
-            )
-            unresolved[label] = raw_tails[label]
-        chosen[label] = _Reading(agreed, None, True)
+        chosen[label] = _agreed_reading(label, pool, labels, raw_tails, unresolved, fields, warnings)
+    return chosen
 
-    # Build the result.
+
+def _narrow(
+    rs: list[_Reading],
+    i: int,
+    labels: list[str],
+    settled: dict[str, _Reading],
+    evidence: tuple[tuple[str, Callable[[dict[str, object]], bool]], ...],
+    fields: list[str],
+) -> tuple[list[_Reading], str]:
+    """The readings of row ``i`` that the evidence leaves, and the evidence that decided."""
+
+    def mirrors(r: _Reading) -> bool:
+        # Evidence 1: the matrix is symmetric; compare with the settled rows' column i.
+        return all(
+            r.cells[j] == settled[other].cells[i]
+            for j, other in enumerate(labels)
+            if other in settled and "?" not in (r.cells[j], settled[other].cells[i])
+        )
+
+    pool = [r for r in rs if mirrors(r)] or rs
+    reason = "the symmetric cell" if len(pool) < len(rs) else "elimination"
+    for why, test in evidence:
+        if len(pool) == 1:
+            break
+        hits = [r for r in pool if test(_values_key(r.values, fields))]
+        if hits and len(hits) < len(pool):
+            pool, reason = hits, why
+    return pool, reason
+
+
+def _agreed_reading(
+    label: str,
+    pool: list[_Reading],
+    labels: list[str],
+    raw_tails: dict[str, str],
+    unresolved: dict[str, str],
+    fields: list[str],
+    warnings: list[str],
+) -> _Reading:
+    """A row still ambiguous: keep what every reading agrees on, leave the rest unknown."""
+    n = len(labels)
+    agreed = tuple(
+        pool[0].cells[j] if all(r.cells[j] == pool[0].cells[j] for r in pool) else "?"
+        for j in range(n)
+    )
+    for j in range(n):
+        if agreed[j] == "?" and pool[0].cells[j] != "?":
+            options = " or ".join(sorted({r.cells[j] for r in pool}))
+            warnings.append(f"{label}/{labels[j]}: cell could be {options}; left unknown")
+    readings_text = sorted({r.describe(fields) for r in pool})
+    if readings_text:
+        warnings.append(
+            f"{label}: affinity text {_short(raw_tails[label])} could be read as "
+            f"{' or as '.join(readings_text)}; left unknown"
+        )
+        unresolved[label] = raw_tails[label]
+    return _Reading(agreed, None, True)
+
+
+def _devices(
+    labels: list[str],
+    chosen: dict[str, _Reading],
+    legend: dict[str, str],
+    fields: list[str],
+    unresolved: dict[str, str],
+) -> tuple[list[TopoDevice], list[tuple[str, ...]], bool]:
+    """The devices and cell rows of the chosen readings, and whether a cell was ``SOC`` (stored
+    as ``SYS``)."""
+    legacy = False
     devices: list[TopoDevice] = []
     rows: list[tuple[str, ...]] = []
     for label in labels:
@@ -680,11 +779,13 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
                 unresolved_affinity=unresolved.get(label),
             )
         )
-    for lb in legend:
-        if lb not in row_text:
-            warnings.append(f"NIC Legend names {lb}, which is not in the matrix")
+    return devices, rows, legacy
 
-    # Consistency notes: the diagonal and symmetry.
+
+def _consistency_warnings(labels: list[str], rows: list[tuple[str, ...]]) -> list[str]:
+    """Consistency notes: a diagonal cell that is not ``X``, an asymmetric pair of cells."""
+    warnings: list[str] = []
+    n = len(labels)
     for i in range(n):
         if rows[i][i] not in ("X", "?"):
             warnings.append(f"{labels[i]}/{labels[i]}: diagonal cell is {rows[i][i]}, not X")
@@ -694,11 +795,4 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
                 warnings.append(
                     f"{labels[i]}/{labels[j]} is {a} but {labels[j]}/{labels[i]} is {b}"
                 )
-
-    return TopoMatrix(
-        devices=tuple(devices),
-        cells=tuple(rows),
-        legacy_soc=legacy,
-        warnings=tuple(warnings),
-        skipped=tuple(merge_skipped(skipped)),
-    )
+    return warnings

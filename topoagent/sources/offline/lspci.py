@@ -208,82 +208,162 @@ def snapshot_from_lspci(
     bdfs = list(dict.fromkeys([*tree_nodes, *verbose_by]))
 
     fns: list[PciFunction] = []
-    named_only = not_in_tree = placed_nowhere = 0
-    from_name: list[str] = []
-    from_pciids: list[str] = []
-    inferred: list[str] = []
-    orphan_bdfs = {n.bdf for o in orphans for n in o.walk()}
+    tally: dict[str, list[str]] = {what: [] for what in _TALLIES}
     for bdf in bdfs:
         t, path = tree_nodes.get(bdf, (None, None))
-        v = verbose_by.get(bdf)
         if has_tree:
-            not_in_tree += t is None
+            if t is None:
+                tally["not_in_tree"].append(bdf)
         elif bdf in bus_paths:
             path = bus_paths[bdf]
-            placed_nowhere += path is None
-        class16 = None
-        if v is not None:
-            class16 = v.class_code if v.class_code is not None else pci.LSPCI_CLASSES.get(v.class_name)
-        if class16 is None and t is not None and t.is_bridge:
-            class16 = 0x0604  # lspci -t draws a bus range only behind a bridge
-        desc = (v.description if v is not None else None) or (t.description if t is not None else None)
-        vendor = (v.vendor_id if v is not None else None) or (t.vendor_id if t is not None else None) \
-            or pci.vendor_from_name(desc)
-        device = (v.device_id if v is not None else None) or (t.device_id if t is not None else None)
-        id_from_name = None
-        if device is None:
-            vendor, device, id_from_name = pci.ids_from_name(desc, vendor)
-            if id_from_name is not None:
-                from_name.append(bdf)
-        known_name = pci.known_device(vendor, device)
-        name = None if known_name else desc
-        if (not known_name and names is not None and vendor is not None and device is not None
-                and (id_from_name or not desc)):
-            looked_up = names(vendor, device)
-            if looked_up:
-                name = looked_up
-                from_pciids.append(bdf)
-        kind = None
-        if class16 is None:
-            kind = pci.kind_from_name(name or desc, vendor, device)
-            named_only += kind is not None
-            if kind is None and not known_name and name == desc:
-                # Only the vendor is known: NVIDIA's function 0 is a GPU, Mellanox makes NICs.
-                guess = pci.kind_from_vendor(desc, vendor)
-                if guess == "nic" or (guess == "gpu" and bdf.endswith(".0")):
-                    kind = guess
-                    inferred.append(bdf)
-        driver = v.driver if v is not None else None
-        rdma = pci.rdma_capable_by_ids(class16, kind, vendor, device, driver)
-        num_vfs = v.sriov.num_vfs if v is not None and v.sriov is not None else None
-        total_vfs = v.sriov.total_vfs if v is not None and v.sriov is not None else None
-        fns.append(PciFunction(
-            bdf=bdf,
-            sysfs_path=path,
-            class_code=class16 << 8 if class16 is not None else None,
-            vendor_id=vendor,
-            device_id=device,
-            subsystem_vendor_id=v.subsystem_vendor_id if v is not None else None,
-            subsystem_device_id=v.subsystem_device_id if v is not None else None,
-            numa_node=v.numa_node if v is not None else None,
-            numa_source="lspci" if v is not None and v.numa_node is not None else None,
-            link=_link(v) if v is not None else LinkInfo(),
-            driver=driver,
-            iommu_group=v.iommu_group if v is not None else None,
-            physfn=physfn.get(bdf),
-            sriov_totalvfs=min(total_vfs, MAX_VFS) if total_vfs is not None else None,
-            sriov_numvfs=min(num_vfs, MAX_VFS) if num_vfs is not None else None,
-            config=_config(v, class16) if v is not None else None,
-            # topoagent.pci's name where it has one (as a live scan names it), lspci's otherwise
-            name=name,
-            kind=kind,
-            rdma=True if rdma else None,
-        ))
+            if path is None:
+                tally["placed_nowhere"].append(bdf)
+        fns.append(_function(bdf, path, t, verbose_by.get(bdf), physfn.get(bdf), names, tally))
 
+    warnings += _notes(tree is None, verbose, tally, orphans)
+    warnings += vf_notes
+    warnings += _access_notes(verbose, errors)
+    nodes = sorted({f.numa_node for f in fns if f.numa_node is not None})
+    status = SourceStatus("lspci", "partial" if warnings else "ok", "; ".join(warnings) or None)
+    return Snapshot(
+        hostname=None, root=None,
+        # lspci names a device's node, never the node's CPUs
+        numa_nodes=tuple(NumaNode(id=n, cpus=None) for n in nodes),
+        pci=tuple(fns), sources=(status,), probe_errors=errors,
+    )
+
+
+#: What :func:`snapshot_from_lspci` counts for its notes, each a list of BDFs.
+_TALLIES = ("named_only", "from_name", "from_pciids", "inferred", "not_in_tree", "placed_nowhere")
+
+
+def _function(
+    bdf: str,
+    path: str | None,
+    t: LspciTreeNode | None,
+    v: LspciFunction | None,
+    physfn: str | None,
+    names: Callable[[int, int], str | None] | None,
+    tally: dict[str, list[str]],
+) -> PciFunction:
+    """One function from its ``lspci -tv`` node and/or ``lspci -vvv`` block; ``tally`` counts
+    what was inferred rather than read."""
+    class16 = None
+    if v is not None:
+        class16 = v.class_code if v.class_code is not None else pci.LSPCI_CLASSES.get(v.class_name)
+    if class16 is None and t is not None and t.is_bridge:
+        class16 = 0x0604  # lspci -t draws a bus range only behind a bridge
+    desc, vendor, device, id_from_name = _ids(bdf, t, v, tally)
+    known_name = pci.known_device(vendor, device)
+    name = _name(bdf, desc, vendor, device, id_from_name, known_name, names, tally)
+    kind = None
+    if class16 is None:
+        kind = _kind(bdf, name, desc, vendor, device, known_name, tally)
+    driver = v.driver if v is not None else None
+    rdma = pci.rdma_capable_by_ids(class16, kind, vendor, device, driver)
+    num_vfs = v.sriov.num_vfs if v is not None and v.sriov is not None else None
+    total_vfs = v.sriov.total_vfs if v is not None and v.sriov is not None else None
+    return PciFunction(
+        bdf=bdf,
+        sysfs_path=path,
+        class_code=class16 << 8 if class16 is not None else None,
+        vendor_id=vendor,
+        device_id=device,
+        subsystem_vendor_id=v.subsystem_vendor_id if v is not None else None,
+        subsystem_device_id=v.subsystem_device_id if v is not None else None,
+        numa_node=v.numa_node if v is not None else None,
+        numa_source="lspci" if v is not None and v.numa_node is not None else None,
+        link=_link(v) if v is not None else LinkInfo(),
+        driver=driver,
+        iommu_group=v.iommu_group if v is not None else None,
+        physfn=physfn,
+        sriov_totalvfs=min(total_vfs, MAX_VFS) if total_vfs is not None else None,
+        sriov_numvfs=min(num_vfs, MAX_VFS) if num_vfs is not None else None,
+        config=_config(v, class16) if v is not None else None,
+        # topoagent.pci's name where it has one (as a live scan names it), lspci's otherwise
+        name=name,
+        kind=kind,
+        rdma=True if rdma else None,
+    )
+
+
+def _ids(
+    bdf: str, t: LspciTreeNode | None, v: LspciFunction | None, tally: dict[str, list[str]]
+) -> tuple[str | None, int | None, int | None, str | None]:
+    """Description, vendor and device id of a function: lspci's ids where printed, else read
+    from the description (``Device 2330``, a part number); the last value says what of the
+    description the ids came from, None when they were printed."""
+    desc = (v.description if v is not None else None) or (t.description if t is not None else None)
+    vendor = (v.vendor_id if v is not None else None) or (t.vendor_id if t is not None else None) \
+        or pci.vendor_from_name(desc)
+    device = (v.device_id if v is not None else None) or (t.device_id if t is not None else None)
+    id_from_name = None
+    if device is None:
+        vendor, device, id_from_name = pci.ids_from_name(desc, vendor)
+        if id_from_name is not None:
+            tally["from_name"].append(bdf)
+    return desc, vendor, device, id_from_name
+
+
+def _name(
+    bdf: str,
+    desc: str | None,
+    vendor: int | None,
+    device: int | None,
+    id_from_name: str | None,
+    known_name: bool,
+    names: Callable[[int, int], str | None] | None,
+    tally: dict[str, list[str]],
+) -> str | None:
+    """The function's name: None where topoagent's table knows the device (it names it),
+    this machine's pci.ids for a device lspci printed only by its ids, lspci's otherwise."""
+    if known_name:
+        return None
+    if names is not None and vendor is not None and device is not None and (id_from_name or not desc):
+        looked_up = names(vendor, device)
+        if looked_up:
+            tally["from_pciids"].append(bdf)
+            return looked_up
+    return desc
+
+
+def _kind(
+    bdf: str,
+    name: str | None,
+    desc: str | None,
+    vendor: int | None,
+    device: int | None,
+    known_name: bool,
+    tally: dict[str, list[str]],
+) -> str | None:
+    """The kind of a function without a class code: from its name, else (counted as
+    inferred) from its vendor alone."""
+    kind = pci.kind_from_name(name or desc, vendor, device)
+    if kind is not None:
+        tally["named_only"].append(bdf)
+    if kind is None and not known_name and name == desc:
+        # Only the vendor is known: NVIDIA's function 0 is a GPU, Mellanox makes NICs.
+        guess = pci.kind_from_vendor(desc, vendor)
+        if guess == "nic" or (guess == "gpu" and bdf.endswith(".0")):
+            kind = guess
+            tally["inferred"].append(bdf)
+    return kind
+
+
+def _notes(
+    no_tree: bool,
+    verbose: tuple[LspciFunction, ...] | None,
+    tally: dict[str, list[str]],
+    orphans: tuple[LspciTreeNode, ...],
+) -> list[str]:
+    """The source's notes on what the pastes lack and what was inferred."""
+    warnings: list[str] = []
+    named_only, from_name, from_pciids = tally["named_only"], tally["from_name"], tally["from_pciids"]
+    inferred = tally["inferred"]
     if verbose is None:
         warnings.append("no lspci -vvv: links, NUMA nodes and ACS unknown")
     if named_only:
-        warnings.append(f"kind of {named_only} function(s) inferred from device names (no class in lspci -t)")
+        warnings.append(f"kind of {len(named_only)} function(s) inferred from device names (no class in lspci -t)")
     if from_name:
         warnings.append(f"ids of {len(from_name)} function(s) read from their names (lspci printed 'Device XXXX' "
                         f"or a part number; first: {from_name[0]})")
@@ -293,27 +373,26 @@ def snapshot_from_lspci(
         warnings.append(f"kind of {len(inferred)} function(s) INFERRED from the vendor alone (NVIDIA function 0 -> GPU, "
                         f"Mellanox -> NIC; the device id is not in topoagent's table): {', '.join(inferred[:4])}"
                         + (f" … {len(inferred) - 4} more" if len(inferred) > 4 else ""))
-    if tree is None and verbose is not None:
+    if no_tree and verbose is not None:
         warnings.append("no lspci -tv: parents from the bridges' bus numbers")
-    if placed_nowhere:
-        warnings.append(f"{placed_nowhere} function(s) placed nowhere: their bridge is not in the listing")
+    if tally["placed_nowhere"]:
+        warnings.append(f"{len(tally['placed_nowhere'])} function(s) placed nowhere: their bridge is not in the listing")
+    orphan_bdfs = {n.bdf for o in orphans for n in o.walk()}
     if orphan_bdfs:
         warnings.append(f"{len(orphan_bdfs)} function(s) of a tree excerpt hang below a function whose bus the paste "
                         "does not name: their place above it is unknown")
-    if not_in_tree:
-        warnings.append(f"{not_in_tree} function(s) of lspci -vvv are not in the tree")
-    warnings += vf_notes
+    if tally["not_in_tree"]:
+        warnings.append(f"{len(tally['not_in_tree'])} function(s) of lspci -vvv are not in the tree")
+    return warnings
+
+
+def _access_notes(verbose: tuple[LspciFunction, ...] | None, errors: tuple[ProbeError, ...]) -> list[str]:
+    """Notes on what lspci could not read (no root) and on line ranges of the paste not read."""
+    warnings: list[str] = []
     denied = sum(1 for f in verbose or () if f.capabilities_readable is False)
     if denied:
         warnings.append(f"capabilities <access denied> on {denied} function(s) (lspci run without root): "
                         "links, port types and ACS unknown there")
     if errors:
         warnings.append(f"{len(errors)} line range(s) of the paste not read (listed among the lost probes)")
-    nodes = sorted({f.numa_node for f in fns if f.numa_node is not None})
-    status = SourceStatus("lspci", "partial" if warnings else "ok", "; ".join(warnings) or None)
-    return Snapshot(
-        hostname=None, root=None,
-        # lspci names a device's node, never the node's CPUs
-        numa_nodes=tuple(NumaNode(id=n, cpus=None) for n in nodes),
-        pci=tuple(fns), sources=(status,), probe_errors=errors,
-    )
+    return warnings

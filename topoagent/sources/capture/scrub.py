@@ -1,0 +1,97 @@
+"""Scrub identifying values out of a capture (pure: bytes and text in, bytes and text out).
+
+The host name becomes ``captured-host``; each MAC address becomes ``00:00:00:00:00:NN`` (NN
+numbered per address, the same in every file); InfiniBand GUIDs become zeros; the PCIe Device
+Serial Number capability in ``config`` and lspci's ``Device Serial Number`` and VPD ``[SN]``
+lines are zeroed; NVML UUIDs become ``GPU-00000000-…-0000000000NN``; ``UUID=`` values on the
+kernel command line become zeros and init's arguments after ``--`` are dropped.  DMI serial
+numbers are not read at all (see ``docs/capture.md``).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["Scrubber", "scrub_config"]
+
+# Six hex pairs, and not part of a longer run (an 8-byte serial number or an EUI-64).
+_MAC = re.compile(r"(?<![0-9a-fA-F][:-])\b(?:[0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}\b(?![:-][0-9a-fA-F])")
+_GUID = re.compile(r"\b[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){3}\b")
+
+
+class Scrubber:
+    """Replaces identifying values consistently: one MAC maps to the same stand-in everywhere."""
+
+    def __init__(self) -> None:
+        self.macs: dict[str, str] = {}
+        self.uuids: dict[str, str] = {}
+        self.counts: dict[str, int] = {}
+
+    def _count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def mac(self, value: str) -> str:
+        key = value.lower().replace("-", ":")
+        if key in ("00:00:00:00:00:00", "ff:ff:ff:ff:ff:ff"):
+            return value
+        if key not in self.macs:
+            n = len(self.macs) + 1
+            self.macs[key] = f"00:00:00:00:{n >> 8 & 0xFF:02x}:{n & 0xFF:02x}"
+        self._count("MAC address")
+        return self.macs[key] if ":" in value else self.macs[key].replace(":", "-")
+
+    def text(self, text: str) -> str:
+        """MAC addresses, GUIDs, serial numbers and UUIDs in free text (tool output)."""
+        text = re.sub(r"(Device Serial Number )\S+", lambda m: self._zero(m.group(1) + "00-00-00-00-00-00-00-00", "serial number"), text)
+        text = re.sub(r"(\[SN\] Serial number: ).*", lambda m: self._zero(m.group(1) + "0", "serial number"), text)
+        text = _MAC.sub(lambda m: self.mac(m.group()), text)
+        text = re.sub(r"(GPU-)[0-9a-fA-F-]{36}", lambda m: self.uuid(m.group()), text)
+        return text
+
+    def _zero(self, replacement: str, what: str) -> str:
+        self._count(what)
+        return replacement
+
+    def guid(self, text: str) -> str:
+        self._count("GUID")
+        return _GUID.sub("0000:0000:0000:0000", text)
+
+    def uuid(self, value: str) -> str:
+        if value not in self.uuids:
+            self.uuids[value] = f"GPU-00000000-0000-0000-0000-{len(self.uuids):012x}"
+        self._count("GPU UUID")
+        return self.uuids[value]
+
+    def cmdline(self, text: str) -> str:
+        """The kernel's parameters with ``UUID=`` values zeroed; the arguments after a lone
+        ``--`` are init's, not the kernel's (Documentation/admin-guide/kernel-parameters.rst),
+        may hold anything, and are dropped."""
+        words = text.split()
+        if "--" in words:
+            words = words[: words.index("--")]
+            self._count("init arguments")
+        out = " ".join(words)
+        out = re.sub(r"(UUID=)[0-9a-fA-F-]+", lambda m: self._zero(m.group(1) + "00000000-0000-0000-0000-000000000000", "UUID"), out)
+        return out + "\n"
+
+
+def scrub_config(data: bytes) -> bytes:
+    """Config space with the PCIe Device Serial Number capability's serial zeroed.
+
+    Extended capabilities start at 0x100, each with a header ``ID (16 bits) | version (4) |
+    next (12)``; the DSN capability (ID 0x0003, PCIe Base Spec 7.9.3) holds the serial in the
+    8 bytes after its header.  The walk is bounded (one visit per offset).
+    """
+    if len(data) <= 0x100:
+        return data
+    out = bytearray(data)
+    offset, seen = 0x100, set()
+    while 0x100 <= offset <= len(out) - 12 and offset not in seen:
+        seen.add(offset)
+        header = int.from_bytes(out[offset:offset + 4], "little")
+        if header in (0, 0xFFFFFFFF):
+            break
+        if header & 0xFFFF == 0x0003:
+            out[offset + 4:offset + 12] = bytes(8)
+        offset = (header >> 20) & 0xFFC
+    return bytes(out)
