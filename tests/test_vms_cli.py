@@ -206,7 +206,8 @@ def test_split_vm_without_pin_confines_each_cells_vcpus_to_its_node(dgx, tmp_pat
     """A split VM's cells: memory bound per cell (memnode) and each cell's vCPUs pinned to that
     cell's host node -- the domain-wide <vcpu cpuset> alone spans both nodes.  libvirt accepts
     the definition (test driver), and virt-xml-validate where it is installed."""
-    from topoagent.advice.vms import advise_domain, host_from_scan
+    from topoagent.advice.vms import host_from_scan
+    from topoagent.advice.vms_libvirt import advise_domain
     from topoagent.api import scan
     from topoagent.commands.vms import new_definition
     from topoagent.sources.libvirt import define_and_read_back
