@@ -17,8 +17,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
+
 from topoagent.errors import InputError, TopoagentError
-from topoagent.records import record
 from topoagent.sources.textinput import read_regular
 
 #: A journal holds a few hundred bytes per change: 64 MiB is ~200,000 changes.
@@ -32,8 +33,7 @@ class JournalError(TopoagentError):
     """The journal cannot be written or read."""
 
 
-@record
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     """A change as the journal holds it: what, where (root), the value before and after."""
 
     id: str

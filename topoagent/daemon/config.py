@@ -23,10 +23,10 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from topoagent import records
+import msgspec
+
 from topoagent.apply.journal import DEFAULT_STATE_DIR
 from topoagent.errors import InputError
-from topoagent.records import record
 
 __all__ = ["DEFAULT_CONFIG", "DEFAULT_LISTEN", "KEYS", "Config", "ConfigError", "load", "parse_listen"]
 
@@ -46,13 +46,12 @@ def default_state_dir() -> str:
     return given or DEFAULT_STATE_DIR
 
 
-@record
-class Config:
+class Config(msgspec.Struct, frozen=True):
     """Everything the daemon is told.  Field names are the TOML keys."""
 
     root: str = "/"
     listen: str = DEFAULT_LISTEN
-    state_dir: str = records.field(default_factory=default_state_dir)
+    state_dir: str = msgspec.field(default_factory=default_state_dir)
     nfd_dir: str | None = None
     textfile_dir: str | None = None
     interval: float = 300.0
@@ -140,7 +139,7 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
 #: The largest configuration file read (the flat table above is well under 1 KiB).
 MAX_CONFIG_BYTES = 1024 * 1024
 
-_FLOATS = {f.name for f in records.fields(Config) if f.type in ("float", float)}
+_FLOATS = {f.name for f in msgspec.structs.fields(Config) if f.type in ("float", float)}
 _OPTIONAL_DIRS = ("nfd_dir", "textfile_dir")
 
 

@@ -18,10 +18,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from topoagent.analysis.paths import PathClass
 from topoagent.apply.files import write_atomically
 from topoagent.errors import InputError
-from topoagent.records import record
 from topoagent.result import ScanResult
 from topoagent.sources.textinput import read_regular
 
@@ -152,8 +153,7 @@ def render_nfd(features: Mapping[str, str], namespace: str) -> str:
 # -- writing, with failures reported once ---------------------------------------------------
 
 
-@record(frozen=False)
-class ExportStatus:
+class ExportStatus(msgspec.Struct):
     path: str
     ok: bool = True
     error: str | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from topoagent import __version__
 from topoagent.analysis.findings import Finding
@@ -14,10 +15,6 @@ from topoagent.analysis.rails import NicRole
 from topoagent.result import ScanResult
 from topoagent.snapshot import to_dict
 from topoagent.topology import Device, Topology
-from topoagent.typecheck import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
 
 SCHEMA_VERSION = 1
 

@@ -50,10 +50,11 @@ import tarfile
 from collections.abc import Callable, Iterable
 from typing import BinaryIO
 
+import msgspec
+
 from topoagent.bdf import is_bdf
 from topoagent.errors import InputError
 from topoagent.hostfs import ATTR_LIMIT, HostFS
-from topoagent.records import field, record
 from topoagent.sources import NVML_RECORDING
 
 __all__ = [
@@ -87,8 +88,7 @@ MAX_MEMBER_BYTES = 16 * 1024 * 1024
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
 
 
-@record
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     """One member of a capture: a regular file (``data``), a directory, or a relative link."""
 
     path: str  # relative, no leading slash
@@ -97,12 +97,11 @@ class Entry:
     target: str = ""
 
 
-@record(frozen=False)
-class Capture:
+class Capture(msgspec.Struct):
     """Entries of a capture, in the order they were found, and the tools it recorded."""
 
-    entries: dict[str, Entry] = field(default_factory=dict)
-    tools: dict[str, str] = field(default_factory=dict)
+    entries: dict[str, Entry] = msgspec.field(default_factory=dict)
+    tools: dict[str, str] = msgspec.field(default_factory=dict)
 
     def add(self, entry: Entry) -> None:
         parent = posixpath.dirname(entry.path)
