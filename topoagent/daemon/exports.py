@@ -12,7 +12,6 @@ counted, never fatal.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping
@@ -83,8 +82,9 @@ def state_document(result: ScanResult, *, scanned_at: float, duration: float,
     ``scan_duration_seconds``, ``changes`` (recent events, oldest first) and ``daemon``
     (the last attempt, counters, link judgements)."""
     from topoagent.outputs.json_report import report
+    from topoagent.snapshot import enc_hook
 
-    doc = report(result)
+    doc: dict[str, Any] = msgspec.to_builtins(report(result), enc_hook=enc_hook)
     doc["scanned_at"] = iso_time(scanned_at)
     doc["scan_duration_seconds"] = round(duration, 6)
     doc["changes"] = changes
@@ -192,4 +192,6 @@ class Exporter:
         return changed
 
     def write_json(self, export: str, path: str, doc: Mapping[str, Any]) -> bool:
-        return self.write(export, path, (json.dumps(doc, indent=2) + "\n").encode())
+        from topoagent.outputs.json_report import encode
+
+        return self.write(export, path, encode(doc, pretty=True).encode())

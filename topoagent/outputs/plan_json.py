@@ -6,12 +6,11 @@ host join on them.  ``schema_version`` is bumped only for breaking changes.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from topoagent import __version__
 from topoagent.advice.plan import Plan, gpu_rank_env
-from topoagent.outputs.json_report import finding_dict, str_or_none
+from topoagent.outputs.json_report import encode, finding_entry, str_or_none
 from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
 
@@ -35,7 +34,7 @@ def report(result: ScanResult, plan: Plan | None = None) -> dict[str, Any]:
                       "netdevs": list(r.netdevs), "kind": r.kind, "remote": r.remote,
                       "numa_node": r.numa_node, "socket": r.socket} for r in g.rails],
             "env": dict(g.env), "numactl": g.numactl, "ranks": ranks,
-            "notes": [finding_dict(n) for n in g.notes],
+            "notes": [finding_entry(n) for n in g.notes],
         })
     return {
         "schema_version": SCHEMA_VERSION,
@@ -51,10 +50,10 @@ def report(result: ScanResult, plan: Plan | None = None) -> dict[str, Any]:
         "split": [{"index": s.index, "gpus": list(s.gpus), "cuda_visible_devices": s.cuda_visible_devices,
                    "numa_nodes": list(s.numa_nodes), "cpus": str(s.cpus), "nics": list(s.nics),
                    "crosses": s.crosses} for s in p.split],
-        "notes": [finding_dict(n) for n in p.notes],
+        "notes": [finding_entry(n) for n in p.notes],
     }
 
 
 def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
     """``plan --format json``: the plan, indented."""
-    return json.dumps(report(result, plan), indent=2) + "\n"
+    return encode(report(result, plan), pretty=True)

@@ -18,10 +18,10 @@ text, without a scan.  The shape automation reads::
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from topoagent.advice.vms import VmAdvice, VmReport
+from topoagent.outputs.json_report import encode
 
 SCHEMA_VERSION = 1
 
@@ -59,5 +59,5 @@ def report_dict(report: VmReport) -> dict[str, Any]:
 
 
 def render(result: object = None, *, vms: VmReport, pretty: bool = True, **_: Any) -> str:
-    """The report as one JSON document (indented unless ``pretty`` is false)."""
-    return json.dumps(report_dict(vms), indent=2 if pretty else None) + "\n"
+    """The report as one JSON document (indented unless ``pretty`` is false: then one compact line)."""
+    return encode(report_dict(vms), pretty=pretty)
