@@ -33,6 +33,9 @@ Bdf = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{
 #: A path class, as ``nvidia-smi topo -m`` names it.
 PathToken = Annotated[str, msgspec.Meta(pattern=r"^(X|NV[0-9]+|PIX|PXB|PHB|NODE|SYS)$")]
 NodeId = Annotated[int, msgspec.Meta(ge=0)]
+GpuId = Annotated[str, msgspec.Meta(pattern=r"^gpu[0-9]+$")]
+#: ``CUDA_VISIBLE_DEVICES``: CUDA indices, comma-separated.
+CudaDevices = Annotated[str, msgspec.Meta(pattern=r"^[0-9]+(,[0-9]+)*$")]
 
 
 class Tool(msgspec.Struct, frozen=True):
@@ -150,8 +153,8 @@ class GpuRecommendation(msgspec.Struct, frozen=True):
 
 class NumaGroupEntry(msgspec.Struct, frozen=True):
     numa_node: int | None
-    gpus: list[str]
-    cuda_visible_devices: str
+    gpus: list[GpuId]
+    cuda_visible_devices: CudaDevices
     cpus: CpuList | None
 
 

@@ -1,9 +1,10 @@
 """The published JSON Schemas of topoagent's JSON outputs, generated from the contract types.
 
-``python -m topoagent.schema`` writes ``scan.schema.json`` (from
-:class:`topoagent.outputs.json_report.ScanReport`) beside this file; a test regenerates it and
-fails when the file differs, so the schema cannot drift from the output.  The other schemas in
-this directory are still written by hand.
+``python -m topoagent.schema`` writes ``scan.schema.json``, ``plan.schema.json`` and
+``vms.schema.json`` beside this file from the types the outputs encode
+(:class:`~topoagent.outputs.json_report.ScanReport`, :class:`~topoagent.outputs.plan_json.PlanReport`,
+:class:`~topoagent.outputs.vms_json.VmsReport`); a test regenerates them and fails when a file
+differs, so a schema cannot drift from its output.
 """
 
 from __future__ import annotations
@@ -28,8 +29,26 @@ def scan_schema() -> dict[str, Any]:
                      f"Schema version {SCHEMA_VERSION}. Additive changes keep the version; breaking ones bump it.")
 
 
+def plan_schema() -> dict[str, Any]:
+    """The schema of ``plan --format json``."""
+    from topoagent.outputs.plan_json import SCHEMA_VERSION, PlanReport
+
+    return _document(PlanReport, "plan.schema.json", "topoagent plan --format json",
+                     f"Schema version {SCHEMA_VERSION}. Additive changes keep the version; breaking ones bump it. "
+                     "Device ids (gpu0, nic2) and keys (BDFs) are those of topoagent scan --format json.")
+
+
+def vms_schema() -> dict[str, Any]:
+    """The schema of ``vms --format json``."""
+    from topoagent.outputs.vms_json import VmsReport
+
+    return _document(VmsReport, "vms.schema.json", "topoagent vms --format json",
+                     "NUMA affinity of VMs with PCI passthrough devices (libvirt/KVM domains or VMware .vmx "
+                     "files). Additive fields keep schema_version; breaking changes bump it.")
+
+
 #: File name -> the function that makes its schema.
-GENERATED = {"scan.schema.json": scan_schema}
+GENERATED = {"scan.schema.json": scan_schema, "plan.schema.json": plan_schema, "vms.schema.json": vms_schema}
 
 
 def _document(root: type, name: str, title: str, description: str) -> dict[str, Any]:
