@@ -19,7 +19,7 @@ import pytest
 from plan_helpers import needs_two_cpus, tiny, topoagent
 from topoagent.apply.changes import IRQ, Change
 from topoagent.apply.execute import APPLIED, REFUSED, apply_changes
-from topoagent.apply.journal import Journal
+from topoagent.apply.journal import Journal, JournalError
 from topoagent.apply.writer import HostWriter, WriteError
 from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
@@ -198,3 +198,22 @@ def test_a_domain_backup_that_is_not_a_regular_file_is_refused(tmp_path):
     os.mkfifo(path)
     with pytest.raises(BackupError, match="not a regular file"):
         load_backup(str(tmp_path), "vm1")
+
+
+@pytest.mark.parametrize("line", ['[1, 2]', '{"id": "a"}', '{"id": 7, "event": "pending"}', 'not json',
+                                  '{"id": "a", "event": "pending", "kind": "irq"}'])
+def test_a_journal_line_that_is_no_record_is_one_clear_error(tmp_path, line):
+    (tmp_path / "journal.jsonl").write_text(line + "\n")
+    with pytest.raises(JournalError, match="not a journal record"):
+        Journal(tmp_path).entries()
+
+
+def test_journal_records_read_back_typed(tmp_path):
+    j = Journal(tmp_path)
+    ident = j.begin(root="/", kind="irq", target={"irq": 105}, before="0-3", after="4-7", label="nic0")
+    j.mark(ident, "done")
+    (entry,) = j.entries()
+    assert (entry.id, entry.kind, entry.target, entry.before, entry.after, entry.state) == (
+        ident, "irq", {"irq": 105}, "0-3", "4-7", "done")
+    first = (tmp_path / "journal.jsonl").read_text().splitlines()[0]
+    assert list(json.loads(first)) == sorted(json.loads(first))  # keys sorted, as before

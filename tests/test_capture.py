@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from tests.fakesysfs import machine_names
 from topoagent.api import scan
 from topoagent.cli import cli
-from topoagent.outputs.json_report import report
+from topoagent.outputs.json_report import render
 from topoagent.sources.capture import archive as capture_archive
 from topoagent.sources.capture import (
     CaptureError,
@@ -39,6 +39,11 @@ REPO = Path(__file__).resolve().parents[1]
 THIS_HOST = REPO / "tests/fixtures/captures/this-host.tar.gz"
 GOLDEN = REPO / "tests/golden/capture-this-host"
 FORMATS = {"tree": "tree.txt", "json": "scan.json", "matrix": "matrix.txt"}
+
+
+def report(result):
+    """The scan contract as plain data, as a consumer parses it."""
+    return json.loads(render(result))
 
 
 def normalised(doc: dict) -> str:

@@ -1,6 +1,7 @@
 """Cross-checks against nvidia-smi and lspci views of the same host."""
 
-from topoagent import records
+import msgspec
+
 from topoagent.analysis.crosscheck import against_lspci, against_nvidia_smi
 from topoagent.api import scan
 from topoagent.outputs.matrix import matrix_of, render_topo_matrix
@@ -22,8 +23,8 @@ def test_a_differing_cell_and_numa_node_name_both_sources(fixture_root):
     cells = [list(row) for row in m.cells]
     cells[i][j] = cells[j][i] = "SYS" if cells[i][j] != "SYS" else "PIX"
     devices = list(m.devices)
-    devices[i] = records.replace(devices[i], numa_affinity="1")
-    m = records.replace(m, cells=tuple(map(tuple, cells)), devices=tuple(devices))
+    devices[i] = msgspec.structs.replace(devices[i], numa_affinity="1")
+    m = msgspec.structs.replace(m, cells=tuple(map(tuple, cells)), devices=tuple(devices))
     found = against_nvidia_smi(r.topology, r.paths, m)
     assert {f.code for f in found} == {"SOURCES_DISAGREE"}
     assert len(found) == 2
@@ -47,7 +48,7 @@ def test_lspci_width_and_numa(fixture_root):
     agree = LspciFunction(bdf=gpu.bdf, class_name="3D controller", description="H100",
                           numa_node=gpu.numa_node, link_width=gpu.link.current_width)
     assert against_lspci(r.topology, (agree,)) == []
-    differ = records.replace(agree, numa_node=1, link_width=8)
+    differ = msgspec.structs.replace(agree, numa_node=1, link_width=8)
     found = against_lspci(r.topology, (differ,))
     assert len(found) == 2 and all(f.subjects == (gpu.id,) for f in found)
     assert any("x8" in f.message and "x16" in f.message for f in found)

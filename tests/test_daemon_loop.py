@@ -14,9 +14,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from topoagent import records
 from topoagent.api import scan
 from topoagent.daemon import http as daemon_http
 from topoagent.daemon.config import Config, ConfigError
@@ -138,7 +138,7 @@ def test_first_scan_failing_still_serves_metrics(config):
 def test_unwritable_exports_are_reported_not_fatal(config, dgx, tmp_path):
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("")
-    cfg = records.replace(config, textfile_dir=str(blocked), nfd_dir=str(tmp_path / "absent"))
+    cfg = msgspec.structs.replace(config, textfile_dir=str(blocked), nfd_dir=str(tmp_path / "absent"))
     d = Running(cfg, scan=lambda c: dgx)
     try:
         d.scans(1)
@@ -155,9 +155,9 @@ def test_unwritable_exports_are_reported_not_fatal(config, dgx, tmp_path):
 
 
 def test_reload_applies_the_new_config_or_keeps_the_old(config, dgx, tmp_path):
-    configs = [records.replace(config, interval=60.0, textfile_dir=str(tmp_path)),
+    configs = [msgspec.structs.replace(config, interval=60.0, textfile_dir=str(tmp_path)),
                ConfigError("config /etc/topoagent/config.toml: unknown key 'x'"),
-               records.replace(config, listen="127.0.0.1:1")]
+               msgspec.structs.replace(config, listen="127.0.0.1:1")]
 
     def reload() -> Config:
         c = configs.pop(0)
@@ -186,8 +186,8 @@ def test_reload_applies_the_new_config_or_keeps_the_old(config, dgx, tmp_path):
 def test_links_are_sampled_between_scans_while_a_gpu_link_is_low(config, dgx):
     low = {d.key: d.link for d in dgx.topology.devices}
     low[GPU0] = LinkInfo(2.5, 16, 32.0, 16)
-    slow_gpu = records.replace(dgx, topology=records.replace(
-        dgx.topology, devices=tuple(records.replace(d, link=low[GPU0]) if d.key == GPU0 else d
+    slow_gpu = msgspec.structs.replace(dgx, topology=msgspec.structs.replace(
+        dgx.topology, devices=tuple(msgspec.structs.replace(d, link=low[GPU0]) if d.key == GPU0 else d
                                     for d in dgx.topology.devices)))
     samples = []
 
@@ -195,7 +195,7 @@ def test_links_are_sampled_between_scans_while_a_gpu_link_is_low(config, dgx):
         samples.append(time.monotonic())
         return low
 
-    d = Running(records.replace(config, link_sample_interval=0.1), scan=lambda c: slow_gpu, sample=sample)
+    d = Running(msgspec.structs.replace(config, link_sample_interval=0.1), scan=lambda c: slow_gpu, sample=sample)
     try:
         wait_for(lambda: len(samples) >= 3)
         assert not d.daemon.status.judgements[GPU0].degraded  # idle: no load was ever seen
@@ -203,7 +203,7 @@ def test_links_are_sampled_between_scans_while_a_gpu_link_is_low(config, dgx):
         d.stop()
     # A healthy host is not sampled at all between scans.
     samples.clear()
-    d = Running(records.replace(config, link_sample_interval=0.1), scan=lambda c: dgx, sample=sample)
+    d = Running(msgspec.structs.replace(config, link_sample_interval=0.1), scan=lambda c: dgx, sample=sample)
     try:
         d.scans(1)
         time.sleep(0.5)
@@ -331,7 +331,7 @@ def test_hotplug_bursts_are_debounced_into_one_scan(config, dgx, monkeypatch):
 
     fake = FakeUdev()
     monkeypatch.setattr(udev.UdevWatch, "open", classmethod(lambda cls, log, live, enabled=True: fake))
-    d = Running(records.replace(config, debounce=0.3), scan=lambda c: dgx)
+    d = Running(msgspec.structs.replace(config, debounce=0.3), scan=lambda c: dgx)
     try:
         d.scans(1)
         for i in range(5):  # a GPU being hot-added: a burst of events

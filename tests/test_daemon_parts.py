@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from topoagent import records
 from topoagent.api import scan
 from topoagent.daemon import config as cfgmod
 from topoagent.daemon.config import Config, ConfigError, load, parse_listen
@@ -28,6 +27,7 @@ from topoagent.daemon.linkwatch import LinkWatch, rail_netdevs, watched_links
 from topoagent.daemon.log import make_logger, wants_json
 from topoagent.daemon.notify import Notifier
 from topoagent.daemon.status import Attempt, Status
+from topoagent.errors import TopoagentError
 from topoagent.frozen import FrozenMap
 from topoagent.snapshot import LinkInfo
 from topoagent.sources.load import LoadProbe
@@ -415,7 +415,7 @@ def test_state_document_is_the_contract_plus_daemon_fields(dgx):
 
 def test_config_is_a_value():
     c = Config(state_dir="/s")
-    with pytest.raises(records.FrozenRecordError):
+    with pytest.raises(AttributeError):
         c.interval = 1  # type: ignore[misc]
 
 
@@ -461,3 +461,21 @@ def test_daemonset_manifest():
     assert "path: /etc/kubernetes/node-feature-discovery/features.d" in text
     assert "containerPort: 9464" in text and "--nfd-dir=/etc/kubernetes/node-feature-discovery/features.d" in text
     assert 'add: ["SYS_ADMIN"]' in text
+
+
+def test_the_config_file_type_names_every_key():
+    """The TOML is decoded into ConfigFile (unknown keys refused by msgspec): it must know every
+    key of Config, and the error table (KEYS) every one too."""
+    assert cfgmod.ConfigFile.__struct_fields__ == Config.__struct_fields__ == tuple(cfgmod.KEYS)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("recent_changes = 1.5", "recent_changes = 1.5: must be an integer 0-10000"),
+    ("udev = 'no'", "udev = 'no': must be true or false"),
+])
+def test_a_value_of_the_wrong_type_is_one_line_naming_the_key(tmp_path, text, message):
+    path = tmp_path / "c.toml"
+    path.write_text(text + "\n")
+    with pytest.raises(ConfigError, match=message) as e:
+        load(str(path))
+    assert "\n" not in str(e.value) and isinstance(e.value, TopoagentError)

@@ -86,7 +86,8 @@ def test_a_gpu_virtual_function_is_analysed_through_its_physical_function(fixtur
     """A GPU with SR-IOV enabled (vGPU) lists a VF of GPU class.  VFs are not paired (a VF's path
     is its PF's), so rails and findings must look its paths up through the PF; they once raised
     KeyError for it."""
-    from topoagent import records
+    import msgspec
+
     from topoagent.api import read_host
     from topoagent.result import analyse
 
@@ -96,8 +97,8 @@ def test_a_gpu_virtual_function_is_analysed_through_its_physical_function(fixtur
     vf_bdf = f"{bus}.{int(fn) + 1}"
     assert all(f.bdf != vf_bdf for f in snap.pci)
     sysfs_path = gpu.sysfs_path.rpartition("/")[0] + "/" + vf_bdf if gpu.sysfs_path else None
-    vf = records.replace(gpu, bdf=vf_bdf, sysfs_path=sysfs_path, physfn=gpu.bdf, driver=None)
-    result = analyse(records.replace(snap, pci=snap.pci + (vf,)))
+    vf = msgspec.structs.replace(gpu, bdf=vf_bdf, sysfs_path=sysfs_path, physfn=gpu.bdf, driver=None)
+    result = analyse(msgspec.structs.replace(snap, pci=snap.pci + (vf,)))
     assert result.by_bdf(vf_bdf) is not None
     pf = result.by_bdf(gpu.bdf)
     assert result.path(result.by_bdf(vf_bdf).id, result.topology.nics[0].id) == result.path(pf.id, result.topology.nics[0].id)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from itertools import combinations
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topoagent import records
 from topoagent.analysis.paths import PathClass, all_paths, pcie_class
 from topoagent.cpuset import CpuSet
 from topoagent.snapshot import ConfigSpace, Cpu, NumaNode, PciFunction, Snapshot
@@ -128,7 +128,7 @@ def test_pix_pxb_phb_node_examples():
 
 def test_unknown_numa_is_worst_case():
     snap = build([(0, ["gpu"]), (1, ["nic"])])
-    pci = tuple(records.replace(f, numa_node=None) if f.class_code == KINDS["nic"] else f for f in snap.pci)
-    topo = build_topology(records.replace(snap, pci=pci))
+    pci = tuple(msgspec.structs.replace(f, numa_node=None) if f.class_code == KINDS["nic"] else f for f in snap.pci)
+    topo = build_topology(msgspec.structs.replace(snap, pci=pci))
     (p,) = all_paths(topo)
     assert p.pcie is PathClass.SYS and p.locality_known is False

@@ -15,8 +15,8 @@ Names are imported on first use, so ``import topoagent`` (and the CLI's start-up
 
 from __future__ import annotations
 
-from topoagent.lazy import import_module
-from topoagent.typecheck import TYPE_CHECKING
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -69,8 +69,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from topoagent.advice.plan import Plan
     from topoagent.analysis.findings import Finding, Severity
     from topoagent.analysis.paths import Path, PathClass

@@ -15,17 +15,12 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
-from topoagent import records
-from topoagent.frozen import FrozenMap
 from topoagent.inputs import NVML_AUTO, Inputs
-from topoagent.result import ScanResult, analyse
+from topoagent.result import ScanResult, analyse, with_timings
 from topoagent.snapshot import Snapshot
 from topoagent.sources import SOURCES, Collection
-from topoagent.typecheck import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
 
 __all__ = ["Inputs", "ScanResult", "analyse", "collect", "read_host", "read_offline", "run", "scan"]
 
@@ -58,7 +53,7 @@ def run(inputs: Inputs) -> ScanResult:
     start = time.perf_counter()
     result = analyse(c.require_snapshot(), tool_findings=tool_findings)
     timings["analyse"] = time.perf_counter() - start
-    return records.replace(result, timings=FrozenMap(timings))
+    return with_timings(result, timings)
 
 
 def scan(root: str | os.PathLike[str] = "/", *, nvml: Any = NVML_AUTO) -> ScanResult:

@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from topoagent.digits import is_hex
-from topoagent.typecheck import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
 
 _FUNCTIONS = frozenset("01234567")
 

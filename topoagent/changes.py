@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
+import msgspec
+
 from topoagent.analysis.findings import Finding
-from topoagent.records import record
 from topoagent.result import ScanResult
 from topoagent.topology import Device, DeviceKind
 
@@ -38,8 +39,7 @@ class ChangeKind(str, Enum):
     LINK_RECOVERED = "link_recovered"
 
 
-@record
-class Change:
+class Change(msgspec.Struct, frozen=True):
     """One change between two scans.
 
     ``subject`` is the device's stable key, or the finding's code; ``keys`` are the stable

@@ -12,13 +12,10 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Sequence
-
-from topoagent.lazy import import_module
-from topoagent.typecheck import TYPE_CHECKING
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from typing import Any
-
     import click
 
 #: command name -> "module:attribute" of its click command, or of a function that makes it.

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
+from typing import Any
 
 from topoagent.digits import is_decimal, is_hex
 from topoagent.errors import InputError
-from topoagent.typecheck import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
 
 __all__ = ["MAX_CPUS", "CpuSet", "CpuSetError", "format_cpulist", "parse_cpulist", "parse_cpumask"]
 

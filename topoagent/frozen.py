@@ -7,11 +7,7 @@ be hashed; :class:`FrozenMap` can do neither, so results are safe to share with 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-
-from topoagent.typecheck import TYPE_CHECKING, TypeVar, overload
-
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any, TypeVar, overload
 
 K = TypeVar("K")
 V = TypeVar("V")

@@ -6,11 +6,9 @@ from its config, an API user directly.
 
 from __future__ import annotations
 
-from topoagent.records import field, record
-from topoagent.typecheck import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from typing import Any
+import msgspec
 
 __all__ = ["Inputs", "NVML_AUTO", "NVML_OFF"]
 
@@ -21,8 +19,7 @@ NVML_AUTO = "auto"
 NVML_OFF = "off"
 
 
-@record
-class Inputs:
+class Inputs(msgspec.Struct, frozen=True):
     """The inputs of one scan.
 
     ``root`` is the host tree to read (``/``, a fake or a captured root).  ``nvml`` is
@@ -40,10 +37,24 @@ class Inputs:
     lspci_verbose_text: str | None = None
     cross_check: bool = False
     tool_timeout: float = 10.0
-    runners: Any = field(default=None, compare=False)
+    runners: Any = None
     #: Where each pasted text came from (``{"nvidia_smi_topo_text": "--nvidia-smi-topo t.txt"}``),
     #: for error messages.
-    origins: Any = field(default=None, compare=False)
+    origins: Any = None
+
+    def _compared(self) -> tuple[Any, ...]:
+        # What a scan reads; ``runners`` (test stand-ins) and ``origins`` (labels for error
+        # messages) change how, not what, so equality and hashing leave them out.
+        return (self.root, self.nvml, self.nvidia_smi_topo_text, self.lspci_tree_text,
+                self.lspci_verbose_text, self.cross_check, self.tool_timeout)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
 
     @property
     def offline(self) -> bool:

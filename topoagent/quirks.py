@@ -7,15 +7,15 @@ spec) and a test; never to silence one machine.
 
 from __future__ import annotations
 
+import msgspec
+
 from topoagent.pci import INTEL, PORT_CODES
-from topoagent.records import record
 
 __all__ = ["LINK_QUIRKS", "LinkQuirk", "link_quirk"]
 
 
 
-@record
-class LinkQuirk:
+class LinkQuirk(msgspec.Struct, frozen=True):
     """Functions whose link width/speed registers are not a real link.
 
     A quirk matches by vendor and device ids, or by PCIe Device/Port Type, or both.

@@ -14,32 +14,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cached_property
+from typing import Any
 
-from topoagent import records
+import msgspec
+
 from topoagent.advice.plan import Plan, make_plan
 from topoagent.analysis.findings import Finding, Severity, find_all, sort_findings
 from topoagent.analysis.given import matrix_vs_tree
 from topoagent.analysis.paths import Path, all_paths, path_index
 from topoagent.analysis.rails import RailPlan, plan_rails
 from topoagent.frozen import FrozenMap
-from topoagent.records import field, record
 from topoagent.snapshot import Snapshot, SourceStatus
 from topoagent.topology import Device, Topology, build_topology
-from topoagent.typecheck import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from typing import Any
+__all__ = ["ScanResult", "analyse", "with_timings"]
 
-__all__ = ["ScanResult", "analyse"]
+_UNTIMED: Mapping[str, float] = FrozenMap()
 
 
-@record
-class ScanResult:
+class ScanResult(msgspec.Struct, frozen=True, dict=True):
     """A scan and everything derived from it.
 
     ``timings`` holds the seconds each source and the analysis took (``sysfs``, ``nvml``,
-    ``analyse`` …); they are not part of the JSON contract (two scans of one host must diff
-    cleanly) but the daemon exports them.
+    ``analyse`` …); they are not part of the result's value (two scans of one host compare
+    equal and diff cleanly) but the daemon exports them.  They are kept beside the fields
+    (:func:`with_timings`), as the path index is, so equality, hashing and encoding ignore them.
     """
 
     topology: Topology
@@ -47,7 +46,12 @@ class ScanResult:
     rails: RailPlan
     findings: tuple[Finding, ...]
     plan: Plan
-    timings: FrozenMap[str, float] = field(default_factory=FrozenMap, compare=False)
+
+    @property
+    def timings(self) -> Mapping[str, float]:
+        """Seconds per source and for the analysis (empty when not timed)."""
+        timings: Mapping[str, float] = self.__dict__.get("_timings", _UNTIMED)
+        return timings
 
     @property
     def snapshot(self) -> Snapshot:
@@ -98,7 +102,7 @@ def analyse(snapshot: Snapshot, *, tool_findings: Any = None) -> ScanResult:
     topo = build_topology(snapshot)
     note = matrix_vs_tree(topo)
     if note is not None:
-        topo = records.replace(topo, snapshot=_note_on(snapshot, "nvidia-smi", note))
+        topo = msgspec.structs.replace(topo, snapshot=_note_on(snapshot, "nvidia-smi", note))
     paths = all_paths(topo)
     rails = plan_rails(topo, paths)
     findings = find_all(topo, paths, rails)
@@ -107,10 +111,17 @@ def analyse(snapshot: Snapshot, *, tool_findings: Any = None) -> ScanResult:
     return ScanResult(topo, paths, rails, findings, make_plan(topo, rails))
 
 
+def with_timings(result: ScanResult, timings: Mapping[str, float]) -> ScanResult:
+    """A copy of ``result`` that carries ``timings`` (outside its value; see :class:`ScanResult`)."""
+    timed = msgspec.structs.replace(result)
+    timed.__dict__["_timings"] = FrozenMap(timings)
+    return timed
+
+
 def _note_on(snap: Snapshot, source: str, note: str) -> Snapshot:
     """The snapshot with ``source``'s status turned partial and ``note`` added to its detail."""
     sources = tuple(
         SourceStatus(s.name, "partial", f"{s.detail}; {note}" if s.detail else note) if s.name == source else s
         for s in snap.sources
     )
-    return records.replace(snap, sources=sources)
+    return msgspec.structs.replace(snap, sources=sources)

@@ -10,17 +10,12 @@ of ``Unknown`` or a width of 0/255 into ``None`` ("unknown"), never into a guess
 
 from __future__ import annotations
 
-import types
+from typing import Any, ClassVar, TypeVar
 
-from topoagent import records
+import msgspec
+
 from topoagent.cpuset import CpuSet
 from topoagent.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK
-from topoagent.records import field, record
-from topoagent.typecheck import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    import typing
-    from typing import Any
 
 SNAPSHOT_VERSION = 1
 
@@ -33,16 +28,14 @@ def host_path(rel: str) -> str:
     return "/" + rel.lstrip("/")
 
 
-@record
-class ProbeError:
+class ProbeError(msgspec.Struct, frozen=True):
     """A probe that failed: the host path (or source) and what went wrong."""
 
     path: str
     error: str
 
 
-@record
-class SourceStatus:
+class SourceStatus(msgspec.Struct, frozen=True):
     """One kind of evidence and whether it was available (``ok``, ``partial``, ``unavailable``)."""
 
     name: str
@@ -50,8 +43,7 @@ class SourceStatus:
     detail: str | None = None
 
 
-@record
-class LinkInfo:
+class LinkInfo(msgspec.Struct, frozen=True):
     """A PCIe link: current and maximum speed (GT/s per lane) and width (lanes)."""
 
     current_gts: float | None = None
@@ -85,8 +77,7 @@ class LinkInfo:
         )
 
 
-@record
-class SriovCap:
+class SriovCap(msgspec.Struct, frozen=True):
     """A physical function's SR-IOV capability (SR-IOV spec 1.1, 3.3; include/uapi/linux/
     pci_regs.h ``PCI_SRIOV_*``): how many VFs are enabled, where they sit, their device id."""
 
@@ -98,8 +89,7 @@ class SriovCap:
     vf_device: int
 
 
-@record
-class AcsInfo:
+class AcsInfo(msgspec.Struct, frozen=True):
     """The ACS extended capability: capability and control registers (16 bits each)."""
 
     capability: int
@@ -109,7 +99,7 @@ class AcsInfo:
     offset: int | None = None
 
     #: Control-register bits (bit, lspci's name), :data:`topoagent.pci.ACS_FLAGS` in order.
-    BITS: typing.ClassVar[tuple[tuple[int, str], ...]] = tuple(enumerate(ACS_FLAGS))
+    BITS: ClassVar[tuple[tuple[int, str], ...]] = tuple(enumerate(ACS_FLAGS))
 
     def enabled(self) -> tuple[str, ...]:
         """Names (lspci's spelling) of the control bits that are set."""
@@ -121,8 +111,7 @@ class AcsInfo:
         return bool(self.control & ACS_P2P_REDIRECT_MASK)
 
 
-@record
-class ConfigSpace:
+class ConfigSpace(msgspec.Struct, frozen=True):
     """Facts parsed from a function's PCI configuration space.
 
     ``size`` is how many bytes could be read: 64 without CAP_SYS_ADMIN, 256 for conventional
@@ -149,8 +138,7 @@ class ConfigSpace:
     sriov: SriovCap | None = None
 
 
-@record
-class PciFunction:
+class PciFunction(msgspec.Struct, frozen=True):
     """One PCI function as sysfs (or another source) describes it.
 
     ``bdf`` is None where the source names devices without an address: a pasted
@@ -169,7 +157,7 @@ class PciFunction:
     subsystem_device_id: int | None = None
     numa_node: int | None = None
     local_cpus: CpuSet | None = None
-    link: LinkInfo = field(default_factory=LinkInfo)
+    link: LinkInfo = msgspec.field(default_factory=LinkInfo)
     driver: str | None = None
     iommu_group: int | None = None
     physfn: str | None = None
@@ -193,8 +181,7 @@ class PciFunction:
     numa_source: str | None = None
 
 
-@record
-class NetDevice:
+class NetDevice(msgspec.Struct, frozen=True):
     """A network interface and the PCI function behind it."""
 
     name: str
@@ -203,16 +190,14 @@ class NetDevice:
     speed_mbps: int | None = None
 
 
-@record
-class RdmaPort:
+class RdmaPort(msgspec.Struct, frozen=True):
     port: int
     state: str | None = None
     rate_gbps: float | None = None
     link_layer: str | None = None
 
 
-@record
-class RdmaDevice:
+class RdmaDevice(msgspec.Struct, frozen=True):
     """An RDMA device (``mlx5_0``, ``rdmap16s27``) and the PCI function behind it."""
 
     name: str
@@ -220,8 +205,7 @@ class RdmaDevice:
     ports: tuple[RdmaPort, ...] = ()
 
 
-@record
-class NumaNode:
+class NumaNode(msgspec.Struct, frozen=True):
     """A NUMA node: its CPUs (may be empty; None where the source does not say), memory and
     distance row."""
 
@@ -235,8 +219,7 @@ class NumaNode:
     cpus_file: str | None = None
 
 
-@record
-class Cpu:
+class Cpu(msgspec.Struct, frozen=True):
     """An online logical CPU and its package (socket): offline CPUs are not listed
     (``cpu/online``), so nothing hands them out.  A package the kernel numbers -1 (s390, some
     POWER) is numbered after the known ids, from its sibling list.
@@ -250,14 +233,12 @@ class Cpu:
     siblings: CpuSet | None = None
 
 
-@record
-class IommuGroup:
+class IommuGroup(msgspec.Struct, frozen=True):
     id: int
     type: str | None = None
 
 
-@record
-class GpuMemoryNode:
+class GpuMemoryNode(msgspec.Struct, frozen=True):
     """A NUMA node that holds a GPU's memory (``/proc/driver/nvidia/gpus/BDF/numa_status``,
     or the ``GPU NUMA ID`` column of a matrix, where the GPU is named by ``label``)."""
 
@@ -266,16 +247,14 @@ class GpuMemoryNode:
     label: str | None = None
 
 
-@record
-class NvLink:
+class NvLink(msgspec.Struct, frozen=True):
     """Bonded NVLinks from one GPU to one peer (a GPU, or an NVSwitch) identified by BDF."""
 
     peer_bdf: str
     count: int
 
 
-@record
-class NvmlGpu:
+class NvmlGpu(msgspec.Struct, frozen=True):
     """What NVML says of one GPU (``nvidia-ml-py``; only on hosts with the NVIDIA driver)."""
 
     index: int
@@ -294,8 +273,7 @@ class NvmlGpu:
     p2p_not_ok: tuple[str, ...] = ()
 
 
-@record
-class GivenPath:
+class GivenPath(msgspec.Struct, frozen=True):
     """A path class a source states outright: a cell of ``nvidia-smi topo -m`` (``PIX``,
     ``NV12``, ``SYS`` ...), verbatim, between two devices named by label."""
 
@@ -304,8 +282,7 @@ class GivenPath:
     token: str
 
 
-@record
-class Snapshot:
+class Snapshot(msgspec.Struct, frozen=True):
     """Everything one scan gathered.
 
     ``root`` is the host tree that was read; None for a snapshot built from pasted tool output
@@ -349,47 +326,28 @@ class Snapshot:
 T = TypeVar("T")
 
 
-def to_dict(value: Any) -> Any:
-    """A snapshot (or any record in it) as JSON-ready plain data."""
-    if records.is_record(value) and not isinstance(value, type):
-        return {f.name: to_dict(getattr(value, f.name)) for f in records.fields(value)}
-    if isinstance(value, (tuple, list)):
-        return [to_dict(v) for v in value]
+def enc_hook(value: Any) -> Any:
+    """msgspec's hook for the types it does not know: a CPU set as the kernel's list format."""
     if isinstance(value, CpuSet):
-        return str(value)  # the kernel's list format
-    return value
+        return str(value)
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")
 
 
-def _build(tp: Any, data: Any) -> Any:
-    import typing  # only reading a snapshot back needs it (see topoagent.typecheck)
-
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        if data is None:
-            return None
-        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _build(inner, data)
-    if origin is tuple:
-        (inner, *_rest) = typing.get_args(tp)
-        return tuple(_build(inner, v) for v in data)
-    if isinstance(tp, type) and records.is_record(tp):
-        return from_dict(tp, data)
-    if tp is CpuSet:
-        return CpuSet.parse(data)
-    if tp is float and isinstance(data, int):
-        return float(data)
-    return data
+def dec_hook(tp: Any, data: Any) -> Any:
+    """msgspec's hook for the types it does not know: a CPU set from the kernel's list format."""
+    if tp is CpuSet and isinstance(data, str):
+        return CpuSet.parse(data)  # CpuSetError is a ValueError: msgspec reports it as invalid
+    raise NotImplementedError(f"cannot decode {tp!r}")
 
 
-def from_dict(cls: type[T], data: dict[str, Any]) -> T:
-    """Rebuild a record of type ``cls`` from :func:`to_dict` output (unknown keys ignored)."""
-    import typing
+def to_dict(value: Any) -> Any:
+    """A snapshot (or any value in it) as JSON-ready plain data (CPU sets as list strings)."""
+    return msgspec.to_builtins(value, enc_hook=enc_hook)
 
-    # the annotations are strings; "typing" is named in some (ClassVar) but not imported here
-    hints = typing.get_type_hints(cls, localns={"typing": typing})
-    kwargs = {
-        f.name: _build(hints[f.name], data[f.name])
-        for f in records.fields(cls)
-        if f.name in data
-    }
-    return cls(**kwargs)
+
+def from_dict(cls: type[T], data: Any) -> T:
+    """Rebuild a value of type ``cls`` from :func:`to_dict` output (unknown keys ignored).
+
+    Raises :class:`msgspec.ValidationError` when ``data`` does not fit ``cls``.
+    """
+    return msgspec.convert(data, type=cls, dec_hook=dec_hook)

@@ -8,20 +8,17 @@ switch ports -> endpoints.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
 from enum import Enum
+from functools import cached_property
 
-from topoagent import pci, records
+import msgspec
+
+from topoagent import pci
 from topoagent.bdf import bdf_key, root_bus_key
 from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
 from topoagent.pci import DeviceKind
-from topoagent.records import field, record
 from topoagent.snapshot import ConfigSpace, LinkInfo, NumaNode, PciFunction, Snapshot
-from topoagent.typecheck import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class BridgeRole(str, Enum):
@@ -51,8 +48,7 @@ _ID_PREFIX = {
 }
 
 
-@record
-class Device:
+class Device(msgspec.Struct, frozen=True):
     """A PCI function placed in the tree.
 
     ``bdf`` is None for a device known only by the label a tool gave it (``GPU0`` in a pasted
@@ -112,8 +108,7 @@ class Device:
         return bool(self.rdma_devices) or pci.is_infiniband(self.class_code) or self.rdma is True
 
 
-@record
-class Node:
+class Node(msgspec.Struct, frozen=True):
     """A NUMA node; ``cpu_less`` nodes (Grace GPU memory, CXL) name the node to bind to.
 
     ``cpus_known`` is False where the source names the node but not its CPUs (``NUMA node: 1``
@@ -139,16 +134,14 @@ class Node:
         return str(self.cpus)
 
 
-@record
-class Socket:
+class Socket(msgspec.Struct, frozen=True):
     """A CPU package: its NUMA nodes and CPUs."""
     id: int
     nodes: tuple[int, ...]
     cpus: CpuSet
 
 
-@record
-class HostBridge:
+class HostBridge(msgspec.Struct, frozen=True):
     """A root bus (``/sys/devices/pciDDDD:BB``): the CPU's side of the PCIe tree."""
 
     name: str
@@ -156,45 +149,58 @@ class HostBridge:
     socket: int | None
 
 
-@record
-class Topology:
-    """The host's tree, with indexes by BDF and id."""
+class TopologyIndex(msgspec.Struct, frozen=True):
+    """Lookups derived from a :class:`Topology`'s devices and snapshot (read-only maps), built
+    once per topology by :func:`index_topology`; no part of the topology's value."""
+
+    by_bdf: FrozenMap[str, Device]
+    by_id: FrozenMap[str, Device]
+    by_key: FrozenMap[str, Device]
+    children: FrozenMap[str, tuple[Device, ...]]
+    given: FrozenMap[tuple[str, str], str]
+    of_kind: FrozenMap[DeviceKind, tuple[Device, ...]]
+
+
+def index_topology(topo: Topology) -> TopologyIndex:
+    """The lookups of a topology: devices by BDF, id, key, parent and kind; stated path classes."""
+    kids: dict[str, list[Device]] = defaultdict(list)
+    kinds: dict[DeviceKind, list[Device]] = defaultdict(list)
+    for d in topo.devices:
+        if d.parent is not None:
+            kids[d.parent].append(d)
+        kinds[d.kind].append(d)
+    return TopologyIndex(
+        by_bdf=FrozenMap({d.bdf: d for d in topo.devices if d.bdf is not None}),
+        by_id=FrozenMap({d.id: d for d in topo.devices}),
+        by_key=FrozenMap({d.key: d for d in topo.devices}),
+        children=FrozenMap({k: tuple(v) for k, v in kids.items()}),
+        given=FrozenMap(given_index(topo.snapshot)),
+        of_kind=FrozenMap({k: tuple(v) for k, v in kinds.items()}),
+    )
+
+
+class Topology(msgspec.Struct, frozen=True, dict=True):
+    """The host's tree, with indexes by BDF and id.
+
+    The indexes (:class:`TopologyIndex`) are built on first use and kept beside the fields
+    (``dict=True`` gives the cached property its slot): they are derived, so equality,
+    hashing and encoding see only the fields.
+    """
 
     snapshot: Snapshot
     sockets: tuple[Socket, ...]
     nodes: tuple[Node, ...]
     host_bridges: tuple[HostBridge, ...]
     devices: tuple[Device, ...]
-    # Indexes, derived from the fields above in __post_init__ (read-only maps).
-    _by_bdf: FrozenMap[str, Device] = field(init=False, repr=False, compare=False)
-    _by_id: FrozenMap[str, Device] = field(init=False, repr=False, compare=False)
-    _by_key: FrozenMap[str, Device] = field(init=False, repr=False, compare=False)
-    _children: FrozenMap[str, tuple[Device, ...]] = field(init=False, repr=False, compare=False)
-    _given: FrozenMap[tuple[str, str], str] = field(init=False, repr=False, compare=False)
-    _of_kind: FrozenMap[DeviceKind, tuple[Device, ...]] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        given = given_index(self.snapshot)
-        kids: dict[str, list[Device]] = defaultdict(list)
-        kinds: dict[DeviceKind, list[Device]] = defaultdict(list)
-        for d in self.devices:
-            if d.parent is not None:
-                kids[d.parent].append(d)
-            kinds[d.kind].append(d)
-        indexes: dict[str, Mapping[Any, Any]] = {
-            "_by_bdf": {d.bdf: d for d in self.devices if d.bdf is not None},
-            "_by_id": {d.id: d for d in self.devices},
-            "_by_key": {d.key: d for d in self.devices},
-            "_children": {k: tuple(v) for k, v in kids.items()},
-            "_given": given,
-            "_of_kind": {k: tuple(v) for k, v in kinds.items()},
-        }
-        for name, index in indexes.items():
-            object.__setattr__(self, name, FrozenMap(index))  # frozen: set once, here
+    @cached_property
+    def index(self) -> TopologyIndex:
+        """The topology's lookups (built once)."""
+        return index_topology(self)
 
     def by_bdf(self, bdf: str) -> Device | None:
         """The device at a BDF (lower-case ``dddd:bb:dd.f``), or None."""
-        return self._by_bdf.get(bdf)
+        return self.index.by_bdf.get(bdf)
 
     def physical(self, d: Device) -> Device:
         """A VF's physical function (its paths are the PF's), or the device itself.
@@ -205,30 +211,30 @@ class Topology:
         """
         if d.physfn is None:
             return d
-        pf = self._by_bdf.get(d.physfn)
+        pf = self.index.by_bdf.get(d.physfn)
         return pf if pf is not None and pf.kind is d.kind and pf.physfn is None else d
 
     def by_key(self, key: str) -> Device | None:
         """The device with a stable key (see :class:`Device`), or None."""
-        return self._by_key.get(key)
+        return self.index.by_key.get(key)
 
     def given_token(self, a: Device, b: Device) -> str | None:
         """The path class a source stated between two labelled devices (a matrix cell)."""
         if a.label is None or b.label is None:
             return None
-        return self._given.get((a.label, b.label))
+        return self.index.given.get((a.label, b.label))
 
     def by_id(self, ident: str) -> Device | None:
         """The device with a display id (``gpu0``), or None."""
-        return self._by_id.get(ident)
+        return self.index.by_id.get(ident)
 
     def children(self, parent: str | None) -> tuple[Device, ...]:
         """Devices directly below a bridge BDF or a root bus name (none below None)."""
-        return self._children.get(parent, ()) if parent is not None else ()
+        return self.index.children.get(parent, ()) if parent is not None else ()
 
     def of_kind(self, kind: DeviceKind) -> tuple[Device, ...]:
         """Devices of one kind, in PCI order."""
-        return self._of_kind.get(kind, ())
+        return self.index.of_kind.get(kind, ())
 
     @property
     def gpus(self) -> tuple[Device, ...]:
@@ -594,7 +600,7 @@ def _own_memory_nodes(nodes: tuple[Node, ...], snap: Snapshot, devices: list[Dev
     for n in nodes:
         gpu = owner.get(n.id)
         if n.cpu_less and gpu is not None and gpu.numa_node in cpu_node and gpu.numa_node != n.id:
-            n = records.replace(n, nearest_cpu_node=gpu.numa_node, socket=cpu_node[gpu.numa_node].socket)
+            n = msgspec.structs.replace(n, nearest_cpu_node=gpu.numa_node, socket=cpu_node[gpu.numa_node].socket)
         out.append(n)
     return tuple(out)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
-from topoagent import records
 from topoagent.outputs.matrix import LEGEND, render_topo_matrix
 from topoagent.parsers.nvsmi_topo import TopoDevice, TopoMatrix, parse_topo_matrix
 
@@ -21,7 +21,7 @@ def _load(name: str) -> str:
 
 def _facts(m: TopoMatrix):
     """What a round trip must keep: devices (minus the unresolved raw text) and cells."""
-    devices = tuple(records.replace(d, unresolved_affinity=None) for d in m.devices)
+    devices = tuple(msgspec.structs.replace(d, unresolved_affinity=None) for d in m.devices)
     return devices, m.cells
 
 

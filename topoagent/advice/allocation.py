@@ -25,7 +25,7 @@ import msgspec
 
 from topoagent.digits import is_decimal
 from topoagent.errors import InputError
-from topoagent.typecheck import TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from topoagent.advice.plan import GpuPlan, Plan

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from topoagent.cpuset import CpuSet
-from topoagent.records import record
 from topoagent.snapshot import Cpu
 
 __all__ = ["Split", "host_cores", "cores_in", "reserve", "split_cores", "logical_cores", "threads_known"]
@@ -67,8 +68,7 @@ def reserve(cores: Sequence[CpuSet], count: int) -> tuple[CpuSet, tuple[CpuSet, 
     return CpuSet().union(*cores[:take]), tuple(cores[take:])
 
 
-@record
-class Split:
+class Split(msgspec.Struct, frozen=True):
     """``parts`` disjoint sets of whole cores; ``shared`` when there were fewer cores than
     parts, so some parts share a core (round robin) rather than get none."""
 

@@ -6,22 +6,20 @@ caller's allowed CPUs (a Slurm or container cpuset), never widened (REFERENCE §
 
 from __future__ import annotations
 
-from topoagent import records
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
 from topoagent.cpuset import MAX_CPUS, CpuSet
 from topoagent.frozen import FrozenMap
-from topoagent.records import field, record
-from topoagent.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from topoagent.analysis.rails import RailPlan
     from topoagent.result import ScanResult
     from topoagent.topology import Device, Topology
 
 
-@record
-class RailNic:
+class RailNic(msgspec.Struct, frozen=True):
     """A GPU's rail NIC as a rank uses it: RDMA devices and port (``UCX_NET_DEVICES=mlx5_0:1``),
     netdevs and the path class."""
 
@@ -43,8 +41,7 @@ class RailNic:
         return self.kind == "SYS"
 
 
-@record
-class SplitGroup:
+class SplitGroup(msgspec.Struct, frozen=True):
     """One of ``--split N`` disjoint groups: GPUs, their CPUs and NICs, for one job/tenant.
 
     ``crosses`` says what the group straddles when the host does not divide evenly
@@ -60,8 +57,7 @@ class SplitGroup:
     crosses: str | None = None
 
 
-@record
-class GpuPlan:
+class GpuPlan(msgspec.Struct, frozen=True):
     gpu: str
     bdf: str | None
     #: PCI-bus-order index: what CUDA_VISIBLE_DEVICES means with CUDA_DEVICE_ORDER=PCI_BUS_ID.
@@ -69,7 +65,7 @@ class GpuPlan:
     numa_node: int | None
     cpus: CpuSet | None
     nics: tuple[str, ...]
-    env: FrozenMap[str, str] = field(default_factory=FrozenMap)
+    env: FrozenMap[str, str] = msgspec.field(default_factory=FrozenMap)
     numactl: str | None = None
     # Filled by plan_for (the `plan`/`exec` commands); the scan's summary leaves them empty.
     #: The GPU's stable key (BDF).
@@ -83,8 +79,7 @@ class GpuPlan:
     notes: tuple[Any, ...] = ()
 
 
-@record
-class NumaGroup:
+class NumaGroup(msgspec.Struct, frozen=True):
     """GPUs that share a NUMA node: one mask per node for per-socket jobs."""
 
     numa_node: int | None
@@ -93,8 +88,7 @@ class NumaGroup:
     cpus: CpuSet | None
 
 
-@record
-class Plan:
+class Plan(msgspec.Struct, frozen=True):
     gpus: tuple[GpuPlan, ...]
     numa_groups: tuple[NumaGroup, ...]
     # Filled by plan_for.
@@ -170,8 +164,7 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
 # what is wrong with a GPU's placement.  Both are values; neither changes anything.
 
 
-@record
-class PlanOptions:
+class PlanOptions(msgspec.Struct, frozen=True):
     """What the person asked of a plan.
 
     ``allowed``: the caller's allowed CPUs; None = the tree's record of them
@@ -369,7 +362,7 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
         env = base_env(g.cuda_index)
         env.update(node_hca_env(topo, result.rails))
         env.update(rail_env(rails))
-        gpus.append(records.replace(
+        gpus.append(msgspec.structs.replace(
             g, key=d.key, socket=d.socket, cpus=cpus, rails=rails,
             rank_cpus=split.parts if cpus else tuple(CpuSet() for _ in range(options.ranks_per_gpu)),
             env=FrozenMap(env), notes=tuple(gpu_notes)))
@@ -379,7 +372,7 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
     for ng in base.numa_groups:
         members = [p for p in gpus if p.gpu in ng.gpus]
         cpus = CpuSet().union(*(m.cpus for m in members if m.cpus))
-        groups.append(records.replace(ng, cpus=cpus))
+        groups.append(msgspec.structs.replace(ng, cpus=cpus))
     split_groups: tuple[SplitGroup, ...] = ()
     if options.split:
         split_groups, split_notes = split_host(topo, tuple(gpus), share, options.split)

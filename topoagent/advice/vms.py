@@ -33,10 +33,11 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from topoagent.cpuset import CpuSet
 from topoagent.errors import InputError
 from topoagent.frozen import FrozenMap
-from topoagent.records import field, record
 
 if TYPE_CHECKING:
     from topoagent.parsers.esxcli import EsxPciDevice
@@ -76,8 +77,7 @@ class Verdict(str, Enum):
 # -- the host side --------------------------------------------------------------------------
 
 
-@record
-class HostDevice:
+class HostDevice(msgspec.Struct, frozen=True):
     """A host PCI function as the VM advice needs it."""
 
     bdf: str
@@ -90,15 +90,14 @@ class HostDevice:
     rail_nics: tuple[str, ...] = ()
 
 
-@record
-class HostView:
+class HostView(msgspec.Struct, frozen=True):
     """The host: its devices by BDF, its nodes' CPUs and memory (empty where unknown, as from
     esxcli), and its cores (sibling-thread sets) for ``--reserve-cores`` and pinning."""
 
     source: str
     devices: FrozenMap[str, HostDevice]
-    node_cpus: FrozenMap[int, CpuSet] = field(default_factory=FrozenMap)
-    node_memory: FrozenMap[int, int] = field(default_factory=FrozenMap)
+    node_cpus: FrozenMap[int, CpuSet] = msgspec.field(default_factory=FrozenMap)
+    node_memory: FrozenMap[int, int] = msgspec.field(default_factory=FrozenMap)
     cores: tuple[CpuSet, ...] = ()
 
 
@@ -156,8 +155,7 @@ def node_cpus_for_vms(host: HostView, node: int, reserve_cores: int) -> tuple[Cp
 # -- the VM side ----------------------------------------------------------------------------
 
 
-@record
-class DeviceReport:
+class DeviceReport(msgspec.Struct, frozen=True):
     """A passthrough device joined with the host.  ``ref`` is how the VM's config names it
     (a BDF for libvirt, the ``pciPassthruN.id`` text for VMware)."""
 
@@ -170,8 +168,7 @@ class DeviceReport:
     note: str | None = None
 
 
-@record
-class Affinity:
+class Affinity(msgspec.Struct, frozen=True):
     """libvirt settings to write: vCPU CPUs, memory nodes (and per guest cell), optional pins."""
 
     cpuset: CpuSet
@@ -186,8 +183,7 @@ class Affinity:
         return str(CpuSet(self.nodes))
 
 
-@record
-class VmAdvice:
+class VmAdvice(msgspec.Struct, frozen=True):
     name: str
     state: str
     platform: str  # "kvm" | "vmware"
@@ -204,8 +200,7 @@ class VmAdvice:
     notes: tuple[str, ...] = ()
 
 
-@record
-class VmReport:
+class VmReport(msgspec.Struct, frozen=True):
     """Every VM with passthrough devices; the names of those without are listed apart."""
 
     source: str

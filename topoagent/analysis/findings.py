@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from enum import IntEnum
 
+import msgspec
+
 from topoagent.analysis.paths import Path, PathClass, path_index
 from topoagent.analysis.rails import NicRole, RailPlan
 from topoagent.pci import C2C_GPUS
 from topoagent.quirks import link_quirk
-from topoagent.records import record
 from topoagent.snapshot import AcsInfo, ConfigSpace, host_path
 from topoagent.topology import (
     BridgeRole,
@@ -42,16 +43,14 @@ class Severity(IntEnum):
         return cls[text.upper()]
 
 
-@record
-class Evidence:
+class Evidence(msgspec.Struct, frozen=True):
     """A fact that proves a finding: where it was read and what it said."""
 
     path: str
     value: str | None
 
 
-@record
-class Finding:
+class Finding(msgspec.Struct, frozen=True):
     """A fault found on the host: stable ``code``, ``severity``, ``subjects`` (device ids),
     a one-sentence ``message``, the ``evidence`` that proves it and a concrete ``remedy``."""
     code: str

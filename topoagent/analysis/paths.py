@@ -24,9 +24,10 @@ from __future__ import annotations
 from enum import IntEnum
 from itertools import combinations
 
+import msgspec
+
 from topoagent import pci
 from topoagent.digits import is_decimal
-from topoagent.records import record
 from topoagent.topology import (
     BridgeRole,
     Device,
@@ -48,8 +49,7 @@ class PathClass(IntEnum):
     SYS = 6
 
 
-@record
-class Path:
+class Path(msgspec.Struct, frozen=True):
     """The path between devices ``a`` and ``b`` (ids, ``a`` < ``b`` in device order)."""
 
     a: str

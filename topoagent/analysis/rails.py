@@ -12,9 +12,10 @@ import re
 from collections import defaultdict
 from enum import Enum
 
+import msgspec
+
 from topoagent.analysis.paths import Path, PathClass, path_index
 from topoagent.frozen import FrozenMap
-from topoagent.records import record
 from topoagent.topology import Device, Topology, id_key
 
 #: Below this a NIC without RDMA is a management/front-end port, not a GPU fabric port.
@@ -28,8 +29,7 @@ class NicRole(str, Enum):
     MANAGEMENT = "management"
 
 
-@record
-class Rail:
+class Rail(msgspec.Struct, frozen=True):
     """A GPU's pairing: its primary NIC (or none), the path class, and the NICs it may use."""
 
     gpu: str
@@ -41,8 +41,7 @@ class Rail:
     shared_with: tuple[str, ...] = ()
 
 
-@record
-class RailPlan:
+class RailPlan(msgspec.Struct, frozen=True):
     """Every physical NIC's role (by device id) and every GPU's rail, in GPU order."""
 
     roles: FrozenMap[str, NicRole]

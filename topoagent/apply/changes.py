@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from topoagent.analysis.paths import Path, PathClass
 from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
 from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
 from topoagent.pci import ACS_P2P_REDIRECT_MASK
-from topoagent.records import field, record
 from topoagent.snapshot import AcsInfo
 from topoagent.topology import Device, DeviceKind, Topology, common_ancestors
 
@@ -30,8 +31,7 @@ PEERMEM_MODULE = "nvidia_peermem"
 PEERMEM_CONF = "etc/modules-load.d/nvidia-peermem.conf"
 
 
-@record
-class Change:
+class Change(msgspec.Struct, frozen=True):
     """One change: ``kind`` of thing, ``target`` (irq, tid, bdf+offset, path, module), the
     value now and the value proposed, a stable ``label`` and a sentence for people."""
 
@@ -41,7 +41,7 @@ class Change:
     after: str | None
     label: str
     what: str
-    note: str | None = field(default=None, compare=False)
+    note: str | None = None
 
 
 # -- process affinity -------------------------------------------------------------------------
@@ -116,8 +116,7 @@ def peer_path_bridges(topo: Topology, paths: Sequence[Path]) -> dict[str, set[st
     return out
 
 
-@record
-class AcsPlan:
+class AcsPlan(msgspec.Struct, frozen=True):
     """The ACS fix: changes to make, bridges refused (with why), and the kernel parameter
     that makes the same change at every boot."""
 
@@ -173,8 +172,7 @@ def acs_plan(topo: Topology, paths: Sequence[Path], configs: Mapping[str, bytes 
 # -- peer memory -----------------------------------------------------------------------------------
 
 
-@record
-class PeermemNeed:
+class PeermemNeed(msgspec.Struct, frozen=True):
     """Whether GPUDirect RDMA needs nvidia_peermem here, and why (one sentence)."""
 
     needed: bool

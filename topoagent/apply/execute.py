@@ -11,18 +11,18 @@ import errno
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from topoagent.apply.changes import FILE, IRQ, MODULE, PCI_CONFIG, THREAD, Change
 from topoagent.apply.journal import Entry, Journal
 from topoagent.apply.writer import HostWriter, WriteError
 from topoagent.cpuset import CpuSet
 from topoagent.hostfs import HostFS
-from topoagent.records import record
 
 APPLIED, FAILED, REFUSED = "applied", "failed", "refused"
 
 
-@record
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """What became of one change (or one undo): ``applied``, ``refused`` (the kernel would
     not take the value: not fatal) or ``failed``; ``detail`` says why."""
 

@@ -10,15 +10,15 @@ The file is appended under an exclusive ``flock`` and fsynced after each record.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
+
 from topoagent.errors import InputError, TopoagentError
-from topoagent.records import record
 from topoagent.sources.textinput import read_regular
 
 #: A journal holds a few hundred bytes per change: 64 MiB is ~200,000 changes.
@@ -32,8 +32,7 @@ class JournalError(TopoagentError):
     """The journal cannot be written or read."""
 
 
-@record
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     """A change as the journal holds it: what, where (root), the value before and after."""
 
     id: str
@@ -44,6 +43,25 @@ class Entry:
     after: str | None
     label: str
     state: str
+
+
+class Record(msgspec.Struct, frozen=True):
+    """One line of the journal: a change about to be made (``pending``, with the value it
+    replaces) or what became of one (``done``, ``failed``, ``undone``, ``undo-failed``)."""
+
+    id: str
+    event: str
+    at: float = 0.0
+    root: str | None = None
+    kind: str | None = None
+    target: dict[str, Any] | None = None
+    before: str | None = None
+    after: str | None = None
+    label: str | None = None
+    detail: str | None = None
+
+
+_RECORD = msgspec.json.Decoder(Record)
 
 
 class Journal:
@@ -71,7 +89,7 @@ class Journal:
             os.makedirs(self.dir, mode=0o700, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as fh:
                 fcntl.flock(fh, fcntl.LOCK_EX)
-                fh.write(json.dumps(record, sort_keys=True) + "\n")
+                fh.write(msgspec.json.encode(record, order="sorted").decode() + "\n")
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError as exc:
@@ -89,7 +107,7 @@ class Journal:
         """Record what became of a change: ``done``, ``failed``, ``undone``, ``undo-failed``."""
         self._append({"id": ident, "at": time.time(), "event": event, "detail": detail})
 
-    def _records(self) -> Iterator[dict[str, Any]]:
+    def _records(self) -> Iterator[Record]:
         try:
             data = read_regular(self.path, MAX_JOURNAL_BYTES)
         except FileNotFoundError:
@@ -108,23 +126,21 @@ class Journal:
         for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
-                    yield json.loads(line)
-                except json.JSONDecodeError:
+                    yield _RECORD.decode(line)
+                except msgspec.DecodeError:  # not JSON, or not a record (ValidationError)
                     raise JournalError(f"{self.path}:{n}: not a journal record") from None
 
     def entries(self) -> list[Entry]:
         """Every change recorded, oldest first, each with its latest state."""
-        out: dict[str, dict[str, Any]] = {}
-        try:
-            for r in self._records():
-                if r.get("event") == "pending":
-                    out[r["id"]] = dict(r, state="pending")
-                elif r.get("id") in out:
-                    out[r["id"]]["state"] = r.get("event")
-            return [Entry(r["id"], r["root"], r["kind"], r["target"], r["before"], r["after"], r["label"],
-                          r["state"]) for r in out.values()]
-        except (AttributeError, KeyError, TypeError):  # a record that is not an object, or lacks a field
-            raise JournalError(f"{self.path}: a record is not a journal record") from None
+        out: dict[str, Entry] = {}
+        for r in self._records():
+            if r.event == "pending":
+                if r.root is None or r.kind is None or r.target is None or r.label is None:
+                    raise JournalError(f"{self.path}: a record is not a journal record")
+                out[r.id] = Entry(r.id, r.root, r.kind, r.target, r.before, r.after, r.label, "pending")
+            elif r.id in out:
+                out[r.id] = msgspec.structs.replace(out[r.id], state=r.event)
+        return list(out.values())
 
     def to_undo(self) -> list[Entry]:
         """Changes that were (or may have been) made and are not undone yet, newest first."""

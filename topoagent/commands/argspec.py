@@ -14,18 +14,14 @@ an option, a bad choice -- which click then handles, so every error still reads 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from topoagent.records import record
-from topoagent.typecheck import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
+import msgspec
 
 __all__ = ["Opt", "click_options", "parse"]
 
 
-@record
-class Opt:
+class Opt(msgspec.Struct, frozen=True):
     """One option: ``--name`` stored as ``dest``; a flag, or a value (from ``choices`` if given)."""
 
     name: str

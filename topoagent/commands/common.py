@@ -6,11 +6,7 @@ import errno
 import os
 import sys
 from collections.abc import Callable
-
-from topoagent.typecheck import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import NoReturn
+from typing import NoReturn
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 

@@ -8,17 +8,15 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from topoagent.commands.argspec import Opt, click_options
 from topoagent.commands.common import fail
 from topoagent.errors import OfflineInputError, TopoagentError
 from topoagent.frozen import FrozenMap
 from topoagent.inputs import NVML_AUTO, NVML_OFF, Inputs
-from topoagent.typecheck import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from typing import Any
-
     from topoagent.result import ScanResult
 
 F = TypeVar("F", bound="Callable[..., Any]")

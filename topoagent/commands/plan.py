@@ -60,7 +60,8 @@ def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: i
     every set too, whatever the root and --allowed-cpus say.  ``allocation``: the job's GPUs;
     a node's cores are then shared among those of its GPUs only.
     """
-    from topoagent import records
+    import msgspec
+
     from topoagent.advice.allocation import allocated_gpus
     from topoagent.advice.plan import PlanOptions, plan_for
     from topoagent.errors import InputError
@@ -76,7 +77,7 @@ def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: i
         if allocation is None or not allocation.gpus or not plan.gpus:
             return plan
         given = tuple(g.gpu for g in allocated_gpus(allocation, plan, result.topology.snapshot.nvml_gpus))
-        return plan_for(result, records.replace(options, gpus=given))
+        return plan_for(result, msgspec.structs.replace(options, gpus=given))
     except (ValueError, InputError) as exc:
         fail(str(exc))
 

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from topoagent.commands.argspec import Opt, click_options, parse
 from topoagent.commands.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, emit
 from topoagent.commands.options import input_options, run_scan, take_inputs
 from topoagent.outputs import formats, renderer
-from topoagent.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from typing import Any
-
     import click
 
 SEVERITIES = ("critical", "warning", "info")

@@ -19,14 +19,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from topoagent import records
+import msgspec
+
 from topoagent.apply.journal import DEFAULT_STATE_DIR
 from topoagent.errors import InputError
-from topoagent.records import record
 
 __all__ = ["DEFAULT_CONFIG", "DEFAULT_LISTEN", "KEYS", "Config", "ConfigError", "load", "parse_listen"]
 
@@ -46,13 +45,12 @@ def default_state_dir() -> str:
     return given or DEFAULT_STATE_DIR
 
 
-@record
-class Config:
+class Config(msgspec.Struct, frozen=True):
     """Everything the daemon is told.  Field names are the TOML keys."""
 
     root: str = "/"
     listen: str = DEFAULT_LISTEN
-    state_dir: str = records.field(default_factory=default_state_dir)
+    state_dir: str = msgspec.field(default_factory=default_state_dir)
     nfd_dir: str | None = None
     textfile_dir: str | None = None
     interval: float = 300.0
@@ -140,18 +138,34 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
 #: The largest configuration file read (the flat table above is well under 1 KiB).
 MAX_CONFIG_BYTES = 1024 * 1024
 
-_FLOATS = {f.name for f in records.fields(Config) if f.type in ("float", float)}
+_FLOATS = {f.name for f in msgspec.structs.fields(Config) if f.type in ("float", float)}
 _OPTIONAL_DIRS = ("nfd_dir", "textfile_dir")
 
 
+class ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The configuration file as msgspec decodes it: the keys of :class:`Config`, each left
+    unset when the file does not name it; any other key is refused."""
+
+    root: str | msgspec.UnsetType = msgspec.UNSET
+    listen: str | msgspec.UnsetType = msgspec.UNSET
+    state_dir: str | msgspec.UnsetType = msgspec.UNSET
+    nfd_dir: str | msgspec.UnsetType = msgspec.UNSET
+    textfile_dir: str | msgspec.UnsetType = msgspec.UNSET
+    interval: int | float | msgspec.UnsetType = msgspec.UNSET
+    nvml: bool | msgspec.UnsetType = msgspec.UNSET
+    udev: bool | msgspec.UnsetType = msgspec.UNSET
+    scan_timeout: int | float | msgspec.UnsetType = msgspec.UNSET
+    debounce: int | float | msgspec.UnsetType = msgspec.UNSET
+    link_sample_interval: int | float | msgspec.UnsetType = msgspec.UNSET
+    link_window: int | float | msgspec.UnsetType = msgspec.UNSET
+    recent_changes: int | msgspec.UnsetType = msgspec.UNSET
+    nfd_namespace: str | msgspec.UnsetType = msgspec.UNSET
+    log_format: str | msgspec.UnsetType = msgspec.UNSET
+
+
 def _read_toml(path: str) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # Python 3.10: the same parser, as the tomli package
-        try:
-            import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
-        except ImportError:
-            raise ConfigError(f"config {path}: reading TOML on Python 3.10 needs the tomli package") from None
+    """The keys a configuration file sets (typed by :class:`ConfigFile`); ConfigError naming
+    the file, and the key at fault, for anything else."""
     try:
         # Non-blocking and bounded: a FIFO or a device named by mistake cannot stall or exhaust
         # the daemon (/dev/null, an empty configuration, still reads as one).
@@ -167,9 +181,29 @@ def _read_toml(path: str) -> dict[str, Any]:
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"config {path}: larger than {MAX_CONFIG_BYTES // 1024} KiB: not a configuration")
     try:
-        return tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        text = data.decode("utf-8")
+        given = msgspec.toml.decode(text, type=ConfigFile)
+    except ImportError:  # Python 3.10: msgspec reads TOML through the tomli package
+        raise ConfigError(f"config {path}: reading TOML on Python 3.10 needs the tomli package") from None
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_type_error(f"config {path}", text, str(exc))) from None
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:
         raise ConfigError(f"config {path}: not valid TOML: {exc}") from None
+    return {k: v for k, v in msgspec.structs.asdict(given).items() if v is not msgspec.UNSET}
+
+
+def _type_error(where: str, text: str, why: str) -> str:
+    """msgspec's complaint about a key (``Object contains unknown field `x```, ``Expected `bool`,
+    got `int` - at `$.nvml```) as the one line a person reads."""
+    unknown = re.search(r"unknown field `([^`]*)`", why)
+    if unknown:
+        return f"{where}: unknown key {unknown.group(1)!r} (known keys: {', '.join(KEYS)})"
+    at = re.search(r"at `\$\.([A-Za-z_]+)`", why)
+    if at is None or at.group(1) not in KEYS:
+        return f"{where}: {why}"
+    key = at.group(1)
+    value = msgspec.toml.decode(text).get(key)  # decoded once already: this cannot fail
+    return f"{where}: {key} = {value!r}: must be {KEYS[key][1]}"
 
 
 def _check(values: Mapping[str, Any], where: str) -> dict[str, Any]:

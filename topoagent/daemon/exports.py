@@ -12,16 +12,16 @@ counted, never fatal.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from topoagent.analysis.paths import PathClass
 from topoagent.apply.files import write_atomically
 from topoagent.errors import InputError
-from topoagent.records import record
 from topoagent.result import ScanResult
 from topoagent.sources.textinput import read_regular
 
@@ -82,8 +82,9 @@ def state_document(result: ScanResult, *, scanned_at: float, duration: float,
     ``scan_duration_seconds``, ``changes`` (recent events, oldest first) and ``daemon``
     (the last attempt, counters, link judgements)."""
     from topoagent.outputs.json_report import report
+    from topoagent.snapshot import enc_hook
 
-    doc = report(result)
+    doc: dict[str, Any] = msgspec.to_builtins(report(result), enc_hook=enc_hook)
     doc["scanned_at"] = iso_time(scanned_at)
     doc["scan_duration_seconds"] = round(duration, 6)
     doc["changes"] = changes
@@ -152,8 +153,7 @@ def render_nfd(features: Mapping[str, str], namespace: str) -> str:
 # -- writing, with failures reported once ---------------------------------------------------
 
 
-@record(frozen=False)
-class ExportStatus:
+class ExportStatus(msgspec.Struct):
     path: str
     ok: bool = True
     error: str | None = None
@@ -192,4 +192,6 @@ class Exporter:
         return changed
 
     def write_json(self, export: str, path: str, doc: Mapping[str, Any]) -> bool:
-        return self.write(export, path, (json.dumps(doc, indent=2) + "\n").encode())
+        from topoagent.outputs.json_report import encode
+
+        return self.write(export, path, encode(doc, pretty=True).encode())

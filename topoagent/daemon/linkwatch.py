@@ -30,8 +30,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from topoagent import records
-from topoagent.records import record
+import msgspec
+
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
 from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
@@ -42,8 +42,7 @@ __all__ = ["Judgement", "LinkWatch", "WatchedLink", "watched_links"]
 _DOWNSTREAM_FACING = (BridgeRole.ROOT_PORT, BridgeRole.SWITCH_DOWNSTREAM)
 
 
-@record
-class WatchedLink:
+class WatchedLink(msgspec.Struct, frozen=True):
     """A link to watch, named by the device that reports it.
 
     ``gpu`` is the stable key of the GPU on the link (the device itself, or the one below a
@@ -95,16 +94,14 @@ def watched_links(result: ScanResult) -> dict[str, WatchedLink]:
     return out
 
 
-@record
-class Sample:
+class Sample(msgspec.Struct, frozen=True):
     at: float
     gts: float | None
     width: int | None
     loaded: bool | None
 
 
-@record
-class Judgement:
+class Judgement(msgspec.Struct, frozen=True):
     """What the watch says of one link now."""
 
     key: str
@@ -121,7 +118,7 @@ class Judgement:
     saw_load: bool
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in records.fields(self)}
+        return msgspec.structs.asdict(self)
 
 
 class LinkWatch:

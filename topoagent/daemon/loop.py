@@ -27,7 +27,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from topoagent import records
+import msgspec
+
 from topoagent.changes import Change, diff, link_verdict_changes
 from topoagent.daemon.config import Config, ConfigError
 from topoagent.daemon.exports import (
@@ -331,7 +332,7 @@ class Daemon:
             fixed = [k for k in ("listen", "state_dir") if getattr(new, k) != getattr(self.config, k)]
             if fixed:
                 self.log.warning("config_needs_restart", keys=fixed, keeping=[getattr(self.config, k) for k in fixed])
-                new = records.replace(new, listen=self.config.listen, state_dir=self.config.state_dir)
+                new = msgspec.structs.replace(new, listen=self.config.listen, state_dir=self.config.state_dir)
             if new.log_format != self.config.log_format:
                 self.log = self.exporter.log = make_logger(new.log_format)
             self.config = new
@@ -437,7 +438,7 @@ class Daemon:
         changes += link_changes
         self._record(changes)
         st = self.status
-        new = records.replace(
+        new = msgspec.structs.replace(
             st, result=result, good_at=attempt.at, good_duration=attempt.duration, last=attempt,
             scans_total=st.scans_total + 1, changes_total=st.changes_total + len(changes), judgements=judgements)
         topo = result.topology
@@ -451,7 +452,7 @@ class Daemon:
 
     def _failed(self, attempt: Attempt) -> None:
         st = self.status
-        new = records.replace(st, last=attempt, scans_total=st.scans_total + 1,
+        new = msgspec.structs.replace(st, last=attempt, scans_total=st.scans_total + 1,
                                   failures_total=st.failures_total + 1)
         self.log.error("scan_failed", trigger=attempt.trigger, error=attempt.error,
                        seconds=round(attempt.duration, 3), failures=new.failures_total,
@@ -488,7 +489,7 @@ class Daemon:
         judgements, changes = self._judge()
         self._record(changes)
         st = self.status
-        new = records.replace(st, judgements=judgements, changes_total=st.changes_total + len(changes))
+        new = msgspec.structs.replace(st, judgements=judgements, changes_total=st.changes_total + len(changes))
         self.status = self._export(new) if changes else new
         self._schedule_sample(time.monotonic())
 
@@ -525,7 +526,7 @@ class Daemon:
         return st
 
     def _with_exports(self, st: Status) -> Status:
-        return records.replace(st, exports=FrozenMap({n: s.ok for n, s in sorted(self.exporter.status.items())}))
+        return msgspec.structs.replace(st, exports=FrozenMap({n: s.ok for n, s in sorted(self.exporter.status.items())}))
 
 
 def _describe(exc: BaseException) -> str:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from topoagent.frozen import FrozenMap
-from topoagent.records import field, record
 
 if TYPE_CHECKING:
     from topoagent.daemon.linkwatch import Judgement
@@ -19,8 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["Attempt", "Status"]
 
 
-@record
-class Attempt:
+class Attempt(msgspec.Struct, frozen=True):
     """One scan attempt: when it started, whether it gave a result, how long it took."""
 
     at: float
@@ -30,8 +30,7 @@ class Attempt:
     trigger: str = "start"
 
 
-@record
-class Status:
+class Status(msgspec.Struct, frozen=True):
     """The last good result and everything counted about the daemon's scans."""
 
     started_at: float
@@ -43,9 +42,9 @@ class Status:
     scans_total: int = 0
     failures_total: int = 0
     changes_total: int = 0
-    judgements: FrozenMap[str, Judgement] = field(default_factory=FrozenMap)
+    judgements: FrozenMap[str, Judgement] = msgspec.field(default_factory=FrozenMap)
     #: export name (state, textfile, nfd) -> whether its last write worked.
-    exports: FrozenMap[str, bool] = field(default_factory=FrozenMap)
+    exports: FrozenMap[str, bool] = msgspec.field(default_factory=FrozenMap)
 
     @property
     def degraded(self) -> tuple[str, ...]:

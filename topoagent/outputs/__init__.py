@@ -9,12 +9,8 @@ renderer it uses and no other.
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from topoagent.lazy import import_module
-from topoagent.typecheck import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
+from importlib import import_module
+from typing import Any
 
 __all__ = ["RENDERERS", "formats", "renderer"]
 

@@ -35,13 +35,14 @@ from collections import defaultdict
 from collections.abc import Sequence
 from itertools import pairwise
 
+import msgspec
+
 from topoagent.analysis.findings import Finding, Severity
 from topoagent.analysis.paths import switch_of
 from topoagent.analysis.rails import Rail
 from topoagent.bdf import bdf_key, root_bus_key
 from topoagent.frozen import FrozenMap
 from topoagent.pci import is_nvswitch_or_other_bridge
-from topoagent.records import field, record
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
 from topoagent.topology import BridgeRole, Device, DeviceKind, Node, Topology, id_key
@@ -82,8 +83,7 @@ DEGRADED_CODES = ("LINK_WIDTH_DEGRADED", "LINK_SPEED_DEGRADED")
 TIE_GRADE = {"NV": "good", "PIX": "good", "PXB": "good", "PHB": "warn", "NODE": "warn", "SYS": "bad"}
 
 
-@record
-class Rect:
+class Rect(msgspec.Struct, frozen=True):
     x: float
     y: float
     w: float
@@ -132,13 +132,11 @@ def compact_link(link: LinkInfo) -> str | None:
 # -- the scene: what is drawn, grouped -----------------------------------------------------
 
 
-@record
-class SceneTile:
+class SceneTile(msgspec.Struct, frozen=True):
     device: Device
 
 
-@record
-class SceneChip:
+class SceneChip(msgspec.Struct, frozen=True):
     """Several devices of one kind in one container, drawn as one line (``4× NVMe``)."""
 
     ident: str
@@ -146,8 +144,7 @@ class SceneChip:
     devices: tuple[Device, ...]
 
 
-@record
-class SceneBox:
+class SceneBox(msgspec.Struct, frozen=True):
     """A host bridge (``device`` None), a PCIe switch (``device``: its upstream port), or the
     devices of a source without a PCI tree (``kind`` ``group``)."""
 
@@ -158,8 +155,7 @@ class SceneBox:
     children: tuple[SceneTile | SceneChip | SceneBox, ...]
 
 
-@record
-class SceneNode:
+class SceneNode(msgspec.Struct, frozen=True):
     ident: str
     title: str
     subtitle: str
@@ -167,8 +163,7 @@ class SceneNode:
     boxes: tuple[SceneBox, ...]
 
 
-@record
-class SceneSocket:
+class SceneSocket(msgspec.Struct, frozen=True):
     ident: str
     title: str
     subtitle: str
@@ -176,8 +171,7 @@ class SceneSocket:
     nodes: tuple[SceneNode, ...]
 
 
-@record
-class Scene:
+class Scene(msgspec.Struct, frozen=True):
     sockets: tuple[SceneSocket, ...]
     #: The region of what no NUMA node could be given to, or None.
     unknown: SceneNode | None
@@ -376,8 +370,7 @@ def _node_subtitle(n: Node) -> str:
 # -- the layout: geometry ------------------------------------------------------------------
 
 
-@record
-class Region:
+class Region(msgspec.Struct, frozen=True):
     """A socket, NUMA node, host bridge, switch, no-tree group, or the interconnect band."""
 
     kind: str
@@ -392,8 +385,7 @@ class Region:
     findings: tuple[str, ...] = ()
 
 
-@record
-class Tile:
+class Tile(msgspec.Struct, frozen=True):
     """A GPU, NIC or accelerator."""
 
     device: str
@@ -409,8 +401,7 @@ class Tile:
     findings: tuple[str, ...]
 
 
-@record
-class Chip:
+class Chip(msgspec.Struct, frozen=True):
     ident: str
     rect: Rect
     text: str
@@ -418,8 +409,7 @@ class Chip:
     bdfs: tuple[str, ...]
 
 
-@record
-class Wire:
+class Wire(msgspec.Struct, frozen=True):
     """A container's bus (``kind`` ``bus``) or the PCIe link of one child (``link``)."""
 
     kind: str
@@ -435,8 +425,7 @@ class Wire:
     label: str | None = None
 
 
-@record
-class Tie:
+class Tie(msgspec.Struct, frozen=True):
     """A GPU's rail: a polyline from the GPU tile to its primary NIC's tile."""
 
     gpu: str
@@ -452,8 +441,7 @@ class Tie:
     severity: str | None
 
 
-@record
-class Mark:
+class Mark(msgspec.Struct, frozen=True):
     """A finding drawn on a bridge (``ACS_REDIRECT``)."""
 
     finding: str
@@ -464,15 +452,13 @@ class Mark:
     subjects: tuple[str, ...]
 
 
-@record
-class LegendEntry:
+class LegendEntry(msgspec.Struct, frozen=True):
     kind: str
     text: str
     rect: Rect  #: the swatch; the text follows it on the same line
 
 
-@record
-class Layout:
+class Layout(msgspec.Struct, frozen=True):
     width: float
     height: float
     title: str
@@ -486,7 +472,7 @@ class Layout:
     legend: tuple[LegendEntry, ...]
     legend_box: Rect
     #: Device id -> the rectangle it is drawn in (tiles, switch boxes, chips' devices).
-    where: FrozenMap[str, Rect] = field(default_factory=FrozenMap, compare=False)
+    where: FrozenMap[str, Rect] = msgspec.field(default_factory=FrozenMap)
 
 
 #: The legend: swatch kind, text.

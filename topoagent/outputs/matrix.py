@@ -16,14 +16,12 @@ Unknown values print as ``N/A``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from topoagent.analysis.paths import path_index
 from topoagent.parsers.nvsmi_topo import TopoDevice, TopoMatrix
 from topoagent.result import ScanResult
 from topoagent.topology import Device
-from topoagent.typecheck import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
 
 __all__ = ["LEGEND", "matrix_of", "matrix_rows", "render", "render_topo_matrix"]
 

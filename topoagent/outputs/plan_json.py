@@ -6,19 +6,104 @@ host join on them.  ``schema_version`` is bumped only for breaking changes.
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 from topoagent import __version__
 from topoagent.advice.plan import Plan, gpu_rank_env
-from topoagent.outputs.json_report import finding_dict, str_or_none
+from topoagent.outputs.json_report import (
+    Bdf,
+    CpuList,
+    CudaDevices,
+    FindingEntry,
+    GpuId,
+    NodeId,
+    NumaGroupEntry,
+    PathToken,
+    Tool,
+    encode,
+    finding_entry,
+    str_or_none,
+)
 from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
+
+NicId = Annotated[str, msgspec.Meta(pattern=r"^nic[0-9]+$")]
 
 
-def report(result: ScanResult, plan: Plan | None = None) -> dict[str, Any]:
+class PlanHost(msgspec.Struct, frozen=True):
+    hostname: str | None
+    root: str | None
+
+
+class RailNic(msgspec.Struct, frozen=True):
+    nic: NicId
+    key: str
+    bdf: Bdf | None
+    rdma: list[str]
+    port: Annotated[int, msgspec.Meta(ge=1)] | None
+    netdevs: list[str]
+    kind: PathToken | None
+    remote: bool
+    numa_node: int | None
+    socket: int | None
+
+
+class Rank(msgspec.Struct, frozen=True):
+    local_rank: NodeId
+    cpus: CpuList
+    env: dict[str, str]
+
+
+class GpuEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    gpu: GpuId
+    key: str | None
+    bdf: Bdf | None
+    cuda_index: NodeId
+    numa_node: int | None
+    socket: int | None
+    cpus: Annotated[CpuList | None, msgspec.Meta(
+        description="NUMA-local CPUs, allowed, not reserved; empty: none allowed.")]
+    nics: list[RailNic]
+    env: dict[str, str]
+    numactl: str | None
+    ranks: Annotated[list[Rank], msgspec.Meta(min_length=1)]
+    notes: list[FindingEntry]
+
+
+class SplitEntry(msgspec.Struct, frozen=True):
+    index: NodeId
+    gpus: Annotated[list[GpuId], msgspec.Meta(min_length=1)]
+    cuda_visible_devices: CudaDevices
+    numa_nodes: list[int | None]
+    cpus: CpuList
+    nics: list[NicId]
+    crosses: str | None
+
+
+class PlanReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``topoagent plan --format json``."""
+
+    schema_version: Literal[1]
+    tool: Tool
+    host: PlanHost
+    allowed_cpus: Annotated[CpuList | None, msgspec.Meta(
+        description="The caller's CPUs every set was intersected with; null: unknown.")]
+    reserved_cpus: Annotated[CpuList, msgspec.Meta(
+        description="Whole cores kept for the OS and daemons (--reserve-cores).")]
+    ranks_per_gpu: Annotated[int, msgspec.Meta(ge=1)]
+    gpus: list[GpuEntry]
+    numa_groups: list[NumaGroupEntry]
+    split: Annotated[list[SplitEntry], msgspec.Meta(
+        description="--split N: disjoint GPU groups; empty without --split.")]
+    notes: Annotated[list[FindingEntry], msgspec.Meta(description=(
+        "The plan's own notes (CPUSET_EMPTY, RANKS_SHARE_CORES, SPLIT_CROSSES_NUMA, SPLIT_UNEVEN)."))]
+
+
+def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
     """The plan as the JSON contract's object."""
     p = plan_of(result, plan)
     snap = result.snapshot
@@ -27,34 +112,32 @@ def report(result: ScanResult, plan: Plan | None = None) -> dict[str, Any]:
         ranks = []
         for sub in range(p.ranks_per_gpu):
             _, cpus, env = gpu_rank_env(p, g, sub)
-            ranks.append({"local_rank": g.cuda_index * p.ranks_per_gpu + sub, "cpus": str(cpus), "env": env})
-        gpus.append({
-            "gpu": g.gpu, "key": g.key, "bdf": g.bdf, "cuda_index": g.cuda_index, "numa_node": g.numa_node,
-            "socket": g.socket, "cpus": str_or_none(g.cpus),
-            "nics": [{"nic": r.nic, "key": r.key, "bdf": r.bdf, "rdma": list(r.rdma), "port": r.port,
-                      "netdevs": list(r.netdevs), "kind": r.kind, "remote": r.remote,
-                      "numa_node": r.numa_node, "socket": r.socket} for r in g.rails],
-            "env": dict(g.env), "numactl": g.numactl, "ranks": ranks,
-            "notes": [finding_dict(n) for n in g.notes],
-        })
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "topoagent", "version": __version__},
-        "host": {"hostname": snap.hostname, "root": snap.root},
-        "allowed_cpus": str_or_none(p.allowed),
-        "reserved_cpus": str(p.reserved),
-        "ranks_per_gpu": p.ranks_per_gpu,
-        "gpus": gpus,
-        "numa_groups": [{"numa_node": n.numa_node, "gpus": list(n.gpus),
-                         "cuda_visible_devices": n.cuda_visible_devices, "cpus": str_or_none(n.cpus)}
-                        for n in p.numa_groups],
-        "split": [{"index": s.index, "gpus": list(s.gpus), "cuda_visible_devices": s.cuda_visible_devices,
-                   "numa_nodes": list(s.numa_nodes), "cpus": str(s.cpus), "nics": list(s.nics),
-                   "crosses": s.crosses} for s in p.split],
-        "notes": [finding_dict(n) for n in p.notes],
-    }
+            ranks.append(Rank(g.cuda_index * p.ranks_per_gpu + sub, str(cpus), env))
+        gpus.append(GpuEntry(
+            gpu=g.gpu, key=g.key, bdf=g.bdf, cuda_index=g.cuda_index, numa_node=g.numa_node,
+            socket=g.socket, cpus=str_or_none(g.cpus),
+            nics=[RailNic(nic=r.nic, key=r.key, bdf=r.bdf, rdma=list(r.rdma), port=r.port,
+                          netdevs=list(r.netdevs), kind=r.kind, remote=r.remote,
+                          numa_node=r.numa_node, socket=r.socket) for r in g.rails],
+            env=dict(g.env), numactl=g.numactl, ranks=ranks,
+            notes=[finding_entry(n) for n in g.notes],
+        ))
+    return PlanReport(
+        schema_version=SCHEMA_VERSION,
+        tool=Tool("topoagent", __version__),
+        host=PlanHost(snap.hostname, snap.root),
+        allowed_cpus=str_or_none(p.allowed),
+        reserved_cpus=str(p.reserved),
+        ranks_per_gpu=p.ranks_per_gpu,
+        gpus=gpus,
+        numa_groups=[NumaGroupEntry(n.numa_node, list(n.gpus), n.cuda_visible_devices, str_or_none(n.cpus))
+                     for n in p.numa_groups],
+        split=[SplitEntry(s.index, list(s.gpus), s.cuda_visible_devices, list(s.numa_nodes), str(s.cpus),
+                          list(s.nics), s.crosses) for s in p.split],
+        notes=[finding_entry(n) for n in p.notes],
+    )
 
 
 def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
     """``plan --format json``: the plan, indented."""
-    return json.dumps(report(result, plan), indent=2) + "\n"
+    return encode(report(result, plan), pretty=True)

@@ -30,8 +30,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from topoagent.errors import InputError
-from topoagent.records import field, record
 from topoagent.result import ScanResult
 from topoagent.topology import Device, DeviceKind, Topology
 
@@ -39,13 +40,12 @@ from topoagent.topology import Device, DeviceKind, Topology
 CPU_ATTRS = ("numaid", "affinity", "arch", "vendor", "familyid", "modelid")
 
 
-@record(frozen=False)
-class Element:
+class Element(msgspec.Struct):
     """An XML element: name, attributes in order, children."""
 
     name: str
-    attrs: list[tuple[str, str]] = field(default_factory=list)
-    children: list[Element] = field(default_factory=list)
+    attrs: list[tuple[str, str]] = msgspec.field(default_factory=list)
+    children: list[Element] = msgspec.field(default_factory=list)
 
 
 def link_speed(gts: float | None) -> str:

@@ -18,46 +18,87 @@ text, without a scan.  The shape automation reads::
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from topoagent.advice.vms import VmAdvice, VmReport
+import msgspec
 
-SCHEMA_VERSION = 1
+from topoagent.advice.vms import Verdict, VmAdvice, VmReport
+from topoagent.outputs.json_report import Bdf, NodeId, encode
+
+SCHEMA_VERSION: Literal[1] = 1
+
+#: setting -> value: libvirt paths (``vcpu.cpuset``, ``numatune.memory.nodeset``,
+#: ``cputune.vcpupin.N`` ...) or .vmx keys (``numa.nodeAffinity`` ...).
+Settings = Annotated[dict[str, str], msgspec.Meta(description=(
+    "setting -> value: libvirt paths (vcpu.cpuset, numatune.memory.nodeset, cputune.vcpupin.N ...) "
+    "or .vmx keys (numa.nodeAffinity ...)"))]
 
 
-def vm_dict(vm: VmAdvice) -> dict[str, Any]:
+class VmDeviceEntry(msgspec.Struct, frozen=True):
+    bdf: Bdf | None
+    kind: Literal["gpu", "nic", "nvme", "accelerator", "bridge", "other"]  # a DeviceKind value
+    numa_node: NodeId | None
+    ref: str
+    name: str | None
+    rail_nics: list[str]
+    note: str | None
+
+
+class VmEntry(msgspec.Struct, frozen=True):
+    name: str
+    state: str
+    platform: Literal["kvm", "vmware"]
+    vcpus: int | None
+    memory_bytes: int | None
+    devices: Annotated[list[VmDeviceEntry], msgspec.Meta(min_length=1)]
+    current: Settings
+    verdict: Verdict
+    recommend: Settings
+    snippet: str | None
+    notes: list[str]
+
+
+class VmsReport(msgspec.Struct, frozen=True):
+    """``topoagent vms --format json``."""
+
+    schema_version: Literal[1]
+    source: Annotated[str, msgspec.Meta(description="where the VM definitions came from")]
+    host: Annotated[str, msgspec.Meta(description="where the host side (device NUMA nodes) came from")]
+    vms: list[VmEntry]
+    without_passthrough: list[str]
+    notes: list[str]
+
+
+def vm_entry(vm: VmAdvice) -> VmEntry:
     """One VM as the contract's ``vms[]`` entry."""
-    return {
-        "name": vm.name,
-        "state": vm.state,
-        "platform": vm.platform,
-        "vcpus": vm.vcpus,
-        "memory_bytes": vm.memory_bytes,
-        "devices": [
-            {"bdf": d.bdf, "kind": d.kind, "numa_node": d.numa_node, "ref": d.ref, "name": d.name,
-             "rail_nics": list(d.rail_nics), "note": d.note}
-            for d in vm.devices
-        ],
-        "current": dict(vm.current),
-        "verdict": vm.verdict.value,
-        "recommend": dict(vm.recommend),
-        "snippet": vm.snippet or None,
-        "notes": list(vm.notes),
-    }
+    return VmEntry(
+        name=vm.name,
+        state=vm.state,
+        platform=vm.platform,  # type: ignore[arg-type]  # "kvm" or "vmware"
+        vcpus=vm.vcpus,
+        memory_bytes=vm.memory_bytes,
+        devices=[VmDeviceEntry(d.bdf, d.kind, d.numa_node, d.ref, d.name, list(d.rail_nics), d.note)  # type: ignore[arg-type]
+                 for d in vm.devices],
+        current=dict(vm.current),
+        verdict=vm.verdict,
+        recommend=dict(vm.recommend),
+        snippet=vm.snippet or None,
+        notes=list(vm.notes),
+    )
 
 
-def report_dict(report: VmReport) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "source": report.source,
-        "host": report.host,
-        "vms": [vm_dict(vm) for vm in report.vms],
-        "without_passthrough": list(report.without_passthrough),
-        "notes": list(report.notes),
-    }
+def report_dict(report: VmReport) -> VmsReport:
+    """The report as the JSON contract's object."""
+    return VmsReport(
+        schema_version=SCHEMA_VERSION,
+        source=report.source,
+        host=report.host,
+        vms=[vm_entry(vm) for vm in report.vms],
+        without_passthrough=list(report.without_passthrough),
+        notes=list(report.notes),
+    )
 
 
 def render(result: object = None, *, vms: VmReport, pretty: bool = True, **_: Any) -> str:
-    """The report as one JSON document (indented unless ``pretty`` is false)."""
-    return json.dumps(report_dict(vms), indent=2 if pretty else None) + "\n"
+    """The report as one JSON document (indented unless ``pretty`` is false: then one compact line)."""
+    return encode(report_dict(vms), pretty=pretty)

@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import re
 
+import msgspec
+
 from topoagent.bdf import is_bdf, normalize_bus_id
 from topoagent.digits import parse_decimal
 from topoagent.errors import InputError
-from topoagent.records import record
 
 __all__ = ["EsxPciDevice", "EsxcliError", "parse_esxcli_pci_list"]
 
@@ -46,8 +47,7 @@ class EsxcliError(InputError):
     """Text that is not ``esxcli hardware pci list`` output."""
 
 
-@record
-class EsxPciDevice:
+class EsxPciDevice(msgspec.Struct, frozen=True):
     """One function as ESXi lists it; ``class_code`` is 24-bit (class, subclass, prog-if)."""
 
     bdf: str

@@ -30,10 +30,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from topoagent.cpuset import MAX_CPUS, CpuSet, CpuSetError
 from topoagent.digits import parse_decimal
 from topoagent.errors import InputError
-from topoagent.records import record
 
 if TYPE_CHECKING:
     from xml.etree.ElementTree import Element
@@ -68,8 +69,7 @@ class DomainXmlError(InputError):
     """A domain definition that cannot be read (not XML, no <domain>, a bad address or set)."""
 
 
-@record
-class HostdevPci:
+class HostdevPci(msgspec.Struct, frozen=True):
     """One PCI function passed through to the guest."""
 
     bdf: str
@@ -78,23 +78,20 @@ class HostdevPci:
     via: str = "hostdev"
 
 
-@record
-class Pin:
+class Pin(msgspec.Struct, frozen=True):
     """A ``vcpupin``/``iothreadpin`` (``id`` is the vCPU or iothread number)."""
 
     id: int
     cpuset: str
 
 
-@record
-class MemNode:
+class MemNode(msgspec.Struct, frozen=True):
     cellid: int
     mode: str | None
     nodeset: str
 
 
-@record
-class GuestCell:
+class GuestCell(msgspec.Struct, frozen=True):
     """A guest NUMA cell (``<cpu><numa><cell>``)."""
 
     id: int
@@ -102,8 +99,7 @@ class GuestCell:
     memory_bytes: int | None
 
 
-@record
-class Domain:
+class Domain(msgspec.Struct, frozen=True):
     """What a domain definition says about its placement."""
 
     name: str

@@ -20,15 +20,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+import msgspec
+
 from topoagent.parsers.lspci_common import LineError, LspciParseError, split_ids
 from topoagent.parsers.paste import Skipped, clean_paste, merge_skipped
-from topoagent.records import field, record
 
 __all__ = ["LspciTree", "LspciTreeNode", "parse_lspci_tree", "read_lspci_tree"]
 
 
-@record
-class LspciTreeNode:
+class LspciTreeNode(msgspec.Struct, frozen=True):
     """One PCI function in ``lspci -t`` output.
 
     ``bdf`` is the full ``dddd:bb:dd.f`` (lower case): the domain comes from the root bus
@@ -61,8 +61,7 @@ class LspciTreeNode:
             stack.extend(reversed(node.children))
 
 
-@record
-class LspciTree:
+class LspciTree(msgspec.Struct, frozen=True):
     """What :func:`read_lspci_tree` read.
 
     ``roots``: the functions on the root buses, with their subtrees.  ``orphans``: subtrees
@@ -83,13 +82,12 @@ class LspciTree:
             yield from top.walk()
 
 
-@record(frozen=False)
-class _Node:
+class _Node(msgspec.Struct):
     bdf: str | None  # None: on a bus the paste does not name
     description: str | None = None
     secondary: int | None = None
     subordinate: int | None = None
-    children: list[_Node] = field(default_factory=list)
+    children: list[_Node] = msgspec.field(default_factory=list)
 
 
 def _freeze(top: _Node) -> LspciTreeNode:
@@ -135,8 +133,7 @@ def _after_dashes(line: str, pos: int) -> int:
     return m.end() if m else pos
 
 
-@record(frozen=False)
-class _Bus:
+class _Bus(msgspec.Struct):
     domain: int | None  # None: not named by the paste (an excerpt below the root-bus line)
     number: int | None
     children: list[_Node]

@@ -7,11 +7,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from topoagent.digits import is_decimal
 from topoagent.parsers.lspci_common import LineError, LspciParseError, split_ids
 from topoagent.parsers.paste import Skipped, clean_paste, merge_skipped
 from topoagent.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK, CLASSES, LSPCI_PORT_NAMES
-from topoagent.records import fields, record, replace
 from topoagent.snapshot import AcsInfo
 
 __all__ = ["LspciFunction", "LspciListing", "SriovInfo", "decode_acs", "parse_lspci_verbose", "read_lspci_verbose"]
@@ -22,8 +23,7 @@ def decode_acs(register: int) -> dict[str, bool]:
     return {name: bool(register >> bit & 1) for bit, name in enumerate(ACS_FLAGS)}
 
 
-@record
-class SriovInfo:
+class SriovInfo(msgspec.Struct, frozen=True):
     """The SR-IOV capability of a physical function (``Initial VFs: 16, Total VFs: 16, …``)."""
 
     initial_vfs: int | None = None
@@ -34,8 +34,7 @@ class SriovInfo:
     vf_device_id: int | None = None
 
 
-@record
-class LspciFunction:
+class LspciFunction(msgspec.Struct, frozen=True):
     """One function of ``lspci -vvv`` output.
 
     ``bdf`` is the full ``dddd:bb:dd.f`` (domain ``0000`` when the output had none).
@@ -153,8 +152,7 @@ def _acs(text: str) -> int | None:
     return sum(1 << bit for bit, name in enumerate(ACS_FLAGS) if flags[name] == "+")
 
 
-@record
-class LspciListing:
+class LspciListing(msgspec.Struct, frozen=True):
     """What :func:`read_lspci_verbose` read: the functions, the line ranges it skipped (with
     why) and notes (fields found with no device line to place them on, repeated records)."""
 
@@ -295,9 +293,9 @@ def _listing_notes(repeated: list[str], orphan_fields: dict[str, int], orphan_re
 
 def _merge(first: LspciFunction, again: LspciFunction) -> LspciFunction:
     """One record of a function listed twice: the fields the first lacks from the second."""
-    updates = {f.name: getattr(again, f.name) for f in fields(first)
-               if getattr(first, f.name) in (None, ()) and getattr(again, f.name) not in (None, ())}
-    return replace(first, **updates) if updates else first
+    updates = {name: getattr(again, name) for name in first.__struct_fields__
+               if getattr(first, name) in (None, ()) and getattr(again, name) not in (None, ())}
+    return msgspec.structs.replace(first, **updates) if updates else first
 
 
 def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int],

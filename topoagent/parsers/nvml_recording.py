@@ -10,9 +10,10 @@ exactly as the live probe treats it.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
+
+import msgspec
 
 from topoagent.bdf import normalize_bus_id
 from topoagent.cpuset import CpuSet, CpuSetError
@@ -33,6 +34,20 @@ class NvmlRecordingError(InputError):
     """Text that is not an NVML recording this version reads."""
 
 
+class Recording(msgspec.Struct, frozen=True):
+    """The top of a recording.  Each GPU's values stay loose (``Any``): a value NVML failed to
+    give (``{"error": NAME}``) or did not support (``null``) reads as unknown, as live."""
+
+    format: str | None = None
+    init_error: Any = None
+    gpus: Any = None
+    driver_version: Any = None
+    p2p_read_default: Any = "OK"
+
+
+_RECORDING = msgspec.json.Decoder(Recording)
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -50,20 +65,22 @@ def parse_nvml_recording(text: str) -> tuple[tuple[NvmlGpu, ...], str | None, st
     if len(text) > MAX_RECORDING_BYTES:
         raise NvmlRecordingError("larger than 8 MiB: not an NVML recording")
     try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+        doc = _RECORDING.decode(text)
+    except msgspec.ValidationError:  # JSON, but no recording: not an object, a wrong format type
+        raise NvmlRecordingError(f"not an NVML recording (format {FORMAT!r} expected)") from None
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise NvmlRecordingError(f"not JSON ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+    if doc.format != FORMAT:
         raise NvmlRecordingError(f"not an NVML recording (format {FORMAT!r} expected)")
-    if doc.get("init_error"):
-        return (), None, f"nvmlInit failed on the recorded host: {doc['init_error']}"
-    raw = doc.get("gpus")
+    if doc.init_error:
+        return (), None, f"nvmlInit failed on the recorded host: {doc.init_error}"
+    raw = doc.gpus
     if not isinstance(raw, list):
         raise NvmlRecordingError("no 'gpus' list")
     if len(raw) > MAX_GPUS:
         raise NvmlRecordingError(f"{len(raw)} GPUs: more than {MAX_GPUS}, not one host's recording")
     bdfs = [normalize_bus_id(g.get("bus_id")) if isinstance(g, dict) else None for g in raw]
-    default_ok = doc.get("p2p_read_default", "OK") == "OK"
+    default_ok = doc.p2p_read_default == "OK"
     gpus = []
     for index, (g, bdf) in enumerate(zip(raw, bdfs)):
         if bdf is None:
@@ -95,4 +112,4 @@ def parse_nvml_recording(text: str) -> tuple[tuple[NvmlGpu, ...], str | None, st
             nvlinks=tuple(NvLink(peer, count) for peer, count in sorted(peers.items())),
             p2p_ok=tuple(sorted(ok)), p2p_not_ok=tuple(sorted(not_ok)),
         ))
-    return tuple(gpus), _text(doc.get("driver_version")), None
+    return tuple(gpus), _text(doc.driver_version), None

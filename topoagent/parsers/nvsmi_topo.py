@@ -29,10 +29,11 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
 
+import msgspec
+
 from topoagent.cpuset import CpuSet, format_cpulist
 from topoagent.errors import InputError
 from topoagent.parsers.paste import Line, Skipped, clean_paste, merge_skipped
-from topoagent.records import record
 
 __all__ = [
     "PATH_TOKENS",
@@ -81,8 +82,7 @@ class TopoParseError(InputError):
     """Text that is not an ``nvidia-smi topo -m`` matrix."""
 
 
-@record
-class TopoDevice:
+class TopoDevice(msgspec.Struct, frozen=True):
     """One row (and column) of the matrix.
 
     ``label`` is the name the matrix uses (``GPU0``, ``NIC3``, or a raw ``mlx5_0`` on older
@@ -103,8 +103,7 @@ class TopoDevice:
     unresolved_affinity: str | None = None
 
 
-@record
-class TopoMatrix:
+class TopoMatrix(msgspec.Struct, frozen=True):
     """The parsed matrix.
 
     ``cells[i][j]`` is the path class between ``devices[i]`` and ``devices[j]``: ``X``,
@@ -278,8 +277,7 @@ def _untable(line: str) -> str | None:
     return "\t".join(cells)
 
 
-@record
-class _Reading:
+class _Reading(msgspec.Struct, frozen=True):
     """One way to read a row: its cells and its affinity values (cpu, numa, gpu_numa)."""
 
     cells: tuple[str, ...]

@@ -31,8 +31,9 @@ from __future__ import annotations
 import quopri
 import re
 
+import msgspec
+
 from topoagent.errors import InputError
-from topoagent.records import record
 
 __all__ = [
     "Cleaned",
@@ -96,8 +97,7 @@ _COMMENT_ENDS = frozenset({"/*", "/**", "*/", "**/"})
 _SOFT_BREAK = re.compile(r"(?<!=)=$")
 
 
-@record
-class Line:
+class Line(msgspec.Struct, frozen=True):
     """A line kept for the parser: its number in the original paste (1-based) and its text
     (no CR, no ANSI codes, no byte-order mark; tabs and indentation as pasted)."""
 
@@ -105,8 +105,7 @@ class Line:
     text: str
 
 
-@record
-class Skipped:
+class Skipped(msgspec.Struct, frozen=True):
     """Lines ``first``..``last`` (1-based, inclusive) that were not read, and why."""
 
     first: int
@@ -122,8 +121,7 @@ class Skipped:
         return f"{self.where}: {self.why}"
 
 
-@record
-class Cleaned:
+class Cleaned(msgspec.Struct, frozen=True):
     """The lines of a paste worth parsing, and the ranges dropped with a reason to report."""
 
     lines: tuple[Line, ...]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from topoagent.records import field, record
+import msgspec
 
 __all__ = ["PciIds", "parse_pci_ids"]
 
@@ -23,12 +23,11 @@ _VENDOR = re.compile(r"([0-9a-fA-F]{4})\s+(\S.{0,200})")
 _DEVICE = re.compile(r"\t([0-9a-fA-F]{4})\s+(\S.{0,200})")
 
 
-@record
-class PciIds:
+class PciIds(msgspec.Struct, frozen=True):
     """Vendor names by id, device names by (vendor, device)."""
 
-    vendors: dict[int, str] = field(default_factory=dict)
-    devices: dict[tuple[int, int], str] = field(default_factory=dict)
+    vendors: dict[int, str] = msgspec.field(default_factory=dict)
+    devices: dict[tuple[int, int], str] = msgspec.field(default_factory=dict)
 
     def name(self, vendor: int, device: int) -> str | None:
         """``NVIDIA Corporation GH100 [H200 SXM 141GB]``, as lspci prints it; None if unknown."""

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import re
 
+import msgspec
+
 from topoagent.digits import is_decimal
 from topoagent.errors import InputError
 from topoagent.frozen import FrozenMap
-from topoagent.records import record
 
 __all__ = ["PassthruDevice", "VmxConfig", "VmxError", "parse_passthru_id", "parse_vmx"]
 
@@ -42,8 +43,7 @@ class VmxError(InputError):
     """Text that is not a .vmx, or a passthrough entry that cannot be read."""
 
 
-@record
-class PassthruDevice:
+class PassthruDevice(msgspec.Struct, frozen=True):
     """One ``pciPassthruN`` entry that is present.
 
     ``bdfs``: the Linux BDFs the id can mean (one, or two for the ambiguous ``bus:slot.fn``
@@ -59,8 +59,7 @@ class PassthruDevice:
     warning: str | None = None
 
 
-@record
-class VmxConfig:
+class VmxConfig(msgspec.Struct, frozen=True):
     display_name: str | None
     numvcpus: int | None
     memory_bytes: int | None

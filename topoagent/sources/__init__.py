@@ -10,21 +10,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from importlib import import_module
+from typing import Any
+
+import msgspec
 
 from topoagent.inputs import NVML_AUTO, NVML_OFF, Inputs
-from topoagent.lazy import import_module
-from topoagent.records import field, record
 from topoagent.snapshot import Snapshot
-from topoagent.typecheck import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
 
 __all__ = ["NVML_RECORDING", "SOURCES", "Collection", "Registration", "is_live"]
 
 
-@record(frozen=False)
-class Collection:
+class Collection(msgspec.Struct):
     """What the sources of one scan have gathered so far (mutable; lives for one scan).
 
     ``snapshot`` is None until a primary source (sysfs, or pasted text) sets it; later
@@ -33,7 +30,7 @@ class Collection:
 
     inputs: Inputs
     snapshot: Snapshot | None = None
-    views: dict[str, Any] = field(default_factory=dict)
+    views: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def require_snapshot(self) -> Snapshot:
         if self.snapshot is None:
@@ -41,8 +38,7 @@ class Collection:
         return self.snapshot
 
 
-@record
-class Registration:
+class Registration(msgspec.Struct, frozen=True):
     """A source: its name, its module (imported only when it runs) and when it runs."""
 
     name: str

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import os
 
+import msgspec
+
 from topoagent.errors import TopoagentError
 from topoagent.hostfs import HostFS
-from topoagent.records import record
 from topoagent.sources.tools import ToolResult, run_tool
 
 __all__ = [
@@ -50,8 +51,7 @@ class LibvirtError(TopoagentError):
     """virsh failed, or a domain's definition could not be read."""
 
 
-@record
-class DomainRecord:
+class DomainRecord(msgspec.Struct, frozen=True):
     """One domain: its state (``running``, ``shut off``, ``paused``…, ``unknown``), its XML
     and where the XML came from (for messages)."""
 
@@ -61,8 +61,7 @@ class DomainRecord:
     origin: str
 
 
-@record
-class LibvirtRead:
+class LibvirtRead(msgspec.Struct, frozen=True):
     """What was read: the domains, the source (``virsh -c URI`` or the config directory), and
     what could not be read (one line each)."""
 

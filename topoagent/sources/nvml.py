@@ -31,19 +31,16 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
-from topoagent import records
+import msgspec
+
 from topoagent.bdf import normalize_bus_id
 from topoagent.cpuset import CpuSet
 from topoagent.hostfs import HostFS
 from topoagent.inputs import NVML_AUTO
-from topoagent.records import record
 from topoagent.snapshot import NvLink, NvmlGpu, ProbeError, SourceStatus
 from topoagent.sources import NVML_RECORDING, Collection, is_live
-from topoagent.typecheck import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    from typing import Any
 
 SOURCE = "nvml"
 T = TypeVar("T")
@@ -55,8 +52,7 @@ _ABSENT = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
 _NO_SUCH_LINK = _ABSENT + ("NVMLError_InvalidArgument",)
 
 
-@record
-class NvmlProbe:
+class NvmlProbe(msgspec.Struct, frozen=True):
     """The result of one NVML probe."""
 
     gpus: tuple[NvmlGpu, ...]
@@ -328,7 +324,7 @@ def collect(c: Collection) -> None:
             return  # a fake or captured root without a recording: NVML has nothing to say
     else:
         probe = probe_nvml(None if wanted in (True, NVML_AUTO) else wanted)
-    c.snapshot = records.replace(
+    c.snapshot = msgspec.structs.replace(
         snap,
         nvml_gpus=probe.gpus,
         driver_version=probe.driver_version,

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 
+import msgspec
+
 from topoagent.cpuset import CpuSet
 from topoagent.errors import TopoagentError
 from topoagent.hostfs import HostFS
-from topoagent.records import record
 
 
 class ProcessError(TopoagentError):
@@ -54,8 +55,7 @@ def allowed_cpus() -> CpuSet:
     return mine & cg if cg else mine
 
 
-@record
-class ThreadAffinity:
+class ThreadAffinity(msgspec.Struct, frozen=True):
     """One thread of a process and the CPUs it may run on."""
 
     pid: int

@@ -8,8 +8,10 @@ scan carries on.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
 
-from topoagent import records
+import msgspec
+
 from topoagent.bdf import is_bdf, vf_bdfs
 from topoagent.cpuset import CpuSet
 from topoagent.digits import is_decimal
@@ -36,7 +38,6 @@ from topoagent.snapshot import (
     SriovCap,
 )
 from topoagent.sources import Collection
-from topoagent.typecheck import TypeVar
 
 T = TypeVar("T")
 
@@ -610,7 +611,7 @@ class SysfsReader:
         )
         status = "partial" if self.fs.errors else "ok"
         detail = f"{len(self.fs.errors)} probe(s) failed" if self.fs.errors else None
-        return records.replace(
+        return msgspec.structs.replace(
             snap,
             sources=(SourceStatus("sysfs", status, detail), config_status),
             probe_errors=tuple(self.fs.errors),

@@ -15,9 +15,9 @@ import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from topoagent import records
+import msgspec
+
 from topoagent.errors import TopoagentError
-from topoagent.records import record
 from topoagent.snapshot import SourceStatus
 from topoagent.sources import Collection
 
@@ -26,8 +26,7 @@ DEFAULT_TIMEOUT = 10.0
 _REAP_TIMEOUT = 2.0
 
 
-@record
-class ToolResult:
+class ToolResult(msgspec.Struct, frozen=True):
     """What one run of a tool gave.
 
     ``error`` is None when the tool ran and exited 0; otherwise one line: ``not installed``,
@@ -198,4 +197,4 @@ def collect(c: Collection) -> None:
             statuses.append(SourceStatus(name, "error", f"{command}: {exc}"))
             continue
         statuses.append(SourceStatus(name, "ok", f"cross-checked: {command}"))
-    c.snapshot = records.replace(snap, sources=snap.sources + tuple(statuses))
+    c.snapshot = msgspec.structs.replace(snap, sources=snap.sources + tuple(statuses))

@@ -33,9 +33,10 @@ import json
 import posixpath
 from collections.abc import Callable
 
+import msgspec
+
 from topoagent.bdf import is_bdf
 from topoagent.hostfs import ATTR_LIMIT, HostFS
-from topoagent.records import field, record
 from topoagent.sources import NVML_RECORDING
 from topoagent.sources.capture.scrub import Scrubber, scrub_config
 
@@ -51,8 +52,7 @@ _PCI_ATTRS = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device
 _PCI_LINKS = ("driver", "iommu_group", "physfn")
 
 
-@record
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     """One member of a capture: a regular file (``data``), a directory, or a relative link."""
 
     path: str  # relative, no leading slash
@@ -61,12 +61,11 @@ class Entry:
     target: str = ""
 
 
-@record(frozen=False)
-class Capture:
+class Capture(msgspec.Struct):
     """Entries of a capture, in the order they were found, and the tools it recorded."""
 
-    entries: dict[str, Entry] = field(default_factory=dict)
-    tools: dict[str, str] = field(default_factory=dict)
+    entries: dict[str, Entry] = msgspec.field(default_factory=dict)
+    tools: dict[str, str] = msgspec.field(default_factory=dict)
 
     def add(self, entry: Entry) -> None:
         parent = posixpath.dirname(entry.path)

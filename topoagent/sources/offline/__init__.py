@@ -31,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from topoagent import records
+import msgspec
+
 from topoagent.errors import InputError, OfflineInputError
 from topoagent.parsers.lspci_tree import LspciTree, LspciTreeNode
 from topoagent.parsers.lspci_verbose import LspciFunction, LspciListing
@@ -86,8 +87,8 @@ def combine(
         # matrix still describes every GPU and NIC with its path classes: analyse it alone and
         # say why lspci's facts were set aside, rather than refuse the whole input.
         why = f"not joined to the nvidia-smi matrix: {exc}; analysed from the matrix alone"
-        return records.replace(m, sources=m.sources + tuple(
-            records.replace(s, status="unavailable", detail=why) for s in lspci.sources))
+        return msgspec.structs.replace(m, sources=m.sources + tuple(
+            msgspec.structs.replace(s, status="unavailable", detail=why) for s in lspci.sources))
 
 
 #: Input name -> (source name, tool as people call it).
@@ -148,7 +149,7 @@ def read_offline(nvidia_smi_topo: str | None = None, lspci_tree: str | None = No
         errors = tuple(ProbeError(path=_TOOLS[name][1], error=f"nothing read: {exc}") for name, exc in failures)
         status = tuple(SourceStatus(_TOOLS[name][0], "unavailable", f"{_TOOLS[name][1]}: {exc}")
                        for name, exc in failures)
-        snap = records.replace(snap, sources=snap.sources + status, probe_errors=snap.probe_errors + errors)
+        snap = msgspec.structs.replace(snap, sources=snap.sources + status, probe_errors=snap.probe_errors + errors)
     return snap
 
 

@@ -9,7 +9,9 @@ matched halfway.
 
 from __future__ import annotations
 
-from topoagent import pci, records
+import msgspec
+
+from topoagent import pci
 from topoagent.bdf import bdf_key
 from topoagent.errors import OfflineInputError
 from topoagent.snapshot import PciFunction, Snapshot
@@ -83,7 +85,7 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
             numa, source = m.numa_node, m.numa_source
         elif numa is not None and m.numa_node is not None and numa != m.numa_node:
             notes.append(f"{m.label}: NUMA node {m.numa_node} in the matrix, {numa} in lspci (lspci kept)")
-        by_bdf[f.bdf] = records.replace(  # type: ignore[index]
+        by_bdf[f.bdf] = msgspec.structs.replace(  # type: ignore[index]
             f, label=m.label, rdma_names=m.rdma_names, rdma=m.rdma or f.rdma,
             local_cpus=m.local_cpus if m.local_cpus is not None else f.local_cpus,
             numa_node=numa, numa_source=source,
@@ -93,7 +95,7 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
         f for f in matrix.pci if f.label not in matched)
 
     bdf_of = {m.label: f.bdf for m, f in pairs}
-    memory = tuple(records.replace(g, bdf=bdf_of.get(g.label)) for g in matrix.gpu_memory_nodes)
+    memory = tuple(msgspec.structs.replace(g, bdf=bdf_of.get(g.label)) for g in matrix.gpu_memory_nodes)
     nodes = {n.id: n for n in lspci.numa_nodes}
     nodes.update({n.id: n for n in matrix.numa_nodes if n.cpus is not None or n.id not in nodes})
 
@@ -101,9 +103,9 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
     for s in matrix.sources:
         if s.name == "nvidia-smi" and pairs:
             detail = "; ".join([MATCH_ASSUMPTION, *notes] + ([s.detail] if s.detail else []))
-            s = records.replace(s, detail=detail)
+            s = msgspec.structs.replace(s, detail=detail)
         status.append(s)
-    return records.replace(
+    return msgspec.structs.replace(
         matrix, pci=pci, numa_nodes=tuple(nodes[n] for n in sorted(nodes)), gpu_memory_nodes=memory,
         sources=tuple(status) + lspci.sources, probe_errors=matrix.probe_errors + lspci.probe_errors,
     )

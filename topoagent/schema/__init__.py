@@ -1,0 +1,80 @@
+"""The published JSON Schemas of topoagent's JSON outputs, generated from the contract types.
+
+``python -m topoagent.schema`` writes ``scan.schema.json``, ``plan.schema.json`` and
+``vms.schema.json`` beside this file from the types the outputs encode
+(:class:`~topoagent.outputs.json_report.ScanReport`, :class:`~topoagent.outputs.plan_json.PlanReport`,
+:class:`~topoagent.outputs.vms_json.VmsReport`); a test regenerates them and fails when a file
+differs, so a schema cannot drift from its output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+__all__ = ["GENERATED", "generate", "schema_text", "write"]
+
+HERE = Path(__file__).resolve().parent
+_BASE = "https://github.com/topoagent/topoagent/schema/"
+
+
+def scan_schema() -> dict[str, Any]:
+    """The schema of ``scan --format json`` (draft 2020-12)."""
+    from topoagent.outputs.json_report import SCHEMA_VERSION, ScanReport
+
+    return _document(ScanReport, "scan.schema.json", "topoagent scan --format json",
+                     f"Schema version {SCHEMA_VERSION}. Additive changes keep the version; breaking ones bump it.")
+
+
+def plan_schema() -> dict[str, Any]:
+    """The schema of ``plan --format json``."""
+    from topoagent.outputs.plan_json import SCHEMA_VERSION, PlanReport
+
+    return _document(PlanReport, "plan.schema.json", "topoagent plan --format json",
+                     f"Schema version {SCHEMA_VERSION}. Additive changes keep the version; breaking ones bump it. "
+                     "Device ids (gpu0, nic2) and keys (BDFs) are those of topoagent scan --format json.")
+
+
+def vms_schema() -> dict[str, Any]:
+    """The schema of ``vms --format json``."""
+    from topoagent.outputs.vms_json import VmsReport
+
+    return _document(VmsReport, "vms.schema.json", "topoagent vms --format json",
+                     "NUMA affinity of VMs with PCI passthrough devices (libvirt/KVM domains or VMware .vmx "
+                     "files). Additive fields keep schema_version; breaking changes bump it.")
+
+
+#: File name -> the function that makes its schema.
+GENERATED = {"scan.schema.json": scan_schema, "plan.schema.json": plan_schema, "vms.schema.json": vms_schema}
+
+
+def _document(root: type, name: str, title: str, description: str) -> dict[str, Any]:
+    (_, ), defs = msgspec.json.schema_components([root], ref_template="#/$defs/{name}")
+    body = defs.pop(root.__name__)
+    body.pop("title", None)
+    body.pop("description", None)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": _BASE + name,
+            "title": title, "description": description, **body, "$defs": dict(sorted(defs.items()))}
+
+
+def schema_text(name: str) -> str:
+    """The text of a generated schema file, as :func:`write` writes it."""
+    return json.dumps(GENERATED[name](), indent=2) + "\n"
+
+
+def generate() -> dict[str, str]:
+    """Every generated schema: file name -> text."""
+    return {name: schema_text(name) for name in GENERATED}
+
+
+def write(directory: Path = HERE) -> list[Path]:
+    """Write the generated schemas into ``directory``; the paths written."""
+    out = []
+    for name, text in generate().items():
+        path = directory / name
+        path.write_text(text)
+        out.append(path)
+    return out
