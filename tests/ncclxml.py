@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 #: Elements each parent's loader takes (xml.cc ncclTopoXmlLoadSystem/Cpu/Pci/Gpu/Nic); others are
 #: skipped with their subtree ("Ignoring element").
@@ -79,7 +80,7 @@ class Xml:
 
 
 # ---------------------------------------------------------------- parsing (xml.cc xmlGetNode)
-_TOKEN = re.compile(r"""\s*(?:<!--.*?-->|<(/?)([^\s/>]+)((?: [^\s=/>]+=(?:"[^"]*"|'[^']*'))*)\s*(/?)>)""", re.S)
+_TOKEN = re.compile(r"""\s*(?:<!--.*?-->|<(/?)([^\s/>]+)((?: [^\s=/>]+=(?:"[^"]*"|'[^']*'))*)\s*(/?)>)""", re.DOTALL)
 _ATTR = re.compile(r""" ([^\s=/>]+)=(?:"([^"]*)"|'([^']*)')""")
 
 
@@ -398,7 +399,7 @@ def build_system(top: Node) -> list[Vertex]:
         arch = attr(cpu_el, "arch")
         if arch.startswith("x86_64"):
             vendor = attr(cpu_el, "vendor")
-            if vendor.startswith("GenuineIntel") or vendor.startswith("CentaurHauls") or vendor.startswith("  Shanghai  "):
+            if vendor.startswith(("GenuineIntel", "CentaurHauls", "  Shanghai  ")):
                 attr_int(cpu_el, "familyid"), attr_int(cpu_el, "modelid")
             # AMD: NCCL 2.30.7 reads nothing more; later releases read familyid (Zen generation).
         cpu = add("CPU", f"cpu{numa}")
@@ -494,8 +495,7 @@ def path_type(gpu: Vertex, net: Vertex) -> str:
         hops.append(p)
     if any(h.kind == "CPU" for h in hops):
         return "PHB"
-    pairs = zip(hops, hops[1:])
-    return "PXB" if any(a.kind == "PCI" and b.kind == "PCI" for a, b in pairs) else "PIX"
+    return "PXB" if any(a.kind == "PCI" and b.kind == "PCI" for a, b in pairwise(hops)) else "PIX"
 
 
 @dataclass

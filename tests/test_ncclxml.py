@@ -15,7 +15,6 @@ from pathlib import Path
 
 import ncclxml
 import pytest
-
 from plan_helpers import REPO, topoagent
 
 #: The fixtures with NVIDIA GPUs and RDMA devices (what NCCL's net plugin lists).
@@ -129,7 +128,8 @@ def test_nccls_own_code_agrees(fixture_root, tmp_path, name):
                       f'vendor="{cpu["vendor"]}" familyid="{cpu["familyid"]}" modelid="{cpu["modelid"]}"', text)
     topo = tmp_path / "topo.xml"
     topo.write_text(text)
-    run = subprocess.run(["bash", str(CHECK), str(root), str(topo)], capture_output=True, text=True, timeout=300)
+    run = subprocess.run(["bash", str(CHECK), str(root), str(topo)], check=False, capture_output=True,
+                         text=True, timeout=300)
     if run.returncode == 2:
         pytest.skip("nccl-topo-check cannot run here: " + run.stdout.strip().splitlines()[-1])
     assert run.returncode == 0, run.stdout[-3000:]

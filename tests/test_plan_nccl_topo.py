@@ -4,8 +4,8 @@ A second, independent reader (xml.etree, written from NCCL's rules rather than f
 topology code) rebuilds the tree from the XML alone and recomputes the path class of every
 GPU-GPU and GPU-NIC pair the way NCCL does (src/graph/paths.cc): under different <cpu>
 elements SYS; meeting at a <cpu> PHB (NCCL has no NODE); otherwise PIX through one PCIe
-switch, PXB through more, counting a Broadcom PEX88xxx/PEX890xx presented as two levels
-(vendor 0x1000, device 0xc010/0xc030, subsystem vendor 0x1000) as one switch.
+switch, PXB through more, counting a Broadcom PEX88xxx/PEX890xx presented as two levels as one
+switch where NCCL flattens it (``getBcmGen``, repeated in tests/ncclxml.py).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+import ncclxml
 import pytest
 
 from plan_helpers import topoagent
@@ -21,7 +22,6 @@ from topoagent.topology import DeviceKind
 
 FIXTURES = ["dgx-h100", "dgx-a100-nps4", "wrong-socket-nic", "workstation", "p4d-efa", "faulty-gpu-node",
             "epyc-nps2-mixed", "sriov-nic", "unprivileged"]
-BROADCOM_MERGED = {("0x1000", "0xc010"), ("0x1000", "0xc030")}
 #: Our classes as NCCL names them: NCCL's PHB covers our PHB and NODE (REFERENCE §4).
 AS_NCCL = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
 
@@ -50,12 +50,12 @@ class Reader:
         return out
 
     def _chip(self, el: ET.Element) -> ET.Element:
-        """The outermost level of a Broadcom switch presented as two (NCCL flattens it)."""
-        ids = (el.get("vendor"), el.get("device"))
-        while (ids in BROADCOM_MERGED and el.get("subsystem_vendor") == "0x1000"
-               and (up := self.parent.get(el)) is not None and up.tag == "pci"
-               and (up.get("vendor"), up.get("device")) == ids and up.get("subsystem_vendor") == "0x1000"):
-            el = up
+        """The upper level of a Broadcom switch presented as two, where NCCL flattens them."""
+        up = self.parent.get(el)
+        if up is not None and up.tag == "pci":
+            gen = ncclxml.bcm_gen(_ids(up), 0)
+            if gen and ncclxml.bcm_gen(_ids(el), 1) == gen:
+                return up
         return el
 
     def top(self, el: ET.Element) -> ET.Element:
@@ -75,6 +75,11 @@ class Reader:
         between = ca[: ca.index(common) + 1] + cb[: cb.index(common)]
         switches = {id(self._chip(x)) for x in between if x.tag == "pci"}
         return "PIX" if len(switches) <= 1 else "PXB"
+
+
+def _ids(el: ET.Element) -> int:
+    return sum(int(el.get(k) or "0", 16) << s for k, s in (("vendor", 48), ("device", 32),
+                                                            ("subsystem_vendor", 16), ("subsystem_device", 0)))
 
 
 def _xml(root: str) -> str:
