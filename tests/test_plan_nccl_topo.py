@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import ncclxml
 import pytest
-
 from plan_helpers import topoagent
+
 from topoagent.api import scan
 from topoagent.topology import DeviceKind
 
@@ -154,3 +155,36 @@ def test_pasted_matrix_without_bdfs_is_refused_in_one_line(tmp_path):
                       "GPU0\t X \tNV12\t0-31\t0\nGPU1\tNV12\t X \t0-31\t0\n")
     out = topoagent("plan", "--nvidia-smi-topo", str(matrix), "--format", "nccl-topo")
     assert out.returncode == 2 and "PCI addresses" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_unknown_identity_is_refused_where_ranks_would_fuse_it_wrong(tmp_path):
+    """Without /proc/cpuinfo NCCL would fill each <cpu>'s identity only above its own GPU: with
+    several <cpu> the ranks' files differ and fuse into duplicates, so the file is refused."""
+    from tests.fakesysfs import generate
+
+    root = generate("dgx-h100", tmp_path / "dgx")
+    (root / "proc" / "cpuinfo").unlink()
+    out = topoagent("plan", "--root", str(root), "--no-nvml", "--format", "nccl-topo")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.count("\n") == 1 and "arch, vendor, familyid, modelid on every <cpu>" in out.stderr
+
+
+def test_one_cpu_without_identity_is_left_for_nccl_to_fill(tmp_path):
+    """With a single <cpu> every rank completes it alike: written without the identity, and NCCL
+    (the independent reader) builds what it builds from sysfs."""
+    from tests.fakesysfs import generate
+
+    full = generate("sriov-nic", tmp_path / "full")
+    bare = generate("sriov-nic", tmp_path / "bare")
+    (bare / "proc" / "cpuinfo").unlink()
+    text = _xml(str(bare))
+    (cpu,) = Reader(text).root.findall("cpu")
+    assert cpu.get("arch") is None and cpu.get("affinity")
+    assert ncclxml.nccl(str(full), text) == ncclxml.nccl(str(full), None)
+
+
+def test_pastes_without_pci_ids_are_refused(tmp_path):
+    """`lspci -tv` names no subsystem ids: NCCL would add them on each rank's own path only."""
+    sample = Path(__file__).parent / "offline_samples" / "plx4_v100_tv.txt"
+    out = topoagent("plan", "--lspci-tree", str(sample), "--format", "nccl-topo")
+    assert out.returncode == 2 and "on every <pci>" in out.stderr and "lspci -vvvnn" in out.stderr

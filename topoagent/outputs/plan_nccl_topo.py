@@ -41,7 +41,7 @@ devices under different host bridges of one NUMA node share its ``<cpu>`` and ar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from topoagent.errors import InputError
@@ -166,8 +166,7 @@ def build(result: ScanResult, cpu: Mapping[str, str] | None = None) -> Element:
                 net_names.setdefault(node, []).extend(_natural(dict(n.attrs)["name"]) for n in nets)
     for e in [*elements.values(), *cpus.values()]:
         e.children.sort(key=lambda c: dict(c.attrs).get("busid", ""))
-    if len(cpus) > 1:
-        _check_fusable(cpus.values())
+    _check_fusable(cpus.values(), elements.values())
     rank0 = min(min(v) for v in gpu_ranks.values())
 
     def order(node: int) -> tuple[Any, ...]:
@@ -210,8 +209,25 @@ def cpu_identity_attrs(cpu: Mapping[str, str]) -> list[tuple[str, str]]:
     return [("arch", arch), *((k, cpu[k]) for k in keys)]
 
 
-def _check_fusable(cpus: Iterable[Element]) -> None:
-    """Refuse a file whose ``<cpu>`` elements NCCL would complete differently on each rank."""
+#: What NCCL reads from sysfs for a ``<pci>`` when unset (xml.cc ``ncclTopoGetXmlFromSys``).
+PCI_ATTRS = ("busid", "class", "vendor", "device", "subsystem_vendor", "subsystem_device", "link_speed",
+             "link_width")
+
+
+def _check_fusable(cpus: Collection[Element], pcis: Iterable[Element]) -> None:
+    """Refuse a file whose ``<cpu>`` or ``<pci>`` elements NCCL would complete differently on each
+    rank (only above the rank's own GPU), which fuses them into duplicates."""
+    for el in pcis:
+        a = dict(el.attrs)
+        missing = [k for k in PCI_ATTRS if k not in a]
+        if missing:
+            raise InputError(
+                f"an NCCL topology needs {', '.join(missing)} on every <pci> (NCCL completes only the "
+                f"path above each rank's own GPU, and ranks' files that differ fuse into duplicate "
+                f"switches); this input does not say them for {a['busid']}: give lspci -vvvnn output, "
+                f"a capture, or run plan on the host")
+    if len(cpus) < 2:
+        return  # one <cpu>: every rank completes it alike
     for el in cpus:
         a = dict(el.attrs)
         missing = [k for k in CPU_ATTRS
