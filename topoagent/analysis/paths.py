@@ -110,6 +110,16 @@ def _flattened_into(topo: Topology, usp: Device) -> Device | None:
     return upper
 
 
+def below_flattened_broadcom(topo: Topology, d: Device) -> bool:
+    """Whether a Broadcom level that NCCL flattens lies above ``d``: there ``nvidia-smi topo -m``,
+    which counts bridges, may print PXB where NCCL and this module say PIX."""
+    for bdf in d.ancestors:
+        br = topo.by_bdf(bdf)
+        if br is not None and br.role is BridgeRole.SWITCH_UPSTREAM and _flattened_into(topo, br) is not None:
+            return True
+    return False
+
+
 def _bcm_gen(d: Device, level: int) -> int:
     return pci.bcm_gen(d.vendor_id, d.device_id, d.subsystem_vendor_id, d.subsystem_device_id, level)
 
