@@ -196,8 +196,8 @@ def _natural(name: str) -> tuple[str, int]:
 
 def cpu_identity_attrs(cpu: Mapping[str, str]) -> list[tuple[str, str]]:
     """The identity attributes of a ``<cpu>``: ``arch``, and on x86 ``vendor``, ``familyid`` and
-    ``modelid`` -- all or none (NCCL fills them only where ``arch`` is unset on x86 they come
-    from its own CPUID, xml.cc ``ncclTopoGetXmlFromCpu``)."""
+    ``modelid`` -- all of them or none, for NCCL to fill from its own CPUID where unset (xml.cc
+    ``ncclTopoGetXmlFromCpu``)."""
     arch = cpu.get("arch")
     if arch is None:
         return []
