@@ -15,6 +15,26 @@ def test_agreeing_matrix_raises_nothing(fixture_root):
     assert against_nvidia_smi(r.topology, r.paths, m) == []
 
 
+def test_nvidia_smis_pxb_across_a_flattened_broadcom_chip_is_expected(fixture_root):
+    """nvidia-smi counts both levels of a Broadcom chip that NCCL (and the scan) count as one: PXB
+    for our PIX there is no disagreement; PXB for a PIX elsewhere still is."""
+    r = scan(fixture_root("dgx-a100-nps4"))
+    m = parse_topo_matrix(render_topo_matrix(matrix_of(r)))
+    cells = [list(row) for row in m.cells]
+    i, j = m.index("GPU0"), m.index("NIC0")
+    assert cells[i][j] == "PIX"
+    cells[i][j] = cells[j][i] = "PXB"
+    assert against_nvidia_smi(r.topology, r.paths, records.replace(m, cells=tuple(map(tuple, cells)))) == []
+    r = scan(fixture_root("faulty-gpu-node"))  # PEX890 with one level: PXB is a real disagreement
+    m = parse_topo_matrix(render_topo_matrix(matrix_of(r)))
+    cells = [list(row) for row in m.cells]
+    i, j = m.index("GPU0"), next(k for k, row in enumerate(m.cells) if m.cells[m.index("GPU0")][k] == "PIX"
+                                 and m.devices[k].label.startswith("NIC"))
+    cells[i][j] = cells[j][i] = "PXB"
+    found = against_nvidia_smi(r.topology, r.paths, records.replace(m, cells=tuple(map(tuple, cells))))
+    assert [f.code for f in found] == ["SOURCES_DISAGREE"]
+
+
 def test_a_differing_cell_and_numa_node_name_both_sources(fixture_root):
     r = scan(fixture_root("dgx-h100"))
     text = render_topo_matrix(matrix_of(r))

@@ -4,24 +4,25 @@ A second, independent reader (xml.etree, written from NCCL's rules rather than f
 topology code) rebuilds the tree from the XML alone and recomputes the path class of every
 GPU-GPU and GPU-NIC pair the way NCCL does (src/graph/paths.cc): under different <cpu>
 elements SYS; meeting at a <cpu> PHB (NCCL has no NODE); otherwise PIX through one PCIe
-switch, PXB through more, counting a Broadcom PEX88xxx/PEX890xx presented as two levels
-(vendor 0x1000, device 0xc010/0xc030, subsystem vendor 0x1000) as one switch.
+switch, PXB through more, counting a Broadcom PEX88xxx/PEX890xx presented as two levels as one
+switch where NCCL flattens it (``getBcmGen``, repeated in tests/ncclxml.py).
 """
 
 from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
+import ncclxml
 import pytest
-
 from plan_helpers import topoagent
+
 from topoagent.api import scan
 from topoagent.topology import DeviceKind
 
 FIXTURES = ["dgx-h100", "dgx-a100-nps4", "wrong-socket-nic", "workstation", "p4d-efa", "faulty-gpu-node",
             "epyc-nps2-mixed", "sriov-nic", "unprivileged"]
-BROADCOM_MERGED = {("0x1000", "0xc010"), ("0x1000", "0xc030")}
 #: Our classes as NCCL names them: NCCL's PHB covers our PHB and NODE (REFERENCE §4).
 AS_NCCL = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
 
@@ -50,12 +51,12 @@ class Reader:
         return out
 
     def _chip(self, el: ET.Element) -> ET.Element:
-        """The outermost level of a Broadcom switch presented as two (NCCL flattens it)."""
-        ids = (el.get("vendor"), el.get("device"))
-        while (ids in BROADCOM_MERGED and el.get("subsystem_vendor") == "0x1000"
-               and (up := self.parent.get(el)) is not None and up.tag == "pci"
-               and (up.get("vendor"), up.get("device")) == ids and up.get("subsystem_vendor") == "0x1000"):
-            el = up
+        """The upper level of a Broadcom switch presented as two, where NCCL flattens them."""
+        up = self.parent.get(el)
+        if up is not None and up.tag == "pci":
+            gen = ncclxml.bcm_gen(_ids(up), 0)
+            if gen and ncclxml.bcm_gen(_ids(el), 1) == gen:
+                return up
         return el
 
     def top(self, el: ET.Element) -> ET.Element:
@@ -75,6 +76,11 @@ class Reader:
         between = ca[: ca.index(common) + 1] + cb[: cb.index(common)]
         switches = {id(self._chip(x)) for x in between if x.tag == "pci"}
         return "PIX" if len(switches) <= 1 else "PXB"
+
+
+def _ids(el: ET.Element) -> int:
+    return sum(int(el.get(k) or "0", 16) << s for k, s in (("vendor", 48), ("device", 32),
+                                                            ("subsystem_vendor", 16), ("subsystem_device", 0)))
 
 
 def _xml(root: str) -> str:
@@ -119,10 +125,13 @@ def test_cpus_carry_numa_node_affinity_and_identity(fixture_root):
     assert set(cpus) == {"0", "1"}
     mask = int(cpus["0"].get("affinity").replace(",", ""), 16)
     assert {i for i in range(mask.bit_length()) if mask >> i & 1} == set(range(56)) | set(range(112, 168))
-    assert cpus["0"].get("arch") == "x86_64" and cpus["0"].get("vendor") == "GenuineIntel"
+    for c in cpus.values():  # every <cpu>, not only the first: NCCL fills only its own GPU's
+        assert (c.get("arch"), c.get("vendor"), c.get("familyid"), c.get("modelid")) == (
+            "x86_64", "GenuineIntel", "6", "143")
     net = reader.nics["0000:18:00.0"].find("nic/net")
     assert net.get("name") == "mlx5_0" and net.get("speed") == "400000" and net.get("port") == "1"
-    assert net.get("dev") is not None and net.get("gdr") is None  # gdr is NCCL's to detect
+    # dev (the net plugin's index) and gdr are NCCL's to set on the host
+    assert net.get("dev") is None and net.get("gdr") is None
     gpu = reader.gpus["0000:1b:00.0"]
     assert gpu.get("class") == "0x030200" and gpu.get("link_speed") == "32.0 GT/s PCIe" and gpu.get("link_width") == "16"
 
@@ -146,3 +155,36 @@ def test_pasted_matrix_without_bdfs_is_refused_in_one_line(tmp_path):
                       "GPU0\t X \tNV12\t0-31\t0\nGPU1\tNV12\t X \t0-31\t0\n")
     out = topoagent("plan", "--nvidia-smi-topo", str(matrix), "--format", "nccl-topo")
     assert out.returncode == 2 and "PCI addresses" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_unknown_identity_is_refused_where_ranks_would_fuse_it_wrong(tmp_path):
+    """Without /proc/cpuinfo NCCL would fill each <cpu>'s identity only above its own GPU: with
+    several <cpu> the ranks' files differ and fuse into duplicates, so the file is refused."""
+    from tests.fakesysfs import generate
+
+    root = generate("dgx-h100", tmp_path / "dgx")
+    (root / "proc" / "cpuinfo").unlink()
+    out = topoagent("plan", "--root", str(root), "--no-nvml", "--format", "nccl-topo")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.count("\n") == 1 and "arch, vendor, familyid, modelid on every <cpu>" in out.stderr
+
+
+def test_one_cpu_without_identity_is_left_for_nccl_to_fill(tmp_path):
+    """With a single <cpu> every rank completes it alike: written without the identity, and NCCL
+    (the independent reader) builds what it builds from sysfs."""
+    from tests.fakesysfs import generate
+
+    full = generate("sriov-nic", tmp_path / "full")
+    bare = generate("sriov-nic", tmp_path / "bare")
+    (bare / "proc" / "cpuinfo").unlink()
+    text = _xml(str(bare))
+    (cpu,) = Reader(text).root.findall("cpu")
+    assert cpu.get("arch") is None and cpu.get("affinity")
+    assert ncclxml.nccl(str(full), text) == ncclxml.nccl(str(full), None)
+
+
+def test_pastes_without_pci_ids_are_refused(tmp_path):
+    """`lspci -tv` names no subsystem ids: NCCL would add them on each rank's own path only."""
+    sample = Path(__file__).parent / "offline_samples" / "plx4_v100_tv.txt"
+    out = topoagent("plan", "--lspci-tree", str(sample), "--format", "nccl-topo")
+    assert out.returncode == 2 and "on every <pci>" in out.stderr and "lspci -vvvnn" in out.stderr

@@ -251,9 +251,13 @@ C2C_GPUS = frozenset({(NVIDIA, 0x2342), (NVIDIA, 0x2348), (NVIDIA, 0x2941)})
 #: CUDA and nvidia-smi use.
 CONSOLE_DISPLAY_VENDORS = frozenset({0x1A03, 0x102B, 0x1013, 0x1234, 0x15AD, 0x1B36, 0x1414})
 
-#: Broadcom switches whose two presented levels are one chip (vendor, device): NCCL merges them
-#: when the subsystem vendor is Broadcom too (NVIDIA/nccl src/graph/topo.cc, ncclTopoGetPciNode).
-BROADCOM_MERGED_SWITCHES = frozenset({(BROADCOM_LSI, 0xC010), (BROADCOM_LSI, 0xC030)})
+#: Broadcom switch chips that present two levels of ports for one chip, with the subsystem id NCCL
+#: requires of each level (NVIDIA/nccl src/graph/topo.cc, ``getBcmGen``): (vendor, device) ->
+#: generation, and per generation the subsystem device's top nibble at the upper and the lower level
+#: (Gen4 PEX88xxx 0xaxxx at both; Gen5 PEX890xx 0x0xxx above, 0x1xxx below); the subsystem vendor
+#: must be Broadcom too.
+BROADCOM_TWO_LEVEL = {(BROADCOM_LSI, 0xC010): 4, (BROADCOM_LSI, 0xC030): 5}
+_BCM_SUBSYS_NIBBLE = {4: (0xA, 0xA), 5: (0x0, 0x1)}
 
 #: AWS Elastic Fabric Adapter device ids.
 EFA_DEVICES = frozenset({0xEFA0, 0xEFA1, 0xEFA2, 0xEFA3})
@@ -428,9 +432,14 @@ def is_nvswitch_or_other_bridge(class_code: int | None) -> bool:
     return class_code is not None and class_code >> 8 == 0x0680
 
 
-def is_merged_broadcom(vendor: int | None, device: int | None, subsystem_vendor: int | None) -> bool:
-    """A level of a Broadcom switch chip that NCCL merges with the level above it."""
-    return (vendor, device) in BROADCOM_MERGED_SWITCHES and subsystem_vendor == BROADCOM_LSI
+def bcm_gen(vendor: int | None, device: int | None, subsystem_vendor: int | None,
+            subsystem_device: int | None, level: int) -> int:
+    """The Broadcom generation (4, 5) of a switch upstream port at ``level`` (0 the chip's upper
+    level, 1 the lower) when NCCL flattens the two into one switch, else 0 (NCCL's ``getBcmGen``)."""
+    gen = BROADCOM_TWO_LEVEL.get((vendor, device)) if vendor is not None and device is not None else None
+    if gen is None or subsystem_vendor != BROADCOM_LSI or subsystem_device is None:
+        return 0
+    return gen if subsystem_device >> 12 == _BCM_SUBSYS_NIBBLE[gen][level] else 0
 
 
 def rdma_capable_by_ids(class16_: int | None, kind: str | None, vendor: int | None, device: int | None,

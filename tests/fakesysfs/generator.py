@@ -1537,6 +1537,10 @@ def _cpuinfo(machine: Machine) -> str:
             )
         return "\n\n".join(blocks) + "\n\n"
     vendor = "AuthenticAMD" if "AMD" in model else "GenuineIntel"
+    # CPUID family and model as x86 Linux prints them (arch/x86/kernel/cpu/proc.c: "cpu family",
+    # "model", decimal); the description's [cpu] family/model_id, else a plausible pair per vendor.
+    family = int(machine.cpu_settings.get("family", 25 if vendor == "AuthenticAMD" else 6))
+    model_id = int(machine.cpu_settings.get("model_id", 17 if vendor == "AuthenticAMD" else 143))
     per_socket: dict[int, int] = {}
     cores: dict[int, set] = {}
     for cpu in c:
@@ -1549,6 +1553,8 @@ def _cpuinfo(machine: Machine) -> str:
                 [
                     f"processor\t: {cpu.id}",
                     f"vendor_id\t: {vendor}",
+                    f"cpu family\t: {family}",
+                    f"model\t\t: {model_id}",
                     f"model name\t: {model}",
                     f"physical id\t: {cpu.socket}",
                     f"siblings\t: {per_socket[cpu.socket]}",

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from topoagent.analysis.findings import Evidence, Finding, Severity, sysfs_attr
-from topoagent.analysis.paths import Path, path_index
+from topoagent.analysis.paths import Path, below_flattened_broadcom, path_index
 from topoagent.digits import is_decimal
 from topoagent.snapshot import host_path
 from topoagent.topology import DeviceKind, Topology
@@ -78,6 +78,9 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
                 continue
             if theirs.startswith("NV") and not nvlinks_known:
                 continue  # NVLink without NVML here: sysfs alone only knows the PCIe class
+            if (theirs, ours) == ("PXB", "PIX") and (below_flattened_broadcom(topo, pa)
+                                                     or below_flattened_broadcom(topo, pb)):
+                continue  # one Broadcom chip shown as two levels: NCCL's PIX, nvidia-smi's PXB
             out.append(_finding(
                 [ids[a], ids[b]],
                 f"nvidia-smi says {a}-{b} is {theirs}; the sysfs tree says {ids[a]}-{ids[b]} is {ours}.",

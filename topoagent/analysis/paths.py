@@ -6,7 +6,11 @@ NVIDIA/nccl src/graph/topo.cc and paths.cc):
 
 * a switch is counted by its upstream port; its downstream ports are part of it;
 * a Broadcom PEX88xxx/PEX890xx chip that presents two levels of ports counts as one switch
-  when its subsystem vendor is Broadcom too, as NCCL's ``ncclTopoGetPciNode`` merge does;
+  exactly when NCCL flattens it (``ncclTopoFlattenBcmSwitches``/``getBcmGen``): subsystem vendor
+  Broadcom and subsystem device 0xaxxx on both levels (Gen4), 0x0xxx above and 0x1xxx below
+  (Gen5); other subsystem ids keep two switches.  ``nvidia-smi topo -m`` differs here: its legend
+  counts bridges and knows no such chip, so it prints PXB for a pair under the two flattened
+  levels (a DGX A100's GPU and NIC) where NCCL and this module say PIX;
 * root ports vanish: they are the host bridge's ports, so two devices under different root
   ports of one root bus are ``PHB``.
 
@@ -83,16 +87,41 @@ def switch_of(topo: Topology, bridge: Device) -> str | None:
         up = topo.by_bdf(bridge.parent)
         if up is not None and up.role is BridgeRole.SWITCH_UPSTREAM:
             return switch_of(topo, up)
-    if bridge.role is BridgeRole.SWITCH_UPSTREAM and _is_merged_broadcom(bridge):
-        # Inner level of a Broadcom chip: its parent downstream port belongs to the same chip.
-        dsp = topo.by_bdf(bridge.parent) if bridge.parent else None
-        if dsp is not None and dsp.role is BridgeRole.SWITCH_DOWNSTREAM and _is_merged_broadcom(dsp):
-            return switch_of(topo, dsp)
+    if bridge.role is BridgeRole.SWITCH_UPSTREAM:
+        upper = _flattened_into(topo, bridge)
+        if upper is not None:
+            return switch_of(topo, upper)
     return bridge.bdf
 
 
-def _is_merged_broadcom(d: Device) -> bool:
-    return pci.is_merged_broadcom(d.vendor_id, d.device_id, d.subsystem_vendor_id)
+def _flattened_into(topo: Topology, usp: Device) -> Device | None:
+    """The upper level of a Broadcom chip that NCCL flattens this lower level's upstream port
+    into, or None.  NCCL sees the switch above as the upstream port two levels up the sysfs path
+    (the downstream port between vanishes) and checks only the two upstream ports' ids; a switch
+    that has itself been flattened into one above is marked and absorbs nothing more."""
+    dsp = topo.by_bdf(usp.parent) if usp.parent else None
+    upper = topo.by_bdf(dsp.parent) if dsp is not None and dsp.parent else None
+    if dsp is None or dsp.role is not BridgeRole.SWITCH_DOWNSTREAM or upper is None \
+            or upper.role is not BridgeRole.SWITCH_UPSTREAM:
+        return None
+    gen = _bcm_gen(upper, 0)
+    if not gen or _bcm_gen(usp, 1) != gen or _flattened_into(topo, upper) is not None:
+        return None
+    return upper
+
+
+def below_flattened_broadcom(topo: Topology, d: Device) -> bool:
+    """Whether a Broadcom level that NCCL flattens lies above ``d``: there ``nvidia-smi topo -m``,
+    which counts bridges, may print PXB where NCCL and this module say PIX."""
+    for bdf in d.ancestors:
+        br = topo.by_bdf(bdf)
+        if br is not None and br.role is BridgeRole.SWITCH_UPSTREAM and _flattened_into(topo, br) is not None:
+            return True
+    return False
+
+
+def _bcm_gen(d: Device, level: int) -> int:
+    return pci.bcm_gen(d.vendor_id, d.device_id, d.subsystem_vendor_id, d.subsystem_device_id, level)
 
 
 def _switches(topo: Topology, bdfs: tuple[str, ...]) -> list[str | None]:

@@ -9,7 +9,7 @@ and src/graph/topo.cc, ``ncclTopoAddCpu``/``ncclTopoAddPci``/``ncclTopoAddNet``)
         <pci busid="0000:16:00.0" class="0x060400" vendor="0x1000" device="0xc030" ...
              link_speed="32.0 GT/s PCIe" link_width="16">
           <pci busid="0000:1b:00.0" class="0x030200" ...><gpu dev="0"/></pci>
-          <pci busid="0000:18:00.0" class="0x020700" ...><nic><net name="mlx5_0" dev="0" speed="400000" port="1"/></nic></pci>
+          <pci busid="0000:18:00.0" class="0x020700" ...><nic><net name="mlx5_0" speed="400000" port="1"/></nic></pci>
 
 The nesting is NCCL's own: a device hangs below the PCI function two levels up its sysfs path
 (a switch is known by its upstream port; root ports vanish), and below the ``<cpu>`` of its
@@ -18,16 +18,30 @@ NUMA node when that walk reaches the root bus (``ncclTopoGetXmlFromSys``).  ``li
 them.  NCCL's reader is strict: double quotes, one space between attributes, no XML
 declaration -- the writer below follows it.
 
-Left out on purpose, for NCCL to fill on the host: ``gdr``, ``maxconn``, ``guid``, ``coll`` and
-``latency`` of a ``<net>`` and ``sm``/``rank``/``gdr`` of a ``<gpu>`` (NCCL sets those only where
-unset, so a guess here would override its own detection); ``<gpu dev>`` and ``<nvlink>`` are
-written only from NVML.  NCCL has no NODE class: devices under different host bridges of one
-NUMA node share its ``<cpu>`` and are PHB to NCCL.
+Every rank of a node loads the file, completes it from its own view, and NCCL fuses the ranks'
+trees (``ncclTopoFuseXml``), matching an element only when its name and *every* attribute are
+equal (xml.h ``xmlFindNode``).  NCCL completes only the path above the rank's own GPU
+(``ncclTopoGetXmlFromSys``/``ncclTopoGetXmlFromCpu`` add what is missing), so an attribute left
+out of one ``<cpu>`` or ``<pci>`` makes the ranks' copies differ and the fused system holds that
+CPU twice (SYS between its halves).  Hence every ``<cpu>`` carries ``numaid``, ``affinity``
+(none for numaid -1, as NCCL reads none), ``arch`` and, on x86, ``vendor``, ``familyid`` and
+``modelid`` (``ncclTopoAddCpu`` requires ``familyid``/``modelid`` for Intel and reads ``familyid``
+for AMD); every ``<pci>`` the eight attributes NCCL reads from sysfs.  Where the CPU identity or a
+node's CPUs are unknown (pasted tool output) and the file would hold several ``<cpu>``, it is
+refused rather than written to be fused wrong; with a single ``<cpu>`` they are left for NCCL to
+fill, the same on every rank.
+
+Left out on purpose, for NCCL to fill on the host: ``dev`` of a ``<net>`` (its net plugin's device
+index, which NCCL sets itself -- older releases kept a file's value, which cannot know the
+plugin's order), ``gdr``, ``maxconn``, ``guid``, ``coll``, ``latency``, and ``sm``/``rank``/
+``gdr`` of a ``<gpu>`` (NCCL sets those only where unset, so a guess here would override its own
+detection); ``<gpu dev>`` and ``<nvlink>`` are written only from NVML.  NCCL has no NODE class:
+devices under different host bridges of one NUMA node share its ``<cpu>`` and are PHB to NCCL.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -74,13 +88,13 @@ def _pci(topo: Topology, d: Device) -> Element:
     return Element("pci", attrs)
 
 
-def _nets(topo: Topology, nic: Device, first_dev: int) -> list[Element]:
+def _nets(topo: Topology, nic: Device) -> list[Element]:
     rates = {r.name: r for r in topo.snapshot.rdma}
     speed_of_netdev = {n.name: n.speed_mbps for n in topo.snapshot.netdevs}
     out = []
     names = nic.rdma_devices or nic.netdevs
-    for i, name in enumerate(names):
-        attrs = [("name", name), ("dev", str(first_dev + i))]
+    for name in names:
+        attrs = [("name", name)]
         r = rates.get(name)
         speed = None
         port = None
@@ -107,7 +121,6 @@ def build(result: ScanResult, cpu: Mapping[str, str] | None = None) -> Element:
         raise InputError("an NCCL topology needs GPUs with PCI addresses (a sysfs tree, a capture or lspci output)")
     elements: dict[str, Element] = {}
     cpus: dict[int, Element] = {}
-    net_dev = 0
 
     def place(d: Device) -> Element:
         assert d.bdf is not None
@@ -125,15 +138,19 @@ def build(result: ScanResult, cpu: Mapping[str, str] | None = None) -> Element:
                 n = topo.node(d.numa_node)
                 if n is not None and n.cpus:
                     attrs.append(("affinity", n.cpus.mask()))
-                attrs += [(k, (cpu or {})[k]) for k in CPU_ATTRS[2:] if (cpu or {}).get(k)]
+                attrs += cpu_identity_attrs(cpu or {})
                 cpus[node] = Element("cpu", attrs)
             cpus[node].children.append(el)
         return el
 
+    gpu_ranks: dict[int, list[int]] = {}
+    net_names: dict[int, list[tuple[str, int]]] = {}
     for d in wanted:
         el = place(d)
+        node = _cpu_node(topo, d)
         if d.kind is DeviceKind.GPU:
             nv = nvml.get(d.bdf) if d.bdf else None
+            gpu_ranks.setdefault(node, []).append(nv.index if nv is not None else sum(map(len, gpu_ranks.values())))
             gpu = Element("gpu", [("dev", str(nv.index))] if nv is not None else [])
             if nv is not None:
                 for link in nv.nvlinks:
@@ -143,13 +160,84 @@ def build(result: ScanResult, cpu: Mapping[str, str] | None = None) -> Element:
                                                            ("tclass", tclass)]))
             el.children.append(gpu)
         else:
-            nets = _nets(topo, d, net_dev)
-            net_dev += len(nets)
+            nets = _nets(topo, d)
             if nets:
                 el.children.append(Element("nic", [], nets))
+                net_names.setdefault(node, []).extend(_natural(dict(n.attrs)["name"]) for n in nets)
     for e in [*elements.values(), *cpus.values()]:
         e.children.sort(key=lambda c: dict(c.attrs).get("busid", ""))
-    return Element("system", [("version", "1")], [cpus[k] for k in sorted(cpus)])
+    _check_fusable(cpus.values(), elements.values())
+    rank0 = min(min(v) for v in gpu_ranks.values())
+
+    def order(node: int) -> tuple[Any, ...]:
+        # NCCL's own fused tree lists first the CPU of rank 0's GPU, then the CPUs its net plugin's
+        # devices walk to (in device order), then those of the other ranks' GPUs (ncclTopoGetSystem:
+        # rank 0's tree, trimmed, then each rank's fused in) -- and numbers its NETs in that order.
+        gpus, nets = gpu_ranks.get(node, []), net_names.get(node, [])
+        if rank0 in gpus:
+            return (0,)
+        return (1, min(nets)) if nets else (2, min(gpus, default=0), node)
+
+    return Element("system", [("version", "1")], [cpus[k] for k in sorted(cpus, key=order)])
+
+
+def _cpu_node(topo: Topology, d: Device) -> int:
+    """The numaid of the ``<cpu>`` that ``d`` hangs below (as ``place`` in :func:`build` nests it)."""
+    while (up := nccl_parent(d)) is not None and (up_dev := topo.by_bdf(up)) is not None:
+        d = up_dev
+    return d.numa_node if d.numa_node is not None else -1
+
+
+def _natural(name: str) -> tuple[str, int]:
+    """``mlx5_10`` after ``mlx5_9``: the order RDMA devices are numbered in."""
+    head = name.rstrip("0123456789")
+    return (head, int(name[len(head):]) if len(head) < len(name) else -1)
+
+
+def cpu_identity_attrs(cpu: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The identity attributes of a ``<cpu>``: ``arch``, and on x86 ``vendor``, ``familyid`` and
+    ``modelid`` -- all of them or none, for NCCL to fill from its own CPUID where unset (xml.cc
+    ``ncclTopoGetXmlFromCpu``)."""
+    arch = cpu.get("arch")
+    if arch is None:
+        return []
+    if arch != "x86_64":
+        return [("arch", arch)]  # NCCL reads no vendor/family/model off x86
+    keys = CPU_ATTRS[3:]
+    if not all(cpu.get(k) for k in keys):
+        return []
+    return [("arch", arch), *((k, cpu[k]) for k in keys)]
+
+
+#: What NCCL reads from sysfs for a ``<pci>`` when unset (xml.cc ``ncclTopoGetXmlFromSys``).
+PCI_ATTRS = ("busid", "class", "vendor", "device", "subsystem_vendor", "subsystem_device", "link_speed",
+             "link_width")
+
+
+def _check_fusable(cpus: Collection[Element], pcis: Iterable[Element]) -> None:
+    """Refuse a file whose ``<cpu>`` or ``<pci>`` elements NCCL would complete differently on each
+    rank (only above the rank's own GPU), which fuses them into duplicates."""
+    for el in pcis:
+        a = dict(el.attrs)
+        missing = [k for k in PCI_ATTRS if k not in a]
+        if missing:
+            raise InputError(
+                f"an NCCL topology needs {', '.join(missing)} on every <pci> (NCCL completes only the "
+                f"path above each rank's own GPU, and ranks' files that differ fuse into duplicate "
+                f"switches); this input does not say them for {a['busid']}: give lspci -vvvnn output, "
+                f"a capture, or run plan on the host")
+    if len(cpus) < 2:
+        return  # one <cpu>: every rank completes it alike
+    for el in cpus:
+        a = dict(el.attrs)
+        missing = [k for k in CPU_ATTRS
+                   if k not in a and not (k == "affinity" and a["numaid"] == "-1")
+                   and not (k in CPU_ATTRS[3:] and a.get("arch") not in (None, "x86_64"))]
+        if missing:
+            raise InputError(
+                f"an NCCL topology of several NUMA nodes needs {', '.join(missing)} on every <cpu> "
+                f"(NCCL fills them only above each rank's own GPU, and ranks' files that differ fuse "
+                f"into duplicate CPUs); this input does not say them: run plan on the host or on a capture")
 
 
 def serialize(el: Element, indent: int = 0) -> str:
