@@ -26,11 +26,13 @@ from topoagent.result import ScanResult
 from topoagent.sources.textinput import read_regular
 
 __all__ = [
-    "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "TEXTFILE", "Exporter", "atomic_write", "iso_time",
+    "EXPECTED_FILE", "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "read_count", "TEXTFILE", "Exporter", "atomic_write", "iso_time",
     "nfd_features", "render_nfd", "state_document", "valid_nfd_name", "valid_nfd_value",
 ]
 
 STATE_FILE = "state.json"
+#: The most physical GPUs seen, one decimal line (delete it to accept fewer GPUs for good).
+EXPECTED_FILE = "gpus-expected"
 TEXTFILE = "topoagent.prom"
 NFD_FILE = "topoagent"
 #: NFD ignores a feature file larger than this (customization guide, "Input format").
@@ -69,6 +71,16 @@ def _holds(path: str, data: bytes) -> bool:
         return read_regular(path, len(data)) == data
     except (OSError, InputError):
         return False
+
+
+def read_count(path: str) -> int | None:
+    """The non-negative integer a small file holds (:data:`EXPECTED_FILE`); None when it is
+    absent, unreadable or holds anything else."""
+    try:
+        text = read_regular(path, 64).decode("ascii").strip()
+    except (OSError, InputError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() and len(text) < 6 else None
 
 
 def iso_time(t: float) -> str:
