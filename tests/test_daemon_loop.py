@@ -100,11 +100,22 @@ def test_a_scan_that_raises_is_counted_and_the_last_good_state_served(config, dg
             raise OSError(5, "Input/output error")
         return dgx
 
+    from nfd_local import parse_feature_file, utc
+
+    nfd = Path(config.nfd_dir) / "topoagent"
     d = Running(config, scan=flaky)
     try:
         d.scans(1)
+        good_at = d.daemon.status.good_at
+        first = nfd.read_text()
         d.daemon.request_reload()
         d.scans(2)
+        # The failed scan: NFD labels say so, and still expire three intervals after the good one.
+        text = nfd.read_text()
+        assert text.splitlines()[0] == first.splitlines()[0]  # the same expiry-time
+        labels, errors = parse_feature_file(text, utc(good_at + 60))
+        assert not errors and labels["feature.node.kubernetes.io/topoagent.scan-ok"] == "false"
+        assert parse_feature_file(text, utc(good_at + 3 * config.interval + config.scan_timeout + 1))[0] == {}
         fams = d.metrics()
         assert one(fams, "topoagent_scan_success") == 0
         assert one(fams, "topoagent_scan_failures_total") == 1
@@ -117,6 +128,7 @@ def test_a_scan_that_raises_is_counted_and_the_last_good_state_served(config, dg
         d.daemon.request_reload()
         d.scans(3)
         assert one(d.metrics(), "topoagent_scan_success") == 1
+        assert "topoagent.scan-ok=true" in nfd.read_text()
     finally:
         d.stop()
 

@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from plan_helpers import REPO, topoagent
 
 STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}

@@ -37,6 +37,7 @@ from topoagent.daemon.exports import (
     TEXTFILE,
     Exporter,
     iso_time,
+    nfd_expiry,
     nfd_features,
     read_count,
     render_nfd,
@@ -521,7 +522,10 @@ class Daemon:
                                  changes=list(self.recent), daemon=self._daemon_section(st))
             self.exporter.write_json("state", os.path.join(cfg.state_dir, STATE_FILE), doc)
             if cfg.nfd_dir:
-                text = render_nfd(nfd_features(st.result, degraded_links=bool(st.degraded)), cfg.nfd_namespace)
+                scan_ok = st.last is None or st.last.success
+                features = nfd_features(st.result, degraded_links=bool(st.degraded), scan_ok=scan_ok)
+                expires = nfd_expiry(st.good_at or time.time(), cfg.interval, cfg.scan_timeout)
+                text = render_nfd(features, cfg.nfd_namespace, expires)
                 self.exporter.write("nfd", os.path.join(cfg.nfd_dir, NFD_FILE), text.encode())
         st = self._with_exports(st)
         if cfg.textfile_dir:
