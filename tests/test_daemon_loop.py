@@ -371,11 +371,24 @@ def test_udev_says_once_why_it_is_off():
     assert "--root" in events[0]["reason"] and "timer" in events[0]["reason"]
 
 
-def test_real_udev_monitor_opens_and_never_blocks():
+def test_udev_without_the_hosts_run_udev_says_so(tmp_path):
+    """A container without /run/udev mounted: libudev's monitor would open and stay silent."""
     from topoagent.daemon.udev import UdevWatch
 
     out = io.StringIO()
-    watch = UdevWatch.open(make_logger("json", out), live=True)
+    assert UdevWatch.open(make_logger("json", out), live=True, control=str(tmp_path / "control")) is None
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["udev_unavailable"]
+    assert "/run/udev" in events[0]["reason"] and "timer" in events[0]["reason"]
+
+
+def test_real_udev_monitor_opens_and_never_blocks(tmp_path):
+    from topoagent.daemon.udev import UdevWatch
+
+    out = io.StringIO()
+    control = tmp_path / "control"  # udevd's socket stands in: this test is about the monitor
+    control.touch()
+    watch = UdevWatch.open(make_logger("json", out), live=True, control=str(control))
     if watch is None:
         pytest.skip("no libudev/netlink here: " + out.getvalue().strip())
     try:
