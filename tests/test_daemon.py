@@ -405,20 +405,15 @@ def test_alert_rules_unit_tests_pass_promtool():
     assert "SUCCESS" in p.stdout and "FAILED" not in p.stdout
 
 
-def test_every_rule_has_a_unit_test_and_reads_existing_metrics():
+def test_every_rule_has_a_unit_test():
+    """(That the rules read only metrics the daemon exports: test_daemon_parts.)"""
     yaml = pytest.importorskip("yaml")
 
     rules = yaml.safe_load((REPO / "deploy/prometheus/topoagent-rules.yml").read_text())
-    alerts = {r["alert"]: r["expr"] for g in rules["groups"] for r in g["rules"]}
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"]}
     tested = {t["alertname"] for f in (REPO / "deploy/prometheus/tests").glob("*.yml")
               for case in yaml.safe_load(f.read_text())["tests"] for t in case.get("alert_rule_test", [])}
-    assert set(alerts) <= tested, set(alerts) - tested
-    import topoagent.daemon.metrics as metrics
-
-    source = Path(metrics.__file__).read_text()
-    for alert, expr in alerts.items():
-        for name in re.findall(r"\b(topoagent_[a-z_]+)", expr):
-            assert f'"{name}"' in source, (alert, name)  # a metric the daemon exports
+    assert alerts and alerts <= tested, alerts - tested
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None,
