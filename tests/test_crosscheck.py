@@ -24,14 +24,14 @@ def test_nvidia_smis_pxb_across_a_flattened_broadcom_chip_is_expected(fixture_ro
     i, j = m.index("GPU0"), m.index("NIC0")
     assert cells[i][j] == "PIX"
     cells[i][j] = cells[j][i] = "PXB"
-    assert against_nvidia_smi(r.topology, r.paths, records.replace(m, cells=tuple(map(tuple, cells)))) == []
+    assert against_nvidia_smi(r.topology, r.paths, msgspec.structs.replace(m, cells=tuple(map(tuple, cells)))) == []
     r = scan(fixture_root("faulty-gpu-node"))  # PEX890 with one level: PXB is a real disagreement
     m = parse_topo_matrix(render_topo_matrix(matrix_of(r)))
     cells = [list(row) for row in m.cells]
     i, j = m.index("GPU0"), next(k for k, row in enumerate(m.cells) if m.cells[m.index("GPU0")][k] == "PIX"
                                  and m.devices[k].label.startswith("NIC"))
     cells[i][j] = cells[j][i] = "PXB"
-    found = against_nvidia_smi(r.topology, r.paths, records.replace(m, cells=tuple(map(tuple, cells))))
+    found = against_nvidia_smi(r.topology, r.paths, msgspec.structs.replace(m, cells=tuple(map(tuple, cells))))
     assert [f.code for f in found] == ["SOURCES_DISAGREE"]
 
 

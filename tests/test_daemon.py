@@ -243,6 +243,13 @@ def test_daemon_end_to_end(daemon, tree):
     fams = daemon.scrape()
     assert value(fams, "topoagent_devices", kind="gpu") == 7
     assert value(fams, "topoagent_scans_total") == 2
+    # What the alert rules compare: the GPUs now, the known-good count (kept on disk), the interval.
+    assert value(fams, "topoagent_gpus") == 7 and value(fams, "topoagent_gpus_expected") == 8
+    assert (daemon.state / "gpus-expected").read_text() == "8\n"
+    assert value(fams, "topoagent_scan_interval_seconds") == 3600
+    # Both ends of the x8 link name the same link: one cause for the alert to aggregate on.
+    low = [s for s in fams["topoagent_pcie_link_degraded"] if s.value == 1]
+    assert low and {s.labels["link"] for s in low} == {NIC_LOW}
     assert GPU_GONE not in {s.labels["gpu_bdf"] for s in fams["topoagent_rail_info"]}
     assert value(fams, "topoagent_pcie_link_width", bdf=NIC_LOW, kind="nic", state="current") == 8
     assert value(fams, "topoagent_pcie_link_degraded", bdf=NIC_LOW, kind="nic") == 1
@@ -386,6 +393,27 @@ def test_alert_rules_pass_promtool():
     p = promtool("check", "rules", str(REPO / "deploy/prometheus/topoagent-rules.yml"))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "SUCCESS" in p.stdout
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (Debian package prometheus)")
+def test_alert_rules_unit_tests_pass_promtool():
+    """deploy/prometheus/tests: every rule fires when it should, once per cause, and not else."""
+    tests = sorted((REPO / "deploy/prometheus/tests").glob("*.yml"))
+    assert tests
+    p = promtool("test", "rules", *map(str, tests))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "SUCCESS" in p.stdout and "FAILED" not in p.stdout
+
+
+def test_every_rule_has_a_unit_test():
+    """(That the rules read only metrics the daemon exports: test_daemon_parts.)"""
+    yaml = pytest.importorskip("yaml")
+
+    rules = yaml.safe_load((REPO / "deploy/prometheus/topoagent-rules.yml").read_text())
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"]}
+    tested = {t["alertname"] for f in (REPO / "deploy/prometheus/tests").glob("*.yml")
+              for case in yaml.safe_load(f.read_text())["tests"] for t in case.get("alert_rule_test", [])}
+    assert alerts and alerts <= tested, alerts - tested
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None,

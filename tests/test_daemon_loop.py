@@ -100,11 +100,22 @@ def test_a_scan_that_raises_is_counted_and_the_last_good_state_served(config, dg
             raise OSError(5, "Input/output error")
         return dgx
 
+    from nfd_local import parse_feature_file, utc
+
+    nfd = Path(config.nfd_dir) / "topoagent"
     d = Running(config, scan=flaky)
     try:
         d.scans(1)
+        good_at = d.daemon.status.good_at
+        first = nfd.read_text()
         d.daemon.request_reload()
         d.scans(2)
+        # The failed scan: NFD labels say so, and still expire three intervals after the good one.
+        text = nfd.read_text()
+        assert text.splitlines()[0] == first.splitlines()[0]  # the same expiry-time
+        labels, errors = parse_feature_file(text, utc(good_at + 60))
+        assert not errors and labels["feature.node.kubernetes.io/topoagent.scan-ok"] == "false"
+        assert parse_feature_file(text, utc(good_at + 3 * config.interval + config.scan_timeout + 1))[0] == {}
         fams = d.metrics()
         assert one(fams, "topoagent_scan_success") == 0
         assert one(fams, "topoagent_scan_failures_total") == 1
@@ -117,6 +128,7 @@ def test_a_scan_that_raises_is_counted_and_the_last_good_state_served(config, dg
         d.daemon.request_reload()
         d.scans(3)
         assert one(d.metrics(), "topoagent_scan_success") == 1
+        assert "topoagent.scan-ok=true" in nfd.read_text()
     finally:
         d.stop()
 
@@ -359,11 +371,24 @@ def test_udev_says_once_why_it_is_off():
     assert "--root" in events[0]["reason"] and "timer" in events[0]["reason"]
 
 
-def test_real_udev_monitor_opens_and_never_blocks():
+def test_udev_without_the_hosts_run_udev_says_so(tmp_path):
+    """A container without /run/udev mounted: libudev's monitor would open and stay silent."""
     from topoagent.daemon.udev import UdevWatch
 
     out = io.StringIO()
-    watch = UdevWatch.open(make_logger("json", out), live=True)
+    assert UdevWatch.open(make_logger("json", out), live=True, control=str(tmp_path / "control")) is None
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["udev_unavailable"]
+    assert "/run/udev" in events[0]["reason"] and "timer" in events[0]["reason"]
+
+
+def test_real_udev_monitor_opens_and_never_blocks(tmp_path):
+    from topoagent.daemon.udev import UdevWatch
+
+    out = io.StringIO()
+    control = tmp_path / "control"  # udevd's socket stands in: this test is about the monitor
+    control.touch()
+    watch = UdevWatch.open(make_logger("json", out), live=True, control=str(control))
     if watch is None:
         pytest.skip("no libudev/netlink here: " + out.getvalue().strip())
     try:

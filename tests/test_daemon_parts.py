@@ -288,7 +288,7 @@ def _status(result, **kw) -> Status:
     w.observe_result(0, result, {})
     base = dict(started_at=1.0, result=result, good_at=1700000000.0, good_duration=0.05,
                 last=Attempt(1700000000.0, True, 0.05), scans_total=1, judgements=FrozenMap(w.judge()),
-                exports=FrozenMap({"state": True}))
+                exports=FrozenMap({"state": True}), interval=300.0, expected_gpus=8)
     base.update(kw)
     return Status(**base)
 
@@ -371,7 +371,7 @@ def test_nfd_features_are_valid_for_every_fixture(fixture_root, machine):
     r = scan(fixture_root(machine), nvml="off")
     for degraded in (False, True):
         features = nfd_features(r, degraded_links=degraded)
-        assert len(features) == 8
+        assert len(features) == 9
         text = render_nfd(features, "feature.node.kubernetes.io")
         assert len(text.encode()) < 64 * 1024
         for line in text.splitlines()[1:]:

@@ -93,6 +93,20 @@ def _click_main(args: list[str]) -> None:
         fail(exc.format_message())
 
 
+def monitor_mode(args: Sequence[str]) -> str | None:
+    """``nagios`` or ``npd`` when ``args`` is a ``scan --exit-codes nagios|npd`` command line
+    (so that even a usage error is the check's UNKNOWN, exit 3, not 2), else None."""
+    if not args or args[0] != "scan":
+        return None
+    mode = None
+    for i, arg in enumerate(args):
+        if arg == "--exit-codes" and i + 1 < len(args):
+            mode = args[i + 1]
+        elif arg.startswith("--exit-codes="):
+            mode = arg.partition("=")[2]
+    return mode if mode in ("nagios", "npd") else None
+
+
 #: Set when a command line ran on its fast path (no click): see :func:`entry`.
 _ran_fast = False
 
@@ -100,10 +114,11 @@ _ran_fast = False
 def main(argv: Sequence[str] | None = None) -> None:
     """Run a command line; never lets a traceback reach a person."""
     global _ran_fast
-    from topoagent.commands.common import EXIT_ERROR, EXIT_OK, fail, quiet_stdout
+    from topoagent.commands.common import EXIT_ERROR, EXIT_OK, fail, monitor, quiet_stdout
 
     args = list(sys.argv[1:] if argv is None else argv)
     _ran_fast = False
+    monitor["mode"] = monitor_mode(args)
     try:
         if args == ["--version"]:  # click's answer, without importing click (~20 ms)
             from topoagent import __version__

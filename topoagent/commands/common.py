@@ -15,9 +15,31 @@ _ASCII = str.maketrans({"└": "`", "├": "|", "│": "|", "─": "-", "·": "-
                         "→": "->", "←": "<-", "≤": "<=", "≥": ">=", "—": "-", "–": "-"})
 
 
+#: Exit code of a monitoring check that could not run (Nagios UNKNOWN; node-problem-detector
+#: reads any code but 0 and 1 as Unknown).
+EXIT_UNKNOWN = 3
+#: Set by the CLI while a ``scan --exit-codes nagios|npd`` runs: errors are then the check's
+#: UNKNOWN, on stdout where the monitor reads it (see :func:`fail`).
+monitor: dict[str, str | None] = {"mode": None}
+
+
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    """Print ``topoagent: <message>`` on stderr (one line) and exit ``code``."""
-    _write(sys.stderr, f"topoagent: {' '.join(message.split())}\n")
+    """Print ``topoagent: <message>`` on stderr (one line) and exit ``code``.
+
+    Under a monitoring mode an error (exit 2) is instead the check's UNKNOWN: the line also
+    goes to stdout (``TOPOAGENT UNKNOWN - ...`` for Nagios) and the exit code is 3.
+    """
+    line = " ".join(message.split())
+    _write(sys.stderr, f"topoagent: {line}\n")
+    mode = monitor["mode"]
+    if mode is not None and code == EXIT_ERROR:
+        from topoagent.outputs.monitor import nagios_unknown
+
+        try:
+            _write(sys.stdout, nagios_unknown(line) if mode == "nagios" else f"topoagent: {line}\n")
+        except OSError:
+            pass
+        code = EXIT_UNKNOWN
     sys.exit(code)
 
 

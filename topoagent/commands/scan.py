@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from topoagent.commands.argspec import Opt, click_options, parse
-from topoagent.commands.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, emit
+from topoagent.commands.common import EXIT_FINDINGS, EXIT_OK, emit
 from topoagent.commands.options import input_options, run_scan, take_inputs
 from topoagent.outputs import formats, renderer
 
@@ -21,8 +21,7 @@ if TYPE_CHECKING:
     import click
 
 SEVERITIES = ("critical", "warning", "info")
-#: Nagios plugin exit codes (Nagios Plugin API): OK, WARNING, CRITICAL, UNKNOWN.
-NAGIOS_OK, NAGIOS_WARNING, NAGIOS_CRITICAL, NAGIOS_UNKNOWN = 0, 1, 2, 3
+EXIT_CODES = ("default", "nagios", "npd")
 
 HELP = """Read this host's PCIe/NUMA tree and report it.
 
@@ -30,16 +29,21 @@ With --nvidia-smi-topo, --lspci-tree or --lspci-verbose (any combination) the sa
 outputs are analysed instead: sysfs is not read and --root is ignored.
 
 Exit status: 0 nothing at or above --fail-on, 1 findings at or above it, 2 the scan
-could not run.  With --exit-codes nagios: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+could not run.  With --exit-codes nagios (a Nagios/Icinga plugin): the status line
+"TOPOAGENT CRITICAL - ... | perfdata", then one line per finding; 0 OK, 1 WARNING,
+2 CRITICAL, 3 UNKNOWN (the scan or the command line failed).  With --exit-codes npd (a
+node-problem-detector custom plugin): the fault in the first 80 characters; 0 OK, 1 a
+finding at or above --fail-on, 3 Unknown.  Both print that text instead of --format.
 """
 
 
 def options() -> tuple[Opt, ...]:
     """``scan``'s option rows, in ``--help`` order."""
     return (
-        Opt("--exit-codes", "exit_codes", "nagios: 0 OK, 1 WARNING, 2 CRITICAL (the worst finding; --fail-on is "
-            "ignored), 3 UNKNOWN (the scan could not run).", default="default", choices=("default", "nagios"),
-            show_default=True),
+        Opt("--exit-codes", "exit_codes", "nagios: a Nagios plugin's status line and 0 OK, 1 WARNING, 2 CRITICAL "
+            "(the worst finding; --fail-on is ignored), 3 UNKNOWN (the scan could not run); npd: a "
+            "node-problem-detector plugin's message and 0 OK, 1 a finding at or above --fail-on, 3 Unknown.",
+            default="default", choices=EXIT_CODES, show_default=True),
         *input_options(cross_check=True),
         Opt("--format", "fmt", "Output format.", default="tree", choices=tuple(formats("scan")), show_default=True),
         Opt("--all", "show_all", "Show every PCI function in the tree.", flag=True),
@@ -50,21 +54,28 @@ def options() -> tuple[Opt, ...]:
 
 
 def run(params: dict[str, Any]) -> None:
-    """Scan, print, and exit with the verdict (``params`` as the option rows name them)."""
-    try:
-        result = run_scan(take_inputs(params))
-        emit(renderer("scan", params["fmt"])(result, show_all=params["show_all"], pretty=params["pretty"]))
-    except SystemExit as exc:
-        if params["exit_codes"] == "nagios" and exc.code == EXIT_ERROR:
-            sys.exit(NAGIOS_UNKNOWN)  # the scan could not run (or its report could not be written)
-        raise
-    from topoagent.analysis.findings import Severity
+    """Scan, print, and exit with the verdict (``params`` as the option rows name them).
 
+    Under a monitoring mode an error exits 3 with the check's UNKNOWN text
+    (:func:`topoagent.commands.common.fail`; the CLI sets the mode before parsing).
+    """
+    from topoagent.analysis.findings import Severity
+    from topoagent.commands.common import monitor
+
+    mode = params["exit_codes"]
+    if mode != "default":
+        monitor["mode"] = mode
+    result = run_scan(take_inputs(params))
+    fail_on = Severity.parse(params["fail_on"])
+    if mode != "default":
+        from topoagent.outputs.monitor import nagios_text, npd_text
+
+        text, code = nagios_text(result) if mode == "nagios" else npd_text(result, fail_on)
+        emit(text)
+        sys.exit(code)
+    emit(renderer("scan", params["fmt"])(result, show_all=params["show_all"], pretty=params["pretty"]))
     worst = result.worst()
-    if params["exit_codes"] == "nagios":
-        sys.exit({None: NAGIOS_OK, Severity.INFO: NAGIOS_OK, Severity.WARNING: NAGIOS_WARNING,
-                  Severity.CRITICAL: NAGIOS_CRITICAL}[worst])
-    sys.exit(EXIT_FINDINGS if worst is not None and worst >= Severity.parse(params["fail_on"]) else EXIT_OK)
+    sys.exit(EXIT_FINDINGS if worst is not None and worst >= fail_on else EXIT_OK)
 
 
 def fast(argv: Sequence[str]) -> bool:

@@ -9,6 +9,7 @@ naming the key, so a typo never silently falls back to a default::
     nfd_dir = "/etc/kubernetes/node-feature-discovery/features.d"   # "" = off
     textfile_dir = ""               # node_exporter textfile collector directory, "" = off
     interval = 300                  # seconds between timer scans
+    expected_gpus = 8               # GPUs this node should have (default: the most seen)
     scan_timeout = 120              # a scan running longer is abandoned and counted failed
 
 The full table is :data:`KEYS` (and ``docs/daemon.md``).  Pure, apart from reading the file.
@@ -54,6 +55,7 @@ class Config(msgspec.Struct, frozen=True):
     nfd_dir: str | None = None
     textfile_dir: str | None = None
     interval: float = 300.0
+    expected_gpus: int | None = None
     nvml: bool = True
     udev: bool = True
     scan_timeout: float = 120.0
@@ -123,6 +125,8 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "nfd_dir": (_path, 'a directory, or "" for none'),
     "textfile_dir": (_path, 'a directory, or "" for none'),
     "interval": (_positive, "seconds > 0"),
+    "expected_gpus": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 4096,
+                      "an integer 0-4096"),
     "nvml": (lambda v: isinstance(v, bool), "true or false"),
     "udev": (lambda v: isinstance(v, bool), "true or false"),
     "scan_timeout": (_positive, "seconds > 0"),

@@ -26,15 +26,20 @@ from topoagent.result import ScanResult
 from topoagent.sources.textinput import read_regular
 
 __all__ = [
-    "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "TEXTFILE", "Exporter", "atomic_write", "iso_time",
-    "nfd_features", "render_nfd", "state_document", "valid_nfd_name", "valid_nfd_value",
+    "EXPECTED_FILE", "NFD_EXPIRY_INTERVALS", "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "TEXTFILE", "Exporter", "atomic_write",
+    "iso_time", "nfd_expiry", "nfd_features", "read_count", "render_nfd", "state_document", "valid_nfd_name", "valid_nfd_value",
 ]
 
 STATE_FILE = "state.json"
+#: The most physical GPUs seen, one decimal line (delete it to accept fewer GPUs for good).
+EXPECTED_FILE = "gpus-expected"
 TEXTFILE = "topoagent.prom"
 NFD_FILE = "topoagent"
 #: NFD ignores a feature file larger than this (customization guide, "Input format").
 NFD_LIMIT = 64 * 1024
+#: The feature file expires this many scan intervals (plus the scan timeout) after the last
+#: good scan: a stopped daemon's labels go away, and so do those of one whose scans keep failing.
+NFD_EXPIRY_INTERVALS = 3
 
 # NFD label values: at most 63 characters of [A-Za-z0-9_.-], alphanumeric at both ends
 # (the Kubernetes label-value rule); names (after the "namespace/") the same, non-empty.
@@ -69,6 +74,16 @@ def _holds(path: str, data: bytes) -> bool:
         return read_regular(path, len(data)) == data
     except (OSError, InputError):
         return False
+
+
+def read_count(path: str) -> int | None:
+    """The non-negative integer a small file holds (:data:`EXPECTED_FILE`); None when it is
+    absent, unreadable or holds anything else."""
+    try:
+        text = read_regular(path, 64).decode("ascii").strip()
+    except (OSError, InputError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() and len(text) < 6 else None
 
 
 def iso_time(t: float) -> str:
@@ -110,12 +125,14 @@ def _gdr_ready(result: ScanResult) -> bool:
     return not any(f.code in _GDR_BLOCKERS for f in result.findings)
 
 
-def nfd_features(result: ScanResult, *, degraded_links: bool) -> dict[str, str]:
+def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = True) -> dict[str, str]:
     """The node features, name (without namespace) -> value, every value valid for NFD.
 
     ``gpu.numa-nodes`` lists nodes joined by ``_`` (``0_1``): commas are not allowed in a
     label value.  ``rail.worst-path`` is the worst GPU-to-rail-NIC class (``none``: no GPU
     has a rail NIC).  ``acs.blocking`` is ``unknown`` when ACS could not be read.
+    ``scan-ok`` is ``false`` while the latest scan failed: the other labels are then the last
+    good scan's, until the file expires (:data:`NFD_EXPIRY_INTERVALS`).
     """
     topo = result.topology
     gpus = [g for g in topo.gpus if not g.is_vf]
@@ -133,13 +150,27 @@ def nfd_features(result: ScanResult, *, degraded_links: bool) -> dict[str, str]:
         "topoagent.acs.blocking": acs,
         "topoagent.pcie.degraded-links": "true" if degraded_links else "false",
         "topoagent.findings.worst": worst.label if worst is not None else "none",
+        "topoagent.scan-ok": "true" if scan_ok else "false",
     }
     return {k: v for k, v in features.items() if valid_nfd_value(v) and _NFD_TOKEN.match(k)}
 
 
-def render_nfd(features: Mapping[str, str], namespace: str) -> str:
-    """The feature file: one ``namespace/name=value`` per line (checked: valid and < 64 kB)."""
-    lines = ["# node-feature-discovery features written by topoagent daemon; do not edit"]
+def nfd_expiry(good_at: float, interval: float, scan_timeout: float) -> float:
+    """When the feature file of a scan made at ``good_at`` stops counting (seconds since the epoch)."""
+    return good_at + NFD_EXPIRY_INTERVALS * interval + scan_timeout
+
+
+def render_nfd(features: Mapping[str, str], namespace: str, expires_at: float | None = None) -> str:
+    """The feature file: one ``namespace/name=value`` per line (checked: valid and < 64 kB).
+
+    ``expires_at`` writes NFD's ``# +expiry-time=<RFC 3339>`` directive first: NFD's local
+    source drops every label below it once that time has passed (source/local/local.go,
+    ``parseDirectives``; a directive applies to the lines after it).
+    """
+    lines = []
+    if expires_at is not None:
+        lines.append(f"# +expiry-time={iso_time(expires_at)}")
+    lines.append("# node-feature-discovery features written by topoagent daemon; do not edit")
     for name, value in features.items():
         label = f"{namespace}/{name}"
         if valid_nfd_name(label) and valid_nfd_value(value):

@@ -47,7 +47,9 @@ class WatchedLink(msgspec.Struct, frozen=True):
 
     ``gpu`` is the stable key of the GPU on the link (the device itself, or the one below a
     downstream-facing port), None for other links.  ``max_gts``/``max_width`` are the link's
-    maximum: the lower of both ends' maxima where both are known.
+    maximum: the lower of both ends' maxima where both are known.  ``link`` names the link
+    itself by the BDF of its lower end, so a NIC and the switch port above it, which report
+    one link, share it (one cause, one alert).
     """
 
     key: str
@@ -56,6 +58,7 @@ class WatchedLink(msgspec.Struct, frozen=True):
     gpu: str | None
     max_gts: float | None
     max_width: int | None
+    link: str = ""
 
 
 def _min(*values: Any) -> Any:
@@ -90,7 +93,8 @@ def watched_links(result: ScanResult) -> dict[str, WatchedLink]:
         out[d.key] = WatchedLink(
             d.key, d.bdf or d.key, d.kind.value, gpu.key if gpu is not None else None,
             _min(d.link.max_gts, p.link.max_gts if p is not None else None),
-            _min(d.link.max_width, p.link.max_width if p is not None else None))
+            _min(d.link.max_width, p.link.max_width if p is not None else None),
+            link=(p.bdf if d.role in _DOWNSTREAM_FACING and p is not None and p.bdf else d.bdf) or d.key)
     return out
 
 

@@ -32,12 +32,15 @@ import msgspec
 from topoagent.changes import Change, diff, link_verdict_changes
 from topoagent.daemon.config import Config, ConfigError
 from topoagent.daemon.exports import (
+    EXPECTED_FILE,
     NFD_FILE,
     STATE_FILE,
     TEXTFILE,
     Exporter,
     iso_time,
+    nfd_expiry,
     nfd_features,
+    read_count,
     render_nfd,
     state_document,
 )
@@ -113,7 +116,9 @@ class Daemon:
         self._sample_fn = sample if sample is not None else default_sample
         self._reload_fn = reload
         self._install_signals = install_signals
-        self.status = Status(started_at=time.time())
+        self.status = Status(started_at=time.time(), interval=config.interval)
+        #: The most physical GPUs seen (the known-good count), as kept in the state directory.
+        self._most_gpus = read_count(os.path.join(config.state_dir, EXPECTED_FILE))
         self.linkwatch = LinkWatch(config.link_window)
         self.exporter = Exporter(self.log)
         self.recent: deque[dict[str, Any]] = deque(maxlen=config.recent_changes)
@@ -512,18 +517,33 @@ class Daemon:
         from topoagent.daemon.metrics import render_text
 
         cfg = self.config
+        st = msgspec.structs.replace(st, interval=cfg.interval, expected_gpus=self._expected_gpus(st))
         if st.result is not None:
             doc = state_document(st.result, scanned_at=st.good_at or 0.0, duration=st.good_duration or 0.0,
                                  changes=list(self.recent), daemon=self._daemon_section(st))
             self.exporter.write_json("state", os.path.join(cfg.state_dir, STATE_FILE), doc)
             if cfg.nfd_dir:
-                text = render_nfd(nfd_features(st.result, degraded_links=bool(st.degraded)), cfg.nfd_namespace)
+                scan_ok = st.last is None or st.last.success
+                features = nfd_features(st.result, degraded_links=bool(st.degraded), scan_ok=scan_ok)
+                expires = nfd_expiry(st.good_at or time.time(), cfg.interval, cfg.scan_timeout)
+                text = render_nfd(features, cfg.nfd_namespace, expires)
                 self.exporter.write("nfd", os.path.join(cfg.nfd_dir, NFD_FILE), text.encode())
         st = self._with_exports(st)
         if cfg.textfile_dir:
             self.exporter.write("textfile", os.path.join(cfg.textfile_dir, TEXTFILE), render_text(st))
             st = self._with_exports(st)
         return st
+
+    def _expected_gpus(self, st: Status) -> int | None:
+        """``expected_gpus`` from the configuration, else the most physical GPUs ever seen (a
+        new maximum is written to the state directory, so a restart does not forget a lost GPU)."""
+        if st.result is None:
+            return self.config.expected_gpus if self.config.expected_gpus is not None else self._most_gpus
+        seen = sum(1 for g in st.result.topology.gpus if not g.is_vf)
+        if self._most_gpus is None or seen > self._most_gpus:
+            self._most_gpus = seen
+            self.exporter.write("expected", os.path.join(self.config.state_dir, EXPECTED_FILE), f"{seen}\n".encode())
+        return self.config.expected_gpus if self.config.expected_gpus is not None else self._most_gpus
 
     def _with_exports(self, st: Status) -> Status:
         return msgspec.structs.replace(st, exports=FrozenMap({n: s.ok for n, s in sorted(self.exporter.status.items())}))

@@ -47,6 +47,9 @@ def families(status: Status) -> list[Any]:
               rows=[((), 1 if last.success else 0)])
         gauge("topoagent_scan_duration_seconds", "How long the last scan took (the timeout, if it hung).",
               rows=[((), last.duration)])
+    if status.interval is not None:
+        gauge("topoagent_scan_interval_seconds", "The configured seconds between timer scans (alerts on "
+              "stale scans scale with it).", rows=[((), status.interval)])
     if status.good_at is not None:
         gauge("topoagent_last_scan_timestamp_seconds",
               "When the last successful scan started, in seconds since the epoch.", rows=[((), status.good_at)])
@@ -78,6 +81,12 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
         counts[d.kind.value] += 1
     gauge("topoagent_devices", "PCI functions of each kind in the last good scan.", ["kind"],
           [((k,), n) for k, n in counts.items()])
+    gauge("topoagent_gpus", "Physical GPUs (no virtual functions) in the last good scan.",
+          rows=[((), sum(1 for g in topo.gpus if not g.is_vf))])
+    if status.expected_gpus is not None:
+        gauge("topoagent_gpus_expected", "Physical GPUs this node should have: expected_gpus from the "
+              "configuration, else the most the daemon has seen (kept across restarts).",
+              rows=[((), status.expected_gpus)])
     numa = {g.numa_node for g in topo.gpus if g.numa_node is not None}
     gauge("topoagent_gpu_numa_nodes", "NUMA nodes that have at least one GPU.", rows=[((), len(numa))])
 
@@ -120,14 +129,15 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
             if sv is not None:
                 speed.append(((w.bdf, w.kind, state), sv))
         if j is not None:
-            degraded.append(((w.bdf, w.kind), 1 if j.degraded else 0))
+            degraded.append(((w.bdf, w.kind, w.link), 1 if j.degraded else 0))
     gauge("topoagent_pcie_link_width", "PCIe link width in lanes of GPUs, NICs and the bridges on their "
           "paths (state: current, max = the device's maximum, max_seen = the widest seen).",
           ["bdf", "kind", "state"], width)
     gauge("topoagent_pcie_link_speed_gts", "PCIe link speed in GT/s per lane (states as for the width).",
           ["bdf", "kind", "state"], speed)
     gauge("topoagent_pcie_link_degraded", "1 when the link is judged degraded over time (a GPU only if "
-          "it stayed below its maximum under load).", ["bdf", "kind"], degraded)
+          "it stayed below its maximum under load); link = the BDF of the link's lower end, shared by "
+          "both ends that report it.", ["bdf", "kind", "link"], degraded)
 
 
 class StatusCollector:

@@ -45,6 +45,11 @@ class Status(msgspec.Struct, frozen=True):
     judgements: FrozenMap[str, Judgement] = msgspec.field(default_factory=FrozenMap)
     #: export name (state, textfile, nfd) -> whether its last write worked.
     exports: FrozenMap[str, bool] = msgspec.field(default_factory=FrozenMap)
+    #: The configured seconds between timer scans (exported, so alerts scale with it).
+    interval: float | None = None
+    #: Physical GPUs this node should have: ``expected_gpus`` from the configuration, else the
+    #: most seen (kept in the state directory across restarts); None before the first scan.
+    expected_gpus: int | None = None
 
     @property
     def degraded(self) -> tuple[str, ...]:

@@ -6,16 +6,24 @@ The monitor's socket joins the daemon loop's ``select``: no thread, no polling. 
 the machine the daemon runs on, so with ``--root`` (a fake or captured tree) there is nothing
 to watch; without libudev (containers, minimal hosts) the daemon keeps its timer.  Either way
 it says so once.
+
+libudev hears udevd only where ``/run/udev/control`` exists: otherwise it disables the monitor
+without an error ("The udev service seems not to be active, disabling the monitor", systemd's
+src/libsystemd/sd-device/device-monitor.c), which is what a container without the host's
+``/run/udev`` mounted gets.  So that case is said too, instead of a monitor that never speaks.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-__all__ = ["SUBSYSTEMS", "UdevWatch"]
+__all__ = ["SUBSYSTEMS", "UDEV_CONTROL", "UdevWatch"]
 
 #: Subsystems whose events change the topology.
 SUBSYSTEMS = ("pci", "net", "infiniband")
+#: udevd's control socket: libudev's test that udevd runs (and can be heard).
+UDEV_CONTROL = "/run/udev/control"
 
 
 class UdevWatch:
@@ -25,7 +33,7 @@ class UdevWatch:
         self._monitor = monitor
 
     @classmethod
-    def open(cls, log: Any, *, live: bool, enabled: bool = True) -> UdevWatch | None:
+    def open(cls, log: Any, *, live: bool, enabled: bool = True, control: str = UDEV_CONTROL) -> UdevWatch | None:
         """The watch, or None (logged once: why there are no hotplug rescans)."""
         if not enabled:
             log.info("udev_disabled", reason="udev = false in the configuration; rescans on the timer only")
@@ -33,6 +41,11 @@ class UdevWatch:
         if not live:
             log.info("udev_disabled", reason="--root reads another tree; udev events describe this host, "
                                              "so rescans are on the timer only")
+            return None
+        if not os.path.exists(control):
+            log.warning("udev_unavailable", error=f"{control} is missing",
+                        reason="udevd is not running or, in a container, the host's /run/udev is not "
+                               "mounted (read-only is enough): no hotplug events; rescans on the timer only")
             return None
         try:
             import pyudev
