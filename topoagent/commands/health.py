@@ -116,7 +116,13 @@ def current_state(node: str) -> tuple[Any, str | None]:
 
 def run(params: dict[str, Any]) -> None:
     """Scan, decide, print the scontrol line, run it under --yes, exit."""
-    from topoagent.advice.drain import Action, decide, drain_reason, scontrol_argv, shell_line
+    from topoagent.advice.drain import (
+        Action,
+        decide,
+        drain_reason,
+        scontrol_argv,
+        shell_line,
+    )
     from topoagent.analysis.findings import Severity
     from topoagent.sources.tools import run_tool
 

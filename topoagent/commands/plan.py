@@ -85,15 +85,17 @@ def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: i
 @scan_inputs(cross_check=False)
 @click.option("--format", "fmt", type=click.Choice(formats("plan")), default="text", show_default=True,
               help="text: a table; json: the plan contract; env: export lines for one rank; "
-                   "slurm: gres.conf lines; nccl-topo: an NCCL_TOPO_FILE.")
+                   "slurm: gres.conf lines; nccl-topo: an NCCL_TOPO_FILE; rails: each GPU's NIC per rail "
+                   "(NVIDIA/topograph's record); dra: the Kubernetes DRA standard attributes of GPUs and NICs.")
 @click.option("--gpu", type=click.IntRange(min=0), metavar="N", help="For --format env: GPU N (PCI bus order).")
 @click.option("--local-rank", type=click.IntRange(min=0), metavar="R",
               help="For --format env: local rank R (GPU R // ranks-per-gpu).")
+@click.option("--node-uid", metavar="UID", help="For --format rails: the Kubernetes Node's metadata.uid (nodeUID).")
 @plan_options
 @click.option("--split", type=click.IntRange(min=1), default=None, metavar="N",
               help="Cut the host into N disjoint GPU groups (jobs or tenants), each NUMA-local where possible.")
-def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, ranks_per_gpu: int,
-         reserve_cores: int, allowed_cpus: str, split: int | None) -> None:
+def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, node_uid: str | None,
+         ranks_per_gpu: int, reserve_cores: int, allowed_cpus: str, split: int | None) -> None:
     """Plan where each GPU's ranks should run: CPUs, NUMA node, rail NICs, environment.
 
     Exit status: 0 a plan for every GPU, 1 a GPU got no allowed CPU (CPUSET_EMPTY),
@@ -108,7 +110,7 @@ def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, rank
         fail("--format env is for one rank: give --gpu N or --local-rank R")
     result = run_scan(inputs)
     p = make_plan(result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, split or 0)
-    options: dict[str, Any] = {"plan": p, "gpu": gpu, "local_rank": local_rank}
+    options: dict[str, Any] = {"plan": p, "gpu": gpu, "local_rank": local_rank, "node_uid": node_uid}
     if fmt == "nccl-topo" and not inputs.offline:
         from topoagent.hostfs import HostFS
         from topoagent.sources.kernel import cpu_identity
