@@ -182,3 +182,24 @@ def test_bad_options_are_one_line(fixture_root, args, complaint):
     proc = topoagent("health", "--root", str(fixture_root("dgx-h100")), *args)
     assert proc.returncode == 2
     assert complaint in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_scan_past_its_time_limit_changes_nothing(tmp_path, fixture_root):
+    # No scan of a whole host tree finishes within a millisecond: the watchdog must end it.
+    code, out, calls = run_health(tmp_path, fixture_root("wrong-socket-nic"), show_with(None), "--yes",
+                                  "--timeout", "0.001")
+    assert code == 2
+    assert "the scan took longer than 0.001 s; nothing changed" in out
+    assert calls == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["--yes", "--node", "n1"], ["--fail-on=warning", "--timeout", "20", "--root", "/tmp/x"], ["--no-nvml"], [],
+])
+def test_fast_path_reads_like_click(argv):
+    from topoagent.cli import load_command
+    from topoagent.commands import health
+    from topoagent.commands.argspec import parse
+
+    ctx = load_command("health").make_context("health", list(argv))
+    assert parse(health.options(), argv) == dict(ctx.params)
