@@ -29,10 +29,11 @@ COMMANDS = {
     "vms": "topoagent.commands.vms:vms",
     "daemon": "topoagent.commands.daemon:daemon",
     "capture": "topoagent.commands.capture:capture",
+    "health": "topoagent.commands.health:command",
 }
 
 #: command name -> module whose ``fast(argv) -> bool`` runs a plain command line without click.
-FAST = {"scan": "topoagent.commands.scan"}
+FAST = {"scan": "topoagent.commands.scan", "health": "topoagent.commands.health"}
 
 
 def load_command(name: str) -> click.Command:

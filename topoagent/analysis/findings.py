@@ -83,6 +83,7 @@ CATALOGUE: dict[str, Severity] = {
     "NVLINK_P2P_DISABLED": Severity.CRITICAL,
     "VM_FLAT_PCI_TREE": Severity.INFO,
     "SOURCES_DISAGREE": Severity.WARNING,  # raised by analysis.crosscheck
+    "DRA_PCIE_ROOT_MISMATCH": Severity.WARNING,
 }
 
 _GDR = "GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB): every byte is staged through host memory"
@@ -605,6 +606,49 @@ def check_vm_flat(c: _Ctx) -> list[Finding]:
         "the switch hierarchy (e.g. QEMU pcie-root-port/x3130 switches mirroring the host).")]
 
 
+def check_dra_pcie_root(c: _Ctx) -> list[Finding]:
+    """DRA_PCIE_ROOT_MISMATCH: a Kubernetes DRA claim that matches a GPU and a NIC on the
+    standard attribute ``resource.kubernetes.io/pcieRoot`` (the root bus, ``pci0000:15``:
+    kubernetes ``dynamic-resource-allocation/deviceattribute``) would not give a GPU its rail NIC.
+
+    Two ways: the rail NIC sits under another root (the root is too fine: the match finds no
+    NIC, or not this one), or the GPU's root also holds compute NICs farther from the GPU than
+    its rail (too coarse: the match may hand it one of those).  Judged for GPUs whose rail is
+    within one NUMA node (NODE or better; SYS is GPU_NIC_CROSS_SOCKET/NUMA's) and where the
+    tree names every root (not pasted tool output).
+    """
+    if c.offline:
+        return []
+    compute = [n for n in c.topo.nics if not n.is_vf and c.rails.roles.get(n.id) is NicRole.COMPUTE]
+    off: list[tuple[Device, Device, str]] = []
+    for rail in c.rails.rails:
+        if rail.nic is None or rail.cls is None or rail.cls > PathClass.NODE:
+            continue
+        g, n = c.topo.physical(c.dev(rail.gpu)), c.dev(rail.nic)
+        if g.root_bus is None or n.root_bus is None:
+            continue
+        if n.root_bus != g.root_bus:
+            off.append((g, n, f"its rail NIC {_nic_label(n)} is under {n.root_bus}, the GPU under {g.root_bus}"))
+            continue
+        farther = [m for m in compute if m.root_bus == g.root_bus and c.path(g.id, m.id).cls > rail.cls]
+        if farther:
+            names = ", ".join(f"{m.id} ({c.path(g.id, m.id).token})" for m in farther[:4])
+            off.append((g, n, f"{g.root_bus} also holds {names}, farther than its rail NIC {n.id} ({rail.cls.name})"))
+    if not off:
+        return []
+    subjects = list(dict.fromkeys(x for g, n, _ in off for x in (g.id, n.id)))
+    return [c.finding(
+        "DRA_PCIE_ROOT_MISMATCH", subjects,
+        f"A DRA claim matching GPU and NIC on resource.kubernetes.io/pcieRoot would not give {len(off)} GPU(s) "
+        f"their rail NIC: {'; '.join(f'{g.id}: {why}' for g, _, why in off[:4])}"
+        + ("; ..." if len(off) > 4 else "") + ".",
+        [Evidence(host_path(f"sys/bus/pci/devices/{d.bdf}"), f"../../../devices/{d.root_bus}/...")
+         for g, n, _ in off[:4] for d in (g, n)],
+        "Pair GPU and NIC on another attribute in the claim (resource.kubernetes.io/numaNode, or a "
+        "driver attribute naming the PCIe switch), or pick the NIC by its pciBusID from "
+        "topoagent plan --format rails; matching on pcieRoot fits hosts with one GPU and its NIC per root.")]
+
+
 CHECKS: tuple[Callable[[_Ctx], list[Finding]], ...] = (
     check_gpu_nic_placement,
     check_no_rdma_nic,
@@ -616,6 +660,7 @@ CHECKS: tuple[Callable[[_Ctx], list[Finding]], ...] = (
     check_rails,
     check_nvlink_p2p,
     check_vm_flat,
+    check_dra_pcie_root,
 )
 
 

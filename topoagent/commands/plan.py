@@ -86,17 +86,19 @@ def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: i
 @scan_inputs(cross_check=False)
 @click.option("--format", "fmt", type=click.Choice(formats("plan")), default="text", show_default=True,
               help="text: a table; json: the plan contract; env: export lines for one rank; "
-                   "slurm: gres.conf lines; nccl-topo: an NCCL_TOPO_FILE.")
+                   "slurm: gres.conf lines; nccl-topo: an NCCL_TOPO_FILE; rails: each GPU's NIC per rail "
+                   "(NVIDIA/topograph's record); dra: the Kubernetes DRA standard attributes of GPUs and NICs.")
 @click.option("--gpu", type=click.IntRange(min=0), metavar="N", help="For --format env: GPU N (PCI bus order).")
 @click.option("--local-rank", type=click.IntRange(min=0), metavar="R",
               help="For --format env: local rank R (GPU R // ranks-per-gpu).")
 @click.option("--gres-cores", type=click.Choice(("socket", "numa")), default="socket", show_default=True,
               help="For --format slurm: Cores= per whole socket (what Slurm >= 24.05.5 accepts), or per NUMA "
                    "node (needs SlurmdParameters=numa_node_as_socket in slurm.conf).")
+@click.option("--node-uid", metavar="UID", help="For --format rails: the Kubernetes Node's metadata.uid (nodeUID).")
 @plan_options
 @click.option("--split", type=click.IntRange(min=1), default=None, metavar="N",
               help="Cut the host into N disjoint GPU groups (jobs or tenants), each NUMA-local where possible.")
-def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, gres_cores: str,
+def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, gres_cores: str, node_uid: str | None,
          ranks_per_gpu: int, reserve_cores: int, allowed_cpus: str, split: int | None) -> None:
     """Plan where each GPU's ranks should run: CPUs, NUMA node, rail NICs, environment.
 
@@ -112,7 +114,8 @@ def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, gres
         fail("--format env is for one rank: give --gpu N or --local-rank R")
     result = run_scan(inputs)
     p = make_plan(result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, split or 0)
-    options: dict[str, Any] = {"plan": p, "gpu": gpu, "local_rank": local_rank, "gres_cores": gres_cores}
+    options: dict[str, Any] = {"plan": p, "gpu": gpu, "local_rank": local_rank, "gres_cores": gres_cores,
+                               "node_uid": node_uid}
     if fmt == "nccl-topo" and not inputs.offline:
         from topoagent.hostfs import HostFS
         from topoagent.sources.kernel import cpu_identity

@@ -27,6 +27,8 @@ RENDERERS: dict[tuple[str, str], str] = {
     ("plan", "env"): "topoagent.outputs.plan_env:render",
     ("plan", "slurm"): "topoagent.outputs.plan_slurm:render",
     ("plan", "nccl-topo"): "topoagent.outputs.plan_nccl_topo:render",
+    ("plan", "rails"): "topoagent.outputs.plan_rails:render",
+    ("plan", "dra"): "topoagent.outputs.plan_dra:render",
     ("vms", "text"): "topoagent.outputs.vms_text:render",
     ("vms", "json"): "topoagent.outputs.vms_json:render",
 }
