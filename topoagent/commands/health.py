@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from topoagent.commands.argspec import Opt, click_options, parse
 from topoagent.commands.common import EXIT_ERROR, EXIT_OK, emit, fail
 from topoagent.commands.options import INPUT_OPTIONS, run_scan, take_inputs
-from topoagent.typecheck import TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any
