@@ -138,9 +138,11 @@ def test_with_nvml_type_and_links_are_what_slurmd_detects(fixture_root):
 
 
 def test_a_hostname_with_a_newline_adds_no_line(fixture_root):
+    import msgspec
+
     result = scan(fixture_root("grace-hopper"), nvml="off")
-    snap = result.topology.snapshot
-    object.__setattr__(snap, "hostname", "x\nName=gpu File=/dev/null")
+    snap = msgspec.structs.replace(result.topology.snapshot, hostname="x\nName=gpu File=/dev/null")
+    result = msgspec.structs.replace(result, topology=msgspec.structs.replace(result.topology, snapshot=snap))
     text = render(result)
     assert len([l for l in gres_lines(text) if l.get("Name") == "gpu"]) == 1
 
