@@ -12,9 +12,15 @@ import pytest
 
 from plan_helpers import REPO, needs_two_cpus, tiny, topoagent
 from topoagent.advice.cores import cores_in, host_cores, split_cores
-from topoagent.advice.plan import PlanOptions, plan_for, rank_env
+from topoagent.advice.plan import Plan, PlanOptions, plan_for, rank_env
 from topoagent.api import scan
 from topoagent.cpuset import CpuSet
+from topoagent.result import ScanResult
+
+
+def _plan_for(result: ScanResult, options: PlanOptions) -> Plan:
+    return plan_for(result.topology, result.plan, paths=result.paths, findings=result.findings, options=options)
+
 
 NODE0, NODE1 = CpuSet.parse("0-55,112-167"), CpuSet.parse("56-111,168-223")
 #: dgx-h100: GPU BDF -> (its PIX NIC's RDMA device, netdev, node CPUs)
@@ -172,7 +178,7 @@ def test_empty_intersection_is_a_finding_and_a_nonzero_exit(fixture_root):
 @pytest.mark.parametrize("allowed", ["0-3", "1,113,5-9", "56-60,170", "0-223", "100-140"])
 def test_no_plan_widens_the_allowed_cpus(dgx, allowed):
     a = CpuSet.parse(allowed)
-    p = plan_for(scan(dgx, nvml="off"), PlanOptions(allowed=a, ranks_per_gpu=2, reserve_cores=1, split=2))
+    p = _plan_for(scan(dgx, nvml="off"), PlanOptions(allowed=a, ranks_per_gpu=2, reserve_cores=1, split=2))
     for g in p.gpus:
         assert g.cpus <= a and all(r <= g.cpus for r in g.rank_cpus)
     assert all(s.cpus <= a for s in p.split)
@@ -181,7 +187,7 @@ def test_no_plan_widens_the_allowed_cpus(dgx, allowed):
 
 def test_reserve_and_ranks_per_gpu_use_whole_cores(dgx):
     result = scan(dgx, nvml="off")
-    p = plan_for(result, PlanOptions(reserve_cores=2, ranks_per_gpu=3))
+    p = _plan_for(result, PlanOptions(reserve_cores=2, ranks_per_gpu=3))
     assert p.reserved == CpuSet.parse("0-1,56-57,112-113,168-169")  # 2 cores per node, SMT siblings too
     cores = host_cores(result.snapshot.cpus)
     sets = [r for g in p.gpus for r in g.rank_cpus]
@@ -205,7 +211,7 @@ def test_split_two_is_numa_local_and_three_says_what_crosses(dgx):
     text = topoagent("plan", "--root", str(dgx), "--no-nvml", "--split", "3").stdout
     assert "group 1: gpu3 gpu4 gpu5" in text and "crosses NUMA nodes 0 and 1 (sockets 0 and 1)" in text
     assert "SPLIT_CROSSES_NUMA" in text and "SPLIT_UNEVEN" in text
-    p = plan_for(scan(dgx, nvml="off"), PlanOptions(split=3))
+    p = _plan_for(scan(dgx, nvml="off"), PlanOptions(split=3))
     for a in p.split:
         for b in p.split:
             assert a.index == b.index or not (a.cpus & b.cpus)
@@ -246,6 +252,6 @@ def test_ranks_per_gpu_is_bounded(dgx):
     from topoagent.cpuset import MAX_CPUS
 
     with pytest.raises(ValueError):
-        plan_for(scan(dgx, nvml="off"), PlanOptions(ranks_per_gpu=MAX_CPUS + 1))
+        _plan_for(scan(dgx, nvml="off"), PlanOptions(ranks_per_gpu=MAX_CPUS + 1))
     out = topoagent("plan", "--root", str(dgx), "--no-nvml", "--ranks-per-gpu", str(MAX_CPUS + 1))
     assert out.returncode == 2 and "Traceback" not in out.stderr

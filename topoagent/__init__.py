@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from topoagent.lazy import import_module
 from topoagent.typecheck import TYPE_CHECKING
-
-__version__ = "0.1.0"
+from topoagent.version import __version__
 
 #: public name -> module that defines it
 _EXPORTS = {

@@ -15,8 +15,9 @@ from topoagent.typecheck import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
+    from topoagent.analysis.findings import Finding
+    from topoagent.analysis.paths import Path
     from topoagent.analysis.rails import RailPlan
-    from topoagent.result import ScanResult
     from topoagent.topology import Device, Topology
 
 
@@ -234,8 +235,12 @@ def _finding(code: str, subjects: tuple[str, ...], message: str, remedy: str) ->
     return Finding(code, Severity.parse(PLAN_CODES[code]), subjects, message, (), remedy)
 
 
-def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
+def plan_for(topo: Topology, base: Plan, *, paths: tuple[Path, ...], findings: tuple[Finding, ...],
+             options: PlanOptions = PlanOptions()) -> Plan:
     """The plan of a scanned host under ``options``.  Pure.
+
+    ``base`` is the result's default plan (:func:`make_plan`), ``paths`` and ``findings`` the
+    result's: a scan's parts, not the :class:`~topoagent.result.ScanResult` (advice sits below it).
 
     Per GPU: ``cpus`` = its NUMA node's CPUs, intersected with the allowed CPUs, minus the
     reserved cores; ``rank_cpus`` = ``ranks_per_gpu`` disjoint sets of whole cores from the
@@ -244,10 +249,11 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
     never a fallback to all CPUs.
     """
     from topoagent.advice.cores import cores_in, host_cores, reserve, split_cores
+    from topoagent.analysis.paths import path_index
 
     if not 1 <= options.ranks_per_gpu <= MAX_CPUS:  # each rank gets cores; work grows with ranks
         raise ValueError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
-    topo, base = result.topology, result.plan
+    by_pair = path_index(paths)
     recorded = topo.snapshot.allowed_cpus
     allowed = recorded if options.allowed is None else (
         options.allowed if recorded is None else options.allowed & recorded)
@@ -292,11 +298,12 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
         assert d is not None
         node_cores = usable.get(g.numa_node, ())
         cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
-        rails = tuple(_rail_nic(topo, n, p.token if (p := result.path(d.id, n.id)) else None)
+        gpu_id = topo.physical(d).id
+        rails = tuple(_rail_nic(topo, n, p.token if (p := by_pair.get((gpu_id, topo.physical(n).id))) else None)
                       for nid in g.nics if (n := topo.by_id(nid)) is not None)
         own = cores_in(cores, share[g.gpu])
         split = split_cores(own, options.ranks_per_gpu)
-        gpu_notes = [f for f in result.findings if g.gpu in f.subjects]
+        gpu_notes = [f for f in findings if g.gpu in f.subjects]
         if not cpus:
             where = f"NUMA node {g.numa_node}" if g.numa_node is not None else "its local CPUs"
             gpu_notes.append(_finding(

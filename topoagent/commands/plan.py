@@ -67,7 +67,8 @@ def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: i
         cpus = mine if cpus is None else cpus & mine
     options = PlanOptions(allowed=cpus, reserve_cores=reserve_cores, ranks_per_gpu=ranks_per_gpu, split=split)
     try:
-        return plan_for(result, options)
+        return plan_for(result.topology, result.plan, paths=result.paths, findings=result.findings,
+                        options=options)
     except ValueError as exc:
         fail(str(exc))
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from topoagent import __version__
 from topoagent.analysis.findings import Severity
 from topoagent.changes import finding_keys
 from topoagent.daemon.linkwatch import watched_links
 from topoagent.daemon.status import Status
 from topoagent.topology import DeviceKind
+from topoagent.version import __version__
 
 __all__ = ["StatusCollector", "families", "make_registry", "render_text"]
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from topoagent import __version__
 from topoagent.analysis.findings import Finding
 from topoagent.analysis.rails import NicRole
 from topoagent.result import ScanResult
 from topoagent.snapshot import to_dict
 from topoagent.topology import Device, Topology
 from topoagent.typecheck import TYPE_CHECKING
+from topoagent.version import __version__
 
 if TYPE_CHECKING:
     from typing import Any

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from topoagent import __version__
 from topoagent.advice.plan import Plan, gpu_rank_env
 from topoagent.outputs.json_report import finding_dict, str_or_none
 from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
+from topoagent.version import __version__
 
 SCHEMA_VERSION = 1
 

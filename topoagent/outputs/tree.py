@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from topoagent import __version__
 from topoagent.pci import CLASSES, is_nvswitch_or_other_bridge
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
 from topoagent.topology import BridgeRole, Device, DeviceKind, Node, Topology
 from topoagent.typecheck import TYPE_CHECKING
+from topoagent.version import __version__
 
 if TYPE_CHECKING:
     from typing import Any
