@@ -12,7 +12,7 @@ import pytest
 
 from plan_helpers import REPO, needs_two_cpus, tiny, topoagent
 from topoagent.advice.cores import cores_in, host_cores, split_cores
-from topoagent.advice.plan import Plan, PlanOptions, plan_for, rank_env
+from topoagent.advice.plan import Plan, PlanError, PlanOptions, plan_for, rank_env
 from topoagent.api import scan
 from topoagent.cpuset import CpuSet
 from topoagent.result import ScanResult
@@ -251,7 +251,7 @@ def test_ranks_per_gpu_is_bounded(dgx):
     """Each rank gets its own set of cores: more ranks than there can be CPUs is refused."""
     from topoagent.cpuset import MAX_CPUS
 
-    with pytest.raises(ValueError):
+    with pytest.raises(PlanError):  # a TopoagentError, and a ValueError as before
         _plan_for(scan(dgx, nvml="off"), PlanOptions(ranks_per_gpu=MAX_CPUS + 1))
     out = topoagent("plan", "--root", str(dgx), "--no-nvml", "--ranks-per-gpu", str(MAX_CPUS + 1))
     assert out.returncode == 2 and "Traceback" not in out.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from topoagent.cpuset import CpuSet
+from topoagent.errors import InputError
 from topoagent.records import record
 from topoagent.snapshot import Cpu
 
@@ -77,7 +78,7 @@ def split_cores(cores: Sequence[CpuSet], parts: int) -> Split:
     round robin and ``shared`` is set: a part is never empty while there is a core.
     """
     if parts <= 0:
-        raise ValueError("parts must be positive")
+        raise InputError("parts must be positive")
     n = len(cores)
     if n == 0:
         return Split(tuple(CpuSet() for _ in range(parts)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from topoagent import records
 from topoagent.cpuset import MAX_CPUS, CpuSet
+from topoagent.errors import InputError
 from topoagent.frozen import FrozenMap
 from topoagent.records import field, record
 from topoagent.typecheck import TYPE_CHECKING
@@ -19,6 +20,10 @@ if TYPE_CHECKING:
     from topoagent.analysis.paths import Path
     from topoagent.analysis.rails import RailPlan
     from topoagent.topology import Device, Topology
+
+
+class PlanError(InputError):
+    """Options no plan can be made under (ranks per GPU out of range, more groups than GPUs)."""
 
 
 @record
@@ -252,7 +257,7 @@ def plan_for(topo: Topology, base: Plan, *, paths: tuple[Path, ...], findings: t
     from topoagent.analysis.paths import path_index
 
     if not 1 <= options.ranks_per_gpu <= MAX_CPUS:  # each rank gets cores; work grows with ranks
-        raise ValueError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
+        raise PlanError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
     by_pair = path_index(paths)
     recorded = topo.snapshot.allowed_cpus
     allowed = recorded if options.allowed is None else (
@@ -376,9 +381,9 @@ def split_host(topo: Topology, gpus: tuple[GpuPlan, ...], share: dict[str, CpuSe
     rails.  Groups that straddle nodes are named in a SPLIT_CROSSES_NUMA note.
     """
     if n < 1:
-        raise ValueError("split needs at least one group")
+        raise PlanError("split needs at least one group")
     if n > len(gpus):
-        raise ValueError(f"cannot split {len(gpus)} GPU(s) into {n} groups")
+        raise PlanError(f"cannot split {len(gpus)} GPU(s) into {n} groups")
     order = sorted(gpus, key=lambda g: (g.numa_node is None, g.numa_node or 0, g.cuda_index))
     size, extra = divmod(len(order), n)
     notes: list[Any] = []

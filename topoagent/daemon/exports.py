@@ -20,13 +20,13 @@ from typing import Any
 
 from topoagent.analysis.paths import PathClass
 from topoagent.apply.files import write_atomically
-from topoagent.errors import InputError
+from topoagent.errors import InputError, TopoagentError
 from topoagent.records import record
 from topoagent.result import ScanResult
 from topoagent.sources.textinput import read_regular
 
 __all__ = [
-    "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "TEXTFILE", "Exporter", "atomic_write", "iso_time",
+    "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "TEXTFILE", "ExportError", "Exporter", "atomic_write", "iso_time",
     "nfd_features", "render_nfd", "state_document", "valid_nfd_name", "valid_nfd_value",
 ]
 
@@ -136,6 +136,10 @@ def nfd_features(result: ScanResult, *, degraded_links: bool) -> dict[str, str]:
     return {k: v for k, v in features.items() if valid_nfd_value(v) and _NFD_TOKEN.match(k)}
 
 
+class ExportError(TopoagentError):
+    """An export that cannot be written as its consumer requires (an NFD file over 64 kB)."""
+
+
 def render_nfd(features: Mapping[str, str], namespace: str) -> str:
     """The feature file: one ``namespace/name=value`` per line (checked: valid and < 64 kB)."""
     lines = ["# node-feature-discovery features written by topoagent daemon; do not edit"]
@@ -145,7 +149,7 @@ def render_nfd(features: Mapping[str, str], namespace: str) -> str:
             lines.append(f"{label}={value}")
     text = "\n".join(lines) + "\n"
     if len(text.encode()) >= NFD_LIMIT:
-        raise ValueError("NFD feature file would exceed 64 kB")
+        raise ExportError("NFD feature file would exceed 64 kB")
     return text
 
 
