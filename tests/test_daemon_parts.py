@@ -341,7 +341,7 @@ def test_metrics_export_each_source_duration(dgx):
     assert all(s.value > 0 for s in fam.samples)
     if shutil.which("promtool"):
         checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True,
-                                 timeout=60)
+                                 check=False, timeout=60)
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
@@ -397,6 +397,7 @@ def test_nfd_features_are_valid_for_every_fixture(fixture_root, machine):
         assert len(features) == 8
         text = render_nfd(features, "feature.node.kubernetes.io")
         assert len(text.encode()) < 64 * 1024
+        assert len(text.splitlines()) > 1
         for line in text.splitlines()[1:]:
             name, _, value = line.partition("=")
             assert valid_nfd_name(name) and valid_nfd_value(value), line
