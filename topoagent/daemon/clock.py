@@ -8,9 +8,19 @@ sampling and the hung-scan timeout without waiting for them in real time.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["SystemClock"]
+__all__ = ["Clock", "SystemClock"]
+
+
+class Clock(Protocol):
+    """What the loop needs of a clock."""
+
+    def monotonic(self) -> float: ...
+
+    def time(self) -> float: ...
+
+    def wait(self, selector: Any, timeout: float | None) -> list[Any]: ...
 
 
 class SystemClock:

@@ -28,7 +28,7 @@ from typing import Any
 
 from topoagent import records
 from topoagent.changes import Change, diff, link_verdict_changes
-from topoagent.daemon.clock import SystemClock
+from topoagent.daemon.clock import Clock, SystemClock
 from topoagent.daemon.config import Config, ConfigError
 from topoagent.daemon.exports import (
     NFD_FILE,
@@ -77,7 +77,7 @@ def default_sample(config: Config) -> dict[str, LinkInfo]:
 
 class _Job:
     def __init__(self, ident: int, kind: str, trigger: str, fn: Callable[[], Any], done: queue.SimpleQueue[Any],
-                 wake: Callable[[], None], clock: Any) -> None:
+                 wake: Callable[[], None], clock: Clock) -> None:
         self.ident, self.kind, self.trigger = ident, kind, trigger
         self.started = clock.monotonic()
         self.started_wall = clock.time()
@@ -107,9 +107,9 @@ class Daemon:
                  scan: Callable[[Config], ScanResult] | None = None,
                  sample: Callable[[Config], Mapping[str, LinkInfo]] | None = None,
                  reload: Callable[[], Config] | None = None, install_signals: bool = True,
-                 clock: Any = None) -> None:
+                 clock: Clock | None = None) -> None:
         self.config = config
-        self.clock = clock if clock is not None else SystemClock()
+        self.clock: Clock = clock if clock is not None else SystemClock()
         self.log = log if log is not None else make_logger(config.log_format)
         self.notifier = notifier if notifier is not None else Notifier()
         self._scan_fn = scan if scan is not None else default_scan
