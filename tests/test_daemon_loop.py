@@ -209,6 +209,25 @@ def test_unwritable_exports_are_reported_not_fatal(config, dgx, tmp_path):
         d.stop()
 
 
+def test_an_nfd_file_over_the_limit_is_a_failed_export_not_a_crash(config, dgx, monkeypatch):
+    from topoagent.daemon import exports
+
+    monkeypatch.setattr(exports, "NFD_LIMIT", 100)  # NFD reads at most 64 kB; a tiny limit here
+    d = Running(config, scan=lambda c: dgx)
+    try:
+        d.scans(1)
+        d.daemon.request_reload()
+        d.scans(2)
+        assert d.thread.is_alive()
+        fams = d.metrics()
+        assert one(fams, "topoagent_export_ok", export="nfd") == 0
+        assert one(fams, "topoagent_export_ok", export="state") == 1
+        failed = [e for e in d.events() if e["event"] == "export_failed"]
+        assert [(e["export"], e["error"]) for e in failed] == [("nfd", "NFD feature file would exceed 64 kB")]
+    finally:
+        d.stop()
+
+
 def test_reload_applies_the_new_config_or_keeps_the_old(config, dgx, tmp_path):
     configs = [records.replace(config, interval=60.0, textfile_dir=str(tmp_path)),
                ConfigError("config /etc/topoagent/config.toml: unknown key 'x'"),

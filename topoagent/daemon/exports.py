@@ -175,18 +175,26 @@ class Exporter:
         self.log = log
         self.status: dict[str, ExportStatus] = {}
 
-    def write(self, export: str, path: str, data: bytes) -> bool:
-        """Write one export; True when the file changed."""
+    def _status(self, export: str, path: str) -> ExportStatus:
         st = self.status.get(export)
         if st is None or st.path != path:
             st = self.status[export] = ExportStatus(path)
+        return st
+
+    def fail(self, export: str, path: str, error: str) -> None:
+        """Record that an export could not be written (logged when the failure starts or changes)."""
+        st = self._status(export, path)
+        if st.ok or st.error != error:
+            self.log.error("export_failed", export=export, path=path, error=error)
+        st.ok, st.error = False, error
+
+    def write(self, export: str, path: str, data: bytes) -> bool:
+        """Write one export; True when the file changed."""
+        st = self._status(export, path)
         try:
             changed = atomic_write(path, data)
         except OSError as exc:
-            error = f"{exc.strerror or exc}"
-            if st.ok or st.error != error:
-                self.log.error("export_failed", export=export, path=path, error=error)
-            st.ok, st.error = False, error
+            self.fail(export, path, f"{exc.strerror or exc}")
             return False
         if not st.ok:
             self.log.info("export_recovered", export=export, path=path)

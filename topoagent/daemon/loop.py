@@ -34,6 +34,7 @@ from topoagent.daemon.exports import (
     NFD_FILE,
     STATE_FILE,
     TEXTFILE,
+    ExportError,
     Exporter,
     iso_time,
     nfd_features,
@@ -522,8 +523,13 @@ class Daemon:
                                  changes=list(self.recent), daemon=self._daemon_section(st))
             self.exporter.write_json("state", os.path.join(cfg.state_dir, STATE_FILE), doc)
             if cfg.nfd_dir:
-                text = render_nfd(nfd_features(st.result, degraded_links=bool(st.degraded)), cfg.nfd_namespace)
-                self.exporter.write("nfd", os.path.join(cfg.nfd_dir, NFD_FILE), text.encode())
+                path = os.path.join(cfg.nfd_dir, NFD_FILE)
+                try:
+                    text = render_nfd(nfd_features(st.result, degraded_links=bool(st.degraded)), cfg.nfd_namespace)
+                except ExportError as exc:  # NFD would refuse the file: reported like a failed write
+                    self.exporter.fail("nfd", path, str(exc))
+                else:
+                    self.exporter.write("nfd", path, text.encode())
         st = self._with_exports(st)
         if cfg.textfile_dir:
             self.exporter.write("textfile", os.path.join(cfg.textfile_dir, TEXTFILE), render_text(st))
