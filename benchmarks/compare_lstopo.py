@@ -20,7 +20,8 @@ anything), the ratios, and the peak RSS of each child (``/usr/bin/time -f %M``, 
 * fixtures from tests/fixtures/machines (``dgx-h100``, ``cloud-vm`` ...);
 * real captures from ``../shared/real-sysfs`` (``real:NAME``, unpacked like tests/realtrees.py);
 * ``growth-N``: N endpoint functions, ``sriov-N``: the DGX layout with 16 ConnectX-7 x N VFs
-  (benchmarks/gen_tree.py).
+  (benchmarks/gen_tree.py);
+* ``NAME.toml``: a machine description kept in benchmarks/trees (``aws-p5.toml``).
 
 Timings are for the docs (docs/benchmarks.md), never asserted in tests.
 """
@@ -212,6 +213,11 @@ def _scratch() -> Path:
 
 def make_tree(label: str, scratch: Path) -> Tree:
     dest = scratch / label.replace(":", "_").replace("+", "_")
+    if label.endswith(".toml"):  # a description kept with the benchmarks (benchmarks/trees/)
+        from fakesysfs import generate
+
+        root = generate(REPO / "benchmarks" / "trees" / label, scratch / label.removesuffix(".toml"))
+        return Tree(label, root, gen_tree.count_functions(root), gen_tree.count_endpoints(root))
     if label.startswith("real:"):
         import realtrees
 

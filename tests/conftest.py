@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-# Test helpers (configbytes, fakenvml, realtrees) import as top-level modules; the fake-sysfs
-# generator as the package tests.fakesysfs.
-TESTS = Path(__file__).parent
-sys.path.insert(0, str(TESTS))
-sys.path.insert(0, str(TESTS.parent))
+# One way in: test helpers import from the repository root as the package ``tests``
+# (``from tests.plan_helpers import ...``, ``from tests.fakesysfs import generate``).
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 
 def pytest_addoption(parser):

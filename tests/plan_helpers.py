@@ -1,5 +1,5 @@
-"""Helpers shared by the plan/exec/apply/fix tests: run the CLI as a real process, and a tiny
-machine whose CPU ids exist on any test runner with two CPUs."""
+"""Helpers shared by the plan/exec/apply/fix tests: run the CLI in this process or as a real
+one, and a tiny machine whose CPU ids exist on any test runner with two CPUs."""
 
 from __future__ import annotations
 
@@ -50,3 +50,26 @@ def topoagent(*args: str, env: dict[str, str] | None = None, preexec_fn: Any = N
         full_env.update(env)
     return subprocess.run([sys.executable, "-m", "topoagent", *args], capture_output=True, text=True,
                           env=full_env, preexec_fn=preexec_fn, timeout=timeout, cwd=REPO)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``topoagent ARGS`` run by :func:`topoagent.cli.main` in this process (stdout and stderr
+    captured as click's CliRunner does): for tests of a command's output, messages and exit
+    status.  Use :func:`topoagent` where the process is the point (``exec``, a cpuset set on
+    the child, the console script's exit)."""
+    from click.testing import CliRunner
+
+    from topoagent.cli import main
+
+    code: int = 0
+    with CliRunner().isolation() as streams:
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            if isinstance(exc.code, str):
+                sys.stderr.write(exc.code + "\n")
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        out, err = streams[0].getvalue().decode(), streams[1].getvalue().decode()
+    return subprocess.CompletedProcess(["topoagent", *args], code, out, err)

@@ -60,13 +60,13 @@ def test_bad_values_are_one_clear_error(env, message):
 
 @pytest.fixture(scope="module")
 def dgx(fixture_root):
-    from fakenvml import make_fake
+    from tests.fakenvml import make_fake
 
     from topoagent.advice.plan import PlanOptions, plan_for
     from topoagent.api import scan
 
     result = scan(fixture_root("dgx-h100"), nvml=make_fake("hgx_h100_8gpu"))
-    return result, plan_for(result, PlanOptions(allowed=None))
+    return result, result.plan_with(PlanOptions(allowed=None))
 
 
 def test_indices_and_uuids_name_the_hosts_gpus(dgx):
@@ -97,7 +97,7 @@ def test_an_allocations_gpus_share_their_nodes_cores(dgx):
     from topoagent.advice.plan import PlanOptions, plan_for
 
     result, whole = dgx
-    plan = plan_for(result, PlanOptions(gpus=("gpu4", "gpu5")))
+    plan = result.plan_with(PlanOptions(gpus=("gpu4", "gpu5")))
     g5 = next(g for g in plan.gpus if g.gpu == "gpu5")
     w5 = next(g for g in whole.gpus if g.gpu == "gpu5")
     assert len(g5.rank_cpus[0]) == 56 and len(w5.rank_cpus[0]) == 28  # 28 and 14 cores, two threads each

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from plan_helpers import needs_two_cpus, tiny, topoagent
+from tests.plan_helpers import needs_two_cpus, tiny, topoagent
 from topoagent.apply.changes import IRQ, Change
 from topoagent.apply.execute import APPLIED, REFUSED, apply_changes
 from topoagent.apply.journal import Journal, JournalError
@@ -109,6 +109,7 @@ def test_irqs_round_trip_on_a_fake_proc_irq(dgx_copy, tmp_path):
     after = irq_lists(dgx_copy, nic0 + nic8)
     assert {after[i] for i in nic0} == {"0-55,112-167"} and {after[i] for i in nic8} == {"56-111,168-223"}
     storage = dgx_copy / "sys/bus/pci/devices/0000:29:00.0/msi_irqs"  # storage NIC: not a rail, untouched
+    assert os.listdir(storage)
     for i in os.listdir(storage):
         assert (dgx_copy / f"proc/irq/{i}/smp_affinity_list").read_text().strip() == "0-223"
 

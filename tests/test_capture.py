@@ -110,9 +110,10 @@ def test_committed_capture_is_scrubbed_and_small():
         manifest = json.loads(read("topoagent-capture.json"))
         assert manifest["format"] == "topoagent-capture/1"
         assert read("proc/sys/kernel/hostname") == "captured-host\n"
-        for name in names:
-            if name.startswith("sys/class/net/") and name.endswith("/address"):
-                assert re.fullmatch(r"00:00:00:00:[0-9a-f]{2}:[0-9a-f]{2}\n", read(name)), name
+        addresses = [n for n in names if n.startswith("sys/class/net/") and n.endswith("/address")]
+        assert addresses
+        for name in addresses:
+            assert re.fullmatch(r"00:00:00:00:[0-9a-f]{2}:[0-9a-f]{2}\n", read(name)), name
         assert " -- " not in read("proc/cmdline")
         assert not [n for n in names if n.startswith("sys/class/dmi/") and "serial" in n]
         # only the allow-listed proc lines

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_daemon_tree import copy_tree, remove_function, set_attr, set_link
+from tests.test_daemon_tree import copy_tree, remove_function, set_attr, set_link
 
 from topoagent.api import scan
 from topoagent.changes import (
@@ -115,6 +115,7 @@ def test_changes_are_plain_values(base, dgx):
     set_link(dgx, NIC2, width=8)
     changes = diff(base, scan(dgx, nvml="off"))
     assert changes == diff(base, scan(dgx, nvml="off"))  # deterministic
+    assert changes
     for c in changes:
         assert isinstance(c, Change) and hash(c) is not None
         d = json.loads(json.dumps(c.as_dict()))

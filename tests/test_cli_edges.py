@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from test_bad_input import minimal_tree
+from tests.test_bad_input import minimal_tree
 
 
 def run(*args: str, **kw) -> subprocess.CompletedProcess:

@@ -1,6 +1,6 @@
 import pytest
 
-from configbytes import config_bytes
+from tests.configbytes import config_bytes
 from topoagent.parsers.configspace import ConfigSpaceError, parse_config_space
 from topoagent.snapshot import LinkInfo
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from topoagent.advice.plan import plan_for
 from topoagent.api import scan
 from topoagent.cpuset import CpuSet
 
@@ -47,7 +46,7 @@ def assert_placed_as_intact(result) -> None:
     assert nodes(result) == {0: NODE0, 1: NODE1}
     assert len(result.topology.all_cpus) == 224
     assert gpu_sockets(result) == [0, 0, 0, 0, 1, 1, 1, 1]
-    plan = plan_for(result)
+    plan = result.plan_with()
     assert len(plan.gpus) == 8
     for g in plan.gpus:
         assert g.cpus is not None and g.cpus <= (NODE0 if g.cuda_index < 4 else NODE1), g
@@ -153,7 +152,7 @@ def test_offline_cpus_are_never_handed_out(dgx):
     online = CpuSet.parse("0-15,56-71")
     assert result.topology.all_cpus == online
     assert {c.id for c in result.snapshot.cpus} == set(online)
-    for g in plan_for(result).gpus:
+    for g in result.plan_with().gpus:
         assert g.cpus is not None and g.cpus and g.cpus <= online
         for rank in g.rank_cpus:
             assert rank <= online

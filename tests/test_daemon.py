@@ -24,7 +24,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from test_daemon_tree import copy_tree, remove_function, set_link
+from tests.test_daemon_tree import copy_tree, remove_function, set_link
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "topoagent/schema/scan.schema.json").read_text())
@@ -200,6 +200,7 @@ def test_daemon_end_to_end(daemon, tree):
     assert value(fams, "topoagent_scan_failures_total") == 0
     assert value(fams, "topoagent_devices", kind="gpu") == 8
     assert value(fams, "topoagent_source_up", source="sysfs") == 1
+    assert value(fams, "topoagent_source_duration_seconds", source="sysfs") > 0
     assert abs(value(fams, "topoagent_last_scan_timestamp_seconds") - time.time()) < 120
     rails = fams["topoagent_rail_info"]
     assert len(rails) == 8 and {s.labels["path_class"] for s in rails} == {"PIX"}

@@ -45,19 +45,74 @@ def wait_for(pred, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+class ManualClock:
+    """The daemon's clock for tests: its time moves only when the test calls :meth:`advance`.
+
+    The loop still waits for real on its file descriptors (finished jobs, udev, stop and
+    reload requests); a deadline in the future (timer, debounce, link sample, scan timeout)
+    passes only when the test advances the clock past it, so nothing waits in real time.
+    """
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.wake = lambda: None  # the daemon's wake(), set by Running
+        self._cond = threading.Condition()
+        self._waiting_at: float | None = None
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return 1_700_000_000.0 + self.now
+
+    def wait(self, selector, timeout: float | None) -> list:
+        if timeout == 0:
+            return selector.select(0)
+        with self._cond:
+            self._waiting_at = self.now
+            self._cond.notify_all()
+        try:
+            return selector.select(None)  # woken by an fd, or by advance() through the wake pipe
+        finally:
+            with self._cond:
+                self._waiting_at = None
+
+    def advance(self, seconds: float) -> None:
+        with self._cond:
+            self.now += seconds
+        self.wake()
+
+    def idle(self) -> bool:
+        """Whether the loop is waiting again, having seen the current time."""
+        return self._waiting_at == self.now
+
+
 class Running:
-    """A Daemon run in a thread (no signal handlers), its log captured as JSON lines."""
+    """A Daemon run in a thread (no signal handlers) on a :class:`ManualClock`, its log
+    captured as JSON lines."""
 
     def __init__(self, config: Config, **kw) -> None:
         self.out = io.StringIO()
+        self.clock = ManualClock()
         self.daemon = Daemon(config, log=make_logger("json", self.out), notifier=Notifier({}),
-                             install_signals=False, **kw)
+                             install_signals=False, clock=self.clock, **kw)
+        self.clock.wake = self.daemon.wake
         self.thread = threading.Thread(target=self.daemon.run, daemon=True)
         self.thread.start()
         self.url = f"http://{config.listen}"
 
     def scans(self, n: int) -> None:
         wait_for(lambda: self.daemon.status.scans_total >= n)
+
+    def settle(self) -> None:
+        """Until the loop has done all it had to (no job in flight) and waits on the clock."""
+        wait_for(lambda: self.daemon._job is None and self.clock.idle())
+
+    def advance(self, seconds: float) -> None:
+        """Move the daemon's clock on and let the loop act on it."""
+        self.settle()
+        self.clock.advance(seconds)
+        self.settle()
 
     def events(self) -> list[dict]:
         return [json.loads(line) for line in self.out.getvalue().splitlines()]
@@ -100,7 +155,7 @@ def test_a_scan_that_raises_is_counted_and_the_last_good_state_served(config, dg
             raise OSError(5, "Input/output error")
         return dgx
 
-    from nfd_local import parse_feature_file, utc
+    from tests.nfd_local import parse_feature_file, utc
 
     nfd = Path(config.nfd_dir) / "topoagent"
     d = Running(config, scan=flaky)
@@ -166,6 +221,25 @@ def test_unwritable_exports_are_reported_not_fatal(config, dgx, tmp_path):
         d.stop()
 
 
+def test_an_nfd_file_over_the_limit_is_a_failed_export_not_a_crash(config, dgx, monkeypatch):
+    from topoagent.daemon import exports
+
+    monkeypatch.setattr(exports, "NFD_LIMIT", 100)  # NFD reads at most 64 kB; a tiny limit here
+    d = Running(config, scan=lambda c: dgx)
+    try:
+        d.scans(1)
+        d.daemon.request_reload()
+        d.scans(2)
+        assert d.thread.is_alive()
+        fams = d.metrics()
+        assert one(fams, "topoagent_export_ok", export="nfd") == 0
+        assert one(fams, "topoagent_export_ok", export="state") == 1
+        failed = [e for e in d.events() if e["event"] == "export_failed"]
+        assert [(e["export"], e["error"]) for e in failed] == [("nfd", "NFD feature file would exceed 64 kB")]
+    finally:
+        d.stop()
+
+
 def test_reload_applies_the_new_config_or_keeps_the_old(config, dgx, tmp_path):
     configs = [msgspec.structs.replace(config, interval=60.0, textfile_dir=str(tmp_path)),
                ConfigError("config /etc/topoagent/config.toml: unknown key 'x'"),
@@ -201,25 +275,32 @@ def test_links_are_sampled_between_scans_while_a_gpu_link_is_low(config, dgx):
     slow_gpu = msgspec.structs.replace(dgx, topology=msgspec.structs.replace(
         dgx.topology, devices=tuple(msgspec.structs.replace(d, link=low[GPU0]) if d.key == GPU0 else d
                                     for d in dgx.topology.devices)))
-    samples = []
+    samples: list[float] = []
+    d = None
 
     def sample(cfg: Config):
-        samples.append(time.monotonic())
+        samples.append(d.clock.now)
         return low
 
-    d = Running(msgspec.structs.replace(config, link_sample_interval=0.1), scan=lambda c: slow_gpu, sample=sample)
+    d = Running(msgspec.structs.replace(config, link_sample_interval=10.0), scan=lambda c: slow_gpu, sample=sample)
     try:
-        wait_for(lambda: len(samples) >= 3)
+        d.scans(1)
+        d.advance(9.0)
+        assert samples == []  # not before the interval
+        for _ in range(3):
+            d.advance(1.0)
+            d.advance(9.0)
+        assert samples == [1010.0, 1020.0, 1030.0]  # one sample per interval, while the link is low
         assert not d.daemon.status.judgements[GPU0].degraded  # idle: no load was ever seen
     finally:
         d.stop()
     # A healthy host is not sampled at all between scans.
     samples.clear()
-    d = Running(msgspec.structs.replace(config, link_sample_interval=0.1), scan=lambda c: dgx, sample=sample)
+    d = Running(msgspec.structs.replace(config, link_sample_interval=10.0), scan=lambda c: dgx, sample=sample)
     try:
         d.scans(1)
-        time.sleep(0.5)
-        assert samples == []
+        d.advance(50.0)
+        assert d.daemon.status.scans_total == 1 and samples == []
     finally:
         d.stop()
 
@@ -343,19 +424,81 @@ def test_hotplug_bursts_are_debounced_into_one_scan(config, dgx, monkeypatch):
 
     fake = FakeUdev()
     monkeypatch.setattr(udev.UdevWatch, "open", classmethod(lambda cls, log, live, enabled=True: fake))
-    d = Running(msgspec.structs.replace(config, debounce=0.3), scan=lambda c: dgx)
+    d = Running(msgspec.structs.replace(config, debounce=3.0), scan=lambda c: dgx)
     try:
         d.scans(1)
-        for i in range(5):  # a GPU being hot-added: a burst of events
+        for i in range(5):  # a GPU being hot-added: a burst of events, each within the debounce
             fake.emit(("add", "pci", f"0000:c3:00.{i}"))
-            time.sleep(0.05)
+            wait_for(lambda: not fake.pending)
+            d.advance(2.0)
+        assert d.daemon.status.scans_total == 1  # 10 s of events, each pushing the scan back
+        d.advance(1.0)  # 3 s after the last event
         d.scans(2)
-        time.sleep(0.6)
+        d.advance(60.0)
         assert d.daemon.status.scans_total == 2  # one scan for the whole burst
         assert d.daemon.status.last.trigger == "udev"
         logged = [e for e in d.events() if e["event"] == "udev_events"]
         assert sum(e["count"] for e in logged) == 5 and logged[0]["events"] == ["add pci 0000:c3:00.0"]
     finally:
+        d.stop()
+
+
+def test_a_long_burst_is_scanned_after_max_debounce(config, dgx, monkeypatch):
+    from topoagent.daemon import udev
+    from topoagent.daemon.loop import MAX_DEBOUNCE
+
+    fake = FakeUdev()
+    monkeypatch.setattr(udev.UdevWatch, "open", classmethod(lambda cls, log, live, enabled=True: fake))
+    d = Running(msgspec.structs.replace(config, debounce=3.0), scan=lambda c: dgx)
+    try:
+        d.scans(1)
+        start = d.clock.now
+        while d.daemon.status.scans_total == 1:  # events every 2 s never let the burst end
+            assert d.clock.now - start < MAX_DEBOUNCE + 3
+            fake.emit(("change", "pci", "0000:c3:00.0"))
+            wait_for(lambda: not fake.pending)
+            d.advance(2.0)
+        assert d.clock.now - start == MAX_DEBOUNCE  # scanned once the burst was 30 s old
+        assert d.daemon.status.last.trigger == "udev"
+    finally:
+        d.stop()
+
+
+def test_a_hung_scan_is_abandoned_after_the_timeout_and_not_piled_on(config, dgx):
+    release = threading.Event()
+    calls = []
+
+    def scan_fn(cfg: Config):
+        calls.append(cfg)
+        if len(calls) == 2:
+            release.wait(30)  # a read stuck in the kernel, until the test lets it go
+        return dgx
+
+    d = Running(config, scan=scan_fn)  # scan_timeout = 5 s
+    try:
+        d.scans(1)
+        d.daemon.request_reload()
+        wait_for(lambda: len(calls) == 2)
+        d.clock.advance(4.9)
+        wait_for(d.clock.idle)
+        assert d.daemon.status.scans_total == 1  # not yet: still inside the timeout
+        d.clock.advance(0.2)
+        d.scans(2)
+        last = d.daemon.status.last
+        assert (last.success, last.error, last.trigger) == (False, "timed out after 5 s", "sighup")
+        assert d.daemon.status.result is not None  # the last good scan is still served
+        # While that scan is stuck, another is not started on top of it: counted instead.
+        d.daemon.request_reload()
+        d.scans(3)
+        assert "still hung" in d.daemon.status.last.error and len(calls) == 2
+        release.set()
+        wait_for(lambda: d.daemon._hung is None or not d.daemon._hung.thread.is_alive())
+        d.daemon.request_reload()
+        d.scans(4)
+        assert d.daemon.status.last.success and len(calls) == 3  # a late result was not taken as news
+        assert d.daemon.status.failures_total == 2
+    finally:
+        release.set()
         d.stop()
 
 

@@ -322,6 +322,29 @@ def test_metrics_of_every_fixture_parse_and_are_unique(fixture_root, machine):
     assert codes == {f.code for f in r.findings}
 
 
+def test_metrics_export_each_source_duration(dgx):
+    """The seconds ScanResult.timings holds per source (and for the analysis) are a gauge per
+    source, as node_exporter's node_scrape_collector_duration_seconds{collector}."""
+    import shutil
+    import subprocess
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from topoagent.daemon.metrics import render_text
+
+    assert set(dgx.timings) >= {"sysfs", "analyse"}  # the scan timed its steps
+    text = render_text(_status(dgx)).decode()
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    fam = fams["topoagent_source_duration_seconds"]
+    assert fam.type == "gauge"
+    assert {s.labels["source"]: s.value for s in fam.samples} == dict(dgx.timings)
+    assert all(s.value > 0 for s in fam.samples)
+    if shutil.which("promtool"):
+        checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True,
+                                 check=False, timeout=60)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
 def test_metrics_before_the_first_scan_and_after_failures(dgx):
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -374,6 +397,7 @@ def test_nfd_features_are_valid_for_every_fixture(fixture_root, machine):
         assert len(features) == 9
         text = render_nfd(features, "feature.node.kubernetes.io")
         assert len(text.encode()) < 64 * 1024
+        assert len(text.splitlines()) > 1
         for line in text.splitlines()[1:]:
             name, _, value = line.partition("=")
             assert valid_nfd_name(name) and valid_nfd_value(value), line

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from plan_helpers import REPO
+from tests.plan_helpers import REPO
 
 yaml = pytest.importorskip("yaml")
 

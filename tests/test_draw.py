@@ -13,10 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from realtrees import real_tree_roots  # noqa: F401  (a session fixture)
-
+from tests.realtrees import real_tree_roots  # noqa: F401  (a session fixture)
 from topoagent.api import run, scan
 from topoagent.cli import cli
 from topoagent.inputs import Inputs

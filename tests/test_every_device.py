@@ -9,7 +9,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from realtrees import real_tree_roots  # noqa: F401  (a session fixture)
+from tests.realtrees import real_tree_roots  # noqa: F401  (a session fixture)
 from tests.fakesysfs import machine_names
 from topoagent.api import scan
 from topoagent.cli import cli
@@ -44,6 +44,7 @@ def test_all_shows_every_function_once(machine, fixture_root):
 
 
 def test_real_trees_show_every_function(real_tree_roots):
+    assert real_tree_roots
     for root in real_tree_roots.values():
         r = scan(root, nvml="off")
         assert sorted(drawn_bdfs(tree(root, "--all"))) == sorted(d.bdf for d in r.topology.devices), root

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from plan_helpers import REPO, needs_two_cpus, tiny, topoagent
+from tests.plan_helpers import REPO, needs_two_cpus, tiny, topoagent
 
 REPORT = (
     "import json, os, sys; sys.path.insert(0, {repo!r})\n"

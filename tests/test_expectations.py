@@ -27,6 +27,7 @@ def test_dgx_h100_each_gpu_on_its_own_pix_rail_nothing_critical(fixture_root):
 
 def test_dgx_a100_nps4_pairs_within_quadrants(fixture_root):
     r = scan(fixture_root("dgx-a100-nps4"))
+    assert len(r.rails.rails) == 8
     for x in r.rails.rails:
         g, n = r.topology.by_id(x.gpu), r.topology.by_id(x.nic)
         assert g.numa_node == n.numa_node and x.cls.name in ("PIX", "PXB")

@@ -182,6 +182,7 @@ def test_bus_links_are_relative_and_land_on_bdf_dirs(tree):
 def test_device_directories_nest_like_linux(tree):
     _, root = tree
     funcs = functions(root)
+    assert funcs
     for bdf, d in funcs.items():
         parent = d.parent
         m = ROOTBUS_RE.match(parent.name)
@@ -323,6 +324,7 @@ def test_class_devices_point_at_pci_functions(tree):
 def test_sriov_links_are_mutual(tree):
     _, root = tree
     funcs = functions(root)
+    assert funcs
     for bdf, d in funcs.items():
         virtfns = sorted(p for p in os.listdir(d) if p.startswith("virtfn"))
         if (d / "sriov_numvfs").exists():
@@ -394,6 +396,7 @@ def test_no_absolute_or_dangling_symlinks(tree):
 def test_drivers_and_iommu_groups(tree):
     _, root = tree
     funcs = functions(root)
+    assert funcs
     groups = root / "sys/kernel/iommu_groups"
     for bdf, d in funcs.items():
         if (d / "driver").is_symlink():

@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from plan_helpers import topoagent
 
+from tests.plan_helpers import run_cli
 from topoagent.api import scan
 from topoagent.apply.changes import acs_plan
 from topoagent.parsers.configspace import parse_config_space
@@ -34,12 +34,12 @@ def test_acs_fix_round_trip(faulty, tmp_path):
     original = config.read_bytes()
     assert acs_control(faulty) & ACS_REDIRECT_MASK
 
-    shown = topoagent("fix", "acs", "--root", str(faulty), "--state-dir", state)
+    shown = run_cli("fix", "acs", "--root", str(faulty), "--state-dir", state)
     assert shown.returncode == 0 and "Dry run" in shown.stdout and BRIDGE in shown.stdout
     assert config.read_bytes() == original
     assert f'"pci=disable_acs_redir={BRIDGE}"' in shown.stdout
 
-    done = topoagent("fix", "acs", "--root", str(faulty), "--state-dir", state, "--yes")
+    done = run_cli("fix", "acs", "--root", str(faulty), "--state-dir", state, "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert acs_control(faulty) & ACS_REDIRECT_MASK == 0
     changed = [i for i, (a, b) in enumerate(zip(original, config.read_bytes())) if a != b]
@@ -48,7 +48,7 @@ def test_acs_fix_round_trip(faulty, tmp_path):
     rescan = scan(faulty, nvml="off")
     assert not [f for f in rescan.findings if f.code == "ACS_REDIRECT"]
 
-    undone = topoagent("apply", "--undo", "--yes", "--state-dir", state)
+    undone = run_cli("apply", "--undo", "--yes", "--state-dir", state)
     assert undone.returncode == 0 and config.read_bytes() == original
 
 
@@ -62,7 +62,7 @@ def test_acs_only_on_peer_path_bridges(fixture_root):
 
 
 def test_acs_refused_inside_a_vm(fixture_root):
-    out = topoagent("fix", "acs", "--root", str(fixture_root("cloud-vm")))
+    out = run_cli("fix", "acs", "--root", str(fixture_root("cloud-vm")))
     assert out.returncode == 1 and "virtual machine" in out.stdout
 
 
@@ -79,7 +79,7 @@ def test_acs_refused_above_a_passthrough_device(tmp_path):
             "    pex890 acs=ReqRedir,CmpltRedir > h100\n")}],
     }
     root = generate(desc, tmp_path / "vfio")
-    out = topoagent("fix", "acs", "--root", str(root), "--state-dir", str(tmp_path / "s"))
+    out = run_cli("fix", "acs", "--root", str(root), "--state-dir", str(tmp_path / "s"))
     assert out.returncode == 0, out.stderr
     refused = [l for l in out.stdout.splitlines() if "refused" in l]
     assert len(refused) == 1 and "vfio-pci" in refused[0]
@@ -90,23 +90,23 @@ def test_acs_refused_above_a_passthrough_device(tmp_path):
 def test_peermem_writes_the_boot_entry_and_undoes_it(faulty, tmp_path):
     state = str(tmp_path / "state")
     conf = faulty / "etc/modules-load.d/nvidia-peermem.conf"
-    shown = topoagent("fix", "peermem", "--root", str(faulty), "--state-dir", state)
+    shown = run_cli("fix", "peermem", "--root", str(faulty), "--state-dir", state)
     assert shown.returncode == 0 and "Needed" in shown.stdout and "modprobe is not run" in shown.stdout
     assert not conf.exists()
-    done = topoagent("fix", "peermem", "--root", str(faulty), "--state-dir", state, "--yes")
+    done = run_cli("fix", "peermem", "--root", str(faulty), "--state-dir", state, "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert conf.read_text() == "nvidia_peermem\n"
-    assert topoagent("apply", "--undo", "--yes", "--state-dir", state).returncode == 0
+    assert run_cli("apply", "--undo", "--yes", "--state-dir", state).returncode == 0
     assert not conf.exists()
 
 
 def test_peermem_not_needed_with_a_module_or_dmabuf(fixture_root, faulty):
-    out = topoagent("fix", "peermem", "--root", str(fixture_root("dgx-h100")))
+    out = run_cli("fix", "peermem", "--root", str(fixture_root("dgx-h100")))
     assert out.returncode == 0 and "Not needed: a peer-memory module is already loaded" in out.stdout
     (faulty / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
     (faulty / "proc/sys/kernel/osrelease").write_text("6.5.0-1019-nvidia\n")
     (faulty / "proc/driver/nvidia").mkdir(parents=True, exist_ok=True)
     (faulty / "proc/driver/nvidia/version").write_text(
         "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build\n")
-    out = topoagent("fix", "peermem", "--root", str(faulty))
+    out = run_cli("fix", "peermem", "--root", str(faulty))
     assert out.returncode == 0 and "DMA-BUF is available" in out.stdout

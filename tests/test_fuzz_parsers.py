@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from mangle import mangle
 
 from tests.fuzz import ABSURD_SECONDS, HOSTILE_TEXTS, fuzz_settings, own_errors_only
+from tests.mangle import mangle
 from topoagent.cpuset import CpuSet
 from topoagent.errors import TopoagentError
 from topoagent.parsers import (

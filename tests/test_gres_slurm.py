@@ -19,8 +19,8 @@ import shutil
 import subprocess
 
 import pytest
-from fakenvml import load_recording, make_fake
-from plan_helpers import topoagent
+from tests.fakenvml import load_recording, make_fake
+from tests.plan_helpers import topoagent
 
 from topoagent.api import scan
 from topoagent.cpuset import CpuSet

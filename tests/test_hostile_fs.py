@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from test_bad_input import BDF, minimal_tree
+from tests.test_bad_input import BDF, minimal_tree
 from topoagent.api import scan
 from topoagent.hostfs import HostFS
 

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
-from plan_helpers import REPO, topoagent
+from tests.plan_helpers import REPO, topoagent
 
 STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}
 PERF = re.compile(r"^('[^'=]+'|[^'= ]+)=-?[0-9.]+[a-zA-Z%]*(;-?[0-9.:~@]*){0,4}$")

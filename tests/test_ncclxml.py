@@ -13,9 +13,9 @@ import re
 import subprocess
 from pathlib import Path
 
-import ncclxml
+from tests import ncclxml
 import pytest
-from plan_helpers import REPO, topoagent
+from tests.plan_helpers import REPO, topoagent
 
 #: The fixtures with NVIDIA GPUs and RDMA devices (what NCCL's net plugin lists).
 GPU_FIXTURES = ["dgx-h100", "dgx-a100-nps4", "wrong-socket-nic", "p4d-efa", "faulty-gpu-node",

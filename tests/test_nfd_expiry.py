@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from nfd_local import parse_feature_file, parse_rfc3339, utc, valid_label
+from tests.nfd_local import parse_feature_file, parse_rfc3339, utc, valid_label
 from topoagent.api import scan
 from topoagent.daemon.exports import NFD_EXPIRY_INTERVALS, nfd_expiry, nfd_features, render_nfd
 

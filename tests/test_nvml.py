@@ -15,8 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/ helpers, with or without __init__.py
 
-from fakenvml import load_recording, make_fake  # noqa: E402
-
+from tests.fakenvml import load_recording, make_fake  # noqa: E402
 from topoagent.cpuset import CpuSet  # noqa: E402
 from topoagent.snapshot import NvLink, NvmlGpu, from_dict, to_dict  # noqa: E402
 from topoagent.sources.nvml import (  # noqa: E402
@@ -340,6 +339,7 @@ def test_cpu_affinity_words_above_64():
 
 def test_snapshot_records_round_trip():
     probe, _ = _probe("dgx1_v100_8gpu")
+    assert len(probe.gpus) == 8
     for gpu in probe.gpus:
         assert from_dict(NvmlGpu, to_dict(gpu)) == gpu
 

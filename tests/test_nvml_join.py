@@ -2,7 +2,7 @@
 
 import copy
 
-from fakenvml import load_recording, make_fake
+from tests.fakenvml import load_recording, make_fake
 from topoagent.outputs.matrix import matrix_of
 from topoagent.api import scan
 
@@ -11,6 +11,7 @@ def test_hgx_h100_gpus_are_nv18(fixture_root):
     result = scan(fixture_root("dgx-h100"), nvml=make_fake("hgx_h100_8gpu"))
     tokens = {(p.a, p.b): p.token for p in result.paths}
     gpus = [g.id for g in result.topology.gpus]
+    assert len(gpus) == 8
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
             assert tokens[(a, b)] == "NV18"

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from fakenvml import FIXTURES, load_recording, make_fake
+from tests.fakenvml import FIXTURES, load_recording, make_fake
 from topoagent.api import scan
 from topoagent.parsers.nvml_recording import NvmlRecordingError, parse_nvml_recording
 from topoagent.sources import NVML_RECORDING

@@ -15,6 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tests.plan_helpers import run_cli
 from topoagent.analysis.paths import PathClass
 from topoagent.api import analyse, read_offline
 from topoagent.parsers.lspci_tree import parse_lspci_tree
@@ -48,6 +49,10 @@ def text(path: Path) -> str:
 
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``topoagent scan ARGS``: in this process, or, given ``stdin``, as a child process (``-``
+    is read from descriptor 0, which only a real process has)."""
+    if stdin is None:
+        return run_cli("scan", *args)
     return subprocess.run([sys.executable, "-m", "topoagent", "scan", *args], input=stdin,
                           capture_output=True, text=True, cwd=REPO, timeout=60)
 
@@ -431,7 +436,7 @@ def _unknown_threads_plan(matrix: str, **options):
 
     r = analyse(read_offline(nvidia_smi_topo=matrix))
     assert all(c.siblings is None for c in r.snapshot.cpus)  # pasted text names no thread siblings
-    p = plan_for(r, PlanOptions(**options))
+    p = r.plan_with(PlanOptions(**options))
     return p, [rank_env(p, i) for i in range(len(p.gpus) * p.ranks_per_gpu)]
 
 

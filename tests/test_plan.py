@@ -10,11 +10,17 @@ import shlex
 
 import pytest
 
-from plan_helpers import REPO, needs_two_cpus, tiny, topoagent
+from tests.plan_helpers import REPO, needs_two_cpus, run_cli, tiny, topoagent
 from topoagent.advice.cores import cores_in, host_cores, split_cores
-from topoagent.advice.plan import PlanOptions, plan_for, rank_env
+from topoagent.advice.plan import Plan, PlanError, PlanOptions, plan_for, rank_env
 from topoagent.api import scan
 from topoagent.cpuset import CpuSet
+from topoagent.result import ScanResult
+
+
+def _plan_for(result: ScanResult, options: PlanOptions) -> Plan:
+    return result.plan_with(options)
+
 
 NODE0, NODE1 = CpuSet.parse("0-55,112-167"), CpuSet.parse("56-111,168-223")
 #: dgx-h100: GPU BDF -> (its PIX NIC's RDMA device, netdev, node CPUs)
@@ -35,7 +41,7 @@ def dgx(fixture_root):
 
 
 def test_dgx_text_names_each_gpus_pix_nic_and_node_cpus(dgx):
-    out = topoagent("plan", "--root", str(dgx), "--no-nvml")
+    out = run_cli("plan", "--root", str(dgx), "--no-nvml")
     assert out.returncode == 0, out.stderr
     for bdf, (rdma, netdev, cpus) in DGX.items():
         row = next(line for line in out.stdout.splitlines() if bdf in line)
@@ -45,10 +51,11 @@ def test_dgx_text_names_each_gpus_pix_nic_and_node_cpus(dgx):
 def test_dgx_json_matches_the_schema_and_names_pix_nics(dgx):
     import jsonschema
 
-    out = topoagent("plan", "--root", str(dgx), "--no-nvml", "--format", "json")
+    out = run_cli("plan", "--root", str(dgx), "--no-nvml", "--format", "json")
     data = json.loads(out.stdout)
     jsonschema.validate(data, json.loads((REPO / "topoagent/schema/plan.schema.json").read_text()))
-    scan_ids = {d["id"]: d["bdf"] for d in json.loads(topoagent("scan", "--root", str(dgx), "--format", "json").stdout)["devices"]}
+    scan_ids = {d["id"]: d["bdf"] for d in json.loads(run_cli("scan", "--root", str(dgx), "--format", "json").stdout)["devices"]}
+    assert len(data["gpus"]) == 8
     for g in data["gpus"]:
         rdma, netdev, cpus = DGX[g["bdf"]]
         assert scan_ids[g["gpu"]] == g["bdf"] == g["key"]  # the scan's ids
@@ -61,7 +68,7 @@ def test_dgx_json_matches_the_schema_and_names_pix_nics(dgx):
 
 def test_dgx_env_for_every_gpu(dgx):
     for index, (bdf, (rdma, netdev, cpus)) in enumerate(DGX.items()):
-        out = topoagent("plan", "--root", str(dgx), "--no-nvml", "--format", "env", "--gpu", str(index))
+        out = run_cli("plan", "--root", str(dgx), "--no-nvml", "--format", "env", "--gpu", str(index))
         assert out.returncode == 0, out.stderr
         exports = dict(line[len("export "):].split("=", 1) for line in out.stdout.splitlines()
                        if line.startswith("export "))
@@ -75,7 +82,7 @@ def test_dgx_env_for_every_gpu(dgx):
 
 
 def test_dgx_slurm_cores_are_logical_core_indices_of_the_node(dgx):
-    out = topoagent("plan", "--root", str(dgx), "--no-nvml", "--format", "slurm")
+    out = run_cli("plan", "--root", str(dgx), "--no-nvml", "--format", "slurm")
     lines = [l for l in out.stdout.splitlines() if l.startswith("Name=gpu")]
     assert len(lines) == 8
     for i, line in enumerate(lines):
@@ -116,22 +123,23 @@ def _hwloc_bitmap(text: str) -> CpuSet:
 
 def test_wrong_socket_says_the_nic_is_remote_and_what_to_do(fixture_root):
     root = str(fixture_root("wrong-socket-nic"))
-    text = topoagent("plan", "--root", root).stdout
+    text = run_cli("plan", "--root", root).stdout
     for g in ("gpu0", "gpu1", "gpu2", "gpu3"):
         row = next(l for l in text.splitlines() if l.startswith(g + " "))
         assert "mlx5_0" in row and "SYS remote (node 1, socket 1)" in row
     assert "GPU_NIC_CROSS_SOCKET" in text and "do: Move the NIC" in text
-    env = topoagent("plan", "--root", root, "--format", "env", "--local-rank", "2").stdout
+    env = run_cli("plan", "--root", root, "--format", "env", "--local-rank", "2").stdout
     assert "is remote" in env and "GPU_NIC_CROSS_SOCKET" in env
-    data = json.loads(topoagent("plan", "--root", root, "--format", "json").stdout)
+    data = json.loads(run_cli("plan", "--root", root, "--format", "json").stdout)
     assert all(n["remote"] and n["kind"] == "SYS" for g in data["gpus"] for n in g["nics"])
     assert all(g["numa_node"] == 0 and CpuSet.parse(g["cpus"]) == CpuSet.parse("0-31,64-95") for g in data["gpus"])
 
 
 def test_tree_record_of_allowed_cpus_bounds_the_plan(fixture_root):
     allowed = CpuSet.parse("8-15,72-79")  # the unprivileged fixture's container cpuset
-    data = json.loads(topoagent("plan", "--root", str(fixture_root("unprivileged")), "--format", "json").stdout)
+    data = json.loads(run_cli("plan", "--root", str(fixture_root("unprivileged")), "--format", "json").stdout)
     assert CpuSet.parse(data["allowed_cpus"]) == allowed
+    assert data["gpus"]
     for g in data["gpus"]:
         assert CpuSet.parse(g["cpus"]) <= allowed
         assert all(CpuSet.parse(r["cpus"]) <= allowed for r in g["ranks"])
@@ -149,7 +157,7 @@ def test_plan_in_a_restricted_child_process_never_widens(tmp_path):
         assert out.returncode in (0, 1), out.stderr
         if fmt == "json":
             data = json.loads(out.stdout)
-            assert data["allowed_cpus"] == "1"
+            assert data["allowed_cpus"] == "1" and data["gpus"]
             for g in data["gpus"]:
                 assert CpuSet.parse(g["cpus"]) <= {1}
                 assert all(CpuSet.parse(r["cpus"]) <= {1} for r in g["ranks"])
@@ -160,7 +168,7 @@ def test_plan_in_a_restricted_child_process_never_widens(tmp_path):
 
 def test_empty_intersection_is_a_finding_and_a_nonzero_exit(fixture_root):
     root = str(fixture_root("dgx-h100"))
-    out = topoagent("plan", "--root", root, "--allowed-cpus", "60-63", "--format", "json")
+    out = run_cli("plan", "--root", root, "--allowed-cpus", "60-63", "--format", "json")
     assert out.returncode == 1
     data = json.loads(out.stdout)
     empty = [n for n in data["notes"] if n["code"] == "CPUSET_EMPTY"]
@@ -169,14 +177,15 @@ def test_empty_intersection_is_a_finding_and_a_nonzero_exit(fixture_root):
         cpus = CpuSet.parse(g["cpus"])
         assert cpus <= CpuSet.parse("60-63")  # never "all CPUs" as a fallback
         assert (not cpus) == (g["numa_node"] == 0)
-    env = topoagent("plan", "--root", root, "--allowed-cpus", "60-63", "--format", "env", "--gpu", "0")
+    env = run_cli("plan", "--root", root, "--allowed-cpus", "60-63", "--format", "env", "--gpu", "0")
     assert env.returncode == 1 and "no CPU of this GPU is allowed" in env.stdout and "OMP_NUM_THREADS" not in env.stdout
 
 
 @pytest.mark.parametrize("allowed", ["0-3", "1,113,5-9", "56-60,170", "0-223", "100-140"])
 def test_no_plan_widens_the_allowed_cpus(dgx, allowed):
     a = CpuSet.parse(allowed)
-    p = plan_for(scan(dgx, nvml="off"), PlanOptions(allowed=a, ranks_per_gpu=2, reserve_cores=1, split=2))
+    p = _plan_for(scan(dgx, nvml="off"), PlanOptions(allowed=a, ranks_per_gpu=2, reserve_cores=1, split=2))
+    assert len(p.gpus) == 8
     for g in p.gpus:
         assert g.cpus <= a and all(r <= g.cpus for r in g.rank_cpus)
     assert all(s.cpus <= a for s in p.split)
@@ -185,7 +194,7 @@ def test_no_plan_widens_the_allowed_cpus(dgx, allowed):
 
 def test_reserve_and_ranks_per_gpu_use_whole_cores(dgx):
     result = scan(dgx, nvml="off")
-    p = plan_for(result, PlanOptions(reserve_cores=2, ranks_per_gpu=3))
+    p = _plan_for(result, PlanOptions(reserve_cores=2, ranks_per_gpu=3))
     assert p.reserved == CpuSet.parse("0-1,56-57,112-113,168-169")  # 2 cores per node, SMT siblings too
     cores = host_cores(result.snapshot.cpus)
     sets = [r for g in p.gpus for r in g.rank_cpus]
@@ -202,14 +211,15 @@ def test_reserve_and_ranks_per_gpu_use_whole_cores(dgx):
 
 
 def test_split_two_is_numa_local_and_three_says_what_crosses(dgx):
-    data = json.loads(topoagent("plan", "--root", str(dgx), "--no-nvml", "--split", "2", "--format", "json").stdout)
+    data = json.loads(run_cli("plan", "--root", str(dgx), "--no-nvml", "--split", "2", "--format", "json").stdout)
     assert [s["numa_nodes"] for s in data["split"]] == [[0], [1]]
     assert [s["crosses"] for s in data["split"]] == [None, None]
     assert CpuSet.parse(data["split"][0]["cpus"]) == NODE0
-    text = topoagent("plan", "--root", str(dgx), "--no-nvml", "--split", "3").stdout
+    text = run_cli("plan", "--root", str(dgx), "--no-nvml", "--split", "3").stdout
     assert "group 1: gpu3 gpu4 gpu5" in text and "crosses NUMA nodes 0 and 1 (sockets 0 and 1)" in text
     assert "SPLIT_CROSSES_NUMA" in text and "SPLIT_UNEVEN" in text
-    p = plan_for(scan(dgx, nvml="off"), PlanOptions(split=3))
+    p = _plan_for(scan(dgx, nvml="off"), PlanOptions(split=3))
+    assert len(p.split) == 3
     for a in p.split:
         for b in p.split:
             assert a.index == b.index or not (a.cpus & b.cpus)
@@ -230,7 +240,7 @@ def test_bad_options_give_one_line(dgx):
                         (["--format", "env", "--local-rank", "99"], "has 8 GPU(s)"),
                         (["--allowed-cpus", "bogus"], "--allowed-cpus"),
                         (["--split", "9"], "cannot split 8 GPU(s) into 9 groups")):
-        out = topoagent("plan", "--root", str(dgx), *args)
+        out = run_cli("plan", "--root", str(dgx), *args)
         assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
         assert len(out.stderr.strip().splitlines()) == 1
 
@@ -249,9 +259,9 @@ def test_ranks_per_gpu_is_bounded(dgx):
     """Each rank gets its own set of cores: more ranks than there can be CPUs is refused."""
     from topoagent.cpuset import MAX_CPUS
 
-    with pytest.raises(ValueError):
-        plan_for(scan(dgx, nvml="off"), PlanOptions(ranks_per_gpu=MAX_CPUS + 1))
-    out = topoagent("plan", "--root", str(dgx), "--no-nvml", "--ranks-per-gpu", str(MAX_CPUS + 1))
+    with pytest.raises(PlanError):  # a TopoagentError, and a ValueError as before
+        _plan_for(scan(dgx, nvml="off"), PlanOptions(ranks_per_gpu=MAX_CPUS + 1))
+    out = run_cli("plan", "--root", str(dgx), "--no-nvml", "--ranks-per-gpu", str(MAX_CPUS + 1))
     assert out.returncode == 2 and "Traceback" not in out.stderr
 
 
@@ -264,7 +274,7 @@ def test_every_local_rank_of_a_node_gets_the_same_nccl_ib_hca(fixture_root, mach
     from topoagent.analysis.rails import NicRole
 
     r = scan(fixture_root(machine), nvml="off")
-    p = plan_for(r, PlanOptions(ranks_per_gpu=2))
+    p = r.plan_with(PlanOptions(ranks_per_gpu=2))
     envs = [rank_env(p, rank)[2] for rank in range(2 * len(p.gpus))]
     compute = [name for n in r.topology.nics if r.rails.roles.get(n.id) is NicRole.COMPUTE for name in n.rdma_devices]
     others = {name for n in r.topology.nics if r.rails.roles.get(n.id) not in (None, NicRole.COMPUTE)

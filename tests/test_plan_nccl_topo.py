@@ -14,10 +14,9 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import ncclxml
+from tests import ncclxml
 import pytest
-from plan_helpers import topoagent
-
+from tests.plan_helpers import run_cli, topoagent
 from topoagent.api import scan
 from topoagent.topology import DeviceKind
 
@@ -84,7 +83,7 @@ def _ids(el: ET.Element) -> int:
 
 
 def _xml(root: str) -> str:
-    out = topoagent("plan", "--root", root, "--no-nvml", "--format", "nccl-topo")
+    out = run_cli("plan", "--root", root, "--no-nvml", "--format", "nccl-topo")
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -153,7 +152,7 @@ def test_pasted_matrix_without_bdfs_is_refused_in_one_line(tmp_path):
     matrix = tmp_path / "topo.txt"
     matrix.write_text("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
                       "GPU0\t X \tNV12\t0-31\t0\nGPU1\tNV12\t X \t0-31\t0\n")
-    out = topoagent("plan", "--nvidia-smi-topo", str(matrix), "--format", "nccl-topo")
+    out = run_cli("plan", "--nvidia-smi-topo", str(matrix), "--format", "nccl-topo")
     assert out.returncode == 2 and "PCI addresses" in out.stderr and "Traceback" not in out.stderr
 
 

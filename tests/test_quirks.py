@@ -4,7 +4,7 @@ finding; everything else still does.  One test per quirk."""
 
 import pytest
 
-from test_bad_input import BDF, minimal_tree
+from tests.test_bad_input import BDF, minimal_tree
 from topoagent.api import scan
 from topoagent.quirks import LINK_QUIRKS, link_quirk
 

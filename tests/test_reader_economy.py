@@ -95,6 +95,25 @@ def test_links_a_listing_does_not_show_are_not_asked_for(fixture_root, tmp_path,
     assert bound and all(any(r.endswith(f"{f.bdf}/driver") for r in reads) for f in bound)
 
 
+def test_bridges_seen_without_extended_config_are_not_asked_for_sriov_files(fixture_root, tmp_path, reads) -> None:
+    """A 256-byte config view (a VM guest) hides SR-IOV, but not the PCIe port type: the kernel
+    makes sriov_* files only for endpoints, so bridges cost no failed opens; the PF still has
+    its counts."""
+    root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
+    before = {f.bdf: f for f in read_host(root, nvml="off").pci}
+    for config in (root / "sys/devices").rglob("config"):
+        config.write_bytes(config.read_bytes()[:256])
+    reads.clear()
+    after = {f.bdf: f for f in read_host(root, nvml="off").pci}
+    assert {b: (f.sriov_totalvfs, f.sriov_numvfs) for b, f in after.items()} == \
+        {b: (f.sriov_totalvfs, f.sriov_numvfs) for b, f in before.items()}
+    assert any(f.sriov_totalvfs for f in after.values())
+    bridges = [f.bdf for f in after.values() if f.config is not None and f.config.pcie_port_type in (4, 5, 6)]
+    assert bridges
+    asked = [r for r in reads if "/sriov_" in r]
+    assert asked and not [r for r in asked if any(f"{b}/sriov_" in r for b in bridges)]
+
+
 def test_one_cpu_list_text_is_one_set(fixture_root) -> None:
     snap = read_host(fixture_root("sriov-nic"), nvml="off")
     sets = [f.local_cpus for f in snap.pci if f.local_cpus is not None]

@@ -36,11 +36,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import realtrees  # noqa: E402
-from realtrees import real_tree_roots  # noqa: E402,F401  (a session fixture)
-
+from tests import realtrees  # noqa: E402
+from tests.realtrees import real_tree_roots  # noqa: E402,F401  (a session fixture)
 from topoagent.api import scan  # noqa: E402
 
 #: The captures README.md describes; listed so the tests keep their ids (and skip with a

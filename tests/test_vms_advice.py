@@ -173,7 +173,8 @@ def test_vmware_ambiguous_id_resolved_by_the_host_list():
 def test_host_from_a_fixture_scan(fixture_root):
     from topoagent.api import scan
 
-    host = host_from_scan(scan(fixture_root("dgx-h100"), nvml="off"), source="dgx")
+    result = scan(fixture_root("dgx-h100"), nvml="off")
+    host = host_from_scan(result.topology, result.rails, source="dgx")
     gpu = host.devices["0000:9d:00.0"]
     assert (gpu.kind, gpu.numa_node, gpu.rail_nics) == ("gpu", 1, ("0000:9a:00.0",))
     assert str(host.node_cpus[1]) == "56-111,168-223"

@@ -162,7 +162,8 @@ def test_apply_yes_defines_exactly_the_affinity_and_undo_restores(dgx, tmp_path)
     from topoagent.api import scan
     from topoagent.commands.vms import new_definition  # the function --apply uses
 
-    host = host_from_scan(scan(dgx, nvml="off"), source="dgx")
+    result = scan(dgx, nvml="off")
+    host = host_from_scan(result.topology, result.rails, source="dgx")
     vm = advise_domain(parse_domain(original), "shut off", host, pin=True, reserve_cores=2)
     new_file = tmp_path / "new.xml"
     new_file.write_text(new_definition(original, vm.affinity))
@@ -214,7 +215,8 @@ def test_split_vm_without_pin_confines_each_cells_vcpus_to_its_node(dgx, tmp_pat
     from topoagent.sources.tools import run_tool
 
     original = virsh(URI, "dumpxml", "--inactive", "gpu-split")
-    host = host_from_scan(scan(dgx, nvml="off"), source="dgx")
+    result = scan(dgx, nvml="off")
+    host = host_from_scan(result.topology, result.rails, source="dgx")
     vm = advise_domain(parse_domain(original), "shut off", host)
     new_file = tmp_path / "new.xml"
     new_file.write_text(new_definition(original, vm.affinity))

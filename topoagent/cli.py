@@ -51,7 +51,7 @@ def group() -> click.Group:
     """The ``topoagent`` click group, made on first use (click is imported only then)."""
     import click
 
-    from topoagent import __version__
+    from topoagent.version import __version__
 
     class LazyGroup(click.Group):
         """A group that imports a command's module only when that command is used."""
@@ -122,8 +122,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     monitor["mode"] = monitor_mode(args)
     try:
         if args == ["--version"]:  # click's answer, without importing click (~20 ms)
-            from topoagent import __version__
             from topoagent.commands.common import emit
+            from topoagent.version import __version__
 
             emit(f"topoagent, version {__version__}\n")
             return

@@ -8,6 +8,8 @@ goes through these two functions.
 
 from __future__ import annotations
 
+from topoagent.errors import InputError
+
 __all__ = ["is_decimal", "is_hex", "parse_decimal"]
 
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -24,9 +26,9 @@ def is_hex(text: str) -> bool:
 
 def parse_decimal(text: str, *, signed: bool = False) -> int:
     """The integer written in ASCII decimal digits (``-`` allowed when ``signed``); surrounding
-    whitespace is ignored.  Raises :class:`ValueError` for anything else."""
+    whitespace is ignored.  Raises :class:`~topoagent.errors.InputError` (a :class:`ValueError`) for anything else."""
     t = text.strip()
     body = t[1:] if signed and t.startswith("-") else t
     if not is_decimal(body) or len(body) > 19:
-        raise ValueError(f"not a decimal number: {t[:40]!r}")
+        raise InputError(f"not a decimal number: {t[:40]!r}")
     return int(t)

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from topoagent.advice.plan import Plan, make_plan
+from topoagent.advice.plan import Plan, PlanOptions, make_plan, plan_for
 from topoagent.analysis.findings import Finding, Severity, find_all, sort_findings
 from topoagent.analysis.given import matrix_vs_tree
 from topoagent.analysis.paths import Path, all_paths, path_index
@@ -57,6 +57,12 @@ class ScanResult(msgspec.Struct, frozen=True, dict=True):
     def snapshot(self) -> Snapshot:
         """The facts the result was built from (the topology's own, never a stale copy)."""
         return self.topology.snapshot
+
+    def plan_with(self, options: PlanOptions = PlanOptions()) -> Plan:
+        """The plan under ``options`` (what ``plan``, ``exec`` and ``apply`` hand out): per GPU
+        its CPUs, ranks' cores, rail NICs and environment.  Pure."""
+        return plan_for(self.topology, self.plan, paths=self.paths, findings=self.findings, rail_plan=self.rails,
+                        options=options)
 
     def worst(self) -> Severity | None:
         """The most severe finding's severity, or None when there are none."""

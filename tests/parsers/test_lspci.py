@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from mangle import mangle
+from tests.mangle import mangle
 from pathlib import Path
 
 import pytest

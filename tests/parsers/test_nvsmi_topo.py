@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from mangle import mangle
+from tests.mangle import mangle
 from pathlib import Path
 
 import pytest
@@ -240,9 +240,10 @@ def test_sample(name, n, gpus, cells, affinities, rdma, legacy, n_warnings):
 
 def test_nic_rows_have_no_affinity():
     m = parse("h100_nv18_9nic_tabs.txt")
-    for d in m.devices:
-        if d.kind == "nic":
-            assert (d.cpu_affinity, d.numa_affinity, d.gpu_numa_id) == (None, None, None)
+    nics = [d for d in m.devices if d.kind == "nic"]
+    assert len(nics) == 9
+    for d in nics:
+        assert (d.cpu_affinity, d.numa_affinity, d.gpu_numa_id) == (None, None, None)
 
 
 def test_lookup_by_rdma_name():

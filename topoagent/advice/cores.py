@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import msgspec
 
 from topoagent.cpuset import CpuSet
+from topoagent.errors import InputError
 from topoagent.snapshot import Cpu
 
 __all__ = ["Split", "host_cores", "cores_in", "reserve", "split_cores", "logical_cores", "threads_known"]
@@ -82,7 +83,7 @@ def split_cores(cores: Sequence[CpuSet], parts: int) -> Split:
     round robin and ``shared`` is set: a part is never empty while there is a core.
     """
     if parts <= 0:
-        raise ValueError("parts must be positive")
+        raise InputError("parts must be positive")
     n = len(cores)
     if n == 0:
         return Split(tuple(CpuSet() for _ in range(parts)))

@@ -11,12 +11,18 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from topoagent.cpuset import MAX_CPUS, CpuSet
+from topoagent.errors import InputError
 from topoagent.frozen import FrozenMap
 
 if TYPE_CHECKING:
+    from topoagent.analysis.findings import Finding
+    from topoagent.analysis.paths import Path
     from topoagent.analysis.rails import RailPlan
-    from topoagent.result import ScanResult
     from topoagent.topology import Device, Topology
+
+
+class PlanError(InputError):
+    """Options no plan can be made under (ranks per GPU out of range, more groups than GPUs)."""
 
 
 class RailNic(msgspec.Struct, frozen=True):
@@ -135,7 +141,7 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
         rail = rails.rail(g.id)
         nics = rail.nics if rail else ()
         env = base_env(index)
-        env.update(node_hca_env(topo, rails))
+        env.update(node_hca_env(topo, rail_plan))
         ucx = [f"{name}:1" for n in nics if (d := topo.by_id(n)) is not None and d.driver != "efa"
                for name in d.rdma_devices]
         if ucx:
@@ -251,8 +257,13 @@ def _finding(code: str, subjects: tuple[str, ...], message: str, remedy: str) ->
     return Finding(code, Severity.parse(PLAN_CODES[code]), subjects, message, (), remedy)
 
 
-def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
+def plan_for(topo: Topology, base: Plan, *, paths: tuple[Path, ...], findings: tuple[Finding, ...],
+             rail_plan: RailPlan, options: PlanOptions = PlanOptions()) -> Plan:
     """The plan of a scanned host under ``options``.  Pure.
+
+    ``base`` is the scan's default plan (:func:`make_plan`), ``paths``, ``findings`` and
+    ``rail_plan`` the scan's: its parts, not the :class:`~topoagent.result.ScanResult` (advice sits
+    below it).
 
     Per GPU: ``cpus`` = its NUMA node's CPUs, intersected with the allowed CPUs, minus the
     reserved cores; ``rank_cpus`` = ``ranks_per_gpu`` disjoint sets of whole cores from the
@@ -268,10 +279,11 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
         split_cores,
         threads_known,
     )
+    from topoagent.analysis.paths import path_index
 
     if not 1 <= options.ranks_per_gpu <= MAX_CPUS:  # each rank gets cores; work grows with ranks
-        raise ValueError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
-    topo, base = result.topology, result.plan
+        raise PlanError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
+    by_pair = path_index(paths)
     recorded = topo.snapshot.allowed_cpus
     allowed = recorded if options.allowed is None else (
         options.allowed if recorded is None else options.allowed & recorded)
@@ -337,12 +349,12 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
         assert d is not None
         node_cores = usable.get(group(g), ())
         cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
-        rails = tuple(_rail_nic(topo, n, p.token if (p := result.path(d.id, n.id)) else None)
+        rails = tuple(_rail_nic(topo, n, p.token if (p := by_pair.get((d.id, n.id))) else None)
                       for nid in g.nics if (n := topo.by_id(nid)) is not None)
         own = cores_in(cores, share[g.gpu])
         split = (split_cores(own, options.ranks_per_gpu) if whole
                  else Split(tuple(share[g.gpu] for _ in range(options.ranks_per_gpu))))
-        gpu_notes = [f for f in result.findings if g.gpu in f.subjects]
+        gpu_notes = [f for f in findings if g.gpu in f.subjects]
         if not cpus:
             where = f"NUMA node {g.numa_node}" if g.numa_node is not None else "its local CPUs"
             gpu_notes.append(_finding(
@@ -360,7 +372,7 @@ def plan_for(result: ScanResult, options: PlanOptions = PlanOptions()) -> Plan:
                 f"for {options.ranks_per_gpu} rank(s): some ranks share a core.",
                 "Use fewer ranks per GPU, fewer reserved cores, or a larger cpuset."))
         env = base_env(g.cuda_index)
-        env.update(node_hca_env(topo, result.rails))
+        env.update(node_hca_env(topo, rail_plan))
         env.update(rail_env(rails))
         gpus.append(msgspec.structs.replace(
             g, key=d.key, socket=d.socket, cpus=cpus, rails=rails,
@@ -419,9 +431,9 @@ def split_host(topo: Topology, gpus: tuple[GpuPlan, ...], share: dict[str, CpuSe
     rails.  Groups that straddle nodes are named in a SPLIT_CROSSES_NUMA note.
     """
     if n < 1:
-        raise ValueError("split needs at least one group")
+        raise PlanError("split needs at least one group")
     if n > len(gpus):
-        raise ValueError(f"cannot split {len(gpus)} GPU(s) into {n} groups")
+        raise PlanError(f"cannot split {len(gpus)} GPU(s) into {n} groups")
     order = sorted(gpus, key=lambda g: (g.numa_node is None, g.numa_node or 0, g.cuda_index))
     size, extra = divmod(len(order), n)
     notes: list[Any] = []

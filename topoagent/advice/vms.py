@@ -3,7 +3,7 @@
 A GPU or NIC passed through to a VM does its DMA to the VM's memory, and its interrupts and
 driver threads run on the VM's vCPUs: when those sit on another NUMA node than the device,
 every transfer crosses the socket interconnect.  For each VM with PCI passthrough devices this
-module joins the devices with the host (a :class:`~topoagent.result.ScanResult`, or ESXi's
+module joins the devices with the host (a scan's topology and rails, or ESXi's
 ``esxcli hardware pci list``), and says:
 
 - ``aligned``: memory and vCPUs are confined to the devices' node;
@@ -40,8 +40,9 @@ from topoagent.errors import InputError
 from topoagent.frozen import FrozenMap
 
 if TYPE_CHECKING:
+    from topoagent.analysis.rails import RailPlan
     from topoagent.parsers.esxcli import EsxPciDevice
-    from topoagent.result import ScanResult
+    from topoagent.topology import Topology
 
 __all__ = [
     "Affinity",
@@ -101,17 +102,17 @@ class HostView(msgspec.Struct, frozen=True):
     cores: tuple[CpuSet, ...] = ()
 
 
-def host_from_scan(result: ScanResult, *, source: str) -> HostView:
-    """The host side from a scan: every PCI function, GPUs with their rail NICs' BDFs, the cores."""
+def host_from_scan(topo: Topology, rails_plan: RailPlan, *, source: str) -> HostView:
+    """The host side from a scan's topology and rails: every PCI function, GPUs with their rail
+    NICs' BDFs, the cores."""
     from topoagent.advice.cores import host_cores
 
-    topo = result.topology
     devices = {}
     for d in topo.devices:
         if d.bdf is None:
             continue
         rails: tuple[str, ...] = ()
-        rail = result.rails.rail(d.id)
+        rail = rails_plan.rail(d.id)
         if rail is not None:
             rails = tuple(n.bdf for nid in rail.nics if (n := topo.by_id(nid)) is not None and n.bdf)
         devices[d.bdf] = HostDevice(d.bdf, d.kind.value, d.numa_node, d.name, d.vendor_id, d.device_id, rails)
@@ -120,7 +121,7 @@ def host_from_scan(result: ScanResult, *, source: str) -> HostView:
         devices=FrozenMap(devices),
         node_cpus=FrozenMap({n.id: n.cpus for n in topo.nodes if n.cpus_known}),
         node_memory=FrozenMap({n.id: n.memory_bytes for n in topo.nodes if n.memory_bytes}),
-        cores=host_cores(result.snapshot.cpus),
+        cores=host_cores(topo.snapshot.cpus),
     )
 
 

@@ -50,7 +50,7 @@ def current(fs: HostFS, kind: str, target: Any) -> str | None:
         return kernel.file_text(fs, str(target["path"]))
     if kind == MODULE:
         return "loaded" if fs.isdir(f"sys/module/{target['module']}") else "absent"
-    raise ValueError(f"unknown change kind {kind!r}")
+    raise WriteError(f"unknown change kind {kind!r}")
 
 
 def target_rel(kind: str, target: Any) -> str | None:
@@ -74,7 +74,7 @@ def perform(writer: HostWriter, kind: str, target: Any, value: str | None) -> No
     elif kind == MODULE:
         writer.modprobe(str(target["module"]), remove=value != "loaded")
     elif (rel := target_rel(kind, target)) is None:
-        raise ValueError(f"unknown change kind {kind!r}")
+        raise WriteError(f"unknown change kind {kind!r}")
     elif kind == IRQ:
         writer.write_text(rel, str(value))
     elif kind == PCI_CONFIG:

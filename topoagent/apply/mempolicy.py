@@ -13,6 +13,8 @@ import ctypes
 import os
 import platform
 
+from topoagent.errors import TopoagentError
+
 MPOL_PREFERRED, MPOL_BIND = 1, 2  # include/uapi/linux/mempolicy.h
 MODES = {"prefer": MPOL_PREFERRED, "bind": MPOL_BIND}
 
@@ -22,8 +24,9 @@ _MASK_BITS = 1024  # MAX_NUMNODES is at most 1024 (NODES_SHIFT <= 10)
 _ULONG_BITS = ctypes.sizeof(ctypes.c_ulong) * 8
 
 
-class MempolicyError(OSError):
-    """The policy could not be set or read; the message says why in one line."""
+class MempolicyError(TopoagentError, OSError):
+    """The policy could not be set or read; the message says why in one line.  Also an
+    :class:`OSError` (``errno`` set when the kernel refused), as a syscall's callers expect."""
 
 
 def _numbers() -> tuple[int, int]:

@@ -63,7 +63,7 @@ def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: i
     import msgspec
 
     from topoagent.advice.allocation import allocated_gpus
-    from topoagent.advice.plan import PlanOptions, plan_for
+    from topoagent.advice.plan import PlanOptions
     from topoagent.errors import InputError
     from topoagent.sources.process import allowed_cpus
 
@@ -73,11 +73,11 @@ def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: i
         cpus = mine if cpus is None else cpus & mine
     options = PlanOptions(allowed=cpus, reserve_cores=reserve_cores, ranks_per_gpu=ranks_per_gpu, split=split)
     try:
-        plan = plan_for(result, options)
+        plan = result.plan_with(options)
         if allocation is None or not allocation.gpus or not plan.gpus:
             return plan
         given = tuple(g.gpu for g in allocated_gpus(allocation, plan, result.topology.snapshot.nvml_gpus))
-        return plan_for(result, msgspec.structs.replace(options, gpus=given))
+        return result.plan_with(msgspec.structs.replace(options, gpus=given))
     except (ValueError, InputError) as exc:
         fail(str(exc))
 

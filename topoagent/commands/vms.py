@@ -125,7 +125,7 @@ def _host(inputs: Inputs) -> HostView:
     result = run_scan(inputs)
     origins = inputs.origins or {}
     where = ", ".join(origins.values()) if origins else f"scan of {inputs.root}"
-    return host_from_scan(result, source=where)
+    return host_from_scan(result.topology, result.rails, source=where)
 
 
 def _kvm_report(inputs: Inputs, uri: str | None, *, pin: bool, reserve_cores: int) -> VmReport:

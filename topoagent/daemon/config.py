@@ -81,13 +81,16 @@ def parse_listen(text: str) -> tuple[str, int]:
     """``ADDR:PORT`` (``127.0.0.1:9464``, ``[::1]:9464``, ``localhost:9464``) as (host, port)."""
     m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:([0-9]{1,5})|([^:\[\]\s]+):([0-9]{1,5})", text.strip())
     if not m:
-        raise ValueError(f"{text!r} is not ADDR:PORT (e.g. 127.0.0.1:9464 or [::1]:9464)")
+        raise ConfigError(f"{text!r} is not ADDR:PORT (e.g. 127.0.0.1:9464 or [::1]:9464)")
     host = m.group(1) or m.group(3)
     port = int(m.group(2) or m.group(4))
     if not 1 <= port <= 65535:
-        raise ValueError(f"port {port} is not in 1-65535")
+        raise ConfigError(f"port {port} is not in 1-65535")
     if m.group(1):
-        ipaddress.IPv6Address(host)  # raises ValueError naming the address
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError as exc:  # its message names the address
+            raise ConfigError(str(exc)) from None
     return host, port
 
 

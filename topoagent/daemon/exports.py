@@ -21,13 +21,14 @@ import msgspec
 
 from topoagent.analysis.paths import PathClass
 from topoagent.apply.files import write_atomically
-from topoagent.errors import InputError
+from topoagent.errors import InputError, TopoagentError
 from topoagent.result import ScanResult
 from topoagent.sources.textinput import read_regular
 
 __all__ = [
-    "EXPECTED_FILE", "NFD_EXPIRY_INTERVALS", "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "TEXTFILE", "Exporter", "atomic_write",
-    "iso_time", "nfd_expiry", "nfd_features", "read_count", "render_nfd", "state_document", "valid_nfd_name", "valid_nfd_value",
+    "EXPECTED_FILE", "NFD_EXPIRY_INTERVALS", "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "TEXTFILE", "ExportError", "Exporter",
+    "atomic_write", "iso_time", "nfd_expiry", "nfd_features", "read_count", "render_nfd", "state_document",
+    "valid_nfd_name", "valid_nfd_value",
 ]
 
 STATE_FILE = "state.json"
@@ -155,6 +156,10 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
     return {k: v for k, v in features.items() if valid_nfd_value(v) and _NFD_TOKEN.match(k)}
 
 
+class ExportError(TopoagentError):
+    """An export that cannot be written as its consumer requires (an NFD file over 64 kB)."""
+
+
 def nfd_expiry(good_at: float, interval: float, scan_timeout: float) -> float:
     """When the feature file of a scan made at ``good_at`` stops counting (seconds since the epoch)."""
     return good_at + NFD_EXPIRY_INTERVALS * interval + scan_timeout
@@ -177,7 +182,7 @@ def render_nfd(features: Mapping[str, str], namespace: str, expires_at: float | 
             lines.append(f"{label}={value}")
     text = "\n".join(lines) + "\n"
     if len(text.encode()) >= NFD_LIMIT:
-        raise ValueError("NFD feature file would exceed 64 kB")
+        raise ExportError("NFD feature file would exceed 64 kB")
     return text
 
 
@@ -202,18 +207,26 @@ class Exporter:
         self.log = log
         self.status: dict[str, ExportStatus] = {}
 
-    def write(self, export: str, path: str, data: bytes) -> bool:
-        """Write one export; True when the file changed."""
+    def _status(self, export: str, path: str) -> ExportStatus:
         st = self.status.get(export)
         if st is None or st.path != path:
             st = self.status[export] = ExportStatus(path)
+        return st
+
+    def fail(self, export: str, path: str, error: str) -> None:
+        """Record that an export could not be written (logged when the failure starts or changes)."""
+        st = self._status(export, path)
+        if st.ok or st.error != error:
+            self.log.error("export_failed", export=export, path=path, error=error)
+        st.ok, st.error = False, error
+
+    def write(self, export: str, path: str, data: bytes) -> bool:
+        """Write one export; True when the file changed."""
+        st = self._status(export, path)
         try:
             changed = atomic_write(path, data)
         except OSError as exc:
-            error = f"{exc.strerror or exc}"
-            if st.ok or st.error != error:
-                self.log.error("export_failed", export=export, path=path, error=error)
-            st.ok, st.error = False, error
+            self.fail(export, path, f"{exc.strerror or exc}")
             return False
         if not st.ok:
             self.log.info("export_recovered", export=export, path=path)

@@ -22,7 +22,6 @@ import queue
 import selectors
 import signal
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 import msgspec
 
 from topoagent.changes import Change, diff, link_verdict_changes
+from topoagent.daemon.clock import Clock, SystemClock
 from topoagent.daemon.config import Config, ConfigError
 from topoagent.daemon.exports import (
     EXPECTED_FILE,
@@ -37,6 +37,7 @@ from topoagent.daemon.exports import (
     STATE_FILE,
     TEXTFILE,
     Exporter,
+    ExportError,
     iso_time,
     nfd_expiry,
     nfd_features,
@@ -81,10 +82,10 @@ def default_sample(config: Config) -> dict[str, LinkInfo]:
 
 class _Job:
     def __init__(self, ident: int, kind: str, trigger: str, fn: Callable[[], Any], done: queue.SimpleQueue[Any],
-                 wake: Callable[[], None]) -> None:
+                 wake: Callable[[], None], clock: Clock) -> None:
         self.ident, self.kind, self.trigger = ident, kind, trigger
-        self.started = time.monotonic()
-        self.started_wall = time.time()
+        self.started = clock.monotonic()
+        self.started_wall = clock.time()
 
         def work() -> None:
             try:
@@ -103,20 +104,24 @@ class Daemon:
 
     ``scan``, ``sample`` and ``reload`` are the daemon's edges (the orchestration, a link
     reading, the configuration); None means :func:`default_scan` and :func:`default_sample`.
+    ``clock`` (``monotonic()``, ``time()``, ``wait(selector, timeout)``) is where the loop
+    reads the time and waits; None means :class:`~topoagent.daemon.clock.SystemClock`.
     """
 
     def __init__(self, config: Config, *, log: Any = None, notifier: Notifier | None = None,
                  scan: Callable[[Config], ScanResult] | None = None,
                  sample: Callable[[Config], Mapping[str, LinkInfo]] | None = None,
-                 reload: Callable[[], Config] | None = None, install_signals: bool = True) -> None:
+                 reload: Callable[[], Config] | None = None, install_signals: bool = True,
+                 clock: Clock | None = None) -> None:
         self.config = config
+        self.clock: Clock = clock if clock is not None else SystemClock()
         self.log = log if log is not None else make_logger(config.log_format)
         self.notifier = notifier if notifier is not None else Notifier()
         self._scan_fn = scan if scan is not None else default_scan
         self._sample_fn = sample if sample is not None else default_sample
         self._reload_fn = reload
         self._install_signals = install_signals
-        self.status = Status(started_at=time.time(), interval=config.interval)
+        self.status = Status(started_at=self.clock.time(), interval=config.interval)
         #: The most physical GPUs seen (the known-good count), as kept in the state directory.
         self._most_gpus = read_count(os.path.join(config.state_dir, EXPECTED_FILE))
         self.linkwatch = LinkWatch(config.link_window)
@@ -250,17 +255,18 @@ class Daemon:
             if self._udev is not None:
                 sel.register(self._udev.fileno(), selectors.EVENT_READ, "udev")
             interval = self.notifier.watchdog_interval()
-            self._watchdog_due = time.monotonic() + interval if interval else None
-            self._schedule_scan(time.monotonic(), "start")
+            clock = self.clock
+            self._watchdog_due = clock.monotonic() + interval if interval else None
+            self._schedule_scan(clock.monotonic(), "start")
             while not self._stopping:
-                self._tick(time.monotonic())
+                self._tick(clock.monotonic())
                 if self._stopping:
                     break
-                for key, _ in sel.select(self._timeout(time.monotonic())):
+                for key, _ in clock.wait(sel, self._timeout(clock.monotonic())):
                     if key.data == "wake":
                         self._drain_wake()
                     elif key.data == "udev":
-                        self._on_udev(time.monotonic())
+                        self._on_udev(clock.monotonic())
         finally:
             sel.close()
             for signum, handler in previous.items():
@@ -349,15 +355,16 @@ class Daemon:
     # -- jobs -----------------------------------------------------------------------------------
     def _new_job(self, kind: str, trigger: str, fn: Callable[[], Any]) -> _Job:
         self._job_ids += 1
-        return _Job(self._job_ids, kind, trigger, fn, self._done, self.wake)
+        return _Job(self._job_ids, kind, trigger, fn, self._done, self.wake, self.clock)
 
     def _start_scan(self) -> None:
         trigger = self._scan_trigger
         self._scan_due = None
         self._burst_started = None
         if self._hung is not None and self._hung.thread.is_alive():
-            error = f"the scan started {time.time() - self._hung.started_wall:.0f} s ago is still hung"
-            self._failed(Attempt(time.time(), False, 0.0, error, trigger))
+            now = self.clock.time()
+            error = f"the scan started {now - self._hung.started_wall:.0f} s ago is still hung"
+            self._failed(Attempt(now, False, 0.0, error, trigger))
             return
         self._hung = None
         cfg = self.config
@@ -381,7 +388,7 @@ class Daemon:
         if self._load is None or result is None:
             return {}
         with self._load_lock:
-            return self._load.sample(time.monotonic(), rail_netdevs(result))
+            return self._load.sample(self.clock.monotonic(), rail_netdevs(result))
 
     def _abandon(self, now: float) -> None:
         job = self._job
@@ -405,7 +412,7 @@ class Daemon:
             if job is None or job.ident != ident:
                 continue  # an abandoned job finished late: its news is stale
             self._job = None
-            duration = time.monotonic() - job.started
+            duration = self.clock.monotonic() - job.started
             if job.kind == "scan":
                 if outcome == "ok":
                     result, load = value
@@ -417,7 +424,7 @@ class Daemon:
                 self._sampled(links, load)
             else:
                 self.log.warning("link_sample_failed", error=_describe(value))
-                self._schedule_sample(time.monotonic())
+                self._schedule_sample(self.clock.monotonic())
 
     # -- outcomes -------------------------------------------------------------------------------
     def _judge(self) -> tuple[FrozenMap[str, Any], tuple[Change, ...]]:
@@ -428,7 +435,7 @@ class Daemon:
         return FrozenMap(new), link_verdict_changes(before, after)
 
     def _record(self, changes: tuple[Change, ...]) -> None:
-        at = iso_time(time.time())
+        at = iso_time(self.clock.time())
         for c in changes:
             log_change(self.log, c)
             self.recent.append({"at": at, **c.as_dict()})
@@ -436,7 +443,7 @@ class Daemon:
     def _scanned(self, result: ScanResult, load: dict[str, bool | None], attempt: Attempt) -> None:
         first = self.status.result is None
         changes = diff(self.status.result, result)
-        self.linkwatch.observe_result(time.time(), result, load)
+        self.linkwatch.observe_result(self.clock.time(), result, load)
         judgements, link_changes = self._judge()
         if first:
             link_changes = ()  # the first scan is the baseline: its state is logged below, not as changes
@@ -470,7 +477,7 @@ class Daemon:
         the files), schedule what comes next and tell systemd."""
         self.status = self._export(status)
         self._html_cache = None
-        now = time.monotonic()
+        now = self.clock.monotonic()
         self._schedule_scan(now + self.config.interval, "timer")
         self._schedule_sample(now)
         attempt = status.last
@@ -490,13 +497,13 @@ class Daemon:
             self._sample_due = None
 
     def _sampled(self, links: Mapping[str, LinkInfo], load: dict[str, bool | None]) -> None:
-        self.linkwatch.observe(time.time(), links, load)
+        self.linkwatch.observe(self.clock.time(), links, load)
         judgements, changes = self._judge()
         self._record(changes)
         st = self.status
         new = msgspec.structs.replace(st, judgements=judgements, changes_total=st.changes_total + len(changes))
         self.status = self._export(new) if changes else new
-        self._schedule_sample(time.monotonic())
+        self._schedule_sample(self.clock.monotonic())
 
     # -- exports --------------------------------------------------------------------------------
     @staticmethod
@@ -525,9 +532,14 @@ class Daemon:
             if cfg.nfd_dir:
                 scan_ok = st.last is None or st.last.success
                 features = nfd_features(st.result, degraded_links=bool(st.degraded), scan_ok=scan_ok)
-                expires = nfd_expiry(st.good_at or time.time(), cfg.interval, cfg.scan_timeout)
-                text = render_nfd(features, cfg.nfd_namespace, expires)
-                self.exporter.write("nfd", os.path.join(cfg.nfd_dir, NFD_FILE), text.encode())
+                expires = nfd_expiry(st.good_at or self.clock.time(), cfg.interval, cfg.scan_timeout)
+                path = os.path.join(cfg.nfd_dir, NFD_FILE)
+                try:
+                    text = render_nfd(features, cfg.nfd_namespace, expires)
+                except ExportError as exc:  # NFD would refuse the file: reported like a failed write
+                    self.exporter.fail("nfd", path, str(exc))
+                else:
+                    self.exporter.write("nfd", path, text.encode())
         st = self._with_exports(st)
         if cfg.textfile_dir:
             self.exporter.write("textfile", os.path.join(cfg.textfile_dir, TEXTFILE), render_text(st))

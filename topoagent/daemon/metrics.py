@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from topoagent import __version__
 from topoagent.analysis.findings import Severity
 from topoagent.changes import finding_keys
 from topoagent.daemon.linkwatch import watched_links
 from topoagent.daemon.status import Status
 from topoagent.topology import DeviceKind
+from topoagent.version import __version__
 
 __all__ = ["StatusCollector", "families", "make_registry", "render_text"]
 
@@ -74,6 +74,10 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
     topo, snap = r.topology, r.snapshot
     gauge("topoagent_source_up", "Whether each source gave evidence in the last good scan.", ["source"],
           [((s.name,), 1 if s.status in _UP else 0) for s in snap.sources])
+    # One series per source, as node_exporter's node_scrape_collector_duration_seconds{collector}.
+    gauge("topoagent_source_duration_seconds", "Seconds each source took in the last good scan "
+          '(source="analyse": building and analysing the tree).', ["source"],
+          [((name,), seconds) for name, seconds in r.timings.items()])
     gauge("topoagent_probe_errors", "Probes (files, calls) that failed in the last good scan.",
           rows=[((), len(snap.probe_errors))])
     counts = {k.value: 0 for k in DeviceKind}

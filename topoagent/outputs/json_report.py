@@ -14,13 +14,13 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from topoagent import __version__
 from topoagent.analysis.findings import Finding
 from topoagent.analysis.rails import NicRole
 from topoagent.pci import DeviceKind
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo, ProbeError, SourceStatus, enc_hook
 from topoagent.topology import BridgeRole, Device, Topology
+from topoagent.version import __version__
 
 SCHEMA_VERSION: Literal[1] = 1
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from topoagent.advice.plan import Plan, PlanOptions, plan_for
+from topoagent.advice.plan import Plan
 from topoagent.result import ScanResult
 
 
 def plan_of(result: ScanResult, plan: Plan | None = None) -> Plan:
     """The plan given, or the default plan of the result (the tree's allowed CPUs)."""
-    return plan if plan is not None else plan_for(result, PlanOptions())
+    if plan is not None:
+        return plan
+    return result.plan_with()
 
 
 def nic_words(r: Any) -> str:

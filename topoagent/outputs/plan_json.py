@@ -10,7 +10,6 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from topoagent import __version__
 from topoagent.advice.plan import Plan, gpu_rank_env
 from topoagent.outputs.json_report import (
     Bdf,
@@ -28,6 +27,7 @@ from topoagent.outputs.json_report import (
 )
 from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
+from topoagent.version import __version__
 
 SCHEMA_VERSION: Literal[1] = 1
 

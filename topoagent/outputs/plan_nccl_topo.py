@@ -244,7 +244,7 @@ def serialize(el: Element, indent: int = 0) -> str:
     """NCCL's dump format (``ncclTopoDumpXmlRec``): two-space indent, ``name="value"``."""
     for _, v in el.attrs:
         if '"' in v or "\n" in v:
-            raise ValueError(f"attribute value {v!r} cannot be written for NCCL's reader")
+            raise InputError(f"attribute value {v!r} cannot be written for NCCL's reader")
     head = " " * indent + "<" + el.name + "".join(f' {k}="{v}"' for k, v in el.attrs)
     if not el.children:
         return head + "/>\n"

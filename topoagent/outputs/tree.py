@@ -11,11 +11,11 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from topoagent import __version__
 from topoagent.pci import CLASSES, is_nvswitch_or_other_bridge
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
 from topoagent.topology import BridgeRole, Device, DeviceKind, Node, Topology
+from topoagent.version import __version__
 
 _TAG = {
     DeviceKind.GPU: "GPU",

@@ -1,8 +1,9 @@
 """Pure parsers for the small text files of sysfs and procfs.
 
 Each takes the stripped text of one file and returns a value, or ``None`` where the kernel
-writes a placeholder for "unknown".  They raise :class:`ValueError` on text that is not of
-the file's format; the caller records that as a probe error with the path.
+writes a placeholder for "unknown".  They raise :class:`~topoagent.errors.InputError` (a
+``ValueError``) on text not of the file's format; the caller records that as a probe error
+with the path.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 
 from topoagent.cpuset import CpuSet
 from topoagent.digits import is_hex, parse_decimal
+from topoagent.errors import InputError
 
 
 def parse_int(text: str) -> int:
@@ -24,7 +26,7 @@ def parse_hex_id(text: str) -> int:
     digits = t[2:]
     # ASCII hex only: int(t, 16) also takes "0x1_0" and non-ASCII digits ("0x١").
     if t[:2].lower() != "0x" or len(digits) > 16 or not is_hex(digits):
-        raise ValueError(f"expected 0x-prefixed hex, got {t[:40]!r}")
+        raise InputError(f"expected 0x-prefixed hex, got {t[:40]!r}")
     return int(digits, 16)
 
 
@@ -57,7 +59,7 @@ def parse_link_speed(text: str) -> float | None:
         return None
     m = re.match(_SPEED, t)
     if not m:
-        raise ValueError(f"not a link speed: {t!r}")
+        raise InputError(f"not a link speed: {t!r}")
     value = float(m.group(1))
     return value if value > 0 else None
 
@@ -127,7 +129,7 @@ def parse_rdma_rate(text: str) -> float | None:
     """An InfiniBand port ``rate`` in Gb/s (``"400 Gb/sec (4X NDR)"`` -> 400.0)."""
     m = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec", text)
     if not m:
-        raise ValueError(f"not an RDMA rate: {text!r}")
+        raise InputError(f"not an RDMA rate: {text!r}")
     return float(m.group(1))
 
 
@@ -154,6 +156,6 @@ def parse_nvidia_numa_status(text: str) -> int | None:
     """The ``Node:`` line of the NVIDIA driver's ``numa_status`` (GPU memory onlined as a node)."""
     m = re.search(r"^Node:\s*(-?[0-9]+)\s*$", text, re.MULTILINE)
     if not m:
-        raise ValueError("no Node: line")
+        raise InputError("no Node: line")
     value = parse_decimal(m.group(1), signed=True)
     return value if value >= 0 else None

@@ -22,6 +22,7 @@ from topoagent.parsers.configspace import (
     ConfigSpaceError,
     parse_config_space,
 )
+from topoagent.pci import PORT_CODES
 from topoagent.snapshot import (
     ConfigSpace,
     Cpu,
@@ -46,6 +47,11 @@ PCI_DEVICES = "sys/bus/pci/devices"
 _ATTRS = ("class", "numa_node", "local_cpulist")
 _LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
 _SRIOV_FILES = ("sriov_totalvfs", "sriov_numvfs")
+#: PCIe Device/Port Types that can be SR-IOV physical functions, and None (type unknown: the
+#: capability list was not readable).  The kernel makes the SR-IOV files only for an Endpoint
+#: or a Root Complex Integrated Endpoint (drivers/pci/iov.c, sriov_init), so a bridge or a
+#: switch port seen without its extended capabilities (a 256-byte view) is not asked for them.
+_MAY_BE_SRIOV = (None, PORT_CODES["endpoint"], PORT_CODES["rc_integrated_endpoint"])
 #: A function's directory is listed before reading its optional files only when more than this
 #: many are wanted: a listing costs about as much as four failed opens (measured on a DGX
 #: fixture and a real capture, docs/benchmarks.md).
@@ -226,7 +232,8 @@ class SysfsReader:
         # seen); the link from config space where it is complete (see link()).
         config, physfn = self._config_and_physfn(d, bdf)
         vf = physfn is not None
-        sriov = config is None or not config.extended_readable or EXT_CAP_ID_SRIOV in config.extended_caps
+        sriov = config is None or EXT_CAP_ID_SRIOV in config.extended_caps or (
+            not config.extended_readable and config.pcie_port_type in _MAY_BE_SRIOV)
         ids = config.vendor_device if config is not None else None
         if ids is None and physfn is not None:
             # A VF's id registers read 0xffff; the kernel gives it its PF's vendor and the PF's

@@ -228,7 +228,7 @@ def _tools(cap: Capture, scrub: Scrubber, timeout: float) -> None:
 
 def collect_capture(root: str = "/", *, tools: bool = True, tool_timeout: float = 30.0) -> Capture:
     """The scrubbed entries of a capture of the host below ``root`` (tools run only for ``/``)."""
-    from topoagent import __version__
+    from topoagent.version import __version__
 
     fs = HostFS(root)
     fs.require_sysfs()

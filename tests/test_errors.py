@@ -1,0 +1,63 @@
+"""One error base in fact: every exception class the package defines for callers derives from
+:class:`topoagent.errors.TopoagentError`, so ``except TopoagentError`` catches every deliberate
+error and lets bugs through."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import topoagent
+from topoagent.errors import InputError, TopoagentError
+
+#: Exceptions that never leave the module that raises them (control flow inside a parser or
+#: reader).
+INTERNAL = {
+    "topoagent.hostfs._Fail",
+    "topoagent.sources.nvml._Skip",
+    "topoagent.parsers.lspci_common.LineError",
+}
+
+
+def _exception_classes() -> dict[str, type[BaseException]]:
+    found = {}
+    for info in pkgutil.walk_packages(topoagent.__path__, "topoagent."):
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if (isinstance(value, type) and issubclass(value, BaseException)
+                    and value.__module__ == info.name):
+                found[f"{info.name}.{value.__qualname__}"] = value
+    return found
+
+
+def test_every_exception_class_derives_from_the_base():
+    classes = _exception_classes()
+    assert len(classes) > 15  # the walk found the package's exceptions
+    assert INTERNAL <= set(classes), "an internal exception moved: update INTERNAL"
+    strays = sorted(name for name, cls in classes.items()
+                    if name not in INTERNAL and not issubclass(cls, TopoagentError))
+    assert strays == []
+
+
+def test_mempolicy_error_is_both_ours_and_an_os_error():
+    from topoagent.apply.mempolicy import MempolicyError
+
+    exc = MempolicyError(22, "set_mempolicy: Invalid argument")
+    assert isinstance(exc, TopoagentError) and isinstance(exc, OSError)
+    assert exc.errno == 22
+
+
+@pytest.mark.parametrize("module, function, args", [
+    ("topoagent.advice.cores", "split_cores", ((), 0)),
+    ("topoagent.daemon.config", "parse_listen", ("nowhere",)),
+    ("topoagent.daemon.config", "parse_listen", ("[::zz]:9464",)),
+    ("topoagent.daemon.config", "parse_listen", ("127.0.0.1:70000",)),
+    ("topoagent.digits", "parse_decimal", ("12a",)),
+    ("topoagent.parsers.sysfs_values", "parse_hex_id", ("12",)),
+])
+def test_bad_values_raise_input_errors_that_are_still_value_errors(module, function, args):
+    with pytest.raises(InputError) as info:
+        getattr(importlib.import_module(module), function)(*args)
+    assert isinstance(info.value, ValueError)  # callers that catch ValueError still do
