@@ -141,7 +141,7 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
         rail = rails.rail(g.id)
         nics = rail.nics if rail else ()
         env = base_env(index)
-        env.update(node_hca_env(topo, rail_plan))
+        env.update(node_hca_env(topo, rails))
         ucx = [f"{name}:1" for n in nics if (d := topo.by_id(n)) is not None and d.driver != "efa"
                for name in d.rdma_devices]
         if ucx:
