@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import types
 
+import msgspec
+
 from topoagent import records
 from topoagent.cpuset import CpuSet
 from topoagent.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK
@@ -149,6 +151,45 @@ class ConfigSpace:
     sriov: SriovCap | None = None
 
 
+class AerCounts(msgspec.Struct, frozen=True, kw_only=True):
+    """A function's PCIe AER counters since boot, as the kernel keeps them
+    (``aer_dev_fatal``, ``aer_dev_nonfatal``, ``aer_dev_correctable``; drivers/pci/pcie/aer.c).
+    A total is None where its file could not be read."""
+
+    fatal: int | None = None
+    nonfatal: int | None = None
+    correctable: int | None = None
+    #: The named counters that are not zero: (severity, kernel name, count), severity being
+    #: ``fatal``, ``nonfatal`` or ``correctable``.
+    errors: tuple[tuple[str, str, int], ...] = ()
+
+    def total(self, severity: str) -> int:
+        """The total of one severity (0 where unknown)."""
+        value: int | None = getattr(self, severity)
+        return value or 0
+
+
+#: Why a function's extended config space was not seen, by the bytes its config file gave.
+UNPRIVILEGED = "the extended config space is readable only with CAP_SYS_ADMIN (64 bytes readable)"
+
+
+def no_extended_reason(config: ConfigSpace | None) -> str:
+    """Why ``config`` shows no PCIe extended capabilities (ACS, SR-IOV, AER), in words.
+
+    The kernel hands a reader without CAP_SYS_ADMIN the first 64 bytes only
+    (drivers/pci/pci-sysfs.c, pci_read_config); a function whose config space is 256 bytes
+    (conventional PCI, a virtio or emulated device, a VM's bridge) has no extended space even
+    for root; anything else is a short read or a file that could not be read.
+    """
+    if config is None:
+        return "config space unreadable"
+    if config.size <= 64:
+        return UNPRIVILEGED
+    if config.size == 256:
+        return "config space is 256 bytes on this function (conventional PCI or a virtual device: no PCIe extended space)"
+    return f"config space is {config.size} bytes on this function, shorter than the 4096 of PCIe extended space"
+
+
 @record
 class PciFunction:
     """One PCI function as sysfs (or another source) describes it.
@@ -191,6 +232,11 @@ class PciFunction:
     rdma: bool | None = None
     #: Where ``numa_node`` came from when not sysfs (``lspci``, ``nvidia-smi``).
     numa_source: str | None = None
+    #: The function's config header reads all ones although it is no SR-IOV VF: the device no
+    #: longer answers (fell off the bus, NVIDIA Xid 79); its ids are the ones sysfs kept.
+    fell_off_bus: bool = False
+    #: Its AER counters, where the kernel keeps them (None: no AER files).
+    aer: AerCounts | None = None
 
 
 @record
@@ -348,6 +394,8 @@ def to_dict(value: Any) -> Any:
     """A snapshot (or any record in it) as JSON-ready plain data."""
     if records.is_record(value) and not isinstance(value, type):
         return {f.name: to_dict(getattr(value, f.name)) for f in records.fields(value)}
+    if isinstance(value, msgspec.Struct):
+        return {name: to_dict(getattr(value, name)) for name in value.__struct_fields__}
     if isinstance(value, (tuple, list)):
         return [to_dict(v) for v in value]
     if isinstance(value, CpuSet):
@@ -369,6 +417,8 @@ def _build(tp: Any, data: Any) -> Any:
         return tuple(_build(inner, v) for v in data)
     if isinstance(tp, type) and records.is_record(tp):
         return from_dict(tp, data)
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        return msgspec.convert(data, tp)
     if tp is CpuSet:
         return CpuSet.parse(data)
     if tp is float and isinstance(data, int):

@@ -131,3 +131,30 @@ def parse_nvidia_numa_status(text: str) -> int | None:
         raise ValueError("no Node: line")
     value = parse_decimal(m.group(1), signed=True)
     return value if value >= 0 else None
+
+
+def parse_aer_stats(text: str, total: str) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """One of a function's AER counter files (``aer_dev_fatal``, ``aer_dev_nonfatal``,
+    ``aer_dev_correctable``): the total and the named counters that are not zero.
+
+    The kernel writes one ``NAME count`` line per error the AER capability names, a
+    ``dev_fatal_errs_bit[N] count`` line for an unnamed bit that counted, and last the total
+    (``TOTAL_ERR_FATAL``, ``TOTAL_ERR_NONFATAL``, ``TOTAL_ERR_COR``): drivers/pci/pcie/aer.c,
+    ``aer_stats_dev_attr``.  ``total`` is the last line's name for this file.
+    """
+    counts: list[tuple[str, int]] = []
+    found: int | None = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        name, _, value = line.strip().rpartition(" ")
+        if not name or " " in name or not value:
+            raise ValueError(f"expected 'NAME count', got {line[:60]!r}")
+        count = parse_decimal(value)
+        if name == total:
+            found = count
+        elif count:
+            counts.append((name, count))
+    if found is None:
+        raise ValueError(f"no {total} line")
+    return found, tuple(counts)
