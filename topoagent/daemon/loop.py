@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from topoagent import records
-from topoagent.changes import Change, diff, link_verdict_changes
+from topoagent.changes import Change, device_faults, diff, link_verdict_changes
 from topoagent.daemon.config import Config, ConfigError
 from topoagent.daemon.exports import (
     NFD_FILE,
@@ -40,6 +40,7 @@ from topoagent.daemon.exports import (
     render_nfd,
     state_document,
 )
+from topoagent.daemon.labels import pin_names
 from topoagent.daemon.linkwatch import LinkWatch, rail_netdevs
 from topoagent.daemon.log import log_change, make_logger
 from topoagent.daemon.notify import Notifier
@@ -434,12 +435,14 @@ class Daemon:
         judgements, link_changes = self._judge()
         if first:
             link_changes = ()  # the first scan is the baseline: its state is logged below, not as changes
+            changes = device_faults(None, result)  # but the faults it finds are logged as events
         changes += link_changes
         self._record(changes)
         st = self.status
         new = records.replace(
             st, result=result, good_at=attempt.at, good_duration=attempt.duration, last=attempt,
-            scans_total=st.scans_total + 1, changes_total=st.changes_total + len(changes), judgements=judgements)
+            scans_total=st.scans_total + 1, changes_total=st.changes_total + len(changes), judgements=judgements,
+            names=pin_names(st.names, result.topology.devices))
         topo = result.topology
         worst = result.worst()
         self.log.info("scan_done", trigger=attempt.trigger, seconds=round(attempt.duration, 3),

@@ -46,6 +46,9 @@ class Status:
     judgements: FrozenMap[str, Judgement] = field(default_factory=FrozenMap)
     #: export name (state, textfile, nfd) -> whether its last write worked.
     exports: FrozenMap[str, bool] = field(default_factory=FrozenMap)
+    #: device key -> the display name its metric labels carry, bound at first sight
+    #: (:func:`topoagent.daemon.labels.pin_names`): labels never renumber.
+    names: FrozenMap[str, str] = field(default_factory=FrozenMap)
 
     @property
     def degraded(self) -> tuple[str, ...]:

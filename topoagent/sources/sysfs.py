@@ -8,6 +8,7 @@ scan carries on.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 
 from topoagent import records
 from topoagent.bdf import is_bdf, vf_bdfs
@@ -282,8 +283,7 @@ class SysfsReader:
         totals: dict[str, int | None] = {}
         errors: list[tuple[str, str, int]] = []
         for name, severity, total_name in _AER:
-            parsed = self._parsed(f"{d}/{name}", texts.get(name),
-                                  lambda text, t=total_name: sv.parse_aer_stats(text, t))
+            parsed = self._parsed(f"{d}/{name}", texts.get(name), partial(sv.parse_aer_stats, total=total_name))
             totals[severity] = parsed[0] if parsed is not None else None
             errors.extend((severity, error, count) for error, count in (parsed[1] if parsed else ()))
         return AerCounts(fatal=totals["fatal"], nonfatal=totals["nonfatal"],
