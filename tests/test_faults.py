@@ -5,6 +5,7 @@ labels that never renumber.  Fixture: ``dgx-h100-faults`` (the DGX H100 with one
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -218,3 +219,55 @@ def test_rail_info_labels_do_not_renumber_when_a_gpu_disappears(config, dgx, fix
         assert after["0000:43:00.0"] == "gpu1"
     finally:
         d.stop()
+
+
+_RULE_TESTS = """
+rule_files: [{rules}]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'topoagent_finding{{code="FELL_OFF_BUS",severity="critical",subject="0000:1b:00.0",instance="n1"}}'
+        values: '1x10'
+      - series: 'topoagent_devices{{kind="gpu",instance="n1"}}'
+        values: '8x10'
+      - series: 'topoagent_pcie_aer_errors_total{{bdf="0000:40:00.0",kind="nic",severity="fatal",instance="n1"}}'
+        values: '0 0 3 3 3 3 3 3 3 3 3'
+      - series: 'topoagent_pcie_aer_errors_total{{bdf="0000:3d:01.0",kind="bridge",severity="correctable",instance="n1"}}'
+        values: '0+120x60'
+    alert_rule_test:
+      - eval_time: 5m
+        alertname: TopoagentDeviceFellOffBus
+        exp_alerts:
+          - exp_labels: {{severity: critical, subject: "0000:1b:00.0", instance: n1}}
+            exp_annotations:
+              summary: "PCI device 0000:1b:00.0 fell off the bus on n1"
+              description: "0000:1b:00.0 on n1 reads all ones in config space. Drain the node; check `dmesg` for Xid 79 / AER errors, then the slot, riser and power."
+      - eval_time: 5m
+        alertname: TopoagentGpuMissing
+        exp_alerts: []
+      - eval_time: 5m
+        alertname: TopoagentPcieUncorrectableErrors
+        exp_alerts:
+          - exp_labels: {{severity: critical, aer_severity: fatal, bdf: "0000:40:00.0", kind: nic, instance: n1}}
+            exp_annotations:
+              summary: "Uncorrectable PCIe errors on 0000:40:00.0 (nic) on n1"
+              description: "The kernel counted 3 fatal AER error(s) on nic 0000:40:00.0 in the last 15 minutes. Check `dmesg` and `topoagent scan` (PCIE_AER_ERRORS)."
+      - eval_time: 40m
+        alertname: TopoagentPcieCorrectableErrorRate
+        exp_alerts:
+          - exp_labels: {{severity: warning, bdf: "0000:3d:01.0", kind: bridge, instance: n1}}
+            exp_annotations:
+              summary: "Correctable PCIe errors on 0000:3d:01.0 (bridge) on n1"
+              description: "bridge 0000:3d:01.0 on n1 logs 2 correctable AER errors per second. Reseat the card or riser; check the slot's signal integrity."
+"""
+
+
+@pytest.mark.skipif(not shutil.which("promtool"), reason="promtool not installed")
+def test_alert_rules_act_on_fault_metrics(tmp_path):
+    """Prometheus itself (promtool test rules) fires the fault alerts on these series."""
+    rules = REPO / "deploy/prometheus/topoagent-rules.yml"
+    test = tmp_path / "faults-test.yml"
+    test.write_text(_RULE_TESTS.format(rules=json.dumps(str(rules))))
+    run = subprocess.run(["promtool", "test", "rules", str(test)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
