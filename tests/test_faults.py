@@ -271,3 +271,27 @@ def test_alert_rules_act_on_fault_metrics(tmp_path):
     test.write_text(_RULE_TESTS.format(rules=json.dumps(str(rules))))
     run = subprocess.run(["promtool", "test", "rules", str(test)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_daemon_keeps_the_last_known_identity_of_a_device_that_fell_off(config, dgx, fixture_root, tmp_path):
+    tree = copy_tree(fixture_root("dgx-h100-faults"), tmp_path / "tree")
+    device_dir = (tree / "sys/bus/pci/devices" / OFF_BUS).resolve()
+    for name in ("vendor", "device", "class"):
+        (device_dir / name).unlink()  # not even sysfs's copies of the ids are left
+    alone = scan(tree, nvml="off")
+    assert len(alone.topology.gpus) == 7  # a scan on its own cannot know what it was
+    assert [f.severity.label for f in alone.findings if f.code == "FELL_OFF_BUS"] == ["warning"]
+    results = [dgx, alone]
+    d = Running(config, scan=lambda cfg: results[min(d.daemon.status.scans_total, 1)])
+    try:
+        d.scans(1)
+        d.daemon.request_reload()
+        d.scans(2)
+        state = json.loads((Path(config.state_dir) / "state.json").read_text())
+        gpus = {x["bdf"]: x["id"] for x in state["devices"] if x["kind"] == "gpu"}
+        assert len(gpus) == 8 and gpus[OFF_BUS] == "gpu0"
+        off = [f for f in state["findings"] if f["code"] == "FELL_OFF_BUS"]
+        assert [(f["severity"], f["subjects"]) for f in off] == [("critical", ["gpu0"])]
+        assert one(d.metrics(), "topoagent_devices", kind="gpu") == 8
+    finally:
+        d.stop()

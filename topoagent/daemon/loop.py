@@ -40,6 +40,7 @@ from topoagent.daemon.exports import (
     render_nfd,
     state_document,
 )
+from topoagent.daemon.identity import recall_identity
 from topoagent.daemon.labels import pin_names
 from topoagent.daemon.linkwatch import LinkWatch, rail_netdevs
 from topoagent.daemon.log import log_change, make_logger
@@ -430,6 +431,7 @@ class Daemon:
 
     def _scanned(self, result: ScanResult, load: dict[str, bool | None], attempt: Attempt) -> None:
         first = self.status.result is None
+        result = recall_identity(self.status.result, result)
         changes = diff(self.status.result, result)
         self.linkwatch.observe_result(time.time(), result, load)
         judgements, link_changes = self._judge()
