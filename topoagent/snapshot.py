@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import types
 
-import msgspec
-
 from topoagent import records
 from topoagent.cpuset import CpuSet
 from topoagent.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK
@@ -151,10 +149,15 @@ class ConfigSpace:
     sriov: SriovCap | None = None
 
 
-class AerCounts(msgspec.Struct, frozen=True, kw_only=True):
+@record
+class AerCounts:
     """A function's PCIe AER counters since boot, as the kernel keeps them
     (``aer_dev_fatal``, ``aer_dev_nonfatal``, ``aer_dev_correctable``; drivers/pci/pcie/aer.c).
-    A total is None where its file could not be read."""
+    A total is None where its file could not be read.
+
+    A record like its neighbours here, not a ``msgspec.Struct``: importing msgspec pulls in
+    ``typing`` and ``inspect``, which a plain scan must start without
+    (tests/test_argspec.py); it moves with the rest of this module."""
 
     fatal: int | None = None
     nonfatal: int | None = None
@@ -394,8 +397,6 @@ def to_dict(value: Any) -> Any:
     """A snapshot (or any record in it) as JSON-ready plain data."""
     if records.is_record(value) and not isinstance(value, type):
         return {f.name: to_dict(getattr(value, f.name)) for f in records.fields(value)}
-    if isinstance(value, msgspec.Struct):
-        return {name: to_dict(getattr(value, name)) for name in value.__struct_fields__}
     if isinstance(value, (tuple, list)):
         return [to_dict(v) for v in value]
     if isinstance(value, CpuSet):
@@ -417,8 +418,6 @@ def _build(tp: Any, data: Any) -> Any:
         return tuple(_build(inner, v) for v in data)
     if isinstance(tp, type) and records.is_record(tp):
         return from_dict(tp, data)
-    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
-        return msgspec.convert(data, tp)
     if tp is CpuSet:
         return CpuSet.parse(data)
     if tp is float and isinstance(data, int):

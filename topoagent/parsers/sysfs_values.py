@@ -138,20 +138,22 @@ _AER_LINE = r"[!-~]+ [0-9]{1,20}\n"
 _AER_NONZERO = re.compile(r"^([!-~]+) (0*[1-9][0-9]*)$", re.MULTILINE)
 
 
-def parse_aer_stats(text: str, total: str) -> tuple[int, tuple[tuple[str, int], ...]]:
+def parse_aer_stats(text: str, total: str | None = None) -> tuple[int, tuple[tuple[str, int], ...]]:
     """One of a function's AER counter files (``aer_dev_fatal``, ``aer_dev_nonfatal``,
     ``aer_dev_correctable``): the total and the named counters that are not zero.
 
     The kernel writes one ``NAME count`` line per error the AER capability names, a
     ``dev_fatal_errs_bit[N] count`` line for an unnamed bit that counted, and last the total
     (``TOTAL_ERR_FATAL``, ``TOTAL_ERR_NONFATAL``, ``TOTAL_ERR_COR``): drivers/pci/pcie/aer.c,
-    ``aer_stats_dev_attr``.  ``total`` is the last line's name for this file.  Checked with
+    ``aer_stats_dev_attr``.  ``total`` is the last line's name for this file (None: any
+    ``TOTAL_`` name).  Checked with
     one regular expression and the non-zero lines picked by another: every scan reads three
     of these per function.
     """
     body = text.strip() + "\n"
-    m = re.fullmatch(f"(?:{_AER_LINE})*{re.escape(total)} ([0-9]{{1,20}})\n", body)
+    last = re.escape(total) if total is not None else "TOTAL_[A-Z_]+"
+    m = re.fullmatch(f"(?:{_AER_LINE})*({last}) ([0-9]{{1,20}})\n", body)
     if m is None:
-        raise ValueError(f"not an AER counter file ending in {total}: {text.strip()[-60:]!r}")
-    counts = tuple((name, int(n)) for name, n in _AER_NONZERO.findall(body, 0, m.start(1) - len(total) - 1))
-    return int(m.group(1)), counts
+        raise ValueError(f"not an AER counter file ending in {total or 'TOTAL_...'}: {text.strip()[-60:]!r}")
+    counts = tuple((name, int(n)) for name, n in _AER_NONZERO.findall(body, 0, m.start(1)))
+    return int(m.group(2)), counts

@@ -336,7 +336,7 @@ class SysfsReader:
             physfn = self._link_bdf(f"{d}/physfn")
         elif data[:2] == b"\xff\xff":
             physfn = self._vf_parent.get(bdf or "") or self._link_bdf(f"{d}/physfn")
-            if physfn is None:
+            if physfn is None and len(data) >= 64:
                 # Not a VF: the device no longer answers config reads (a GPU after Xid 79, a
                 # surprise-removed card); the kernel's pci_device_is_present() makes the same
                 # test (drivers/pci/pci.c).  Its ids stay in sysfs's files: a finding, not a
