@@ -16,7 +16,8 @@ The allow-list (host paths, relative to ``/``):
 * ``sys/bus/pci/devices/*`` (as relative links) and each function's directory under
   ``sys/devices/pci*`` -- the tree structure itself -- with ``class vendor device
   subsystem_vendor subsystem_device numa_node local_cpulist local_cpus current_link_speed
-  current_link_width max_link_speed max_link_width sriov_totalvfs sriov_numvfs config`` and the
+  current_link_width max_link_speed max_link_width sriov_totalvfs sriov_numvfs aer_dev_fatal
+  aer_dev_nonfatal aer_dev_correctable config`` and the
   ``driver``, ``iommu_group`` and ``physfn`` links;
 * ``sys/class/net/*``: ``operstate speed address`` and the ``device`` link;
   ``sys/class/infiniband/*``: ``node_guid``, ``ports/*/{state,rate,link_layer}`` and the
@@ -55,6 +56,7 @@ from topoagent.errors import InputError
 from topoagent.hostfs import ATTR_LIMIT, HostFS
 from topoagent.records import field, record
 from topoagent.sources import NVML_RECORDING
+from topoagent.sources.sysfs import AER_FILES
 
 __all__ = [
     "CAPTURE_FORMAT",
@@ -75,7 +77,7 @@ MANIFEST = "topoagent-capture.json"
 
 _PCI_ATTRS = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node",
               "local_cpulist", "local_cpus", "current_link_speed", "current_link_width", "max_link_speed",
-              "max_link_width", "sriov_totalvfs", "sriov_numvfs")
+              "max_link_width", "sriov_totalvfs", "sriov_numvfs", *AER_FILES)
 _PCI_LINKS = ("driver", "iommu_group", "physfn")
 # Six hex pairs, and not part of a longer run (an 8-byte serial number or an EUI-64).
 _MAC = re.compile(r"(?<![0-9a-fA-F][:-])\b(?:[0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}\b(?![:-][0-9a-fA-F])")

@@ -54,7 +54,7 @@ _SRIOV_FILES = ("sriov_totalvfs", "sriov_numvfs")
 _AER = (("aer_dev_fatal", "fatal", "TOTAL_ERR_FATAL"),
         ("aer_dev_nonfatal", "nonfatal", "TOTAL_ERR_NONFATAL"),
         ("aer_dev_correctable", "correctable", "TOTAL_ERR_COR"))
-_AER_FILES = tuple(name for name, _, _ in _AER)
+AER_FILES = tuple(name for name, _, _ in _AER)
 #: A function's directory is listed before reading its optional files only when more than this
 #: many are wanted: a listing costs about as much as four failed opens (measured on a DGX
 #: fixture and a real capture, docs/benchmarks.md).
@@ -240,7 +240,7 @@ class SysfsReader:
         optional = ((("subsystem_vendor", "subsystem_device") if subsystem is None else ())
                     + (_LINK_FILES if self.needs_link_files(config, vf) else ())
                     + (_SRIOV_FILES if sriov else ())
-                    + (_AER_FILES if aer else ()))
+                    + (AER_FILES if aer else ()))
         present = None
         if len(optional) > _LIST_ABOVE:
             # Config space that shows no capabilities (the 64-byte header an unprivileged
@@ -280,7 +280,7 @@ class SysfsReader:
 
     def _aer(self, d: str, texts: Mapping[str, str | None]) -> AerCounts | None:
         """A function's AER counters from its three files, already read; None without any."""
-        if all(texts.get(name) is None for name in _AER_FILES):
+        if all(texts.get(name) is None for name in AER_FILES):
             return None
         totals: dict[str, int | None] = {}
         errors: list[tuple[str, str, int]] = []
