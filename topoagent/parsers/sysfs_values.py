@@ -135,7 +135,7 @@ def parse_nvidia_numa_status(text: str) -> int | None:
 
 #: One ``NAME count`` line of an AER counter file (u64 counts: at most 20 digits).
 _AER_LINE = r"[!-~]+ [0-9]{1,20}\n"
-_AER_NONZERO = re.compile(r"^([!-~]+) (0*[1-9][0-9]*)$", re.MULTILINE)
+_AER_NONZERO = r"(?m)^([!-~]+) (0*[1-9][0-9]*)$"  # compiled at first use (re's cache), not at import
 
 
 def parse_aer_stats(text: str, total: str | None = None) -> tuple[int, tuple[tuple[str, int], ...]]:
@@ -155,5 +155,5 @@ def parse_aer_stats(text: str, total: str | None = None) -> tuple[int, tuple[tup
     m = re.fullmatch(f"(?:{_AER_LINE})*({last}) ([0-9]{{1,20}})\n", body)
     if m is None:
         raise ValueError(f"not an AER counter file ending in {total or 'TOTAL_...'}: {text.strip()[-60:]!r}")
-    counts = tuple((name, int(n)) for name, n in _AER_NONZERO.findall(body, 0, m.start(1)))
+    counts = tuple((name, int(n)) for name, n in re.findall(_AER_NONZERO, body[:m.start(1)]))
     return int(m.group(2)), counts
