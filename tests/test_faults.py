@@ -15,6 +15,7 @@ from test_daemon_loop import Running, free_port, one
 from test_daemon_tree import copy_tree, remove_function
 
 from tests.fakesysfs import generate, load_machine
+from topoagent import records
 from topoagent.api import scan
 from topoagent.daemon.config import Config
 from topoagent.daemon.labels import pin_names
@@ -58,7 +59,7 @@ def dgx(fixture_root):
 
 def test_scan_json_names_each_fault_and_counts_every_gpu(fixture_root, dgx):
     run = subprocess.run([sys.executable, "-m", "topoagent", "scan", "--root", str(fixture_root("dgx-h100-faults")),
-                          "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=120)
+                          "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
     assert run.returncode == 1, run.stderr  # critical findings
     report = json.loads(run.stdout)
     devices = {d["bdf"]: d for d in report["devices"]}
@@ -145,8 +146,6 @@ def test_pinned_names_never_renumber(dgx):
     assert pin_names(pinned, gone) == pinned
     # A device at a new key whose scan id is taken gets the next free number of its kind.
     stranger = dgx.topology.gpus[0]
-    import topoagent.records as records
-
     moved = records.replace(stranger, key="0000:ff:00.0", bdf="0000:ff:00.0", id="gpu0")
     assert pin_names(pinned, [moved])["0000:ff:00.0"] == "gpu8"
 
@@ -269,7 +268,7 @@ def test_alert_rules_act_on_fault_metrics(tmp_path):
     rules = REPO / "deploy/prometheus/topoagent-rules.yml"
     test = tmp_path / "faults-test.yml"
     test.write_text(_RULE_TESTS.format(rules=json.dumps(str(rules))))
-    run = subprocess.run(["promtool", "test", "rules", str(test)], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(["promtool", "test", "rules", str(test)], capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
 
 

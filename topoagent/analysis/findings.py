@@ -14,7 +14,14 @@ from topoagent.analysis.rails import NicRole, RailPlan
 from topoagent.pci import C2C_GPUS
 from topoagent.quirks import link_quirk
 from topoagent.records import record
-from topoagent.snapshot import UNPRIVILEGED, AcsInfo, ConfigSpace, PciFunction, host_path, no_extended_reason
+from topoagent.snapshot import (
+    UNPRIVILEGED,
+    AcsInfo,
+    ConfigSpace,
+    PciFunction,
+    host_path,
+    no_extended_reason,
+)
 from topoagent.topology import (
     BridgeRole,
     Device,

@@ -122,7 +122,7 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
           [((s,), n) for s, n in per_sev.items()])
 
     rails = []
-    name = lambda d: status.names.get(d.key, d.id)  # noqa: E731 - bound to the key: never renumbers
+    name = lambda d: status.names.get(d.key, d.id)  # bound to the key: never renumbers
     for rail in r.rails.rails:
         g = topo.by_id(rail.gpu)
         for nic_id in rail.nics:
