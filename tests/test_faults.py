@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 from test_daemon_loop import Running, free_port, one
 from test_daemon_tree import copy_tree, remove_function
@@ -176,6 +177,7 @@ def test_daemon_logs_faults_by_bdf_and_exports_aer_counters(config, dgx, faults)
         assert by_subject[(AER_NIC, "PCIE_AER_ERRORS")]["level"] == "critical"
         assert by_subject[(BAD_CLASS, "probe_error")]["level"] == "warning"
         state = json.loads((Path(config.state_dir) / "state.json").read_text())
+        jsonschema.validate(state, json.loads((REPO / "topoagent/schema/scan.schema.json").read_text()))
         faults_in_state = {(c["subject"], c["after"]) for c in state["changes"] if c["kind"] == "device_fault"}
         assert {(OFF_BUS, "FELL_OFF_BUS"), (AER_NIC, "PCIE_AER_ERRORS"), (BAD_CLASS, "probe_error")} <= faults_in_state
         assert {(f["code"], f["severity"]) for f in state["findings"]} >= {("FELL_OFF_BUS", "critical"),
