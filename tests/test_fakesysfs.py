@@ -199,7 +199,8 @@ def test_device_directories_nest_like_linux(tree):
             assert (parent / "pci_bus" / f"{dom}:{bus}").is_dir()
         for f in ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node", "local_cpulist", "local_cpus"):
             assert (d / f).is_file(), f"{bdf} lacks {f}"
-        assert re.fullmatch(r"0x[0-9a-f]{6}", read(d / "class"))
+        # dgx-h100-faults writes a garbage class file on purpose (classfile=0x03zz00).
+        assert re.fullmatch(r"0x[0-9a-f]{6}", read(d / "class")) or read(d / "class") == "0x03zz00"
         assert re.fullmatch(r"0x[0-9a-f]{4}", read(d / "vendor"))
         assert re.fullmatch(r"-?\d+", read(d / "numa_node"))
 
@@ -209,8 +210,11 @@ def test_config_space_decodes_back(tree):
     funcs = functions(root)
     decoded: dict[str, dict] = {}
     for bdf, d in funcs.items():
-        if (d / "config").is_file():
-            decoded[bdf] = decode_config((d / "config").read_bytes())
+        data = (d / "config").read_bytes() if (d / "config").is_file() else None
+        if data is not None and data == b"\xff" * len(data):  # offbus=true: a device gone from the bus
+            assert not (d / "physfn").exists() and read(d / "vendor") != "0xffff"
+        elif data is not None:
+            decoded[bdf] = decode_config(data)
     if name == "unprivileged":
         assert decoded and all(len((d / "config").read_bytes()) == 64 for d in funcs.values())
     for bdf, c in decoded.items():
@@ -222,7 +226,8 @@ def test_config_space_decodes_back(tree):
         else:
             assert c["vendor"] == int(read(d / "vendor"), 16)
             assert c["device"] == int(read(d / "device"), 16)
-        assert c["class"] == int(read(d / "class"), 16)
+        if read(d / "class") != "0x03zz00":  # the garbage class of dgx-h100-faults
+            assert c["class"] == int(read(d / "class"), 16)
         assert c["header"] == (1 if is_bridge(d) else 0)
         if c["header"] == 0:
             assert c["subsystem"] == (int(read(d / "subsystem_vendor"), 16), int(read(d / "subsystem_device"), 16))

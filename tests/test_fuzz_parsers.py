@@ -185,7 +185,7 @@ SYSFS_VALUE_PARSERS = [getattr(sysfs_values, n) for n in sorted(dir(sysfs_values
 VALUE_SAMPLES = ("0", "1", "-1", "0x10de", "0x030200", "32.0 GT/s PCIe", "16 GT/s", "Unknown", "16",
                  "0-3,8", "ff,ffffffff", "4: ACTIVE", "400 Gb/sec (4X NDR)", "100000",
                  "Node 0 MemTotal:  263921240 kB", "10 21", "Cpus_allowed_list:\t0-63", "Node: 2",
-                 "flags\t\t: fpu hypervisor")
+                 "flags\t\t: fpu hypervisor", "RxErr 3\nBadTLP 0\nTOTAL_ERR_COR 3")
 
 
 @fuzz_settings(2)

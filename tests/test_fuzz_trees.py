@@ -209,8 +209,8 @@ def test_deep_bridge_chain(tmp_path):
 # -- regressions found by this suite --------------------------------------------------------------
 
 def test_vf_of_an_unclassifiable_pf_still_renders(trees):
-    """A PF whose class is garbage is "other": its VFs (NICs, RDMA-capable) are then paired on
-    their own, and the matrix no longer looks up a path that was never built (KeyError)."""
+    """A PF whose class is garbage keeps the kind its known ids give (a ConnectX: a NIC), so
+    its VFs stay its VFs; the matrix looks up no path that was never built (once a KeyError)."""
     root, _ = trees["sriov-nic"]
     done, undo = apply_all(root, HOSTILE_CASES["PF class garbled"])
     try:
@@ -220,7 +220,9 @@ def test_vf_of_an_unclassifiable_pf_still_renders(trees):
 
         r = scan(root, nvml="off")
         vf = r.device("0000:39:00.2")
-        assert vf is not None and vf.is_vf and r.topology.physical(vf) is vf
+        pf = r.device(vf.physfn) if vf is not None and vf.physfn else None
+        assert vf is not None and vf.is_vf and pf is not None and pf.kind.value == "nic"
+        assert r.topology.physical(vf) is pf
         assert r.path("gpu0", vf.id) is not None
     finally:
         undo()

@@ -24,7 +24,7 @@ from topoagent.analysis.findings import Finding
 from topoagent.result import ScanResult
 from topoagent.topology import Device, DeviceKind
 
-__all__ = ["Change", "ChangeKind", "diff", "finding_keys", "link_verdict_changes"]
+__all__ = ["Change", "ChangeKind", "device_faults", "diff", "finding_keys", "link_verdict_changes"]
 
 
 class ChangeKind(str, Enum):
@@ -37,6 +37,7 @@ class ChangeKind(str, Enum):
     FINDING_CLEARED = "finding_cleared"
     LINK_DEGRADED = "link_degraded"
     LINK_RECOVERED = "link_recovered"
+    DEVICE_FAULT = "device_fault"
 
 
 class Change(msgspec.Struct, frozen=True):
@@ -158,13 +159,46 @@ def _findings(old: ScanResult, new: ScanResult) -> list[Change]:
     return out
 
 
+#: Findings that are a device's own fault (not its placement): each is also one
+#: ``device_fault`` event per device, keyed by its BDF.
+FAULT_CODES = ("FELL_OFF_BUS", "PCIE_AER_ERRORS")
+
+
+def device_faults(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]:
+    """Faults of devices that ``new`` shows and ``old`` did not (everything ``new`` shows
+    when ``old`` is None: the daemon's first scan logs the faults it starts with): a fault
+    finding raised or changed (AER counts that grew), and a probe error on a PCI function's
+    own file (a class file that could not be parsed).  One change per device, keyed by its
+    BDF, at the finding's severity (at least ``warning``)."""
+    before = {(f.code, finding_keys(old, f)): f.message for f in old.findings} if old is not None else {}
+    out: list[Change] = []
+    for f in new.findings:
+        keys = finding_keys(new, f)
+        if f.code not in FAULT_CODES or before.get((f.code, keys)) == f.message:
+            continue
+        severity = f.severity.label if f.severity.label != "info" else "warning"
+        for key in keys:
+            d = new.topology.by_key(key)
+            out.append(Change(ChangeKind.DEVICE_FAULT, key, severity, f"{f.code}: {f.message}",
+                              d.kind.value if d is not None else None, after=f.code, keys=keys))
+    seen = {p.path for p in old.snapshot.probe_errors} if old is not None else set()
+    for p in new.snapshot.probe_errors:
+        owner = p.path.rsplit("/", 2)[-2] if p.path.count("/") >= 2 else ""
+        d = new.topology.by_key(owner.lower()) if owner else None
+        if d is None or p.path in seen:
+            continue
+        out.append(Change(ChangeKind.DEVICE_FAULT, d.key, "warning", f"{_describe(d)}: {p.path}: {p.error}",
+                          d.kind.value, after="probe_error", keys=(d.key,)))
+    return tuple(out)
+
+
 def diff(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]:
     """Every change from ``old`` to ``new``: devices removed, added, moved to another NUMA
     node, links retrained; then findings cleared and raised.  Deterministic order.  Nothing
     when ``old`` is None (the first scan is a baseline, not a change)."""
     if old is None:
         return ()
-    return tuple(_devices(old, new) + _findings(old, new))
+    return tuple(_devices(old, new) + _findings(old, new)) + device_faults(old, new)
 
 
 def link_verdict_changes(before: Mapping[str, tuple[str, str]],

@@ -138,6 +138,45 @@ class ConfigSpace(msgspec.Struct, frozen=True):
     sriov: SriovCap | None = None
 
 
+class AerCounts(msgspec.Struct, frozen=True):
+    """A function's PCIe AER counters since boot, as the kernel keeps them
+    (``aer_dev_fatal``, ``aer_dev_nonfatal``, ``aer_dev_correctable``; drivers/pci/pcie/aer.c).
+    A total is None where its file could not be read."""
+
+    fatal: int | None = None
+    nonfatal: int | None = None
+    correctable: int | None = None
+    #: The named counters that are not zero: (severity, kernel name, count), severity being
+    #: ``fatal``, ``nonfatal`` or ``correctable``.
+    errors: tuple[tuple[str, str, int], ...] = ()
+
+    def total(self, severity: str) -> int:
+        """The total of one severity (0 where unknown)."""
+        value: int | None = getattr(self, severity)
+        return value or 0
+
+
+#: Why a function's extended config space was not seen, by the bytes its config file gave.
+UNPRIVILEGED = "the extended config space is readable only with CAP_SYS_ADMIN (64 bytes readable)"
+
+
+def no_extended_reason(config: ConfigSpace | None) -> str:
+    """Why ``config`` shows no PCIe extended capabilities (ACS, SR-IOV, AER), in words.
+
+    The kernel hands a reader without CAP_SYS_ADMIN the first 64 bytes only
+    (drivers/pci/pci-sysfs.c, pci_read_config); a function whose config space is 256 bytes
+    (conventional PCI, a virtio or emulated device, a VM's bridge) has no extended space even
+    for root; anything else is a short read or a file that could not be read.
+    """
+    if config is None:
+        return "config space unreadable"
+    if config.size <= 64:
+        return UNPRIVILEGED
+    if config.size == 256:
+        return "config space is 256 bytes on this function (conventional PCI or a virtual device: no PCIe extended space)"
+    return f"config space is {config.size} bytes on this function, shorter than the 4096 of PCIe extended space"
+
+
 class PciFunction(msgspec.Struct, frozen=True):
     """One PCI function as sysfs (or another source) describes it.
 
@@ -179,6 +218,11 @@ class PciFunction(msgspec.Struct, frozen=True):
     rdma: bool | None = None
     #: Where ``numa_node`` came from when not sysfs (``lspci``, ``nvidia-smi``).
     numa_source: str | None = None
+    #: The function's config header reads all ones although it is no SR-IOV VF: the device no
+    #: longer answers (fell off the bus, NVIDIA Xid 79); its ids are the ones sysfs kept.
+    fell_off_bus: bool = False
+    #: Its AER counters, where the kernel keeps them (None: no AER files).
+    aer: AerCounts | None = None
 
 
 class NetDevice(msgspec.Struct, frozen=True):

@@ -270,7 +270,13 @@ class Topology(msgspec.Struct, frozen=True, dict=True):
 
 
 def classify(fn: PciFunction) -> DeviceKind:
-    """A function's kind from its class code, else from what the source said."""
+    """A function's kind from its class code, else from what the source said, else from its
+    ids where the built-in tables know them (a class file that could not be read or parsed
+    must not turn a known H100 into ``other`` and renumber the GPUs after it)."""
+    if fn.class_code is None and fn.kind is None:
+        by_ids = pci.kind_from_name(None, fn.vendor_id, fn.device_id) if pci.known_device(fn.vendor_id, fn.device_id) else None
+        if by_ids is not None:
+            return DeviceKind(by_ids)
     return pci.kind_of(fn.class_code, fn.vendor_id, fn.kind)
 
 

@@ -1178,6 +1178,38 @@ def build_config(f: Func) -> bytes:
 
 
 # ------------------------------------------------------------------------------------------
+# AER counters
+# ------------------------------------------------------------------------------------------
+#: The names the kernel prints in aer_dev_* (drivers/pci/pcie/aer.c,
+#: aer_uncorrectable_error_string and aer_correctable_error_string), in bit order; None: a
+#: bit without a name, printed as ``<array>_bit[N]`` only when it counted.
+AER_UNCORRECTABLE = ("Undefined", None, None, None, "DLP", "SDES", None, None, None, None, None,
+                     None, "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF", "MalfTLP",
+                     "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP",
+                     "AtomicOpBlocked", "TLPBlockedErr", "PoisonTLPBlocked")
+AER_CORRECTABLE = ("RxErr", None, None, None, None, None, "BadTLP", "BadDLLP", "Rollover", None,
+                   None, None, "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF")
+#: (file, the attribute that sets its counts, its name table, its total line's name).
+_AER_FILES = (("aer_dev_correctable", "aer_cor", AER_CORRECTABLE, "ERR_COR"),
+              ("aer_dev_fatal", "aer_fatal", AER_UNCORRECTABLE, "ERR_FATAL"),
+              ("aer_dev_nonfatal", "aer_nonfatal", AER_UNCORRECTABLE, "ERR_NONFATAL"))
+
+
+def aer_text(table: tuple, total: str, counts: str) -> str:
+    """One aer_dev_* file as the kernel's aer_stats_dev_attr writes it; ``counts`` is the
+    attribute's ``NAME:N,NAME:N`` (names from ``table``)."""
+    given: dict[str, int] = {}
+    for item in filter(None, counts.split(",")):
+        name, _, n = item.partition(":")
+        if name not in table:
+            raise DescriptionError(f"AER counter {name!r} is not one the kernel names")
+        given[name] = int(n or 1)
+    lines = [f"{name} {given.get(name, 0)}" for name in table if name is not None]
+    lines.append(f"TOTAL_{total} {sum(given.values())}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------
 # writing the tree
 # ------------------------------------------------------------------------------------------
 class _Writer:
@@ -1266,7 +1298,7 @@ def write_tree(machine: Machine, out_root: Path) -> None:
     drivers: set[str] = set()
     for f in machine.funcs:
         d = f.relpath
-        w.text(f"{d}/class", f"0x{f.cls:06x}")
+        w.text(f"{d}/class", f.attrs.get("classfile", f"0x{f.cls:06x}"))
         w.text(f"{d}/vendor", f"0x{f.vendor:04x}")
         w.text(f"{d}/device", f"0x{f.device:04x}")
         w.text(f"{d}/subsystem_vendor", f"0x{f.part['_subvendor']:04x}")
@@ -1287,7 +1319,13 @@ def write_tree(machine: Machine, out_root: Path) -> None:
             w.text(f"{d}/current_link_width", str(lk.cur_width))
             w.text(f"{d}/max_link_width", str(lk.max_width))
         if f.config_size:
-            w.data(f"{d}/config", build_config(f))
+            # A device that fell off the bus answers every config read with all ones; the
+            # kernel keeps the ids and class it read at enumeration in the files above.
+            offbus = f.attrs.get("offbus", "false") == "true"
+            w.data(f"{d}/config", b"\xff" * f.config_size if offbus else build_config(f))
+        if lk.kind != "none":  # it has an AER capability (build_config): the kernel's counters
+            for name, key, table, total in _AER_FILES:
+                w.text(f"{d}/{name}", aer_text(table, total, f.attrs.get(key, "")))
         if f.driver:
             drivers.add(f.driver)
             w.link(f"{d}/driver", f"sys/bus/pci/drivers/{f.driver}")

@@ -15,7 +15,14 @@ from topoagent.analysis.paths import Path, PathClass, path_index
 from topoagent.analysis.rails import NicRole, RailPlan
 from topoagent.pci import C2C_GPUS
 from topoagent.quirks import link_quirk
-from topoagent.snapshot import AcsInfo, ConfigSpace, host_path
+from topoagent.snapshot import (
+    UNPRIVILEGED,
+    AcsInfo,
+    ConfigSpace,
+    PciFunction,
+    host_path,
+    no_extended_reason,
+)
 from topoagent.topology import (
     BridgeRole,
     Device,
@@ -84,6 +91,8 @@ CATALOGUE: dict[str, Severity] = {
     "VM_FLAT_PCI_TREE": Severity.INFO,
     "SOURCES_DISAGREE": Severity.WARNING,  # raised by analysis.crosscheck
     "DRA_PCIE_ROOT_MISMATCH": Severity.WARNING,
+    "FELL_OFF_BUS": Severity.CRITICAL,  # warning for a device that is no GPU or rail NIC
+    "PCIE_AER_ERRORS": Severity.CRITICAL,  # warning for non-fatal errors only
 }
 
 _GDR = "GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB): every byte is staged through host memory"
@@ -339,12 +348,16 @@ def check_acs(c: _Ctx) -> list[Finding]:
             "Run sudo lspci -vvv on the host and pass it with --lspci-verbose."))
     elif unknown:
         ids = sorted(unknown, key=by_bdf)
+        reasons = {no_extended_reason(c.dev(i).config) for i in ids}
+        unprivileged = no_extended_reason(None) in reasons or UNPRIVILEGED in reasons
         out.append(c.finding(
             "ACS_UNKNOWN", ids,
-            f"ACS state of {len(ids)} bridge(s) on GPU paths is unknown: the extended config space "
-            "is readable only with CAP_SYS_ADMIN.",
+            f"ACS state of {len(ids)} bridge(s) on GPU paths is unknown: {'; '.join(sorted(reasons))}.",
             [Evidence(sysfs_attr(c.dev(i), "config"), _config_size(c.dev(i).config)) for i in ids[:8]],
-            "Run topoagent scan as root (or with CAP_SYS_ADMIN) to read ACS control registers."))
+            "Run topoagent scan as root (or with CAP_SYS_ADMIN) to read ACS control registers."
+            if unprivileged else
+            "Nothing to do on this host: a bridge without PCIe extended config space has no ACS to "
+            "set (a VM's emulated bridge: ACS is the hypervisor host's to check)."))
     return out
 
 
@@ -590,6 +603,59 @@ def check_nvlink_p2p(c: _Ctx) -> list[Finding]:
     return out
 
 
+def _faults_matter(c: _Ctx, d: Device) -> bool:
+    """A GPU or a rail (compute) NIC: losing it stops the jobs of the node."""
+    return d.kind is DeviceKind.GPU or c.rails.roles.get(d.id) is NicRole.COMPUTE
+
+
+def _functions(c: _Ctx) -> list[tuple[Device, PciFunction]]:
+    by_bdf = {f.bdf: f for f in c.topo.snapshot.pci if f.bdf is not None}
+    return [(d, by_bdf[d.bdf]) for d in c.topo.devices if d.bdf is not None and d.bdf in by_bdf]
+
+
+def check_fell_off_bus(c: _Ctx) -> list[Finding]:
+    """FELL_OFF_BUS: a listed function whose config space reads all ones (no SR-IOV VF)."""
+    out = []
+    for d, f in _functions(c):
+        if not f.fell_off_bus:
+            continue
+        out.append(c.finding(
+            "FELL_OFF_BUS", [d.id],
+            f"{d.id} ({d.bdf}, {d.name}) "
+            "no longer answers on the PCIe bus: its config space reads all ones (for an NVIDIA GPU, Xid 79); "
+            "the kernel still lists it with the ids it read at boot.",
+            [Evidence(sysfs_attr(d, "config"), "vendor id 0xffff (all ones)"),
+             Evidence(sysfs_attr(d, "vendor"), f"0x{d.vendor_id:04x}" if d.vendor_id is not None else None),
+             Evidence(sysfs_attr(d, "device"), f"0x{d.device_id:04x}" if d.device_id is not None else None)],
+            "Drain the node; check dmesg for Xid 79 / AER and the slot's power and riser; a reset or "
+            "reseat usually needs a reboot (echo 1 > /sys/bus/pci/devices/BDF/remove, then rescan, "
+            "works only where the slot supports it).",
+            None if _faults_matter(c, d) else Severity.WARNING))
+    return out
+
+
+def check_aer(c: _Ctx) -> list[Finding]:
+    """PCIE_AER_ERRORS: uncorrectable (fatal or non-fatal) AER errors counted on a function."""
+    out = []
+    for d, f in _functions(c):
+        aer = f.aer
+        if aer is None or not (aer.total("fatal") or aer.total("nonfatal")):
+            continue
+        fatal = aer.total("fatal")
+        named = [f"{name} {n}" for sev, name, n in aer.errors if sev != "correctable"]
+        out.append(c.finding(
+            "PCIE_AER_ERRORS", [d.id],
+            f"{d.kind.value} {d.id} ({d.bdf}) counted {fatal} fatal and {aer.total('nonfatal')} non-fatal "
+            f"uncorrectable PCIe errors since boot{' (' + ', '.join(named[:6]) + ')' if named else ''}.",
+            [Evidence(sysfs_attr(d, name), f"TOTAL_ERR_{total} {aer.total(sev)}")
+             for name, sev, total in (("aer_dev_fatal", "fatal", "FATAL"), ("aer_dev_nonfatal", "nonfatal", "NONFATAL"))
+             if aer.total(sev)],
+            "Check dmesg for the AER report and the device's link; fatal errors reset the link "
+            "(the device may have dropped off): reseat or replace the card, cable or riser.",
+            None if fatal else Severity.WARNING))
+    return out
+
+
 def check_vm_flat(c: _Ctx) -> list[Finding]:
     """VM_FLAT_PCI_TREE: a guest whose GPUs all sit on the root bus."""
     topo = c.topo
@@ -661,6 +727,8 @@ CHECKS: tuple[Callable[[_Ctx], list[Finding]], ...] = (
     check_nvlink_p2p,
     check_vm_flat,
     check_dra_pcie_root,
+    check_fell_off_bus,
+    check_aer,
 )
 
 

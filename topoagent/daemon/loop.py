@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from topoagent.changes import Change, diff, link_verdict_changes
+from topoagent.changes import Change, device_faults, diff, link_verdict_changes
 from topoagent.daemon.clock import Clock, SystemClock
 from topoagent.daemon.config import Config, ConfigError
 from topoagent.daemon.exports import (
@@ -45,6 +45,8 @@ from topoagent.daemon.exports import (
     render_nfd,
     state_document,
 )
+from topoagent.daemon.identity import recall_identity
+from topoagent.daemon.labels import pin_names
 from topoagent.daemon.linkwatch import LinkWatch, rail_netdevs
 from topoagent.daemon.log import log_change, make_logger
 from topoagent.daemon.notify import Notifier
@@ -442,17 +444,20 @@ class Daemon:
 
     def _scanned(self, result: ScanResult, load: dict[str, bool | None], attempt: Attempt) -> None:
         first = self.status.result is None
+        result = recall_identity(self.status.result, result)
         changes = diff(self.status.result, result)
         self.linkwatch.observe_result(self.clock.time(), result, load)
         judgements, link_changes = self._judge()
         if first:
             link_changes = ()  # the first scan is the baseline: its state is logged below, not as changes
+            changes = device_faults(None, result)  # but the faults it finds are logged as events
         changes += link_changes
         self._record(changes)
         st = self.status
         new = msgspec.structs.replace(
             st, result=result, good_at=attempt.at, good_duration=attempt.duration, last=attempt,
-            scans_total=st.scans_total + 1, changes_total=st.changes_total + len(changes), judgements=judgements)
+            scans_total=st.scans_total + 1, changes_total=st.changes_total + len(changes), judgements=judgements,
+            names=pin_names(st.names, result.topology.devices))
         topo = result.topology
         worst = result.worst()
         self.log.info("scan_done", trigger=attempt.trigger, seconds=round(attempt.duration, 3),

@@ -64,7 +64,35 @@ def families(status: Status) -> list[Any]:
           [((name,), 1 if ok else 0) for name, ok in sorted(status.exports.items())])
     if status.result is not None:
         _result_families(status, gauge)
+        out.append(_aer_family(status))
     return out
+
+
+def _aer_family(status: Status) -> Any:
+    """``topoagent_pcie_aer_errors_total``: the kernel's AER totals per function and severity
+    (counters since boot, so ``rate()`` and ``increase()`` work; correctable errors matter
+    only as a rate, see docs/daemon.md)."""
+    from prometheus_client.core import CounterMetricFamily
+
+    r = status.result
+    assert r is not None
+    fam = CounterMetricFamily("topoagent_pcie_aer_errors", "PCIe AER errors the kernel counted on each "
+                              "function since boot (aer_dev_fatal, aer_dev_nonfatal, aer_dev_correctable).",
+                              labels=["bdf", "kind", "severity"])
+    # GPUs, NICs and the bridges on their paths always (a counter is best exported from zero,
+    # so the first error shows in rate()); any other function once it has counted.
+    watched = watched_links(r)
+    for f in r.snapshot.pci:
+        d = r.topology.by_key(f.bdf) if f.bdf is not None and f.aer is not None else None
+        if d is None or f.aer is None:
+            continue
+        if d.key not in watched and not any(getattr(f.aer, s) for s in ("fatal", "nonfatal", "correctable")):
+            continue
+        for severity in ("fatal", "nonfatal", "correctable"):
+            value = getattr(f.aer, severity)
+            if value is not None:
+                fam.add_metric([d.key, d.kind.value, severity], value)
+    return fam
 
 
 def _result_families(status: Status, gauge: Callable[..., None]) -> None:
@@ -107,6 +135,7 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
           [((s,), n) for s, n in per_sev.items()])
 
     rails = []
+    name = lambda d: status.names.get(d.key, d.id)  # bound to the key: never renumbers
     for rail in r.rails.rails:
         g = topo.by_id(rail.gpu)
         for nic_id in rail.nics:
@@ -114,7 +143,7 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
             if g is None or n is None:
                 continue
             p = r.path(rail.gpu, nic_id)
-            rails.append(((g.id, g.key, n.id, n.key, p.token if p is not None else "unknown"), 1))
+            rails.append(((name(g), g.key, name(n), n.key, p.token if p is not None else "unknown"), 1))
     gauge("topoagent_rail_info", "1 for each GPU -> rail NIC pair, with its path class.",
           ["gpu", "gpu_bdf", "nic", "nic_bdf", "path_class"], rails)
 

@@ -50,6 +50,9 @@ class Status(msgspec.Struct, frozen=True):
     #: Physical GPUs this node should have: ``expected_gpus`` from the configuration, else the
     #: most seen (kept in the state directory across restarts); None before the first scan.
     expected_gpus: int | None = None
+    #: device key -> the display name its metric labels carry, bound at first sight
+    #: (:func:`topoagent.daemon.labels.pin_names`): labels never renumber.
+    names: FrozenMap[str, str] = msgspec.field(default_factory=FrozenMap)
 
     @property
     def degraded(self) -> tuple[str, ...]:

@@ -18,6 +18,8 @@ CAP_ID_PCIE = 0x10
 #: its vendor and device ids sit at +4 and +6 (include/uapi/linux/pci_regs.h PCI_SSVID_*).
 CAP_ID_SSVID = 0x0D
 EXT_CAP_ID_ACS = 0x000D
+#: Advanced Error Reporting (PCIe Base Spec 7.8.4): the kernel keeps AER counters for it.
+EXT_CAP_ID_AER = 0x0001
 #: SR-IOV extended capability and its registers (SR-IOV spec 1.1, 3.3; include/uapi/linux/
 #: pci_regs.h PCI_SRIOV_TOTAL_VF, _NUM_VF, _VF_OFFSET, _VF_STRIDE, _VF_DID).
 EXT_CAP_ID_SRIOV = 0x0010

@@ -159,3 +159,29 @@ def parse_nvidia_numa_status(text: str) -> int | None:
         raise InputError("no Node: line")
     value = parse_decimal(m.group(1), signed=True)
     return value if value >= 0 else None
+
+
+#: One ``NAME count`` line of an AER counter file (u64 counts: at most 20 digits).
+_AER_LINE = r"[!-~]+ [0-9]{1,20}\n"
+_AER_NONZERO = r"(?m)^([!-~]+) (0*[1-9][0-9]*)$"  # compiled at first use (re's cache), not at import
+
+
+def parse_aer_stats(text: str, total: str | None = None) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """One of a function's AER counter files (``aer_dev_fatal``, ``aer_dev_nonfatal``,
+    ``aer_dev_correctable``): the total and the named counters that are not zero.
+
+    The kernel writes one ``NAME count`` line per error the AER capability names, a
+    ``dev_fatal_errs_bit[N] count`` line for an unnamed bit that counted, and last the total
+    (``TOTAL_ERR_FATAL``, ``TOTAL_ERR_NONFATAL``, ``TOTAL_ERR_COR``): drivers/pci/pcie/aer.c,
+    ``aer_stats_dev_attr``.  ``total`` is the last line's name for this file (None: any
+    ``TOTAL_`` name).  Checked with
+    one regular expression and the non-zero lines picked by another: every scan reads three
+    of these per function.
+    """
+    body = text.strip() + "\n"
+    last = re.escape(total) if total is not None else "TOTAL_[A-Z_]+"
+    m = re.fullmatch(f"(?:{_AER_LINE})*({last}) ([0-9]{{1,20}})\n", body)
+    if m is None:
+        raise ValueError(f"not an AER counter file ending in {total or 'TOTAL_...'}: {text.strip()[-60:]!r}")
+    counts = tuple((name, int(n)) for name, n in re.findall(_AER_NONZERO, body[:m.start(1)]))
+    return int(m.group(2)), counts

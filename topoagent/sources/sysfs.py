@@ -8,6 +8,7 @@ scan carries on.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from typing import TypeVar
 
 import msgspec
@@ -18,12 +19,14 @@ from topoagent.digits import is_decimal
 from topoagent.hostfs import HostFS
 from topoagent.parsers import sysfs_values as sv
 from topoagent.parsers.configspace import (
+    EXT_CAP_ID_AER,
     EXT_CAP_ID_SRIOV,
     ConfigSpaceError,
     parse_config_space,
 )
 from topoagent.pci import PORT_CODES
 from topoagent.snapshot import (
+    AerCounts,
     ConfigSpace,
     Cpu,
     GpuMemoryNode,
@@ -37,6 +40,7 @@ from topoagent.snapshot import (
     Snapshot,
     SourceStatus,
     SriovCap,
+    no_extended_reason,
 )
 from topoagent.sources import Collection
 
@@ -52,6 +56,13 @@ _SRIOV_FILES = ("sriov_totalvfs", "sriov_numvfs")
 #: or a Root Complex Integrated Endpoint (drivers/pci/iov.c, sriov_init), so a bridge or a
 #: switch port seen without its extended capabilities (a 256-byte view) is not asked for them.
 _MAY_BE_SRIOV = (None, PORT_CODES["endpoint"], PORT_CODES["rc_integrated_endpoint"])
+
+#: A function's AER counter files: (file, severity, its last line's name).  The kernel makes
+#: them for every function with an AER capability (drivers/pci/pcie/aer.c, aer_stats_attrs).
+_AER = (("aer_dev_fatal", "fatal", "TOTAL_ERR_FATAL"),
+        ("aer_dev_nonfatal", "nonfatal", "TOTAL_ERR_NONFATAL"),
+        ("aer_dev_correctable", "correctable", "TOTAL_ERR_COR"))
+AER_FILES = tuple(name for name, _, _ in _AER)
 #: A function's directory is listed before reading its optional files only when more than this
 #: many are wanted: a listing costs about as much as four failed opens (measured on a DGX
 #: fixture and a real capture, docs/benchmarks.md).
@@ -107,6 +118,8 @@ class SysfsReader:
         #: CPUs' node links, read only where a node's own files fail.
         self._online: CpuSet | None | object = _UNREAD
         self._node_links: dict[int, CpuSet] | None = None
+        #: Functions whose config header reads all ones and that are no SR-IOV VF.
+        self._fell_off: set[str] = set()
 
     def _value(self, rel: str, parse: Callable[[str], T], *, quiet: bool = False,
                required: bool = False) -> T | None:
@@ -234,6 +247,9 @@ class SysfsReader:
         vf = physfn is not None
         sriov = config is None or EXT_CAP_ID_SRIOV in config.extended_caps or (
             not config.extended_readable and config.pcie_port_type in _MAY_BE_SRIOV)
+        # AER counters where config space lists AER or cannot show it; not a VF's: a VF is never
+        # a rail, and a host with 16 NICs x 250 VFs would read 12,000 more files for them.
+        aer = not vf and (config is None or not config.extended_readable or EXT_CAP_ID_AER in config.extended_caps)
         ids = config.vendor_device if config is not None else None
         if ids is None and physfn is not None:
             # A VF's id registers read 0xffff; the kernel gives it its PF's vendor and the PF's
@@ -247,7 +263,8 @@ class SysfsReader:
         subsystem = config.subsystem if config is not None else None
         optional = ((("subsystem_vendor", "subsystem_device") if subsystem is None else ())
                     + (_LINK_FILES if self.needs_link_files(config, vf) else ())
-                    + (_SRIOV_FILES if sriov else ()))
+                    + (_SRIOV_FILES if sriov else ())
+                    + (AER_FILES if aer else ()))
         present = None
         if len(optional) > _LIST_ABOVE:
             # Config space that shows no capabilities (the 64-byte header an unprivileged
@@ -281,7 +298,22 @@ class SysfsReader:
             sriov_totalvfs=attr("sriov_totalvfs", sv.parse_int) if sriov else None,
             sriov_numvfs=attr("sriov_numvfs", sv.parse_int) if sriov else None,
             config=config,
+            fell_off_bus=bdf in self._fell_off,
+            aer=self._aer(d, t) if aer else None,
         )
+
+    def _aer(self, d: str, texts: Mapping[str, str | None]) -> AerCounts | None:
+        """A function's AER counters from its three files, already read; None without any."""
+        if all(texts.get(name) is None for name in AER_FILES):
+            return None
+        totals: dict[str, int | None] = {}
+        errors: list[tuple[str, str, int]] = []
+        for name, severity, total_name in _AER:
+            parsed = self._parsed(f"{d}/{name}", texts.get(name), partial(sv.parse_aer_stats, total=total_name))
+            totals[severity] = parsed[0] if parsed is not None else None
+            errors.extend((severity, error, count) for error, count in (parsed[1] if parsed else ()))
+        return AerCounts(fatal=totals["fatal"], nonfatal=totals["nonfatal"],
+                         correctable=totals["correctable"], errors=tuple(errors))
 
     def _local_cpus(self, d: str, cpulist: str | None) -> CpuSet | None:
         if cpulist is not None and cpulist in self._cpu_lists:
@@ -328,6 +360,13 @@ class SysfsReader:
             physfn = self._link_bdf(f"{d}/physfn")
         elif data[:2] == b"\xff\xff":
             physfn = self._vf_parent.get(bdf or "") or self._link_bdf(f"{d}/physfn")
+            if physfn is None and len(data) >= 64:
+                # Not a VF: the device no longer answers config reads (a GPU after Xid 79, a
+                # surprise-removed card); the kernel's pci_device_is_present() makes the same
+                # test (drivers/pci/pci.c).  Its ids stay in sysfs's files: a finding, not a
+                # probe error.
+                self._fell_off.add(bdf or d)
+                return None, None
         if data is None:
             return None, physfn
         try:
@@ -596,9 +635,10 @@ class SysfsReader:
         elif all(c.extended_readable for c in configs):
             config_status = SourceStatus("configspace", "ok")
         else:
+            reasons = sorted({no_extended_reason(c) for c in configs if not c.extended_readable})
             config_status = SourceStatus(
                 "configspace", "partial",
-                "extended config space not readable (needs CAP_SYS_ADMIN): ACS unknown",
+                f"extended config space not seen on some functions ({'; '.join(reasons)}): ACS unknown there",
             )
         snap = Snapshot(
             hostname=self.fs.text("proc/sys/kernel/hostname"),

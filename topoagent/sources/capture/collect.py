@@ -11,7 +11,8 @@ The allow-list (host paths, relative to ``/``):
 * ``sys/bus/pci/devices/*`` (as relative links) and each function's directory under
   ``sys/devices/pci*`` -- the tree structure itself -- with ``class vendor device
   subsystem_vendor subsystem_device numa_node local_cpulist local_cpus current_link_speed
-  current_link_width max_link_speed max_link_width sriov_totalvfs sriov_numvfs config`` and the
+  current_link_width max_link_speed max_link_width sriov_totalvfs sriov_numvfs aer_dev_fatal
+  aer_dev_nonfatal aer_dev_correctable config`` and the
   ``driver``, ``iommu_group`` and ``physfn`` links;
 * ``sys/class/net/*``: ``operstate speed address`` and the ``device`` link;
   ``sys/class/infiniband/*``: ``node_guid``, ``ports/*/{state,rate,link_layer}`` and the
@@ -39,6 +40,7 @@ from topoagent.bdf import is_bdf
 from topoagent.hostfs import ATTR_LIMIT, HostFS
 from topoagent.sources import NVML_RECORDING
 from topoagent.sources.capture.scrub import Scrubber, scrub_config
+from topoagent.sources.sysfs import AER_FILES
 
 __all__ = ["CAPTURE_FORMAT", "MANIFEST", "Capture", "Entry", "collect_capture"]
 
@@ -48,7 +50,7 @@ MANIFEST = "topoagent-capture.json"
 
 _PCI_ATTRS = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node",
               "local_cpulist", "local_cpus", "current_link_speed", "current_link_width", "max_link_speed",
-              "max_link_width", "sriov_totalvfs", "sriov_numvfs")
+              "max_link_width", "sriov_totalvfs", "sriov_numvfs", *AER_FILES)
 _PCI_LINKS = ("driver", "iommu_group", "physfn")
 
 
