@@ -38,11 +38,28 @@ def emit_bytes(data: bytes) -> None:
     """Write binary output (a PNG) to stdout, with :func:`emit`'s handling of errors."""
 
     def write() -> None:
+        if sys.stdout is None:  # closed at start-up
+            raise OSError(errno.EBADF, "stdout is closed")
         out = sys.stdout.buffer
         out.write(data)
         out.flush()
 
     _guarded(write)
+
+
+def write_output(path: str, data: bytes) -> None:
+    """A command's ``-o PATH`` output: ``-`` is stdout (as :func:`emit_bytes`), anything else
+    is written whole through the one file writer (:func:`~topoagent.apply.files.write_atomically`:
+    a regular file or nothing is replaced; a device, FIFO, directory or link there is refused)."""
+    if path == "-":
+        emit_bytes(data)
+        return
+    from topoagent.apply.files import write_atomically
+
+    try:
+        write_atomically(path, data)
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def _guarded(write: Callable[[], None]) -> None:
