@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-
 from plan_helpers import tiny, topoagent
+
 from topoagent.apply.changes import IRQ, MODULE, PCI_CONFIG, THREAD, Change
 from topoagent.apply.execute import APPLIED, LEFT, SKIPPED, apply_changes, undo
 from topoagent.apply.files import write_atomically
@@ -354,3 +354,15 @@ def test_pid_threads_started_meanwhile_are_bound_and_unbound_named(monkeypatch):
     status = cmd.converge(42, target, {1, 2, 3}, "/", "/nonexistent")
     assert bound == [4]  # 2 and 3 were already tried; 5 is refused
     assert status == 1
+
+
+@pytest.mark.skipif(shutil.which("virsh") is None, reason="virsh is not installed")
+def test_virsh_domain_names_follow_double_dash():
+    """A domain named like an option is a name: it cannot make virsh read another domain."""
+    from topoagent.sources.libvirt import LibvirtError, domain_state, dumpxml
+
+    assert domain_state("test:///default", "test") == "running"
+    with pytest.raises(LibvirtError):
+        domain_state("test:///default", "--domain=test")  # before: answered 'running' for 'test'
+    with pytest.raises(LibvirtError):
+        dumpxml("test:///default", "--domain=test")

@@ -198,17 +198,15 @@ class Journal:
         for r in self._records():
             ident = r.get("id")
             if r.get("event") == "pending":
-                try:
-                    out[ident] = Entry(r["id"], r["root"], r["kind"], r["target"], r["before"], r["after"],
-                                       r["label"], "pending")
-                except (KeyError, TypeError):
-                    self.skipped.append(f"{self.path}: record {str(ident)[:16]!r} lacks a field: skipped")
-                    continue
-                if not (isinstance(ident, str) and isinstance(r["kind"], str) and isinstance(r["root"], str)
-                        and isinstance(r["target"], dict) and isinstance(r["label"], str)
+                fields = ("root", "kind", "target", "before", "after", "label")
+                if not (isinstance(ident, str) and all(k in r for k in fields) and isinstance(r["kind"], str)
+                        and isinstance(r["root"], str) and isinstance(r["target"], dict)
+                        and isinstance(r["label"], str)
                         and all(v is None or isinstance(v, str) for v in (r["before"], r["after"]))):
                     self.skipped.append(f"{self.path}: record {str(ident)[:16]!r} is not well-formed: skipped")
-                    del out[ident]
+                    continue
+                out[ident] = Entry(ident, r["root"], r["kind"], r["target"], r["before"], r["after"], r["label"],
+                                   "pending")
             elif isinstance(ident, str) and ident in out and isinstance(r.get("event"), str):
                 e = out[ident]
                 out[ident] = Entry(e.id, e.root, e.kind, e.target, e.before, e.after, e.label, r["event"])

@@ -12,7 +12,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from topoagent.apply.changes import FILE, IRQ, MODULE, PCI_CONFIG, PEERMEM_CONF, PEERMEM_MODULE, THREAD
+from topoagent.apply.changes import (
+    FILE,
+    IRQ,
+    MODULE,
+    PCI_CONFIG,
+    PEERMEM_CONF,
+    PEERMEM_MODULE,
+    THREAD,
+)
 from topoagent.apply.journal import Entry
 from topoagent.bdf import is_bdf
 from topoagent.cpuset import CpuSet

@@ -19,7 +19,6 @@ from topoagent.apply.files import kind_of, write_in
 from topoagent.cpuset import CpuSet
 from topoagent.errors import TopoagentError
 
-
 _WRITE = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 #: How a file's bytes travel as text through plans and the journal: undecodable bytes as lone
 #: surrogates (PEP 383), so a saved file comes back byte for byte.
