@@ -331,14 +331,14 @@ def test_symlinked_lock_refused(tmp_path):
 # -- apply --pid converges ----------------------------------------------------------------------
 
 
-def test_pid_threads_started_meanwhile_are_bound_and_unbound_named(monkeypatch):
+def test_pid_threads_started_meanwhile_are_bound_and_unbound_named(monkeypatch, capsys):
     from topoagent.commands import apply as cmd
     from topoagent.cpuset import CpuSet
     from topoagent.sources import process
     from topoagent.sources.process import ThreadAffinity
 
     target, other = CpuSet({0, 1}), CpuSet({0})
-    listings = iter([[1, 2, 3], [1, 2, 3, 4, 5], [1, 2, 3, 4, 5]])
+    listings = iter([[1, 2, 3, 4, 5]])  # 4 and 5 started after the first listing (1, 2, 3)
     bound: list[int] = []
 
     def threads(pid):
@@ -354,6 +354,7 @@ def test_pid_threads_started_meanwhile_are_bound_and_unbound_named(monkeypatch):
     status = cmd.converge(42, target, {1, 2, 3}, "/", "/nonexistent")
     assert bound == [4]  # 2 and 3 were already tried; 5 is refused
     assert status == 1
+    assert "not bound: 3 thread(s) of pid 42 are not on CPUs 0-1: 2 3 5" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(shutil.which("virsh") is None, reason="virsh is not installed")
