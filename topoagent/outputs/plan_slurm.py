@@ -16,6 +16,7 @@ from typing import Any
 from topoagent.advice.cores import logical_cores
 from topoagent.advice.plan import Plan
 from topoagent.digits import is_decimal
+from topoagent.outputs.escape import shown
 from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
 from topoagent.topology import Device
@@ -37,7 +38,7 @@ def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
     topo = result.topology
     nvml = {g.bdf: g for g in topo.snapshot.nvml_gpus}
     has_links = any(g.nvlinks for g in nvml.values())
-    lines = [f"# gres.conf for {topo.snapshot.hostname or 'this host'}: topoagent plan --format slurm",
+    lines = [f"# gres.conf for {shown(topo.snapshot.hostname or 'this host')}: topoagent plan --format slurm",
              "# Cores= are Slurm's logical core indices (lstopo -l 'Core L#'), not Linux CPU ids."]
     if p.allowed is not None:
         lines.append(f"# CPUs were limited to those allowed to the caller: {p.allowed}")
