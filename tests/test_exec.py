@@ -133,3 +133,13 @@ def test_signals_and_missing_commands_are_the_childs(root):
     assert out.returncode == 127 and "no-such-command-xyz: command not found" in out.stderr
     out = topoagent("exec", "--root", root, "--", "true")
     assert out.returncode == 2 and "say which GPU" in out.stderr
+
+
+def test_unknown_exec_option_is_a_usage_error(root):
+    """Only what follows -- is the command: a misspelt option was run as the command (127)."""
+    out = topoagent("exec", "--root", root, "--gpu", "0", "--dryrun", "--", "true")
+    assert out.returncode == 2 and "--dryrun" in out.stderr
+    out = topoagent("exec", "--root", root, "--gpu", "0", "true")
+    assert out.returncode == 2 and "the command goes after --" in out.stderr
+    out = topoagent("exec", "--root", root, "--gpu", "0", "--dry-run", "--", "-x", "--y")
+    assert out.returncode == 0 and "-x --y" in out.stdout + out.stderr
