@@ -31,7 +31,12 @@ def emit(text: str) -> None:
     A terminal whose encoding cannot show the tree's characters gets ASCII; a reader that has
     gone away (``| head``) ends the command quietly; a full disk is one line and exit 2.
     """
-    _guarded(lambda: _write(sys.stdout, text))
+    def write() -> None:
+        if sys.stdout is None:  # closed at start-up: an output nobody gets is a failure, not success
+            raise OSError(errno.EBADF, "stdout is closed")
+        _write(sys.stdout, text)
+
+    _guarded(write)
 
 
 def emit_bytes(data: bytes) -> None:

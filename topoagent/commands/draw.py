@@ -55,7 +55,7 @@ def draw(inputs: Inputs, fmt: str, output: str | None) -> None:
     if fmt == "png":
         data = dot_to_png(renderer("draw", "dot")(result))
         if output is None:
-            if sys.stdout.isatty():
+            if sys.stdout is not None and sys.stdout.isatty():
                 fail("--format png is binary: give -o FILE or redirect stdout")
             emit_bytes(data)
         else:
