@@ -66,10 +66,10 @@ def test_pid_round_trip(tiny_root, sleeper, tmp_path):
     assert [r["event"] for r in records].count("pending") == 4 and all(
         r["before"] == "0" for r in records if r["event"] == "pending")
 
-    undone = topoagent("apply", "--undo", "--yes", "--state-dir", state)
+    undone = topoagent("apply", "--undo", "--yes", "--root", tiny_root, "--state-dir", state)
     assert undone.returncode == 0, undone.stdout + undone.stderr
     assert affinities(sleeper.pid) == {frozenset({0})}
-    again = topoagent("apply", "--undo", "--yes", "--state-dir", state)
+    again = topoagent("apply", "--undo", "--yes", "--root", tiny_root, "--state-dir", state)
     assert "Nothing to undo" in again.stdout
 
 
@@ -113,7 +113,7 @@ def test_irqs_round_trip_on_a_fake_proc_irq(dgx_copy, tmp_path):
     for i in os.listdir(storage):
         assert (dgx_copy / f"proc/irq/{i}/smp_affinity_list").read_text().strip() == "0-223"
 
-    undone = topoagent("apply", "--undo", "--yes", "--state-dir", state)
+    undone = topoagent("apply", "--undo", "--yes", "--root", str(dgx_copy), "--state-dir", state)
     assert undone.returncode == 0 and undone.stdout.count("applied:") == 32
     assert irq_lists(dgx_copy, nic0 + nic8) == before
 

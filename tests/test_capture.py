@@ -275,3 +275,32 @@ def test_resolve_root_forms(tmp_path, fixture_root):
     outer = tmp_path / "outer"
     unpack_capture(str(tb), str(outer / "inner"))
     assert resolve_root(str(outer)) == str(outer / "inner")  # a hand-unpacked directory one level down
+
+
+def test_ipoib_address_guid_is_scrubbed():
+    """The 20-byte IPoIB address ends in the port GUID that node_guid scrubbing zeroes: before,
+    it was kept whole (the MAC rule wants exactly six pairs)."""
+    s = Scrubber()
+    ipoib = "00:00:10:87:fe:80:00:00:00:00:00:00:b8:ce:f6:03:00:12:34:56\n"
+    assert s.hw_address(ipoib) == "00:00:10:87:fe:80:00:00:00:00:00:00:00:00:00:00:00:00:00:00\n"
+    assert s.hw_address("b8:ce:f6:12:34:56\n") == "00:00:00:00:00:01\n"  # Ethernet: the MAC stand-in
+    assert s.hw_address("b8:ce:f6:03:00:12:34:56\n") == "00:00:00:00:00:00:00:00\n"  # an EUI-64: zeroed whole
+    assert s.counts["GUID"] == 2 and s.counts["MAC address"] == 1
+
+
+def test_capture_scrubs_the_ipoib_address_file(fixture_root, tmp_path):
+    import shutil
+
+    from plan_helpers import topoagent
+
+    root = tmp_path / "dgx"
+    shutil.copytree(fixture_root("dgx-h100"), root, symlinks=True)
+    net = root / "sys/class/net"
+    name = sorted(os.listdir(net))[0]
+    (net / name / "address").write_text("00:00:10:87:fe:80:00:00:00:00:00:00:b8:ce:f6:03:00:12:34:56\n")
+    out = tmp_path / "cap.tar.gz"
+    assert topoagent("capture", "--root", str(root), "-o", str(out)).returncode == 0
+    with tarfile.open(out) as tar:
+        data = b"".join(tar.extractfile(m).read() for m in tar.getmembers()
+                        if m.isfile() and m.name.endswith(f"sys/class/net/{name}/address"))
+    assert data and b"b8:ce:f6" not in data and data.endswith(b"00:00:00:00:00:00:00:00\n")

@@ -2,6 +2,7 @@
 that goes away, a full disk, a terminal that cannot show the tree's characters."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -113,3 +114,40 @@ def test_version_reads_as_click_writes_it():
     from topoagent.cli import group
 
     assert run("--version").stdout == CliRunner().invoke(group(), ["--version"]).output
+
+
+@pytest.fixture(scope="module")
+def dgx_tree(tmp_path_factory):
+    from tests.fakesysfs import generate
+
+    return str(generate("dgx-h100", tmp_path_factory.mktemp("edges") / "dgx"))
+
+
+WRITERS = [["draw", "--format", "svg"], ["draw", "--format", "png"], ["capture", "-o", "-"], ["scan"], ["plan"],
+           ["apply", "--irqs"], ["fix", "acs"]]
+
+
+@pytest.mark.parametrize("args", WRITERS, ids=" ".join)
+def test_closed_stdout_and_dev_full_are_one_line_exit_2_in_every_command(dgx_tree, args):
+    """Before: 'internal error' for draw png and capture -o -, and draw svg exited 0 having
+    written nothing."""
+    if args == ["draw", "--format", "png"] and not shutil.which("dot"):
+        pytest.skip("dot is not installed")
+    cmd = [sys.executable, "-m", "topoagent", *args, "--root", dgx_tree]
+    closed = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
+                            preexec_fn=lambda: os.close(1))
+    assert "internal error" not in one_line(closed)
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert "internal error" not in one_line(proc)
+
+
+def test_sigpipe_is_quiet_in_apply_as_in_scan(dgx_tree):
+    for args in (["scan"], ["apply", "--irqs"]):
+        proc = subprocess.run(f"{sys.executable} -m topoagent {' '.join(args)} --root {dgx_tree} | head -1",
+                              shell=True, capture_output=True, text=True, timeout=120,
+                              executable="/bin/bash")
+        assert proc.stderr == "" and proc.stdout.count("\n") == 1
+        status = subprocess.run(f"set -o pipefail; {sys.executable} -m topoagent {' '.join(args)} --root {dgx_tree}"
+                                " | head -c 10 >/dev/null", shell=True, executable="/bin/bash", timeout=120)
+        assert status.returncode == 0, args

@@ -372,7 +372,7 @@ def test_bad_flags_are_one_line(tmp_path, tree):
         (["--listen", "nowhere"], "is not ADDR:PORT"),
         (["--root", str(tmp_path / "absent")], "not a directory"),
         (["--config", str(tmp_path / "absent.toml")], "no such file"),
-        (["--interval", "0"], "interval = 0.0: must be seconds > 0"),
+        (["--interval", "0"], "interval = 0: must be from 1 to 86400 seconds"),
     ]
     cfg = tmp_path / "typo.toml"
     cfg.write_text('intervall = 30\n')

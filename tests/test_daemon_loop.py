@@ -311,6 +311,7 @@ def test_links_are_sampled_between_scans_while_a_gpu_link_is_low(config, dgx):
 @pytest.fixture
 def served(config, dgx, monkeypatch):
     monkeypatch.setattr(daemon_http._Handler, "timeout", 0.5)
+    monkeypatch.setattr(daemon_http, "REQUEST_DEADLINE", 0.5)
     monkeypatch.setattr(daemon_http, "MAX_CONNECTIONS", 3)
     d = Running(config, scan=lambda c: dgx)
     d.scans(1)
@@ -382,17 +383,66 @@ def test_malformed_slow_and_too_many_clients(served):
     assert slow.recv(100) == b""
     assert time.monotonic() - start < 3
     slow.close()
-    # Too many at once: the ones over the limit are closed at once; the limit frees up again.
+    # Too many at once: the connection idle longest is closed to make room for the new one.
     idle = [socket.create_connection((host, port), timeout=5) for _ in range(3)]
     time.sleep(0.1)
     extra = socket.create_connection((host, port), timeout=5)
-    assert extra.recv(100) == b""
+    assert idle[0].recv(100) == b""
+    extra.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+    assert extra.recv(100).startswith(b"HTTP/1.0 200")
     extra.close()
     for s in idle:
         s.close()
     time.sleep(0.7)
     assert request(served, "GET", "/metrics")[0] == 200
     assert not [e for e in served.events() if e["event"] == "http_error"]
+
+
+def test_request_deadline_is_for_the_whole_request(served):
+    """A client sending a header line more often than the read timeout is still dropped once
+    the whole request's deadline (0.5 s here) has passed."""
+    host, port = served.daemon.config.address
+    with socket.create_connection((host, port), timeout=5) as s:
+        s.sendall(b"GET /metrics HTTP/1.0\r\n")
+        dropped = False
+        for _ in range(40):  # up to ~12 s of trickling
+            time.sleep(0.3)
+            try:
+                s.sendall(b"X-Slow: 1\r\n")
+            except OSError:
+                dropped = True
+                break
+            s.settimeout(0.01)
+            try:
+                if s.recv(100) == b"":
+                    dropped = True
+                    break
+            except TimeoutError:
+                pass
+            finally:
+                s.settimeout(5)
+        assert dropped
+
+
+def test_slow_clients_scrape_answered(config, dgx):
+    """200 idle or trickling clients (real sockets on 127.0.0.1) cannot starve a scrape: the
+    pool closes the connection idle longest to make room."""
+    d = Running(config, scan=lambda c: dgx)
+    clients = []
+    try:
+        d.scans(1)
+        host, port = d.daemon.config.address
+        for i in range(200):
+            c = socket.create_connection((host, port), timeout=5)
+            if i % 2:
+                c.sendall(b"GET /metrics HTTP/1.0\r\nX-Slow: 1\r\n")
+            clients.append(c)
+        status, _, body = request(d, "GET", "/metrics")
+        assert status == 200 and b"topoagent_devices" in body
+    finally:
+        for c in clients:
+            c.close()
+        d.stop()
 
 
 class FakeUdev:

@@ -68,7 +68,7 @@ def test_config_default_file_is_optional(tmp_path, monkeypatch):
 @pytest.mark.parametrize("text, message", [
     ("intervall = 30", "unknown key 'intervall'"),
     ("[daemon]\ninterval = 30", "unknown key 'daemon'"),
-    ("interval = -1", "interval = -1: must be seconds > 0"),
+    ("interval = -1", "interval = -1: must be from 1 to 86400 seconds"),
     ('interval = "30"', "must be seconds > 0"),
     ("nvml = 1", "nvml = 1: must be true or false"),
     ('listen = "9464"', "is not ADDR:PORT"),
@@ -83,6 +83,28 @@ def test_config_errors_name_the_key(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message) as e:
         load(str(f))
     assert str(f) in str(e.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("interval = inf", "interval = inf: must be a finite number from 1 to 86400"),
+    ("interval = nan", "interval = nan: must be a finite number"),
+    ("scan_timeout = -inf", "scan_timeout = -inf: must be a finite number"),
+    ("interval = 1e308", "interval = 1e\\+308: must be from 1 to 86400 seconds"),
+    ("interval = 1e-9", "interval = 1e-09: must be from 1 to 86400 seconds"),
+    ("scan_timeout = 99999999999999999999999999", "scan_timeout = a huge integer: must be from 1 to 86400"),
+    ("interval = " + "9" * 5000, "a number too large to read"),
+    ("x = " + "[" * 5000 + "]" * 5000, "nested too deeply"),
+    ("link_window = 1e9", "link_window = 1e\\+09: must be from 1 to 604800 seconds"),
+])
+def test_nonfinite_config_refused(tmp_path, text, message):
+    """inf, nan, 1e308, huge integers and deep nesting are one clear line, never an internal
+    error, and an interval that would make the daemon spin is refused."""
+    f = tmp_path / "c.toml"
+    f.write_text(text + "\n")
+    with pytest.raises(ConfigError, match=message):
+        load(str(f))
+    with pytest.raises(ConfigError, match="command line: interval = inf"):
+        load("/dev/null", {"interval": float("inf")})
 
 
 def test_flags_are_checked_like_the_file():

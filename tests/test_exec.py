@@ -191,3 +191,11 @@ def test_allow_no_gpu_runs_the_command_unbound_with_one_warning(fixture_root, ro
                          env={"LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": "NoDevFiles"})
     assert out.returncode == 0 and got["env"]["CUDA_VISIBLE_DEVICES"] == "NoDevFiles"
     assert "the job was given no GPU" in out.stderr
+def test_unknown_exec_option_is_a_usage_error(root):
+    """Only what follows -- is the command: a misspelt option was run as the command (127)."""
+    out = topoagent("exec", "--root", root, "--gpu", "0", "--dryrun", "--", "true")
+    assert out.returncode == 2 and "--dryrun" in out.stderr
+    out = topoagent("exec", "--root", root, "--gpu", "0", "true")
+    assert out.returncode == 2 and "the command goes after --" in out.stderr
+    out = topoagent("exec", "--root", root, "--gpu", "0", "--dry-run", "--", "-x", "--y")
+    assert out.returncode == 0 and "-x --y" in out.stdout + out.stderr

@@ -48,7 +48,7 @@ def test_acs_fix_round_trip(faulty, tmp_path):
     rescan = scan(faulty, nvml="off")
     assert not [f for f in rescan.findings if f.code == "ACS_REDIRECT"]
 
-    undone = run_cli("apply", "--undo", "--yes", "--state-dir", state)
+    undone = run_cli("apply", "--undo", "--yes", "--root", str(faulty), "--state-dir", state)
     assert undone.returncode == 0 and config.read_bytes() == original
 
 
@@ -96,7 +96,7 @@ def test_peermem_writes_the_boot_entry_and_undoes_it(faulty, tmp_path):
     done = run_cli("fix", "peermem", "--root", str(faulty), "--state-dir", state, "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert conf.read_text() == "nvidia_peermem\n"
-    assert run_cli("apply", "--undo", "--yes", "--state-dir", state).returncode == 0
+    assert run_cli("apply", "--undo", "--yes", "--root", str(faulty), "--state-dir", state).returncode == 0
     assert not conf.exists()
 
 

@@ -273,3 +273,14 @@ def test_broken_vmx(text, message):
     with pytest.raises(VmxError) as err:
         parse_vmx(text)
     assert message in str(err.value)
+
+
+def test_vmx_passthru_keys_are_exact():
+    """``pciPassthru00.id`` is not ``pciPassthru0.id``: before, it was merged into entry 0 and
+    changed that device's verdict; an ambiguous number is refused."""
+    text = ('displayName = "a"\npciPassthru0.present = "TRUE"\npciPassthru0.id = "00000:059:00.0"\n'
+            'pciPassthru00.id = "00000:175:00.0"\n')
+    with pytest.raises(VmxError, match="pcipassthru00.id: a pciPassthru number with a leading zero"):
+        parse_vmx(text)
+    ok = parse_vmx(text.replace("pciPassthru00.id", "pciPassthru10.id"))
+    assert [d.index for d in ok.devices] == [0] and ok.devices[0].id == "00000:059:00.0"

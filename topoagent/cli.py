@@ -9,6 +9,7 @@ click at all (:data:`FAST`; :mod:`topoagent.commands.argspec` says why and how).
 
 from __future__ import annotations
 
+import errno
 import functools
 import sys
 from collections.abc import Sequence
@@ -85,6 +86,15 @@ def _click_main(args: list[str]) -> None:
 
     try:
         group().main(args=args, prog_name="topoagent", standalone_mode=False)
+    except SystemExit as exc:
+        # click answers a reader gone away (EPIPE from click.echo) with exit 1 after wrapping
+        # stdout; every command ends quietly with 0 there instead, as scan's own output does
+        if exc.code == 1 and type(sys.stdout).__name__ in ("PacifyFlushWrapper", "_PacifyFlushWrapper"):
+            from topoagent.commands.common import quiet_stdout
+
+            quiet_stdout()
+            sys.exit(0)
+        raise
     except click.exceptions.Abort:
         fail("aborted")
     except click.exceptions.UsageError as exc:
@@ -136,12 +146,19 @@ def main(argv: Sequence[str] | None = None) -> None:
                 _ran_fast = True
                 raise
         if not handled:
+            if sys.stdout is None and args and args[0] in ("apply", "fix") and "--help" not in args:
+                fail(f"{args[0]} reports each change on stdout, and stdout is closed: nothing changed")
             _click_main(args)
     except SystemExit:
         raise
     except BrokenPipeError:
         quiet_stdout()
         sys.exit(EXIT_OK)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EBADF):
+            fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_ERROR)
+        quiet_stdout()  # a report that could not be written (a full disk, /dev/full): one line, exit 2
+        fail(f"cannot write the output: {exc.strerror or exc}", EXIT_ERROR)
     except KeyboardInterrupt:
         fail("interrupted", 130)
     except Exception as exc:  # the last line of defence: one line, exit 2

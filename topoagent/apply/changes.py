@@ -47,11 +47,16 @@ class Change(msgspec.Struct, frozen=True):
 # -- process affinity -------------------------------------------------------------------------
 
 
-def thread_changes(pid: int, threads: Sequence[tuple[int, CpuSet]], cpus: CpuSet) -> tuple[Change, ...]:
-    """Bind every thread of ``pid`` to ``cpus`` (threads already there are left alone)."""
+def thread_changes(pid: int, threads: Sequence[tuple[int, CpuSet]], cpus: CpuSet,
+                   starts: Mapping[int, int | None] | None = None) -> tuple[Change, ...]:
+    """Bind every thread of ``pid`` to ``cpus`` (threads already there are left alone).  A
+    thread's start time (``starts``), where known, goes in its target: undo then knows a
+    reused tid from the thread it changed."""
+    starts = starts or {}
     return tuple(
-        Change(THREAD, FrozenMap({"pid": pid, "tid": tid}), str(now), str(cpus), f"pid {pid}",
-               f"pid {pid} thread {tid} CPU affinity")
+        Change(THREAD, FrozenMap({"pid": pid, "tid": tid, **({"start": s} if (s := starts.get(tid)) is not None
+                                                             else {})}),
+               str(now), str(cpus), f"pid {pid}", f"pid {pid} thread {tid} CPU affinity")
         for tid, now in threads if now != cpus
     )
 

@@ -17,9 +17,12 @@ from topoagent.apply.changes import FILE, IRQ, MODULE, PCI_CONFIG, THREAD, Chang
 from topoagent.apply.journal import Entry, Journal
 from topoagent.apply.writer import HostWriter, WriteError
 from topoagent.cpuset import CpuSet
+from topoagent.errors import TopoagentError
 from topoagent.hostfs import HostFS
 
 APPLIED, FAILED, REFUSED = "applied", "failed", "refused"
+#: Undo only: a target changed again since apply (left as it is), a record not trusted.
+LEFT, SKIPPED = "left", "skipped"
 
 
 class Outcome(msgspec.Struct, frozen=True):
@@ -136,20 +139,56 @@ def describe(entry: Entry) -> str:
     return f"{name} ({entry.label}) under {entry.root}"
 
 
-def undo(journal: Journal, entries: Sequence[Entry]) -> list[Outcome]:
+def undo(journal: Journal, entries: Sequence[Entry], root: str) -> list[Outcome]:
     """Restore each entry's previous value, in the order given (newest first from
-    :meth:`Journal.to_undo`), through a writer rooted where the change was made."""
+    :meth:`Journal.to_undo`), through a writer rooted at ``root`` (the one given now).
+
+    An entry is first checked against what apply could have written (:func:`entry_problem`:
+    a record for another root, an unknown kind, a target apply would refuse is skipped).  A
+    value is restored only where the target still holds what apply wrote: a later change is
+    reported and left; a thread is the one changed only if its start time matches (a reused
+    tid is left alone).  One bad record never stops the others."""
+    from topoagent.apply.validate import entry_problem
+
     out = []
+    writer = HostWriter(root)
     for e in entries:
-        writer = HostWriter(e.root)
         what = f"{describe(e)}: {e.after!r} -> {e.before!r}"
-        if e.before is None and e.kind in (IRQ, THREAD, PCI_CONFIG):
-            journal.mark(e.id, "undo-failed", "no previous value recorded")
-            out.append(Outcome(e.label, what, FAILED, "no previous value recorded"))
+        why = entry_problem(e, writer.root)
+        if why is not None:
+            out.append(Outcome(e.label, what, SKIPPED, f"not a change apply could have made here: {why}: skipped"))
             continue
-        status, detail = _write(writer, e.kind, e.target, e.before)
-        if e.kind == THREAD and status == REFUSED:
-            status = APPLIED if detail == "the thread has ended" else status  # nothing left to restore
-        journal.mark(e.id, "undone" if status == APPLIED else "undo-failed", detail)
+        try:
+            status, detail = _undo_one(writer, e)
+            journal.mark(e.id, {APPLIED: "undone", LEFT: "left"}.get(status, "undo-failed"), detail)
+        except (TopoagentError, OSError, ValueError) as exc:
+            status, detail = FAILED, str(exc)
+            try:
+                journal.mark(e.id, "undo-failed", detail)
+            except TopoagentError:
+                pass  # the failure is reported below all the same
         out.append(Outcome(e.label, what, status, detail))
     return out
+
+
+def _undo_one(writer: HostWriter, e: Entry) -> tuple[str, str | None]:
+    if e.before is None and e.kind in (IRQ, THREAD, PCI_CONFIG):
+        return FAILED, "no previous value recorded"
+    if e.kind == THREAD:
+        from topoagent.sources.process import thread_start
+
+        started = thread_start(int(e.target["tid"]))
+        if started is None:
+            return APPLIED, "the thread has ended: nothing to restore"
+        if e.target.get("start") is not None and started != e.target["start"]:
+            return LEFT, (f"thread {e.target['tid']} is another thread now (started at tick {started}, the one "
+                          f"changed at {e.target['start']}: the id was reused): left alone")
+    now = current(HostFS(writer.root), e.kind, e.target)
+    if _same(e.kind, now, e.before):
+        return APPLIED, "already holds the previous value"
+    if not _same(e.kind, now, e.after):
+        return LEFT, f"changed since apply (now {now!r}, apply wrote {e.after!r}): left as it is"
+    status, detail = _write(writer, e.kind, e.target, e.before)
+    if e.kind == THREAD and status == REFUSED and detail == "the thread has ended":
+        status = APPLIED  # nothing left to restore
+    return status, detail

@@ -1,18 +1,36 @@
-"""Whole files written all or nothing: the one helper for the files topoagent writes itself
-(daemon exports, configuration files it installs, libvirt backups).
+"""Whole files written all or nothing: the one helper for every file topoagent writes itself
+(``capture -o``, ``draw -o``, daemon exports, configuration files it installs, libvirt
+backups).
 
-A new file is made with :func:`tempfile.mkstemp` in the target's own directory (it never
-follows a planted link and never clobbers an existing name), written, fsynced and given its
-mode; :func:`write_atomically` then renames it over the target, so a reader sees the old
-content or the new, never a torn one.
+The target's directory is opened once and everything after happens relative to that
+descriptor: what is at the target is looked at without following a link, and only a regular
+file (or nothing) may be replaced -- a device, FIFO, directory or symbolic link there is
+refused (renaming over ``/dev/null`` would replace the device with a plain file).  The data
+goes to a new temp file beside it (``O_EXCL|O_NOFOLLOW``: it never follows a planted link and
+never clobbers a name), is fsynced and given its mode, and is renamed over the target, so a
+reader sees the old content or the new, never a torn one.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
+import stat
 import tempfile
 
-__all__ = ["unlink_quietly", "write_atomically", "write_new"]
+from topoagent.apply.beneath import DIR_FLAGS
+
+__all__ = ["kind_of", "unlink_quietly", "write_atomically", "write_in", "write_new"]
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO",
+          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory", stat.S_IFLNK: "a symbolic link"}
+
+
+def kind_of(mode: int) -> str:
+    """``a FIFO``, ``a directory``…: what a non-regular file is, for a refusal."""
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
 def write_new(directory: str, prefix: str, data: bytes, *, mode: int = 0o600) -> str:
@@ -31,16 +49,55 @@ def write_new(directory: str, prefix: str, data: bytes, *, mode: int = 0o600) ->
     return tmp
 
 
-def write_atomically(path: str, data: bytes, *, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data`` all or nothing (a dot-named temp file beside it, then a
-    rename).  Raises :class:`OSError`."""
-    directory, name = os.path.split(os.path.abspath(path))
-    tmp = write_new(directory, f".{name}.", data, mode=mode)
+def write_in(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644) -> None:
+    """Replace ``name`` in the directory ``dir_fd`` with ``data``, all or nothing.  Refuses
+    (:class:`OSError`, one line in ``strerror``) anything at ``name`` but a regular file."""
+    if name in ("", ".", "..") or "/" in name:
+        raise OSError(errno.EISDIR, "not a file name")
+    _check_target(dir_fd, name)
+    tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, _CREATE, 0o600, dir_fd=dir_fd)
     try:
-        os.replace(tmp, path)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _check_target(dir_fd, name)  # looked at again just before the rename
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
-        unlink_quietly(tmp)
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:  # already renamed or gone
+            pass
         raise
+    try:
+        os.fsync(dir_fd)  # the rename itself survives a crash
+    except OSError:  # some file systems cannot sync a directory: the data is synced already
+        pass
+
+
+def _check_target(dir_fd: int, name: str) -> None:
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EEXIST, f"{kind_of(st.st_mode)} is there, not a regular file: refused (nothing written)")
+
+
+def write_atomically(path: str, data: bytes, *, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` all or nothing (:func:`write_in` in its directory).
+    Raises :class:`OSError`."""
+    directory, name = os.path.split(path)
+    dir_fd = os.open(directory or ".", DIR_FLAGS & ~getattr(os, "O_NOFOLLOW", 0))
+    try:
+        write_in(dir_fd, name, data, mode=mode)
+    finally:
+        os.close(dir_fd)
 
 
 def unlink_quietly(path: str) -> None:

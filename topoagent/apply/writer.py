@@ -11,10 +11,18 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
+from typing import Any
 
-from topoagent.apply.files import write_atomically
+from topoagent.apply.beneath import Outside, beneath
+from topoagent.apply.files import kind_of, write_in
 from topoagent.cpuset import CpuSet
 from topoagent.errors import TopoagentError
+
+_WRITE = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+#: How a file's bytes travel as text through plans and the journal: undecodable bytes as lone
+#: surrogates (PEP 383), so a saved file comes back byte for byte.
+FILE_ENCODING = ("utf-8", "surrogateescape")
 
 
 class WriteError(TopoagentError):
@@ -26,7 +34,12 @@ class WriteError(TopoagentError):
 
 
 class HostWriter:
-    """Write host files below ``root`` (paths without a leading slash, as HostFS takes them)."""
+    """Write host files below ``root`` (paths without a leading slash, as HostFS takes them).
+
+    Every path is walked from the root's descriptor (:func:`~topoagent.apply.beneath.beneath`)
+    and the file is opened relative to its directory with ``O_NOFOLLOW|O_NONBLOCK`` and checked
+    on the opened descriptor to be a regular file: a FIFO, a device or a swapped-in link is
+    refused, never written or waited on."""
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         self.root = os.path.realpath(os.fspath(root))
@@ -36,33 +49,54 @@ class HostWriter:
         """Whether the root is this machine's own ``/``."""
         return self.root == "/"
 
-    def path(self, rel: str) -> str:
-        """The real path of ``rel`` below the root; refuses one that resolves outside it."""
-        target = os.path.realpath(os.path.join(self.root, rel.lstrip("/")))
-        if not self.live and os.path.commonpath([self.root, target]) != self.root:
-            raise WriteError(f"/{rel.lstrip('/')}: resolves outside the root {self.root} ({target}): refused")
-        return target
+    def _where(self, rel: str, *, create_dirs: bool = False) -> Any:
+        return beneath(self.root, rel, live=self.live, create_dirs=create_dirs)
+
+    def _fail(self, rel: str, exc: OSError) -> WriteError:
+        if isinstance(exc, Outside):
+            return WriteError(f"/{rel.lstrip('/')}: {exc.strerror} {self.root}: refused", exc.errno)
+        return WriteError(f"/{rel.lstrip('/')}: {exc.strerror or exc}", exc.errno)
+
+    def why_not(self, rel: str) -> str | None:
+        """Why ``rel`` (or, for a file still to be made, its nearest existing directory) could
+        not be written -- ``None`` when it could.  An ``EACCES`` answer starts ``permission``."""
+        try:
+            with self._where(rel) as (dir_fd, rest):
+                name = rest[0] if len(rest) == 1 else "."
+                try:
+                    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    name = "."
+                    st = os.fstat(dir_fd)
+                if name != "." and not stat.S_ISREG(st.st_mode):
+                    return f"/{rel}: {kind_of(st.st_mode)}, not a regular file: refused"
+                if not os.access(name, os.W_OK, dir_fd=dir_fd):
+                    return "permission denied"
+        except OSError as exc:
+            return str(self._fail(rel, exc))
+        return None
 
     def can_write(self, rel: str) -> bool:
         """Whether ``rel`` (or, for a file still to be made, its nearest existing parent) is writable."""
-        try:
-            p = self.path(rel)
-        except WriteError:
-            return False
-        while not os.path.exists(p):
-            parent = os.path.dirname(p)
-            if parent == p:
-                return False
-            p = parent
-        return os.access(p, os.W_OK)
+        return self.why_not(rel) is None
 
     # -- files ----------------------------------------------------------------------------
     def _open(self, rel: str, flags: int) -> int:
-        """An existing file below the root, opened for writing."""
+        """An existing regular file below the root, opened for writing."""
         try:
-            return os.open(self.path(rel), os.O_WRONLY | flags)
+            with self._where(rel) as (dir_fd, rest):
+                if len(rest) != 1:
+                    raise FileNotFoundError(errno.ENOENT, "No such file or directory")
+                fd = os.open(rest[0], _WRITE | flags, dir_fd=dir_fd)
         except OSError as exc:
-            raise WriteError(f"/{rel}: {exc.strerror}", exc.errno) from None
+            if exc.errno == errno.ENXIO:  # O_NONBLOCK on a FIFO nobody reads
+                raise WriteError(f"/{rel}: a FIFO, not a regular file: refused", exc.errno) from None
+            raise self._fail(rel, exc) from None
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise WriteError(f"/{rel}: {kind_of(mode)}, not a regular file: refused", errno.EINVAL)
+        return fd
 
     def write_text(self, rel: str, text: str) -> None:
         """Write ``text`` to an existing file (a sysfs/procfs attribute) in one write."""
@@ -86,22 +120,28 @@ class HostWriter:
             os.close(fd)
 
     def replace_file(self, rel: str, text: str) -> None:
-        """Write a whole configuration file atomically (temp file, then rename), mode 0644."""
-        p = self.path(rel)
+        """Write a whole configuration file atomically (temp file, then rename), mode 0644.
+        ``text`` is the file's bytes as :data:`FILE_ENCODING` decoded them (byte for byte)."""
         try:
-            os.makedirs(os.path.dirname(p), exist_ok=True)
-            write_atomically(p, text.encode(), mode=0o644)
+            with self._where(rel, create_dirs=True) as (dir_fd, rest):
+                write_in(dir_fd, rest[0], text.encode(*FILE_ENCODING), mode=0o644)
         except OSError as exc:
-            raise WriteError(f"/{rel}: {exc.strerror}", exc.errno) from None
+            raise self._fail(rel, exc) from None
 
     def remove_file(self, rel: str) -> None:
-        """Remove a file topoagent created (absent already is fine)."""
+        """Remove a regular file topoagent created (absent already is fine)."""
         try:
-            os.unlink(self.path(rel))
+            with self._where(rel) as (dir_fd, rest):
+                if len(rest) != 1:
+                    return
+                st = os.stat(rest[0], dir_fd=dir_fd, follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode):
+                    raise WriteError(f"/{rel}: {kind_of(st.st_mode)}, not a regular file: not removed", errno.EINVAL)
+                os.unlink(rest[0], dir_fd=dir_fd)
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise WriteError(f"/{rel}: {exc.strerror}", exc.errno) from None
+            raise self._fail(rel, exc) from None
 
     # -- processes and modules ----------------------------------------------------------------
     def set_affinity(self, tid: int, cpus: CpuSet) -> None:
@@ -117,6 +157,6 @@ class HostWriter:
             raise WriteError(f"modprobe {module}: not run, the root {self.root} is not this host")
         from topoagent.sources.tools import run_tool
 
-        out = run_tool(["modprobe", *(["-r"] if remove else []), module], timeout=60)
+        out = run_tool(["modprobe", *(["-r"] if remove else []), "--", module], timeout=60)
         if not out.ok:
             raise WriteError(f"modprobe {'-r ' if remove else ''}{module}: {out.error}")

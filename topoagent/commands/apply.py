@@ -55,10 +55,12 @@ def run_changes(changes: Sequence[Any], root: str, state_dir: str, yes: bool, *,
     if not journal.writable():
         fail(f"cannot write the undo journal in {state_dir} ({needs}, or choose --state-dir): nothing changed")
     rels = (target_rel(c.kind, c.target) for c in changes)
-    denied = [rel for rel in rels if rel is not None and not writer.can_write(rel)]
+    denied = [(rel, why) for rel in rels if rel is not None and (why := writer.why_not(rel)) is not None]
     if denied:
-        fail(f"writing /{denied[0]} needs {needs}" + (f" (and {len(denied) - 1} more)" if len(denied) > 1 else "")
-             + ": nothing changed")
+        rel, why = denied[0]
+        # "needs root" only where root would help: a refusal for another reason says that reason
+        reason = f"writing /{rel} needs {needs}" if why == "permission denied" and os.geteuid() != 0 else why
+        fail(reason + (f" (and {len(denied) - 1} more)" if len(denied) > 1 else "") + ": nothing changed")
     try:
         outcomes = apply_changes(changes, writer, journal)
     except JournalError as exc:  # the record comes first, so the change it was for was not made
@@ -93,7 +95,7 @@ def apply(inputs: Inputs, pid: int | None, gpu: int | None, node: int | None, ir
     if sum(bool(x) for x in (pid is not None, irqs, undo)) != 1:
         fail("give exactly one of --pid, --irqs, --undo")
     if undo:
-        sys.exit(_undo(state_dir, yes))
+        sys.exit(_undo(inputs.root, state_dir, yes))
     if pid is not None:
         sys.exit(_pid(inputs, pid, gpu, node, state_dir, yes))
     sys.exit(_irqs(inputs, state_dir, yes))
@@ -107,7 +109,7 @@ def _pid(inputs: Inputs, pid: int, gpu: int | None, node: int | None, state_dir:
     if (gpu is None) == (node is None):
         fail("--pid needs one of --gpu N or --node N")
     try:
-        current = threads(pid)
+        threads(pid)  # a missing process is refused before the scan
     except ProcessError as exc:
         fail(str(exc))
     result = run_scan(inputs)
@@ -128,11 +130,50 @@ def _pid(inputs: Inputs, pid: int, gpu: int | None, node: int | None, state_dir:
     if target is None or not target:
         fail(f"none of {where}'s CPUs is allowed here (this process: {plan.allowed}; pid {pid}'s cpuset: "
              f"{theirs if theirs else 'unrestricted'}): nothing to bind pid {pid} to")
+    try:
+        current = threads(pid)  # listed after the scan: threads started during it are bound too
+    except ProcessError as exc:
+        fail(str(exc))
     click.echo(f"pid {pid} ({len(current)} thread(s)) -> {where}: CPUs {target}")
     if yes and os.geteuid() != 0 and owner_uid(pid) != os.getuid():
         fail(f"pid {pid} belongs to another user: changing its affinity needs root: nothing changed")
-    return run_changes(thread_changes(pid, [(t.tid, t.cpus) for t in current], target), inputs.root, state_dir,
-                       yes, needs="root")
+    status = run_changes(thread_changes(pid, [(t.tid, t.cpus) for t in current], target,
+                                        {t.tid: t.start for t in current}), inputs.root, state_dir, yes, needs="root")
+    if not yes:
+        return status
+    return max(status, converge(pid, target, {t.tid for t in current}, inputs.root, state_dir))
+
+
+#: How many times ``apply --pid`` lists the threads again for ones started meanwhile.
+CONVERGE_ROUNDS = 10
+
+
+def converge(pid: int, target: Any, tried: set[int], root: str, state_dir: str) -> int:
+    """Bind threads ``pid`` started while it was being bound: list them again until no new
+    one appears (at most :data:`CONVERGE_ROUNDS` times), then name every thread still off
+    ``target`` (the kernel refused it, or it kept starting threads).  Returns the exit status."""
+    from topoagent.apply.changes import thread_changes
+    from topoagent.sources.process import ProcessError, threads
+
+    status = EXIT_OK
+    try:
+        for _ in range(CONVERGE_ROUNDS):
+            new = [t for t in threads(pid) if t.tid not in tried and t.cpus != target]
+            if not new:
+                break
+            click.echo(f"pid {pid} started {len(new)} thread(s) meanwhile: binding them too")
+            tried.update(t.tid for t in new)
+            status = max(status, run_changes(thread_changes(pid, [(t.tid, t.cpus) for t in new], target,
+                                                            {t.tid: t.start for t in new}),
+                                             root, state_dir, True, needs="root"))
+        off = [t.tid for t in threads(pid) if t.cpus != target]
+    except ProcessError:
+        return status  # the process ended: nothing left to bind
+    if off:
+        shown = " ".join(map(str, off[:20])) + (f" (and {len(off) - 20} more)" if len(off) > 20 else "")
+        click.echo(f"not bound: {len(off)} thread(s) of pid {pid} are not on CPUs {target}: {shown}")
+        status = EXIT_FINDINGS
+    return status
 
 
 def _irqs(inputs: Inputs, state_dir: str, yes: bool) -> int:
@@ -162,8 +203,8 @@ def _irqs(inputs: Inputs, state_dir: str, yes: bool) -> int:
     return run_changes(changes, inputs.root, state_dir, yes, needs="root (/proc/irq is the kernel's)")
 
 
-def _undo(state_dir: str, yes: bool) -> int:
-    from topoagent.apply.execute import FAILED, describe, undo
+def _undo(root: str, state_dir: str, yes: bool) -> int:
+    from topoagent.apply.execute import FAILED, LEFT, SKIPPED, describe, undo
     from topoagent.apply.journal import Journal, JournalError
 
     journal = Journal(state_dir)
@@ -171,6 +212,8 @@ def _undo(state_dir: str, yes: bool) -> int:
         entries = journal.to_undo()
     except JournalError as exc:
         fail(str(exc))
+    for line in journal.skipped:
+        click.echo(f"topoagent: {line}", err=True)
     if not entries:
         click.echo(f"Nothing to undo in {journal.path}.")
         return EXIT_OK
@@ -182,10 +225,8 @@ def _undo(state_dir: str, yes: bool) -> int:
         return EXIT_OK
     if not journal.writable():
         fail(f"cannot write the journal {journal.path} (needs root, or choose --state-dir): nothing undone")
-    try:
-        outcomes = undo(journal, entries)
-    except JournalError as exc:
-        fail(f"journal: {exc}: stopped")
+    outcomes = undo(journal, entries, root)
     for o in outcomes:
         click.echo(f"  {o.status}: {o.what}" + (f" -- {o.detail}" if o.detail else ""))
-    return EXIT_FINDINGS if any(o.status == FAILED for o in outcomes) else EXIT_OK
+    bad = journal.skipped or any(o.status in (FAILED, LEFT, SKIPPED) for o in outcomes)
+    return EXIT_FINDINGS if bad else EXIT_OK

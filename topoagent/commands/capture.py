@@ -12,7 +12,7 @@ import os
 
 import click
 
-from topoagent.commands.common import EXIT_OK, fail
+from topoagent.commands.common import EXIT_OK, fail, write_output
 
 
 @click.command()
@@ -28,7 +28,6 @@ def capture(output: str, root: str, no_tools: bool, tool_timeout: float) -> None
     with host names, MACs, GUIDs and serial numbers scrubbed, into a .tar.gz."""
     import sys
 
-    from topoagent.apply.files import write_atomically
     from topoagent.errors import TopoagentError
     from topoagent.sources.capture import collect_capture, entries_to_tar
 
@@ -38,16 +37,9 @@ def capture(output: str, root: str, no_tools: bool, tool_timeout: float) -> None
     except TopoagentError as exc:
         fail(str(exc))
     entries = cap.ordered()
-    try:
-        if output == "-":
-            entries_to_tar(entries, sys.stdout.buffer)
-            sys.stdout.buffer.flush()
-        else:  # a capture is small (kilobytes to a few megabytes): built in memory, written whole
-            buffer = io.BytesIO()
-            entries_to_tar(entries, buffer)
-            write_atomically(output, buffer.getvalue())
-    except OSError as exc:
-        fail(f"{output}: {exc.strerror or exc}")
+    buffer = io.BytesIO()  # a capture is small (kilobytes to a few megabytes): built in memory, written whole
+    entries_to_tar(entries, buffer)
+    write_output(output, buffer.getvalue())
     files = sum(1 for e in entries if e.kind == "file")
     if output != "-":
         click.echo(f"topoagent: wrote {output} ({files} files; replay with: topoagent scan --root {output})", err=True)

@@ -49,18 +49,40 @@ def emit(text: str) -> None:
     A terminal whose encoding cannot show the tree's characters gets ASCII; a reader that has
     gone away (``| head``) ends the command quietly; a full disk is one line and exit 2.
     """
-    _guarded(lambda: _write(sys.stdout, text))
+    def write() -> None:
+        if sys.stdout is None:  # closed at start-up: an output nobody gets is a failure, not success
+            raise OSError(errno.EBADF, "stdout is closed")
+        _write(sys.stdout, text)
+
+    _guarded(write)
 
 
 def emit_bytes(data: bytes) -> None:
     """Write binary output (a PNG) to stdout, with :func:`emit`'s handling of errors."""
 
     def write() -> None:
+        if sys.stdout is None:  # closed at start-up
+            raise OSError(errno.EBADF, "stdout is closed")
         out = sys.stdout.buffer
         out.write(data)
         out.flush()
 
     _guarded(write)
+
+
+def write_output(path: str, data: bytes) -> None:
+    """A command's ``-o PATH`` output: ``-`` is stdout (as :func:`emit_bytes`), anything else
+    is written whole through the one file writer (:func:`~topoagent.apply.files.write_atomically`:
+    a regular file or nothing is replaced; a device, FIFO, directory or link there is refused)."""
+    if path == "-":
+        emit_bytes(data)
+        return
+    from topoagent.apply.files import write_atomically
+
+    try:
+        write_atomically(path, data)
+    except OSError as exc:
+        fail(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def _guarded(write: Callable[[], None]) -> None:

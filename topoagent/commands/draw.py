@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from topoagent.commands.common import EXIT_OK, emit, emit_bytes, fail
+from topoagent.commands.common import EXIT_OK, emit, emit_bytes, fail, write_output
 from topoagent.commands.options import run_scan, scan_inputs
 from topoagent.inputs import Inputs
 from topoagent.outputs import formats, renderer
@@ -55,23 +55,16 @@ def draw(inputs: Inputs, fmt: str, output: str | None) -> None:
     if fmt == "png":
         data = dot_to_png(renderer("draw", "dot")(result))
         if output is None:
-            if sys.stdout.isatty():
+            if sys.stdout is not None and sys.stdout.isatty():
                 fail("--format png is binary: give -o FILE or redirect stdout")
             emit_bytes(data)
         else:
-            _write(output, data)
+            write_output(output, data)
         sys.exit(EXIT_OK)
     text = renderer("draw", fmt)(result)
     if output is None:
         emit(text)
     else:
-        _write(output, text.encode("utf-8"))
+        write_output(output, text.encode("utf-8"))
     sys.exit(EXIT_OK)
 
-
-def _write(path: str, data: bytes) -> None:
-    try:
-        with open(path, "wb") as fh:
-            fh.write(data)
-    except OSError as exc:
-        fail(f"cannot write {path}: {exc.strerror or exc}")

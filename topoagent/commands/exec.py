@@ -26,7 +26,25 @@ def _say(message: str) -> None:
     click.echo(f"topoagent: {message}", err=True)
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+class _ExecCommand(click.Command):
+    """Options, then ``--``, then the command: only what follows ``--`` is run, so a misspelt
+    option is a usage error (exit 2), never a command to execute."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--help" in args[: args.index("--") if "--" in args else len(args)]:
+            return super().parse_args(ctx, args)
+        if "--" not in args:
+            raise click.UsageError("the command goes after -- (topoagent exec [OPTIONS] -- CMD [ARGS...])", ctx)
+        cut = args.index("--")
+        rest = super().parse_args(ctx, args[:cut])
+        if ctx.params.get("command"):
+            raise click.UsageError(f"unexpected {ctx.params['command'][0]!r} before --: the command goes after --",
+                                   ctx)
+        ctx.params["command"] = tuple(args[cut + 1:])
+        return rest
+
+
+@click.command(cls=_ExecCommand)
 @scan_inputs(cross_check=False)
 @click.option("--gpu", metavar="N", help="The GPU: index in PCI bus order (or gpu id / BDF).")
 @click.option("--local-rank", type=click.IntRange(min=0), metavar="R",
@@ -45,7 +63,7 @@ def _say(message: str) -> None:
 @click.option("--allow-no-gpu", is_flag=True,
               help="On a node without GPUs (or a job given none): run COMMAND unbound, with a warning.")
 @click.option("--dry-run", is_flag=True, help="Print what would be set and the command; run nothing.")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
 def exec_(inputs: Inputs, gpu: str | None, local_rank: int | None, auto: bool, ranks_per_gpu: int,
           reserve_cores: int, allowed_cpus: str, mem: str, keep_visible: bool, narrow_visible: bool,
           allow_no_gpu: bool, dry_run: bool, command: tuple[str, ...]) -> None:

@@ -64,7 +64,7 @@ def peermem(inputs: Inputs, state_dir: str, yes: bool) -> None:
     )
     from topoagent.hostfs import HostFS
     from topoagent.sources import is_live
-    from topoagent.sources.kernel import file_text, kernel_release, nvidia_open_module
+    from topoagent.sources.kernel import UnsavableFile, file_text, kernel_release, nvidia_open_module
 
     if inputs.offline:
         fail("fix peermem changes a host: it needs a host tree (--root), not pasted output")
@@ -80,5 +80,9 @@ def peermem(inputs: Inputs, state_dir: str, yes: bool) -> None:
     loaded = PEERMEM_MODULE in result.snapshot.modules
     if not live:
         click.echo(f"  (--root {inputs.root} is not this host: modprobe is not run, only the boot entry is written)")
-    changes = peermem_changes(loaded, file_text(fs, PEERMEM_CONF), live=live)
+    try:
+        conf_now = file_text(fs, PEERMEM_CONF)
+    except UnsavableFile as exc:
+        fail(str(exc))
+    changes = peermem_changes(loaded, conf_now, live=live)
     sys.exit(run_changes(changes, inputs.root, state_dir, yes, needs="root"))

@@ -18,6 +18,7 @@ The full table is :data:`KEYS` (and ``docs/daemon.md``).  Pure, apart from readi
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -169,6 +170,33 @@ class ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     recent_changes: int | msgspec.UnsetType = msgspec.UNSET
     nfd_namespace: str | msgspec.UnsetType = msgspec.UNSET
     log_format: str | msgspec.UnsetType = msgspec.UNSET
+#: Every number's allowed range, in seconds unless said: finite, and neither so small that the
+#: daemon spins (``interval = 1e-9``) nor so large that a timer overflows (``inf``, ``1e308``).
+DAY = 86400
+RANGES: dict[str, tuple[float, float]] = {
+    "interval": (1, DAY),
+    "scan_timeout": (1, DAY),
+    "debounce": (0, 3600),
+    "link_sample_interval": (1, DAY),
+    "link_window": (1, 7 * DAY),
+    "recent_changes": (0, 10000),
+}
+
+
+def check_ranges(values: Mapping[str, Any], where: str) -> None:
+    """Refuse any number in ``values`` that is not finite or lies outside :data:`RANGES`, with
+    one line naming the key (checked on start and on every reload; a failing reload keeps the
+    running configuration)."""
+    for key, (lo, hi) in RANGES.items():
+        value = values.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue  # absent, or the wrong type: the key's own check says so
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}: {key} = {value}: must be a finite number from {lo:g} to {hi:g}")
+        if not lo <= value <= hi:
+            shown = f"{value:g}" if isinstance(value, float) or value.bit_length() < 64 else "a huge integer"
+            raise ConfigError(f"{where}: {key} = {shown}: must be from {lo:g} to {hi:g} seconds"
+                              if key != "recent_changes" else f"{where}: {key} = {shown}: must be from {lo} to {hi}")
 
 
 def _read_toml(path: str) -> dict[str, Any]:
@@ -197,6 +225,10 @@ def _read_toml(path: str) -> dict[str, Any]:
         raise ConfigError(_type_error(f"config {path}", text, str(exc))) from None
     except (UnicodeDecodeError, msgspec.DecodeError) as exc:
         raise ConfigError(f"config {path}: not valid TOML: {exc}") from None
+    except ValueError:  # an integer of thousands of digits (Python's int-to-str limit)
+        raise ConfigError(f"config {path}: a number too large to read: not a configuration") from None
+    except RecursionError:  # arrays or inline tables nested thousands deep: the table is flat
+        raise ConfigError(f"config {path}: nested too deeply: not a configuration") from None
     return {k: v for k, v in msgspec.structs.asdict(given).items() if v is not msgspec.UNSET}
 
 
@@ -243,7 +275,10 @@ def load(path: str | None = None, overrides: Mapping[str, Any] | None = None) ->
     values: dict[str, Any] = {}
     file = path if path is not None else DEFAULT_CONFIG
     if path is not None or os.path.exists(file):
-        values.update(_check(_read_toml(file), f"config {file}"))
+        table = _read_toml(file)
+        check_ranges(table, f"config {file}")
+        values.update(_check(table, f"config {file}"))
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    check_ranges(given, "command line")
     values.update(_check(given, "command line"))
     return Config(**values)

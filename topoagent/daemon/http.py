@@ -5,8 +5,12 @@ Anything else is 404; methods other than GET and HEAD are 405.  Built on the sta
 library's ``ThreadingHTTPServer`` (one thread per connection, HTTP/1.0: one request each),
 hardened for a port anybody on the host can reach:
 
-* a socket timeout per connection, so a slow or silent client is dropped, not waited for;
-* at most :data:`MAX_CONNECTIONS` at once; further ones are closed at once;
+* a deadline for the whole request (:data:`REQUEST_DEADLINE`, not per read: a client sending
+  a header line every few seconds is dropped all the same), then a socket timeout for the
+  answer, so a slow or silent client is dropped, not waited for;
+* at most :data:`MAX_CONNECTIONS` at once; when full, the connection that has waited longest
+  without sending its whole request is closed to make room, so a scrape is answered however
+  many idle or slow clients hold connections;
 * malformed requests get the standard library's 400 and the server carries on; an error in a
   handler is logged as one event, never a traceback on stderr.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -23,8 +28,37 @@ from urllib.parse import urlsplit
 __all__ = ["MAX_CONNECTIONS", "App", "MetricsServer", "start"]
 
 MAX_CONNECTIONS = 32
-#: Seconds a client may take to send its request (and to read the answer).
+#: Seconds a client may take to read the answer.
 CLIENT_TIMEOUT = 10.0
+#: Seconds a client has to send its whole request (request line and headers), however it trickles.
+REQUEST_DEADLINE = 5.0
+#: Connections the kernel queues before the server accepts them (socketserver's default is 5).
+LISTEN_BACKLOG = 256
+
+
+class _DeadlineReader:
+    """The connection's input with one deadline for all reads: each read's socket timeout is
+    the time left, so the whole request must arrive by the deadline."""
+
+    def __init__(self, raw: Any, sock: socket.socket, deadline: float) -> None:
+        self._raw, self._sock, self._deadline = raw, sock, deadline
+
+    def _arm(self) -> None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request deadline passed")
+        self._sock.settimeout(left)
+
+    def readline(self, size: int = -1) -> bytes:
+        self._arm()
+        return bytes(self._raw.readline(size))
+
+    def read(self, size: int = -1) -> bytes:
+        self._arm()
+        return bytes(self._raw.read(size))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
 
 
 class App(Protocol):
@@ -44,6 +78,16 @@ class _Handler(BaseHTTPRequestHandler):
     # library's default, HTTP/0.9, sends a bare body).
     default_request_version = "HTTP/1.0"
     timeout = CLIENT_TIMEOUT  # applied to the connection's socket by StreamRequestHandler.setup
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = _DeadlineReader(self.rfile, self.connection, time.monotonic() + REQUEST_DEADLINE)  # type: ignore[assignment]
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()  # the request line and headers are in: the deadline is met
+        self.server.answering(self.connection)
+        self.connection.settimeout(CLIENT_TIMEOUT)
+        return ok
 
     def do_GET(self) -> None:
         self._serve(body=True)
@@ -102,23 +146,51 @@ class MetricsServer(ThreadingHTTPServer):
         self.app = app
         self.log = log
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._waiting: dict[Any, float] = {}  # connections still sending their request -> since
+        self._waiting_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         super().__init__(address, _Handler)
 
+    request_queue_size = LISTEN_BACKLOG
+
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)  # full: drop it rather than queue behind slow clients
-            return
+            # full: close the connection idle longest to make room (its thread then ends and
+            # frees its slot); only when every slot is answering a request is this one dropped
+            if not self._evict_idlest() or not self._slots.acquire(timeout=1.0):
+                self.shutdown_request(request)
+                return
+        with self._waiting_lock:
+            self._waiting[request] = time.monotonic()
         try:
             super().process_request(request, client_address)
         except BaseException:
+            self.answering(request)
             self._slots.release()
             raise
+
+    def answering(self, request: Any) -> None:
+        """The connection ``request`` sent its request: no longer a candidate for eviction."""
+        with self._waiting_lock:
+            self._waiting.pop(request, None)
+
+    def _evict_idlest(self) -> bool:
+        with self._waiting_lock:
+            if not self._waiting:
+                return False
+            oldest = min(self._waiting, key=self._waiting.__getitem__)
+            del self._waiting[oldest]
+        try:
+            oldest.shutdown(socket.SHUT_RDWR)  # its blocked read returns at once
+        except OSError:  # closed already
+            pass
+        return True
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self.answering(request)
             self._slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:

@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 
 from topoagent.digits import is_decimal
 from topoagent.errors import TopoagentError
 
-__all__ = ["AlreadyRunning", "StateLock"]
+__all__ = ["AlreadyRunning", "LockRefused", "StateLock"]
 
 LOCK_NAME = "topoagent.lock"
 
 
 class AlreadyRunning(TopoagentError):
     """Another daemon holds the lock."""
+
+
+class LockRefused(TopoagentError):
+    """The lock's path holds something topoagent did not make (a link, a FIFO, a device)."""
 
 
 class StateLock:
@@ -34,7 +39,19 @@ class StateLock:
         import fcntl
 
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # never through a link (a planted one would be followed and its target truncated),
+        # never a FIFO or device: a regular file, checked on the descriptor itself
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO):
+                raise LockRefused(f"{self.path}: {'a symbolic link' if exc.errno == errno.ELOOP else 'a FIFO'}, "
+                                  "not a regular file: refused (remove it)") from None
+            raise
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise LockRefused(f"{self.path}: not a regular file: refused (remove it)")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

@@ -194,7 +194,7 @@ class Daemon:
     # -- start and stop -------------------------------------------------------------------------
     def _setup(self) -> None:
         from topoagent.daemon import http
-        from topoagent.daemon.lock import AlreadyRunning, StateLock
+        from topoagent.daemon.lock import AlreadyRunning, LockRefused, StateLock
         from topoagent.daemon.metrics import make_registry
         from topoagent.daemon.udev import UdevWatch
 
@@ -203,7 +203,7 @@ class Daemon:
         try:
             lock.acquire()
             self._lock = lock
-        except AlreadyRunning as exc:
+        except (AlreadyRunning, LockRefused) as exc:
             raise SetupError(str(exc)) from None
         except OSError as exc:
             # Not fatal (an unwritable state directory is reported like any export path), but

@@ -39,8 +39,22 @@ def formats(command: str) -> tuple[str, ...]:
     return tuple(fmt for cmd, fmt in RENDERERS if cmd == command)
 
 
+#: The formats read by people on a terminal: control characters in them are shown, not sent.
+TEXT_FORMATS = frozenset({("scan", "tree"), ("scan", "matrix"), ("plan", "text"), ("plan", "env"),
+                          ("plan", "slurm"), ("vms", "text")})
+
+
 def renderer(command: str, fmt: str) -> Callable[..., str]:
-    """The render function of a command's format (``KeyError`` when there is none)."""
+    """The render function of a command's format (``KeyError`` when there is none).  A text
+    format's output has its control characters shown as ``\\x1b`` (:mod:`topoagent.outputs.escape`)."""
     module, _, name = RENDERERS[(command, fmt)].partition(":")
     fn: Callable[..., Any] = getattr(import_module(module), name)
-    return fn
+    if (command, fmt) not in TEXT_FORMATS:
+        return fn
+
+    def text(*args: Any, **kwargs: Any) -> str:
+        from topoagent.outputs.escape import text_output
+
+        return text_output(fn(*args, **kwargs))
+
+    return text

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from topoagent.analysis.paths import switch_of
+from topoagent.outputs.escape import text_output
 from topoagent.outputs.layout import (
     DEGRADED_CODES,
     TIE_GRADE,
@@ -39,6 +40,7 @@ _TIE = {"good": "#2e7d32", "warn": "#f9a825", "bad": "#d32f2f"}
 
 def quote(text: str) -> str:
     """A DOT double-quoted string (backslashes and quotes escaped, newlines as ``\\n``)."""
+    text = text_output(text)  # control characters shown as \x1b (then escaped like any backslash)
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 

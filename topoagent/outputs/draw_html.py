@@ -10,9 +10,9 @@ page at ``/``: :func:`render` needs no options.
 from __future__ import annotations
 
 import json
-from html import escape
 from typing import Any
 
+from topoagent.outputs.escape import xml_attr as escape
 from topoagent.outputs.draw_svg import svg_of
 from topoagent.outputs.layout import compact_link, layout
 from topoagent.outputs.matrix import matrix_of, matrix_rows

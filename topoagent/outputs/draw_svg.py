@@ -19,7 +19,7 @@ Geometry comes from :func:`topoagent.outputs.layout.layout`; this module only pa
 
 from __future__ import annotations
 
-from html import escape
+from topoagent.outputs.escape import xml_attr as escape
 from typing import Any
 
 from topoagent.outputs.layout import FONT, LINE_H, TIE_GRADE, Layout, Rect, layout
@@ -85,7 +85,7 @@ def _n(v: float) -> str:
 
 
 def _a(value: object) -> str:
-    return escape("" if value is None else str(value), quote=True)
+    return escape("" if value is None else str(value))
 
 
 def _rect(r: Rect, rx: float = 0, cls: str = "") -> str:

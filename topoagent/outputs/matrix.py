@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from topoagent.analysis.paths import path_index
+from topoagent.outputs.escape import shown
 from topoagent.parsers.nvsmi_topo import TopoDevice, TopoMatrix
 from topoagent.result import ScanResult
 from topoagent.topology import Device
@@ -121,7 +122,7 @@ def matrix_rows(result: ScanResult) -> tuple[tuple[str, TopoDevice], ...]:
     for nic in topo.nics:
         # A NIC the source calls RDMA-capable without naming its RDMA device still has a row.
         for rdma in nic.rdma_devices or ((None,) if nic.rdma else ()):
-            rows.append((nic.id, TopoDevice(label=f"NIC{n}", kind="nic", rdma_name=rdma)))
+            rows.append((nic.id, TopoDevice(label=f"NIC{n}", kind="nic", rdma_name=None if rdma is None else shown(rdma))))
             n += 1
     return tuple(rows)
 

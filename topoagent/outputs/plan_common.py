@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from topoagent.advice.plan import Plan
+from topoagent.outputs.escape import shown
 from topoagent.result import ScanResult
 
 
@@ -19,7 +20,7 @@ def plan_of(result: ScanResult, plan: Plan | None = None) -> Plan:
 
 def nic_words(r: Any) -> str:
     """A rail NIC the way a person reads it: ``nic2 mlx5_0 ibp24s0 PIX``, remote ones marked."""
-    words = [r.nic, *r.rdma, *r.netdevs, r.kind or "?"]
+    words = [r.nic, *map(shown, (*r.rdma, *r.netdevs)), r.kind or "?"]
     if r.remote:
         where = ", ".join(x for x in (f"node {r.numa_node}" if r.numa_node is not None else "",
                                       f"socket {r.socket}" if r.socket is not None else "") if x)

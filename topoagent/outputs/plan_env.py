@@ -12,6 +12,7 @@ from typing import Any
 
 from topoagent.advice.plan import SOCKET_IFNAME_NOTE, Plan, gpu_rank_env, rank_env
 from topoagent.errors import InputError
+from topoagent.outputs.escape import shown
 from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
 
@@ -42,7 +43,7 @@ def render(result: ScanResult, plan: Plan | None = None, gpu: int | None = None,
         lines.append("# no CPU of this GPU is allowed to the caller: nothing to bind to (see notes)")
     for r in g.rails:
         if r.remote:
-            lines.append(f"# {r.nic} ({', '.join(r.rdma + r.netdevs)}) is remote: {r.kind} from {g.gpu}; "
+            lines.append(f"# {r.nic} ({', '.join(map(shown, r.rdma + r.netdevs))}) is remote: {r.kind} from {g.gpu}; "
                          "GPUDirect RDMA is off for it (see topoagent plan for what to do)")
     seen = {(n.code, n.subjects) for n in g.notes}
     plan_notes = [n for n in p.notes if g.gpu in n.subjects and (n.code, n.subjects) not in seen]

@@ -47,6 +47,7 @@ from typing import Any
 import msgspec
 
 from topoagent.errors import InputError
+from topoagent.outputs.escape import xml_attr
 from topoagent.result import ScanResult
 from topoagent.topology import Device, DeviceKind, Topology
 
@@ -241,11 +242,10 @@ def _check_fusable(cpus: Collection[Element], pcis: Iterable[Element]) -> None:
 
 
 def serialize(el: Element, indent: int = 0) -> str:
-    """NCCL's dump format (``ncclTopoDumpXmlRec``): two-space indent, ``name="value"``."""
-    for _, v in el.attrs:
-        if '"' in v or "\n" in v:
-            raise InputError(f"attribute value {v!r} cannot be written for NCCL's reader")
-    head = " " * indent + "<" + el.name + "".join(f' {k}="{v}"' for k, v in el.attrs)
+    """NCCL's dump format (``ncclTopoDumpXmlRec``): two-space indent, ``name="value"``; values
+    escaped as XML attributes (:func:`~topoagent.outputs.escape.xml_attr`), so a device name
+    holding ``"``, ``<`` or ``&`` stays data (real names hold none: nothing changes for them)."""
+    head = " " * indent + "<" + el.name + "".join(f' {k}="{xml_attr(v)}"' for k, v in el.attrs)
     if not el.children:
         return head + "/>\n"
     return head + ">\n" + "".join(serialize(c, indent + 2) for c in el.children) + " " * indent + f"</{el.name}>\n"

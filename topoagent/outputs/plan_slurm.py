@@ -27,6 +27,7 @@ from typing import Any
 
 from topoagent.advice.plan import GpuPlan, Plan
 from topoagent.cpuset import CpuSet
+from topoagent.outputs.escape import shown
 from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
 from topoagent.snapshot import NvmlGpu
@@ -83,12 +84,6 @@ def _gpu_sockets(topo: Topology, g: GpuPlan, package: Mapping[int, int | None]) 
     return {p for c in (g.cpus or CpuSet()) if (p := package.get(c)) is not None}
 
 
-def printable(text: str) -> str:
-    """``text`` for one comment line: control characters (a newline would start a line of its
-    own, which gres.conf would parse) shown escaped."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
-
-
 def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "socket", **_: Any) -> str:
     """One ``Name=gpu`` line per GPU with Type= and Links= (with NVML), File= and Cores=."""
     if gres_cores not in CORE_MODES:
@@ -97,7 +92,7 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
     topo = result.topology
     nvml = {g.bdf: g for g in topo.snapshot.nvml_gpus}
     package = {c.id: c.package for c in topo.snapshot.cpus}
-    host = printable(topo.snapshot.hostname or "this host")
+    host = shown(topo.snapshot.hostname or "this host")
     lines = [f"# gres.conf for {host}: topoagent plan --format slurm --gres-cores {gres_cores}",
              "# For AutoDetect=off (add that line where gres.conf sets AutoDetect for all nodes). Beside",
              "# AutoDetect=nvml every value must equal what slurmd detects, or slurmd ignores the line.",

@@ -6,6 +6,7 @@ from typing import Any
 
 from topoagent.advice.plan import Plan
 from topoagent.outputs.columns import columns
+from topoagent.outputs.escape import shown
 from topoagent.outputs.plan_common import nic_words, plan_of
 from topoagent.result import ScanResult
 
@@ -15,7 +16,7 @@ def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
     p = plan_of(result, plan)
     snap = result.snapshot
     k = p.ranks_per_gpu
-    head = (f"Plan for {snap.hostname or 'host'} (root {snap.root or 'pasted output'}): {len(p.gpus)} GPU(s), "
+    head = (f"Plan for {shown(snap.hostname or 'host')} (root {snap.root or 'pasted output'}): {len(p.gpus)} GPU(s), "
             f"allowed CPUs {p.allowed if p.allowed is not None else 'unknown'}, {k} rank(s) per GPU")
     lines = [head]
     if p.reserved:

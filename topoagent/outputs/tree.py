@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from topoagent.outputs.escape import shown
 from topoagent.pci import CLASSES, is_nvswitch_or_other_bridge
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
@@ -110,17 +111,17 @@ class _Tree:
             text = f"{d.bdf} root port"
         elif d.role is BridgeRole.SWITCH_UPSTREAM:
             ports = [c for c in self.topo.children(d.bdf) if c.role is BridgeRole.SWITCH_DOWNSTREAM]
-            text = f"{d.bdf} switch {d.name} ({len(ports)} downstream ports)"
+            text = f"{d.bdf} switch {shown(d.name)} ({len(ports)} downstream ports)"
         elif d.role is not None:
-            text = f"{d.bdf} {d.role.value.replace('_', ' ')} {d.name}"
+            text = f"{d.bdf} {d.role.value.replace('_', ' ')} {shown(d.name)}"
         else:
-            text = f"{d.bdf if d.bdf is not None else d.label} [{_TAG[d.kind]}] {d.id} {d.name}"
+            text = f"{d.bdf if d.bdf is not None else d.label} [{_TAG[d.kind]}] {d.id} {shown(d.name)}"
         extras = []
         if d.bdf is not None and d.label is not None:
             extras.append(f"{d.label} in nvidia-smi")
         names = list(d.rdma_devices) + list(d.netdevs)
         if names:
-            extras.append(" ".join(names))
+            extras.append(" ".join(map(shown, names)))  # a name is one word, never a line
         link = format_link(d.link)
         if link and (d.role is None or d.role is BridgeRole.ROOT_PORT or d.role is BridgeRole.SWITCH_UPSTREAM):
             extras.append(link)
@@ -196,7 +197,7 @@ def render(result: ScanResult, *, show_all: bool = False, **_: Any) -> str:
     gpus, nics = len(topo.gpus), len(topo.nics)
     virt = {True: "yes", False: "no", None: "unknown"}[snap.virtualized]
     if snap.from_host_tree:
-        t.lines.append(f"topoagent {__version__} · host {snap.hostname or '?'} · root {snap.root}")
+        t.lines.append(f"topoagent {__version__} · host {shown(snap.hostname or '?')} · root {snap.root}")
         t.lines.append(
             f"{len(topo.sockets)} socket(s) · {len(topo.nodes)} NUMA node(s) · {len(topo.all_cpus)} CPUs · "
             f"{gpus} GPU(s) · {nics} NIC(s) · virtualized: {virt}"

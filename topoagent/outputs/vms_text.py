@@ -15,6 +15,7 @@ from typing import Any
 
 from topoagent.advice.vms import VmAdvice, VmReport
 from topoagent.outputs.columns import columns
+from topoagent.outputs.escape import shown
 
 HEADERS = ("VM", "state", "passthrough", "device", "NUMA", "current affinity", "verdict")
 _DEVICE_WIDTH = 34
@@ -59,9 +60,9 @@ def _rows(vm: VmAdvice) -> list[tuple[str, ...]]:
             address = f"{d.ref} ({d.bdf})" if d.bdf else d.ref
         node = "?" if d.numa_node is None else str(d.numa_node)
         first = i == 0
-        rows.append((vm.name if first else "", vm.state if first else "", address,
-                     _clip(device, _DEVICE_WIDTH), node, current_summary(vm) if first else "",
-                     vm.verdict.value if first else ""))
+        row = (vm.name if first else "", vm.state if first else "", address, _clip(device, _DEVICE_WIDTH), node,
+               current_summary(vm) if first else "", vm.verdict.value if first else "")
+        rows.append(tuple(shown(c) for c in row))  # a name or .vmx value is one cell, never a row
     return rows
 
 
@@ -77,22 +78,22 @@ def _rail_notes(vm: VmAdvice) -> list[str]:
 
 
 def _details(vm: VmAdvice) -> list[str]:
-    lines = [f"{vm.name} ({vm.verdict.value}):"]
-    lines += [f"  - {n}" for n in (*vm.notes, *_rail_notes(vm))]
+    lines = [f"{shown(vm.name)} ({vm.verdict.value}):"]
+    lines += [f"  - {shown(n)}" for n in (*vm.notes, *_rail_notes(vm))]
     if vm.snippet:
         if vm.platform == "kvm":
-            how = (f"add to the domain (virsh edit {vm.name}; or topoagent vms --apply {vm.name} "
+            how = (f"add to the domain (virsh edit {shown(vm.name)}; or topoagent vms --apply {shown(vm.name)} "
                    f"on the shut-off domain):")
         else:
             how = "set in the .vmx (with the VM powered off):"
         lines.append(f"  {how}")
-        lines += [f"    {line}" for line in vm.snippet.splitlines()]
+        lines += [f"    {shown(line)}" for line in vm.snippet.splitlines()]
     return lines
 
 
 def render(result: object = None, *, vms: VmReport, **_: Any) -> str:
     """The table and, per VM, the notes and the settings to add."""
-    out = [f"VMs with PCI passthrough ({vms.source}; host: {vms.host})", ""]
+    out = [f"VMs with PCI passthrough ({shown(vms.source)}; host: {shown(vms.host)})", ""]
     if vms.vms:
         rows = [HEADERS] + [row for vm in vms.vms for row in _rows(vm)]
         table = columns(rows)
@@ -103,7 +104,7 @@ def render(result: object = None, *, vms: VmReport, **_: Any) -> str:
     else:
         out.append("no VM has a PCI passthrough device" if vms.without_passthrough else "no VMs found")
     if vms.without_passthrough:
-        out += ["", "without PCI passthrough: " + ", ".join(vms.without_passthrough)]
+        out += ["", "without PCI passthrough: " + ", ".join(map(shown, vms.without_passthrough))]
     if vms.notes:
-        out += ["", *vms.notes]
+        out += ["", *map(shown, vms.notes)]
     return "\n".join(out) + "\n"

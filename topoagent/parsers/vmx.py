@@ -169,6 +169,9 @@ def parse_vmx(text: str) -> VmxConfig:
     for key, value in settings.items():
         pm = _PASSTHRU.match(key)
         if pm is not None:
+            if len(pm.group(1)) > 1 and pm.group(1).startswith("0"):  # keys are exact: 00 is not 0
+                raise VmxError(f"{key}: a pciPassthru number with a leading zero is not one VMware writes "
+                               f"(ambiguous with pciPassthru{int(pm.group(1))}): refused")
             entries.setdefault(int(pm.group(1)), {})[pm.group(2)] = value
     devices = []
     for index in sorted(entries):

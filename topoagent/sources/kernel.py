@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from topoagent.digits import is_decimal, parse_decimal
+from topoagent.errors import TopoagentError
 from topoagent.hostfs import HostFS
 
 
@@ -70,7 +71,24 @@ def config_bytes(fs: HostFS, bdf: str) -> bytes | None:
     return fs.bytes(f"sys/bus/pci/devices/{bdf}/config", limit=4096)
 
 
+#: The largest file whose content a change saves for its undo (configuration files are a few
+#: hundred bytes; a larger one is refused, never taken for absent).
+MAX_SAVED_FILE = 4 * 1024 * 1024
+
+
+class UnsavableFile(TopoagentError):
+    """A file a change would replace that cannot be saved whole for its undo."""
+
+
 def file_text(fs: HostFS, rel: str) -> str | None:
-    """A host file's text as it is now (for a fix's undo record); None when absent."""
-    data = fs.bytes(rel, limit=1 << 20)
-    return None if data is None else data.decode("utf-8", errors="replace")
+    """A host file's content as it is now (for a fix's undo record), byte for byte: bytes that
+    are not UTF-8 as lone surrogates (``surrogateescape``, PEP 383); None when absent.  Raises
+    :class:`UnsavableFile` for one that exists but cannot be read whole (over
+    :data:`MAX_SAVED_FILE`, not a regular file, unreadable)."""
+    seen = len(fs.errors)
+    data = fs.bytes(rel, limit=MAX_SAVED_FILE)
+    if data is None:
+        if len(fs.errors) > seen:
+            raise UnsavableFile(f"/{rel}: {fs.errors[-1].error}: it cannot be saved for undo, so it is not changed")
+        return None
+    return data.decode("utf-8", errors="surrogateescape")

@@ -92,13 +92,14 @@ def _names(text: str) -> list[str]:
 
 
 def domain_state(uri: str, name: str) -> str:
-    """``virsh domstate NAME``: ``running``, ``shut off``, ``paused``…"""
-    return _checked(_virsh(uri, "domstate", name)).strip() or "unknown"
+    """``virsh domstate -- NAME``: ``running``, ``shut off``, ``paused``…  Names follow ``--``
+    (vsh.c ends option parsing there), so a domain named ``--domain=X`` is a name, not an option."""
+    return _checked(_virsh(uri, "domstate", "--", name)).strip() or "unknown"
 
 
 def dumpxml(uri: str, name: str) -> str:
     """The persistent definition of a domain (``virsh dumpxml --inactive NAME``)."""
-    return _checked(_virsh(uri, "dumpxml", "--inactive", name))
+    return _checked(_virsh(uri, "dumpxml", "--inactive", "--", name))
 
 
 def read_domains_with_virsh(uri: str) -> LibvirtRead:
@@ -175,7 +176,7 @@ def define_and_read_back(uri: str, path: str, name: str) -> str:
     virsh runs a ``;``-separated command string in one session but its exit status is the last
     command's, so a failed define is caught from its ``error:`` lines on stderr.
     """
-    script = f"define {_virsh_quote(path)} ; dumpxml --inactive {_virsh_quote(name)}"
+    script = f"define -- {_virsh_quote(path)} ; dumpxml --inactive -- {_virsh_quote(name)}"
     out = run_tool(["virsh", "-q", "-c", uri, script], timeout=VIRSH_TIMEOUT)
     complaints = [line.strip() for line in out.stderr.splitlines() if line.strip().startswith("error:")]
     if complaints:

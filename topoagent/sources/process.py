@@ -61,6 +61,7 @@ class ThreadAffinity(msgspec.Struct, frozen=True):
     pid: int
     tid: int
     cpus: CpuSet
+    start: int | None = None
 
 
 def threads(pid: int) -> tuple[ThreadAffinity, ...]:
@@ -77,12 +78,24 @@ def threads(pid: int) -> tuple[ThreadAffinity, ...]:
     out = []
     for tid in tids:
         try:
-            out.append(ThreadAffinity(pid, tid, CpuSet(os.sched_getaffinity(tid))))
+            out.append(ThreadAffinity(pid, tid, CpuSet(os.sched_getaffinity(tid)), thread_start(tid)))
         except ProcessLookupError:
             continue  # the thread ended meanwhile
     if not out:
         raise ProcessError(f"no process {pid}")
     return tuple(out)
+
+
+def thread_start(tid: int) -> int | None:
+    """When a thread started, in clock ticks after boot (``/proc/TID/stat`` field 22,
+    ``starttime``: proc(5)); None when it has ended.  A tid plus its start names one thread
+    even after the kernel hands the number to another."""
+    text = HostFS("/").text(f"proc/{tid}/stat", quiet=True)
+    fields = (text or "").rpartition(")")[2].split()  # the name (field 2) may hold spaces and ')'
+    try:
+        return int(fields[19])  # fields[0] is field 3
+    except (IndexError, ValueError):
+        return None
 
 
 def thread_affinity(tid: int) -> CpuSet | None:

@@ -13,7 +13,7 @@ import sys
 
 from topoagent.errors import InputError
 
-__all__ = ["MAX_INPUT_BYTES", "read_regular", "read_text_input"]
+__all__ = ["MAX_INPUT_BYTES", "read_fd", "read_regular", "read_text_input"]
 
 #: The most a pasted input may hold.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -37,6 +37,10 @@ def _read_bounded(fd: int, limit: int) -> bytes:
         chunks.append(chunk)
         want -= len(chunk)
     return b"".join(chunks)
+
+
+#: An open descriptor's bytes, at most ``limit + 1`` (for a caller that opened and checked it).
+read_fd = _read_bounded
 
 
 def read_regular(path: str, limit: int) -> bytes:

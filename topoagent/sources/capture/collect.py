@@ -137,7 +137,7 @@ def _class_devices(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
         _copy_file(fs, cap, f"{base}/operstate", limit=256)
         _copy_file(fs, cap, f"{base}/speed", limit=256)
         _copy_file(fs, cap, f"{base}/address", limit=256,
-                   transform=lambda b: scrub.text(b.decode("ascii", "replace")).encode())
+                   transform=lambda b: scrub.hw_address(b.decode("ascii", "replace")).encode())
         _copy_link(fs, cap, f"{base}/device")
     for name in fs.listdir("sys/class/infiniband"):
         base = f"sys/class/infiniband/{name}"

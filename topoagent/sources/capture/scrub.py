@@ -14,6 +14,8 @@ import re
 
 __all__ = ["Scrubber", "scrub_config"]
 
+# A link-layer address: colon-separated hex pairs (6 for Ethernet, 20 for IPoIB).
+_HW_ADDRESS = re.compile(r"\b[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2})+\b")
 # Six hex pairs, and not part of a longer run (an 8-byte serial number or an EUI-64).
 _MAC = re.compile(r"(?<![0-9a-fA-F][:-])\b(?:[0-9a-fA-F]{2}[:-]){5}[0-9a-fA-F]{2}\b(?![:-][0-9a-fA-F])")
 _GUID = re.compile(r"\b[0-9a-fA-F]{4}(?::[0-9a-fA-F]{4}){3}\b")
@@ -51,6 +53,21 @@ class Scrubber:
     def _zero(self, replacement: str, what: str) -> str:
         self._count(what)
         return replacement
+
+    def hw_address(self, text: str) -> str:
+        """A link-layer address (``sys/class/net/*/address``): a 6-byte MAC becomes its stand-in;
+        a 20-byte IPoIB address keeps its flags, QPN and subnet prefix and has its last 8 bytes
+        -- the port GUID (RFC 4391, section 9.1.1) -- zeroed; any other length is zeroed whole."""
+
+        def one(m: re.Match[str]) -> str:
+            pairs = m.group().split(":")
+            if len(pairs) == 6:
+                return self.mac(m.group())
+            self._count("GUID")
+            keep = 12 if len(pairs) == 20 else 0
+            return ":".join(pairs[:keep] + ["00"] * (len(pairs) - keep))
+
+        return _HW_ADDRESS.sub(one, text)
 
     def guid(self, text: str) -> str:
         self._count("GUID")

@@ -1,0 +1,56 @@
+"""Names are data, never structure: one escaping rule per kind of output.
+
+Everything a host can name -- its host name, DMI strings, netdev and RDMA names, VM names,
+``.vmx`` values -- reaches outputs as it was read.  Each output format escapes it by one rule:
+
+* text for people (:func:`shown`, :func:`text_output`): control characters are shown as
+  ``\\x1b``, so a name cannot move the cursor, recolour the terminal or, with :func:`shown`
+  on a single field, start a line of its own (a fake ``gres.conf`` line, a fake table row);
+* XML (:func:`xml_text`, :func:`xml_attr`: SVG, HTML, NCCL's topology file, libvirt XML):
+  ``& < > " '`` escaped, and the characters XML 1.0 does not allow (C0 controls but tab,
+  newline and return; DEL and C1; U+FFFE, U+FFFF, lone surrogates) replaced by U+FFFD, so the document
+  parses and holds the name as data (XML 1.0, section 2.2 "Characters").
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["shown", "text_output", "xml_attr", "xml_text"]
+
+#: Control characters (C0, DEL, C1) and lone surrogates (undecodable bytes, PEP 383).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+#: The same, except the tab and newline a text output's own layout uses.
+_CONTROL_IN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+#: What XML 1.0 does not allow in a document at all, and the DEL and C1 controls it
+#: discourages (section 2.2): none of it is a name a person can read.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+_XML_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_XML_ATTR = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;",
+                           "\t": "&#9;", "\n": "&#10;", "\r": "&#13;"})
+
+
+def _hex(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def shown(value: object) -> str:
+    """One field of text output: every control character (newline too) as ``\\xNN``."""
+    return _CONTROL.sub(_hex, str(value))
+
+
+def text_output(text: str) -> str:
+    """A whole text output: control characters but its own tabs and newlines as ``\\xNN``."""
+    return _CONTROL_IN_TEXT.sub(_hex, text)
+
+
+def xml_text(value: object) -> str:
+    """Character data of an XML (or SVG, HTML) element."""
+    return _NOT_XML.sub("\ufffd", str(value)).translate(_XML_TEXT)
+
+
+def xml_attr(value: object) -> str:
+    """A double- or single-quoted XML attribute value (whitespace kept as character references,
+    which attribute-value normalisation would otherwise turn into spaces)."""
+    return _NOT_XML.sub("\ufffd", str(value)).translate(_XML_ATTR)
