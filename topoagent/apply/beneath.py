@@ -16,6 +16,8 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from topoagent.errors import TopoagentError
+
 __all__ = ["DIR_FLAGS", "Outside", "beneath"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -26,8 +28,9 @@ DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 MAX_LINKS = 40
 
 
-class Outside(OSError):
-    """The path leads outside the root (through ``..`` or a link)."""
+class Outside(TopoagentError, OSError):
+    """The path leads outside the root (through ``..`` or a link): an OSError to the writer's
+    callers, which report every failed write alike, and a TopoagentError like every refusal."""
 
 
 @contextmanager
