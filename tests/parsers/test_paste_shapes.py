@@ -5,11 +5,14 @@ shape of a clean sample must give the same devices and cells as the clean text."
 from __future__ import annotations
 
 import quopri
+import re
 from pathlib import Path
 
 import pytest
 
-from topoagent.api import read_offline
+from topoagent.api import analyse, read_offline
+from topoagent.parsers.lspci_tree import read_lspci_tree
+from topoagent.parsers.lspci_verbose import read_lspci_verbose
 from topoagent.parsers.paste import clean_paste, decode_text
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -87,3 +90,87 @@ def test_quoted_printable_is_long_enough_to_have_soft_breaks():
 ])
 def test_clean_paste_shapes(text, lines):
     assert [(ln.number, ln.text) for ln in clean_paste(text).lines] == lines
+
+
+# -- device lines indented, or as a markdown list --------------------------------------------
+
+_DEVICE_LINE = re.compile(r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] ")
+
+
+def listed(marker: str):
+    """A markdown list: each device line an item (``- 00:01.0 …``), its fields indented under it."""
+    def shape(text: str) -> str:
+        pad = " " * len(marker)
+        return "\n".join(f"{marker}{line}" if _DEVICE_LINE.match(line) else f"{pad}{line}" if line else line
+                         for line in text.split("\n"))
+    return shape
+
+
+def indented(text: str) -> str:
+    return "\n".join(f"    {line}" if line else line for line in text.split("\n"))
+
+
+INDENTED_SHAPES = {"dash_list": listed("- "), "star_list": listed("* "), "numbered_list": listed("1. "),
+                   "indented": indented}
+VERBOSE = ["vvvnn_a100_numa5.txt", "vvv_plx_pex8725_acs.txt", "vvv_connectx7_sriov_and_highpoint.txt"]
+
+
+@pytest.mark.parametrize("shape", INDENTED_SHAPES, ids=list(INDENTED_SHAPES))
+@pytest.mark.parametrize("name", VERBOSE, ids=VERBOSE)
+def test_indented_device_lines_read_as_the_clean_text(name, shape):
+    text = decode_text((SAMPLES / "lspci" / name).read_bytes())
+    shaped = INDENTED_SHAPES[shape](text)
+    assert shaped != text
+    clean = read_offline(lspci_verbose=text)
+    assert clean.pci
+    assert facts(read_offline(lspci_verbose=shaped)) == facts(clean)
+
+
+def test_indented_tree_reads_as_the_clean_text():
+    text = decode_text(CLEAN["lspci_tree"].read_bytes())
+    assert facts(read_offline(lspci_tree=indented(text))) == facts(read_offline(lspci_tree=text))
+
+
+def test_plain_lspci_as_a_markdown_list_and_an_indented_block():
+    listing = read_lspci_verbose(decode_text((SAMPLES / "lspci" / "paste_plain_markdown_list_constructed.txt").read_bytes()))
+    assert [f.bdf for f in listing.functions] == [
+        "0000:17:00.0", "0000:18:08.0", "0000:18:10.0", "0000:19:00.0", "0000:1a:00.0", "0000:3b:00.0",
+        "0000:86:00.0", "0000:87:00.0"]
+    assert listing.functions[3].description == "NVIDIA Corporation GV100GL [Tesla V100 SXM2 32GB]"
+    assert [s.first for s in listing.skipped] == [10]  # the author's sentence between the lists
+
+
+def test_plain_lspci_places_nothing_it_does_not_show():
+    # plain lspci prints no bus numbers: the bridges may be anyone's parents, so no function is
+    # known to sit on a root bus and no class between two of them is known
+    snap = read_offline(lspci_verbose=(SAMPLES / "lspci" / "paste_plain_markdown_list_constructed.txt").read_text())
+    assert all(f.sysfs_path is None for f in snap.pci)
+    assert not any(p.locality_known for p in analyse(snap).paths)
+
+
+# -- a tree excerpt that starts at a later root bus ------------------------------------------
+
+def test_tree_excerpt_from_a_later_root_bus_keeps_its_buses():
+    tree = read_lspci_tree((SAMPLES / "lspci" / "paste_tv_later_root_bus_constructed.txt").read_text())
+    assert [n.bdf for n in tree.roots] == ["0000:44:00.0", "0000:44:00.1", "0000:44:02.0", "0000:44:04.0",
+                                           "0000:00:00.0", "0000:00:1f.0"]
+    assert tree.orphans == () and tree.skipped == ()
+    assert "root buses before it are not shown" in tree.notes[0]
+    result = analyse(read_offline(lspci_tree=(SAMPLES / "lspci" / "paste_tv_later_root_bus_constructed.txt").read_text()))
+    tokens = {(p.a, p.b): (p.token, p.locality_known) for p in result.paths}
+    # GPU 47:00.0 and the CX-6 Dx at 48:00.x sit under one switch (46:00.0 / 46:01.0): PIX;
+    # GPU 49:00.0 is under another root port of the same root bus: PHB
+    assert tokens[("gpu0", "nic0")] == ("PIX", True) and tokens[("gpu0", "gpu1")] == ("PHB", True)
+
+
+@pytest.mark.parametrize("text, roots", [
+    # the paste's first line lost its leading space
+    ("+-[0000:44]-+-00.0  Intel\n|           \\-02.0-[45]----00.0  NVIDIA Corporation Device 2330",
+     ["0000:44:00.0", "0000:44:02.0"]),
+    # the last root bus of a multi-root tree alone
+    (" \\-[0000:80]-+-00.0  Intel\n             \\-01.0-[81]----00.0  NVIDIA Corporation Device 2330",
+     ["0000:80:00.0", "0000:80:01.0"]),
+])
+def test_tree_excerpt_root_bus_as_a_branch(text, roots):
+    tree = read_lspci_tree(text)
+    assert [n.bdf for n in tree.roots] == roots and tree.skipped == ()

@@ -100,7 +100,7 @@ class LspciFunction:
 
 
 _HEADER = re.compile(
-    r"^(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})"
+    r"(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})"
     r"\.(?P<fn>[0-7])"
     r"\s+(?P<rest>\S.*)$"
 )
@@ -173,6 +173,10 @@ _FIELD_KEYS = frozenset((
     "Kernel modules", "DevCap", "DevCtl", "DevSta", "LnkCap", "LnkCtl", "LnkSta", "LnkCap2", "LnkCtl2",
     "LnkSta2", "SltCap", "SltCtl", "SltSta", "ACSCap", "ACSCtl", "DevCap2", "DevCtl2",
 ))
+# What a person puts before a device line: indentation (a markdown code block, a quote) or a
+# list item's marker ("- 00:01.0 …", "* …", "1. …").  No field line lspci prints goes on with
+# "bb:dd.f " after these, so such a line is a device line at any indentation.
+_LIST_ITEM = re.compile(r"[ \t]*(?:(?:[-*+]|[0-9]{1,3}[.)])[ \t]+)?")
 # ``lspci -n``: "01:00.0 0302: 10de:2330 (rev a1)" -- class and ids, no names.
 _NUMERIC = re.compile(r"^(?P<cls>[0-9a-fA-F]{4}): (?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})\b(?P<rest>.*)$")
 
@@ -219,8 +223,9 @@ def _read(text: str, lenient: bool) -> LspciListing:
         if _HEX_DUMP.match(line):
             continue  # -x/-xxx config dump: lspci's own output, read from sysfs config elsewhere
         try:
-            if not line[0].isspace():
-                m = _HEADER.match(line)
+            item = _LIST_ITEM.match(line)
+            m = _HEADER.match(line, item.end() if item else 0)
+            if m or not line[0].isspace():
                 if m:
                     _finish(cur, acs, sriov, out, repeated)
                     cur, acs, sriov = None, [None, None], {}  # a bad device line leaves none open
