@@ -13,6 +13,7 @@ import pytest
 from topoagent.api import analyse, read_offline
 from topoagent.parsers.lspci_tree import read_lspci_tree
 from topoagent.parsers.lspci_verbose import read_lspci_verbose
+from topoagent.parsers.nvsmi_topo import read_topo_matrix
 from topoagent.parsers.paste import clean_paste, decode_text
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -174,3 +175,49 @@ def test_tree_excerpt_from_a_later_root_bus_keeps_its_buses():
 def test_tree_excerpt_root_bus_as_a_branch(text, roots):
     tree = read_lspci_tree(text)
     assert [n.bdf for n in tree.roots] == roots and tree.skipped == ()
+
+
+# -- a markdown table with its columns moved -------------------------------------------------
+
+REORDERED = SAMPLES / "nvsmi" / "paste_markdown_reordered_columns_constructed.txt"
+
+
+def _columns_moved(text: str, order: list[int]) -> str:
+    """Every table line of ``text`` with its cells in ``order``."""
+    out = []
+    for line in text.split("\n"):
+        if line.startswith("|"):
+            cells = line.strip().strip("|").split("|")
+            line = "|" + "|".join(cells[i] for i in order) + "|"
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_reordered_markdown_table_is_read_by_its_header_names():
+    m = read_topo_matrix(REORDERED.read_text())
+    assert m.labels == ("GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1") and not m.warnings
+    assert m.cell("GPU0", "GPU3") == "NV4" and m.cell("GPU2", "NIC1") == "PXB" and m.cell("NIC0", "NIC1") == "SYS"
+    assert [(str(d.cpu_affinity), d.numa_affinity) for d in m.devices[:4]] == [
+        ("0-31,64-95", "0"), ("0-31,64-95", "0"), ("32-63,96-127", "1"), ("32-63,96-127", "1")]
+    assert m.device("mlx5_1").label == "NIC1"
+
+
+@pytest.mark.parametrize("order", [
+    [2, 3, 4, 5, 6, 7, 8, 0, 1],   # nvidia-smi's own order: corner, labels, CPU, NUMA
+    [2, 3, 4, 5, 6, 7, 8, 1, 0],   # NUMA Affinity before CPU Affinity
+    [0, 2, 3, 4, 5, 6, 7, 8, 1],   # CPU Affinity first, NUMA Affinity last
+    [2, 0, 1, 3, 4, 5, 6, 7, 8],   # the affinities between the corner and the labels
+    [2, 8, 7, 6, 5, 4, 3, 0, 1],   # labels backwards
+], ids=["nvidia_smi", "numa_first", "cpu_first", "after_corner", "labels_backwards"])
+def test_any_column_order_gives_the_same_cells(order):
+    text = REORDERED.read_text()
+    expected = facts(read_offline(nvidia_smi_topo=text))
+    moved = _columns_moved(text, order)
+    assert moved != text
+    assert unordered(facts(read_offline(nvidia_smi_topo=moved))) == unordered(expected)
+
+
+def unordered(fact):
+    """Facts without the order of the header (a matrix's labels name its devices)."""
+    fns, given = fact
+    return sorted(fns, key=lambda f: f.label), {(frozenset((p.a, p.b)), p.token) for p in given}
