@@ -13,6 +13,8 @@ import pytest
 from topoagent.api import analyse, read_offline
 from topoagent.parsers.lspci_tree import read_lspci_tree
 from topoagent.parsers.lspci_verbose import read_lspci_verbose
+from topoagent.outputs import json_report
+from topoagent.outputs.matrix import matrix_of, render_topo_matrix
 from topoagent.parsers.nvsmi_topo import read_topo_matrix
 from topoagent.parsers.paste import clean_paste, decode_text
 
@@ -221,3 +223,34 @@ def unordered(fact):
     """Facts without the order of the header (a matrix's labels name its devices)."""
     fns, given = fact
     return sorted(fns, key=lambda f: f.label), {(frozenset((p.a, p.b)), p.token) for p in given}
+
+
+# -- a partial paste never invents a cell ----------------------------------------------------
+
+def _without_rows(text: str, labels: tuple[str, ...]) -> str:
+    """``text`` without the table rows of ``labels`` (the label is the row's third cell)."""
+    return "\n".join(line for line in text.split("\n")
+                     if not (line.startswith("|") and line.split("|")[3].strip() in labels))
+
+
+def test_cells_of_missing_rows_are_unknown_in_every_output():
+    # the GPU rows are not in the paste: the GPU-GPU cells (NV4 on the host) are shown nowhere
+    text = _without_rows(REORDERED.read_text(), ("GPU0", "GPU1", "GPU2", "GPU3"))
+    result = analyse(read_offline(nvidia_smi_topo=text))
+    m = matrix_of(result)
+    assert m.cell("GPU0", "GPU1") == "?" and m.cell("GPU2", "GPU3") == "?"
+    assert m.cell("GPU0", "NIC0") == "PXB" and m.cell("GPU3", "NIC0") == "SYS"  # from the NIC rows
+    paths = {(p["a"], p["b"]): p for p in json_report.report(result)["paths"]}
+    assert paths[("gpu0", "gpu1")]["locality_known"] is False
+    assert paths[("gpu0", "nic0")]["locality_known"] is True
+    assert not any(p.shown for p in result.paths if p.a.startswith("gpu") and p.b.startswith("gpu"))
+    # the matrix printed parses back with the same unknown cells
+    again = read_topo_matrix(render_topo_matrix(m))
+    assert again.cell("GPU0", "GPU1") == "?"
+
+
+def test_a_pasted_tree_shows_the_cell_the_matrix_lacks():
+    # with the lspci tree, GPU 47:00.0 and the NIC under one switch are shown: PIX
+    result = analyse(read_offline(lspci_tree=(SAMPLES / "lspci" / "paste_tv_later_root_bus_constructed.txt").read_text()))
+    assert all(p.shown for p in result.paths)
+    assert matrix_of(result).cell("GPU0", "NIC0") == "PIX"
