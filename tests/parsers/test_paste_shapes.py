@@ -19,6 +19,7 @@ from topoagent.parsers.nvsmi_topo import read_topo_matrix
 from topoagent.parsers.paste import clean_paste, decode_text
 
 SAMPLES = Path(__file__).parent / "samples"
+REPO_SAMPLES = Path(__file__).parents[1] / "offline_samples"
 CLEAN = {
     "nvidia_smi_topo": SAMPLES / "nvsmi" / "dgx_a100_nv12_12nic_spaces.txt",
     "lspci_tree": SAMPLES / "lspci" / "tree_hgx_h100_tvnn.txt",
@@ -254,3 +255,54 @@ def test_a_pasted_tree_shows_the_cell_the_matrix_lacks():
     result = analyse(read_offline(lspci_tree=(SAMPLES / "lspci" / "paste_tv_later_root_bus_constructed.txt").read_text()))
     assert all(p.shown for p in result.paths)
     assert matrix_of(result).cell("GPU0", "NIC0") == "PIX"
+
+
+# -- ACS control lines as people paste them --------------------------------------------------
+
+_PLX_PORT = "19:08.0 PCI bridge: PLX Technology, Inc. PEX 8796 96-Lane, 24-Port PCI Express Gen 3 (8.0 GT/s) Switch (rev ca)"
+_ACS_CAP = "SrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl+ DirectTrans+"
+
+
+def _full_record(ctl: str) -> str:
+    return (f"{_PLX_PORT}\n\tCapabilities: [68] Express (v2) Downstream Port (Slot+), MSI 00\n"
+            f"\tCapabilities: [148 v1] Access Control Services\n\t\tACSCap:\t{_ACS_CAP}\n\t\tACSCtl:\t{ctl}\n"
+            "\tKernel driver in use: pcieport\n")
+
+
+ACS_SHAPES = {
+    "full_record": _full_record,
+    # lspci -vvv | grep -E '^[0-9a-f]|ACSCtl': the capability's header line is gone
+    "grep_device_and_acsctl": lambda ctl: f"{_PLX_PORT}\n                ACSCtl: {ctl}\n",
+    # lspci -vvv | grep -E 'PLX|ACS'
+    "grep_acscap_and_acsctl": lambda ctl: f"{_PLX_PORT}\n\t\tACSCap:\t{_ACS_CAP}\n\t\tACSCtl:\t{ctl}\n",
+}
+ACS_LINES = [
+    # ACSCtl as lspci prints it, and whether P2P is redirected up to the root complex (the kernel's
+    # pci_bridge_has_acs_redir in drivers/pci/p2pdma.c: PCI_ACS_RR | PCI_ACS_CR | PCI_ACS_EC)
+    ("SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-", True),
+    ("SrcValid+ TransBlk- ReqRedir- CmpltRedir- UpstreamFwd+ EgressCtrl- DirectTrans-", False),
+    ("SrcValid- TransBlk- ReqRedir- CmpltRedir+ UpstreamFwd- EgressCtrl- DirectTrans-", True),
+    ("SrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl+ DirectTrans-", True),
+    ("SrcValid+ TransBlk+ ReqRedir- CmpltRedir- UpstreamFwd+ EgressCtrl- DirectTrans+", False),
+    ("SrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-", False),
+]
+
+
+@pytest.mark.parametrize("shape", ACS_SHAPES, ids=list(ACS_SHAPES))
+@pytest.mark.parametrize("ctl, redirects", ACS_LINES)
+def test_acs_control_line_gives_the_redirect_verdict(ctl, redirects, shape):
+    (port,) = read_lspci_verbose(ACS_SHAPES[shape](ctl)).functions
+    assert port.acs is not None and port.acs.redirects_p2p is redirects
+    assert port.acs_ctl_flags == {name: flag == "+" for name, flag in re.findall(r"(\w+)([+-])", ctl)}
+
+
+def test_grepped_acs_lines_raise_the_redirect_of_the_full_listing():
+    full = (REPO_SAMPLES / "plx4_v100_vvvnn.txt").read_text()
+    tree = (REPO_SAMPLES / "plx4_v100_tv.txt").read_text()
+    grepped = "\n".join(line for line in full.split("\n") if re.match(r"[0-9a-f]|\s*ACSCtl", line))
+
+    def redirects(verbose: str) -> list[tuple[str, ...]]:
+        result = analyse(read_offline(lspci_tree=tree, lspci_verbose=verbose))
+        return [f.subjects for f in result.findings if f.code == "ACS_REDIRECT"]
+
+    assert len(redirects(full)) == 3 and redirects(grepped) == redirects(full)

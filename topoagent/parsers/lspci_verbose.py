@@ -258,8 +258,10 @@ def _finish(cur: dict[str, Any] | None, acs: list[int | None], sriov: dict[str, 
     (outputs concatenated), which ``repeated`` counts."""
     if cur is None:
         return
-    if acs[0] is not None and acs[1] is not None:
-        cur["acs"] = AcsInfo(capability=acs[0], control=acs[1])
+    if acs[1] is not None:
+        # Without the ACSCap line, the control bits set are what is known to be implemented:
+        # a control bit of an unimplemented feature is hardwired to 0 (PCIe Base Spec 7.7.8.3).
+        cur["acs"] = AcsInfo(capability=acs[1] if acs[0] is None else acs[0], control=acs[1])
     if sriov:
         cur["sriov"] = SriovInfo(**sriov)
     fn = LspciFunction(**cur)
@@ -386,10 +388,13 @@ def _capability_field(key: str, sep: str, value: str, body: str, cur: dict[str, 
         gts, fs, width, fw = _link(value)
         cur["link_gts"], cur["link_width"] = gts, width
         cur["link_speed_downgraded"], cur["link_width_downgraded"] = fs, fw
-    elif key == "ACSCap" and sep and cap == "acs":
-        acs[0] = _acs(value)
-    elif key == "ACSCtl" and sep and cap == "acs":
-        acs[1] = _acs(value)
+    elif key in ("ACSCap", "ACSCtl") and sep:
+        # Only the ACS capability prints these keys: read them also where a grep kept them
+        # without their "Capabilities: [148 v1] Access Control Services" line
+        # (lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'), which is how people paste ACS state.
+        acs[key == "ACSCtl"] = _acs(value)
+        if cur.get("capabilities_readable") is None:
+            cur["capabilities_readable"] = True  # lspci showed an extended capability
     elif cap == "sriov":
         _sriov_line(body, sriov)
 
