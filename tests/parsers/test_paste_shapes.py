@@ -306,3 +306,35 @@ def test_grepped_acs_lines_raise_the_redirect_of_the_full_listing():
         return [f.subjects for f in result.findings if f.code == "ACS_REDIRECT"]
 
     assert len(redirects(full)) == 3 and redirects(grepped) == redirects(full)
+
+
+# -- a converged card (A100X + BlueField-2): GPU and DPU functions behind one switch ---------
+
+CONVERGED = SAMPLES / "lspci" / "paste_tv_converged_a100x_bluefield2_constructed.txt"
+_ROOT_LINE = "-+-[0000:c0]-+-00.0  Advanced Micro Devices, Inc. [AMD] Starship/Matisse Root Complex"
+# the GPU straight under a downstream port of the DPU's switch (one switch between them)
+_ONE_SWITCH = (
+    " |           +-01.1-[c1-c4]----00.0-[c2-c4]--+-00.0-[c3]--+-00.0  Mellanox Technologies MT42822 BlueField-2 integrated ConnectX-6 Dx network controller\n"
+    " |           |                               |            \\-00.1  Mellanox Technologies MT42822 BlueField-2 integrated ConnectX-6 Dx network controller\n"
+    " |           |                               \\-01.0-[c4]----00.0  NVIDIA Corporation GA100 [A100X]\n")
+
+
+def _tree_lines(text: str) -> str:
+    return "\n".join(line for line in text.split("\n") if line.startswith(" |"))
+
+
+@pytest.mark.parametrize("text, expected", [
+    (CONVERGED.read_text(), "PXB"),                                 # the excerpt below the root bus
+    (_ROOT_LINE + "\n" + _tree_lines(CONVERGED.read_text()), "PXB"),  # with its root-bus line
+    (_ONE_SWITCH, "PIX"),
+    (_ROOT_LINE + "\n" + _ONE_SWITCH, "PIX"),
+], ids=["excerpt_two_levels", "rooted_two_levels", "excerpt_one_switch", "rooted_one_switch"])
+def test_converged_card_gpu_and_dpu_share_the_cards_switch(text, expected):
+    result = analyse(read_offline(lspci_tree=text))
+    (gpu,) = result.topology.gpus
+    cx = [n for n in result.topology.nics if "ConnectX-6 Dx" in (n.name or "") or "BlueField-2" in (n.name or "")]
+    assert cx
+    for nic in cx:
+        p = result.path(gpu.id, nic.id)
+        assert (p.token, p.locality_known, p.shown) == (expected, True, True)
+    assert matrix_of(result).cell("GPU0", "NIC0") == expected

@@ -120,8 +120,8 @@ def pcie_class(topo: Topology, a: Device, b: Device) -> tuple[PathClass, bool]:
             return PathClass.X, True
         if a.bdf.rsplit(".", 1)[0] == b.bdf.rsplit(".", 1)[0]:
             return PathClass.PIX, True  # two functions of one device
-    if a.root_bus is not None and a.root_bus == b.root_bus:
-        common = common_ancestors(a, b)
+    common = common_ancestors(a, b)
+    if common or (a.root_bus is not None and a.root_bus == b.root_bus):
         if common:
             # Switches the path crosses: those of every bridge below the common ancestor on
             # both sides, plus the common ancestor's own.
@@ -199,7 +199,7 @@ def path(topo: Topology, a: Device, b: Device) -> Path:
     # Only a tree shows a path that no source states: without one for both ends (a pasted
     # matrix's missing or unreadable cell), the NUMA nodes alone would be a guess -- NVLinks,
     # switches and host bridges all unseen -- so the class is left unknown.
-    shown = a.root_bus is not None and b.root_bus is not None
+    shown = (a.root_bus is not None and b.root_bus is not None) or common_ancestors(a, b) > 0
     same_socket = None
     if cls is PathClass.SYS and known and shown:
         same_socket = _same_socket(a, b)
