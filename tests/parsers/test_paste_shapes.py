@@ -338,3 +338,43 @@ def test_converged_card_gpu_and_dpu_share_the_cards_switch(text, expected):
         p = result.path(gpu.id, nic.id)
         assert (p.token, p.locality_known, p.shown) == (expected, True, True)
     assert matrix_of(result).cell("GPU0", "NIC0") == expected
+
+
+# -- Grace: a GB200 tray whose every GPU-NIC cell is SYS -------------------------------------
+
+GB200 = SAMPLES / "nvsmi" / "paste_gb200_all_sys_numa_lists_sglang11208.txt"
+_NIC_BDFS = ("0000:03:00.0", "0002:03:00.0", "0006:03:00.0", "0010:03:00.0", "0012:03:00.0", "0016:03:00.0")
+
+
+def _nics_lspci(nodes: tuple[int, ...]) -> str:
+    """``lspci -D -vvvnn`` records of the tray's six ConnectX-7 functions, with these NUMA nodes."""
+    return "".join(
+        f"{bdf} Infiniband controller [0207]: Mellanox Technologies MT2910 Family [ConnectX-7] [15b3:1021]\n"
+        f"\tSubsystem: Mellanox Technologies Device [15b3:0041]\n\tNUMA node: {node}\n"
+        "\tKernel driver in use: mlx5_core\n\tKernel modules: mlx5_core\n\n"
+        for bdf, node in zip(_NIC_BDFS, nodes))
+
+
+def _cross(result) -> list[tuple[str, ...]]:
+    return [f.subjects for f in result.findings if f.code == "GPU_NIC_CROSS_SOCKET"]
+
+
+def test_grace_numa_affinity_list_gives_the_gpus_cpu_node():
+    snap = read_offline(nvidia_smi_topo=GB200.read_text())
+    gpus = [f for f in snap.pci if f.kind == "gpu"]
+    assert [(f.label, f.numa_node) for f in gpus] == [("GPU0", 0), ("GPU1", 0), ("GPU2", 1), ("GPU3", 1)]
+    assert [(m.label, m.node) for m in snap.gpu_memory_nodes] == [("GPU0", 2), ("GPU1", 10), ("GPU2", 18), ("GPU3", 26)]
+
+
+@pytest.mark.parametrize("nodes, cross", [
+    (None, []),                           # the matrix alone: SYS says nothing of a C2C GPU's NIC
+    ((0, 0, 0, 1, 1, 1), []),             # every GPU has NICs of its own Grace: P2C, no alarm
+    ((0, 0, 0, 0, 0, 0), [("gpu2",), ("gpu3",)]),  # Grace 1 has no NIC: its GPUs cross to Grace 0
+], ids=["matrix_only", "nics_on_both_graces", "nics_on_grace0_only"])
+def test_gb200_cross_socket_only_for_a_nic_of_the_other_grace(nodes, cross):
+    verbose = _nics_lspci(nodes) if nodes is not None else None
+    result = analyse(read_offline(nvidia_smi_topo=GB200.read_text(), lspci_verbose=verbose))
+    assert [s[:1] for s in _cross(result)] == cross
+    for subjects in _cross(result):
+        nic = result.topology.by_id(subjects[1])
+        assert nic.numa_node == 0 and "other CPU" in next(f.message for f in result.findings if f.subjects == subjects)
