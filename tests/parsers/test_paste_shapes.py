@@ -1,6 +1,10 @@
 """Pastes as people paste them, shape by shape: a prefix on every line (a C comment, ``//``,
-``#``, a mail quote, a ``|`` gutter) and quoted-printable from a mailing-list archive.  Each
-shape of a clean sample must give the same devices and cells as the clean text."""
+``#``, a mail quote, a ``|`` gutter), quoted-printable from a mailing-list archive, device lines
+indented or as a markdown list, a tree excerpt from a later root bus, a markdown matrix with moved
+columns, grepped ACS lines.  Each shape of a clean sample must give the same devices and cells as
+the clean text, and no output may show a cell the paste does not (a missing row's cells are
+``?``); a tree excerpt shows the paths inside it (a converged GPU + DPU card), and on Grace a SYS
+cell to a NIC of the GPU's own CPU is no cross-socket path."""
 
 from __future__ import annotations
 
@@ -11,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from topoagent.api import analyse, read_offline
-from topoagent.parsers.lspci_tree import read_lspci_tree
-from topoagent.parsers.lspci_verbose import read_lspci_verbose
 from topoagent.outputs import json_report
 from topoagent.outputs.matrix import matrix_of, render_topo_matrix
+from topoagent.parsers.lspci_tree import read_lspci_tree
+from topoagent.parsers.lspci_verbose import read_lspci_verbose
 from topoagent.parsers.nvsmi_topo import read_topo_matrix
 from topoagent.parsers.paste import clean_paste, decode_text
 

@@ -386,7 +386,8 @@ def _notes(
     if no_tree and verbose is not None:
         warnings.append("no lspci -tv: parents from the bridges' bus numbers")
     if tally["placed_nowhere"]:
-        warnings.append(f"{len(tally['placed_nowhere'])} function(s) placed nowhere: their bridge is not in the listing")
+        warnings.append(f"{len(tally['placed_nowhere'])} function(s) placed nowhere: their bridge is not in the listing "
+                        "or shows no bus numbers (plain lspci, -v)")
     orphan_bdfs = {n.bdf for o in orphans for n in o.walk()}
     if orphan_bdfs:
         warnings.append(f"{len(orphan_bdfs)} function(s) of a tree excerpt hang below a function whose bus the paste "
