@@ -468,7 +468,9 @@ def _bridge_roles(fns: list[PciFunction], ancestry: list[_Lineage]) -> dict[str,
         parent_role = roles.get(chain[-1]) if chain else None
         if f.sysfs_path is not None and not chain:
             roles[f.bdf] = BridgeRole.ROOT_PORT
-        elif parent_role in (BridgeRole.ROOT_PORT, BridgeRole.SWITCH_DOWNSTREAM) and f.bdf in has_bridge_child:
+        elif f.bdf in has_bridge_child and (parent_role in (BridgeRole.ROOT_PORT, BridgeRole.SWITCH_DOWNSTREAM)
+                                            or (f.sysfs_path is None and not chain)):
+            # (the top of a subtree whose parent the paste does not show hangs off a port too)
             roles[f.bdf] = BridgeRole.SWITCH_UPSTREAM
         elif parent_role is BridgeRole.SWITCH_UPSTREAM:
             roles[f.bdf] = BridgeRole.SWITCH_DOWNSTREAM
@@ -622,8 +624,11 @@ def given_index(snap: Snapshot) -> dict[tuple[str, str], str]:
 
 
 def common_ancestors(a: Device, b: Device) -> int:
-    """How many bridges two devices share from the root bus down (0: none, or other buses)."""
-    if a.root_bus is None or a.root_bus != b.root_bus:
+    """How many bridges two devices share from the root bus down (0: none, or other buses).
+
+    Two devices of one subtree whose root bus is unknown (a pasted ``lspci -tv`` excerpt that
+    starts below its root-bus line) share the bridges the excerpt shows above both."""
+    if a.root_bus != b.root_bus or (a.root_bus is None and not (a.ancestors and b.ancestors)):
         return 0
     common = 0
     for x, y in zip(a.ancestors, b.ancestors):

@@ -349,7 +349,7 @@ def plan_for(topo: Topology, base: Plan, *, paths: tuple[Path, ...], findings: t
         assert d is not None
         node_cores = usable.get(group(g), ())
         cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
-        rails = tuple(_rail_nic(topo, n, p.token if (p := by_pair.get((d.id, n.id))) else None)
+        rails = tuple(_rail_nic(topo, n, p.token if (p := by_pair.get((d.id, n.id))) and p.shown else None)
                       for nid in g.nics if (n := topo.by_id(nid)) is not None)
         own = cores_in(cores, share[g.gpu])
         split = (split_cores(own, options.ranks_per_gpu) if whole

@@ -210,6 +210,9 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
             continue  # the pasted output does not place them (the source status says so)
         if rail.cls <= PathClass.NODE and _c2c(c.topo, g):
             continue  # Grace: GPU <-> NIC through the same CPU is P2C, GPUDirect RDMA on
+        if rail.cls is PathClass.SYS and _c2c(c.topo, g):
+            out += _c2c_cross_grace(c, g, n, ev)
+            continue
         if rail.cls is PathClass.SYS and p.same_socket is False:
             out.append(c.finding(
                 "GPU_NIC_CROSS_SOCKET", [g.id, n.id],
@@ -241,6 +244,27 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
                 ev, "Put GPU and NIC under one PCIe switch for GPUDirect RDMA; NCCL_NET_GDR_LEVEL=PHB forces it "
                     "through the host bridge, which is slower than a switch and worth measuring first."))
     return out
+
+
+def _c2c_cross_grace(c: _Ctx, g: Device, n: Device, ev: list[Evidence]) -> list[Finding]:
+    """GPU_NIC_CROSS_SOCKET for a GPU on NVLink-C2C whose nearest RDMA NIC is ``SYS`` from it.
+
+    nvidia-smi prints ``SYS`` between a C2C GPU and every NIC, also those of the GPU's own Grace;
+    NCCL calls that path ``P2C`` (GPU -> C2C -> CPU -> PCIe -> NIC; NVIDIA/nccl
+    src/graph/topo.h ``PATH_P2C``, set in src/graph/paths.cc when the GPU's CPU is the NIC's)
+    and keeps GPUDirect RDMA on.  Only a NIC known to hang off another CPU -- another NUMA node
+    than the GPU's CPU node -- is a cross-socket placement; where the NIC's node is unknown the
+    ``SYS`` says nothing of it.
+    """
+    if g.numa_node is None or n.numa_node is None or g.numa_node == n.numa_node:
+        return []
+    return [c.finding(
+        "GPU_NIC_CROSS_SOCKET", [g.id, n.id],
+        f"{g.id} reaches its CPU (NUMA node {g.numa_node}) over NVLink-C2C, but its nearest RDMA NIC "
+        f"{_nic_label(n)} hangs off the other CPU (node {n.numa_node}): traffic crosses the CPU-to-CPU "
+        f"link and {_GDR}.",
+        ev, "Give each GPU's ranks a NIC of the GPU's own Grace (NCCL_IB_HCA, or the NIC order of the "
+            "node's rail plan); a Grace with no RDMA NIC of its own needs one.")]
 
 
 def _c2c(topo: Topology, gpu: Device) -> bool:

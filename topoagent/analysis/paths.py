@@ -14,7 +14,9 @@ NVIDIA/nccl src/graph/topo.cc and paths.cc):
 * root ports vanish: they are the host bridge's ports, so two devices under different root
   ports of one root bus are ``PHB``.
 
-Unknown locality yields the worst class it could be, flagged ``locality_known=False``.
+Unknown locality yields the worst class it could be, flagged ``locality_known=False``.  A path
+that no source shows -- no stated cell, no tree placing both ends -- is also ``shown=False``: its
+class is unknown, and outputs print its cell as ``?`` (:attr:`Path.cell`), never a guess.
 
 A class a source states outright -- a cell of a pasted ``nvidia-smi topo -m``, kept in
 :attr:`~topoagent.snapshot.Snapshot.given_paths` -- is taken as stated between the two devices it
@@ -64,6 +66,14 @@ class Path(msgspec.Struct, frozen=True):
     same_socket: bool | None = None
     #: False when a NUMA node or the tree was unknown and the class is the worst plausible.
     locality_known: bool = True
+    #: False when no source shows the path: no cell states it and no tree places both ends (a
+    #: pasted matrix's missing row); ``pcie`` is then a placeholder and :attr:`cell` is ``?``.
+    shown: bool = True
+
+    @property
+    def cell(self) -> str:
+        """The matrix cell: :attr:`token`, or ``?`` where no source shows the path."""
+        return self.token if self.shown else "?"
 
     @property
     def cls(self) -> PathClass:
@@ -139,8 +149,8 @@ def pcie_class(topo: Topology, a: Device, b: Device) -> tuple[PathClass, bool]:
             return PathClass.X, True
         if a.bdf.rsplit(".", 1)[0] == b.bdf.rsplit(".", 1)[0]:
             return PathClass.PIX, True  # two functions of one device
-    if a.root_bus is not None and a.root_bus == b.root_bus:
-        common = common_ancestors(a, b)
+    common = common_ancestors(a, b)
+    if common or (a.root_bus is not None and a.root_bus == b.root_bus):
         if common:
             # Switches the path crosses: those of every bridge below the common ancestor on
             # both sides, plus the common ancestor's own.
@@ -215,11 +225,15 @@ def path(topo: Topology, a: Device, b: Device) -> Path:
     if stated is not None:
         return stated
     cls, known = pcie_class(topo, a, b)
+    # Only a tree shows a path that no source states: without one for both ends (a pasted
+    # matrix's missing or unreadable cell), the NUMA nodes alone would be a guess -- NVLinks,
+    # switches and host bridges all unseen -- so the class is left unknown.
+    shown = (a.root_bus is not None and b.root_bus is not None) or common_ancestors(a, b) > 0
     same_socket = None
-    if cls is PathClass.SYS and known:
+    if cls is PathClass.SYS and known and shown:
         same_socket = _same_socket(a, b)
     links = nvlink_count(topo, a, b) if a.kind is DeviceKind.GPU and b.kind is DeviceKind.GPU else 0
-    return Path(a.id, b.id, cls, links, same_socket, known)
+    return Path(a.id, b.id, cls, links, same_socket, known and shown, shown)
 
 
 def path_index(paths: tuple[Path, ...]) -> dict[tuple[str, str], Path]:

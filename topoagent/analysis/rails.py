@@ -117,6 +117,10 @@ def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
         own = topo.physical(g).id  # a GPU VF's paths are its PF's (analysis.paths.all_paths)
         cls = min(idx[(own, n.id)].cls for n in compute)
         same = [n for n in compute if idx[(own, n.id)].cls == cls]
+        if cls is PathClass.SYS and g.numa_node is not None:
+            # nvidia-smi prints SYS from a Grace GPU (NVLink-C2C) to every NIC: those of its own
+            # CPU's node come first -- NCCL's P2C path, GPUDirect RDMA on (analysis.findings)
+            same = [n for n in same if n.numa_node == g.numa_node] or same
         top = max(bw[n.id] for n in same)
         best[g.id] = [n.id for n in same if bw[n.id] == top]
         best_cls[g.id] = cls

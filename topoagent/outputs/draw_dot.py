@@ -144,7 +144,7 @@ def render(result: ScanResult, **_: Any) -> str:
         if gd is None or nd is None:
             continue
         path = result.path(rail.gpu, rail.nic)
-        token = path.token if path is not None else "?"
+        token = path.cell if path is not None else "?"
         f = tie_finding.get((rail.gpu, rail.nic))
         color = _TIE[TIE_GRADE.get(rail.cls.name if rail.cls else "SYS", "bad")]
         tip = f"{rail.gpu} -> {rail.nic}: {token}" + (f" ({f.code})" if f else "")

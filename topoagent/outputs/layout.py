@@ -837,7 +837,7 @@ def _ties(result: ScanResult, p: _Placer) -> list[Tie]:
         frac = (peers.index(rail) + 1) / (len(peers) + 1)
         pts = _route(g, n, p.top_of[rail.gpu], p.top_of[rail.nic], frac, tile_rects, p.tops)
         path = result.path(rail.gpu, rail.nic)
-        token = path.token if path is not None else (rail.cls.name if rail.cls else "?")
+        token = path.cell if path is not None else (rail.cls.name if rail.cls else "?")
         label = _tie_label(pts, len(token) * CHAR_W + 8, obstacles + labels)
         labels.append(label)
         f = tie_finding.get((rail.gpu, rail.nic))

@@ -97,7 +97,7 @@ def matrix_of(result: ScanResult, rows: tuple[tuple[str, TopoDevice], ...] | Non
         if i == j:
             return "X"
         a, b = physical[rows[i][0]], physical[rows[j][0]]
-        return "PIX" if a == b else idx[(a, b)].token  # two RDMA devices of one function (or its VF)
+        return "PIX" if a == b else idx[(a, b)].cell  # two RDMA devices of one function (or its VF)
 
     cells = tuple(tuple(cell(i, j) for j in range(len(rows))) for i in range(len(rows)))
     return TopoMatrix(devices=tuple(d for _, d in rows), cells=cells)

@@ -150,6 +150,7 @@ class _Reader:
         self.branches: dict[int, _Bus | None] = {}  # None: the list of root buses
         self.added: list[tuple[list[_Node], _Node]] = []  # this line's additions (for undo)
         self.started = False
+        self.later_root = False  # the excerpt starts at a root bus drawn as a branch
 
     # -- one line, all or nothing -------------------------------------------------------------
     def line(self, line: str, lenient: bool) -> str | None:
@@ -186,9 +187,15 @@ class _Reader:
         if not self.started:
             if not lenient:
                 raise LineError("a branch before any root bus")
-            # An excerpt that starts below the root-bus line: the top bus is unnamed.
             self.started = True
-            self.branches = {col: _Bus(None, None, self.orphan_parents)}
+            if _ROOT.match(line, col + 2):
+                # An excerpt that starts at a later root bus (" +-[0000:44]-+-…"): the lines of
+                # the buses above it are lost, but this bus and all below it are named.
+                self.branches = {col: None}
+                self.later_root = True
+            else:
+                # An excerpt that starts below the root-bus line: the top bus is unnamed.
+                self.branches = {col: _Bus(None, None, self.orphan_parents)}
         at = col  # where this line's text is; ``col`` is the branch it continues
         if col not in self.branches:
             near = [c for c in (col - 1, col + 1) if c in self.branches]
@@ -291,6 +298,9 @@ def _read(text: str, lenient: bool) -> LspciTree:
         if text.strip():
             raise LspciParseError("no lspci tree found")
         return LspciTree(())
+    if reader.later_root:
+        notes.append("the excerpt starts at a root bus drawn as a branch (+-[dddd:bb]): "
+                     "the root buses before it are not shown")
     roots = tuple(_freeze(n) for n in reader.roots)
     orphans: list[LspciTreeNode] = []
     unnamed = 0

@@ -99,7 +99,7 @@ class LspciFunction(msgspec.Struct, frozen=True):
 
 
 _HEADER = re.compile(
-    r"^(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})"
+    r"(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})"
     r"\.(?P<fn>[0-7])"
     r"\s+(?P<rest>\S.*)$"
 )
@@ -171,6 +171,10 @@ _FIELD_KEYS = frozenset((
     "Kernel modules", "DevCap", "DevCtl", "DevSta", "LnkCap", "LnkCtl", "LnkSta", "LnkCap2", "LnkCtl2",
     "LnkSta2", "SltCap", "SltCtl", "SltSta", "ACSCap", "ACSCtl", "DevCap2", "DevCtl2",
 ))
+# What a person puts before a device line: indentation (a markdown code block, a quote) or a
+# list item's marker ("- 00:01.0 …", "* …", "1. …").  No field line lspci prints goes on with
+# "bb:dd.f " after these, so such a line is a device line at any indentation.
+_LIST_ITEM = re.compile(r"[ \t]*(?:(?:[-*+]|[0-9]{1,3}[.)])[ \t]+)?")
 # ``lspci -n``: "01:00.0 0302: 10de:2330 (rev a1)" -- class and ids, no names.
 _NUMERIC = re.compile(r"^(?P<cls>[0-9a-fA-F]{4}): (?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})\b(?P<rest>.*)$")
 
@@ -217,8 +221,9 @@ def _read(text: str, lenient: bool) -> LspciListing:
         if _HEX_DUMP.match(line):
             continue  # -x/-xxx config dump: lspci's own output, read from sysfs config elsewhere
         try:
-            if not line[0].isspace():
-                m = _HEADER.match(line)
+            item = _LIST_ITEM.match(line)
+            m = _HEADER.match(line, item.end() if item else 0)
+            if m or not line[0].isspace():
                 if m:
                     _finish(cur, acs, sriov, out, repeated)
                     cur, acs, sriov = None, [None, None], {}  # a bad device line leaves none open
@@ -251,8 +256,10 @@ def _finish(cur: dict[str, Any] | None, acs: list[int | None], sriov: dict[str, 
     (outputs concatenated), which ``repeated`` counts."""
     if cur is None:
         return
-    if acs[0] is not None and acs[1] is not None:
-        cur["acs"] = AcsInfo(capability=acs[0], control=acs[1])
+    if acs[1] is not None:
+        # Without the ACSCap line, the control bits set are what is known to be implemented:
+        # a control bit of an unimplemented feature is hardwired to 0 (PCIe Base Spec 7.7.8.3).
+        cur["acs"] = AcsInfo(capability=acs[1] if acs[0] is None else acs[0], control=acs[1])
     if sriov:
         cur["sriov"] = SriovInfo(**sriov)
     fn = LspciFunction(**cur)
@@ -379,10 +386,13 @@ def _capability_field(key: str, sep: str, value: str, body: str, cur: dict[str, 
         gts, fs, width, fw = _link(value)
         cur["link_gts"], cur["link_width"] = gts, width
         cur["link_speed_downgraded"], cur["link_width_downgraded"] = fs, fw
-    elif key == "ACSCap" and sep and cap == "acs":
-        acs[0] = _acs(value)
-    elif key == "ACSCtl" and sep and cap == "acs":
-        acs[1] = _acs(value)
+    elif key in ("ACSCap", "ACSCtl") and sep:
+        # Only the ACS capability prints these keys: read them also where a grep kept them
+        # without their "Capabilities: [148 v1] Access Control Services" line
+        # (lspci -vvv | grep -E '^[0-9a-f]|ACSCtl'), which is how people paste ACS state.
+        acs[key == "ACSCtl"] = _acs(value)
+        if cur.get("capabilities_readable") is None:
+            cur["capabilities_readable"] = True  # lspci showed an extended capability
     elif cap == "sriov":
         _sriov_line(body, sriov)
 

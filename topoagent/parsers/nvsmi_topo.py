@@ -266,11 +266,44 @@ def _row_label(line: str, labels: frozenset[str], lengths: tuple[int, ...]) -> s
 _TABLE_RULE = re.compile(r"^\s*[|+][-=:|+ ]*$")
 
 
-def _untable(line: str) -> str | None:
-    """A table row as the tab-separated line nvidia-smi prints; None for a rule line."""
+def _table_cells(line: str) -> list[str] | None:
+    """The cells of a table row; None for a rule line."""
     if _TABLE_RULE.match(line):
         return None
-    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _table_order(cells: list[str]) -> list[int] | None:
+    """For a table's header row, its columns in nvidia-smi's order -- the corner, the GPUs, the
+    NICs, then ``CPU Affinity``, ``NUMA Affinity``, ``GPU NUMA ID`` -- as indices into ``cells``; None
+    for a row that is no header with exactly one corner cell (a person may move the columns of
+    a markdown table: ``| CPU Affinity | NUMA Affinity | | GPU0 | …``)."""
+    titles: dict[str, int] = {}
+    labels: list[int] = []
+    corner: list[int] = []
+    for i, cell in enumerate(cells):
+        title = next((name for name, pattern in _COLUMN_TITLES if pattern.fullmatch(cell)), None)
+        if title is not None and title not in titles:
+            titles[title] = i
+        elif _LABEL.fullmatch(cell) and not _CELL.fullmatch(cell):
+            labels.append(i)
+        else:
+            corner.append(i)
+    gpus = [i for i in labels if re.fullmatch(r"GPU[0-9]+", cells[i])]
+    if len(corner) != 1 or _CELL.fullmatch(cells[corner[0]]) or not gpus:
+        return None
+    others = [i for i in labels if i not in gpus]  # NICs after the GPUs, as nvidia-smi lists them
+    return corner + gpus + others + [titles[name] for name, _ in _COLUMN_TITLES if name in titles]
+
+
+def _untable(line: str, order: list[int] | None = None) -> str | None:
+    """A table row as the tab-separated line nvidia-smi prints; None for a rule line.  ``order``:
+    the header's column order (:func:`_table_order`), applied to rows with as many cells."""
+    cells = _table_cells(line)
+    if cells is None:
+        return None
+    if order is not None and len(cells) == len(order):
+        cells = [cells[i] for i in order]
     # The top-left corner of a header row: empty, or a word such as "GPU" that is no label.
     if len(cells) > 1 and (not cells[0] or (not _LABEL.fullmatch(cells[0]) and _LABEL.fullmatch(cells[1]))):
         cells[0] = ""
@@ -501,10 +534,14 @@ def _numbered_lines(lines: Iterable[Line]) -> list[tuple[int, str]]:
     """The kept lines of the paste with their line numbers, ``#`` prefixes gone and table rows
     read as the tab-separated rows nvidia-smi prints (table rules dropped)."""
     numbered: list[tuple[int, str]] = []
+    order: list[int] | None = None  # the column order of the first table header
     for ln in lines:
         line = _clean(ln.text)
         if line.lstrip().startswith(("|", "+")):
-            table_row = _untable(line)
+            cells = _table_cells(line) if order is None else None
+            if cells is not None:
+                order = _table_order(cells)
+            table_row = _untable(line, order)
             if table_row is None:
                 continue
             line = table_row

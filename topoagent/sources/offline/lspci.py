@@ -68,11 +68,15 @@ def _paths_from_bus_numbers(fns: tuple[LspciFunction, ...]) -> dict[str, str | N
     A function's parent is the bridge whose secondary bus is the function's bus.  With no such
     bridge, it sits on a root bus -- unless a listed bridge's bus range covers its bus, which
     means its own bridge is missing from the listing (``lspci -s``): then its place is unknown
-    (None), never a shortened chain that would make the path look better than it is.
+    (None), never a shortened chain that would make the path look better than it is -- as is
+    every such function's when a listed bridge has no bus numbers (plain ``lspci``, ``-v``).
     Iterative; a loop in corrupt bus numbers leaves the functions on it unplaced.
     """
     bridges = [(f, f.secondary_bus, f.subordinate_bus) for f in fns
                if f.secondary_bus is not None and f.subordinate_bus is not None]
+    # A bridge listed without its bus numbers (plain ``lspci``, ``-v``: no ``Bus:`` line) may
+    # be the parent of any function: then no function is known to sit on a root bus.
+    blind = any(f.secondary_bus is None and _is_bridge(f) for f in fns)
     by_secondary: dict[tuple[str, int], str | None] = {}
     for b, secondary, _ in bridges:
         key = (_split_bdf(b.bdf)[0], secondary)
@@ -103,7 +107,7 @@ def _paths_from_bus_numbers(fns: tuple[LspciFunction, ...]) -> dict[str, str | N
                     result = None
                     break
                 continue
-            if any(lo <= bus <= hi for lo, hi in covered.get(dom, ())):
+            if blind or any(lo <= bus <= hi for lo, hi in covered.get(dom, ())):
                 result = None
             else:
                 result = f"pci{dom}:{bus:02x}"
@@ -113,6 +117,12 @@ def _paths_from_bus_numbers(fns: tuple[LspciFunction, ...]) -> dict[str, str | N
             result = f"{result}/{member}" if result is not None else None
             out[member] = result
     return out
+
+
+def _is_bridge(f: LspciFunction) -> bool:
+    """A PCI-to-PCI bridge by its class (``-nn``'s code, or lspci's class name)."""
+    class16 = f.class_code if f.class_code is not None else pci.LSPCI_CLASSES.get(f.class_name)
+    return class16 is not None and pci.is_p2p_bridge_class(class16 << 8)
 
 
 def _link(v: LspciFunction) -> LinkInfo:
@@ -376,7 +386,8 @@ def _notes(
     if no_tree and verbose is not None:
         warnings.append("no lspci -tv: parents from the bridges' bus numbers")
     if tally["placed_nowhere"]:
-        warnings.append(f"{len(tally['placed_nowhere'])} function(s) placed nowhere: their bridge is not in the listing")
+        warnings.append(f"{len(tally['placed_nowhere'])} function(s) placed nowhere: their bridge is not in the listing "
+                        "or shows no bus numbers (plain lspci, -v)")
     orphan_bdfs = {n.bdf for o in orphans for n in o.walk()}
     if orphan_bdfs:
         warnings.append(f"{len(orphan_bdfs)} function(s) of a tree excerpt hang below a function whose bus the paste "

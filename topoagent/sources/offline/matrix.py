@@ -15,7 +15,7 @@ from itertools import combinations
 
 from topoagent.cpuset import CpuSet
 from topoagent.digits import is_decimal
-from topoagent.parsers.nvsmi_topo import TopoMatrix
+from topoagent.parsers.nvsmi_topo import TopoDevice, TopoMatrix
 from topoagent.pci import NVIDIA
 from topoagent.snapshot import (
     GivenPath,
@@ -35,6 +35,22 @@ def _single_node(text: str | None) -> int | None:
     return int(text) if text is not None and is_decimal(text) and len(text) <= 4 else None
 
 
+def _cpu_node(d: TopoDevice) -> int | None:
+    """The node of a GPU's CPUs: its ``NUMA Affinity`` when that is one node; on Grace (a
+    numeric ``GPU NUMA ID``), the lowest node of the list (``0,3-9,11-17``: node 0).
+
+    Grace's firmware numbers the CPU nodes first and the CPU-less memory nodes of the GPUs
+    after them (GH200/GB200: GPU NUMA IDs 2, 10, 18, 26; the nodes between are the MIG memory
+    partitions' reserve), so the one CPU node of a C2C GPU's list is its lowest.  Elsewhere a
+    list names nodes of equal standing and no one node is the GPU's.
+    """
+    single = _single_node(d.numa_affinity)
+    if single is not None or d.gpu_numa_id is None or not d.numa_affinity:
+        return single
+    first = d.numa_affinity.split(",")[0].split("-")[0]
+    return _single_node(first)
+
+
 def summary(warnings: Iterable[str], limit: int = 3) -> str:
     ws = list(warnings)
     shown = "; ".join(ws[:limit])
@@ -47,7 +63,7 @@ def snapshot_from_topo_matrix(m: TopoMatrix) -> Snapshot:
     fns: list[PciFunction] = []
     for d in m.devices:
         if d.kind == "gpu":
-            numa = _single_node(d.numa_affinity)
+            numa = _cpu_node(d)
             fns.append(PciFunction(
                 bdf=None, label=d.label, kind="gpu",
                 # nvidia-smi lists NVIDIA GPUs only; the model is not in the matrix.
