@@ -24,7 +24,7 @@ def dot_to_png(dot_text: str) -> bytes:
 
     exe = shutil.which("neato")
     if exe is None:
-        fail("--format png needs Graphviz's dot, which is not installed (Debian/Ubuntu: apt-get install graphviz); "
+        fail("--format png needs Graphviz's neato, which is not installed (Debian/Ubuntu: apt-get install graphviz); "
              "--format svg or html need nothing")
     try:
         proc = subprocess.run([exe, "-n2", "-Tpng"], input=dot_text.encode("utf-8"), capture_output=True,

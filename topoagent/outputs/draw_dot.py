@@ -60,6 +60,9 @@ _FILL = {"gpu": "#e8f5e9", "compute": "#e3f2fd", "storage": "#f3e5f5", "manageme
 _LINE = {"gpu": "#2e7d32", "compute": "#1565c0", "storage": "#6a1b9a", "management": "#757575",
          "vf": "#64b5f6", "accelerator": "#f9a825"}
 _TIE = {"good": "#2e7d32", "warn": "#f9a825", "bad": "#d32f2f"}
+#: A tie's label badge, as the SVG draws it: fill, border, text.
+_BADGE = {"good": ("#e8f5e9", "#2e7d32", "#1b5e20"), "warn": ("#fff8e1", "#f9a825", "#8d6e00"),
+          "bad": ("#d32f2f", "#b71c1c", "#ffffff")}
 _SEVERITY = {"critical": "#b71c1c", "warning": "#e65100", "info": "#455a64"}
 #: Invisible ordering edges: no arrow, no ink, no pull on the horizontal placement.
 _INVIS = "[style=invis, weight=0]"
@@ -308,11 +311,15 @@ def render(result: ScanResult, **_: Any) -> str:
         path = result.path(rail.gpu, rail.nic)
         token = path.token if path is not None else "?"
         f = tie_finding.get((rail.gpu, rail.nic))
-        color = _TIE[TIE_GRADE.get(rail.cls.name if rail.cls else "SYS", "bad")]
+        grade = TIE_GRADE.get(rail.cls.name if rail.cls else "SYS", "bad")
+        color = _TIE[grade]
+        fill, border, ink = _BADGE[grade]
+        badge = (f'<<TABLE BORDER="1" CELLBORDER="0" CELLPADDING="1" CELLSPACING="0" COLOR="{border}" BGCOLOR="{fill}">'
+                 f'<TR><TD><FONT COLOR="{ink}"><B>{escape(token)}</B></FONT></TD></TR></TABLE>>')
         tip = f"{rail.gpu} -> {rail.nic}: {token}" + (f" ({f.code})" if f else "")
         tie = drawn.get((rail.gpu, rail.nic))
         route = "" if tie is None else f", {_route(tie, height)}"
-        g.emit(1, f"{quote(gd.key)} -> {quote(nd.key)} [label={quote(token)}, color=\"{color}\", "
+        g.emit(1, f"{quote(gd.key)} -> {quote(nd.key)} [label={badge}, color=\"{color}\", "
                   f"fontcolor=\"{color}\", tooltip={quote(tip)}, id={quote(f'tie-{rail.gpu}-{rail.nic}')}"
                   + (", penwidth=3.5" if f and rail.cls and rail.cls.name == "SYS" else "")
                   # Only a tie within one column may rank its NIC; others would undo the rows.
@@ -334,21 +341,21 @@ def _route(tie: Tie, height: float) -> str:
 
 def _swatch(kind: str) -> str:
     """The legend's sample of one kind of mark, as the DOT draws it (an HTML-like table cell)."""
-    cell = '<TD WIDTH="30" HEIGHT="14" FIXEDSIZE="TRUE"'
+    cell = '<TD WIDTH="32" HEIGHT="16" FIXEDSIZE="TRUE" CELLPADDING="0"'
     fills = {"gpu": _FILL["gpu"], "nic-compute": _FILL["compute"], "nic-storage": _FILL["storage"],
              "nic-management": _FILL["management"]}
     if kind in fills:
-        return f'{cell} BORDER="1" COLOR="black" BGCOLOR="{fills[kind]}" STYLE="rounded"> </TD>'
+        return f'{cell} BORDER="1" COLOR="black" BGCOLOR="{fills[kind]}" STYLE="rounded"></TD>'
     if kind == "switch":
-        return f'{cell} BORDER="1" COLOR="#546e7a" BGCOLOR="#eceff1" STYLE="rounded"> </TD>'
+        return f'{cell} BORDER="1" COLOR="#546e7a" BGCOLOR="#eceff1" STYLE="rounded"></TD>'
     if kind.startswith("tie-"):
         color = _TIE[kind[4:]]
-        return f'{cell}><FONT COLOR="{color}" POINT-SIZE="12">━━━</FONT></TD>'
+        return f'{cell}><FONT COLOR="{color}" POINT-SIZE="10">━━━</FONT></TD>'
     if kind == "acs":
         return f'{cell} BGCOLOR="#d32f2f"><FONT COLOR="white">ACS</FONT></TD>'
     if kind == "degraded":
         return f"{cell}>⚠ x8</TD>"
-    return f'{cell} BORDER="1" COLOR="#ef6c00" STYLE="dashed"> </TD>'  # numa-unknown
+    return f'{cell} BORDER="1" COLOR="#ef6c00" STYLE="dashed"></TD>'  # numa-unknown
 
 
 def _legend_label(lay: Layout) -> str:
