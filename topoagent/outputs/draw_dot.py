@@ -1,19 +1,22 @@
 """``topoagent draw --format dot``: the picture as Graphviz source, for people who post-process.
 
 The grouping is :func:`topoagent.outputs.layout.scene`'s -- sockets, NUMA nodes, host bridges
-and switches as nested clusters, GPUs and NICs as nodes -- and Graphviz's ``dot`` does the
-layout (``dot -Tsvg``, ``dot -Tpng``; ``topoagent draw --format png`` runs the latter).  Rails
-are edges labelled with their path class; a rail with a placement finding is red and carries
-the finding's code in its tooltip; an ACS-redirecting port is a red note on its switch.
-
-The arrangement is :func:`topoagent.outputs.layout.layout`'s, told to ``dot`` with invisible
-constraints: a container's children stack in its columns (each chained top to bottom, the column
-heads on one rank, left to right); NUMA nodes' host bridges, sockets' nodes and the sockets
-themselves stand in the layout's rows (heads of a row on one rank, left to right in bus order,
-each row below the one before through an invisible anchor), so a big host wraps into a picture
-a person can read rather than one long strip.  Below the host: the legend (the SVG's entries,
-wrapped as the SVG wraps them) and the findings, as HTML-like labels
+and switches as nested clusters, GPUs and NICs as nodes.  Rails are edges labelled with their
+path class (a badge coloured as in the SVG); a rail with a placement finding is red and carries
+the finding's code in its tooltip; an ACS-redirecting port is a red mark in its switch.  Below
+the host: the legend (the SVG's entries, as many to a row as the SVG puts) and the findings
+(severity, code, devices, what, remedy), as HTML-like labels
 (https://graphviz.org/doc/info/shapes.html#html).
+
+The source carries :func:`topoagent.outputs.layout.layout`'s geometry: every node has its
+``pos`` and size, every cluster its ``bb``, every tie its route (``pos``) and label place
+(``lp``), in points with y up.  ``neato -n2`` draws exactly those
+(https://graphviz.org/docs/layouts/neato/), so ``topoagent draw --format png`` (which runs it)
+is the SVG's picture: rows that wrap, sockets one above the other when they do not fit side by
+side, devices in bus order.  ``dot`` ignores positions and lays the graph out itself; for it the
+layout's rows are invisible constraints (a container's columns chained top to bottom, the heads
+of a row on one rank, each row below the one before through an invisible anchor), which keep a
+big host from becoming one long strip, though ``dot`` may still reorder clusters within a row.
 
 Every node id is the device's stable key (its BDF, or ``nvidia-smi:GPU0``), quoted, so two
 drawings of one host diff cleanly.  See https://graphviz.org/doc/info/lang.html for the syntax.
@@ -30,7 +33,6 @@ import msgspec
 
 from topoagent.analysis.paths import switch_of
 from topoagent.outputs.layout import (
-    CHAR_W,
     DEGRADED_CODES,
     LEGEND,
     MARGIN,
@@ -41,9 +43,9 @@ from topoagent.outputs.layout import (
     SceneBox,
     SceneChip,
     SceneNode,
+    SceneSocket,
     SceneTile,
     Tie,
-    SceneSocket,
     compact_link,
     layout,
     nic_role,
@@ -161,9 +163,9 @@ class _Dot:
         return _Part(quote(ident), (quote(ident),))
 
     def row(self, depth: int, row: list[_Part], above: str | None) -> None:
-        """The heads of a row on one rank, left to right in this order: a chain of flat edges,
-        and the edges from the anchor above them in this order (``ordering=out``), which is
-        what keeps Graphviz from reversing clusters (https://graphviz.org/docs/attrs/ordering/)."""
+        """The heads of a row on one rank, asked to stand left to right in this order (a chain
+        of flat edges; the anchor above them lists them in order, ``ordering=out``): a hint for
+        ``dot``, which does not always keep it across clusters."""
         if len(row) > 1:
             heads = [p.head for p in row]
             self.emit(depth, "{rank=same; " + "; ".join(heads) + "}")
@@ -294,11 +296,11 @@ def render(result: ScanResult, **_: Any) -> str:
                   f"label=<{label}>];")
         rows.append([_Part(quote(ident), (quote(ident),))])
     g.rows(1, rows)
-    for r in lay.regions:  # the socket interconnect between sockets, where the layout draws it
-        if r.kind == "interconnect":
-            text = r.title if r.rect.w > r.rect.h else ""  # Graphviz cannot turn a label upright
-            g.emit(1, f"{quote(r.ident)} [label={quote(text)}, tooltip={quote(r.title or 'socket interconnect')}, shape=box, style=filled, fillcolor=\"#cfd8dc\", "
-                      f'color="#78909c", fontsize=10, {g.pos(r.rect)}];')
+    for band in lay.regions:  # the socket interconnect between sockets, where the layout draws it
+        if band.kind == "interconnect":
+            text = band.title if band.rect.w > band.rect.h else ""  # Graphviz cannot turn a label upright
+            g.emit(1, f"{quote(band.ident)} [label={quote(text)}, tooltip={quote(band.title or 'socket interconnect')}, "
+                      f'shape=box, style=filled, fillcolor="#cfd8dc", color="#78909c", fontsize=10, {g.pos(band.rect)}];')
     drawn = {(t.gpu, t.nic): t for t in lay.ties}
     topo = result.topology
     tie_finding = tie_findings(result)
