@@ -286,7 +286,12 @@ def test_real_trees(real_tree_roots: dict[str, Path]) -> None:  # noqa: F811  (t
         check_layout(layout(result))
         assert text == renderer("draw", "svg")(scan(root, nvml="off")), name
         assert "<svg" in renderer("draw", "html")(result)
-        assert renderer("draw", "dot")(result).startswith("digraph")
+        dot = renderer("draw", "dot")(result)
+        assert dot.startswith("digraph")
+        for cmd in (["neato", "-n2", "-Tpng"], ["dot", "-Tpng"]):
+            if shutil.which(cmd[0]):
+                proc = subprocess.run(cmd, input=dot.encode(), capture_output=True, timeout=120, check=False)
+                assert proc.returncode == 0 and proc.stdout.startswith(b"\x89PNG"), (name, cmd, proc.stderr[-300:])
 
 
 # -- the command -------------------------------------------------------------------------------

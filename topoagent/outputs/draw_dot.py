@@ -274,13 +274,17 @@ def render(result: ScanResult, **_: Any) -> str:
     """``draw --format dot``: Graphviz source of the picture."""
     sc = scene(result)
     lay = layout(result)
+    legend, lw, lh = _legend_label(lay)
     findings, fw, fh = _findings_label(result, lay)
-    found = Rect(MARGIN, lay.legend_box.bottom + REGION_GAP, fw, fh)  # the findings, below the legend
+    # Their left edges at the margin, as the SVG's legend: Graphviz sizes them, we estimate.
+    key = Rect(MARGIN, lay.legend_box.y, lw, lh)
+    found = Rect(MARGIN, key.bottom + REGION_GAP, fw, fh)
     height = found.bottom + MARGIN
+    width = max(lay.width, key.right + MARGIN, found.right + MARGIN)
     g = _Dot(result, lay, height)
     g.emit(0, "digraph topoagent {")
     g.emit(1, f'graph [label={_left(lay.title + chr(10) + lay.subtitle)}, labelloc=t, labeljust=l, '
-              f'fontname="DejaVu Sans Mono", fontsize=12, bb="0,0,{lay.width:.1f},{height:.1f}", '
+              f'fontname="DejaVu Sans Mono", fontsize=12, bb="0,0,{width:.1f},{height:.1f}", '
               'compound=true, newrank=true, rankdir=TB, nodesep=0.25, ranksep=0.35];')
     g.emit(1, 'node [shape=box, style="rounded,filled", fontname="DejaVu Sans Mono", fontsize=9];')
     g.emit(1, 'edge [fontname="DejaVu Sans Mono", fontsize=9, dir=none, penwidth=2];')
@@ -290,10 +294,9 @@ def render(result: ScanResult, **_: Any) -> str:
                        g.node(1, sc.unknown, 'style="rounded,dashed,filled"; fillcolor="#fff8e1"; color="#ef6c00";')))
     rows = _lines(placed, rows=True)
     # The legend, then the findings, each a row of its own below the host.
-    for ident, label, r in (("legend", _legend_label(lay), lay.legend_box), ("findings", findings, found)):
+    for ident, label, r in (("legend", legend, key), ("findings", findings, found)):
         where = f'pos="{r.cx:.1f},{height - r.cy:.1f}"'
-        g.emit(1, f"{quote(ident)} [shape=plain, style=solid, fontsize={9 if ident == 'legend' else 10}, {where}, "
-                  f"label=<{label}>];")
+        g.emit(1, f'{quote(ident)} [shape=plain, style=solid, fontsize=10, {where}, label=<{label}>];')
         rows.append([_Part(quote(ident), (quote(ident),))])
     g.rows(1, rows)
     for band in lay.regions:  # the socket interconnect between sockets, where the layout draws it
@@ -360,16 +363,25 @@ def _swatch(kind: str) -> str:
     return f'{cell} BORDER="1" COLOR="#ef6c00" STYLE="dashed"></TD>'  # numa-unknown
 
 
-def _legend_label(lay: Layout) -> str:
-    """The legend as an HTML-like label: the SVG's entries, as many to a row as the SVG puts."""
-    per_row = max(1, sum(1 for e in lay.legend if e.rect.y == lay.legend[0].rect.y)) if lay.legend else len(LEGEND)
+def _legend_label(lay: Layout) -> tuple[str, float, float]:
+    """The legend as an HTML-like label -- the SVG's entries, as many to a row as the SVG puts
+    when that fits the picture's width, else fewer -- and about how wide and high it is drawn."""
+    room = lay.width - 2 * MARGIN
+    per_row = sum(1 for e in lay.legend if e.rect.y == lay.legend[0].rect.y) if lay.legend else len(LEGEND)
+
+    def wide(n: int) -> float:  # a grid: each text column as wide as its longest entry
+        cols = [max(len(text) for _, text in LEGEND[j::n]) * _GLYPH + 4 for j in range(n)]
+        return sum(cols) + n * 32 + (2 * n + 1) * 4 + 2
+
+    while per_row > 1 and wide(per_row) > room:
+        per_row -= 1
     rows = []
     for i in range(0, len(LEGEND), per_row):
         cells = "".join(f'{_swatch(kind)}<TD ALIGN="LEFT">{escape(text)}</TD>' for kind, text in LEGEND[i:i + per_row])
         rows.append(f"<TR>{cells}</TR>")
-    span = 2 * per_row
-    return (f'<TABLE BORDER="1" COLOR="#b0bec5" CELLBORDER="0" CELLSPACING="4" CELLPADDING="2" STYLE="rounded">'
-            f'<TR><TD COLSPAN="{span}" ALIGN="LEFT"><B>Legend</B></TD></TR>{"".join(rows)}</TABLE>')
+    label = (f'<TABLE BORDER="1" COLOR="#b0bec5" CELLBORDER="0" CELLSPACING="4" CELLPADDING="2" STYLE="rounded">'
+             f'<TR><TD COLSPAN="{2 * per_row}" ALIGN="LEFT"><B>Legend</B></TD></TR>{"".join(rows)}</TABLE>')
+    return label, wide(per_row), (len(rows) + 1) * (_LINE_H + 4) + (len(rows) + 2) * 4 + 2
 
 
 def _findings_label(result: ScanResult, lay: Layout) -> tuple[str, float, float]:
@@ -380,7 +392,7 @@ def _findings_label(result: ScanResult, lay: Layout) -> tuple[str, float, float]
     table = '<TABLE BORDER="1" COLOR="#b0bec5" CELLBORDER="0" CELLSPACING="4" STYLE="rounded">'
     if not result.findings:
         return (f'{table}{head}<TR><TD ALIGN="LEFT"><FONT COLOR="#607d8b">No findings.</FONT></TD></TR></TABLE>',
-                20 * _GLYPH, 2 * _LINE_H + 16)
+                14 * _GLYPH + 16, 2 * _LINE_H + 16)
     code_w = max(len(f.code) for f in result.findings)
     what_w = max(40, int((lay.width - 2 * MARGIN - 48) / _GLYPH) - 8 - code_w - 24)
 
@@ -392,14 +404,17 @@ def _findings_label(result: ScanResult, lay: Layout) -> tuple[str, float, float]
 
     rows = [head]
     high = _LINE_H + 8
+    widths = [0, code_w, 0, 0]  # characters in each column
     for f in result.findings:
         sev = f.severity.label
         subjects, what, remedy = wrap(", ".join(f.subjects), 24), wrap(f.message, what_w), wrap("remedy: " + f.remedy, what_w)
         high += max(len(subjects), len(what) + len(remedy)) * _LINE_H + 8
+        widths = [max(widths[0], len(sev)), code_w, max(widths[2], *map(len, subjects)),
+                  max(widths[3], *map(len, what + remedy))]
         rows.append(f'<TR><TD ALIGN="LEFT" VALIGN="TOP"><FONT COLOR="{_SEVERITY[sev]}"><B>{sev}</B></FONT></TD>'
                     f'<TD ALIGN="LEFT" VALIGN="TOP">{escape(f.code)}</TD>'
                     f'<TD ALIGN="LEFT" VALIGN="TOP" BALIGN="LEFT">{cell(subjects)}</TD>'
                     f'<TD ALIGN="LEFT" VALIGN="TOP" BALIGN="LEFT">{cell(what)}'
                     f'<FONT COLOR="#607d8b">{cell(remedy)}</FONT></TD></TR>')
-    wide = (8 + code_w + 24 + what_w) * _GLYPH + 48
+    wide = sum(widths) * _GLYPH + 4 * 4 + 5 * 4 + 2  # glyphs, cell padding, cell spacing, border
     return f'{table}{"".join(rows)}</TABLE>', wide, high
