@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import html
+import re
 import shutil
+import struct
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -15,6 +18,7 @@ from click.testing import CliRunner
 
 from tests.realtrees import real_tree_roots  # noqa: F401  (a session fixture)
 from topoagent.api import run, scan
+from topoagent.bdf import bdf_key
 from topoagent.cli import cli
 from topoagent.inputs import Inputs
 from topoagent.outputs import RENDERERS, renderer
@@ -182,6 +186,10 @@ def test_fixture_dot(name: str, scans) -> None:
         proc = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True, timeout=60, check=False)
         assert proc.returncode == 0, proc.stderr
         assert "<svg" in proc.stdout
+    if shutil.which("neato"):  # what --format png runs: the layout's positions, kept; no warning
+        proc = subprocess.run(["neato", "-n2", "-Tsvg"], input=text, capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode == 0 and not proc.stderr, proc.stderr
+        assert "<svg" in proc.stdout
 
 
 @pytest.mark.parametrize("name", MACHINES)
@@ -278,7 +286,12 @@ def test_real_trees(real_tree_roots: dict[str, Path]) -> None:  # noqa: F811  (t
         check_layout(layout(result))
         assert text == renderer("draw", "svg")(scan(root, nvml="off")), name
         assert "<svg" in renderer("draw", "html")(result)
-        assert renderer("draw", "dot")(result).startswith("digraph")
+        dot = renderer("draw", "dot")(result)
+        assert dot.startswith("digraph")
+        for cmd in (["neato", "-n2", "-Tpng"], ["dot", "-Tpng"]):
+            if shutil.which(cmd[0]):
+                proc = subprocess.run(cmd, input=dot.encode(), capture_output=True, timeout=120, check=False)
+                assert proc.returncode == 0 and proc.stdout.startswith(b"\x89PNG"), (name, cmd, proc.stderr[-300:])
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -324,9 +337,83 @@ def test_cli_png(fixture_root, tmp_path: Path) -> None:
     assert proc.returncode == 0 and proc.stdout.startswith(b"\x89PNG")
 
 
+def _tile_pos(text: str) -> dict[str, tuple[float, float]]:
+    """Device id -> the centre the DOT gives its tile (Graphviz points, y up)."""
+    return {m[1]: (float(m[2]), float(m[3])) for m in re.finditer(r'id="tile-([^"]+)", pos="([\d.]+),([\d.]+)"', text)}
+
+
+def _bus_ordered_rows(result: ScanResult, pos: dict[str, tuple[float, float]]) -> None:
+    """Tiles side by side (one y) in one NUMA node stand left to right in PCI bus order (nodes
+    stand in node order: on an NPS4 host node 1 may hold bus 0x40 and node 3 bus 0x00)."""
+    rows: dict[tuple[float, int | None], list[str]] = {}
+    for ident, (_, y) in pos.items():
+        rows.setdefault((round(y), result.topology.by_id(ident).numa_node), []).append(ident)  # type: ignore[union-attr]
+    keys = {d.id: bdf_key(d.bdf) for d in result.topology.devices if d.bdf}
+    for row in rows.values():
+        by_x = sorted(row, key=lambda i: pos[i][0])
+        assert by_x == sorted(row, key=lambda i: keys[i]), by_x
+
+
+@pytest.mark.parametrize("name", MACHINES)
+def test_dot_tiles_in_bus_order(name: str, scans) -> None:
+    result = scans(name)
+    pos = _tile_pos(renderer("draw", "dot")(result))
+    assert set(pos) == {t.device for t in layout(result).tiles}
+    _bus_ordered_rows(result, pos)
+
+
+def test_dot_dgx_reads_in_bus_order(scans) -> None:
+    """The DGX's GPUs read like text (rows top to bottom, left to right) in bus order: socket 0's
+    four above socket 1's, not one strip in reverse order."""
+    result = scans("dgx-h100")
+    pos = _tile_pos(renderer("draw", "dot")(result))
+    gpus = [g.id for g in result.topology.gpus]
+    reading = sorted(gpus, key=lambda i: (-round(pos[i][1]), pos[i][0]))
+    assert reading == sorted(gpus, key=lambda i: bdf_key(result.topology.by_id(i).bdf))  # type: ignore[union-attr]
+    assert len({round(pos[g][1]) for g in gpus}) == 2
+
+
+def test_dot_legend_and_findings(scans) -> None:
+    from topoagent.outputs.layout import LEGEND
+
+    result = scans("wrong-socket-nic")
+    text = renderer("draw", "dot")(result)
+    legend = next(line for line in text.splitlines() if line.strip().startswith('"legend" ['))
+    for _, words in LEGEND:
+        assert html.escape(words) in legend
+    found = next(line for line in text.splitlines() if line.strip().startswith('"findings" ['))
+    assert f"Findings ({len(result.findings)})" in found
+    for f in result.findings:
+        assert f.code in found and html.escape(f.message.split(":")[0]) in found
+    assert "No findings." in renderer("draw", "dot")(scans("dgx-h100"))
+
+
+@pytest.mark.skipif(shutil.which("neato") is None, reason="Graphviz not installed (apt-get install graphviz)")
+def test_png_dgx_aspect_and_order(fixture_root, tmp_path: Path) -> None:
+    """The DGX PNG was a 5472x503 strip (11:1); now it is the SVG's picture, at most 3:1, and
+    Graphviz keeps the positions the DOT gives (its own -Tplain output, bus order)."""
+    root = str(fixture_root("dgx-h100"))
+    out = tmp_path / "dgx.png"
+    res = CliRunner().invoke(cli, ["draw", "--root", root, "--no-nvml", "--format", "png", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    width, height = struct.unpack(">II", out.read_bytes()[16:24])  # the IHDR chunk
+    assert 1 <= width / height <= 3, (width, height)
+    result = scan(root, nvml="off")
+    text = renderer("draw", "dot")(result)
+    proc = subprocess.run(["neato", "-n2", "-Tplain"], input=text, capture_output=True, text=True, timeout=60, check=True)
+    placed = {p[1].strip('"'): (float(p[2]) * 72, float(p[3]) * 72) for p in map(str.split, proc.stdout.splitlines())
+              if p[0] == "node"}
+    keys = {d.key: d.id for d in result.topology.devices}
+    laid = {keys[k]: xy for k, xy in placed.items() if k in keys and keys[k] in _tile_pos(text)}
+    assert laid.keys() == _tile_pos(text).keys()
+    for ident, (x, y) in _tile_pos(text).items():
+        assert abs(laid[ident][0] - x) < 1 and abs(laid[ident][1] - y) < 1
+    _bus_ordered_rows(result, laid)
+
+
 def test_cli_png_without_graphviz(fixture_root, monkeypatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
     res = CliRunner().invoke(cli, ["draw", "--root", str(fixture_root("workstation")), "--no-nvml",
                                    "--format", "png", "-o", "/dev/null"])
     assert res.exit_code == 2
-    assert "needs Graphviz's dot" in res.output and len(res.output.strip().splitlines()) == 1
+    assert "needs Graphviz" in res.output and len(res.output.strip().splitlines()) == 1

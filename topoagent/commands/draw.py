@@ -16,25 +16,26 @@ DOT_TIMEOUT = 60
 
 
 def dot_to_png(dot_text: str) -> bytes:
-    """Lay out DOT source with Graphviz's ``dot -Tpng`` (https://graphviz.org/doc/info/command.html);
-    one clear line and exit 2 when Graphviz is missing or fails."""
+    """Draw DOT source with Graphviz's ``neato -n2 -Tpng``, which keeps the positions the DOT
+    carries from the layout (https://graphviz.org/docs/layouts/neato/, ``-n2``), so the PNG is
+    the SVG's picture; one clear line and exit 2 when Graphviz is missing or fails."""
     import shutil
     import subprocess
 
-    exe = shutil.which("dot")
+    exe = shutil.which("neato")
     if exe is None:
-        fail("--format png needs Graphviz's dot, which is not installed (Debian/Ubuntu: apt-get install graphviz); "
+        fail("--format png needs Graphviz's neato, which is not installed (Debian/Ubuntu: apt-get install graphviz); "
              "--format svg or html need nothing")
     try:
-        proc = subprocess.run([exe, "-Tpng"], input=dot_text.encode("utf-8"), capture_output=True,
+        proc = subprocess.run([exe, "-n2", "-Tpng"], input=dot_text.encode("utf-8"), capture_output=True,
                               timeout=DOT_TIMEOUT, check=False)
     except subprocess.TimeoutExpired:
-        fail(f"dot -Tpng did not finish in {DOT_TIMEOUT} s")
+        fail(f"neato -n2 -Tpng did not finish in {DOT_TIMEOUT} s")
     except OSError as exc:
         fail(f"cannot run {exe}: {exc}")
     if proc.returncode != 0 or not proc.stdout:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        fail(f"dot -Tpng failed (exit {proc.returncode}): {err[-1] if err else 'no output'}")
+        fail(f"neato -n2 -Tpng failed (exit {proc.returncode}): {err[-1] if err else 'no output'}")
     return proc.stdout
 
 
