@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from topoagent.advice.plan import Plan, make_plan
+from topoagent.analysis.fingerprint import Baseline, baseline
 from topoagent.analysis.findings import Finding, Severity, find_all, sort_findings
 from topoagent.analysis.given import matrix_vs_tree
 from topoagent.analysis.paths import Path, all_paths, path_index
@@ -52,6 +53,11 @@ class ScanResult(msgspec.Struct, frozen=True, dict=True):
         """Seconds per source and for the analysis (empty when not timed)."""
         timings: Mapping[str, float] = self.__dict__.get("_timings", _UNTIMED)
         return timings
+
+    @cached_property
+    def baseline(self) -> Baseline:
+        """The host's hardware class, fingerprint and slot facts (:mod:`topoagent.analysis.fingerprint`)."""
+        return baseline(self.topology, self.paths, self.rails)
 
     @property
     def snapshot(self) -> Snapshot:

@@ -84,6 +84,13 @@ CATALOGUE: dict[str, Severity] = {
     "VM_FLAT_PCI_TREE": Severity.INFO,
     "SOURCES_DISAGREE": Severity.WARNING,  # raised by analysis.crosscheck
     "DRA_PCIE_ROOT_MISMATCH": Severity.WARNING,
+    # raised by analysis.expect against an expected topology (scan --expect, fleet)
+    "EXPECT_DEVICE_MISSING": Severity.CRITICAL,
+    "EXPECT_DEVICE_EXTRA": Severity.WARNING,
+    "EXPECT_PLACEMENT": Severity.CRITICAL,
+    "EXPECT_LINK": Severity.WARNING,
+    "EXPECT_PATH": Severity.CRITICAL,
+    "EXPECT_STATE": Severity.CRITICAL,
 }
 
 _GDR = "GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB): every byte is staged through host memory"
