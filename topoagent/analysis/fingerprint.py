@@ -186,3 +186,65 @@ def baseline(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> Baseli
     peers = peer_memory(topo)
     return Baseline(host=topo.snapshot.hostname, hw_class=hw_class(topo), fingerprint=fingerprint(peers, slots),
                     peer_memory=peers, slots=slots)
+
+
+# -- reading expectations back ---------------------------------------------------------------
+
+class HostView(msgspec.Struct, frozen=True):
+    """The ``host`` object of a scan JSON or daemon ``state.json``, as far as the fleet reads it."""
+
+    hostname: str | None = None
+    hw_class: str | None = None
+    fingerprint: str | None = None
+    peer_memory: bool | None = None
+
+
+class Head(msgspec.Struct, frozen=True):
+    """What names a document's host, class and fingerprint: a scan JSON or ``state.json``
+    (``host`` an object) or a baseline file (``host`` a string, the rest at the top)."""
+
+    host: HostView | str | None = None
+    hw_class: str | None = None
+    fingerprint: str | None = None
+    peer_memory: bool | None = None
+
+    @property
+    def name(self) -> str | None:
+        """The host's name as the document gives it."""
+        return self.host.hostname if isinstance(self.host, HostView) else self.host
+
+    @property
+    def identity(self) -> tuple[str | None, str | None, bool | None]:
+        """Hardware class, fingerprint and peer memory, wherever the document keeps them."""
+        if isinstance(self.host, HostView):
+            return self.host.hw_class, self.host.fingerprint, self.host.peer_memory
+        return self.hw_class, self.fingerprint, self.peer_memory
+
+
+class Doc(Head, frozen=True):
+    """A :class:`Head` and the slot facts."""
+
+    slots: tuple[SlotFacts, ...] | None = None
+
+
+_HEAD = msgspec.json.Decoder(Head)
+_DOC = msgspec.json.Decoder(Doc)
+
+
+def read_head(data: bytes) -> Head:
+    """A document's :class:`Head` (the rest is skipped, not decoded). Raises
+    ``msgspec.DecodeError`` (or ``ValidationError``) for anything else."""
+    return _HEAD.decode(data)
+
+
+def read_expectation(data: bytes) -> Baseline:
+    """A baseline file, a scan JSON or a daemon ``state.json`` as an expectation.
+
+    Raises ``msgspec.DecodeError`` when the bytes are not such JSON, ``ValueError`` when they
+    carry no slot facts (a scan JSON from before they were written)."""
+    doc = _DOC.decode(data)
+    hw, fp, peers = doc.identity
+    if doc.slots is None or hw is None or fp is None:
+        raise ValueError("no hw_class, fingerprint and slots: not a baseline, scan JSON or state.json "
+                         "with slot facts")
+    return Baseline(host=doc.name, hw_class=hw, fingerprint=fp, peer_memory=peers, slots=doc.slots)
