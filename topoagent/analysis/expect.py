@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topoagent.analysis.fingerprint import Baseline, SlotFacts, SlotLink
-from topoagent.analysis.findings import CATALOGUE, Evidence, Finding, Severity
+from topoagent.analysis.findings import CATALOGUE, Evidence, Finding, Severity, sort_findings
 from topoagent.pci import DeviceKind
 
 __all__ = ["compare"]
@@ -83,7 +83,7 @@ def _same_slot(e: SlotFacts, s: SlotFacts, moved: dict[str, str]) -> Iterator[Fi
 
 
 def _fmt(value: object) -> str:
-    if isinstance(value, tuple):
+    if isinstance(value, list):
         return "[" + ",".join(value) + "]"
     return str(value)
 
@@ -170,4 +170,4 @@ def compare(expected: Baseline, seen: Baseline) -> tuple[Finding, ...]:
             paths.extend(_path_changes(exp[k], got[k], moved))
     if paths:
         out.append(_paths_finding(paths))
-    return tuple(out)
+    return sort_findings(out)

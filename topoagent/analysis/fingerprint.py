@@ -24,7 +24,7 @@ from topoagent.analysis.rails import RailPlan
 from topoagent.pci import DeviceKind
 from topoagent.topology import Device, Topology
 
-__all__ = ["BASELINE_VERSION", "Baseline", "SlotFacts", "SlotLink", "baseline", "fingerprint", "hw_class",
+__all__ = ["BASELINE_VERSION", "Baseline", "SlotFacts", "SlotLink", "baseline", "class_hash", "fingerprint", "hw_class",
            "slot_names"]
 
 BASELINE_VERSION: Literal[1] = 1
@@ -56,7 +56,7 @@ class SlotFacts(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     socket: int | None
     link: SlotLink
     #: ACS control bits set (lspci's names); None where ACS is absent or unreadable.
-    acs: tuple[str, ...] | None = None
+    acs: list[str] | None = None
     #: The IOMMU domain type of the device's group (``identity``, ``DMA`` ...).
     iommu: str | None = None
     #: A GPU's NVLinks to the other GPUs, in all; None for other kinds.
@@ -81,7 +81,7 @@ class Baseline(msgspec.Struct, frozen=True, kw_only=True):
     fingerprint: str
     #: GPUDirect RDMA's peer memory (``nvidia_peermem`` or ``/sys/kernel/mm/memory_peers``).
     peer_memory: bool | None
-    slots: tuple[SlotFacts, ...]
+    slots: list[SlotFacts]
 
 
 def _devfn(bdf: str) -> str:
@@ -113,11 +113,11 @@ def _model(d: Device) -> str | None:
     return f"{d.vendor_id:04x}:{d.device_id:04x}"
 
 
-def _acs(d: Device) -> tuple[str, ...] | None:
-    return d.config.acs.enabled() if d.config is not None and d.config.acs is not None else None
+def _acs(d: Device) -> list[str] | None:
+    return list(d.config.acs.enabled()) if d.config is not None and d.config.acs is not None else None
 
 
-def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> tuple[SlotFacts, ...]:
+def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> list[SlotFacts]:
     """The facts of every physical device's slot, in slot order (SR-IOV VFs are configuration,
     not build, and are left out)."""
     names = slot_names(topo)
@@ -147,7 +147,7 @@ def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> tupl
             numa_node=d.numa_node, socket=d.socket,
             link=SlotLink(link.current_width, link.max_width, link.max_gts),
             acs=_acs(d), iommu=d.iommu_type, **gpu))  # type: ignore[arg-type]  # the GPU-only fields
-    return tuple(sorted(out, key=lambda s: s.slot))
+    return sorted(out, key=lambda s: s.slot)
 
 
 def hw_class(topo: Topology) -> str:
@@ -165,11 +165,17 @@ def hw_class(topo: Topology) -> str:
     return " / ".join(parts)
 
 
-def fingerprint(peer_memory: bool | None, slots: tuple[SlotFacts, ...]) -> str:
+def fingerprint(peer_memory: bool | None, slots: list[SlotFacts]) -> str:
     """The first 16 hex digits of the SHA-256 of the facts' canonical JSON (msgspec, fields in
     declaration order, slots sorted by name, defaults written out)."""
     data = msgspec.json.encode({"peer_memory": peer_memory, "slots": slots})
     return hashlib.sha256(data).hexdigest()[:16]
+
+
+def class_hash(hw_class: str) -> str:
+    """A hardware class as 16 hex digits (SHA-256 of its string): for a Kubernetes label value,
+    which cannot hold the readable string."""
+    return hashlib.sha256(hw_class.encode()).hexdigest()[:16]
 
 
 def peer_memory(topo: Topology) -> bool | None:
@@ -224,7 +230,7 @@ class Head(msgspec.Struct, frozen=True):
 class Doc(Head, frozen=True):
     """A :class:`Head` and the slot facts."""
 
-    slots: tuple[SlotFacts, ...] | None = None
+    slots: list[SlotFacts] | None = None
 
 
 _HEAD = msgspec.json.Decoder(Head)

@@ -11,6 +11,7 @@ naming the key, so a typo never silently falls back to a default::
     interval = 300                  # seconds between timer scans
     expected_gpus = 8               # GPUs this node should have (default: the most seen)
     scan_timeout = 120              # a scan running longer is abandoned and counted failed
+    expect = "/etc/topoagent/baseline.json"  # expected topology (topoagent baseline), "" = none
 
 The full table is :data:`KEYS` (and ``docs/daemon.md``).  Pure, apart from reading the file.
 """
@@ -65,6 +66,8 @@ class Config(msgspec.Struct, frozen=True):
     recent_changes: int = 50
     nfd_namespace: str = "feature.node.kubernetes.io"
     log_format: str = "auto"
+    #: An expected topology (``topoagent baseline``): each scan's differences are EXPECT_* findings.
+    expect: str | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -137,13 +140,14 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
                        "an integer 0-10000"),
     "nfd_namespace": (_namespace, "a DNS subdomain such as feature.node.kubernetes.io or example.com"),
     "log_format": (lambda v: v in ("auto", "json", "console"), '"auto", "json" or "console"'),
+    "expect": (_path, 'a baseline file (topoagent baseline), or "" for none'),
 }
 
 #: The largest configuration file read (the flat table above is well under 1 KiB).
 MAX_CONFIG_BYTES = 1024 * 1024
 
 _FLOATS = {f.name for f in msgspec.structs.fields(Config) if f.type in ("float", float)}
-_OPTIONAL_DIRS = ("nfd_dir", "textfile_dir")
+_OPTIONAL_DIRS = ("nfd_dir", "textfile_dir", "expect")
 
 
 class ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -156,6 +160,7 @@ class ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     nfd_dir: str | msgspec.UnsetType = msgspec.UNSET
     textfile_dir: str | msgspec.UnsetType = msgspec.UNSET
     interval: int | float | msgspec.UnsetType = msgspec.UNSET
+    expected_gpus: int | msgspec.UnsetType = msgspec.UNSET
     nvml: bool | msgspec.UnsetType = msgspec.UNSET
     udev: bool | msgspec.UnsetType = msgspec.UNSET
     scan_timeout: int | float | msgspec.UnsetType = msgspec.UNSET
@@ -165,6 +170,7 @@ class ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     recent_changes: int | msgspec.UnsetType = msgspec.UNSET
     nfd_namespace: str | msgspec.UnsetType = msgspec.UNSET
     log_format: str | msgspec.UnsetType = msgspec.UNSET
+    expect: str | msgspec.UnsetType = msgspec.UNSET
 
 
 def _read_toml(path: str) -> dict[str, Any]:
