@@ -22,6 +22,8 @@ VARIANTS = {
     "gpu-x8": {"gpu": "pex890 > h100 width=8"},
     "nic-moved": {"nic": "pex890"},
     "gpu-gone": {"gpu": "pex890"},
+    # A BIOS update that turned ACS redirect on in GPU0's switch port.
+    "acs-on": {"gpu": "pex890 acs=ReqRedir,CmpltRedir > h100"},
 }
 
 

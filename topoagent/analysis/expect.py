@@ -62,7 +62,9 @@ def _same_slot(e: SlotFacts, s: SlotFacts, moved: dict[str, str]) -> Iterator[Fi
     short = _link_short(e.link, s.link)
     if short:
         yield _finding("EXPECT_LINK", (slot,),
-                       f"{_what(e)} at slot {slot}: " + ", ".join(f"{f} {v} below the expected {x}" for f, x, v in short),
+                       f"{_what(e)} at slot {slot}: " + ", ".join(
+                           f"{f} {v} below the expected {x}" if v is not None else f"{f} unknown (link down?), "
+                           f"expected {x}" for f, x, v in short),
                        [_ev(slot, f, x, v) for f, x, v in short],
                        "Reseat the card or its riser/cable and check the slot's bifurcation setting; "
                        "a link that trains narrower than on its siblings loses bandwidth.")
