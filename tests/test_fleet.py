@@ -6,24 +6,32 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import msgspec
 import pytest
 
 from tests.fleet_hosts import VARIANTS, description, host_root
 from topoagent.analysis.expect import compare
-from topoagent.analysis.fingerprint import Baseline, SlotFacts, SlotLink, fingerprint, read_expectation
+from topoagent.analysis.fingerprint import (
+    Baseline,
+    SlotFacts,
+    SlotLink,
+    fingerprint,
+    read_expectation,
+)
 from topoagent.analysis.fleet import FleetTally
 from topoagent.api import scan
 from topoagent.pci import DeviceKind
 
+REPO = Path(__file__).resolve().parents[1]
 GPU0 = "s0.r1/01.0/00.0/01.0/00.0/00.0/00.0"  # GPU0's slot: socket 0, second root bus, 2-level switch
 NIC0 = "s0.r1/01.0/00.0/00.0/00.0"  # its rail NIC
 
 
 def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "topoagent", *args], input=stdin, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +71,7 @@ def test_each_fault_changes_the_fingerprint_not_the_class(results, variant):
 
 def test_the_fixture_description_is_unchanged_by_the_good_variant(results):
     # tests/fleet_hosts.py rebuilds the first rail by hand: it must be the golden dgx-h100.
-    golden = json.loads(open("tests/golden/dgx-h100/scan.json").read())
+    golden = json.loads((REPO / "tests/golden/dgx-h100/scan.json").read_text())
     assert results["good"].baseline.fingerprint == golden["host"]["fingerprint"]
     assert description("good")["rootbus"][0]["id"] == "0000:15"
 
@@ -75,8 +83,9 @@ def test_no_host_identity_enters_the_facts(results):
 
 
 def _slot(**kw) -> SlotFacts:
-    base = dict(slot=GPU0, kind=DeviceKind.GPU, model="10de:2330", numa_node=0, socket=0,
-                link=SlotLink(16, 16, 32.0), nvlinks=18, rail=NIC0, rail_path="PIX", nic_paths={NIC0: "PIX"})
+    base = {"slot": GPU0, "kind": DeviceKind.GPU, "model": "10de:2330", "numa_node": 0, "socket": 0,
+            "link": SlotLink(16, 16, 32.0), "nvlinks": 18, "rail": NIC0, "rail_path": "PIX",
+            "nic_paths": {NIC0: "PIX"}}
     return SlotFacts(**{**base, **kw})
 
 
@@ -122,7 +131,7 @@ def test_compare_missing_extra_moved_and_peer_memory():
 def test_baseline_file_round_trips_and_matches_its_schema(baseline_file, results):
     jsonschema = pytest.importorskip("jsonschema")
     doc = json.loads(baseline_file.read_text())
-    jsonschema.validate(doc, json.loads(open("topoagent/schema/baseline.schema.json").read()))
+    jsonschema.validate(doc, json.loads((REPO / "topoagent/schema/baseline.schema.json").read_text()))
     assert read_expectation(baseline_file.read_bytes()).slots == results["good"].baseline.slots
     assert doc["host"] == "dgx-good" and doc["fingerprint"] == results["good"].baseline.fingerprint
 

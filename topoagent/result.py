@@ -20,8 +20,8 @@ import msgspec
 
 from topoagent.advice.plan import Plan, make_plan
 from topoagent.analysis.expect import compare
-from topoagent.analysis.fingerprint import Baseline, baseline, slot_names
 from topoagent.analysis.findings import Finding, Severity, find_all, sort_findings
+from topoagent.analysis.fingerprint import Baseline, baseline, slot_names
 from topoagent.analysis.given import matrix_vs_tree
 from topoagent.analysis.paths import Path, all_paths, path_index
 from topoagent.analysis.rails import RailPlan, plan_rails

@@ -10,8 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from topoagent.analysis.findings import (
+    CATALOGUE,
+    Evidence,
+    Finding,
+    Severity,
+    sort_findings,
+)
 from topoagent.analysis.fingerprint import Baseline, SlotFacts, SlotLink
-from topoagent.analysis.findings import CATALOGUE, Evidence, Finding, Severity, sort_findings
 from topoagent.pci import DeviceKind
 
 __all__ = ["compare"]
@@ -44,7 +50,7 @@ def _vital(s: SlotFacts) -> bool:
 
 
 def _link_short(exp: SlotLink, seen: SlotLink) -> list[tuple[str, object, object]]:
-    short = []
+    short: list[tuple[str, object, object]] = []
     for fact, e, s in (("link width", exp.width, seen.width), ("max link width", exp.max_width, seen.max_width),
                        ("max link speed GT/s", exp.max_gts, seen.max_gts)):
         if e is not None and (s is None or s < e):

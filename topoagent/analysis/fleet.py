@@ -15,8 +15,8 @@ from collections.abc import Callable
 import msgspec
 
 from topoagent.analysis.expect import compare
-from topoagent.analysis.fingerprint import Baseline
 from topoagent.analysis.findings import Finding
+from topoagent.analysis.fingerprint import Baseline
 
 __all__ = ["FleetClass", "FleetTally", "FleetVerdict", "Outlier"]
 
@@ -79,7 +79,8 @@ class FleetTally:
 
     def verdict(self) -> FleetVerdict:
         """Groups and outliers, classes by size (largest first), outliers by class then name."""
-        classes, outliers = [], []
+        classes: list[FleetClass] = []
+        outliers: list[Outlier] = []
         sizes: dict[str, int] = {}
         for (hw, _), names in self.hosts.items():
             sizes[hw] = sizes.get(hw, 0) + len(names)

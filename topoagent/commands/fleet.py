@@ -103,7 +103,7 @@ def tally(paths: Iterable[str], expected: Baseline | None) -> tuple[FleetTally, 
             if hw is None or fp is None:
                 raise ValueError("no host.hw_class and host.fingerprint: not a scan JSON or state.json with them")
             name = _host_name(path) if captured or not head.name else head.name
-            t.add(name, hw, fp, lambda: read_expectation(data))
+            t.add(name, hw, fp, lambda data=data: read_expectation(data))  # type: ignore[misc]
         except (OSError, ValueError, msgspec.DecodeError, TopoagentError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             bad.append((path, " ".join(why.split())))

@@ -69,8 +69,8 @@ def _hosts(names: tuple[str, ...], most: int = 5) -> str:
 def render_text(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
     """``fleet``: the classes with their fingerprints, then each outlier and why."""
     classes = list(dict.fromkeys(c.hw_class for c in v.classes))
-    lines = [f"{v.hosts} host(s), {len(classes)} hardware class(es), {len(v.classes)} fingerprint(s), "
-             f"{len(v.outliers)} outlier(s)", ""]
+    lines = [(f"{v.hosts} host(s), {len(classes)} hardware class(es), {len(v.classes)} fingerprint(s), "
+              f"{len(v.outliers)} outlier(s)"), ""]
     for hw in classes:
         groups = [c for c in v.classes if c.hw_class == hw]
         lines.append(f"class {hw}: {sum(len(c.hosts) for c in groups)} host(s)")
