@@ -239,3 +239,15 @@ def test_fleet_tally_decodes_facts_once_per_fingerprint(results):
     assert calls == ["good", "gpu-x8"]
     v = t.verdict()
     assert v.hosts == 10 and [o.host for o in v.outliers] == ["h5", "h6"]
+
+
+def test_fleet_html_page_names_the_outliers_and_escapes(fleet_dir):
+    from html.parser import HTMLParser
+
+    p = run_cli("fleet", str(fleet_dir), "--format", "html")
+    assert p.returncode == 1, p.stderr
+    HTMLParser().feed(p.stdout)  # parses
+    assert p.stdout.startswith("<!DOCTYPE html>") and "<script" not in p.stdout and "http" not in p.stdout
+    for host in REASONS:
+        assert f"<h2>{host} <code>" in p.stdout
+    assert "Intel(R) Xeon(R)" in p.stdout and "EXPECT_DEVICE_MISSING" in p.stdout
