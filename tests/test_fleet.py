@@ -251,3 +251,29 @@ def test_fleet_html_page_names_the_outliers_and_escapes(fleet_dir):
     for host in REASONS:
         assert f"<h2>{host} <code>" in p.stdout
     assert "Intel(R) Xeon(R)" in p.stdout and "EXPECT_DEVICE_MISSING" in p.stdout
+
+
+def test_daemon_exports_the_fingerprint_and_compares_with_its_expect_file(roots, results, baseline_file, tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.test_daemon_parts import _status
+    from topoagent.daemon import config as cfgmod
+    from topoagent.daemon.exports import nfd_features
+    from topoagent.daemon.loop import default_scan
+    from topoagent.daemon.metrics import render_text
+
+    good = results["good"].baseline
+    fams = {f.name: f for f in text_string_to_metric_families(render_text(_status(results["good"])).decode())}
+    (sample,) = fams["topoagent_topology_info"].samples
+    assert sample.labels == {"hw_class": good.hw_class, "fingerprint": good.fingerprint} and sample.value == 1
+    labels = nfd_features(results["good"], degraded_links=False)
+    assert labels["topoagent.fingerprint"] == good.fingerprint and len(labels["topoagent.hw-class"]) == 16
+
+    conf = tmp_path / "config.toml"
+    conf.write_text(f'root = "{roots["gpu-x8"]}"\nnvml = false\nexpect = "{baseline_file}"\nexpected_gpus = 8\n')
+    config = cfgmod.load(str(conf))
+    codes = {f.code for f in default_scan(config).findings}
+    assert "EXPECT_LINK" in codes
+    conf.write_text(f'expect = "{tmp_path / "absent.json"}"\nroot = "{roots["good"]}"\nnvml = false\n')
+    with pytest.raises(Exception, match="absent.json"):
+        default_scan(cfgmod.load(str(conf)))
