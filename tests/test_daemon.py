@@ -411,10 +411,13 @@ def test_every_rule_has_a_unit_test():
     yaml = pytest.importorskip("yaml")
 
     rules = yaml.safe_load((REPO / "deploy/prometheus/topoagent-rules.yml").read_text())
-    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"]}
-    tested = {t["alertname"] for f in (REPO / "deploy/prometheus/tests").glob("*.yml")
-              for case in yaml.safe_load(f.read_text())["tests"] for t in case.get("alert_rule_test", [])}
+    alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    records = {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r}
+    cases = [case for f in (REPO / "deploy/prometheus/tests").glob("*.yml") for case in yaml.safe_load(f.read_text())["tests"]]
+    tested = {t["alertname"] for case in cases for t in case.get("alert_rule_test", [])}
     assert alerts and alerts <= tested, alerts - tested
+    queried = " ".join(t["expr"] for case in cases for t in case.get("promql_expr_test", []))
+    assert {r for r in records if r not in queried} == set()
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None,

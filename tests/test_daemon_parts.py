@@ -416,7 +416,7 @@ def test_nfd_features_are_valid_for_every_fixture(fixture_root, machine):
     r = scan(fixture_root(machine), nvml="off")
     for degraded in (False, True):
         features = nfd_features(r, degraded_links=degraded)
-        assert len(features) == 9
+        assert len(features) == 11  # hw-class and fingerprint included
         text = render_nfd(features, "feature.node.kubernetes.io")
         assert len(text.encode()) < 64 * 1024
         assert len(text.splitlines()) > 1

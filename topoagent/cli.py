@@ -31,6 +31,8 @@ COMMANDS = {
     "daemon": "topoagent.commands.daemon:daemon",
     "capture": "topoagent.commands.capture:capture",
     "health": "topoagent.commands.health:command",
+    "baseline": "topoagent.commands.baseline:baseline",
+    "fleet": "topoagent.commands.fleet:fleet",
 }
 
 #: command name -> module whose ``fast(argv) -> bool`` runs a plain command line without click.

@@ -19,7 +19,9 @@ from typing import Any
 import msgspec
 
 from topoagent.advice.plan import Plan, PlanOptions, make_plan, plan_for
+from topoagent.analysis.expect import compare
 from topoagent.analysis.findings import Finding, Severity, find_all, sort_findings
+from topoagent.analysis.fingerprint import Baseline, baseline, slot_names
 from topoagent.analysis.given import matrix_vs_tree
 from topoagent.analysis.paths import Path, all_paths, path_index
 from topoagent.analysis.rails import RailPlan, plan_rails
@@ -27,7 +29,7 @@ from topoagent.frozen import FrozenMap
 from topoagent.snapshot import Snapshot, SourceStatus
 from topoagent.topology import Device, Topology, build_topology
 
-__all__ = ["ScanResult", "analyse", "with_timings"]
+__all__ = ["ScanResult", "analyse", "with_expected", "with_timings"]
 
 _UNTIMED: Mapping[str, float] = FrozenMap()
 
@@ -52,6 +54,11 @@ class ScanResult(msgspec.Struct, frozen=True, dict=True):
         """Seconds per source and for the analysis (empty when not timed)."""
         timings: Mapping[str, float] = self.__dict__.get("_timings", _UNTIMED)
         return timings
+
+    @cached_property
+    def baseline(self) -> Baseline:
+        """The host's hardware class, fingerprint and slot facts (:mod:`topoagent.analysis.fingerprint`)."""
+        return baseline(self.topology, self.paths, self.rails)
 
     @property
     def snapshot(self) -> Snapshot:
@@ -122,6 +129,22 @@ def with_timings(result: ScanResult, timings: Mapping[str, float]) -> ScanResult
     timed = msgspec.structs.replace(result)
     timed.__dict__["_timings"] = FrozenMap(timings)
     return timed
+
+
+def with_expected(result: ScanResult, expected: Baseline) -> ScanResult:
+    """``result`` with every difference from an expected topology added to its findings
+    (``scan --expect``, the daemon's ``expect``; :func:`topoagent.analysis.expect.compare`)."""
+    found = compare(expected, result.baseline)
+    if not found:
+        return result
+    # Subjects as every other finding names them (device ids) where the slot is on this host;
+    # the message and evidence keep the slots.
+    ids = {slot: ident for ident, slot in slot_names(result.topology).items()}
+    found = tuple(msgspec.structs.replace(f, subjects=tuple(ids.get(s, s) for s in f.subjects)) for f in found)
+    out = msgspec.structs.replace(result, findings=sort_findings((*result.findings, *found)))
+    if "_timings" in result.__dict__:
+        out.__dict__["_timings"] = result.__dict__["_timings"]
+    return out
 
 
 def _note_on(snap: Snapshot, source: str, note: str) -> Snapshot:

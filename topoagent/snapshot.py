@@ -358,6 +358,11 @@ class Snapshot(msgspec.Struct, frozen=True):
     version: int = SNAPSHOT_VERSION
     #: Path classes stated by a source (an nvidia-smi matrix), keyed by device labels.
     given_paths: tuple[GivenPath, ...] = ()
+    #: What the host is meant to be (``/sys/class/dmi/id/sys_vendor``, ``product_name``) and
+    #: its CPU model (``/proc/cpuinfo`` ``model name``); None where not read.
+    dmi_vendor: str | None = None
+    dmi_product: str | None = None
+    cpu_model: str | None = None
 
     @property
     def from_host_tree(self) -> bool:

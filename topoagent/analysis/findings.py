@@ -93,6 +93,13 @@ CATALOGUE: dict[str, Severity] = {
     "DRA_PCIE_ROOT_MISMATCH": Severity.WARNING,
     "FELL_OFF_BUS": Severity.CRITICAL,  # warning for a device that is no GPU or rail NIC
     "PCIE_AER_ERRORS": Severity.CRITICAL,  # warning for non-fatal errors only
+    # raised by analysis.expect against an expected topology (scan --expect, fleet)
+    "EXPECT_DEVICE_MISSING": Severity.CRITICAL,
+    "EXPECT_DEVICE_EXTRA": Severity.WARNING,
+    "EXPECT_PLACEMENT": Severity.CRITICAL,
+    "EXPECT_LINK": Severity.WARNING,
+    "EXPECT_PATH": Severity.CRITICAL,
+    "EXPECT_STATE": Severity.CRITICAL,
 }
 
 _GDR = "GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB): every byte is staged through host memory"

@@ -20,6 +20,8 @@ from topoagent.outputs import formats, renderer
 if TYPE_CHECKING:
     import click
 
+    from topoagent.result import ScanResult
+
 SEVERITIES = ("critical", "warning", "info")
 EXIT_CODES = ("default", "nagios", "npd")
 
@@ -48,6 +50,8 @@ def options() -> tuple[Opt, ...]:
         Opt("--format", "fmt", "Output format.", default="tree", choices=tuple(formats("scan")), show_default=True),
         Opt("--all", "show_all", "Show every PCI function in the tree.", flag=True),
         Opt("--pretty", "pretty", "Indent the JSON for a person (compact by default).", flag=True),
+        Opt("--expect", "expect", "Compare with this expected topology (topoagent baseline, or a good host's scan "
+            "JSON): every difference is an EXPECT_* finding.", metavar="FILE"),
         Opt("--fail-on", "fail_on", "Exit 1 when a finding at or above this severity is raised.",
             default="critical", choices=SEVERITIES, show_default=True),
     )
@@ -66,6 +70,8 @@ def run(params: dict[str, Any]) -> None:
     if mode != "default":
         monitor["mode"] = mode
     result = run_scan(take_inputs(params))
+    if params.get("expect"):
+        result = expect_from(params["expect"], result)
     fail_on = Severity.parse(params["fail_on"])
     if mode != "default":
         from topoagent.outputs.monitor import nagios_text, npd_text
@@ -76,6 +82,20 @@ def run(params: dict[str, Any]) -> None:
     emit(renderer("scan", params["fmt"])(result, show_all=params["show_all"], pretty=params["pretty"]))
     worst = result.worst()
     sys.exit(EXIT_FINDINGS if worst is not None and worst >= fail_on else EXIT_OK)
+
+
+def expect_from(name: str, result: ScanResult) -> ScanResult:
+    """``result`` with the differences from the expected topology in file ``name`` (one line
+    and exit 2 when it cannot be read)."""
+    from topoagent.commands.common import fail
+    from topoagent.errors import InputError
+    from topoagent.result import with_expected
+    from topoagent.sources.expectation import load_expectation
+
+    try:
+        return with_expected(result, load_expectation(name))
+    except InputError as exc:
+        fail(f"--expect {exc}")
 
 
 def fast(argv: Sequence[str]) -> bool:

@@ -11,6 +11,7 @@ naming the key, so a typo never silently falls back to a default::
     interval = 300                  # seconds between timer scans
     expected_gpus = 8               # GPUs this node should have (default: the most seen)
     scan_timeout = 120              # a scan running longer is abandoned and counted failed
+    expect = "/etc/topoagent/baseline.json"  # expected topology (topoagent baseline), "" = none
 
 The full table is :data:`KEYS` (and ``docs/daemon.md``).  Pure, apart from reading the file.
 """
@@ -66,6 +67,8 @@ class Config(msgspec.Struct, frozen=True):
     recent_changes: int = 50
     nfd_namespace: str = "feature.node.kubernetes.io"
     log_format: str = "auto"
+    #: An expected topology (``topoagent baseline``): each scan's differences are EXPECT_* findings.
+    expect: str | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -141,13 +144,14 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
                        "an integer 0-10000"),
     "nfd_namespace": (_namespace, "a DNS subdomain such as feature.node.kubernetes.io or example.com"),
     "log_format": (lambda v: v in ("auto", "json", "console"), '"auto", "json" or "console"'),
+    "expect": (_path, 'a baseline file (topoagent baseline), or "" for none'),
 }
 
 #: The largest configuration file read (the flat table above is well under 1 KiB).
 MAX_CONFIG_BYTES = 1024 * 1024
 
 _FLOATS = {f.name for f in msgspec.structs.fields(Config) if f.type in ("float", float)}
-_OPTIONAL_DIRS = ("nfd_dir", "textfile_dir")
+_OPTIONAL_DIRS = ("nfd_dir", "textfile_dir", "expect")
 
 
 class ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -170,6 +174,9 @@ class ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     recent_changes: int | msgspec.UnsetType = msgspec.UNSET
     nfd_namespace: str | msgspec.UnsetType = msgspec.UNSET
     log_format: str | msgspec.UnsetType = msgspec.UNSET
+    expect: str | msgspec.UnsetType = msgspec.UNSET
+
+
 #: Every number's allowed range, in seconds unless said: finite, and neither so small that the
 #: daemon spins (``interval = 1e-9``) nor so large that a timer overflows (``inf``, ``1e308``).
 DAY = 86400

@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from topoagent.analysis.fingerprint import class_hash
 from topoagent.analysis.paths import PathClass
 from topoagent.apply.files import write_atomically
 from topoagent.errors import InputError, TopoagentError
@@ -152,6 +153,10 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
         "topoagent.pcie.degraded-links": "true" if degraded_links else "false",
         "topoagent.findings.worst": worst.label if worst is not None else "none",
         "topoagent.scan-ok": "true" if scan_ok else "false",
+        # A label value is at most 63 characters of [A-Za-z0-9._-]: the class as a hash of its
+        # readable string (topoagent_topology_info carries the string; docs/fleet.md).
+        "topoagent.hw-class": class_hash(result.baseline.hw_class),
+        "topoagent.fingerprint": result.baseline.fingerprint,
     }
     return {k: v for k, v in features.items() if valid_nfd_value(v) and _NFD_TOKEN.match(k)}
 

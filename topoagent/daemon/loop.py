@@ -72,7 +72,15 @@ def default_scan(config: Config) -> ScanResult:
     from topoagent.api import run
     from topoagent.inputs import NVML_AUTO, NVML_OFF, Inputs
 
-    return run(Inputs(root=config.root, nvml=NVML_AUTO if config.nvml else NVML_OFF))
+    result = run(Inputs(root=config.root, nvml=NVML_AUTO if config.nvml else NVML_OFF))
+    if config.expect:
+        from topoagent.result import with_expected
+        from topoagent.sources.expectation import load_expectation
+
+        # Read at each scan: a new baseline dropped in place counts from the next scan; one
+        # that cannot be read fails the scan, with the reason, like any other scan error.
+        result = with_expected(result, load_expectation(config.expect))
+    return result
 
 
 def default_sample(config: Config) -> dict[str, LinkInfo]:

@@ -119,6 +119,10 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
         gauge("topoagent_gpus_expected", "Physical GPUs this node should have: expected_gpus from the "
               "configuration, else the most the daemon has seen (kept across restarts).",
               rows=[((), status.expected_gpus)])
+    facts = r.baseline
+    gauge("topoagent_topology_info", "1, labelled with the host's hardware class and topology fingerprint "
+          "(docs/fleet.md): hosts of one class with another fingerprint differ from their siblings.",
+          ["hw_class", "fingerprint"], [((facts.hw_class, facts.fingerprint), 1)])
     numa = {g.numa_node for g in topo.gpus if g.numa_node is not None}
     gauge("topoagent_gpu_numa_nodes", "NUMA nodes that have at least one GPU.", rows=[((), len(numa))])
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from topoagent.analysis.fingerprint import SlotFacts
 from topoagent.analysis.findings import Finding
 from topoagent.analysis.rails import NicRole
 from topoagent.pci import DeviceKind
@@ -32,6 +33,8 @@ Hex = Annotated[str, msgspec.Meta(pattern=r"^0x[0-9a-f]+$")]
 Bdf = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")]
 #: A path class, as ``nvidia-smi topo -m`` names it.
 PathToken = Annotated[str, msgspec.Meta(pattern=r"^(X|NV[0-9]+|PIX|PXB|PHB|NODE|SYS)$")]
+#: The first 16 hex digits of a SHA-256 (docs/fleet.md).
+Fingerprint = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}$")]
 NodeId = Annotated[int, msgspec.Meta(ge=0)]
 GpuId = Annotated[str, msgspec.Meta(pattern=r"^gpu[0-9]+$")]
 #: ``CUDA_VISIBLE_DEVICES``: CUDA indices, comma-separated.
@@ -53,6 +56,14 @@ class Host(msgspec.Struct, frozen=True):
     modules: list[str]
     memory_peers: list[str]
     driver_version: str | None
+    hw_class: Annotated[str | None, msgspec.Meta(description=(
+        "What the host is meant to be: DMI vendor and product, CPU count and model, GPU and NIC "
+        "models (docs/fleet.md)."))] = None
+    fingerprint: Annotated[Fingerprint | None, msgspec.Meta(description=(
+        "Hash of the facts identical builds share: peer_memory and slots (docs/fleet.md)."))] = None
+    peer_memory: Annotated[bool | None, msgspec.Meta(description=(
+        "GPUDirect RDMA peer memory present (nvidia_peermem or /sys/kernel/mm/memory_peers); "
+        "null: unknown."))] = None
 
 
 class SocketEntry(msgspec.Struct, frozen=True):
@@ -179,6 +190,9 @@ class ScanReport(msgspec.Struct, frozen=True):
     findings: list[FindingEntry]
     recommendations: Recommendations
     probe_errors: list[ProbeError]
+    slots: Annotated[list[SlotFacts], msgspec.Meta(description=(
+        "Every physical device's slot facts (docs/fleet.md): what the fingerprint hashes and "
+        "what topoagent baseline, scan --expect and topoagent fleet compare."))] = []
 
 
 def str_or_none(value: object) -> str | None:
@@ -247,6 +261,7 @@ def numa_entries(topo: Topology) -> list[NumaNodeEntry]:
 def report(result: ScanResult) -> ScanReport:
     """The scan as the JSON contract's object."""
     snap, topo = result.snapshot, result.topology
+    facts = result.baseline
     return ScanReport(
         schema_version=SCHEMA_VERSION,
         tool=Tool("topoagent", __version__),
@@ -260,6 +275,9 @@ def report(result: ScanResult) -> ScanReport:
             modules=list(snap.modules),
             memory_peers=list(snap.memory_peers),
             driver_version=snap.driver_version,
+            hw_class=facts.hw_class,
+            fingerprint=facts.fingerprint,
+            peer_memory=facts.peer_memory,
         ),
         sockets=[SocketEntry(s.id, list(s.nodes), str(s.cpus)) for s in topo.sockets],
         numa_nodes=numa_entries(topo),
@@ -277,6 +295,7 @@ def report(result: ScanResult) -> ScanReport:
                          for n in result.plan.numa_groups],
         ),
         probe_errors=list(snap.probe_errors),
+        slots=list(facts.slots),
     )
 
 

@@ -152,6 +152,15 @@ def parse_cpuinfo_hypervisor(text: str) -> bool:
     return False
 
 
+def parse_cpuinfo_model(text: str) -> str | None:
+    """The first ``model name`` of ``/proc/cpuinfo`` (x86; arm64 kernels print none), spaces
+    collapsed, or None."""
+    for line in text.splitlines():
+        if line.startswith("model name") and ":" in line:
+            return " ".join(line.split(":", 1)[1].split()) or None
+    return None
+
+
 def parse_nvidia_numa_status(text: str) -> int | None:
     """The ``Node:`` line of the NVIDIA driver's ``numa_status`` (GPU memory onlined as a node)."""
     m = re.search(r"^Node:\s*(-?[0-9]+)\s*$", text, re.MULTILINE)

@@ -1,7 +1,7 @@
 """The published JSON Schemas of topoagent's JSON outputs, generated from the contract types.
 
 ``python -m topoagent.schema`` writes ``scan.schema.json``, ``plan.schema.json`` and
-``vms.schema.json`` beside this file from the types the outputs encode
+``vms.schema.json`` (and ``baseline.schema.json``) beside this file from the types the outputs encode
 (:class:`~topoagent.outputs.json_report.ScanReport`, :class:`~topoagent.outputs.plan_json.PlanReport`,
 :class:`~topoagent.outputs.vms_json.VmsReport`); a test regenerates them and fails when a file
 differs, so a schema cannot drift from its output.
@@ -47,8 +47,18 @@ def vms_schema() -> dict[str, Any]:
                      "files). Additive fields keep schema_version; breaking changes bump it.")
 
 
+def baseline_schema() -> dict[str, Any]:
+    """The schema of ``topoagent baseline`` (the expected topology ``scan --expect`` reads)."""
+    from topoagent.analysis.fingerprint import BASELINE_VERSION, Baseline
+
+    return _document(Baseline, "baseline.schema.json", "topoagent baseline",
+                     f"Schema version {BASELINE_VERSION}. The expected topology of a hardware class: its "
+                     "per-slot facts (docs/fleet.md). Links are minimums; every other fact must be equal.")
+
+
 #: File name -> the function that makes its schema.
-GENERATED = {"scan.schema.json": scan_schema, "plan.schema.json": plan_schema, "vms.schema.json": vms_schema}
+GENERATED = {"scan.schema.json": scan_schema, "plan.schema.json": plan_schema, "vms.schema.json": vms_schema,
+             "baseline.schema.json": baseline_schema}
 
 
 def _document(root: type, name: str, title: str, description: str) -> dict[str, Any]:

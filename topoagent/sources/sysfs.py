@@ -7,6 +7,8 @@ scan carries on.
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import TypeVar
@@ -597,19 +599,24 @@ class SysfsReader:
                 out.append(GpuMemoryNode(bdf=entry.lower(), node=node))
         return tuple(out)
 
+    @functools.cached_property
+    def cpuinfo(self) -> str | None:
+        """``/proc/cpuinfo``'s head: the first CPU's block holds the flags and model lines (a
+        1,000-CPU cpuinfo runs to megabytes)."""
+        return self.fs.text("proc/cpuinfo", truncate=True)
+
+    @functools.cached_property
+    def dmi(self) -> tuple[str | None, str | None]:
+        """The DMI system vendor and product name (``/sys/class/dmi/id``), read once."""
+        return self.fs.text("sys/class/dmi/id/sys_vendor"), self.fs.text("sys/class/dmi/id/product_name")
+
     def virtualized(self) -> bool | None:
-        # The first CPU's block holds the flags line; a 1,000-CPU cpuinfo runs to megabytes.
-        cpuinfo = self.fs.text("proc/cpuinfo", truncate=True)
+        cpuinfo = self.cpuinfo
         if cpuinfo is not None and sv.parse_cpuinfo_hypervisor(cpuinfo):
             return True
         if self.fs.exists("sys/hypervisor/type"):
             return True
-        dmi = " ".join(
-            t.lower()
-            for t in (self.fs.text("sys/class/dmi/id/sys_vendor"),
-                      self.fs.text("sys/class/dmi/id/product_name"))
-            if t
-        )
+        dmi = " ".join(t.lower() for t in self.dmi if t)
         if dmi:
             return any(v in dmi for v in _VM_DMI)
         return False if cpuinfo is not None else None
@@ -655,6 +662,9 @@ class SysfsReader:
             modules=self.modules(),
             memory_peers=self.memory_peers(),
             gpu_memory_nodes=self.gpu_memory_nodes(),
+            dmi_vendor=self.dmi[0],
+            dmi_product=self.dmi[1],
+            cpu_model=sv.parse_cpuinfo_model(self.cpuinfo) if self.cpuinfo else None,
         )
         status = "partial" if self.fs.errors else "ok"
         detail = f"{len(self.fs.errors)} probe(s) failed" if self.fs.errors else None

@@ -21,7 +21,7 @@ The allow-list (host paths, relative to ``/``):
   ``sys/devices/system/cpu/cpu*/topology/{thread_siblings_list,physical_package_id,package_cpus_list,core_siblings_list}``;
 * ``sys/kernel/iommu_groups/*/type``, ``sys/module/<m>`` for the modules a scan asks about,
   ``sys/kernel/mm/memory_peers/*/version``, ``sys/hypervisor/type``;
-* ``proc/cmdline``, the first CPU's ``flags`` and identity lines (vendor, family, model) of ``proc/cpuinfo``, the ``Cpus_allowed_list`` line of
+* ``proc/cmdline``, the first CPU's ``flags`` and identity lines (vendor, family, model, model name) of ``proc/cpuinfo``, the ``Cpus_allowed_list`` line of
   ``proc/self/status``, ``proc/driver/nvidia/gpus/*/numa_status``,
   ``proc/sys/kernel/hostname``, ``sys/class/dmi/id/{sys_vendor,product_name}``.
 
@@ -182,8 +182,9 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     cpuinfo = fs.text("proc/cpuinfo", truncate=True)  # as the scan reads it: the first CPU's block
     if cpuinfo is not None:
         # What is read from it: the hypervisor flag (sources.sysfs) and the first CPU's identity
-        # fields (sources.kernel, for plan --format nccl-topo); nothing else of the host.
-        keep = ("flags", "vendor_id", "cpu family", "model", "CPU implementer", "cpu")
+        # fields (sources.kernel, for plan --format nccl-topo; the model name for the hardware
+        # class, analysis.fingerprint); nothing else of the host.
+        keep = ("flags", "vendor_id", "cpu family", "model", "model name", "CPU implementer", "cpu")
         first = cpuinfo.split("\n\n", 1)[0].splitlines()
         lines = [ln for ln in first if ln.partition(":")[0].strip() in keep and ":" in ln]
         cap.add(Entry("proc/cpuinfo", "file", "".join(ln + "\n" for ln in lines).encode()))
