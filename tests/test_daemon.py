@@ -199,6 +199,7 @@ def test_daemon_end_to_end(daemon, tree):
     assert value(fams, "topoagent_scan_success") == 1
     assert value(fams, "topoagent_scan_failures_total") == 0
     assert value(fams, "topoagent_devices", kind="gpu") == 8
+    assert value(fams, "topoagent_devices", kind="nvswitch") == 4  # their own kind, not bridges
     assert value(fams, "topoagent_source_up", source="sysfs") == 1
     assert abs(value(fams, "topoagent_last_scan_timestamp_seconds") - time.time()) < 120
     rails = fams["topoagent_rail_info"]
@@ -223,6 +224,7 @@ def test_daemon_end_to_end(daemon, tree):
     assert state["daemon"]["last_scan"]["success"] is True
     nfd = nfd_labels(daemon.nfd / "topoagent")
     assert nfd["topoagent.gpu.count"] == "8"
+    assert nfd["topoagent.nvswitch.count"] == "4"
     assert nfd["topoagent.gpu.numa-nodes"] == "0_1"
     assert nfd["topoagent.rail.worst-path"] == "PIX"
     assert nfd["topoagent.gdr.ready"] == "true"

@@ -23,6 +23,7 @@ from topoagent.analysis.paths import PathClass
 from topoagent.apply.files import write_atomically
 from topoagent.errors import InputError
 from topoagent.result import ScanResult
+from topoagent.topology import DeviceKind
 from topoagent.sources.textinput import read_regular
 
 __all__ = [
@@ -144,6 +145,7 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
     features = {
         "topoagent.gpu.count": str(len(gpus)),
         "topoagent.gpu.numa-nodes": "_".join(map(str, nodes)) if nodes else "none",
+        "topoagent.nvswitch.count": str(len(topo.of_kind(DeviceKind.NVSWITCH))),
         "topoagent.nic.rdma-count": str(sum(1 for n in topo.nics if n.rdma_capable and not n.is_vf)),
         "topoagent.rail.worst-path": max(classes).name if classes else "none",
         "topoagent.gdr.ready": "true" if _gdr_ready(result) else "false",

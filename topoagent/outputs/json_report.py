@@ -79,7 +79,7 @@ class HostBridgeEntry(msgspec.Struct, frozen=True):
 
 
 class DeviceEntry(msgspec.Struct, frozen=True):
-    id: Annotated[str, msgspec.Meta(pattern=r"^(gpu|nic|nvme|accel|bridge|other)[0-9]+$")]
+    id: Annotated[str, msgspec.Meta(pattern=r"^(gpu|nic|nvme|accel|nvswitch|bridge|other)[0-9]+$")]
     bdf: Bdf | None
     kind: DeviceKind
     role: BridgeRole | None
