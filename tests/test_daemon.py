@@ -34,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 GPU_GONE = "0000:c3:00.0"   # gpu5 on the DGX H100 fixture
 NIC_LOW = "0000:18:00.0"    # nic2: gpu0's rail NIC (ConnectX-7, mlx5_0), x16
+MGMT_PORT = "0000:00:01.0"  # a Gen5 x16 root port above the x8 Gen3 X710 management NIC
 NFD_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
 
 
@@ -191,7 +192,7 @@ def test_daemon_end_to_end(daemon, tree):
     for name in ("topoagent_build_info", "topoagent_scan_success", "topoagent_scan_duration_seconds",
                  "topoagent_last_scan_timestamp_seconds", "topoagent_source_up", "topoagent_devices",
                  "topoagent_finding", "topoagent_findings", "topoagent_rail_info", "topoagent_pcie_link_width",
-                 "topoagent_pcie_link_speed_gts", "topoagent_pcie_link_degraded", "topoagent_scan_failures"):
+                 "topoagent_pcie_link_speed_transfers_per_second", "topoagent_pcie_link_degraded", "topoagent_scan_failures"):
         assert name in fams, name
     from topoagent import __version__
 
@@ -207,7 +208,15 @@ def test_daemon_end_to_end(daemon, tree):
     assert {"gpu": "gpu0", "gpu_bdf": "0000:1b:00.0", "nic": "nic2", "nic_bdf": NIC_LOW,
             "path_class": "PIX"} in [s.labels for s in rails]
     assert value(fams, "topoagent_pcie_link_width", bdf=NIC_LOW, kind="nic", state="current") == 16
-    assert value(fams, "topoagent_pcie_link_speed_gts", bdf=GPU_GONE, kind="gpu", state="max") == 32
+    speed = "topoagent_pcie_link_speed_transfers_per_second"
+    assert value(fams, speed, bdf=GPU_GONE, kind="gpu", state="max") == 32e9  # base unit: transfers/s
+    # A root port above a narrower, slower card: its own maximum is x16 32 GT/s, the link's
+    # capability x8 8 GT/s -- what current is compared with, so it is not degraded.
+    assert value(fams, "topoagent_pcie_link_width", bdf=MGMT_PORT, kind="bridge", state="max") == 16
+    assert value(fams, "topoagent_pcie_link_width", bdf=MGMT_PORT, kind="bridge", state="current") == 8
+    assert value(fams, "topoagent_pcie_link_width", bdf=MGMT_PORT, kind="bridge", state="capability") == 8
+    assert value(fams, speed, bdf=MGMT_PORT, kind="bridge", state="capability") == 8e9
+    assert value(fams, "topoagent_pcie_link_degraded", bdf=MGMT_PORT, kind="bridge") == 0
     assert {s.value for s in fams["topoagent_pcie_link_degraded"]} == {0}
     # Low cardinality: per device, never per CPU or IRQ.
     assert not any("cpu" in k or "irq" in k for f in fams.values() for s in f for k in s.labels)

@@ -23,8 +23,8 @@ from topoagent.analysis.paths import PathClass
 from topoagent.apply.files import write_atomically
 from topoagent.errors import InputError
 from topoagent.result import ScanResult
-from topoagent.topology import DeviceKind
 from topoagent.sources.textinput import read_regular
+from topoagent.topology import DeviceKind
 
 __all__ = [
     "EXPECTED_FILE", "NFD_EXPIRY_INTERVALS", "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "TEXTFILE", "Exporter", "atomic_write",
