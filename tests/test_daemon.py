@@ -347,6 +347,39 @@ def test_hung_scan_is_abandoned_and_counted(tmp_path, tree):
         d.close()
 
 
+def test_config_sources_and_changes_are_logged_and_nfd_writability_checked(tmp_path, tree):
+    """A file says ``interval = 5`` and the command line ``--interval 3600``: the start logs every
+    effective value with its source and warns that the flag overrides the file; a reload logs
+    what changed.  An NFD directory that turns unwritable reads export_ok 0 on the next scan,
+    although the labels did not change."""
+    from test_daemon_parts import unwritable
+
+    config = tmp_path / "config.toml"
+    config.write_text("interval = 5\nlink_window = 600\n")
+    d = DaemonProcess(tmp_path, tree, args=("--config", str(config)))
+    try:
+        d.ready()
+        events = d.events()
+        start = next(e for e in events if e["event"] == "config")
+        assert start["when"] == "start" and start["settings"]["interval"] == 3600
+        assert start["sources"]["interval"] == "flag" and start["sources"]["link_window"] == "file"
+        assert start["sources"]["debounce"] == "default" and start["settings"]["link_window"] == 600
+        warn = next(e for e in events if e["event"] == "config_flag_overrides_file")
+        assert (warn["key"], warn["flag"], warn["file"], warn["level"]) == ("interval", 3600, 5, "warning")
+        assert value(d.scrape(), "topoagent_export_ok", export="nfd") == 1
+
+        config.write_text("interval = 5\nlink_window = 900\n")
+        with unwritable(d.nfd):
+            d.proc.send_signal(signal.SIGHUP)
+            d.notify.wait(lambda m: m.get("STATUS", "").startswith("scan 2 "))
+            assert value(d.scrape(), "topoagent_export_ok", export="nfd") == 0
+        reload = [e for e in d.events() if e["event"] == "config" and e["when"] == "reload"]
+        assert len(reload) == 1 and reload[0]["changed"] == {"link_window": [600, 900]}
+        assert any(e["event"] == "export_failed" and e["export"] == "nfd" for e in d.events())
+    finally:
+        d.close()
+
+
 def test_second_instance_exits_at_once(daemon, tmp_path, tree):
     daemon.ready()
     # Same state directory, another port: the lock says no.

@@ -12,6 +12,8 @@ counted, never fatal.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import time
 from collections.abc import Mapping
@@ -60,12 +62,22 @@ def valid_nfd_name(name: str) -> bool:
 def atomic_write(path: str, data: bytes, mode: int = 0o644) -> bool:
     """Write ``data`` to ``path`` atomically; False when the file already held exactly that.
 
-    Raises :class:`OSError` when the directory cannot be written.
+    Raises :class:`OSError` when the directory cannot be written -- checked on every call, also
+    when nothing needs writing, so an export whose directory became unwritable (read-only
+    remount, permissions) is reported at once and not only when its content next changes.
     """
     if _holds(path, data):
+        _check_writable(os.path.dirname(os.path.abspath(path)))
         return False
     write_atomically(path, data, mode=mode)
     return True
+
+
+def _check_writable(directory: str) -> None:
+    """Raise :class:`OSError` unless a file could be created in ``directory`` now (access(2)
+    with W_OK|X_OK: it reports a read-only file system, EROFS, even for root)."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "directory not writable", directory)
 
 
 def _holds(path: str, data: bytes) -> bool:
