@@ -61,6 +61,11 @@ def test_a_root_port_above_a_narrower_card_is_not_degraded(tmp_path):
     assert _degraded(r) == {}
     links = watched_links(r)
     assert (links[PORT].max_width, links[PORT].max_gts) == (8, 8.0)
+    # ... and the JSON says so beside the port's own maximum (link.cap_*, additive).
+    from topoagent.outputs.json_report import report
+
+    entry = next(d for d in report(r).devices if d.bdf == PORT)
+    assert (entry.link.max_width, entry.link.max_gts, entry.link.cap_width, entry.link.cap_gts) == (16, 32.0, 8, 8.0)
 
 
 def test_a_wide_card_in_a_narrow_slot_is_capped_not_degraded(tmp_path):

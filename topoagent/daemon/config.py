@@ -157,6 +157,7 @@ class ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     nfd_dir: str | msgspec.UnsetType = msgspec.UNSET
     textfile_dir: str | msgspec.UnsetType = msgspec.UNSET
     interval: int | float | msgspec.UnsetType = msgspec.UNSET
+    expected_gpus: int | msgspec.UnsetType = msgspec.UNSET
     nvml: bool | msgspec.UnsetType = msgspec.UNSET
     udev: bool | msgspec.UnsetType = msgspec.UNSET
     scan_timeout: int | float | msgspec.UnsetType = msgspec.UNSET
