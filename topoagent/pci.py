@@ -439,7 +439,8 @@ def is_nvswitch(class_code: int | None, vendor: int | None) -> bool:
 
 
 def is_nvswitch_or_other_bridge(class_code: int | None) -> bool:
-    """An "other" bridge (0x0680): where NVSwitch management endpoints show up."""
+    """An "other" bridge (0x0680): NVSwitch management endpoints (:func:`is_nvswitch`) and
+    other vendors' non-PCI-to-PCI bridge functions."""
     return class_code is not None and class_code >> 8 == 0x0680
 
 

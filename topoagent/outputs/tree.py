@@ -88,7 +88,8 @@ class _Tree:
                 self._interesting[node.id] = any(self._interesting[c.id] for c in kids)
             elif node.kind is DeviceKind.BRIDGE:
                 # Empty ports, host and ISA bridge functions are chipset furniture; "other"
-                # bridges (class 0x0680) are where NVSwitches show up.
+                # bridges (class 0x0680) of other vendors than NVIDIA (whose are NVSwitches,
+                # a kind of their own) are drawn.
                 self._interesting[node.id] = node.role is None and is_nvswitch_or_other_bridge(node.class_code)
             else:
                 self._interesting[node.id] = node.kind is not DeviceKind.OTHER
