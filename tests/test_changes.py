@@ -144,3 +144,10 @@ def test_the_diff_is_pure():
             imported.add(node.module or "")
     assert not imported & {"os", "time", "socket", "subprocess", "topoagent.hostfs", "topoagent.sources",
                            "topoagent.api", "pathlib", "io"}
+
+
+def test_a_lost_nvswitch_is_a_warning(base, dgx):
+    remove_function(dgx, "0000:e8:00.0")
+    removed = [c for c in diff(base, scan(dgx, nvml="off")) if c.kind is ChangeKind.DEVICE_REMOVED]
+    assert [(c.subject, c.device_kind, c.severity, c.before) for c in removed] == [
+        ("0000:e8:00.0", "nvswitch", "warning", "nvswitch1")]

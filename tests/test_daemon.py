@@ -34,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 GPU_GONE = "0000:c3:00.0"   # gpu5 on the DGX H100 fixture
 NIC_LOW = "0000:18:00.0"    # nic2: gpu0's rail NIC (ConnectX-7, mlx5_0), x16
+MGMT_PORT = "0000:00:01.0"  # a Gen5 x16 root port above the x8 Gen3 X710 management NIC
 NFD_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
 
 
@@ -191,7 +192,7 @@ def test_daemon_end_to_end(daemon, tree):
     for name in ("topoagent_build_info", "topoagent_scan_success", "topoagent_scan_duration_seconds",
                  "topoagent_last_scan_timestamp_seconds", "topoagent_source_up", "topoagent_devices",
                  "topoagent_finding", "topoagent_findings", "topoagent_rail_info", "topoagent_pcie_link_width",
-                 "topoagent_pcie_link_speed_gts", "topoagent_pcie_link_degraded", "topoagent_scan_failures"):
+                 "topoagent_pcie_link_speed_transfers_per_second", "topoagent_pcie_link_degraded", "topoagent_scan_failures"):
         assert name in fams, name
     from topoagent import __version__
 
@@ -199,6 +200,7 @@ def test_daemon_end_to_end(daemon, tree):
     assert value(fams, "topoagent_scan_success") == 1
     assert value(fams, "topoagent_scan_failures_total") == 0
     assert value(fams, "topoagent_devices", kind="gpu") == 8
+    assert value(fams, "topoagent_devices", kind="nvswitch") == 4  # their own kind, not bridges
     assert value(fams, "topoagent_source_up", source="sysfs") == 1
     assert value(fams, "topoagent_source_duration_seconds", source="sysfs") > 0
     assert abs(value(fams, "topoagent_last_scan_timestamp_seconds") - time.time()) < 120
@@ -207,7 +209,15 @@ def test_daemon_end_to_end(daemon, tree):
     assert {"gpu": "gpu0", "gpu_bdf": "0000:1b:00.0", "nic": "nic2", "nic_bdf": NIC_LOW,
             "path_class": "PIX"} in [s.labels for s in rails]
     assert value(fams, "topoagent_pcie_link_width", bdf=NIC_LOW, kind="nic", state="current") == 16
-    assert value(fams, "topoagent_pcie_link_speed_gts", bdf=GPU_GONE, kind="gpu", state="max") == 32
+    speed = "topoagent_pcie_link_speed_transfers_per_second"
+    assert value(fams, speed, bdf=GPU_GONE, kind="gpu", state="max") == 32e9  # base unit: transfers/s
+    # A root port above a narrower, slower card: its own maximum is x16 32 GT/s, the link's
+    # capability x8 8 GT/s -- what current is compared with, so it is not degraded.
+    assert value(fams, "topoagent_pcie_link_width", bdf=MGMT_PORT, kind="bridge", state="max") == 16
+    assert value(fams, "topoagent_pcie_link_width", bdf=MGMT_PORT, kind="bridge", state="current") == 8
+    assert value(fams, "topoagent_pcie_link_width", bdf=MGMT_PORT, kind="bridge", state="capability") == 8
+    assert value(fams, speed, bdf=MGMT_PORT, kind="bridge", state="capability") == 8e9
+    assert value(fams, "topoagent_pcie_link_degraded", bdf=MGMT_PORT, kind="bridge") == 0
     assert {s.value for s in fams["topoagent_pcie_link_degraded"]} == {0}
     # Low cardinality: per device, never per CPU or IRQ.
     assert not any("cpu" in k or "irq" in k for f in fams.values() for s in f for k in s.labels)
@@ -224,6 +234,7 @@ def test_daemon_end_to_end(daemon, tree):
     assert state["daemon"]["last_scan"]["success"] is True
     nfd = nfd_labels(daemon.nfd / "topoagent")
     assert nfd["topoagent.gpu.count"] == "8"
+    assert nfd["topoagent.nvswitch.count"] == "4"
     assert nfd["topoagent.gpu.numa-nodes"] == "0_1"
     assert nfd["topoagent.rail.worst-path"] == "PIX"
     assert nfd["topoagent.gdr.ready"] == "true"
@@ -333,6 +344,39 @@ def test_hung_scan_is_abandoned_and_counted(tmp_path, tree):
         assert [e["trigger"] for e in failed] == ["sighup", "sighup"]
         # A stuck thread does not hold up SIGTERM.
         assert d.stop() < 2.0 and d.proc.returncode == 0
+    finally:
+        d.close()
+
+
+def test_config_sources_and_changes_are_logged_and_nfd_writability_checked(tmp_path, tree):
+    """A file says ``interval = 5`` and the command line ``--interval 3600``: the start logs every
+    effective value with its source and warns that the flag overrides the file; a reload logs
+    what changed.  An NFD directory that turns unwritable reads export_ok 0 on the next scan,
+    although the labels did not change."""
+    from test_daemon_parts import unwritable
+
+    config = tmp_path / "config.toml"
+    config.write_text("interval = 5\nlink_window = 600\n")
+    d = DaemonProcess(tmp_path, tree, args=("--config", str(config)))
+    try:
+        d.ready()
+        events = d.events()
+        start = next(e for e in events if e["event"] == "config")
+        assert start["when"] == "start" and start["settings"]["interval"] == 3600
+        assert start["sources"]["interval"] == "flag" and start["sources"]["link_window"] == "file"
+        assert start["sources"]["debounce"] == "default" and start["settings"]["link_window"] == 600
+        warn = next(e for e in events if e["event"] == "config_flag_overrides_file")
+        assert (warn["key"], warn["flag"], warn["file"], warn["level"]) == ("interval", 3600, 5, "warning")
+        assert value(d.scrape(), "topoagent_export_ok", export="nfd") == 1
+
+        config.write_text("interval = 5\nlink_window = 900\n")
+        with unwritable(d.nfd):
+            d.proc.send_signal(signal.SIGHUP)
+            d.notify.wait(lambda m: m.get("STATUS", "").startswith("scan 2 "))
+            assert value(d.scrape(), "topoagent_export_ok", export="nfd") == 0
+        reload = [e for e in d.events() if e["event"] == "config" and e["when"] == "reload"]
+        assert len(reload) == 1 and reload[0]["changed"] == {"link_window": [600, 900]}
+        assert any(e["event"] == "export_failed" and e["export"] == "nfd" for e in d.events())
     finally:
         d.close()
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import re
+import shutil
 import socket
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -14,7 +17,14 @@ import pytest
 
 from topoagent.api import scan
 from topoagent.daemon import config as cfgmod
-from topoagent.daemon.config import Config, ConfigError, load, parse_listen
+from topoagent.daemon.config import (
+    Config,
+    ConfigError,
+    changed_keys,
+    load,
+    parse_listen,
+    provenance,
+)
 from topoagent.daemon.exports import (
     Exporter,
     atomic_write,
@@ -54,6 +64,27 @@ def test_config_file_then_flags(tmp_path):
     assert c.interval == 5.0 and isinstance(c.interval, float)  # the flag wins
     assert c.nfd_dir is None and c.textfile_dir == "/x" and c.nvml is False and c.state_dir == "/s"
     assert c.root == "/" and c.live
+
+
+def test_config_provenance_says_default_file_or_flag(tmp_path):
+    """``interval = 5`` in the file under ``--interval 2``: the flag wins, and provenance says
+    so (and keeps the file's value to warn with); what neither sets is a default."""
+    f = tmp_path / "c.toml"
+    f.write_text("interval = 5\nlink_window = 600\n")
+    flags = {"interval": 2.0, "state_dir": "/s", "root": None}
+    c, prov = load(str(f), flags), provenance(str(f), flags)
+    assert c.interval == 2.0
+    assert prov.sources["interval"] == "flag" and prov.shadowed == {"interval": 5.0}
+    assert prov.sources["link_window"] == "file" and prov.sources["state_dir"] == "flag"
+    assert prov.sources["root"] == prov.sources["debounce"] == "default"
+    assert set(prov.sources) == set(cfgmod.msgspec.structs.asdict(c))
+
+
+def test_config_changed_keys():
+    old = Config(state_dir="/s")
+    new = Config(state_dir="/s", interval=5.0, nvml=False)
+    assert changed_keys(old, new) == {"interval": [300.0, 5.0], "nvml": [True, False]}
+    assert changed_keys(old, old) == {}
 
 
 def test_config_default_file_is_optional(tmp_path, monkeypatch):
@@ -411,12 +442,46 @@ def test_exporter_reports_an_unwritable_path_once(tmp_path):
     assert e.status["textfile"].ok
 
 
+@contextlib.contextmanager
+def unwritable(directory: Path):
+    """``directory`` made unwritable for this process: mode 0555, or for root (who ignores
+    modes) the immutable attribute; skips where neither works."""
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        try:
+            yield
+        finally:
+            directory.chmod(0o755)
+        return
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(directory)], check=False,
+                                                         capture_output=True).returncode != 0:
+        pytest.skip("cannot make a directory unwritable for root here (chattr +i)")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(directory)], check=True)
+
+
+def test_an_unchanged_export_in_an_unwritable_directory_fails(tmp_path):
+    """The content did not change, so nothing is written -- yet the directory went read-only:
+    the export is reported failed on this write, not only when its content next changes."""
+    out = io.StringIO()
+    e = Exporter(make_logger("json", out))
+    path = str(tmp_path / "topoagent")
+    assert e.write("nfd", path, b"x") and e.status["nfd"].ok
+    with unwritable(tmp_path):
+        assert not e.write("nfd", path, b"x")
+        assert not e.status["nfd"].ok
+    assert not e.write("nfd", path, b"x") and e.status["nfd"].ok  # writable again, same content
+    assert [json.loads(line)["event"] for line in out.getvalue().splitlines()] == ["export_failed", "export_recovered"]
+
+
 @pytest.mark.parametrize("machine", MACHINES)
 def test_nfd_features_are_valid_for_every_fixture(fixture_root, machine):
     r = scan(fixture_root(machine), nvml="off")
     for degraded in (False, True):
         features = nfd_features(r, degraded_links=degraded)
-        assert len(features) == 11  # hw-class and fingerprint included
+        assert len(features) == 12  # hw-class, fingerprint and nvswitch.count included
         text = render_nfd(features, "feature.node.kubernetes.io")
         assert len(text.encode()) < 64 * 1024
         assert len(text.splitlines()) > 1
@@ -480,7 +545,7 @@ def test_alert_rules_use_only_metrics_the_daemon_exports(dgx):
     fams = list(text_string_to_metric_families(render_text(_status(dgx)).decode()))
     exported = {f.name for f in fams} | {s.name for f in fams for s in f.samples}
     assert used and used <= exported, used - exported
-    for alert in ("TopoagentGpuMissing", "TopoagentRailCrossesSockets", "TopoagentPcieLinkDegraded",
+    for alert in ("TopoagentGpuMissing", "TopoagentNvswitchMissing", "TopoagentRailCrossesSockets", "TopoagentPcieLinkDegraded",
                   "TopoagentScanFailing"):
         assert f"alert: {alert}" in text
 

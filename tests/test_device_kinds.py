@@ -39,3 +39,31 @@ def test_kind_by_class(class_code, vendor, kind):
 ])
 def test_kind_by_name(name, vendor, device, kind):
     assert kind_from_name(name, vendor, device) == kind
+
+
+@pytest.mark.parametrize("class_code, vendor, kind", [
+    (0x068000, NVIDIA, DeviceKind.NVSWITCH),   # 10de:22a3 NVSwitch (H100), 10de:1af1 (A100)
+    (0x068000, 0x8086, DeviceKind.BRIDGE),     # another vendor's "other" bridge stays a bridge
+    (0x060400, NVIDIA, DeviceKind.BRIDGE),     # a PCI-to-PCI bridge of NVIDIA's is no NVSwitch
+    (0x060000, NVIDIA, DeviceKind.BRIDGE),
+])
+def test_nvswitch_is_a_kind_of_its_own(class_code, vendor, kind):
+    assert kind_of(class_code, vendor) is kind
+
+
+def test_nvswitches_numbered_apart_and_never_a_hop(fixture_root):
+    """On the DGX H100 fixture the four NVSwitch functions are nvswitch0..3 in PCI order, no
+    device hangs below one, and the bridge ids do not count them."""
+    from topoagent.api import scan
+
+    r = scan(fixture_root("dgx-h100"), nvml="off")
+    topo = r.topology
+    switches = topo.of_kind(DeviceKind.NVSWITCH)
+    assert [(d.id, d.bdf) for d in switches] == [
+        ("nvswitch0", "0000:e7:00.0"), ("nvswitch1", "0000:e8:00.0"),
+        ("nvswitch2", "0000:e9:00.0"), ("nvswitch3", "0000:ea:00.0")]
+    assert all(d.role is None and "NVSwitch" in d.name for d in switches)
+    assert not any("NVSwitch" in d.name for d in topo.of_kind(DeviceKind.BRIDGE))
+    bdfs = {d.bdf for d in switches}
+    assert not any(bdfs & set(d.ancestors) for d in topo.devices)
+    assert all(not topo.children(b) for b in bdfs)

@@ -195,7 +195,8 @@ def test_json_of_lspci_only_validates_with_unknown_node_cpus():
     assert [(n["id"], n["cpus"], n["cpu_less"]) for n in doc["numa_nodes"]] == [(0, None, None), (1, None, None)]
     gpu0 = next(d for d in doc["devices"] if d["id"] == "gpu0")
     assert (gpu0["bdf"], gpu0["numa_source"], gpu0["parent"]) == ("0000:1a:00.0", "lspci", "0000:19:08.0")
-    assert gpu0["link"] == {"current_gts": 8.0, "current_width": 16, "max_gts": 8.0, "max_width": 16}
+    assert gpu0["link"] == {"current_gts": 8.0, "current_width": 16, "max_gts": 8.0, "max_width": 16,
+                            "cap_gts": 8.0, "cap_width": 16}
     bridge = next(d for d in doc["devices"] if d["bdf"] == "0000:19:08.0")
     assert bridge["role"] == "switch_downstream" and "ReqRedir" in bridge["acs_control"]
 

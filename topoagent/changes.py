@@ -73,7 +73,7 @@ class Change(msgspec.Struct, frozen=True):
 
 
 #: Kinds whose loss is worth a warning (a GPU or NIC falling off the bus is an outage).
-_IMPORTANT = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.ACCELERATOR)
+_IMPORTANT = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.ACCELERATOR, DeviceKind.NVSWITCH)
 
 
 def _describe(d: Device) -> str:

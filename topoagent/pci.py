@@ -27,12 +27,13 @@ GPU_CLASS_ACCELERATOR_VENDORS = frozenset({AMD_ATI})
 
 
 class DeviceKind(str, Enum):
-    """What a PCI function is, for placement: GPU, NIC, NVMe, accelerator, bridge, other."""
+    """What a PCI function is, for placement: GPU, NIC, NVMe, accelerator, NVSwitch, bridge, other."""
 
     GPU = "gpu"
     NIC = "nic"
     NVME = "nvme"
     ACCELERATOR = "accelerator"
+    NVSWITCH = "nvswitch"
     BRIDGE = "bridge"
     OTHER = "other"
 
@@ -407,6 +408,8 @@ def kind_of(class_code: int | None, vendor: int | None, given: str | None = None
         return DeviceKind.NIC
     if base == 0x01 and sub == 0x08:
         return DeviceKind.NVME
+    if is_nvswitch(class_code, vendor):
+        return DeviceKind.NVSWITCH
     if base == 0x06:
         return DeviceKind.BRIDGE
     return DeviceKind.OTHER
@@ -427,8 +430,17 @@ def is_p2p_bridge_class(class_code: int | None) -> bool:
     return class_code is not None and (class_code >> 8) in (0x0604, 0x0609)
 
 
+def is_nvswitch(class_code: int | None, vendor: int | None) -> bool:
+    """An NVSwitch's management endpoint: an NVIDIA "other" bridge (class 0x0680, e.g. 10de:22a3
+    on HGX H100, 10de:1af1 on HGX A100).  It is a type-0 function, not a PCI-to-PCI bridge:
+    nothing hangs below it and no PCIe path crosses it (NVIDIA Fabric Manager user guide,
+    "NVSwitch" PCI devices; ``lspci`` lists them as "Bridge: NVIDIA Corporation ... NVSwitch")."""
+    return vendor == NVIDIA and class_code is not None and class_code >> 8 == 0x0680
+
+
 def is_nvswitch_or_other_bridge(class_code: int | None) -> bool:
-    """An "other" bridge (0x0680): where NVSwitch management endpoints show up."""
+    """An "other" bridge (0x0680): NVSwitch management endpoints (:func:`is_nvswitch`) and
+    other vendors' non-PCI-to-PCI bridge functions."""
     return class_code is not None and class_code >> 8 == 0x0680
 
 

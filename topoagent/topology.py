@@ -43,6 +43,7 @@ _ID_PREFIX = {
     DeviceKind.NIC: "nic",
     DeviceKind.NVME: "nvme",
     DeviceKind.ACCELERATOR: "accel",
+    DeviceKind.NVSWITCH: "nvswitch",
     DeviceKind.BRIDGE: "bridge",
     DeviceKind.OTHER: "other",
 }

@@ -11,6 +11,7 @@ from enum import IntEnum
 
 import msgspec
 
+from topoagent.analysis import links
 from topoagent.analysis.paths import Path, PathClass, path_index
 from topoagent.analysis.rails import NicRole, RailPlan
 from topoagent.pci import C2C_GPUS
@@ -421,30 +422,42 @@ _CHECK_LINK_KINDS = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.NVME, DeviceKind
 
 
 def check_links(c: _Ctx) -> list[Finding]:
-    """LINK_WIDTH_DEGRADED / LINK_SPEED_DEGRADED / LINK_SPEED_BELOW_MAX_GPU from one reading."""
+    """LINK_WIDTH_DEGRADED / LINK_SPEED_DEGRADED / LINK_SPEED_BELOW_MAX_GPU from one reading.
+
+    Judged against the link's capability (:func:`topoagent.analysis.links.capability`, the lower
+    of both ends' maxima): below it is a fault; at it but below the device's own maximum, the
+    slot is what limits the device (info)."""
     out = []
     for d in c.topo.devices:
         if d.kind not in _CHECK_LINK_KINDS and d.role is not BridgeRole.SWITCH_UPSTREAM:
             continue
         if d.is_vf:
             continue  # VFs mirror their PF's link
-        port = d.config.pcie_port_type if d.config is not None else None
-        if link_quirk(d.vendor_id, d.device_id, port) is not None:
+        if not links.meaningful(d):
             continue  # its link registers mean nothing (topoagent.quirks)
         lk = d.link
+        cap = links.capability(c.topo, d)
+        width_low, speed_low = links.shortfall(lk.current_gts, lk.current_width, cap)
         parent = c.topo.by_bdf(d.parent) if d.parent else None
         ev = lambda *attrs: [Evidence(c.attr(d, a), _fmt(getattr(lk, f))) for a, f in attrs]  # noqa: E731
         if lk.current_width is not None and lk.max_width is not None and lk.current_width < lk.max_width:
+            evidence = ev(("current_link_width", "current_width"), ("max_link_width", "max_width"))
+            capped = not width_low  # the port above is no wider than the link is now
+            if capped and parent is not None:
+                evidence.append(Evidence(c.attr(parent, "max_link_width"), _fmt(parent.link.max_width)))
             out.append(c.finding(
                 "LINK_WIDTH_DEGRADED", [d.id],
                 f"{d.id} {d.name} trained at x{lk.current_width} of x{lk.max_width}: "
-                f"{100 * lk.current_width // lk.max_width}% of its PCIe bandwidth.",
-                ev(("current_link_width", "current_width"), ("max_link_width", "max_width")),
-                "Reseat the card or riser, check the slot's wiring (an x16 slot wired x8) and the BIOS "
-                "bifurcation setting; the width does not change at idle, so this is not power saving."))
+                f"{100 * lk.current_width // lk.max_width}% of its PCIe bandwidth"
+                + (f" (its slot is only x{cap.width})." if capped else "."),
+                evidence,
+                ("Move the device to a slot as wide as it is, if its bandwidth matters." if capped else
+                 "Reseat the card or riser, check the slot's wiring (an x16 slot wired x8) and the BIOS "
+                 "bifurcation setting; the width does not change at idle, so this is not power saving."),
+                severity=Severity.INFO if capped else None))
         if lk.current_gts is not None and lk.max_gts is not None and lk.current_gts < lk.max_gts:
             slot_max = parent.link.max_gts if parent is not None else None
-            capped = slot_max is not None and slot_max <= lk.current_gts
+            capped = not speed_low and slot_max is not None
             evidence = ev(("current_link_speed", "current_gts"), ("max_link_speed", "max_gts"))
             if capped:
                 evidence.append(Evidence(c.attr(parent, "max_link_speed"), _fmt(slot_max)))  # type: ignore[arg-type]

@@ -37,7 +37,13 @@ def daemon(root: str | None, config_file: str | None, listen: str | None, state_
         import prometheus_client  # noqa: F401  (checked here so that a missing one is one line)
     except ImportError:
         fail("the daemon needs the prometheus_client package: pip install prometheus-client")
-    from topoagent.daemon.config import Config, ConfigError, load
+    from topoagent.daemon.config import (
+        Config,
+        ConfigError,
+        Provenance,
+        load,
+        provenance,
+    )
     from topoagent.daemon.loop import Daemon, SetupError
 
     overrides = {"root": root, "listen": listen, "state_dir": state_dir, "nfd_dir": nfd_dir,
@@ -46,6 +52,9 @@ def daemon(root: str | None, config_file: str | None, listen: str | None, state_
     def reload() -> Config:
         return load(config_file, overrides)
 
+    def explain() -> Provenance:
+        return provenance(config_file, overrides)
+
     try:
         config = reload()
     except ConfigError as exc:
@@ -53,7 +62,7 @@ def daemon(root: str | None, config_file: str | None, listen: str | None, state_
     if not os.path.isdir(config.root):
         fail(f"--root {config.root}: not a directory")
     try:
-        code = Daemon(config, reload=reload).run()
+        code = Daemon(config, reload=reload, explain=explain).run()
     except SetupError as exc:
         fail(str(exc))
     sys.exit(code)

@@ -30,7 +30,8 @@ import msgspec
 from topoagent.apply.journal import DEFAULT_STATE_DIR
 from topoagent.errors import InputError
 
-__all__ = ["DEFAULT_CONFIG", "DEFAULT_LISTEN", "KEYS", "Config", "ConfigError", "load", "parse_listen"]
+__all__ = ["DEFAULT_CONFIG", "DEFAULT_LISTEN", "KEYS", "Config", "ConfigError", "Provenance", "changed_keys", "load",
+           "parse_listen", "provenance"]
 
 DEFAULT_CONFIG = "/etc/topoagent/config.toml"
 #: 127.0.0.1 only by default: topology is not a secret, but nothing should be exposed unasked.
@@ -289,3 +290,32 @@ def load(path: str | None = None, overrides: Mapping[str, Any] | None = None) ->
     check_ranges(given, "command line")
     values.update(_check(given, "command line"))
     return Config(**values)
+
+
+# -- where each value came from (logged at start and on each reload) --------------------------
+
+
+class Provenance(msgspec.Struct, frozen=True):
+    """Where each key of a configuration came from: ``sources`` maps every key to ``default``,
+    ``file`` or ``flag``; ``shadowed`` holds the file's value of each key a flag overrode."""
+
+    sources: dict[str, str]
+    shadowed: dict[str, Any]
+
+
+def provenance(path: str | None = None, overrides: Mapping[str, Any] | None = None) -> Provenance:
+    """Where the configuration :func:`load` gives for the same arguments took each value from
+    (flags win over the file, the file over the defaults).  Raises :class:`ConfigError` as
+    :func:`load` does."""
+    file = path if path is not None else DEFAULT_CONFIG
+    in_file = _check(_read_toml(file), f"config {file}") if path is not None or os.path.exists(file) else {}
+    flags = {k for k, v in (overrides or {}).items() if v is not None}
+    sources = {f.name: "flag" if f.name in flags else "file" if f.name in in_file else "default"
+               for f in msgspec.structs.fields(Config)}
+    return Provenance(sources, {k: v for k, v in in_file.items() if k in flags})
+
+
+def changed_keys(old: Config, new: Config) -> dict[str, list[Any]]:
+    """The keys whose value differs between two configurations: key -> [old, new]."""
+    before, after = msgspec.structs.asdict(old), msgspec.structs.asdict(new)
+    return {k: [before[k], after[k]] for k in before if before[k] != after[k]}

@@ -12,6 +12,8 @@ counted, never fatal.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import time
 from collections.abc import Mapping
@@ -25,6 +27,7 @@ from topoagent.apply.files import write_atomically
 from topoagent.errors import InputError, TopoagentError
 from topoagent.result import ScanResult
 from topoagent.sources.textinput import read_regular
+from topoagent.topology import DeviceKind
 
 __all__ = [
     "EXPECTED_FILE", "NFD_EXPIRY_INTERVALS", "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "TEXTFILE", "ExportError", "Exporter",
@@ -61,12 +64,22 @@ def valid_nfd_name(name: str) -> bool:
 def atomic_write(path: str, data: bytes, mode: int = 0o644) -> bool:
     """Write ``data`` to ``path`` atomically; False when the file already held exactly that.
 
-    Raises :class:`OSError` when the directory cannot be written.
+    Raises :class:`OSError` when the directory cannot be written -- checked on every call, also
+    when nothing needs writing, so an export whose directory became unwritable (read-only
+    remount, permissions) is reported at once and not only when its content next changes.
     """
     if _holds(path, data):
+        _check_writable(os.path.dirname(os.path.abspath(path)))
         return False
     write_atomically(path, data, mode=mode)
     return True
+
+
+def _check_writable(directory: str) -> None:
+    """Raise :class:`OSError` unless a file could be created in ``directory`` now (access(2)
+    with W_OK|X_OK: it reports a read-only file system, EROFS, even for root)."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "directory not writable", directory)
 
 
 def _holds(path: str, data: bytes) -> bool:
@@ -146,6 +159,7 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
     features = {
         "topoagent.gpu.count": str(len(gpus)),
         "topoagent.gpu.numa-nodes": "_".join(map(str, nodes)) if nodes else "none",
+        "topoagent.nvswitch.count": str(len(topo.of_kind(DeviceKind.NVSWITCH))),
         "topoagent.nic.rdma-count": str(sum(1 for n in topo.nics if n.rdma_capable and not n.is_vf)),
         "topoagent.rail.worst-path": max(classes).name if classes else "none",
         "topoagent.gdr.ready": "true" if _gdr_ready(result) else "false",

@@ -15,8 +15,10 @@ downclock this way: a NIC or switch port below its maximum trained low.  So:
   fault;
 * **any other link** is degraded while it runs below its maximum.
 
-The maximum of a link is the lower of its two ends' maxima (a Gen5 NIC in a Gen4 slot tops out
-at Gen4).  The two ends of a link are an upstream-facing port (an endpoint, a switch's upstream
+The maximum of a link is its capability, the lower of its two ends' maxima (a Gen5 NIC in a
+Gen4 slot tops out at Gen4): :func:`topoagent.analysis.links.capability`, the same judgement the
+scan's link findings make (functions whose link registers mean nothing, :mod:`topoagent.quirks`,
+are not watched).  The two ends of a link are an upstream-facing port (an endpoint, a switch's upstream
 port) and the downstream-facing port above it (a root port, a switch's downstream port); both
 report the same link, so a downstream port above a GPU follows the GPU's rules.
 
@@ -32,9 +34,16 @@ from typing import Any
 
 import msgspec
 
+from topoagent.analysis.links import (
+    LinkCapability,
+    capability,
+    link_partner,
+    meaningful,
+    shortfall,
+)
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
-from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
+from topoagent.topology import BridgeRole, Device, DeviceKind
 
 __all__ = ["Judgement", "LinkWatch", "WatchedLink", "watched_links"]
 
@@ -47,7 +56,8 @@ class WatchedLink(msgspec.Struct, frozen=True):
 
     ``gpu`` is the stable key of the GPU on the link (the device itself, or the one below a
     downstream-facing port), None for other links.  ``max_gts``/``max_width`` are the link's
-    maximum: the lower of both ends' maxima where both are known.  ``link`` names the link
+    capability (:func:`topoagent.analysis.links.capability`): the lower of both ends' maxima
+    where both are known.  ``link`` names the link
     itself by the BDF of its lower end, so a NIC and the switch port above it, which report
     one link, share it (one cause, one alert).
     """
@@ -60,22 +70,15 @@ class WatchedLink(msgspec.Struct, frozen=True):
     max_width: int | None
     link: str = ""
 
-
-def _min(*values: Any) -> Any:
-    known = [v for v in values if v is not None]
-    return min(known) if known else None
-
-
-def _partner(topo: Topology, d: Device) -> Device | None:
-    """The device at the other end of the link ``d`` reports."""
-    if d.role in _DOWNSTREAM_FACING and d.bdf is not None:
-        kids = [c for c in topo.children(d.bdf) if not c.is_vf]
-        return kids[0] if kids else None
-    return topo.by_bdf(d.parent) if d.parent else None
+    @property
+    def capability(self) -> LinkCapability:
+        """What the link can train to (``max_gts``/``max_width``)."""
+        return LinkCapability(self.max_gts, self.max_width)
 
 
 def watched_links(result: ScanResult) -> dict[str, WatchedLink]:
-    """GPUs and NICs (physical functions) and every bridge above them, by stable key."""
+    """GPUs and NICs (physical functions) and every bridge above them, by stable key (not those
+    whose link registers mean nothing)."""
     topo = result.topology
     ends = [d for d in topo.devices if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and not d.is_vf and d.bdf]
     chosen: dict[str, Device] = {}
@@ -87,13 +90,15 @@ def watched_links(result: ScanResult) -> dict[str, WatchedLink]:
                 chosen.setdefault(b.key, b)
     out: dict[str, WatchedLink] = {}
     for d in sorted(chosen.values(), key=lambda x: x.bdf or ""):
-        p = _partner(topo, d)
+        if not meaningful(d):
+            continue
+        p = link_partner(topo, d)
+        cap = capability(topo, d)
         gpu = d if d.kind is DeviceKind.GPU else p if (p is not None and p.kind is DeviceKind.GPU
                                                         and d.role in _DOWNSTREAM_FACING) else None
         out[d.key] = WatchedLink(
             d.key, d.bdf or d.key, d.kind.value, gpu.key if gpu is not None else None,
-            _min(d.link.max_gts, p.link.max_gts if p is not None else None),
-            _min(d.link.max_width, p.link.max_width if p is not None else None),
+            cap.gts, cap.width,
             link=(p.bdf if d.role in _DOWNSTREAM_FACING and p is not None and p.bdf else d.bdf) or d.key)
     return out
 
@@ -175,8 +180,7 @@ class LinkWatch:
         cur = q[-1]
         saw_load = any(s.loaded for s in q)
         reasons = []
-        width_low = cur.width is not None and w.max_width is not None and cur.width < w.max_width
-        speed_low = cur.gts is not None and w.max_gts is not None and cur.gts < w.max_gts
+        width_low, speed_low = shortfall(cur.gts, cur.width, w.capability)
         if w.gpu is not None:
             if width_low and any(s.width is not None and s.width >= w.max_width for s in q):  # type: ignore[operator]
                 width_low = False  # it reached full width within the window: not stuck
@@ -196,9 +200,7 @@ class LinkWatch:
             q = self._samples.get(key)
             if w.gpu is None or not q:
                 continue
-            cur = q[-1]
-            if ((cur.gts is not None and w.max_gts is not None and cur.gts < w.max_gts)
-                    or (cur.width is not None and w.max_width is not None and cur.width < w.max_width)):
+            if any(shortfall(q[-1].gts, q[-1].width, w.capability)):
                 return True
         return False
 

@@ -30,7 +30,7 @@ import msgspec
 
 from topoagent.changes import Change, device_faults, diff, link_verdict_changes
 from topoagent.daemon.clock import Clock, SystemClock
-from topoagent.daemon.config import Config, ConfigError
+from topoagent.daemon.config import Config, ConfigError, Provenance, changed_keys
 from topoagent.daemon.exports import (
     EXPECTED_FILE,
     NFD_FILE,
@@ -116,15 +116,18 @@ class Daemon:
     reading, the configuration); None means :func:`default_scan` and :func:`default_sample`.
     ``clock`` (``monotonic()``, ``time()``, ``wait(selector, timeout)``) is where the loop
     reads the time and waits; None means :class:`~topoagent.daemon.clock.SystemClock`.
+    ``explain`` says where the values of the configuration (re)loaded came from
+    (:func:`topoagent.daemon.config.provenance`), for the ``config`` event.
     """
 
     def __init__(self, config: Config, *, log: Any = None, notifier: Notifier | None = None,
                  scan: Callable[[Config], ScanResult] | None = None,
                  sample: Callable[[Config], Mapping[str, LinkInfo]] | None = None,
                  reload: Callable[[], Config] | None = None, install_signals: bool = True,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, explain: Callable[[], Provenance] | None = None) -> None:
         self.config = config
         self.clock: Clock = clock if clock is not None else SystemClock()
+        self._explain_fn = explain
         self.log = log if log is not None else make_logger(config.log_format)
         self.notifier = notifier if notifier is not None else Notifier()
         self._scan_fn = scan if scan is not None else default_scan
@@ -229,6 +232,7 @@ class Daemon:
         self.log.info("started", listen=cfg.listen, root=cfg.root, state_dir=cfg.state_dir,
                       nfd_dir=cfg.nfd_dir, textfile_dir=cfg.textfile_dir, interval=cfg.interval,
                       pid=os.getpid(), watchdog=self.notifier.watchdog_interval())
+        self._log_config()
 
     def _release(self) -> None:
         if self._lock is not None:
@@ -356,11 +360,33 @@ class Daemon:
                 new = msgspec.structs.replace(new, listen=self.config.listen, state_dir=self.config.state_dir)
             if new.log_format != self.config.log_format:
                 self.log = self.exporter.log = make_logger(new.log_format)
+            changed = changed_keys(self.config, new)
             self.config = new
+            self._log_config(changed)
             self.linkwatch.window = new.link_window
             if self.recent.maxlen != new.recent_changes:
                 self.recent = deque(self.recent, maxlen=new.recent_changes)
         self._schedule_scan(now, "sighup")
+
+    def _log_config(self, changed: Mapping[str, Any] | None = None) -> None:
+        """The ``config`` event: every effective value and where it came from (default, file,
+        flag), a warning for each flag that overrides the file, and on a reload what changed."""
+        prov = None
+        if self._explain_fn is not None:
+            try:
+                prov = self._explain_fn()
+            except ConfigError as exc:  # the file changed under us: the values are still right
+                self.log.warning("config_sources_unknown", error=str(exc))
+        for key, file_value in (prov.shadowed if prov is not None else {}).items():
+            if file_value != getattr(self.config, key):
+                self.log.warning("config_flag_overrides_file", key=key, flag=getattr(self.config, key),
+                                 file=file_value)
+        fields: dict[str, Any] = {"settings": msgspec.structs.asdict(self.config)}
+        if prov is not None:
+            fields["sources"] = prov.sources
+        if changed is not None:
+            fields["changed"] = changed
+        self.log.info("config", when="reload" if changed is not None else "start", **fields)
 
     # -- jobs -----------------------------------------------------------------------------------
     def _new_job(self, kind: str, trigger: str, fn: Callable[[], Any]) -> _Job:

@@ -23,6 +23,9 @@ from topoagent.version import __version__
 
 __all__ = ["StatusCollector", "families", "make_registry", "render_text"]
 
+#: Transfers per second in one GT/s: link speeds are exported in the base unit (Prometheus naming).
+TRANSFERS_PER_GT = 1e9
+
 #: Source statuses that mean the source gave evidence.
 _UP = ("ok", "partial")
 
@@ -160,20 +163,22 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
         cur_w = j.current_width if j is not None else dev.link.current_width
         cur_s = j.current_gts if j is not None else dev.link.current_gts
         for state, wv, sv in (("current", cur_w, cur_s), ("max", dev.link.max_width, dev.link.max_gts),
+                              ("capability", w.max_width, w.max_gts),
                               ("max_seen", j.max_seen_width if j else None, j.max_seen_gts if j else None)):
             if wv is not None:
                 width.append(((w.bdf, w.kind, state), wv))
             if sv is not None:
-                speed.append(((w.bdf, w.kind, state), sv))
+                speed.append(((w.bdf, w.kind, state), sv * TRANSFERS_PER_GT))
         if j is not None:
             degraded.append(((w.bdf, w.kind, w.link), 1 if j.degraded else 0))
     gauge("topoagent_pcie_link_width", "PCIe link width in lanes of GPUs, NICs and the bridges on their "
-          "paths (state: current, max = the device's maximum, max_seen = the widest seen).",
+          "paths (state: current; max = this end's own maximum; capability = what the link can train "
+          "to, the lower of both ends' maxima, to compare current with; max_seen = the widest seen).",
           ["bdf", "kind", "state"], width)
-    gauge("topoagent_pcie_link_speed_gts", "PCIe link speed in GT/s per lane (states as for the width).",
-          ["bdf", "kind", "state"], speed)
-    gauge("topoagent_pcie_link_degraded", "1 when the link is judged degraded over time (a GPU only if "
-          "it stayed below its maximum under load); link = the BDF of the link's lower end, shared by "
+    gauge("topoagent_pcie_link_speed_transfers_per_second", "PCIe link speed per lane in transfers per "
+          "second (32e9 = 32 GT/s, Gen5; states as for the width).", ["bdf", "kind", "state"], speed)
+    gauge("topoagent_pcie_link_degraded", "1 when the link runs below its capability, judged over time (a "
+          "GPU only if it stayed below under load); link = the BDF of the link's lower end, shared by "
           "both ends that report it.", ["bdf", "kind", "link"], degraded)
 
 

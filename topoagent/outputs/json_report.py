@@ -16,10 +16,11 @@ import msgspec
 
 from topoagent.analysis.fingerprint import SlotFacts
 from topoagent.analysis.findings import Finding
+from topoagent.analysis.links import LinkCapability, capability
 from topoagent.analysis.rails import NicRole
 from topoagent.pci import DeviceKind
 from topoagent.result import ScanResult
-from topoagent.snapshot import LinkInfo, ProbeError, SourceStatus, enc_hook
+from topoagent.snapshot import ProbeError, SourceStatus, enc_hook
 from topoagent.topology import BridgeRole, Device, Topology
 from topoagent.version import __version__
 
@@ -89,8 +90,24 @@ class HostBridgeEntry(msgspec.Struct, frozen=True):
     socket: int | None
 
 
+class LinkEntry(msgspec.Struct, frozen=True):
+    """A PCIe link: this end's current and maximum speed (GT/s per lane) and width (lanes), and the link's capability (cap_*)."""
+
+    # cap_*: the lower of both ends' maxima, what the link can train to
+    # (topoagent.analysis.links.capability); compare the current values with those.
+
+    current_gts: float | None = None
+    current_width: int | None = None
+    max_gts: float | None = None
+    max_width: int | None = None
+    cap_gts: Annotated[float | None, msgspec.Meta(
+        description="What the link can train to: the lower of both ends' maximum speeds (GT/s).")] = None
+    cap_width: Annotated[int | None, msgspec.Meta(
+        description="What the link can train to: the lower of both ends' maximum widths.")] = None
+
+
 class DeviceEntry(msgspec.Struct, frozen=True):
-    id: Annotated[str, msgspec.Meta(pattern=r"^(gpu|nic|nvme|accel|bridge|other)[0-9]+$")]
+    id: Annotated[str, msgspec.Meta(pattern=r"^(gpu|nic|nvme|accel|nvswitch|bridge|other)[0-9]+$")]
     bdf: Bdf | None
     kind: DeviceKind
     role: BridgeRole | None
@@ -106,7 +123,7 @@ class DeviceEntry(msgspec.Struct, frozen=True):
     socket: int | None
     parent: str | None
     driver: str | None
-    link: LinkInfo
+    link: LinkEntry
     nic_role: NicRole | None
     netdevs: list[str]
     rdma_devices: list[str]
@@ -204,8 +221,8 @@ def _hex(value: int | None, width: int) -> str | None:
     return None if value is None else f"0x{value:0{width}x}"
 
 
-def device_entry(d: Device, roles: Mapping[str, NicRole]) -> DeviceEntry:
-    """One device as the contract's ``devices[]`` entry."""
+def device_entry(d: Device, roles: Mapping[str, NicRole], cap: LinkCapability | None = None) -> DeviceEntry:
+    """One device as the contract's ``devices[]`` entry (``cap``: its link's capability)."""
     return DeviceEntry(
         id=d.id,
         bdf=d.bdf,
@@ -223,7 +240,7 @@ def device_entry(d: Device, roles: Mapping[str, NicRole]) -> DeviceEntry:
         socket=d.socket,
         parent=d.parent,
         driver=d.driver,
-        link=d.link,
+        link=LinkEntry(*d.link.values(), cap_gts=cap.gts if cap else None, cap_width=cap.width if cap else None),
         nic_role=roles.get(d.id),
         netdevs=list(d.netdevs),
         rdma_devices=list(d.rdma_devices),
@@ -282,7 +299,7 @@ def report(result: ScanResult) -> ScanReport:
         sockets=[SocketEntry(s.id, list(s.nodes), str(s.cpus)) for s in topo.sockets],
         numa_nodes=numa_entries(topo),
         host_bridges=[HostBridgeEntry(h.name, h.numa_node, h.socket) for h in topo.host_bridges],
-        devices=[device_entry(d, result.rails.roles) for d in topo.devices],
+        devices=[device_entry(d, result.rails.roles, capability(topo, d)) for d in topo.devices],
         paths=[PathEntry(p.a, p.b, p.token, p.pcie.name, p.nvlinks, p.same_socket,  # type: ignore[arg-type]
                          p.locality_known) for p in result.paths],
         rails=[RailEntry(r.gpu, r.nic, r.cls.name if r.cls is not None else None, list(r.nics),

@@ -183,8 +183,10 @@ _TILE_KINDS = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.ACCELERATOR)
 def _chip_kind(d: Device) -> str | None:
     if d.kind is DeviceKind.NVME:
         return "NVMe"
+    if d.kind is DeviceKind.NVSWITCH:
+        return "NVSwitch"
     if d.kind is DeviceKind.BRIDGE and d.role is None and is_nvswitch_or_other_bridge(d.class_code):
-        return "NVSwitch" if "NVSwitch" in d.name else "bridge"  # NVSwitches are class 0x0680
+        return "bridge"  # another 0x0680 bridge function
     return None
 
 

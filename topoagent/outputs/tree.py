@@ -23,6 +23,7 @@ _TAG = {
     DeviceKind.NIC: "NIC",
     DeviceKind.NVME: "NVMe",
     DeviceKind.ACCELERATOR: "ACCEL",
+    DeviceKind.NVSWITCH: "NVSwitch",
     DeviceKind.BRIDGE: "BRIDGE",
     DeviceKind.OTHER: "other",
 }
@@ -88,7 +89,8 @@ class _Tree:
                 self._interesting[node.id] = any(self._interesting[c.id] for c in kids)
             elif node.kind is DeviceKind.BRIDGE:
                 # Empty ports, host and ISA bridge functions are chipset furniture; "other"
-                # bridges (class 0x0680) are where NVSwitches show up.
+                # bridges (class 0x0680) of other vendors than NVIDIA (whose are NVSwitches,
+                # a kind of their own) are drawn.
                 self._interesting[node.id] = node.role is None and is_nvswitch_or_other_bridge(node.class_code)
             else:
                 self._interesting[node.id] = node.kind is not DeviceKind.OTHER
@@ -195,19 +197,21 @@ def render(result: ScanResult, *, show_all: bool = False, **_: Any) -> str:
     topo, snap = result.topology, result.snapshot
     t = _Tree(topo, show_all, _rail_labels(result))
     gpus, nics = len(topo.gpus), len(topo.nics)
+    nvswitches = len(topo.of_kind(DeviceKind.NVSWITCH))
+    nics_text = f"{nics} NIC(s)" + (f" · {nvswitches} NVSwitch(es)" if nvswitches else "")
     virt = {True: "yes", False: "no", None: "unknown"}[snap.virtualized]
     if snap.from_host_tree:
         t.lines.append(f"topoagent {__version__} · host {shown(snap.hostname or '?')} · root {snap.root}")
         t.lines.append(
             f"{len(topo.sockets)} socket(s) · {len(topo.nodes)} NUMA node(s) · {len(topo.all_cpus)} CPUs · "
-            f"{gpus} GPU(s) · {nics} NIC(s) · virtualized: {virt}"
+            f"{gpus} GPU(s) · {nics_text} · virtualized: {virt}"
         )
     else:
         given = ", ".join(s.name for s in snap.sources)
         cpus = f"{len(topo.all_cpus)} CPUs" if topo.all_cpus else "CPUs unknown"
         t.lines.append(f"topoagent {__version__} · offline: {given} output, not read from a host")
         t.lines.append(
-            f"sockets unknown · {len(topo.nodes)} NUMA node(s) · {cpus} · {gpus} GPU(s) · {nics} NIC(s) · "
+            f"sockets unknown · {len(topo.nodes)} NUMA node(s) · {cpus} · {gpus} GPU(s) · {nics_text} · "
             f"virtualized: {virt}"
         )
     t.lines.append("")

@@ -36,7 +36,7 @@ Settings = Annotated[dict[str, str], msgspec.Meta(description=(
 
 class VmDeviceEntry(msgspec.Struct, frozen=True):
     bdf: Bdf | None
-    kind: Literal["gpu", "nic", "nvme", "accelerator", "bridge", "other"]  # a DeviceKind value
+    kind: Literal["gpu", "nic", "nvme", "accelerator", "nvswitch", "bridge", "other"]  # a DeviceKind value
     numa_node: NodeId | None
     ref: str
     name: str | None

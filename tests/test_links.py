@@ -1,0 +1,94 @@
+"""topoagent.analysis.links: a link is judged against its capability (the lower of its two ends'
+maxima), and the scan's link findings, the daemon's link watch and its metrics judge alike."""
+
+from __future__ import annotations
+
+import pytest
+from test_bad_input import BDF, minimal_tree
+
+from topoagent.analysis.links import LinkCapability, capability, link_partner, shortfall
+from topoagent.api import scan
+from topoagent.daemon.linkwatch import LinkWatch, watched_links
+
+PORT = "0000:16:01.0"
+
+
+def _nic_below_port(tmp_path, nic: dict[str, str], port: dict[str, str], device: str = "0x1572"):
+    """An Intel NIC (``device``) on a root port, each end with the given link files."""
+    root = minimal_tree(tmp_path)
+    dev = root / f"sys/devices/pci0000:16/{PORT}/{BDF}"
+    for name, value in {"class": "0x020000", "vendor": "0x8086", "device": device, **nic}.items():
+        (dev / name).write_text(value + "\n")
+    for name, value in port.items():
+        (dev.parent / name).write_text(value + "\n")
+    return scan(root, nvml="off")
+
+
+def _link(cur_w, max_w, cur_s, max_s) -> dict[str, str]:
+    return {"current_link_width": str(cur_w), "max_link_width": str(max_w),
+            "current_link_speed": f"{cur_s} GT/s PCIe", "max_link_speed": f"{max_s} GT/s PCIe"}
+
+
+def _findings(r):
+    return {(f.code, f.severity.label) for f in r.findings if f.code.startswith("LINK_")}
+
+
+def _degraded(r):
+    w = LinkWatch(600)
+    w.observe_result(0, r, {})
+    return {j.bdf: j.reason for j in w.judge().values() if j.degraded}
+
+
+@pytest.mark.parametrize("cur, want", [
+    ((16, 32, "32.0"), (False, False)),
+    ((8, 32, "32.0"), (True, False)),
+    ((16, 32, "16.0"), (False, True)),
+    ((None, None, None), (False, False)),  # unknown is not short
+])
+def test_shortfall(cur, want):
+    width, _, gts = cur
+    assert shortfall(float(gts) if gts else None, width, LinkCapability(32.0, 16)) == want
+
+
+def test_a_root_port_above_a_narrower_card_is_not_degraded(tmp_path):
+    """Port: x16 Gen5 of its own; card: x8 Gen3 at its best.  The link can do x8 8 GT/s: the
+    port reads "8 of max 32", which is no fault -- neither for the findings nor for the watch."""
+    r = _nic_below_port(tmp_path, _link(8, 8, "8.0", "8.0"), _link(8, 16, "8.0", "32.0"))
+    port, nic = r.topology.by_bdf(PORT), r.topology.by_bdf(BDF)
+    assert link_partner(r.topology, port) is nic and link_partner(r.topology, nic) is port
+    assert capability(r.topology, port) == capability(r.topology, nic) == LinkCapability(8.0, 8)
+    assert _findings(r) == set()
+    assert _degraded(r) == {}
+    links = watched_links(r)
+    assert (links[PORT].max_width, links[PORT].max_gts) == (8, 8.0)
+    # ... and the JSON says so beside the port's own maximum (link.cap_*, additive).
+    from topoagent.outputs.json_report import report
+
+    entry = next(d for d in report(r).devices if d.bdf == PORT)
+    assert (entry.link.max_width, entry.link.max_gts, entry.link.cap_width, entry.link.cap_gts) == (16, 32.0, 8, 8.0)
+
+
+def test_a_wide_card_in_a_narrow_slot_is_capped_not_degraded(tmp_path):
+    """An x16 Gen4 card in an x8 Gen3 slot, trained x8 8 GT/s: info (the slot limits it), no
+    warning, and the watch agrees."""
+    r = _nic_below_port(tmp_path, _link(8, 16, "8.0", "16.0"), _link(8, 8, "8.0", "8.0"))
+    assert _findings(r) == {("LINK_WIDTH_DEGRADED", "info"), ("LINK_SPEED_DEGRADED", "info")}
+    width = next(f for f in r.findings if f.code == "LINK_WIDTH_DEGRADED")
+    assert "its slot is only x8" in width.message
+    assert _degraded(r) == {}
+
+
+def test_below_what_both_ends_support_is_degraded_for_both(tmp_path):
+    r = _nic_below_port(tmp_path, _link(4, 16, "8.0", "16.0"), _link(4, 16, "8.0", "16.0"))
+    assert _findings(r) == {("LINK_WIDTH_DEGRADED", "warning"), ("LINK_SPEED_DEGRADED", "warning")}
+    assert _degraded(r) == {BDF: "x4 of x16, 8 of 16 GT/s", PORT: "x4 of x16, 8 of 16 GT/s"}
+
+
+def test_the_watch_honours_link_quirks_as_the_findings_do(tmp_path):
+    """An X722 LAN function's x1 link registers mean nothing (topoagent.quirks): no finding,
+    not watched, never degraded -- nor is the port above, which reports the same link."""
+    r = _nic_below_port(tmp_path, _link(1, 8, "2.5", "8.0"), _link(1, 8, "2.5", "8.0"), device="0x37d2")
+    assert _findings(r) == set()
+    assert BDF not in watched_links(r)
+    assert _degraded(r) == {}
+    assert capability(r.topology, r.topology.by_bdf(PORT)) == LinkCapability()
