@@ -8,6 +8,7 @@ cell to a NIC of the GPU's own CPU is no cross-socket path."""
 
 from __future__ import annotations
 
+import json
 import quopri
 import re
 from pathlib import Path
@@ -245,7 +246,7 @@ def test_cells_of_missing_rows_are_unknown_in_every_output():
     m = matrix_of(result)
     assert m.cell("GPU0", "GPU1") == "?" and m.cell("GPU2", "GPU3") == "?"
     assert m.cell("GPU0", "NIC0") == "PXB" and m.cell("GPU3", "NIC0") == "SYS"  # from the NIC rows
-    paths = {(p["a"], p["b"]): p for p in json_report.report(result)["paths"]}
+    paths = {(p["a"], p["b"]): p for p in json.loads(json_report.render(result))["paths"]}
     assert paths[("gpu0", "gpu1")]["locality_known"] is False
     assert paths[("gpu0", "nic0")]["locality_known"] is True
     assert not any(p.shown for p in result.paths if p.a.startswith("gpu") and p.b.startswith("gpu"))
