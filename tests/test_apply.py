@@ -21,7 +21,6 @@ from topoagent.apply.changes import IRQ, Change
 from topoagent.apply.execute import APPLIED, REFUSED, apply_changes
 from topoagent.apply.journal import Journal, JournalError
 from topoagent.apply.writer import HostWriter, WriteError
-from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
 
 THREADS = "import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\ntime.sleep(60)\n"

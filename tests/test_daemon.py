@@ -24,6 +24,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 from tests.test_daemon_tree import copy_tree, remove_function, set_link
 
 REPO = Path(__file__).resolve().parents[1]

@@ -138,7 +138,7 @@ def check_layout(lay: Layout) -> None:
     for a, b in combinations(labels, 2):
         assert not a.overlaps(b), (a, b)
     for r in solid + labels + [r.rect for r in lay.regions]:
-        assert 0 <= r.x and r.right <= lay.width and 0 <= r.y and r.bottom <= lay.height
+        assert r.x >= 0 and r.right <= lay.width and r.y >= 0 and r.bottom <= lay.height
 
 
 # -- every fixture, every format -------------------------------------------------------------

@@ -28,7 +28,7 @@ try:
     )
 except ImportError:  # run from somewhere that does not put the repository root on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.fakesysfs import (  # noqa: E402
+    from tests.fakesysfs import (
         DescriptionError,
         build,
         fmt_cpulist,

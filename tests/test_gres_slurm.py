@@ -19,9 +19,9 @@ import shutil
 import subprocess
 
 import pytest
+
 from tests.fakenvml import load_recording, make_fake
 from tests.plan_helpers import topoagent
-
 from topoagent.api import scan
 from topoagent.cpuset import CpuSet
 from topoagent.outputs.plan_slurm import printable, render, slurm_links, slurm_type

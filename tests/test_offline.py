@@ -432,7 +432,7 @@ def test_sriov_expansion_is_bounded(monkeypatch):
 
 
 def _unknown_threads_plan(matrix: str, **options):
-    from topoagent.advice.plan import PlanOptions, plan_for, rank_env
+    from topoagent.advice.plan import PlanOptions, rank_env
 
     r = analyse(read_offline(nvidia_smi_topo=matrix))
     assert all(c.siblings is None for c in r.snapshot.cpus)  # pasted text names no thread siblings

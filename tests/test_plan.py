@@ -12,7 +12,7 @@ import pytest
 
 from tests.plan_helpers import REPO, needs_two_cpus, run_cli, tiny, topoagent
 from topoagent.advice.cores import cores_in, host_cores, split_cores
-from topoagent.advice.plan import Plan, PlanError, PlanOptions, plan_for, rank_env
+from topoagent.advice.plan import Plan, PlanError, PlanOptions, rank_env
 from topoagent.api import scan
 from topoagent.cpuset import CpuSet
 from topoagent.result import ScanResult

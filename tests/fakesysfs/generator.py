@@ -207,7 +207,7 @@ class RootBus:
     domain: int
     bus: int
     node: int
-    children: list["Func"] = field(default_factory=list)
+    children: list[Func] = field(default_factory=list)
     next_bus: int = 0
     last_bus: int = 0
     is_rootbus = True
@@ -234,7 +234,7 @@ class Func:
     rootbus: RootBus
     role: str
     is_vf: bool = False
-    children: list["Func"] = field(default_factory=list)
+    children: list[Func] = field(default_factory=list)
     sec: int | None = None
     sub: int | None = None
     numa_node: int = -1
@@ -244,8 +244,8 @@ class Func:
     netdevs: list[str] = field(default_factory=list)
     rdma: str | None = None
     nvme: str | None = None
-    vfs: list["Func"] = field(default_factory=list)
-    physfn: "Func | None" = None
+    vfs: list[Func] = field(default_factory=list)
+    physfn: Func | None = None
     vf_index: int = -1
     iommu_group: int | None = None
     config_size: int = 0
@@ -480,7 +480,7 @@ def _resolve_parts(desc: dict) -> dict:
         return p
 
     class _Lazy(dict):
-        def __missing__(self, name):  # noqa: D401 - tiny adapter
+        def __missing__(self, name):
             return get(name)
 
     return _Lazy()

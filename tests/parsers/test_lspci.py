@@ -6,12 +6,11 @@ Samples live in samples/lspci/ (provenance in samples/lspci/README.md).
 from __future__ import annotations
 
 import random
-
-from tests.mangle import mangle
 from pathlib import Path
 
 import pytest
 
+from tests.mangle import mangle
 from topoagent.parsers.lspci_common import LspciParseError
 from topoagent.parsers.lspci_tree import LspciTreeNode, parse_lspci_tree
 from topoagent.parsers.lspci_verbose import decode_acs, parse_lspci_verbose

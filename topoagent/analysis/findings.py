@@ -45,7 +45,7 @@ class Severity(IntEnum):
         return self.name.lower()
 
     @classmethod
-    def parse(cls, text: str) -> "Severity":
+    def parse(cls, text: str) -> Severity:
         """A severity from its name (``warning`` -> WARNING)."""
         return cls[text.upper()]
 

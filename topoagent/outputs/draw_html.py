@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from topoagent.outputs.escape import xml_attr as escape
 from topoagent.outputs.draw_svg import svg_of
+from topoagent.outputs.escape import xml_attr as escape
 from topoagent.outputs.layout import compact_link, layout
 from topoagent.outputs.matrix import matrix_of, matrix_rows
 from topoagent.result import ScanResult

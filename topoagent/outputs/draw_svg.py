@@ -19,9 +19,9 @@ Geometry comes from :func:`topoagent.outputs.layout.layout`; this module only pa
 
 from __future__ import annotations
 
-from topoagent.outputs.escape import xml_attr as escape
 from typing import Any
 
+from topoagent.outputs.escape import xml_attr as escape
 from topoagent.outputs.layout import FONT, LINE_H, TIE_GRADE, Layout, Rect, layout
 from topoagent.result import ScanResult
 
