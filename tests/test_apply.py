@@ -61,7 +61,8 @@ def test_pid_round_trip(tiny_root, sleeper, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert affinities(sleeper.pid) == {frozenset({0, 1})}  # every thread, read back
     assert done.stdout.count("applied:") == 4
-    records = [json.loads(l) for l in open(os.path.join(state, "journal.jsonl"))]
+    with open(os.path.join(state, "journal.jsonl")) as journal:
+        records = [json.loads(line) for line in journal]
     assert [r["event"] for r in records].count("pending") == 4 and all(
         r["before"] == "0" for r in records if r["event"] == "pending")
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.realtrees import real_tree_roots  # noqa: F401  (a session fixture)
 from topoagent.api import run, scan
 from topoagent.cli import cli
 from topoagent.inputs import Inputs
@@ -269,7 +268,7 @@ def test_offline_matrix_only() -> None:
 # -- real trees --------------------------------------------------------------------------------
 
 
-def test_real_trees(real_tree_roots: dict[str, Path]) -> None:  # noqa: F811  (the fixture)  # noqa: F811  (the fixture)
+def test_real_trees(real_tree_roots: dict[str, Path]) -> None:
     assert real_tree_roots
     for name, root in real_tree_roots.items():
         result = scan(root, nvml="off")

@@ -10,7 +10,6 @@ import pytest
 from click.testing import CliRunner
 
 from tests.fakesysfs import machine_names
-from tests.realtrees import real_tree_roots  # noqa: F401  (a session fixture)
 from topoagent.api import scan
 from topoagent.cli import cli
 

@@ -67,7 +67,7 @@ def test_dgx_json_matches_the_schema_and_names_pix_nics(dgx):
 
 
 def test_dgx_env_for_every_gpu(dgx):
-    for index, (bdf, (rdma, netdev, cpus)) in enumerate(DGX.items()):
+    for index, (bdf, (rdma, _netdev, cpus)) in enumerate(DGX.items()):
         out = run_cli("plan", "--root", str(dgx), "--no-nvml", "--format", "env", "--gpu", str(index))
         assert out.returncode == 0, out.stderr
         exports = dict(line[len("export "):].split("=", 1) for line in out.stdout.splitlines()

@@ -37,7 +37,6 @@ from pathlib import Path
 import pytest
 
 from tests import realtrees
-from tests.realtrees import real_tree_roots  # noqa: F401  (a session fixture)
 from topoagent.api import scan
 
 #: The captures README.md describes; listed so the tests keep their ids (and skip with a

@@ -1297,62 +1297,9 @@ def write_tree(machine: Machine, out_root: Path) -> None:
 
     drivers: set[str] = set()
     for f in machine.funcs:
-        d = f.relpath
-        w.text(f"{d}/class", f.attrs.get("classfile", f"0x{f.cls:06x}"))
-        w.text(f"{d}/vendor", f"0x{f.vendor:04x}")
-        w.text(f"{d}/device", f"0x{f.device:04x}")
-        w.text(f"{d}/subsystem_vendor", f"0x{f.part['_subvendor']:04x}")
-        w.text(f"{d}/subsystem_device", f"0x{f.part['_subdevice']:04x}")
-        w.text(f"{d}/numa_node", str(f.numa_node))
-        w.text(f"{d}/local_cpulist", fmt_cpulist(f.local_cpus))
-        w.text(f"{d}/local_cpus", fmt_mask(f.local_cpus, nbits))
-        # link files
-        lk = f.link
-        if lk.kind == "zero":
-            w.text(f"{d}/current_link_speed", speed_text(None, link_format))
-            w.text(f"{d}/max_link_speed", speed_text(None, link_format))
-            w.text(f"{d}/current_link_width", "0")
-            w.text(f"{d}/max_link_width", "255")
-        elif lk.kind == "num":
-            w.text(f"{d}/current_link_speed", speed_text(lk.cur_speed, link_format))
-            w.text(f"{d}/max_link_speed", speed_text(lk.max_speed, link_format))
-            w.text(f"{d}/current_link_width", str(lk.cur_width))
-            w.text(f"{d}/max_link_width", str(lk.max_width))
-        if f.config_size:
-            # A device that fell off the bus answers every config read with all ones; the
-            # kernel keeps the ids and class it read at enumeration in the files above.
-            offbus = f.attrs.get("offbus", "false") == "true"
-            w.data(f"{d}/config", b"\xff" * f.config_size if offbus else build_config(f))
-        if lk.kind != "none":  # it has an AER capability (build_config): the kernel's counters
-            for name, key, table, total in _AER_FILES:
-                w.text(f"{d}/{name}", aer_text(table, total, f.attrs.get(key, "")))
+        _write_function(w, f, link_format, nbits)
         if f.driver:
             drivers.add(f.driver)
-            w.link(f"{d}/driver", f"sys/bus/pci/drivers/{f.driver}")
-            w.link(f"sys/bus/pci/drivers/{f.driver}/{f.bdf}", d)
-        if f.iommu_group is not None:
-            w.link(f"{d}/iommu_group", f"sys/kernel/iommu_groups/{f.iommu_group}")
-            w.link(f"sys/kernel/iommu_groups/{f.iommu_group}/devices/{f.bdf}", d)
-        if f.is_bridge:
-            w.dir(f"{d}/pci_bus/{f.domain:04x}:{f.sec:02x}")
-        if f.role == "root_port":  # PCIe port services: directories that are not functions
-            w.dir(f"{d}/{f.bdf}:pcie001")
-            w.dir(f"{d}/{f.bdf}:pcie002")
-        for irq in f.irqs:
-            w.text(f"{d}/msi_irqs/{irq}", "msix")
-        # SR-IOV
-        sriov = f.part.get("_sriov")
-        if sriov:
-            w.text(f"{d}/sriov_totalvfs", str(sriov["total"]))
-            w.text(f"{d}/sriov_numvfs", str(len(f.vfs)))
-            w.text(f"{d}/sriov_offset", str(sriov["offset"]))
-            w.text(f"{d}/sriov_stride", str(sriov["stride"]))
-            w.text(f"{d}/sriov_vf_device", f"{sriov['vf_device']:x}")
-            for vf in f.vfs:
-                w.link(f"{d}/virtfn{vf.vf_index}", vf.relpath)
-        if f.physfn is not None:
-            w.link(f"{d}/physfn", f.physfn.relpath)
-        w.link(f"sys/bus/pci/devices/{f.bdf}", d)
     for drv in sorted(drivers):
         w.dir(f"sys/bus/pci/drivers/{drv}")
 
@@ -1443,11 +1390,11 @@ def write_tree(machine: Machine, out_root: Path) -> None:
             f"{nd}/meminfo",
             "\n".join(
                 [
-                    "Node %d MemTotal:       %8d kB" % (n.id, total),
-                    "Node %d MemFree:        %8d kB" % (n.id, free),
-                    "Node %d MemUsed:        %8d kB" % (n.id, total - free),
-                    "Node %d HugePages_Total: %5d" % (n.id, 0),
-                    "Node %d HugePages_Free:  %5d" % (n.id, 0),
+                    f"Node {n.id} MemTotal:       {total:8d} kB",
+                    f"Node {n.id} MemFree:        {free:8d} kB",
+                    f"Node {n.id} MemUsed:        {total - free:8d} kB",
+                    f"Node {n.id} HugePages_Total: {0:5d}",
+                    f"Node {n.id} HugePages_Free:  {0:5d}",
                 ]
             ),
         )
@@ -1520,6 +1467,65 @@ def write_tree(machine: Machine, out_root: Path) -> None:
         for irq in f.irqs:
             w.text(f"proc/irq/{irq}/smp_affinity", fmt_mask(online, nbits))
             w.text(f"proc/irq/{irq}/smp_affinity_list", fmt_cpulist(online))
+
+
+def _write_function(w: _Writer, f: Func, link_format: str, nbits: int) -> None:
+    """One PCI function's directory: ids, NUMA, link, config space, driver, IOMMU, SR-IOV."""
+    d = f.relpath
+    w.text(f"{d}/class", f.attrs.get("classfile", f"0x{f.cls:06x}"))
+    w.text(f"{d}/vendor", f"0x{f.vendor:04x}")
+    w.text(f"{d}/device", f"0x{f.device:04x}")
+    w.text(f"{d}/subsystem_vendor", f"0x{f.part['_subvendor']:04x}")
+    w.text(f"{d}/subsystem_device", f"0x{f.part['_subdevice']:04x}")
+    w.text(f"{d}/numa_node", str(f.numa_node))
+    w.text(f"{d}/local_cpulist", fmt_cpulist(f.local_cpus))
+    w.text(f"{d}/local_cpus", fmt_mask(f.local_cpus, nbits))
+    # link files
+    lk = f.link
+    if lk.kind == "zero":
+        w.text(f"{d}/current_link_speed", speed_text(None, link_format))
+        w.text(f"{d}/max_link_speed", speed_text(None, link_format))
+        w.text(f"{d}/current_link_width", "0")
+        w.text(f"{d}/max_link_width", "255")
+    elif lk.kind == "num":
+        w.text(f"{d}/current_link_speed", speed_text(lk.cur_speed, link_format))
+        w.text(f"{d}/max_link_speed", speed_text(lk.max_speed, link_format))
+        w.text(f"{d}/current_link_width", str(lk.cur_width))
+        w.text(f"{d}/max_link_width", str(lk.max_width))
+    if f.config_size:
+        # A device that fell off the bus answers every config read with all ones; the
+        # kernel keeps the ids and class it read at enumeration in the files above.
+        offbus = f.attrs.get("offbus", "false") == "true"
+        w.data(f"{d}/config", b"\xff" * f.config_size if offbus else build_config(f))
+    if lk.kind != "none":  # it has an AER capability (build_config): the kernel's counters
+        for name, key, table, total in _AER_FILES:
+            w.text(f"{d}/{name}", aer_text(table, total, f.attrs.get(key, "")))
+    if f.driver:
+        w.link(f"{d}/driver", f"sys/bus/pci/drivers/{f.driver}")
+        w.link(f"sys/bus/pci/drivers/{f.driver}/{f.bdf}", d)
+    if f.iommu_group is not None:
+        w.link(f"{d}/iommu_group", f"sys/kernel/iommu_groups/{f.iommu_group}")
+        w.link(f"sys/kernel/iommu_groups/{f.iommu_group}/devices/{f.bdf}", d)
+    if f.is_bridge:
+        w.dir(f"{d}/pci_bus/{f.domain:04x}:{f.sec:02x}")
+    if f.role == "root_port":  # PCIe port services: directories that are not functions
+        w.dir(f"{d}/{f.bdf}:pcie001")
+        w.dir(f"{d}/{f.bdf}:pcie002")
+    for irq in f.irqs:
+        w.text(f"{d}/msi_irqs/{irq}", "msix")
+    # SR-IOV
+    sriov = f.part.get("_sriov")
+    if sriov:
+        w.text(f"{d}/sriov_totalvfs", str(sriov["total"]))
+        w.text(f"{d}/sriov_numvfs", str(len(f.vfs)))
+        w.text(f"{d}/sriov_offset", str(sriov["offset"]))
+        w.text(f"{d}/sriov_stride", str(sriov["stride"]))
+        w.text(f"{d}/sriov_vf_device", f"{sriov['vf_device']:x}")
+        for vf in f.vfs:
+            w.link(f"{d}/virtfn{vf.vf_index}", vf.relpath)
+    if f.physfn is not None:
+        w.link(f"{d}/physfn", f.physfn.relpath)
+    w.link(f"sys/bus/pci/devices/{f.bdf}", d)
 
 
 def machine_node_cpus(machine: Machine, nid: int) -> list[int]:

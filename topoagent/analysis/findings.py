@@ -323,7 +323,10 @@ def check_acs(c: _Ctx) -> list[Finding]:
             elif cfg is None or not cfg.extended_readable:
                 unknown.setdefault(br.id, set()).update((a.id, b.id))
     out = []
-    by_bdf = lambda ident: c.dev(ident).bdf or ""  # noqa: E731
+
+    def by_bdf(ident: str) -> str:
+        return c.dev(ident).bdf or ""
+
     for bid, devs in sorted(redirect.items(), key=lambda kv: by_bdf(kv[0])):
         br = c.dev(bid)
         acs = acs_of[bid]
@@ -389,6 +392,11 @@ def check_iommu(c: _Ctx) -> list[Finding]:
 _CHECK_LINK_KINDS = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.NVME, DeviceKind.ACCELERATOR)
 
 
+def _link_evidence(c: _Ctx, d: Device, *attrs: tuple[str, str]) -> list[Evidence]:
+    """Evidence from ``d``'s link: per (sysfs attribute, LinkInfo field) pair, the field's value."""
+    return [Evidence(c.attr(d, a), _fmt(getattr(d.link, f))) for a, f in attrs]
+
+
 def check_links(c: _Ctx) -> list[Finding]:
     """LINK_WIDTH_DEGRADED / LINK_SPEED_DEGRADED / LINK_SPEED_BELOW_MAX_GPU from one reading."""
     out = []
@@ -402,19 +410,18 @@ def check_links(c: _Ctx) -> list[Finding]:
             continue  # its link registers mean nothing (topoagent.quirks)
         lk = d.link
         parent = c.topo.by_bdf(d.parent) if d.parent else None
-        ev = lambda *attrs: [Evidence(c.attr(d, a), _fmt(getattr(lk, f))) for a, f in attrs]  # noqa: E731
         if lk.current_width is not None and lk.max_width is not None and lk.current_width < lk.max_width:
             out.append(c.finding(
                 "LINK_WIDTH_DEGRADED", [d.id],
                 f"{d.id} {d.name} trained at x{lk.current_width} of x{lk.max_width}: "
                 f"{100 * lk.current_width // lk.max_width}% of its PCIe bandwidth.",
-                ev(("current_link_width", "current_width"), ("max_link_width", "max_width")),
+                _link_evidence(c, d, ("current_link_width", "current_width"), ("max_link_width", "max_width")),
                 "Reseat the card or riser, check the slot's wiring (an x16 slot wired x8) and the BIOS "
                 "bifurcation setting; the width does not change at idle, so this is not power saving."))
         if lk.current_gts is not None and lk.max_gts is not None and lk.current_gts < lk.max_gts:
             slot_max = parent.link.max_gts if parent is not None else None
             capped = slot_max is not None and slot_max <= lk.current_gts
-            evidence = ev(("current_link_speed", "current_gts"), ("max_link_speed", "max_gts"))
+            evidence = _link_evidence(c, d, ("current_link_speed", "current_gts"), ("max_link_speed", "max_gts"))
             if capped:
                 evidence.append(Evidence(c.attr(parent, "max_link_speed"), _fmt(slot_max)))  # type: ignore[arg-type]
             if d.kind is DeviceKind.GPU:

@@ -154,7 +154,7 @@ class MetricsServer(ThreadingHTTPServer):
     request_queue_size = LISTEN_BACKLOG
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
+        if not self._slots.acquire(blocking=False):  # noqa: SIM102  the comment belongs to the second test
             # full: close the connection idle longest to make room (its thread then ends and
             # frees its slot); only when every slot is answering a request is this one dropped
             if not self._evict_idlest() or not self._slots.acquire(timeout=1.0):

@@ -515,7 +515,7 @@ def _numbered_lines(lines: Iterable[Line]) -> list[tuple[int, str]]:
 def _find_header(lines: list[str]) -> tuple[int, list[str], list[str]]:
     """Index, labels and column fields of the first header line; raises when there is none or
     its labels are no one host's (too many, or one repeated)."""
-    for i, line in enumerate(lines):
+    for i, line in enumerate(lines):  # noqa: B007  i is the header's index, returned below
         parsed = _read_header(line)
         if parsed:
             labels, fields = parsed
@@ -754,7 +754,7 @@ def _devices(
     for label in labels:
         r = chosen[label]
         kind = "gpu" if label.startswith("GPU") else "nic"
-        if kind == "nic":
+        if kind == "nic":  # noqa: SIM108  a nested conditional would read worse
             rdma = legend.get(label) if re.fullmatch(r"NIC[0-9]+", label) else label
         else:
             rdma = None
