@@ -419,7 +419,7 @@ def test_recorder_reproduces_each_recording(monkeypatch, name):
     assert again["init_error"] == original["init_error"]
     assert again["driver_version"] == original["driver_version"]
     assert len(again["gpus"]) == len(original["gpus"])
-    for new, old in zip(again["gpus"], original["gpus"]):
+    for new, old in zip(again["gpus"], original["gpus"], strict=True):
         old = {"p2p_read": {}, **old}
         assert new == old
     # ... and the replay of the re-recording probes the same

@@ -16,6 +16,7 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -711,7 +712,7 @@ class _Builder:
             raise DescriptionError(f"rootbus[{i}]: 'node' list must be as long as 'id'")
         where = f"rootbus[{i}]"
         tree = _normalise_tree(spec.get("tree"), self.blocks, where)
-        for rid, nid in zip(ids, nodes):
+        for rid, nid in zip(ids, nodes, strict=True):
             domain, bus = _parse_rootbus_id(rid, where)
             nid = int(nid)
             if nid >= 0:
@@ -1028,7 +1029,7 @@ class _Builder:
 
     def check_bus_ranges(self) -> None:
         spans = sorted((rb.domain, rb.bus, rb.last_bus, rb.name) for rb in self.rootbuses)
-        for a, b in zip(spans, spans[1:]):
+        for a, b in pairwise(spans):
             if a[0] == b[0] and b[1] <= a[2]:
                 raise DescriptionError(
                     f"{a[3]} uses buses {a[1]:02x}-{a[2]:02x}, which overlaps root bus {b[3]}"

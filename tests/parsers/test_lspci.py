@@ -379,7 +379,7 @@ def test_every_lspci_sample_has_a_case():
 def test_verbose_sample(name, functions):
     parsed = parse_lspci_verbose(load(name))
     assert [f.bdf for f in parsed] == [f["bdf"] for f in functions]
-    for fn, expected in zip(parsed, functions):
+    for fn, expected in zip(parsed, functions, strict=True):
         expected = dict(expected)
         sriov = expected.pop("sriov_fields", None)
         acs_ctl = expected.pop("acs_ctl", None)

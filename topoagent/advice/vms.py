@@ -241,7 +241,7 @@ def split_plan(vcpus: int | None, memory: int | None, nodes: tuple[int, ...], ho
         return False, f"{vcpus} vCPU{'s' if vcpus != 1 else ''} cannot span {k} nodes", ()
     shares = tuple(vcpus // k + (1 if i < vcpus % k else 0) for i in range(k))
     problems = []
-    for node, share in zip(nodes, shares):
+    for node, share in zip(nodes, shares, strict=True):
         avail = node_cpus_for_vms(host, node, reserve_cores)[0] if host.node_cpus else None
         if avail is not None and share > len(avail):
             problems.append(f"node {node} has {len(avail)} CPUs for {share} vCPUs")

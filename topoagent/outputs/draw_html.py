@@ -185,9 +185,9 @@ def _matrix_table(result: ScanResult) -> str:
         return '<p class="ta-muted">No GPUs or NICs.</p>'
     ids = [ident for ident, _ in behind]  # the device behind each row
     head = "".join(f'<th data-subjects="{escape(i)}" data-ids="{escape(i)}" title="{escape(i)}">{escape(d.label)}</th>'
-                   for d, i in zip(m.devices, ids))
+                   for d, i in zip(m.devices, ids, strict=True))
     rows = [f'<table class="ta-matrix"><tr><th></th>{head}</tr>']
-    for dev, i, cells in zip(m.devices, ids, m.cells):
+    for dev, i, cells in zip(m.devices, ids, m.cells, strict=True):
         tds = "".join(f'<td class="m-{"NV" if c.startswith("NV") else escape(c)}">{escape(c)}</td>' for c in cells)
         rows.append(f'<tr><th data-subjects="{escape(i)}" title="{escape(i)}">{escape(dev.label)}</th>{tds}</tr>')
     rows.append("</table>")

@@ -672,7 +672,7 @@ class _Placer:
         self.regions.append(Region(kind, node.ident, r, fit(node.title, w - 2 * REGION_PAD, 12),
                                    fit(node.subtitle, w - 2 * REGION_PAD), head=Rect(x, y, w, REGION_HEAD)))
         offsets, _, _ = self.flow([self.size(b) for b in node.boxes], limit - 2 * REGION_PAD, REGION_GAP)
-        for b, (ox, oy) in zip(node.boxes, offsets):
+        for b, (ox, oy) in zip(node.boxes, offsets, strict=True):
             box = Rect(x + REGION_PAD + ox, y + REGION_HEAD + oy, *self.size(b))
             self.tops.append(box)
             self.place_box(b, box)
@@ -692,7 +692,7 @@ class _Placer:
         inner = limit - 2 * REGION_PAD
         sizes = [self.node_size(n, inner) for n in s.nodes]
         offsets, _, _ = self.flow(sizes, inner, REGION_GAP)
-        for n, (ox, oy) in zip(s.nodes, offsets):
+        for n, (ox, oy) in zip(s.nodes, offsets, strict=True):
             self.place_node(n, x + REGION_PAD + ox, y + REGION_HEAD + oy, inner)
         return r
 
@@ -704,7 +704,7 @@ def _along(points: Sequence[Point], t: float) -> Point:
     """The point at fraction ``t`` of a polyline's length."""
     lengths = [abs(x2 - x1) + abs(y2 - y1) for (x1, y1), (x2, y2) in pairwise(points)]
     goal = t * sum(lengths)
-    for ((x1, y1), (x2, y2)), seg in zip(pairwise(points), lengths):
+    for ((x1, y1), (x2, y2)), seg in zip(pairwise(points), lengths, strict=True):
         if goal <= seg and seg > 0:
             f = goal / seg
             return x1 + (x2 - x1) * f, y1 + (y2 - y1) * f

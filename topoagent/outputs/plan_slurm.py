@@ -59,7 +59,7 @@ def slurm_links(gpu_bdf: str | None, nv: NvmlGpu | None, order: Sequence[str | N
         if bdf == gpu_bdf:
             out.append("-1")
         else:
-            out.append(str(sum(l.count for l in nv.nvlinks if bdf is not None and l.peer_bdf == bdf)))
+            out.append(str(sum(link.count for link in nv.nvlinks if bdf is not None and link.peer_bdf == bdf)))
     return ",".join(out)
 
 

@@ -428,7 +428,7 @@ def _str(value: object) -> str | None:
 def _values_key(values: tuple[object, ...] | None, fields: list[str]) -> dict[str, object]:
     out: dict[str, object] = {"cpu": None, "numa": None, "gpu_numa": None}
     if values is not None:
-        for name, value in zip(fields, values):
+        for name, value in zip(fields, values, strict=True):
             out[name] = None if value is _NA else value
     return out
 
@@ -444,7 +444,7 @@ def _short(text: str, limit: int = 60) -> str:
 def _describe(values: tuple[object, ...], fields: list[str]) -> str:
     return ", ".join(
         f"{_FIELD_NAMES[name]} {'N/A' if value is _NA else _short(value) if isinstance(value, str) else repr(value)}"
-        for name, value in zip(fields, values)
+        for name, value in zip(fields, values, strict=True)
     )
 
 
