@@ -122,6 +122,7 @@ class Judgement(msgspec.Struct, frozen=True):
     saw_load: bool
 
     def as_dict(self) -> dict[str, Any]:
+        """The judgement as a plain dict (for the daemon's state and events)."""
         return msgspec.structs.asdict(self)
 
 

@@ -183,9 +183,11 @@ class StatusCollector:
         self._current = current
 
     def collect(self) -> Iterator[Any]:
+        """The metric families of the current status (on each scrape)."""
         yield from families(self._current())
 
     def describe(self) -> list[Any]:
+        """No families up front, so registering does not collect."""
         return []  # so registering does not collect (and no name is checked twice)
 
 
