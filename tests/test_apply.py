@@ -23,7 +23,9 @@ from topoagent.apply.journal import Journal, JournalError
 from topoagent.apply.writer import HostWriter, WriteError
 from topoagent.frozen import FrozenMap
 
-THREADS = "import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\ntime.sleep(60)\n"
+THREADS = ("import threading, time\n"
+           "for _ in range(3): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+           "time.sleep(60)\n")
 
 
 @pytest.fixture

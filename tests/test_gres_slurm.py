@@ -24,7 +24,8 @@ from tests.fakenvml import load_recording, make_fake
 from tests.plan_helpers import topoagent
 from topoagent.api import scan
 from topoagent.cpuset import CpuSet
-from topoagent.outputs.plan_slurm import printable, render, slurm_links, slurm_type
+from topoagent.outputs.escape import shown
+from topoagent.outputs.plan_slurm import render, slurm_links, slurm_type
 from topoagent.snapshot import NvLink, NvmlGpu
 
 # -- an independent reader of the rules -------------------------------------------------------
@@ -82,9 +83,9 @@ def test_links_count_only_gpu_to_gpu_links():
     assert slurm_links(order[0], None, order) is None
 
 
-def test_printable_keeps_one_line():
-    assert "\n" not in printable("evil\nName=gpu File=/dev/null")
-    assert printable("node-1") == "node-1"
+def test_a_comment_field_keeps_one_line():
+    assert "\n" not in shown("evil\nName=gpu File=/dev/null")
+    assert shown("node-1") == "node-1"
 
 
 # -- the fixtures ---------------------------------------------------------------------------------

@@ -237,7 +237,8 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
         else:
             out.append(c.finding(
                 "GPU_NIC_VIA_HOST_BRIDGE", [g.id, n.id],
-                f"{g.id} reaches its nearest RDMA NIC {_nic_label(n)} only through the CPU ({rail.cls.name}): {_GDR}.",
+                f"{g.id} reaches its nearest RDMA NIC {_nic_label(n)} only through the CPU "
+                f"({rail.cls.name}): {_GDR}.",
                 ev, "Put GPU and NIC under one PCIe switch for GPUDirect RDMA; NCCL_NET_GDR_LEVEL=PHB forces it "
                     "through the host bridge, which is slower than a switch and worth measuring first."))
     return out
@@ -331,10 +332,11 @@ def check_acs(c: _Ctx) -> list[Finding]:
         br = c.dev(bid)
         acs = acs_of[bid]
         flags = " ".join(f"{name}{'+' if name in acs.enabled() else '-'}" for _, name in acs.BITS)
+        redirects = ", ".join(n for n in acs.enabled() if n in ("ReqRedir", "CmpltRedir", "EgressCtrl"))
         out.append(c.finding(
             "ACS_REDIRECT", [bid, *sorted(devs, key=id_key)],
             f"ACS on {br.role.value.replace('_', ' ') if br.role else 'bridge'} {br.bdf} redirects peer-to-peer "
-            f"traffic up to the root complex ({', '.join(n for n in acs.enabled() if n in ('ReqRedir', 'CmpltRedir', 'EgressCtrl'))}): "
+            f"traffic up to the root complex ({redirects}): "
             "GPUDirect P2P/RDMA below it will hang or crawl.",
             [Evidence(c.attr(br, "config"), f"ACSCtl: {flags}")],
             f"Disable ACS redirect in the BIOS, or boot with pci=disable_acs_redir={br.bdf} (persistent); "

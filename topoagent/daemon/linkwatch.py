@@ -209,7 +209,8 @@ def _max(a: Any, b: Any) -> Any:
 
 
 def rail_netdevs(result: ScanResult) -> dict[str, tuple[str, ...]]:
-    """Each GPU's key -> the netdevs of its rail NICs (for the traffic fallback of :class:`topoagent.sources.load.LoadProbe`)."""
+    """Each GPU's key -> the netdevs of its rail NICs (for the traffic fallback of
+    :class:`topoagent.sources.load.LoadProbe`)."""
     out: dict[str, tuple[str, ...]] = {}
     topo = result.topology
     for r in result.rails.rails:

@@ -47,7 +47,7 @@ th,td{border:1px solid #e0e0e0;padding:3px 6px;text-align:left;vertical-align:to
 .m-X{color:#9e9e9e}.m-NV{background:#c8e6c9}.m-PIX{background:#dcedc8}.m-PXB{background:#f0f4c3}
 .m-PHB{background:#fff9c4}.m-NODE{background:#ffe0b2}.m-SYS{background:#ffcdd2}
 .ta-muted{color:#757575}
-"""
+"""  # noqa: E501  minified CSS, one rule a line
 
 # The page's only script: details on hover/click, highlights from the tables.  No network,
 # no libraries; it marks <body data-ready="1"> when it has run (tests look for that).

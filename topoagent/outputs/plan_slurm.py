@@ -132,7 +132,8 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
             words.append(f"Links={links}")
         line = " ".join(words)
         if not cores:
-            line += f"  # {g.gpu}: no {'socket known' if gres_cores == 'socket' else 'allowed CPU of its own'}, Cores= left out"
+            missing = "socket known" if gres_cores == "socket" else "allowed CPU of its own"
+            line += f"  # {g.gpu}: no {missing}, Cores= left out"
         lines.append(line)
     if p.gpus and not every_nvml:
         lines.append("# Type= and Links= left out: NVML did not name every GPU (slurmd's names and link counts come from NVML)")

@@ -399,7 +399,8 @@ def with_affinity(
     Sets ``<vcpu placement='static' cpuset=…>`` (the count and ``current`` kept), replaces
     ``<numatune>`` with ``<memory mode= nodeset=>`` plus ``memnodes``, and -- only when
     ``vcpupins`` is given (``--pin``, or a split VM's per-cell pins) -- replaces the ``vcpupin``
-    entries of ``<cputune>``, and its ``emulatorpin`` when one is given (its other settings kept).  Returned in :func:`canonical_xml`'s layout.
+    entries of ``<cputune>``, and its ``emulatorpin`` when one is given (its other settings
+    kept).  Returned in :func:`canonical_xml`'s layout.
     """
     import xml.etree.ElementTree as ET
 
