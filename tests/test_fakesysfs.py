@@ -261,7 +261,7 @@ def test_config_space_decodes_back(tree):
         else:
             pc = decoded[parent.name]
             assert pc.get("port_type") in (4, 5, 6), f"{bdf}: parent {parent.name} port type {pc.get('port_type')}"
-            if pc["port_type"] in (4, 6):  # noqa: SIM108  a nested conditional would read worse
+            if pc["port_type"] in (4, 6):
                 want = 5 if c["header"] == 1 else 0
             else:
                 want = 6

@@ -754,7 +754,7 @@ def _devices(
     for label in labels:
         r = chosen[label]
         kind = "gpu" if label.startswith("GPU") else "nic"
-        if kind == "nic":  # noqa: SIM108  a nested conditional would read worse
+        if kind == "nic":
             rdma = legend.get(label) if re.fullmatch(r"NIC[0-9]+", label) else label
         else:
             rdma = None

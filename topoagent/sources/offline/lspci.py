@@ -103,7 +103,10 @@ def _paths_from_bus_numbers(fns: tuple[LspciFunction, ...]) -> dict[str, str | N
                     result = None
                     break
                 continue
-            result = None if any(lo <= bus <= hi for lo, hi in covered.get(dom, ())) else f"pci{dom}:{bus:02x}"
+            if any(lo <= bus <= hi for lo, hi in covered.get(dom, ())):
+                result = None
+            else:
+                result = f"pci{dom}:{bus:02x}"
             break
         # Unwind: each function's path is its parent's plus itself (None stays None).
         for member in reversed(chain):
