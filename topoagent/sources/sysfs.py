@@ -601,7 +601,6 @@ class SysfsReader:
         return tuple(out)
 
     def virtualized(self) -> bool | None:
-        """Whether the host is a VM (hypervisor CPU flag, ``sys/hypervisor``, DMI vendor); None when unknown."""
         # The first CPU's block holds the flags line; a 1,000-CPU cpuinfo runs to megabytes.
         cpuinfo = self.fs.text("proc/cpuinfo", truncate=True)
         if cpuinfo is not None and sv.parse_cpuinfo_hypervisor(cpuinfo):
