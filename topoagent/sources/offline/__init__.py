@@ -2,8 +2,9 @@
 
 Pure conversions (:mod:`.matrix`, :mod:`.lspci`, :mod:`.merge`): the parsed text in, a
 :class:`~topoagent.snapshot.Snapshot` out, never a path or a host file (reading the files is
-the CLI's and :func:`topoagent.api.read_offline`'s job).  A snapshot made here has ``root = None``: the kernel's state (loaded modules, command
-line, IOMMU types, CPU topology) is unknown, not empty, and the analysis treats it so.
+the CLI's and :func:`topoagent.api.read_offline`'s job).  A snapshot made here has
+``root = None``: the kernel's state (loaded modules, command line, IOMMU types, CPU topology)
+is unknown, not empty, and the analysis treats it so.
 
 What each source gives:
 
