@@ -48,7 +48,7 @@ for p in (REPO, REPO / "tests", REPO / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-import gen_tree
+import gen_tree  # noqa: E402  found through the sys.path set above
 
 DELL = "32em64t-2n8c+dax+nvme+mic+dimms"
 DEFAULT_TREES = ("cloud-vm,dgx-h100,real:" + DELL + ",growth-10,growth-500,growth-1000,growth-2000,"

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.fakesysfs import generate, load_machine
+from tests.fakesysfs import generate, load_machine  # noqa: E402  found through the sys.path set above
 
 #: ConnectX-7 parts with an SR-IOV capability (the catalogue's have none): 254 VFs fit on the
 #: PF's bus at offset 1, stride 1.
@@ -99,7 +99,7 @@ def sriov(vfs: int) -> dict[str, Any]:
     storage = [rb for rb in desc["rootbus"] if "cx7-eth" in str(rb.get("tree", ""))]
     for rb in storage:
         desc["rootbus"].remove(rb)
-    for i, (bus, node) in enumerate((("0000:28", 0), ("0000:30", 0), ("0000:a9", 1), ("0000:b1", 1))):
+    for bus, node in (("0000:28", 0), ("0000:30", 0), ("0000:a9", 1), ("0000:b1", 1)):
         tree = "\n".join(f"{p:02x}.0 spr-rp > cx7-eth-sriov{attrs}" for p in (1, 2))
         desc["rootbus"].append({"id": bus, "node": node, "tree": tree})
     return desc

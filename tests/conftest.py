@@ -9,6 +9,9 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+# The real trees are unpacked once per session for every module that asks for them.
+from tests.realtrees import real_tree_roots  # noqa: E402, F401  (a fixture, after the path is set)
+
 
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,

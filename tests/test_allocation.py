@@ -61,8 +61,7 @@ def test_bad_values_are_one_clear_error(env, message):
 @pytest.fixture(scope="module")
 def dgx(fixture_root):
     from tests.fakenvml import make_fake
-
-    from topoagent.advice.plan import PlanOptions, plan_for
+    from topoagent.advice.plan import PlanOptions
     from topoagent.api import scan
 
     result = scan(fixture_root("dgx-h100"), nvml=make_fake("hgx_h100_8gpu"))
@@ -94,7 +93,7 @@ def test_gpus_the_host_cannot_match_are_one_clear_error(dgx, gpus, nvml, message
 
 def test_an_allocations_gpus_share_their_nodes_cores(dgx):
     """Two allocated GPUs on node 1 split its 56 cores between them, not four ways."""
-    from topoagent.advice.plan import PlanOptions, plan_for
+    from topoagent.advice.plan import PlanOptions
 
     result, whole = dgx
     plan = result.plan_with(PlanOptions(gpus=("gpu4", "gpu5")))

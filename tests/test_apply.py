@@ -21,10 +21,11 @@ from topoagent.apply.changes import IRQ, Change
 from topoagent.apply.execute import APPLIED, REFUSED, apply_changes
 from topoagent.apply.journal import Journal, JournalError
 from topoagent.apply.writer import HostWriter, WriteError
-from topoagent.cpuset import CpuSet
 from topoagent.frozen import FrozenMap
 
-THREADS = "import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\ntime.sleep(60)\n"
+THREADS = ("import threading, time\n"
+           "for _ in range(3): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+           "time.sleep(60)\n")
 
 
 @pytest.fixture
@@ -62,7 +63,8 @@ def test_pid_round_trip(tiny_root, sleeper, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert affinities(sleeper.pid) == {frozenset({0, 1})}  # every thread, read back
     assert done.stdout.count("applied:") == 4
-    records = [json.loads(l) for l in open(os.path.join(state, "journal.jsonl"))]
+    with open(os.path.join(state, "journal.jsonl")) as journal:
+        records = [json.loads(line) for line in journal]
     assert [r["event"] for r in records].count("pending") == 4 and all(
         r["before"] == "0" for r in records if r["event"] == "pending")
 

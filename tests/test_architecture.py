@@ -34,7 +34,8 @@ def test_import_contract_holds():
     ("topoagent/topology.py", "from topoagent.result import ScanResult as _R  # noqa"),
     # an import for the type checker only counts too (exclude_type_checking_imports = false)
     ("topoagent/advice/cores.py",
-     "from typing import TYPE_CHECKING as _TC\nif _TC:\n    from topoagent.result import ScanResult as _R  # noqa"),
+     "from typing import TYPE_CHECKING as _TC\n"
+     "if _TC:\n    from topoagent.result import ScanResult as _R  # noqa"),
 ])
 def test_a_wrong_import_breaks_the_contract(tmp_path, module, bad_import):
     scratch = tmp_path / "repo"

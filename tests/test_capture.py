@@ -24,7 +24,6 @@ from tests.fakesysfs import machine_names
 from topoagent.api import scan
 from topoagent.cli import cli
 from topoagent.outputs.json_report import render
-from topoagent.sources.capture import archive as capture_archive
 from topoagent.sources.capture import (
     CaptureError,
     Scrubber,
@@ -34,6 +33,7 @@ from topoagent.sources.capture import (
     scrub_config,
     unpack_capture,
 )
+from topoagent.sources.capture import archive as capture_archive
 
 REPO = Path(__file__).resolve().parents[1]
 THIS_HOST = REPO / "tests/fixtures/captures/this-host.tar.gz"

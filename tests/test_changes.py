@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.test_daemon_tree import copy_tree, remove_function, set_attr, set_link
 
+from tests.test_daemon_tree import copy_tree, remove_function, set_attr, set_link
 from topoagent.api import scan
 from topoagent.changes import (
     Change,

@@ -24,13 +24,14 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 from tests.test_daemon_tree import copy_tree, remove_function, set_link
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "topoagent/schema/scan.schema.json").read_text())
 
 prometheus_client = pytest.importorskip("prometheus_client")
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402  once importorskip found it
 
 GPU_GONE = "0000:c3:00.0"   # gpu5 on the DGX H100 fixture
 NIC_LOW = "0000:18:00.0"    # nic2: gpu0's rail NIC (ConnectX-7, mlx5_0), x16
@@ -101,7 +102,7 @@ class DaemonProcess:
                      "--listen", f"127.0.0.1:{self.port}", "--state-dir", str(self.state),
                      "--nfd-dir", str(self.nfd), "--textfile-dir", str(self.textfile),
                      "--interval", "3600", *args]
-        self.log_file = open(self.log_path, "w")
+        self.log_file = open(self.log_path, "w")  # noqa: SIM115  the daemon writes it until stop() closes it
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=self.log_file, env=env,
                                      cwd=tmp)
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.realtrees import real_tree_roots  # noqa: F401  (a session fixture)
 from topoagent.api import run, scan
 from topoagent.bdf import bdf_key
 from topoagent.cli import cli
@@ -142,7 +141,7 @@ def check_layout(lay: Layout) -> None:
     for a, b in combinations(labels, 2):
         assert not a.overlaps(b), (a, b)
     for r in solid + labels + [r.rect for r in lay.regions]:
-        assert 0 <= r.x and r.right <= lay.width and 0 <= r.y and r.bottom <= lay.height
+        assert r.x >= 0 and r.right <= lay.width and r.y >= 0 and r.bottom <= lay.height
 
 
 # -- every fixture, every format -------------------------------------------------------------
@@ -277,7 +276,7 @@ def test_offline_matrix_only() -> None:
 # -- real trees --------------------------------------------------------------------------------
 
 
-def test_real_trees(real_tree_roots: dict[str, Path]) -> None:  # noqa: F811  (the fixture)  # noqa: F811  (the fixture)
+def test_real_trees(real_tree_roots: dict[str, Path]) -> None:
     assert real_tree_roots
     for name, root in real_tree_roots.items():
         result = scan(root, nvml="off")

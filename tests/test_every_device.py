@@ -9,7 +9,6 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from tests.realtrees import real_tree_roots  # noqa: F401  (a session fixture)
 from tests.fakesysfs import machine_names
 from topoagent.api import scan
 from topoagent.cli import cli

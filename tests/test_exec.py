@@ -18,16 +18,16 @@ import pytest
 from tests.plan_helpers import REPO, needs_two_cpus, tiny, topoagent
 
 REPORT = (
-    "import json, os, sys; sys.path.insert(0, {repo!r})\n"
+    f"import json, os, sys; sys.path.insert(0, {str(REPO)!r})\n"
     "from topoagent.apply.mempolicy import get_policy, MempolicyError\n"
     "try:\n    mode, nodes = get_policy(); pol = [mode, sorted(nodes)]\n"
     "except (MempolicyError, OSError) as exc:\n    pol = str(exc)\n"
     "status = open('/proc/self/status').read()\n"
     "mems = [l.split(':', 1)[1].strip() for l in status.splitlines() if l.startswith('Mems_allowed_list')]\n"
-    "print(json.dumps({{'cpus': sorted(os.sched_getaffinity(0)), 'env': dict(os.environ), 'policy': pol,"
-    " 'mems': mems}}))\n"
+    "print(json.dumps({'cpus': sorted(os.sched_getaffinity(0)), 'env': dict(os.environ), 'policy': pol,"
+    " 'mems': mems}))\n"
     "sys.exit(int(os.environ.get('CHILD_EXIT', '0')))\n"
-).format(repo=str(REPO))
+)
 
 
 @pytest.fixture(scope="module")

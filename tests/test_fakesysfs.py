@@ -28,7 +28,7 @@ try:
     )
 except ImportError:  # run from somewhere that does not put the repository root on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.fakesysfs import (  # noqa: E402
+    from tests.fakesysfs import (
         DescriptionError,
         build,
         fmt_cpulist,
@@ -330,7 +330,7 @@ def test_sriov_links_are_mutual(tree):
     _, root = tree
     funcs = functions(root)
     assert funcs
-    for bdf, d in funcs.items():
+    for d in funcs.values():
         virtfns = sorted(p for p in os.listdir(d) if p.startswith("virtfn"))
         if (d / "sriov_numvfs").exists():
             assert int(read(d / "sriov_numvfs")) == len(virtfns)

@@ -5,18 +5,17 @@ labels that never renumber.  Fixture: ``dgx-h100-faults`` (the DGX H100 with one
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import jsonschema
+import msgspec
 import pytest
+
 from test_daemon_loop import Running, free_port, one
 from test_daemon_tree import copy_tree, remove_function
-
 from tests.fakesysfs import generate, load_machine
-import msgspec
 from topoagent.api import scan
 from topoagent.daemon.config import Config
 from topoagent.daemon.labels import pin_names

@@ -42,7 +42,7 @@ def test_acs_fix_round_trip(faulty, tmp_path):
     done = run_cli("fix", "acs", "--root", str(faulty), "--state-dir", state, "--yes")
     assert done.returncode == 0, done.stdout + done.stderr
     assert acs_control(faulty) & ACS_REDIRECT_MASK == 0
-    changed = [i for i, (a, b) in enumerate(zip(original, config.read_bytes())) if a != b]
+    changed = [i for i, (a, b) in enumerate(zip(original, config.read_bytes(), strict=True)) if a != b]
     offset = parse_config_space(original).acs.offset + 6  # the ACS Control register
     assert changed and set(changed) <= {offset, offset + 1}  # only the ACS Control register
     rescan = scan(faulty, nvml="off")
@@ -81,9 +81,9 @@ def test_acs_refused_above_a_passthrough_device(tmp_path):
     root = generate(desc, tmp_path / "vfio")
     out = run_cli("fix", "acs", "--root", str(root), "--state-dir", str(tmp_path / "s"))
     assert out.returncode == 0, out.stderr
-    refused = [l for l in out.stdout.splitlines() if "refused" in l]
+    refused = [line for line in out.stdout.splitlines() if "refused" in line]
     assert len(refused) == 1 and "vfio-pci" in refused[0]
-    changing = [l for l in out.stdout.splitlines() if "ACS control of" in l]
+    changing = [line for line in out.stdout.splitlines() if "ACS control of" in line]
     assert len(changing) == 1 and "vfio" not in changing[0]  # the GPU's port only
 
 

@@ -19,9 +19,9 @@ import shutil
 import subprocess
 
 import pytest
+
 from tests.fakenvml import load_recording, make_fake
 from tests.plan_helpers import topoagent
-
 from topoagent.api import scan
 from topoagent.cpuset import CpuSet
 from topoagent.outputs.escape import shown
@@ -103,11 +103,11 @@ def test_default_cores_obey_slurms_socket_rule(fixture_root, name):
     sockets, per_socket, gpus = CASES[name]  # type: ignore[misc]
     out = topoagent("plan", "--root", str(fixture_root(name)), "--no-nvml", "--format", "slurm")
     assert out.returncode == 0, out.stderr
-    lines = [l for l in gres_lines(out.stdout) if l.get("Name") == "gpu"]
+    lines = [entry for entry in gres_lines(out.stdout) if entry.get("Name") == "gpu"]
     assert len(lines) == gpus
-    for l in lines:
-        assert socket_rule_ok(CpuSet.parse(l["Cores"]), sockets, per_socket), l
-        assert "Type" not in l  # no NVML: Slurm's name is unknown
+    for entry in lines:
+        assert socket_rule_ok(CpuSet.parse(entry["Cores"]), sockets, per_socket), entry
+        assert "Type" not in entry  # no NVML: Slurm's name is unknown
 
 
 def test_nps4_numa_cores_are_an_explicit_choice_with_its_slurm_conf_line(fixture_root):
@@ -115,7 +115,7 @@ def test_nps4_numa_cores_are_an_explicit_choice_with_its_slurm_conf_line(fixture
     out = topoagent("plan", "--root", root, "--no-nvml", "--format", "slurm", "--gres-cores", "numa")
     assert out.returncode == 0, out.stderr
     assert "SlurmdParameters=numa_node_as_socket" in out.stdout
-    cores = [CpuSet.parse(l["Cores"]) for l in gres_lines(out.stdout) if l.get("Name") == "gpu"]
+    cores = [CpuSet.parse(entry["Cores"]) for entry in gres_lines(out.stdout) if entry.get("Name") == "gpu"]
     # Eight NUMA nodes of 16 cores: every GPU's range is one whole node (socket under the option).
     assert all(len(c) == 16 and socket_rule_ok(c, 8, 16) for c in cores)
     assert not all(socket_rule_ok(c, 2, 64) for c in cores)  # why it is not the default
@@ -126,16 +126,16 @@ def test_nps4_numa_cores_are_an_explicit_choice_with_its_slurm_conf_line(fixture
 def test_with_nvml_type_and_links_are_what_slurmd_detects(fixture_root):
     result = scan(fixture_root("dgx-h100"), nvml=make_fake("hgx_h100_8gpu"))
     text = render(result)
-    lines = [l for l in gres_lines(text) if l.get("Name") == "gpu"]
+    lines = [entry for entry in gres_lines(text) if entry.get("Name") == "gpu"]
     rec = load_recording("hgx_h100_8gpu")
     bus = [g["bus_id"].lower()[4:] for g in rec["gpus"]]  # NVML's 8-digit domain -> 4
-    for i, (l, g) in enumerate(zip(lines, rec["gpus"])):
-        assert l["Type"] == slurm_name(g["name"]) == "nvidia_h100_80gb_hbm3"
+    for i, (entry, g) in enumerate(zip(lines, rec["gpus"], strict=True)):
+        assert entry["Type"] == slurm_name(g["name"]) == "nvidia_h100_80gb_hbm3"
         # Every H100 link ends at an NVSwitch: Slurm counts none of them.
         expected = ["-1" if j == i else str(sum(1 for p in g["nvlinks"] if p.lower()[4:] == b))
                     for j, b in enumerate(bus)]
-        assert l["Links"] == ",".join(expected)
-        assert l["File"] == f"/dev/nvidia{g['minor']}"
+        assert entry["Links"] == ",".join(expected)
+        assert entry["File"] == f"/dev/nvidia{g['minor']}"
 
 
 def test_a_hostname_with_a_newline_adds_no_line(fixture_root):
@@ -145,7 +145,7 @@ def test_a_hostname_with_a_newline_adds_no_line(fixture_root):
     snap = msgspec.structs.replace(result.topology.snapshot, hostname="x\nName=gpu File=/dev/null")
     result = msgspec.structs.replace(result, topology=msgspec.structs.replace(result.topology, snapshot=snap))
     text = render(result)
-    assert len([l for l in gres_lines(text) if l.get("Name") == "gpu"]) == 1
+    assert len([entry for entry in gres_lines(text) if entry.get("Name") == "gpu"]) == 1
 
 
 SLURMD_NODES = {  # fixture: (node name, slurm.conf node line for the default and numa modes)
@@ -181,5 +181,5 @@ def test_slurmd_reads_the_file_where_installed(fixture_root, tmp_path, name, mod
     log = out.stdout + out.stderr
     assert "Invalid GRES" not in log and "fatal" not in log, log[-2000:]
     echoed = re.findall(r"Gres Name=gpu .*? Cores=(\S+)", log)
-    wanted = [l["Cores"] for l in gres_lines(text) if l.get("Name") == "gpu"]
+    wanted = [entry["Cores"] for entry in gres_lines(text) if entry.get("Name") == "gpu"]
     assert echoed == wanted, log[-2000:]

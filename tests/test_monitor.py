@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from tests.plan_helpers import REPO, topoagent
 
 STATUS = {0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}

@@ -13,8 +13,9 @@ import re
 import subprocess
 from pathlib import Path
 
-from tests import ncclxml
 import pytest
+
+from tests import ncclxml
 from tests.plan_helpers import REPO, topoagent
 
 #: The fixtures with NVIDIA GPUs and RDMA devices (what NCCL's net plugin lists).

@@ -15,10 +15,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/ helpers, with or without __init__.py
 
-from tests.fakenvml import load_recording, make_fake  # noqa: E402
-from topoagent.cpuset import CpuSet  # noqa: E402
-from topoagent.snapshot import NvLink, NvmlGpu, from_dict, to_dict  # noqa: E402
-from topoagent.sources.nvml import (  # noqa: E402
+from tests.fakenvml import load_recording, make_fake
+from topoagent.cpuset import CpuSet
+from topoagent.snapshot import NvLink, NvmlGpu, from_dict, to_dict
+from topoagent.sources.nvml import (
     cpus_from_words,
     normalize_bus_id,
     probe_nvml,
@@ -419,7 +419,7 @@ def test_recorder_reproduces_each_recording(monkeypatch, name):
     assert again["init_error"] == original["init_error"]
     assert again["driver_version"] == original["driver_version"]
     assert len(again["gpus"]) == len(original["gpus"])
-    for new, old in zip(again["gpus"], original["gpus"]):
+    for new, old in zip(again["gpus"], original["gpus"], strict=True):
         old = {"p2p_read": {}, **old}
         assert new == old
     # ... and the replay of the re-recording probes the same

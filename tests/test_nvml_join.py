@@ -3,8 +3,8 @@
 import copy
 
 from tests.fakenvml import load_recording, make_fake
-from topoagent.outputs.matrix import matrix_of
 from topoagent.api import scan
+from topoagent.outputs.matrix import matrix_of
 
 
 def test_hgx_h100_gpus_are_nv18(fixture_root):

@@ -266,9 +266,11 @@ def test_lspci_vfs_found_from_the_pf_sriov_capability():
         "\t\tInitial VFs: 16, Total VFs: 16, Number of VFs: 2, Function Dependency Link: 00\n"
         "\t\tVF offset: 2, stride: 1, Device ID: 101e\n"
         "\tKernel driver in use: mlx5_core\n\n"
-        "0000:81:00.2 Infiniband controller [0207]: Mellanox Technologies ConnectX Family mlx5Gen Virtual Function [15b3:101e]\n"
+        "0000:81:00.2 Infiniband controller [0207]: Mellanox Technologies ConnectX Family mlx5Gen Virtual Function "
+        "[15b3:101e]\n"
         "\tKernel driver in use: mlx5_core\n\n"
-        "0000:81:00.3 Infiniband controller [0207]: Mellanox Technologies ConnectX Family mlx5Gen Virtual Function [15b3:101e]\n"
+        "0000:81:00.3 Infiniband controller [0207]: Mellanox Technologies ConnectX Family mlx5Gen Virtual Function "
+        "[15b3:101e]\n"
     )
     topo = analyse(read_offline(lspci_verbose=listing)).topology
     pf = topo.by_bdf("0000:81:00.0")
@@ -433,7 +435,7 @@ def test_sriov_expansion_is_bounded(monkeypatch):
 
 
 def _unknown_threads_plan(matrix: str, **options):
-    from topoagent.advice.plan import PlanOptions, plan_for, rank_env
+    from topoagent.advice.plan import PlanOptions, rank_env
 
     r = analyse(read_offline(nvidia_smi_topo=matrix))
     assert all(c.siblings is None for c in r.snapshot.cpus)  # pasted text names no thread siblings

@@ -107,7 +107,7 @@ def test_adding_a_switch_never_improves_a_class(spec, which):
     # BDFs shift when bridges are inserted: match devices by their order among endpoints.
     ends_before = [f.bdf for f in before_snap.pci if f.class_code != BRIDGE]
     ends_after = [f.bdf for f in after_snap.pci if f.class_code != BRIDGE]
-    rename = dict(zip(ends_before, ends_after))
+    rename = dict(zip(ends_before, ends_after, strict=True))
     after = classes(after_snap)
     for (a, b), cls in before.items():
         assert after[(rename[a], rename[b])] >= cls

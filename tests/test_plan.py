@@ -12,7 +12,7 @@ import pytest
 
 from tests.plan_helpers import REPO, needs_two_cpus, run_cli, tiny, topoagent
 from topoagent.advice.cores import cores_in, host_cores, split_cores
-from topoagent.advice.plan import Plan, PlanError, PlanOptions, plan_for, rank_env
+from topoagent.advice.plan import Plan, PlanError, PlanOptions, rank_env
 from topoagent.api import scan
 from topoagent.cpuset import CpuSet
 from topoagent.result import ScanResult
@@ -67,7 +67,7 @@ def test_dgx_json_matches_the_schema_and_names_pix_nics(dgx):
 
 
 def test_dgx_env_for_every_gpu(dgx):
-    for index, (bdf, (rdma, netdev, cpus)) in enumerate(DGX.items()):
+    for index, (bdf, (rdma, _netdev, cpus)) in enumerate(DGX.items()):
         out = run_cli("plan", "--root", str(dgx), "--no-nvml", "--format", "env", "--gpu", str(index))
         assert out.returncode == 0, out.stderr
         exports = dict(line[len("export "):].split("=", 1) for line in out.stdout.splitlines()
@@ -83,7 +83,7 @@ def test_dgx_env_for_every_gpu(dgx):
 
 def test_dgx_slurm_cores_are_logical_core_indices_of_the_node(dgx):
     out = run_cli("plan", "--root", str(dgx), "--no-nvml", "--format", "slurm")
-    lines = [l for l in out.stdout.splitlines() if l.startswith("Name=gpu")]
+    lines = [line for line in out.stdout.splitlines() if line.startswith("Name=gpu")]
     assert len(lines) == 8
     for i, line in enumerate(lines):
         assert f"File=/dev/nvidia{i}" in line and "Type=" not in line  # no NVML: no Slurm name
@@ -125,7 +125,7 @@ def test_wrong_socket_says_the_nic_is_remote_and_what_to_do(fixture_root):
     root = str(fixture_root("wrong-socket-nic"))
     text = run_cli("plan", "--root", root).stdout
     for g in ("gpu0", "gpu1", "gpu2", "gpu3"):
-        row = next(l for l in text.splitlines() if l.startswith(g + " "))
+        row = next(line for line in text.splitlines() if line.startswith(g + " "))
         assert "mlx5_0" in row and "SYS remote (node 1, socket 1)" in row
     assert "GPU_NIC_CROSS_SOCKET" in text and "do: Move the NIC" in text
     env = run_cli("plan", "--root", root, "--format", "env", "--local-rank", "2").stdout
@@ -163,7 +163,7 @@ def test_plan_in_a_restricted_child_process_never_widens(tmp_path):
                 assert all(CpuSet.parse(r["cpus"]) <= {1} for r in g["ranks"])
         elif fmt == "slurm":
             # gres.conf names the GPU's whole socket (Slurm's rule), whatever this process may use.
-            assert all("Cores=0-1" in l for l in out.stdout.splitlines() if l.startswith("Name=gpu"))
+            assert all("Cores=0-1" in line for line in out.stdout.splitlines() if line.startswith("Name=gpu"))
 
 
 def test_empty_intersection_is_a_finding_and_a_nonzero_exit(fixture_root):

@@ -14,8 +14,9 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tests import ncclxml
 import pytest
+
+from tests import ncclxml
 from tests.plan_helpers import run_cli, topoagent
 from topoagent.api import scan
 from topoagent.topology import DeviceKind

@@ -36,9 +36,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import realtrees  # noqa: E402
-from tests.realtrees import real_tree_roots  # noqa: E402,F401  (a session fixture)
-from topoagent.api import scan  # noqa: E402
+from tests import realtrees
+from topoagent.api import scan
 
 #: The captures README.md describes; listed so the tests keep their ids (and skip with a
 #: reason) where the folder is absent.  Any other tarball found there is tested as well.

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from topoagent.api import scan
 from tests.test_bad_input import BDF, minimal_tree
+from topoagent.api import scan
 
 REQUIRED = ("class", "vendor", "device")
 OPTIONAL = ("numa_node", "current_link_speed", "max_link_width", "subsystem_vendor", "config", "driver")

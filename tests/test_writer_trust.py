@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from plan_helpers import tiny, topoagent
 
+from plan_helpers import tiny, topoagent
 from topoagent.apply.changes import IRQ, MODULE, PCI_CONFIG, THREAD, Change
 from topoagent.apply.execute import APPLIED, LEFT, SKIPPED, apply_changes, undo
 from topoagent.apply.files import write_atomically

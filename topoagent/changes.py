@@ -28,6 +28,8 @@ __all__ = ["Change", "ChangeKind", "device_faults", "diff", "finding_keys", "lin
 
 
 class ChangeKind(str, Enum):
+    """What changed between two scans (the ``kind`` of a :class:`Change`)."""
+
     DEVICE_ADDED = "device_added"
     DEVICE_REMOVED = "device_removed"
     NUMA_NODE_CHANGED = "numa_node_changed"

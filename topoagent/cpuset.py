@@ -153,6 +153,7 @@ class CpuSet(AbstractSet[int]):
         return self._cached_hash
 
     def union(self, *others: Iterable[int]) -> CpuSet:
+        """This set with every CPU of ``others`` added."""
         mask = self._mask
         for o in others:
             mask |= CpuSet(o)._mask

@@ -25,6 +25,6 @@ class OfflineInputError(InputError):
     ``lspci_verbose``), None when the fault lies between them.
     """
 
-    def __init__(self, message: str, input: str | None = None) -> None:  # noqa: A002
+    def __init__(self, message: str, input: str | None = None) -> None:
         super().__init__(message)
         self.input = input

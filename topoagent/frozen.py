@@ -42,6 +42,7 @@ class FrozenMap(Mapping[K, V]):
     def get(self, key: K, /, default: V | T) -> V | T: ...
 
     def get(self, key: Any, /, default: Any = None) -> Any:
+        """The value of ``key``, or ``default`` when it is absent."""
         return self._data.get(key, default)
 
     def __contains__(self, key: object) -> bool:

@@ -235,6 +235,8 @@ class NetDevice(msgspec.Struct, frozen=True):
 
 
 class RdmaPort(msgspec.Struct, frozen=True):
+    """One port of an RDMA device (``infiniband/DEV/ports/N``): state, rate and link layer."""
+
     port: int
     state: str | None = None
     rate_gbps: float | None = None
@@ -278,6 +280,8 @@ class Cpu(msgspec.Struct, frozen=True):
 
 
 class IommuGroup(msgspec.Struct, frozen=True):
+    """An IOMMU group and its type (``sys/kernel/iommu_groups/N/type``: ``identity``, ``DMA``...)."""
+
     id: int
     type: str | None = None
 

@@ -321,7 +321,7 @@ def _build_nodes(snap: Snapshot) -> tuple[Node, ...]:
         raw = [NumaNode(id=0, cpus=CpuSet(c.id for c in snap.cpus), distances=(10,))]
     ids = [n.id for n in raw]
     cpus = {n.id: n.cpus if n.cpus is not None else CpuSet() for n in raw}
-    dist = {n.id: FrozenMap(zip(ids, n.distances)) if len(n.distances) == len(ids) else FrozenMap() for n in raw}
+    dist = {n.id: FrozenMap(zip(ids, n.distances, strict=True)) if len(n.distances) == len(ids) else FrozenMap() for n in raw}
     sockets: dict[int, int | None] = {}
     for n in raw:
         pkgs = Counter(package_of.get(c) for c in cpus[n.id] if package_of.get(c) is not None)
@@ -389,7 +389,7 @@ def build_topology(snap: Snapshot) -> Topology:
     kinds = [classify(f) for f in fns]
     placed = [_place(f, nodes, node_by_id) for f in fns]
     placed = _infer_from_given_paths(snap, fns, kinds, placed, node_by_id)
-    for f, kind, place, lineage in zip(fns, kinds, placed, ancestry):
+    for f, kind, place, lineage in zip(fns, kinds, placed, ancestry, strict=True):
         ident = f"{_ID_PREFIX[kind]}{counters[kind]}"
         counters[kind] += 1
         devices.append(_device(f, ident, kind, place, lineage, roles, names))
@@ -457,9 +457,9 @@ def _bridge_roles(fns: list[PciFunction], ancestry: list[_Lineage]) -> dict[str,
     a bridge with only endpoints below (ASPEED AST1150, PCIe-to-PCI) is not a switch.
     """
     bridge_bdfs = {f.bdf for f in fns if _is_p2p_bridge(f)}
-    has_bridge_child = {c for f, (_, chain, _) in zip(fns, ancestry) if f.bdf in bridge_bdfs for c in chain[-1:]}
+    has_bridge_child = {c for f, (_, chain, _) in zip(fns, ancestry, strict=True) if f.bdf in bridge_bdfs for c in chain[-1:]}
     roles: dict[str, BridgeRole] = {}
-    for f, (_, chain, _) in zip(fns, ancestry):  # BDF order puts parents before children on every real bus numbering
+    for f, (_, chain, _) in zip(fns, ancestry, strict=True):  # BDF order puts parents before children on every real bus numbering
         if f.bdf is None or not _is_p2p_bridge(f):
             continue
         port = f.config.pcie_port_type if f.config is not None else None
@@ -580,10 +580,10 @@ def _infer_from_given_paths(
     if not snap.given_paths:
         return placed
     given = given_index(snap)
-    gpu_nodes = {f.label: p[0] for f, k, p in zip(fns, kinds, placed)
+    gpu_nodes = {f.label: p[0] for f, k, p in zip(fns, kinds, placed, strict=True)
                  if k is DeviceKind.GPU and f.label is not None and p[0] is not None}
     out = list(placed)
-    for i, (f, kind) in enumerate(zip(fns, kinds)):
+    for i, (f, kind) in enumerate(zip(fns, kinds, strict=True)):
         if kind is not DeviceKind.NIC or f.label is None or placed[i][0] is not None:
             continue
         ranked = [(_NODE_LOCAL_TOKENS.index(t), node) for gpu, node in gpu_nodes.items()
@@ -632,7 +632,7 @@ def common_ancestors(a: Device, b: Device) -> int:
     if a.root_bus != b.root_bus or (a.root_bus is None and not (a.ancestors and b.ancestors)):
         return 0
     common = 0
-    for x, y in zip(a.ancestors, b.ancestors):
+    for x, y in zip(a.ancestors, b.ancestors, strict=False):
         if x != y:
             break
         common += 1

@@ -16,6 +16,7 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +208,7 @@ class RootBus:
     domain: int
     bus: int
     node: int
-    children: list["Func"] = field(default_factory=list)
+    children: list[Func] = field(default_factory=list)
     next_bus: int = 0
     last_bus: int = 0
     is_rootbus = True
@@ -234,7 +235,7 @@ class Func:
     rootbus: RootBus
     role: str
     is_vf: bool = False
-    children: list["Func"] = field(default_factory=list)
+    children: list[Func] = field(default_factory=list)
     sec: int | None = None
     sub: int | None = None
     numa_node: int = -1
@@ -244,8 +245,8 @@ class Func:
     netdevs: list[str] = field(default_factory=list)
     rdma: str | None = None
     nvme: str | None = None
-    vfs: list["Func"] = field(default_factory=list)
-    physfn: "Func | None" = None
+    vfs: list[Func] = field(default_factory=list)
+    physfn: Func | None = None
     vf_index: int = -1
     iommu_group: int | None = None
     config_size: int = 0
@@ -480,7 +481,7 @@ def _resolve_parts(desc: dict) -> dict:
         return p
 
     class _Lazy(dict):
-        def __missing__(self, name):  # noqa: D401 - tiny adapter
+        def __missing__(self, name):
             return get(name)
 
     return _Lazy()
@@ -711,7 +712,7 @@ class _Builder:
             raise DescriptionError(f"rootbus[{i}]: 'node' list must be as long as 'id'")
         where = f"rootbus[{i}]"
         tree = _normalise_tree(spec.get("tree"), self.blocks, where)
-        for rid, nid in zip(ids, nodes):
+        for rid, nid in zip(ids, nodes, strict=True):
             domain, bus = _parse_rootbus_id(rid, where)
             nid = int(nid)
             if nid >= 0:
@@ -1028,7 +1029,7 @@ class _Builder:
 
     def check_bus_ranges(self) -> None:
         spans = sorted((rb.domain, rb.bus, rb.last_bus, rb.name) for rb in self.rootbuses)
-        for a, b in zip(spans, spans[1:]):
+        for a, b in pairwise(spans):
             if a[0] == b[0] and b[1] <= a[2]:
                 raise DescriptionError(
                     f"{a[3]} uses buses {a[1]:02x}-{a[2]:02x}, which overlaps root bus {b[3]}"
@@ -1297,62 +1298,9 @@ def write_tree(machine: Machine, out_root: Path) -> None:
 
     drivers: set[str] = set()
     for f in machine.funcs:
-        d = f.relpath
-        w.text(f"{d}/class", f.attrs.get("classfile", f"0x{f.cls:06x}"))
-        w.text(f"{d}/vendor", f"0x{f.vendor:04x}")
-        w.text(f"{d}/device", f"0x{f.device:04x}")
-        w.text(f"{d}/subsystem_vendor", f"0x{f.part['_subvendor']:04x}")
-        w.text(f"{d}/subsystem_device", f"0x{f.part['_subdevice']:04x}")
-        w.text(f"{d}/numa_node", str(f.numa_node))
-        w.text(f"{d}/local_cpulist", fmt_cpulist(f.local_cpus))
-        w.text(f"{d}/local_cpus", fmt_mask(f.local_cpus, nbits))
-        # link files
-        lk = f.link
-        if lk.kind == "zero":
-            w.text(f"{d}/current_link_speed", speed_text(None, link_format))
-            w.text(f"{d}/max_link_speed", speed_text(None, link_format))
-            w.text(f"{d}/current_link_width", "0")
-            w.text(f"{d}/max_link_width", "255")
-        elif lk.kind == "num":
-            w.text(f"{d}/current_link_speed", speed_text(lk.cur_speed, link_format))
-            w.text(f"{d}/max_link_speed", speed_text(lk.max_speed, link_format))
-            w.text(f"{d}/current_link_width", str(lk.cur_width))
-            w.text(f"{d}/max_link_width", str(lk.max_width))
-        if f.config_size:
-            # A device that fell off the bus answers every config read with all ones; the
-            # kernel keeps the ids and class it read at enumeration in the files above.
-            offbus = f.attrs.get("offbus", "false") == "true"
-            w.data(f"{d}/config", b"\xff" * f.config_size if offbus else build_config(f))
-        if lk.kind != "none":  # it has an AER capability (build_config): the kernel's counters
-            for name, key, table, total in _AER_FILES:
-                w.text(f"{d}/{name}", aer_text(table, total, f.attrs.get(key, "")))
+        _write_function(w, f, link_format, nbits)
         if f.driver:
             drivers.add(f.driver)
-            w.link(f"{d}/driver", f"sys/bus/pci/drivers/{f.driver}")
-            w.link(f"sys/bus/pci/drivers/{f.driver}/{f.bdf}", d)
-        if f.iommu_group is not None:
-            w.link(f"{d}/iommu_group", f"sys/kernel/iommu_groups/{f.iommu_group}")
-            w.link(f"sys/kernel/iommu_groups/{f.iommu_group}/devices/{f.bdf}", d)
-        if f.is_bridge:
-            w.dir(f"{d}/pci_bus/{f.domain:04x}:{f.sec:02x}")
-        if f.role == "root_port":  # PCIe port services: directories that are not functions
-            w.dir(f"{d}/{f.bdf}:pcie001")
-            w.dir(f"{d}/{f.bdf}:pcie002")
-        for irq in f.irqs:
-            w.text(f"{d}/msi_irqs/{irq}", "msix")
-        # SR-IOV
-        sriov = f.part.get("_sriov")
-        if sriov:
-            w.text(f"{d}/sriov_totalvfs", str(sriov["total"]))
-            w.text(f"{d}/sriov_numvfs", str(len(f.vfs)))
-            w.text(f"{d}/sriov_offset", str(sriov["offset"]))
-            w.text(f"{d}/sriov_stride", str(sriov["stride"]))
-            w.text(f"{d}/sriov_vf_device", f"{sriov['vf_device']:x}")
-            for vf in f.vfs:
-                w.link(f"{d}/virtfn{vf.vf_index}", vf.relpath)
-        if f.physfn is not None:
-            w.link(f"{d}/physfn", f.physfn.relpath)
-        w.link(f"sys/bus/pci/devices/{f.bdf}", d)
     for drv in sorted(drivers):
         w.dir(f"sys/bus/pci/drivers/{drv}")
 
@@ -1443,11 +1391,11 @@ def write_tree(machine: Machine, out_root: Path) -> None:
             f"{nd}/meminfo",
             "\n".join(
                 [
-                    "Node %d MemTotal:       %8d kB" % (n.id, total),
-                    "Node %d MemFree:        %8d kB" % (n.id, free),
-                    "Node %d MemUsed:        %8d kB" % (n.id, total - free),
-                    "Node %d HugePages_Total: %5d" % (n.id, 0),
-                    "Node %d HugePages_Free:  %5d" % (n.id, 0),
+                    f"Node {n.id} MemTotal:       {total:8d} kB",
+                    f"Node {n.id} MemFree:        {free:8d} kB",
+                    f"Node {n.id} MemUsed:        {total - free:8d} kB",
+                    f"Node {n.id} HugePages_Total: {0:5d}",
+                    f"Node {n.id} HugePages_Free:  {0:5d}",
                 ]
             ),
         )
@@ -1520,6 +1468,65 @@ def write_tree(machine: Machine, out_root: Path) -> None:
         for irq in f.irqs:
             w.text(f"proc/irq/{irq}/smp_affinity", fmt_mask(online, nbits))
             w.text(f"proc/irq/{irq}/smp_affinity_list", fmt_cpulist(online))
+
+
+def _write_function(w: _Writer, f: Func, link_format: str, nbits: int) -> None:
+    """One PCI function's directory: ids, NUMA, link, config space, driver, IOMMU, SR-IOV."""
+    d = f.relpath
+    w.text(f"{d}/class", f.attrs.get("classfile", f"0x{f.cls:06x}"))
+    w.text(f"{d}/vendor", f"0x{f.vendor:04x}")
+    w.text(f"{d}/device", f"0x{f.device:04x}")
+    w.text(f"{d}/subsystem_vendor", f"0x{f.part['_subvendor']:04x}")
+    w.text(f"{d}/subsystem_device", f"0x{f.part['_subdevice']:04x}")
+    w.text(f"{d}/numa_node", str(f.numa_node))
+    w.text(f"{d}/local_cpulist", fmt_cpulist(f.local_cpus))
+    w.text(f"{d}/local_cpus", fmt_mask(f.local_cpus, nbits))
+    # link files
+    lk = f.link
+    if lk.kind == "zero":
+        w.text(f"{d}/current_link_speed", speed_text(None, link_format))
+        w.text(f"{d}/max_link_speed", speed_text(None, link_format))
+        w.text(f"{d}/current_link_width", "0")
+        w.text(f"{d}/max_link_width", "255")
+    elif lk.kind == "num":
+        w.text(f"{d}/current_link_speed", speed_text(lk.cur_speed, link_format))
+        w.text(f"{d}/max_link_speed", speed_text(lk.max_speed, link_format))
+        w.text(f"{d}/current_link_width", str(lk.cur_width))
+        w.text(f"{d}/max_link_width", str(lk.max_width))
+    if f.config_size:
+        # A device that fell off the bus answers every config read with all ones; the
+        # kernel keeps the ids and class it read at enumeration in the files above.
+        offbus = f.attrs.get("offbus", "false") == "true"
+        w.data(f"{d}/config", b"\xff" * f.config_size if offbus else build_config(f))
+    if lk.kind != "none":  # it has an AER capability (build_config): the kernel's counters
+        for name, key, table, total in _AER_FILES:
+            w.text(f"{d}/{name}", aer_text(table, total, f.attrs.get(key, "")))
+    if f.driver:
+        w.link(f"{d}/driver", f"sys/bus/pci/drivers/{f.driver}")
+        w.link(f"sys/bus/pci/drivers/{f.driver}/{f.bdf}", d)
+    if f.iommu_group is not None:
+        w.link(f"{d}/iommu_group", f"sys/kernel/iommu_groups/{f.iommu_group}")
+        w.link(f"sys/kernel/iommu_groups/{f.iommu_group}/devices/{f.bdf}", d)
+    if f.is_bridge:
+        w.dir(f"{d}/pci_bus/{f.domain:04x}:{f.sec:02x}")
+    if f.role == "root_port":  # PCIe port services: directories that are not functions
+        w.dir(f"{d}/{f.bdf}:pcie001")
+        w.dir(f"{d}/{f.bdf}:pcie002")
+    for irq in f.irqs:
+        w.text(f"{d}/msi_irqs/{irq}", "msix")
+    # SR-IOV
+    sriov = f.part.get("_sriov")
+    if sriov:
+        w.text(f"{d}/sriov_totalvfs", str(sriov["total"]))
+        w.text(f"{d}/sriov_numvfs", str(len(f.vfs)))
+        w.text(f"{d}/sriov_offset", str(sriov["offset"]))
+        w.text(f"{d}/sriov_stride", str(sriov["stride"]))
+        w.text(f"{d}/sriov_vf_device", f"{sriov['vf_device']:x}")
+        for vf in f.vfs:
+            w.link(f"{d}/virtfn{vf.vf_index}", vf.relpath)
+    if f.physfn is not None:
+        w.link(f"{d}/physfn", f.physfn.relpath)
+    w.link(f"sys/bus/pci/devices/{f.bdf}", d)
 
 
 def machine_node_cpus(machine: Machine, nid: int) -> list[int]:

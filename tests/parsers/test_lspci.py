@@ -6,12 +6,11 @@ Samples live in samples/lspci/ (provenance in samples/lspci/README.md).
 from __future__ import annotations
 
 import random
-
-from tests.mangle import mangle
 from pathlib import Path
 
 import pytest
 
+from tests.mangle import mangle
 from topoagent.parsers.lspci_common import LspciParseError
 from topoagent.parsers.lspci_tree import LspciTreeNode, parse_lspci_tree
 from topoagent.parsers.lspci_verbose import decode_acs, parse_lspci_verbose
@@ -380,7 +379,7 @@ def test_every_lspci_sample_has_a_case():
 def test_verbose_sample(name, functions):
     parsed = parse_lspci_verbose(load(name))
     assert [f.bdf for f in parsed] == [f["bdf"] for f in functions]
-    for fn, expected in zip(parsed, functions):
+    for fn, expected in zip(parsed, functions, strict=True):
         expected = dict(expected)
         sriov = expected.pop("sriov_fields", None)
         acs_ctl = expected.pop("acs_ctl", None)

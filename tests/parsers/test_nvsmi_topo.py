@@ -6,12 +6,11 @@ Samples live in samples/nvsmi/ (provenance in samples/nvsmi/README.md).
 from __future__ import annotations
 
 import random
-
-from tests.mangle import mangle
 from pathlib import Path
 
 import pytest
 
+from tests.mangle import mangle
 from topoagent.parsers.nvsmi_topo import TopoMatrix, TopoParseError, parse_topo_matrix
 
 SAMPLES = Path(__file__).parent / "samples" / "nvsmi"
@@ -372,7 +371,7 @@ def test_nvlink_glue_left_unknown_without_evidence():
     assert m.cell("GPU0", "GPU2") == "?"
     assert m.device("GPU0").cpu_affinity is None
     assert m.device("GPU0").unresolved_affinity == "NV110-17"
-    assert any("GPU0/GPU2: cell could be NV1 or NV11; left unknown" == w for w in m.warnings)
+    assert any(w == "GPU0/GPU2: cell could be NV1 or NV11; left unknown" for w in m.warnings)
 
 
 def test_nvlink_glue_resolved_by_cpu_count():

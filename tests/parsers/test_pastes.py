@@ -128,7 +128,8 @@ def test_hand_edited_branch_is_read_with_a_note():
 
 def test_concatenated_trees_are_both_read():
     one = "-[0000:00]-+-00.0  Intel\n           \\-01.0-[01]----00.0  NVIDIA Corporation Device 2335\n"
-    two = "$ lspci -tv   # the other socket\n-[0000:80]-+-00.0  Intel\n           \\-01.0-[81]----00.0  Mellanox Technologies MT2910 Family [ConnectX-7]\n"
+    two = ("$ lspci -tv   # the other socket\n-[0000:80]-+-00.0  Intel\n"
+           "           \\-01.0-[81]----00.0  Mellanox Technologies MT2910 Family [ConnectX-7]\n")
     tree = read_lspci_tree(one + two)
     assert [n.bdf for n in tree.walk()] == ["0000:00:00.0", "0000:00:01.0", "0000:01:00.0",
                                            "0000:80:00.0", "0000:80:01.0", "0000:81:00.0"]

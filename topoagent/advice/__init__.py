@@ -1,0 +1,1 @@
+"""Advice: per-GPU plans of CPUs, NICs and environment, and VM placement, from the analysis (pure)."""

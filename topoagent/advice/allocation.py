@@ -20,12 +20,12 @@ Pure: the environment is passed in; resolving UUIDs needs the snapshot's NVML fa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from topoagent.digits import is_decimal
 from topoagent.errors import InputError
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from topoagent.advice.plan import GpuPlan, Plan

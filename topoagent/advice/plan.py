@@ -64,6 +64,8 @@ class SplitGroup(msgspec.Struct, frozen=True):
 
 
 class GpuPlan(msgspec.Struct, frozen=True):
+    """One GPU's placement: its NUMA-local CPUs, rail NICs and the environment for its ranks."""
+
     gpu: str
     bdf: str | None
     #: PCI-bus-order index: what CUDA_VISIBLE_DEVICES means with CUDA_DEVICE_ORDER=PCI_BUS_ID.
@@ -95,6 +97,8 @@ class NumaGroup(msgspec.Struct, frozen=True):
 
 
 class Plan(msgspec.Struct, frozen=True):
+    """Every GPU's placement and the NUMA groups; plan_for adds the caller's limits, ranks and notes."""
+
     gpus: tuple[GpuPlan, ...]
     numa_groups: tuple[NumaGroup, ...]
     # Filled by plan_for.

@@ -68,6 +68,8 @@ class VmsError(InputError):
 
 
 class Verdict(str, Enum):
+    """How a VM's CPU and memory placement matches the NUMA nodes of its passthrough devices."""
+
     ALIGNED = "aligned"
     UNSET = "unset"
     MISALIGNED = "misaligned"
@@ -181,10 +183,13 @@ class Affinity(msgspec.Struct, frozen=True):
 
     @property
     def nodeset(self) -> str:
+        """The nodes in libvirt's nodeset syntax (``0-1``)."""
         return str(CpuSet(self.nodes))
 
 
 class VmAdvice(msgspec.Struct, frozen=True):
+    """One VM: its passthrough devices, current placement, verdict and the settings to make."""
+
     name: str
     state: str
     platform: str  # "kvm" | "vmware"
@@ -212,10 +217,12 @@ class VmReport(msgspec.Struct, frozen=True):
 
 
 def nodes_text(nodes: tuple[int, ...] | list[int]) -> str:
+    """Node ids, comma-separated (``0,1``)."""
     return ",".join(str(n) for n in nodes)
 
 
 def join_device(bdf: str, ref: str, host: HostView) -> DeviceReport:
+    """A VM's passthrough device ``bdf`` (``ref``: how the VM names it) joined with what the host knows of it."""
     d = host.devices.get(bdf)
     if d is None:
         return DeviceReport(bdf, ref, "other", None, None,
@@ -241,7 +248,7 @@ def split_plan(vcpus: int | None, memory: int | None, nodes: tuple[int, ...], ho
         return False, f"{vcpus} vCPU{'s' if vcpus != 1 else ''} cannot span {k} nodes", ()
     shares = tuple(vcpus // k + (1 if i < vcpus % k else 0) for i in range(k))
     problems = []
-    for node, share in zip(nodes, shares):
+    for node, share in zip(nodes, shares, strict=True):
         avail = node_cpus_for_vms(host, node, reserve_cores)[0] if host.node_cpus else None
         if avail is not None and share > len(avail):
             problems.append(f"node {node} has {len(avail)} CPUs for {share} vCPUs")

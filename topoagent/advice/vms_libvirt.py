@@ -150,7 +150,7 @@ def _kvm_affinity(dom: Domain, nodes: tuple[int, ...], host: HostView, *, pin: b
     if len(nodes) > 1:
         if len(cells) != len(nodes):
             return None
-        memnodes = tuple((c.id, n) for c, n in zip(cells, nodes))
+        memnodes = tuple((c.id, n) for c, n in zip(cells, nodes, strict=True))
     else:
         node = nodes[0]
         mem = host.node_memory.get(node)
@@ -165,7 +165,7 @@ def _kvm_affinity(dom: Domain, nodes: tuple[int, ...], host: HostView, *, pin: b
     if pin:
         pin_list = []
         if len(nodes) > 1:
-            for c, n in zip(cells, nodes):
+            for c, n in zip(cells, nodes, strict=True):
                 order = _pin_order(avail[n], host.cores)
                 for j, v in enumerate(sorted(parse_libvirt_set(c.cpus))):
                     pin_list.append((v, CpuSet((order[j % len(order)],))))
@@ -183,7 +183,7 @@ def _kvm_affinity(dom: Domain, nodes: tuple[int, ...], host: HostView, *, pin: b
         # would run anywhere.  Each vCPU gets its cell's whole node (the host scheduler still
         # balances inside it); libvirt's <vcpupin> overrides <vcpu cpuset> per vCPU
         # (https://libvirt.org/formatdomain.html#cpu-tuning).
-        pins = tuple(sorted((v, avail[n]) for c, n in zip(cells, nodes)
+        pins = tuple(sorted((v, avail[n]) for c, n in zip(cells, nodes, strict=True)
                             for v in parse_libvirt_set(c.cpus)))
     return Affinity(cpuset, nodes, mode, memnodes, pins, emulator)
 

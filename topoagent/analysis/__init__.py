@@ -1,0 +1,1 @@
+"""Analysis: path classes, rails and findings from the topology (pure)."""

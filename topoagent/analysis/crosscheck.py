@@ -92,7 +92,8 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
         if dev.numa_node is not None and int(d.numa_affinity) != dev.numa_node:
             out.append(_finding(
                 [dev.id],
-                f"nvidia-smi puts {d.label} on NUMA node {d.numa_affinity}; sysfs says {dev.id} is on node {dev.numa_node}.",
+                f"nvidia-smi puts {d.label} on NUMA node {d.numa_affinity}; "
+                f"sysfs says {dev.id} is on node {dev.numa_node}.",
                 [Evidence(f"nvidia-smi topo -m: {d.label} NUMA Affinity", d.numa_affinity),
                  Evidence(sysfs_attr(dev, "numa_node"), str(dev.numa_node))]))
     return out

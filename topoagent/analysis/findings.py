@@ -46,7 +46,7 @@ class Severity(IntEnum):
         return self.name.lower()
 
     @classmethod
-    def parse(cls, text: str) -> "Severity":
+    def parse(cls, text: str) -> Severity:
         """A severity from its name (``warning`` -> WARNING)."""
         return cls[text.upper()]
 
@@ -248,7 +248,8 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
         else:
             out.append(c.finding(
                 "GPU_NIC_VIA_HOST_BRIDGE", [g.id, n.id],
-                f"{g.id} reaches its nearest RDMA NIC {_nic_label(n)} only through the CPU ({rail.cls.name}): {_GDR}.",
+                f"{g.id} reaches its nearest RDMA NIC {_nic_label(n)} only through the CPU "
+                f"({rail.cls.name}): {_GDR}.",
                 ev, "Put GPU and NIC under one PCIe switch for GPUDirect RDMA; NCCL_NET_GDR_LEVEL=PHB forces it "
                     "through the host bridge, which is slower than a switch and worth measuring first."))
     return out
@@ -355,15 +356,19 @@ def check_acs(c: _Ctx) -> list[Finding]:
             elif cfg is None or not cfg.extended_readable:
                 unknown.setdefault(br.id, set()).update((a.id, b.id))
     out = []
-    by_bdf = lambda ident: c.dev(ident).bdf or ""  # noqa: E731
+
+    def by_bdf(ident: str) -> str:
+        return c.dev(ident).bdf or ""
+
     for bid, devs in sorted(redirect.items(), key=lambda kv: by_bdf(kv[0])):
         br = c.dev(bid)
         acs = acs_of[bid]
         flags = " ".join(f"{name}{'+' if name in acs.enabled() else '-'}" for _, name in acs.BITS)
+        redirects = ", ".join(n for n in acs.enabled() if n in ("ReqRedir", "CmpltRedir", "EgressCtrl"))
         out.append(c.finding(
             "ACS_REDIRECT", [bid, *sorted(devs, key=id_key)],
             f"ACS on {br.role.value.replace('_', ' ') if br.role else 'bridge'} {br.bdf} redirects peer-to-peer "
-            f"traffic up to the root complex ({', '.join(n for n in acs.enabled() if n in ('ReqRedir', 'CmpltRedir', 'EgressCtrl'))}): "
+            f"traffic up to the root complex ({redirects}): "
             "GPUDirect P2P/RDMA below it will hang or crawl.",
             [Evidence(c.attr(br, "config"), f"ACSCtl: {flags}")],
             f"Disable ACS redirect in the BIOS, or boot with pci=disable_acs_redir={br.bdf} (persistent); "
@@ -421,6 +426,11 @@ def check_iommu(c: _Ctx) -> list[Finding]:
 _CHECK_LINK_KINDS = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.NVME, DeviceKind.ACCELERATOR)
 
 
+def _link_evidence(c: _Ctx, d: Device, *attrs: tuple[str, str]) -> list[Evidence]:
+    """Evidence from ``d``'s link: per (sysfs attribute, LinkInfo field) pair, the field's value."""
+    return [Evidence(c.attr(d, a), _fmt(getattr(d.link, f))) for a, f in attrs]
+
+
 def check_links(c: _Ctx) -> list[Finding]:
     """LINK_WIDTH_DEGRADED / LINK_SPEED_DEGRADED / LINK_SPEED_BELOW_MAX_GPU from one reading.
 
@@ -439,9 +449,8 @@ def check_links(c: _Ctx) -> list[Finding]:
         cap = links.capability(c.topo, d)
         width_low, speed_low = links.shortfall(lk.current_gts, lk.current_width, cap)
         parent = c.topo.by_bdf(d.parent) if d.parent else None
-        ev = lambda *attrs: [Evidence(c.attr(d, a), _fmt(getattr(lk, f))) for a, f in attrs]  # noqa: E731
         if lk.current_width is not None and lk.max_width is not None and lk.current_width < lk.max_width:
-            evidence = ev(("current_link_width", "current_width"), ("max_link_width", "max_width"))
+            evidence = _link_evidence(c, d, ("current_link_width", "current_width"), ("max_link_width", "max_width"))
             capped = not width_low  # the port above is no wider than the link is now
             if capped and parent is not None:
                 evidence.append(Evidence(c.attr(parent, "max_link_width"), _fmt(parent.link.max_width)))
@@ -458,7 +467,7 @@ def check_links(c: _Ctx) -> list[Finding]:
         if lk.current_gts is not None and lk.max_gts is not None and lk.current_gts < lk.max_gts:
             slot_max = parent.link.max_gts if parent is not None else None
             capped = not speed_low and slot_max is not None
-            evidence = ev(("current_link_speed", "current_gts"), ("max_link_speed", "max_gts"))
+            evidence = _link_evidence(c, d, ("current_link_speed", "current_gts"), ("max_link_speed", "max_gts"))
             if capped:
                 evidence.append(Evidence(c.attr(parent, "max_link_speed"), _fmt(slot_max)))  # type: ignore[arg-type]
             if d.kind is DeviceKind.GPU:

@@ -184,9 +184,9 @@ def nvlink_count(topo: Topology, a: Device, b: Device) -> int:
     if ga is None or gb is None:
         return 0
     gpu_bdfs = set(nv)
-    direct = sum(l.count for l in ga.nvlinks if l.peer_bdf == b.bdf)
-    sw_a = {l.peer_bdf: l.count for l in ga.nvlinks if l.peer_bdf not in gpu_bdfs}
-    sw_b = {l.peer_bdf: l.count for l in gb.nvlinks if l.peer_bdf not in gpu_bdfs}
+    direct = sum(link.count for link in ga.nvlinks if link.peer_bdf == b.bdf)
+    sw_a = {link.peer_bdf: link.count for link in ga.nvlinks if link.peer_bdf not in gpu_bdfs}
+    sw_b = {link.peer_bdf: link.count for link in gb.nvlinks if link.peer_bdf not in gpu_bdfs}
     # Through NVSwitches every GPU reaches every other at its full NVLink width, as
     # nvidia-smi reports (NV12 on HGX A100, NV18 on HGX H100): the narrower side bounds it.
     via_switch = min(sum(sw_a.values()), sum(sw_b.values())) if set(sw_a) & set(sw_b) else 0

@@ -1,9 +1,9 @@
 """Rails: which NIC each GPU should use, and which NICs are not rails at all.
 
-Pairing (NCCL's rules, NVIDIA/nccl src/graph/topo.cc ``ncclTopoGetLocalNet``): for every GPU, its candidates are the compute NICs at
-the best path class; among those the fastest; then GPUs are spread so that no NIC serves two
-GPUs while an equally close and equally fast NIC serves none.  Storage and management NICs
-are never rails.
+Pairing (NCCL's rules, NVIDIA/nccl src/graph/topo.cc ``ncclTopoGetLocalNet``): for every GPU,
+its candidates are the compute NICs at the best path class; among those the fastest; then GPUs
+are spread so that no NIC serves two GPUs while an equally close and equally fast NIC serves
+none.  Storage and management NICs are never rails.
 """
 
 from __future__ import annotations

@@ -82,16 +82,7 @@ def exec_(inputs: Inputs, gpu: str | None, local_rank: int | None, auto: bool, r
     from topoagent.advice.ranks import local_rank_from
     from topoagent.errors import InputError
 
-    if local_rank is not None and auto:
-        fail("give one of --local-rank or --auto")
-    if keep_visible and narrow_visible:
-        fail("give one of --keep-visible or --narrow-visible")
-    if gpu is None and local_rank is None and not auto:
-        fail("say which GPU: --gpu N, --local-rank R or --auto")
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        fail("no command given (topoagent exec ... -- CMD [ARGS...])")
+    command = _checked_usage(gpu, local_rank, auto, keep_visible, narrow_visible, command)
     rank, source = local_rank, "--local-rank"
     if auto:
         try:
@@ -178,6 +169,22 @@ def exec_(inputs: Inputs, gpu: str | None, local_rank: int | None, auto: bool, r
     child_env = dict(os.environ)
     child_env.update(env)
     _exec(command, child_env)
+
+
+def _checked_usage(gpu: str | None, local_rank: int | None, auto: bool, keep_visible: bool,
+                   narrow_visible: bool, command: tuple[str, ...]) -> tuple[str, ...]:
+    """The command to run, once the options make sense together (else one line and exit 2)."""
+    if local_rank is not None and auto:
+        fail("give one of --local-rank or --auto")
+    if keep_visible and narrow_visible:
+        fail("give one of --keep-visible or --narrow-visible")
+    if gpu is None and local_rank is None and not auto:
+        fail("say which GPU: --gpu N, --local-rank R or --auto")
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        fail("no command given (topoagent exec ... -- CMD [ARGS...])")
+    return command
 
 
 def _exec(command: tuple[str, ...], env: dict[str, str]) -> NoReturn:

@@ -22,11 +22,11 @@ import socket
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from topoagent.commands.argspec import Opt, click_options, parse
 from topoagent.commands.common import EXIT_ERROR, EXIT_OK, emit, fail
 from topoagent.commands.options import INPUT_OPTIONS, run_scan, take_inputs
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any

@@ -16,11 +16,14 @@ __all__ = ["Clock", "SystemClock"]
 class Clock(Protocol):
     """What the loop needs of a clock."""
 
-    def monotonic(self) -> float: ...
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back (for deadlines)."""
 
-    def time(self) -> float: ...
+    def time(self) -> float:
+        """Seconds since the epoch (for timestamps)."""
 
-    def wait(self, selector: Any, timeout: float | None) -> list[Any]: ...
+    def wait(self, selector: Any, timeout: float | None) -> list[Any]:
+        """The selector's ready events, after at most ``timeout`` seconds (None: until one is ready)."""
 
 
 class SystemClock:

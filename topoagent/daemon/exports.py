@@ -52,6 +52,7 @@ _NFD_TOKEN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
 
 
 def valid_nfd_value(value: str) -> bool:
+    """Whether ``value`` is a valid NFD label value (the Kubernetes label-value rule)."""
     return bool(_NFD_TOKEN.match(value))
 
 
@@ -255,6 +256,7 @@ class Exporter:
         return changed
 
     def write_json(self, export: str, path: str, doc: Mapping[str, Any]) -> bool:
+        """Write ``doc`` as indented JSON, as :meth:`write` does; True when the file changed."""
         from topoagent.outputs.json_report import encode
 
         return self.write(export, path, encode(doc, pretty=True).encode())

@@ -64,9 +64,11 @@ class _DeadlineReader:
 class App(Protocol):
     """What the server serves: the daemon answers these."""
 
-    def metrics(self, accept: str | None) -> tuple[bytes, str]: ...
+    def metrics(self, accept: str | None) -> tuple[bytes, str]:
+        """The metrics in the format the ``Accept`` header asks for: the body and its content type."""
 
-    def html(self) -> str | None: ...
+    def html(self) -> str | None:
+        """The status page served at ``/``, or None when there is none yet."""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -154,7 +156,8 @@ class MetricsServer(ThreadingHTTPServer):
     request_queue_size = LISTEN_BACKLOG
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
+        """Serve the connection if a slot is free (making room by closing the longest-idle one), else close it."""
+        if not self._slots.acquire(blocking=False):  # noqa: SIM102  the comment belongs to the second test
             # full: close the connection idle longest to make room (its thread then ends and
             # frees its slot); only when every slot is answering a request is this one dropped
             if not self._evict_idlest() or not self._slots.acquire(timeout=1.0):
@@ -187,6 +190,7 @@ class MetricsServer(ThreadingHTTPServer):
         return True
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """Serve the connection in its own thread, then free its slot."""
         try:
             super().process_request_thread(request, client_address)
         finally:
@@ -194,6 +198,7 @@ class MetricsServer(ThreadingHTTPServer):
             self._slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
+        """Log an error from serving a client; a client that went away or was too slow is not one."""
         exc = sys.exc_info()[1]
         if isinstance(exc, (ConnectionError, TimeoutError, socket.timeout)):
             return  # the client went away or was too slow: nothing to report
@@ -207,6 +212,7 @@ class MetricsServer(ThreadingHTTPServer):
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop serving, wait briefly for the serving thread, and close the listening socket."""
         if self._thread is not None:
             self.shutdown()
             self._thread.join(timeout=2)

@@ -127,6 +127,7 @@ class Judgement(msgspec.Struct, frozen=True):
     saw_load: bool
 
     def as_dict(self) -> dict[str, Any]:
+        """The judgement as a plain dict (for the daemon's state and events)."""
         return msgspec.structs.asdict(self)
 
 
@@ -210,7 +211,8 @@ def _max(a: Any, b: Any) -> Any:
 
 
 def rail_netdevs(result: ScanResult) -> dict[str, tuple[str, ...]]:
-    """Each GPU's key -> the netdevs of its rail NICs (for the traffic fallback of :class:`topoagent.sources.load.LoadProbe`)."""
+    """Each GPU's key -> the netdevs of its rail NICs (for the traffic fallback of
+    :class:`topoagent.sources.load.LoadProbe`)."""
     out: dict[str, tuple[str, ...]] = {}
     topo = result.topology
     for r in result.rails.rails:

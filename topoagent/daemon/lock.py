@@ -67,6 +67,7 @@ class StateLock:
         self._fd = fd
 
     def release(self) -> None:
+        """Release the lock (closing the file drops the flock)."""
         if self._fd is not None:
             os.close(self._fd)  # closing the last descriptor drops the flock
             self._fd = None

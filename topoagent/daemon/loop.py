@@ -163,21 +163,25 @@ class Daemon:
 
     # -- public controls (any thread) -----------------------------------------------------------
     def wake(self) -> None:
+        """Wake the loop now (safe from any thread)."""
         try:
             os.write(self._wake_w, b"!")
         except OSError:
             pass  # pipe full: the loop is awake anyway
 
     def request_stop(self) -> None:
+        """Ask the loop to stop, as SIGTERM does (safe from any thread)."""
         self._signals.append(signal.SIGTERM)
         self.wake()
 
     def request_reload(self) -> None:
+        """Ask the loop to reload its configuration, as SIGHUP does (safe from any thread)."""
         self._signals.append(signal.SIGHUP)
         self.wake()
 
     # -- the HTTP app ---------------------------------------------------------------------------
     def metrics(self, accept: str | None) -> tuple[bytes, str]:
+        """The metrics in the exposition format the ``Accept`` header asks for, and its content type."""
         from prometheus_client.exposition import choose_encoder
 
         encoder, ctype = choose_encoder(accept or "")

@@ -18,7 +18,7 @@ from topoagent.analysis.findings import Severity
 from topoagent.changes import finding_keys
 from topoagent.daemon.linkwatch import watched_links
 from topoagent.daemon.status import Status
-from topoagent.topology import DeviceKind
+from topoagent.topology import Device, DeviceKind
 from topoagent.version import __version__
 
 __all__ = ["StatusCollector", "families", "make_registry", "render_text"]
@@ -142,7 +142,10 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
           [((s,), n) for s, n in per_sev.items()])
 
     rails = []
-    name = lambda d: status.names.get(d.key, d.id)  # bound to the key: never renumbers
+
+    def name(d: Device) -> str:
+        return status.names.get(d.key, d.id)  # bound to the key: never renumbers
+
     for rail in r.rails.rails:
         g = topo.by_id(rail.gpu)
         for nic_id in rail.nics:
@@ -189,9 +192,11 @@ class StatusCollector:
         self._current = current
 
     def collect(self) -> Iterator[Any]:
+        """The metric families of the current status (on each scrape)."""
         yield from families(self._current())
 
     def describe(self) -> list[Any]:
+        """No families up front, so registering does not collect."""
         return []  # so registering does not collect (and no name is checked twice)
 
 

@@ -37,6 +37,7 @@ class Notifier:
 
     @property
     def enabled(self) -> bool:
+        """Whether systemd gave a notification socket (``$NOTIFY_SOCKET``)."""
         return self._address is not None
 
     def watchdog_interval(self) -> float | None:
@@ -66,18 +67,23 @@ class Notifier:
         return "@" + a[1:].decode("utf-8", "replace") if isinstance(a, bytes) else str(a)
 
     def ready(self, status: str) -> bool:
+        """Send ``READY=1`` with a status line; True when sent."""
         return self.send(READY="1", STATUS=status)
 
     def status(self, status: str) -> bool:
+        """Send a status line; True when sent."""
         return self.send(STATUS=status)
 
     def watchdog(self) -> bool:
+        """Send a watchdog keep-alive (``WATCHDOG=1``); True when sent."""
         return self.send(WATCHDOG="1")
 
     def stopping(self, status: str = "stopping") -> bool:
+        """Send ``STOPPING=1`` with a status line; True when sent."""
         return self.send(STOPPING="1", STATUS=status)
 
     def close(self) -> None:
+        """Close the notification socket."""
         if self._sock is not None:
             self._sock.close()
             self._sock = None

@@ -61,6 +61,7 @@ class UdevWatch:
         return cls(monitor)
 
     def fileno(self) -> int:
+        """The monitor's netlink descriptor, for the loop's selector."""
         return int(self._monitor.fileno())
 
     def drain(self) -> list[tuple[str, str, str]]:
@@ -79,4 +80,5 @@ class UdevWatch:
         return out
 
     def close(self) -> None:
+        """Drop the monitor (pyudev then frees its netlink socket)."""
         self._monitor = None  # pyudev frees the netlink socket with the monitor (udev_monitor_unref)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from topoagent.outputs.escape import xml_attr as escape
 from topoagent.outputs.draw_svg import svg_of
+from topoagent.outputs.escape import xml_attr as escape
 from topoagent.outputs.layout import compact_link, layout
 from topoagent.outputs.matrix import matrix_of, matrix_rows
 from topoagent.result import ScanResult
@@ -47,7 +47,7 @@ th,td{border:1px solid #e0e0e0;padding:3px 6px;text-align:left;vertical-align:to
 .m-X{color:#9e9e9e}.m-NV{background:#c8e6c9}.m-PIX{background:#dcedc8}.m-PXB{background:#f0f4c3}
 .m-PHB{background:#fff9c4}.m-NODE{background:#ffe0b2}.m-SYS{background:#ffcdd2}
 .ta-muted{color:#757575}
-"""
+"""  # noqa: E501  minified CSS, one rule a line
 
 # The page's only script: details on hover/click, highlights from the tables.  No network,
 # no libraries; it marks <body data-ready="1"> when it has run (tests look for that).
@@ -185,9 +185,9 @@ def _matrix_table(result: ScanResult) -> str:
         return '<p class="ta-muted">No GPUs or NICs.</p>'
     ids = [ident for ident, _ in behind]  # the device behind each row
     head = "".join(f'<th data-subjects="{escape(i)}" data-ids="{escape(i)}" title="{escape(i)}">{escape(d.label)}</th>'
-                   for d, i in zip(m.devices, ids))
+                   for d, i in zip(m.devices, ids, strict=True))
     rows = [f'<table class="ta-matrix"><tr><th></th>{head}</tr>']
-    for dev, i, cells in zip(m.devices, ids, m.cells):
+    for dev, i, cells in zip(m.devices, ids, m.cells, strict=True):
         tds = "".join(f'<td class="m-{"NV" if c.startswith("NV") else escape(c)}">{escape(c)}</td>' for c in cells)
         rows.append(f'<tr><th data-subjects="{escape(i)}" title="{escape(i)}">{escape(dev.label)}</th>{tds}</tr>')
     rows.append("</table>")

@@ -19,9 +19,9 @@ Geometry comes from :func:`topoagent.outputs.layout.layout`; this module only pa
 
 from __future__ import annotations
 
-from topoagent.outputs.escape import xml_attr as escape
 from typing import Any
 
+from topoagent.outputs.escape import xml_attr as escape
 from topoagent.outputs.layout import FONT, LINE_H, TIE_GRADE, Layout, Rect, layout
 from topoagent.result import ScanResult
 
@@ -131,7 +131,8 @@ def _wires(lay: Layout) -> list[str]:
     out = []
     for w in lay.wires:
         cls = f"ta-{w.kind}" + (" ta-degraded ta-finding" if w.finding else "")
-        attrs = f'class="{cls}" x1="{_n(w.x1)}" y1="{_n(w.y1)}" x2="{_n(w.x2)}" y2="{_n(w.y2)}" stroke-width="{_n(w.width)}"'
+        attrs = (f'class="{cls}" x1="{_n(w.x1)}" y1="{_n(w.y1)}" x2="{_n(w.x2)}" y2="{_n(w.y2)}" '
+                 f'stroke-width="{_n(w.width)}"')
         if w.device is not None:
             attrs += f' data-id="{_a(w.device)}" data-bdf="{_a(w.bdf)}"'
         if w.finding:

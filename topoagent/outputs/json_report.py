@@ -43,11 +43,15 @@ CudaDevices = Annotated[str, msgspec.Meta(pattern=r"^[0-9]+(,[0-9]+)*$")]
 
 
 class Tool(msgspec.Struct, frozen=True):
+    """The program that wrote the report."""
+
     name: Literal["topoagent"]
     version: str
 
 
 class Host(msgspec.Struct, frozen=True):
+    """The host scanned: its name, root, sources and what its kernel says."""
+
     hostname: str | None
     root: str | None
     sources: list[SourceStatus]
@@ -68,12 +72,16 @@ class Host(msgspec.Struct, frozen=True):
 
 
 class SocketEntry(msgspec.Struct, frozen=True):
+    """A CPU socket: its NUMA nodes and CPUs."""
+
     id: NodeId
     numa_nodes: list[int]
     cpus: CpuList
 
 
 class NumaNodeEntry(msgspec.Struct, frozen=True):
+    """A NUMA node: its CPUs, socket, memory and distances."""
+
     id: NodeId
     cpus: Annotated[CpuList | None, msgspec.Meta(
         description="null: the source names the node but not its CPUs (lspci)")]
@@ -85,6 +93,8 @@ class NumaNodeEntry(msgspec.Struct, frozen=True):
 
 
 class HostBridgeEntry(msgspec.Struct, frozen=True):
+    """A PCI root bus (host bridge) and the NUMA node and socket it hangs off."""
+
     name: Annotated[str, msgspec.Meta(pattern=r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}$")]
     numa_node: int | None
     socket: int | None
@@ -107,6 +117,8 @@ class LinkEntry(msgspec.Struct, frozen=True):
 
 
 class DeviceEntry(msgspec.Struct, frozen=True):
+    """A PCI function: identity, placement, link, and what it is for."""
+
     id: Annotated[str, msgspec.Meta(pattern=r"^(gpu|nic|nvme|accel|nvswitch|bridge|other)[0-9]+$")]
     bdf: Bdf | None
     kind: DeviceKind
@@ -138,11 +150,15 @@ class DeviceEntry(msgspec.Struct, frozen=True):
 
 
 class EvidenceEntry(msgspec.Struct, frozen=True):
+    """A file a finding rests on and the value read from it."""
+
     path: str
     value: str | None
 
 
 class FindingEntry(msgspec.Struct, frozen=True):
+    """A problem found: code, severity, devices, message, evidence and remedy."""
+
     code: Annotated[str, msgspec.Meta(pattern=r"^[A-Z][A-Z0-9_]+$")]
     severity: Literal["critical", "warning", "info"]
     subjects: list[str]
@@ -152,6 +168,8 @@ class FindingEntry(msgspec.Struct, frozen=True):
 
 
 class PathEntry(msgspec.Struct, frozen=True):
+    """The path class between two devices (as nvidia-smi topo -m names it) and what it rests on."""
+
     a: str
     b: str
     kind: PathToken
@@ -162,6 +180,8 @@ class PathEntry(msgspec.Struct, frozen=True):
 
 
 class RailEntry(msgspec.Struct, frozen=True):
+    """A GPU's rail: its NIC(s), how near they are, and the GPUs that share them."""
+
     gpu: str
     nic: str | None
     kind: str | None
@@ -170,6 +190,8 @@ class RailEntry(msgspec.Struct, frozen=True):
 
 
 class GpuRecommendation(msgspec.Struct, frozen=True):
+    """One GPU's default placement: NUMA node, CPUs, NICs and environment."""
+
     gpu: str
     bdf: str | None
     numa_node: int | None
@@ -180,6 +202,8 @@ class GpuRecommendation(msgspec.Struct, frozen=True):
 
 
 class NumaGroupEntry(msgspec.Struct, frozen=True):
+    """GPUs that share a NUMA node, with one CUDA_VISIBLE_DEVICES and CPU set for them."""
+
     numa_node: int | None
     gpus: list[GpuId]
     cuda_visible_devices: CudaDevices
@@ -187,6 +211,8 @@ class NumaGroupEntry(msgspec.Struct, frozen=True):
 
 
 class Recommendations(msgspec.Struct, frozen=True):
+    """The default placements, per GPU and per NUMA node."""
+
     gpus: list[GpuRecommendation]
     numa_groups: list[NumaGroupEntry]
 
@@ -260,6 +286,7 @@ def finding_entry(f: Finding) -> FindingEntry:
 
 
 def numa_entries(topo: Topology) -> list[NumaNodeEntry]:
+    """The contract's ``numa_nodes`` entries of a topology."""
     ids = [n.id for n in topo.nodes]
     return [
         NumaNodeEntry(

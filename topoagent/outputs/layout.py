@@ -84,6 +84,8 @@ TIE_GRADE = {"NV": "good", "PIX": "good", "PXB": "good", "PHB": "warn", "NODE": 
 
 
 class Rect(msgspec.Struct, frozen=True):
+    """An axis-aligned rectangle in drawing units: left, top, width, height."""
+
     x: float
     y: float
     w: float
@@ -91,18 +93,22 @@ class Rect(msgspec.Struct, frozen=True):
 
     @property
     def right(self) -> float:
+        """The right edge."""
         return self.x + self.w
 
     @property
     def bottom(self) -> float:
+        """The bottom edge."""
         return self.y + self.h
 
     @property
     def cx(self) -> float:
+        """The horizontal centre."""
         return self.x + self.w / 2
 
     @property
     def cy(self) -> float:
+        """The vertical centre."""
         return self.y + self.h / 2
 
     def overlaps(self, other: Rect, margin: float = 0.0) -> bool:
@@ -133,6 +139,8 @@ def compact_link(link: LinkInfo) -> str | None:
 
 
 class SceneTile(msgspec.Struct, frozen=True):
+    """A device drawn as a tile of its own (GPU, NIC, accelerator)."""
+
     device: Device
 
 
@@ -156,6 +164,8 @@ class SceneBox(msgspec.Struct, frozen=True):
 
 
 class SceneNode(msgspec.Struct, frozen=True):
+    """A NUMA node's region: its title lines and the boxes in it."""
+
     ident: str
     title: str
     subtitle: str
@@ -164,6 +174,8 @@ class SceneNode(msgspec.Struct, frozen=True):
 
 
 class SceneSocket(msgspec.Struct, frozen=True):
+    """A socket's region: its title lines and its NUMA nodes."""
+
     ident: str
     title: str
     subtitle: str
@@ -172,6 +184,8 @@ class SceneSocket(msgspec.Struct, frozen=True):
 
 
 class Scene(msgspec.Struct, frozen=True):
+    """What is drawn, grouped: sockets, their nodes and boxes, and what no node could be given to."""
+
     sockets: tuple[SceneSocket, ...]
     #: The region of what no NUMA node could be given to, or None.
     unknown: SceneNode | None
@@ -404,6 +418,8 @@ class Tile(msgspec.Struct, frozen=True):
 
 
 class Chip(msgspec.Struct, frozen=True):
+    """A placed :class:`SceneChip`: its rectangle, its text and the devices it stands for."""
+
     ident: str
     rect: Rect
     text: str
@@ -455,12 +471,16 @@ class Mark(msgspec.Struct, frozen=True):
 
 
 class LegendEntry(msgspec.Struct, frozen=True):
+    """One legend line: the swatch of a kind and its text."""
+
     kind: str
     text: str
     rect: Rect  #: the swatch; the text follows it on the same line
 
 
 class Layout(msgspec.Struct, frozen=True):
+    """A placed drawing: its size, titles and every region, tile, wire, tie and mark the renderers draw."""
+
     width: float
     height: float
     title: str
@@ -674,7 +694,7 @@ class _Placer:
         self.regions.append(Region(kind, node.ident, r, fit(node.title, w - 2 * REGION_PAD, 12),
                                    fit(node.subtitle, w - 2 * REGION_PAD), head=Rect(x, y, w, REGION_HEAD)))
         offsets, _, _ = self.flow([self.size(b) for b in node.boxes], limit - 2 * REGION_PAD, REGION_GAP)
-        for b, (ox, oy) in zip(node.boxes, offsets):
+        for b, (ox, oy) in zip(node.boxes, offsets, strict=True):
             box = Rect(x + REGION_PAD + ox, y + REGION_HEAD + oy, *self.size(b))
             self.tops.append(box)
             self.place_box(b, box)
@@ -694,7 +714,7 @@ class _Placer:
         inner = limit - 2 * REGION_PAD
         sizes = [self.node_size(n, inner) for n in s.nodes]
         offsets, _, _ = self.flow(sizes, inner, REGION_GAP)
-        for n, (ox, oy) in zip(s.nodes, offsets):
+        for n, (ox, oy) in zip(s.nodes, offsets, strict=True):
             self.place_node(n, x + REGION_PAD + ox, y + REGION_HEAD + oy, inner)
         return r
 
@@ -706,7 +726,7 @@ def _along(points: Sequence[Point], t: float) -> Point:
     """The point at fraction ``t`` of a polyline's length."""
     lengths = [abs(x2 - x1) + abs(y2 - y1) for (x1, y1), (x2, y2) in pairwise(points)]
     goal = t * sum(lengths)
-    for ((x1, y1), (x2, y2)), seg in zip(pairwise(points), lengths):
+    for ((x1, y1), (x2, y2)), seg in zip(pairwise(points), lengths, strict=True):
         if goal <= seg and seg > 0:
             f = goal / seg
             return x1 + (x2 - x1) * f, y1 + (y2 - y1) * f

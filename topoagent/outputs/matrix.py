@@ -61,7 +61,7 @@ def render_topo_matrix(m: TopoMatrix) -> str:
     )
     titles = ["CPU Affinity"] + (["NUMA Affinity", "GPU NUMA ID"] if numa_columns else [])
     lines = ["\t" + "\t".join([d.label for d in m.devices] + titles)]
-    for device, row in zip(m.devices, m.cells):
+    for device, row in zip(m.devices, m.cells, strict=True):
         cells = [" X " if c == "X" else c for c in row]
         line = device.label + "\t" + "\t".join(cells)
         has_values = (

@@ -35,11 +35,15 @@ NicId = Annotated[str, msgspec.Meta(pattern=r"^nic[0-9]+$")]
 
 
 class PlanHost(msgspec.Struct, frozen=True):
+    """The host a plan is for."""
+
     hostname: str | None
     root: str | None
 
 
 class RailNic(msgspec.Struct, frozen=True):
+    """A rail NIC of a GPU, with the names a launcher needs (RDMA device, port, netdevs)."""
+
     nic: NicId
     key: str
     bdf: Bdf | None
@@ -53,12 +57,16 @@ class RailNic(msgspec.Struct, frozen=True):
 
 
 class Rank(msgspec.Struct, frozen=True):
+    """One local rank of a GPU: its cores and its environment."""
+
     local_rank: NodeId
     cpus: CpuList
     env: dict[str, str]
 
 
 class GpuEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One GPU's plan: CPUs, rail NICs, environment, ranks and notes."""
+
     gpu: GpuId
     key: str | None
     bdf: Bdf | None
@@ -75,6 +83,8 @@ class GpuEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class SplitEntry(msgspec.Struct, frozen=True):
+    """One of the --split N disjoint groups: its GPUs, their NUMA nodes, CPUs and NICs."""
+
     index: NodeId
     gpus: Annotated[list[GpuId], msgspec.Meta(min_length=1)]
     cuda_visible_devices: CudaDevices

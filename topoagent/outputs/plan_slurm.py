@@ -59,7 +59,7 @@ def slurm_links(gpu_bdf: str | None, nv: NvmlGpu | None, order: Sequence[str | N
         if bdf == gpu_bdf:
             out.append("-1")
         else:
-            out.append(str(sum(l.count for l in nv.nvlinks if bdf is not None and l.peer_bdf == bdf)))
+            out.append(str(sum(link.count for link in nv.nvlinks if bdf is not None and link.peer_bdf == bdf)))
     return ",".join(out)
 
 
@@ -132,7 +132,8 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
             words.append(f"Links={links}")
         line = " ".join(words)
         if not cores:
-            line += f"  # {g.gpu}: no {'socket known' if gres_cores == 'socket' else 'allowed CPU of its own'}, Cores= left out"
+            missing = "socket known" if gres_cores == "socket" else "allowed CPU of its own"
+            line += f"  # {g.gpu}: no {missing}, Cores= left out"
         lines.append(line)
     if p.gpus and not every_nvml:
         lines.append("# Type= and Links= left out: NVML did not name every GPU (slurmd's names and link counts come from NVML)")

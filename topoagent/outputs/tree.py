@@ -30,6 +30,7 @@ _TAG = {
 
 
 def format_bytes(n: int | None) -> str:
+    """A byte count in binary units (``512.0 GiB``); ``memory ?`` when unknown."""
     if n is None:
         return "memory ?"
     value = float(n)

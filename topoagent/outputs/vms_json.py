@@ -35,6 +35,8 @@ Settings = Annotated[dict[str, str], msgspec.Meta(description=(
 
 
 class VmDeviceEntry(msgspec.Struct, frozen=True):
+    """A passthrough device of a VM, as the host knows it."""
+
     bdf: Bdf | None
     kind: Literal["gpu", "nic", "nvme", "accelerator", "nvswitch", "bridge", "other"]  # a DeviceKind value
     numa_node: NodeId | None
@@ -45,6 +47,8 @@ class VmDeviceEntry(msgspec.Struct, frozen=True):
 
 
 class VmEntry(msgspec.Struct, frozen=True):
+    """One VM: its devices, current and recommended settings, verdict and notes."""
+
     name: str
     state: str
     platform: Literal["kvm", "vmware"]

@@ -125,7 +125,7 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
             if cap_id == EXT_CAP_ID_ACS:
                 if off + 8 <= size:
                     acs = AcsInfo(capability=_U16(data, off + 4)[0], control=_U16(data, off + 6)[0], offset=off)
-            elif cap_id == EXT_CAP_ID_SRIOV and sriov is None:
+            elif cap_id == EXT_CAP_ID_SRIOV and sriov is None:  # noqa: SIM102  as the ACS branch: kind, then bounds
                 if off + 0x1C <= size:  # through VF Device ID, the last register used
                     sriov = SriovCap(*(_U16(data, off + r)[0] for r in _SRIOV_REGS))
             nxt = (header >> 20) & 0xFFC

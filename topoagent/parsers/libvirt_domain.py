@@ -86,6 +86,8 @@ class Pin(msgspec.Struct, frozen=True):
 
 
 class MemNode(msgspec.Struct, frozen=True):
+    """A ``<numatune><memnode>``: one guest cell's memory mode and host nodes."""
+
     cellid: int
     mode: str | None
     nodeset: str
@@ -122,6 +124,7 @@ class Domain(msgspec.Struct, frozen=True):
 
     @property
     def has_numatune(self) -> bool:
+        """Whether the domain has any ``<numatune>`` setting."""
         return bool(self.numatune_mode or self.numatune_nodeset or self.numatune_placement or self.memnodes)
 
 
@@ -396,7 +399,8 @@ def with_affinity(
     Sets ``<vcpu placement='static' cpuset=…>`` (the count and ``current`` kept), replaces
     ``<numatune>`` with ``<memory mode= nodeset=>`` plus ``memnodes``, and -- only when
     ``vcpupins`` is given (``--pin``, or a split VM's per-cell pins) -- replaces the ``vcpupin``
-    entries of ``<cputune>``, and its ``emulatorpin`` when one is given (its other settings kept).  Returned in :func:`canonical_xml`'s layout.
+    entries of ``<cputune>``, and its ``emulatorpin`` when one is given (its other settings
+    kept).  Returned in :func:`canonical_xml`'s layout.
     """
     import xml.etree.ElementTree as ET
 

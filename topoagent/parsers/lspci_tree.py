@@ -50,6 +50,7 @@ class LspciTreeNode(msgspec.Struct, frozen=True):
 
     @property
     def is_bridge(self) -> bool:
+        """Whether the node has a secondary bus (is a bridge)."""
         return self.secondary_bus is not None
 
     def walk(self) -> Iterator[LspciTreeNode]:

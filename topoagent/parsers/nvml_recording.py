@@ -82,7 +82,7 @@ def parse_nvml_recording(text: str) -> tuple[tuple[NvmlGpu, ...], str | None, st
     bdfs = [normalize_bus_id(g.get("bus_id")) if isinstance(g, dict) else None for g in raw]
     default_ok = doc.p2p_read_default == "OK"
     gpus = []
-    for index, (g, bdf) in enumerate(zip(raw, bdfs)):
+    for index, (g, bdf) in enumerate(zip(raw, bdfs, strict=True)):
         if bdf is None:
             continue  # a GPU without an address cannot be joined to anything, as live
         links = g.get("nvlinks")

@@ -461,7 +461,7 @@ def _str(value: object) -> str | None:
 def _values_key(values: tuple[object, ...] | None, fields: list[str]) -> dict[str, object]:
     out: dict[str, object] = {"cpu": None, "numa": None, "gpu_numa": None}
     if values is not None:
-        for name, value in zip(fields, values):
+        for name, value in zip(fields, values, strict=True):
             out[name] = None if value is _NA else value
     return out
 
@@ -477,7 +477,7 @@ def _short(text: str, limit: int = 60) -> str:
 def _describe(values: tuple[object, ...], fields: list[str]) -> str:
     return ", ".join(
         f"{_FIELD_NAMES[name]} {'N/A' if value is _NA else _short(value) if isinstance(value, str) else repr(value)}"
-        for name, value in zip(fields, values)
+        for name, value in zip(fields, values, strict=True)
     )
 
 
@@ -552,7 +552,7 @@ def _numbered_lines(lines: Iterable[Line]) -> list[tuple[int, str]]:
 def _find_header(lines: list[str]) -> tuple[int, list[str], list[str]]:
     """Index, labels and column fields of the first header line; raises when there is none or
     its labels are no one host's (too many, or one repeated)."""
-    for i, line in enumerate(lines):
+    for i, line in enumerate(lines):  # noqa: B007  i is the header's index, returned below
         parsed = _read_header(line)
         if parsed:
             labels, fields = parsed

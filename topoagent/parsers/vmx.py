@@ -60,6 +60,8 @@ class PassthruDevice(msgspec.Struct, frozen=True):
 
 
 class VmxConfig(msgspec.Struct, frozen=True):
+    """The NUMA-relevant settings of a VMware .vmx file."""
+
     display_name: str | None
     numvcpus: int | None
     memory_bytes: int | None

@@ -33,6 +33,7 @@ class Collection(msgspec.Struct):
     views: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def require_snapshot(self) -> Snapshot:
+        """The snapshot so far; raises when no primary source has set it."""
         if self.snapshot is None:
             raise RuntimeError("a source ran before the primary source set the snapshot")
         return self.snapshot
@@ -46,6 +47,7 @@ class Registration(msgspec.Struct, frozen=True):
     wanted: Callable[[Inputs], bool]
 
     def collector(self) -> Callable[[Collection], None]:
+        """The source's ``collect`` function (importing its module now)."""
         fn: Callable[[Collection], None] = import_module(self.module).collect
         return fn
 

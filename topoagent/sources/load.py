@@ -70,6 +70,7 @@ class LoadProbe:
         return out
 
     def close(self) -> None:
+        """Shut NVML down if the probe opened it."""
         if self._nvml is not None:
             self._nvml.close()
             self._nvml = None

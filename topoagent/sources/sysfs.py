@@ -577,13 +577,16 @@ class SysfsReader:
 
     # -- kernel ---------------------------------------------------------------------------
     def iommu_groups(self) -> tuple[IommuGroup, ...]:
+        """The IOMMU groups and their types (``sys/kernel/iommu_groups``)."""
         types = self.fs.texts_below("sys/kernel/iommu_groups", "type", lambda n: numbered(n, "") is not None)
         return tuple(IommuGroup(id=int(n), type=t) for n, t in sorted(types.items(), key=lambda kv: int(kv[0])))
 
     def modules(self) -> tuple[str, ...]:
+        """The modules of interest that are loaded (``sys/module``)."""
         return tuple(m for m in MODULES_OF_INTEREST if self.fs.isdir(f"sys/module/{m}"))
 
     def memory_peers(self) -> tuple[str, ...]:
+        """The registered peer-memory clients (``sys/kernel/mm/memory_peers``)."""
         base = "sys/kernel/mm/memory_peers"
         return tuple(n for n in self.fs.listdir(base) if self.fs.exists(f"{base}/{n}/version"))
 
@@ -622,6 +625,7 @@ class SysfsReader:
         return False if cpuinfo is not None else None
 
     def allowed_cpus(self) -> CpuSet | None:
+        """The CPUs this process may run on (``/proc/self/status``); None when unknown."""
         status = self.fs.text("proc/self/status")
         if status is None:
             return None

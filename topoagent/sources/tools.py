@@ -43,6 +43,7 @@ class ToolResult(msgspec.Struct, frozen=True):
 
     @property
     def ok(self) -> bool:
+        """Whether the tool ran and exited 0."""
         return self.error is None
 
 

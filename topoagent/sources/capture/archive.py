@@ -79,9 +79,9 @@ class _CappedStream(io.RawIOBase):
         elif magic.startswith(b"BZh"):
             self.stream = bz2.BZ2File(path, "rb")
         elif magic.startswith(b"\xfd7zXZ\x00"):
-            self.stream = lzma.LZMAFile(path, "rb")
+            self.stream = lzma.LZMAFile(path, "rb")  # noqa: SIM115  closed by close()
         else:
-            self.stream = open(path, "rb")  # closed by close()
+            self.stream = open(path, "rb")  # noqa: SIM115  closed by close()
         self.path = path
         # Each member: its header, a PAX header for a long name, its data's padding.
         self.limit = MAX_TOTAL_BYTES + (MAX_MEMBERS + 1) * 4 * tarfile.BLOCKSIZE
@@ -294,17 +294,19 @@ def entries_to_tar(entries: Iterable[Entry], fileobj: BinaryIO, *, mtime: int = 
     mtime, owner and mode, so the same host gives the same bytes)."""
     import gzip
 
-    with gzip.GzipFile(fileobj=fileobj, mode="wb", mtime=mtime) as gz:
-        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for e in entries:
-                info = tarfile.TarInfo(e.path)
-                info.mtime, info.uid, info.gid, info.uname, info.gname = mtime, 0, 0, "", ""
-                if e.kind == "dir":
-                    info.type, info.mode = tarfile.DIRTYPE, 0o755
-                    tar.addfile(info)
-                elif e.kind == "link":
-                    info.type, info.linkname, info.mode = tarfile.SYMTYPE, e.target, 0o777
-                    tar.addfile(info)
-                else:
-                    info.size, info.mode = len(e.data), 0o644
-                    tar.addfile(info, io.BytesIO(e.data))
+    with (
+        gzip.GzipFile(fileobj=fileobj, mode="wb", mtime=mtime) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for e in entries:
+            info = tarfile.TarInfo(e.path)
+            info.mtime, info.uid, info.gid, info.uname, info.gname = mtime, 0, 0, "", ""
+            if e.kind == "dir":
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            elif e.kind == "link":
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, e.target, 0o777
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(e.data), 0o644
+                tar.addfile(info, io.BytesIO(e.data))

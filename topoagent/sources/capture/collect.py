@@ -70,6 +70,7 @@ class Capture(msgspec.Struct):
     tools: dict[str, str] = msgspec.field(default_factory=dict)
 
     def add(self, entry: Entry) -> None:
+        """Add an entry, and a directory entry for each parent not in the capture yet."""
         parent = posixpath.dirname(entry.path)
         while parent and parent not in self.entries:
             self.entries[parent] = Entry(parent, "dir")

@@ -33,6 +33,7 @@ class Scrubber:
         self.counts[what] = self.counts.get(what, 0) + 1
 
     def mac(self, value: str) -> str:
+        """A stand-in for a MAC address, the same for the same address (all-zero and broadcast kept)."""
         key = value.lower().replace("-", ":")
         if key in ("00:00:00:00:00:00", "ff:ff:ff:ff:ff:ff"):
             return value
@@ -70,10 +71,12 @@ class Scrubber:
         return _HW_ADDRESS.sub(one, text)
 
     def guid(self, text: str) -> str:
+        """``text`` with every GUID zeroed."""
         self._count("GUID")
         return _GUID.sub("0000:0000:0000:0000", text)
 
     def uuid(self, value: str) -> str:
+        """A stand-in for a GPU UUID, the same for the same UUID."""
         if value not in self.uuids:
             self.uuids[value] = f"GPU-00000000-0000-0000-0000-{len(self.uuids):012x}"
         self._count("GPU UUID")

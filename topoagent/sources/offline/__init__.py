@@ -1,9 +1,10 @@
 """Snapshots from pasted tool output: ``nvidia-smi topo -m``, ``lspci -tv`` and ``lspci -vvv``.
 
-Pure conversions (:mod:`.matrix`, :mod:`.lspci`, :mod:`.merge`): the parsed text in, a :class:`~topoagent.snapshot.Snapshot` out, never a
-path or a host file (reading the files is the CLI's and :func:`topoagent.api.read_offline`'s
-job).  A snapshot made here has ``root = None``: the kernel's state (loaded modules, command
-line, IOMMU types, CPU topology) is unknown, not empty, and the analysis treats it so.
+Pure conversions (:mod:`.matrix`, :mod:`.lspci`, :mod:`.merge`): the parsed text in, a
+:class:`~topoagent.snapshot.Snapshot` out, never a path or a host file (reading the files is
+the CLI's and :func:`topoagent.api.read_offline`'s job).  A snapshot made here has
+``root = None``: the kernel's state (loaded modules, command line, IOMMU types, CPU topology)
+is unknown, not empty, and the analysis treats it so.
 
 What each source gives:
 

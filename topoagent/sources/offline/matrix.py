@@ -52,6 +52,7 @@ def _cpu_node(d: TopoDevice) -> int | None:
 
 
 def summary(warnings: Iterable[str], limit: int = 3) -> str:
+    """Warnings as one line: the count, the first ``limit``, and how many more."""
     ws = list(warnings)
     shown = "; ".join(ws[:limit])
     more = f"; … {len(ws) - limit} more" if len(ws) > limit else ""

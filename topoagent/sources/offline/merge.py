@@ -63,7 +63,8 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
         raise OfflineInputError(
             f"the nvidia-smi matrix has {len(m_gpus)} GPU(s) but lspci shows {len(l_gpus)} NVIDIA GPU "
             "function(s): not the same host, or lspci was filtered (-s); give them separately")
-    pairs: list[tuple[PciFunction, PciFunction]] = list(zip(m_gpus, l_gpus))
+    # No pairs when lspci shows no NVIDIA GPU (checked above: otherwise the counts agree).
+    pairs: list[tuple[PciFunction, PciFunction]] = list(zip(m_gpus, l_gpus, strict=False))
     notes = []
     if m_nics:
         candidates = _nic_candidates(ordered)
@@ -74,7 +75,7 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
                 f"the nvidia-smi matrix has {len(m_nics)} NIC(s) but lspci shows {counts}: "
                 "cannot match them; give the outputs separately")
         if fit is not None and fit[1]:
-            pairs += list(zip(m_nics, fit[1]))
+            pairs += list(zip(m_nics, fit[1], strict=True))
             if fit[0] != candidates[0][0]:
                 notes.append(f"NICs matched to the {fit[0]}")
 
