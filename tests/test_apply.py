@@ -177,7 +177,6 @@ def test_a_journal_that_is_a_fifo_or_too_large_is_refused_not_read(tmp_path, mon
     """The journal is read like any input: regular files only (a FIFO cannot stall undo) and
     bounded (a runaway file is refused, not read whole)."""
     from topoagent.apply import journal as journal_mod
-    from topoagent.apply.journal import JournalError
 
     state = tmp_path / "state"
     state.mkdir()

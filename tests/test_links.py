@@ -4,8 +4,8 @@ maxima), and the scan's link findings, the daemon's link watch and its metrics j
 from __future__ import annotations
 
 import pytest
-from test_bad_input import BDF, minimal_tree
 
+from test_bad_input import BDF, minimal_tree
 from topoagent.analysis.links import LinkCapability, capability, link_partner, shortfall
 from topoagent.api import scan
 from topoagent.daemon.linkwatch import LinkWatch, watched_links

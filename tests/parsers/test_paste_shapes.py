@@ -319,8 +319,10 @@ CONVERGED = SAMPLES / "lspci" / "paste_tv_converged_a100x_bluefield2_constructed
 _ROOT_LINE = "-+-[0000:c0]-+-00.0  Advanced Micro Devices, Inc. [AMD] Starship/Matisse Root Complex"
 # the GPU straight under a downstream port of the DPU's switch (one switch between them)
 _ONE_SWITCH = (
-    " |           +-01.1-[c1-c4]----00.0-[c2-c4]--+-00.0-[c3]--+-00.0  Mellanox Technologies MT42822 BlueField-2 integrated ConnectX-6 Dx network controller\n"
-    " |           |                               |            \\-00.1  Mellanox Technologies MT42822 BlueField-2 integrated ConnectX-6 Dx network controller\n"
+    " |           +-01.1-[c1-c4]----00.0-[c2-c4]--+-00.0-[c3]--+-00.0  Mellanox Technologies MT42822 "
+    "BlueField-2 integrated ConnectX-6 Dx network controller\n"
+    " |           |                               |            \\-00.1  Mellanox Technologies MT42822 "
+    "BlueField-2 integrated ConnectX-6 Dx network controller\n"
     " |           |                               \\-01.0-[c4]----00.0  NVIDIA Corporation GA100 [A100X]\n")
 
 
@@ -357,7 +359,7 @@ def _nics_lspci(nodes: tuple[int, ...]) -> str:
         f"{bdf} Infiniband controller [0207]: Mellanox Technologies MT2910 Family [ConnectX-7] [15b3:1021]\n"
         f"\tSubsystem: Mellanox Technologies Device [15b3:0041]\n\tNUMA node: {node}\n"
         "\tKernel driver in use: mlx5_core\n\tKernel modules: mlx5_core\n\n"
-        for bdf, node in zip(_NIC_BDFS, nodes))
+        for bdf, node in zip(_NIC_BDFS, nodes, strict=True))
 
 
 def _cross(result) -> list[tuple[str, ...]]:

@@ -15,7 +15,6 @@ from topoagent.analysis import links
 from topoagent.analysis.paths import Path, PathClass, path_index
 from topoagent.analysis.rails import NicRole, RailPlan
 from topoagent.pci import C2C_GPUS
-from topoagent.quirks import link_quirk
 from topoagent.snapshot import (
     UNPRIVILEGED,
     AcsInfo,

@@ -183,7 +183,7 @@ class _Dot:
     def rows(self, depth: int, rows: list[list[_Part]]) -> _Part:
         """Rows of regions: each row on one rank, each below all of the row before."""
         above: str | None = None
-        for upper, lower in zip([None, *rows], rows):
+        for upper, lower in zip([None, *rows], rows, strict=False):
             if upper is not None:
                 above = self.anchor(depth)
                 for b in dict.fromkeys(b for p in upper for b in p.bottoms):

@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from topoagent.analysis.fingerprint import SlotFacts
 from topoagent.analysis.findings import Finding
+from topoagent.analysis.fingerprint import SlotFacts
 from topoagent.analysis.links import LinkCapability, capability
 from topoagent.analysis.rails import NicRole
 from topoagent.pci import DeviceKind
@@ -101,7 +101,8 @@ class HostBridgeEntry(msgspec.Struct, frozen=True):
 
 
 class LinkEntry(msgspec.Struct, frozen=True):
-    """A PCIe link: this end's current and maximum speed (GT/s per lane) and width (lanes), and the link's capability (cap_*)."""
+    """A PCIe link: this end's current and maximum speed (GT/s per lane) and width (lanes), and
+    the link's capability (cap_*)."""
 
     # cap_*: the lower of both ends' maxima, what the link can train to
     # (topoagent.analysis.links.capability); compare the current values with those.

@@ -8,7 +8,6 @@ scan carries on.
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import TypeVar
@@ -614,6 +613,8 @@ class SysfsReader:
         return self.fs.text("sys/class/dmi/id/sys_vendor"), self.fs.text("sys/class/dmi/id/product_name")
 
     def virtualized(self) -> bool | None:
+        """Whether the host is a VM (hypervisor CPU flag, ``sys/hypervisor``, DMI vendor); None
+        when unknown."""
         cpuinfo = self.cpuinfo
         if cpuinfo is not None and sv.parse_cpuinfo_hypervisor(cpuinfo):
             return True

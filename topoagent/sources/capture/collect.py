@@ -21,8 +21,8 @@ The allow-list (host paths, relative to ``/``):
   ``sys/devices/system/cpu/cpu*/topology/{thread_siblings_list,physical_package_id,package_cpus_list,core_siblings_list}``;
 * ``sys/kernel/iommu_groups/*/type``, ``sys/module/<m>`` for the modules a scan asks about,
   ``sys/kernel/mm/memory_peers/*/version``, ``sys/hypervisor/type``;
-* ``proc/cmdline``, the first CPU's ``flags`` and identity lines (vendor, family, model, model name) of ``proc/cpuinfo``, the ``Cpus_allowed_list`` line of
-  ``proc/self/status``, ``proc/driver/nvidia/gpus/*/numa_status``,
+* ``proc/cmdline``, the first CPU's ``flags`` and identity lines (vendor, family, model, model
+  name) of ``proc/cpuinfo``, the ``Cpus_allowed_list`` line of ``proc/self/status``, ``proc/driver/nvidia/gpus/*/numa_status``,
   ``proc/sys/kernel/hostname``, ``sys/class/dmi/id/{sys_vendor,product_name}``.
 
 What is scrubbed is listed in :mod:`.scrub`.
