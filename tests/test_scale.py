@@ -7,7 +7,9 @@ and never the N*(N-1)/2 NIC pairs a quadratic scan would (19,900 here).
 """
 
 import json
+from pathlib import Path
 
+import jsonschema
 import pytest
 from click.testing import CliRunner
 
@@ -77,6 +79,7 @@ def test_scan_lists_gpu_pairs_and_marks_the_nic_pairs_it_leaves_out(many_nics):
     assert doc["paths_omitted"]["nic_nic"] == NICS * (NICS - 1) // 2
     assert doc["paths_omitted"]["physical_nics"] == NICS
     assert doc["paths_omitted"]["limit"] == NIC_PAIR_LIMIT
+    jsonschema.validate(doc, json.loads((Path(__file__).parents[1] / "topoagent/schema/scan.schema.json").read_text()))
 
 
 def test_a_nic_pair_left_out_is_computed_when_asked(many_nics, count_paths):
