@@ -2,8 +2,10 @@
 
     python benchmarks/gen_tree.py growth 4000 /tmp/g4000      # ~4,000 endpoint functions
     python benchmarks/gen_tree.py sriov 250 /tmp/sriov250     # DGX-like, 16 CX-7 x 250 VFs
+    python benchmarks/gen_tree.py nics 3000 /tmp/nics3000     # 8 GPUs, ~3,000 NIC functions
+    python benchmarks/gen_tree.py numa 4096 /tmp/numa4096     # 4,096 NUMA nodes
 
-Two families, both deterministic:
+Four families, all deterministic:
 
 * :func:`growth` -- a two-socket DGX-class host with ``n`` endpoint functions: up to 8 GPUs and
   8 ConnectX-7 rail NICs (the pairs the analysis builds stay bounded, as on a real host), the
@@ -12,6 +14,11 @@ Two families, both deterministic:
 * :func:`sriov` -- a DGX H100 layout (8 H100, 8 rail ConnectX-7, 8 storage ConnectX-7 on their
   own root ports: 16 ConnectX-7) whose every ConnectX-7 enables ``vfs`` SR-IOV virtual
   functions (0..254: one bus holds 256 functions).  250 VFs each gives ~4,100 functions.
+* :func:`nics` -- the growth host's 8 GPUs and 8 rail NICs, then dual-port ConnectX-7 Ethernet
+  cards (two physical functions each, no SR-IOV) behind Gen5 switches up to ``n`` NIC functions:
+  every function is a NIC and an RDMA device, so NIC pairs grow as ``n**2``.
+* :func:`numa` -- the growth host's 8 GPUs and 8 rail NICs on a two-socket host with ``n``
+  NUMA nodes of one CPU each (the distance table is ``n**2`` numbers).
 """
 
 from __future__ import annotations
@@ -83,6 +90,47 @@ def growth(n: int) -> dict[str, Any]:
             "rootbus": rootbuses}
 
 
+def _rails_only() -> dict[str, Any]:
+    """The growth host's 8 GPUs and 8 rail NICs, without its NVMe drives."""
+    desc = growth(128)
+    desc["rootbus"] = [rb for rb in desc["rootbus"] if rb["id"].startswith("0000:")]
+    return desc
+
+
+def nics(n: int) -> dict[str, Any]:
+    """A host with 8 GPUs and ``n`` (>= 16) NIC functions: 8 rail ConnectX-7 and dual-port
+    ConnectX-7 Ethernet cards (32 per switch, 7 switches per PCI domain) for the rest."""
+    if n < 16:
+        raise ValueError("nics trees need at least 16 NIC functions")
+    desc = _rails_only()
+    ports = n - 8
+    per_switch, per_bus, domain = 32, 7, 1
+    while ports > 0:
+        lines = []
+        for s in range(per_bus):
+            if ports <= 0:
+                break
+            k = min(per_switch, (ports + 1) // 2)
+            ports -= 2 * k
+            lines += [f"{s + 1:02x}.0 spr-rp", "  pex890", f"    pex890 *{k}", "      00.0 cx7-eth",
+                      "      .1 cx7-eth"]
+        desc["rootbus"].append({"id": f"{domain:04x}:00", "node": domain % 2, "tree": "\n".join(lines)})
+        domain += 1
+    desc["machine"]["hostname"] = f"nics-{n}"
+    return desc
+
+
+def numa(n: int) -> dict[str, Any]:
+    """The growth host's 8 GPUs and 8 rail NICs on two sockets split into ``n`` (even, >= 2)
+    NUMA nodes of one CPU each."""
+    if n < 2 or n % 2:
+        raise ValueError("numa trees need an even number (>= 2) of NUMA nodes")
+    desc = _rails_only()
+    desc["cpu"] = dict(_CPU, cores=n // 2, threads=1, nodes_per_socket=n // 2, memory_gib=1)
+    desc["machine"]["hostname"] = f"numa-{n}"
+    return desc
+
+
 def sriov(vfs: int) -> dict[str, Any]:
     """The DGX H100 fixture with 16 ConnectX-7 (8 rail, 8 storage), each with ``vfs`` VFs."""
     if not 0 <= vfs <= 254:
@@ -106,12 +154,17 @@ def sriov(vfs: int) -> dict[str, Any]:
 
 
 def describe(kind: str, n: int) -> dict[str, Any]:
-    """The description of one benchmark tree: ``growth`` N functions or ``sriov`` N VFs per NIC."""
+    """The description of one benchmark tree: ``growth`` N functions, ``sriov`` N VFs per NIC,
+    ``nics`` N NIC functions or ``numa`` N NUMA nodes."""
     if kind == "growth":
         return growth(n)
     if kind == "sriov":
         return sriov(n)
-    raise ValueError(f"unknown tree kind {kind!r} (growth, sriov)")
+    if kind == "nics":
+        return nics(n)
+    if kind == "numa":
+        return numa(n)
+    raise ValueError(f"unknown tree kind {kind!r} (growth, sriov, nics, numa)")
 
 
 def make(kind: str, n: int, dest: str | os.PathLike[str]) -> Path:
@@ -136,8 +189,9 @@ def count_endpoints(root: Path) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("kind", choices=("growth", "sriov"))
-    ap.add_argument("n", type=int, help="growth: endpoint functions; sriov: VFs per ConnectX-7")
+    ap.add_argument("kind", choices=("growth", "sriov", "nics", "numa"))
+    ap.add_argument("n", type=int, help="growth: endpoint functions; sriov: VFs per ConnectX-7; "
+                    "nics: NIC functions; numa: NUMA nodes")
     ap.add_argument("dest", help="an empty or new directory")
     opts = ap.parse_args()
     root = make(opts.kind, opts.n, opts.dest)

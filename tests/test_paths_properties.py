@@ -8,7 +8,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topoagent.analysis.paths import PathClass, all_paths, pcie_class
+from topoagent.analysis.paths import PathClass, pcie_class, scan_paths
 from topoagent.cpuset import CpuSet
 from topoagent.snapshot import ConfigSpace, Cpu, NumaNode, PciFunction, Snapshot
 from topoagent.topology import build_topology
@@ -73,7 +73,7 @@ def build(spec, insert_above: int | None = None) -> Snapshot:
 
 def classes(snap: Snapshot) -> dict[tuple[str, str], PathClass]:
     topo = build_topology(snap)
-    return {(topo.by_id(p.a).bdf, topo.by_id(p.b).bdf): p.pcie for p in all_paths(topo)}
+    return {(topo.by_id(p.a).bdf, topo.by_id(p.b).bdf): p.pcie for p in scan_paths(topo)}
 
 
 @settings(max_examples=150, deadline=None)
@@ -89,7 +89,7 @@ def test_symmetric(spec):
 @given(machine)
 def test_sys_exactly_when_numa_differs(spec):
     topo = build_topology(build(spec))
-    for p in all_paths(topo):
+    for p in scan_paths(topo):
         a, b = topo.by_id(p.a), topo.by_id(p.b)
         assert (p.pcie is PathClass.SYS) == (a.numa_node != b.numa_node)
         if p.pcie is PathClass.SYS:
@@ -130,5 +130,5 @@ def test_unknown_numa_is_worst_case():
     snap = build([(0, ["gpu"]), (1, ["nic"])])
     pci = tuple(msgspec.structs.replace(f, numa_node=None) if f.class_code == KINDS["nic"] else f for f in snap.pci)
     topo = build_topology(msgspec.structs.replace(snap, pci=pci))
-    (p,) = all_paths(topo)
+    (p,) = scan_paths(topo)
     assert p.pcie is PathClass.SYS and p.locality_known is False

@@ -23,15 +23,16 @@ from topoagent.analysis.expect import compare
 from topoagent.analysis.findings import Finding, Severity, find_all, sort_findings
 from topoagent.analysis.fingerprint import Baseline, baseline, slot_names
 from topoagent.analysis.given import matrix_vs_tree
-from topoagent.analysis.paths import Path, all_paths, path_index
+from topoagent.analysis.paths import Path, pair_path, path_index, scan_paths
 from topoagent.analysis.rails import RailPlan, plan_rails
 from topoagent.frozen import FrozenMap
 from topoagent.snapshot import Snapshot, SourceStatus
-from topoagent.topology import Device, Topology, build_topology
+from topoagent.topology import Device, DeviceKind, Topology, build_topology
 
 __all__ = ["ScanResult", "analyse", "with_expected", "with_timings"]
 
 _UNTIMED: Mapping[str, float] = FrozenMap()
+_PAIRED = {DeviceKind.GPU, DeviceKind.NIC}
 
 
 class ScanResult(msgspec.Struct, frozen=True, dict=True):
@@ -44,6 +45,7 @@ class ScanResult(msgspec.Struct, frozen=True, dict=True):
     """
 
     topology: Topology
+    #: GPU-GPU and GPU-NIC pairs, and NIC-NIC pairs up to a bound (:func:`~topoagent.analysis.paths.scan_paths`).
     paths: tuple[Path, ...]
     rails: RailPlan
     findings: tuple[Finding, ...]
@@ -98,12 +100,15 @@ class ScanResult(msgspec.Struct, frozen=True, dict=True):
 
     def path(self, a: str, b: str) -> Path | None:
         """The path between two GPUs/NICs named by id, key or BDF (either order); a VF's path
-        is its PF's.  None when either is not a GPU or NIC the scan knows."""
+        is its PF's.  None when either is not a GPU or NIC the scan knows.  A NIC-NIC pair the
+        scan left out (:data:`~topoagent.analysis.paths.NIC_PAIR_LIMIT`) is computed on request."""
         da, db = self.device(a), self.device(b)
         if da is None or db is None:
             return None
         pa, pb = self.topology.physical(da), self.topology.physical(db)
-        return self._path_index.get((pa.id, pb.id))
+        if pa is pb or not {pa.kind, pb.kind} <= _PAIRED:
+            return None
+        return pair_path(self.topology, self._path_index, pa, pb)
 
 
 def analyse(snapshot: Snapshot, *, tool_findings: Any = None) -> ScanResult:
@@ -116,7 +121,7 @@ def analyse(snapshot: Snapshot, *, tool_findings: Any = None) -> ScanResult:
     note = matrix_vs_tree(topo)
     if note is not None:
         topo = msgspec.structs.replace(topo, snapshot=_note_on(snapshot, "nvidia-smi", note))
-    paths = all_paths(topo)
+    paths = scan_paths(topo)
     rails = plan_rails(topo, paths)
     findings = find_all(topo, paths, rails)
     if tool_findings is not None:

@@ -120,7 +120,10 @@ class Node(msgspec.Struct, frozen=True):
     cpus: CpuSet
     socket: int | None
     memory_bytes: int | None
-    distances: FrozenMap[int, int]
+    #: The node's ``distance`` row, one number per node of :attr:`Topology.nodes` in that order
+    #: (empty where the row is unknown or does not match the nodes): the table is n**2 numbers,
+    #: so rows stay compact tuples.
+    distances: tuple[int, ...]
     nearest_cpu_node: int | None
     cpus_known: bool = True
 
@@ -160,6 +163,9 @@ class TopologyIndex(msgspec.Struct, frozen=True):
     children: FrozenMap[str, tuple[Device, ...]]
     given: FrozenMap[tuple[str, str], str]
     of_kind: FrozenMap[DeviceKind, tuple[Device, ...]]
+    #: Each device's place in PCI order (device order), by id.
+    position: FrozenMap[str, int]
+    nodes: FrozenMap[int, Node]
 
 
 def index_topology(topo: Topology) -> TopologyIndex:
@@ -177,6 +183,8 @@ def index_topology(topo: Topology) -> TopologyIndex:
         children=FrozenMap({k: tuple(v) for k, v in kids.items()}),
         given=FrozenMap(given_index(topo.snapshot)),
         of_kind=FrozenMap({k: tuple(v) for k, v in kinds.items()}),
+        position=FrozenMap({d.id: i for i, d in enumerate(topo.devices)}),
+        nodes=FrozenMap({n.id: n for n in topo.nodes}),
     )
 
 
@@ -249,7 +257,7 @@ class Topology(msgspec.Struct, frozen=True, dict=True):
 
     def node(self, node_id: int | None) -> Node | None:
         """The NUMA node with this id, or None (also for None)."""
-        return next((n for n in self.nodes if n.id == node_id), None)
+        return self.index.nodes.get(node_id) if node_id is not None else None
 
     @property
     def all_cpus(self) -> CpuSet:
@@ -321,7 +329,8 @@ def _build_nodes(snap: Snapshot) -> tuple[Node, ...]:
         raw = [NumaNode(id=0, cpus=CpuSet(c.id for c in snap.cpus), distances=(10,))]
     ids = [n.id for n in raw]
     cpus = {n.id: n.cpus if n.cpus is not None else CpuSet() for n in raw}
-    dist = {n.id: FrozenMap(zip(ids, n.distances, strict=True)) if len(n.distances) == len(ids) else FrozenMap() for n in raw}
+    col = {i: k for k, i in enumerate(ids)}  # a node's column in every row
+    dist = {n.id: n.distances if len(n.distances) == len(ids) else () for n in raw}
     sockets: dict[int, int | None] = {}
     for n in raw:
         pkgs = Counter(package_of.get(c) for c in cpus[n.id] if package_of.get(c) is not None)
@@ -330,10 +339,11 @@ def _build_nodes(snap: Snapshot) -> tuple[Node, ...]:
     for n in raw:
         nearest = None
         if not cpus[n.id]:
-            with_cpus = [m for m in ids if cpus[m] and m in dist[n.id]]
+            row = dist[n.id]
+            with_cpus = [m for m in ids if cpus[m]] if row else []
             if with_cpus:
-                best = min(dist[n.id][m] for m in with_cpus)
-                closest = [m for m in with_cpus if dist[n.id][m] == best]
+                best = min(row[col[m]] for m in with_cpus)
+                closest = [m for m in with_cpus if row[col[m]] == best]
                 # A tie (POWER9 GPU memory is 80 from every CPU node) names no node; the GPU
                 # that owns the memory may still place it (see _own_memory_nodes).
                 nearest = closest[0] if len(closest) == 1 else None

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from topoagent.analysis.findings import Evidence, Finding, Severity, sysfs_attr
-from topoagent.analysis.paths import Path, below_flattened_broadcom, path_index
+from topoagent.analysis.paths import Path, below_flattened_broadcom, pair_path, path_index
 from topoagent.digits import is_decimal
 from topoagent.snapshot import host_path
 from topoagent.topology import DeviceKind, Topology
@@ -70,11 +70,10 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
             if da is None or db is None:
                 continue
             pa, pb = topo.physical(da), topo.physical(db)  # a VF's path is its PF's
-            if pa is pb:
+            if pa is pb or not {pa.kind, pb.kind} <= {DeviceKind.GPU, DeviceKind.NIC}:
                 continue
-            known = idx.get((pa.id, pb.id))
-            theirs, ours = m.cell(a, b), known.token if known is not None else None
-            if ours is None or theirs == "?" or theirs == ours:
+            theirs, ours = m.cell(a, b), pair_path(topo, idx, pa, pb).token  # NIC-NIC: computed now
+            if theirs == "?" or theirs == ours:
                 continue
             if theirs.startswith("NV") and not nvlinks_known:
                 continue  # NVLink without NVML here: sysfs alone only knows the PCIe class

@@ -143,7 +143,7 @@ class _Ctx:
         return d
 
     def path(self, a: str, b: str) -> Path:
-        """The path between two GPUs/NICs by id; a VF's path is its PF's (as in all_paths)."""
+        """The path between two GPUs/NICs by id; a VF's path is its PF's (as in scan_paths)."""
         pa, pb = self.topo.physical(self.dev(a)), self.topo.physical(self.dev(b))
         return self.idx[(pa.id, pb.id)]
 

@@ -27,8 +27,8 @@ tree where one is known (lspci given too), else it is the worst case, ``SYS`` wi
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from enum import IntEnum
-from itertools import combinations
 
 import msgspec
 
@@ -245,13 +245,57 @@ def path_index(paths: tuple[Path, ...]) -> dict[tuple[str, str], Path]:
     return idx
 
 
-def all_paths(topo: Topology) -> tuple[Path, ...]:
-    """Every GPU-GPU, GPU-NIC and NIC-NIC pair of physical functions, in device order
-    (``a`` before ``b``).
+#: Physical NICs up to which a scan computes and lists NIC-NIC pairs.  A real server has a few
+#: dozen NIC functions at most (a DGX H100: 8 rail + 2x2 storage ports); past this bound the
+#: pairs (n * (n - 1) / 2 of them) would be the whole cost of the scan and are left out, counted
+#: by :func:`omitted_nic_pairs` (nothing the analysis decides uses them).
+NIC_PAIR_LIMIT = 64
+
+
+def paired_devices(topo: Topology) -> tuple[Device, ...]:
+    """The physical GPUs and NICs, in device order: the devices paths are listed between.
 
     A VF's path class is its PF's (:meth:`Topology.physical`), so VFs are not paired: a host
     whose 16 NICs expose 243 VFs each would otherwise make millions of pairs.
     """
-    devs = [d for d in topo.devices
-            if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and topo.physical(d) is d]
-    return tuple(path(topo, a, b) for a, b in combinations(devs, 2))
+    return tuple(d for d in topo.devices
+                 if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and topo.physical(d) is d)
+
+
+def lists_nic_pairs(nics: int) -> bool:
+    """Whether a scan with this many physical NICs lists its NIC-NIC pairs (:data:`NIC_PAIR_LIMIT`)."""
+    return nics <= NIC_PAIR_LIMIT
+
+
+def omitted_nic_pairs(topo: Topology) -> int:
+    """How many NIC-NIC pairs :func:`scan_paths` left out (0 within :data:`NIC_PAIR_LIMIT`)."""
+    n = sum(1 for d in paired_devices(topo) if d.kind is DeviceKind.NIC)
+    return 0 if lists_nic_pairs(n) else n * (n - 1) // 2
+
+
+def scan_paths(topo: Topology) -> tuple[Path, ...]:
+    """The pairs a scan computes, ``a`` before ``b`` in device order: every GPU-GPU and GPU-NIC
+    pair of physical functions (what findings, rails and plans use), and every NIC-NIC pair
+    while there are at most :data:`NIC_PAIR_LIMIT` physical NICs.  Linear in GPUs x NICs beyond
+    that; :func:`pair_path` computes a NIC-NIC pair left out when an output asks for it."""
+    devs = paired_devices(topo)
+    gpu_at = [i for i, d in enumerate(devs) if d.kind is DeviceKind.GPU]
+    nic_pairs = lists_nic_pairs(len(devs) - len(gpu_at))
+    out: list[Path] = []
+    for i, a in enumerate(devs):
+        if a.kind is DeviceKind.GPU or nic_pairs:
+            later: Iterable[Device] = devs[i + 1:]
+        else:
+            later = (devs[j] for j in gpu_at if j > i)
+        out.extend(path(topo, a, b) for b in later)
+    return tuple(out)
+
+
+def pair_path(topo: Topology, idx: Mapping[tuple[str, str], Path], a: Device, b: Device) -> Path:
+    """The path between two physical GPUs/NICs: the scan's (``idx``, from :func:`path_index`),
+    else computed now (a NIC-NIC pair :func:`scan_paths` left out), ``a``/``b`` in device order."""
+    known = idx.get((a.id, b.id))
+    if known is not None:
+        return known
+    at = topo.index.position
+    return path(topo, a, b) if at[a.id] < at[b.id] else path(topo, b, a)

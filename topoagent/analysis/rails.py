@@ -114,7 +114,7 @@ def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
         if not compute:
             best[g.id], best_cls[g.id] = [], None
             continue
-        own = topo.physical(g).id  # a GPU VF's paths are its PF's (analysis.paths.all_paths)
+        own = topo.physical(g).id  # a GPU VF's paths are its PF's (analysis.paths.scan_paths)
         cls = min(idx[(own, n.id)].cls for n in compute)
         same = [n for n in compute if idx[(own, n.id)].cls == cls]
         if cls is PathClass.SYS and g.numa_node is not None:

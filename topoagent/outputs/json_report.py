@@ -17,6 +17,7 @@ import msgspec
 from topoagent.analysis.findings import Finding
 from topoagent.analysis.fingerprint import SlotFacts
 from topoagent.analysis.links import LinkCapability, capability
+from topoagent.analysis.paths import NIC_PAIR_LIMIT, omitted_nic_pairs, paired_devices
 from topoagent.analysis.rails import NicRole
 from topoagent.pci import DeviceKind
 from topoagent.result import ScanResult
@@ -180,6 +181,15 @@ class PathEntry(msgspec.Struct, frozen=True):
     locality_known: bool
 
 
+class PathsOmitted(msgspec.Struct, frozen=True):
+    """Pairs ``paths`` leaves out, and why (present only when some are)."""
+
+    nic_nic: Annotated[int, msgspec.Meta(ge=1, description="NIC-NIC pairs not listed.")]
+    physical_nics: Annotated[int, msgspec.Meta(ge=0, description="Physical NICs (VFs not counted).")]
+    limit: Annotated[int, msgspec.Meta(ge=0, description="Physical NICs up to which NIC-NIC pairs are listed.")]
+    why: str
+
+
 class RailEntry(msgspec.Struct, frozen=True):
     """A GPU's rail: its NIC(s), how near they are, and the GPUs that share them."""
 
@@ -218,9 +228,9 @@ class Recommendations(msgspec.Struct, frozen=True):
     numa_groups: list[NumaGroupEntry]
 
 
-class ScanReport(msgspec.Struct, frozen=True):
+class ScanReport(msgspec.Struct, frozen=True, omit_defaults=True):
     """``topoagent scan --format json``. Schema version 1. Additive changes keep the version;
-    breaking ones bump it."""
+    breaking ones bump it.  Every field but ``paths_omitted`` is always present."""
 
     schema_version: Literal[1]
     tool: Tool
@@ -229,14 +239,20 @@ class ScanReport(msgspec.Struct, frozen=True):
     numa_nodes: list[NumaNodeEntry]
     host_bridges: list[HostBridgeEntry]
     devices: list[DeviceEntry]
-    paths: list[PathEntry]
+    paths: Annotated[list[PathEntry], msgspec.Meta(description=(
+        f"Every GPU-GPU and GPU-NIC pair of physical functions, a before b in device order; every NIC-NIC pair "
+        f"too while the host has at most {NIC_PAIR_LIMIT} physical NICs (beyond, paths_omitted counts them)."
+    ))]
     rails: list[RailEntry]
     findings: list[FindingEntry]
     recommendations: Recommendations
     probe_errors: list[ProbeError]
     slots: Annotated[list[SlotFacts], msgspec.Meta(description=(
         "Every physical device's slot facts (docs/fleet.md): what the fingerprint hashes and "
-        "what topoagent baseline, scan --expect and topoagent fleet compare."))] = []
+        "what topoagent baseline, scan --expect and topoagent fleet compare."))]
+    paths_omitted: Annotated[PathsOmitted | None, msgspec.Meta(description=(
+        "Present only when paths leaves pairs out: a host with more physical NICs than the limit."
+    ))] = None
 
 
 def str_or_none(value: object) -> str | None:
@@ -288,14 +304,13 @@ def finding_entry(f: Finding) -> FindingEntry:
 
 def numa_entries(topo: Topology) -> list[NumaNodeEntry]:
     """The contract's ``numa_nodes`` entries of a topology."""
-    ids = [n.id for n in topo.nodes]
     return [
         NumaNodeEntry(
             id=n.id,
             cpus=n.cpulist if n.cpus_known else None,
             socket=n.socket,
             memory_bytes=n.memory_bytes,
-            distances=[n.distances.get(i) for i in ids] if n.distances else [],
+            distances=list(n.distances),
             cpu_less=n.cpu_less if n.cpus_known else None,
             nearest_cpu_node=n.nearest_cpu_node,
         )
@@ -341,7 +356,19 @@ def report(result: ScanResult) -> ScanReport:
         ),
         probe_errors=list(snap.probe_errors),
         slots=list(facts.slots),
+        paths_omitted=paths_omitted(topo),
     )
+
+
+def paths_omitted(topo: Topology) -> PathsOmitted | None:
+    """The marker for the NIC-NIC pairs a scan left out (:func:`~topoagent.analysis.paths.scan_paths`), or None."""
+    pairs = omitted_nic_pairs(topo)
+    if not pairs:
+        return None
+    nics = sum(1 for d in paired_devices(topo) if d.kind is DeviceKind.NIC)
+    return PathsOmitted(pairs, nics, NIC_PAIR_LIMIT,
+                        f"{nics} physical NICs: NIC-NIC pairs are listed up to {NIC_PAIR_LIMIT} NICs "
+                        "(the pairs grow as the square); GPU-GPU and GPU-NIC pairs are all listed")
 
 
 def encode(doc: Any, *, pretty: bool = False) -> str:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from topoagent.analysis.paths import path_index
+from topoagent.analysis.paths import NIC_PAIR_LIMIT, pair_path, path_index
 from topoagent.outputs.escape import shown
 from topoagent.parsers.nvsmi_topo import TopoDevice, TopoMatrix
 from topoagent.result import ScanResult
 from topoagent.topology import Device
 
-__all__ = ["LEGEND", "matrix_of", "matrix_rows", "render", "render_topo_matrix"]
+__all__ = ["LEGEND", "matrix_of", "matrix_rows", "nic_rows", "render", "render_topo_matrix"]
 
 #: The legend block as current nvidia-smi prints it, word for word (older drivers said
 #: "PCIe switches" where it now says "PCIe bridges", and had ``SOC`` instead of ``SYS``).
@@ -91,20 +91,28 @@ def matrix_of(result: ScanResult, rows: tuple[tuple[str, TopoDevice], ...] | Non
     idx = path_index(result.paths)
     if rows is None:
         rows = matrix_rows(result)
-    physical = {d.id: topo.physical(d).id for d in topo.devices}
+    behind = [topo.physical(topo.index.by_id[ident]) for ident, _ in rows]
 
     def cell(i: int, j: int) -> str:
         if i == j:
             return "X"
-        a, b = physical[rows[i][0]], physical[rows[j][0]]
-        return "PIX" if a == b else idx[(a, b)].cell  # two RDMA devices of one function (or its VF)
+        a, b = behind[i], behind[j]
+        # two RDMA devices of one function (or its VF); a NIC-NIC pair the scan left out is computed now
+        return "PIX" if a is b else pair_path(topo, idx, a, b).cell
 
     cells = tuple(tuple(cell(i, j) for j in range(len(rows))) for i in range(len(rows)))
     return TopoMatrix(devices=tuple(d for _, d in rows), cells=cells)
 
 
+def nic_rows(result: ScanResult) -> int:
+    """How many NIC rows the full matrix has: one per RDMA device (or RDMA NIC without a name)."""
+    return sum(len(nic.rdma_devices) or (1 if nic.rdma else 0) for nic in result.topology.nics)
+
+
 def matrix_rows(result: ScanResult) -> tuple[tuple[str, TopoDevice], ...]:
-    """The matrix's rows, each with the id of the device behind it."""
+    """The matrix's rows, each with the id of the device behind it.  Past
+    :data:`~topoagent.analysis.paths.NIC_PAIR_LIMIT` NIC rows, the GPU rows only: a matrix
+    thousands of columns wide is no use to a person (:func:`render` says so)."""
     topo = result.topology
     snap = topo.snapshot
     nvml_numa = {g.bdf: g.numa_node for g in snap.nvml_gpus}
@@ -119,7 +127,7 @@ def matrix_rows(result: ScanResult) -> tuple[tuple[str, TopoDevice], ...]:
             numa_affinity=str(g.numa_node) if g.numa_node is not None else None,
             gpu_numa_id=_gpu_numa_id(nvml_numa, given_memory, g))))
     n = 0
-    for nic in topo.nics:
+    for nic in topo.nics if nic_rows(result) <= NIC_PAIR_LIMIT else ():
         # A NIC the source calls RDMA-capable without naming its RDMA device still has a row.
         for rdma in nic.rdma_devices or ((None,) if nic.rdma else ()):
             rows.append((nic.id, TopoDevice(label=f"NIC{n}", kind="nic", rdma_name=None if rdma is None else shown(rdma))))
@@ -133,5 +141,11 @@ def _gpu_numa_id(nvml: dict[str, int | None], given: dict[str | None, int], g: D
 
 
 def render(result: ScanResult, **_: Any) -> str:
-    """``scan --format matrix``: the scan's GPU/NIC matrix in nvidia-smi's layout."""
-    return render_topo_matrix(matrix_of(result))
+    """``scan --format matrix``: the scan's GPU/NIC matrix in nvidia-smi's layout; past
+    :data:`~topoagent.analysis.paths.NIC_PAIR_LIMIT` NICs, the GPUs' and one line saying so."""
+    text = render_topo_matrix(matrix_of(result))
+    nics = nic_rows(result)
+    if nics > NIC_PAIR_LIMIT:
+        text += (f"\nNICs left out: {nics} RDMA devices, more than {NIC_PAIR_LIMIT} columns; each GPU's path to "
+                 "every NIC is in scan --format json, its rail NICs in plan --format rails.\n")
+    return text

@@ -49,6 +49,7 @@ import msgspec
 from topoagent.errors import InputError
 from topoagent.outputs.escape import xml_attr
 from topoagent.result import ScanResult
+from topoagent.snapshot import RdmaDevice
 from topoagent.topology import Device, DeviceKind, Topology
 
 #: Attribute order of a <cpu> and a <pci>, as NCCL's own topology dumps write them.
@@ -89,9 +90,7 @@ def _pci(topo: Topology, d: Device) -> Element:
     return Element("pci", attrs)
 
 
-def _nets(topo: Topology, nic: Device) -> list[Element]:
-    rates = {r.name: r for r in topo.snapshot.rdma}
-    speed_of_netdev = {n.name: n.speed_mbps for n in topo.snapshot.netdevs}
+def _nets(nic: Device, rates: Mapping[str, RdmaDevice], speed_of_netdev: Mapping[str, int | None]) -> list[Element]:
     out = []
     names = nic.rdma_devices or nic.netdevs
     for name in names:
@@ -122,6 +121,8 @@ def build(result: ScanResult, cpu: Mapping[str, str] | None = None) -> Element:
         raise InputError("an NCCL topology needs GPUs with PCI addresses (a sysfs tree, a capture or lspci output)")
     elements: dict[str, Element] = {}
     cpus: dict[int, Element] = {}
+    rates = {r.name: r for r in topo.snapshot.rdma}  # once: a host may have thousands of NICs
+    speed_of_netdev = {n.name: n.speed_mbps for n in topo.snapshot.netdevs}
 
     def place(d: Device) -> Element:
         assert d.bdf is not None
@@ -161,7 +162,7 @@ def build(result: ScanResult, cpu: Mapping[str, str] | None = None) -> Element:
                                                            ("tclass", tclass)]))
             el.children.append(gpu)
         else:
-            nets = _nets(topo, d)
+            nets = _nets(d, rates, speed_of_netdev)
             if nets:
                 el.children.append(Element("nic", [], nets))
                 net_names.setdefault(node, []).extend(_natural(dict(n.attrs)["name"]) for n in nets)

@@ -82,7 +82,7 @@ def record(result: ScanResult, node_uid: str | None = None) -> RailRecord:
         rails = {}
         for i, n in enumerate(nics):
             path = result.path(g.id, n.id)
-            assert path is not None  # every GPU-NIC pair has a path (analysis.paths.all_paths)
+            assert path is not None  # every GPU-NIC pair has a path (analysis.paths.scan_paths)
             rails[f"rail{i}"] = [RailNic(address(n), path.token)]
         gpus[(uuids.get(g.bdf) if g.bdf else None) or address(g)] = GpuRails(address(g), rails)
     return RailRecord(SCHEMA_VERSION, node_uid, RAIL_SOURCE,
