@@ -274,3 +274,27 @@ def test_resolve_root_forms(tmp_path, fixture_root):
     outer = tmp_path / "outer"
     unpack_capture(str(tb), str(outer / "inner"))
     assert resolve_root(str(outer)) == str(outer / "inner")  # a hand-unpacked directory one level down
+
+
+def test_a_replayed_capture_is_named_by_its_archive(tmp_path, fixture_root):
+    """scan, plan, vms, the API and the daemon read a capture archive and call the root by the
+    archive's path, never by the temporary directory it was unpacked into."""
+    from topoagent.daemon.config import Config
+    from topoagent.daemon.loop import default_sample, default_scan
+    from topoagent.sources.capture import replay_root
+
+    cap = collect_capture(str(fixture_root("dgx-h100")), tools=False)
+    tb = tarball(cap.ordered(), tmp_path / "dgx.tar.gz")
+    path = os.path.realpath(tb)
+    assert replay_root(str(fixture_root("dgx-h100"))) == (str(fixture_root("dgx-h100")), None)
+    tree = CliRunner().invoke(cli, ["scan", "--root", str(tb)])
+    assert f"· root {path}\n" in tree.output.splitlines(keepends=True)[0]
+    doc = json.loads(CliRunner().invoke(cli, ["scan", "--root", str(tb), "--format", "json"]).output)
+    assert doc["host"]["root"] == path
+    plan = json.loads(CliRunner().invoke(cli, ["plan", "--root", str(tb), "--format", "json"]).output)
+    assert plan["host"]["root"] == path
+    vms = CliRunner().invoke(cli, ["vms", "--root", str(tb)]).output
+    assert f"({path}/etc/libvirt/qemu; host: scan of {path})" in vms and "topoagent-capture-" not in vms
+    assert scan(str(tb)).snapshot.root == path  # the API too
+    config = Config(root=str(tb), nvml=False, state_dir=str(tmp_path / "st"))
+    assert default_scan(config).snapshot.root == path and len(default_sample(config)) > 10

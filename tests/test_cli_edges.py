@@ -34,6 +34,15 @@ def test_usage_errors_are_one_line(args, says):
     assert says in line and "--help" in line
 
 
+def test_bare_topoagent_prints_the_help_and_exits_2():
+    # As click >= 8.2 and git do: the ordinary multi-line help (what --help prints), on stderr,
+    # exit 2 -- not the help squashed into one "topoagent: Usage: ..." line.
+    proc = run()
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == run("--help").stdout
+    assert proc.stderr.startswith("Usage: topoagent") and "\nCommands:\n" in proc.stderr
+
+
 def test_closed_stdin(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "topoagent", "scan", "--nvidia-smi-topo", "-"],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
