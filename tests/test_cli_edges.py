@@ -122,3 +122,18 @@ def test_version_reads_as_click_writes_it():
     from topoagent.cli import group
 
     assert run("--version").stdout == CliRunner().invoke(group(), ["--version"]).output
+
+
+@pytest.mark.parametrize("args, output", [
+    (["plan", "--format", "slurm"], "a gres.conf"),
+    (["plan", "--format", "nccl-topo"], "an NCCL topology"),
+    (["scan", "--format", "matrix"], "the GPU matrix"),
+])
+def test_gpu_outputs_on_a_host_without_gpus_fail_in_one_line(fixture_root, args, output):
+    # An empty gres.conf or matrix exiting 0 would be installed or read without a word; exit 2
+    # fails a configuration-management step.  The sysfs tree *was* read: the line says no GPUs.
+    root = fixture_root("no-gpu")
+    proc = run(*args, "--root", str(root))
+    line = one_line(proc)
+    assert line == f"topoagent: no GPUs on this host (root {os.path.realpath(root)}): {output} would be empty"
+    assert proc.stdout == ""

@@ -6,7 +6,10 @@ import errno
 import os
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from topoagent.result import ScanResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -41,6 +44,18 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
             pass
         code = EXIT_UNKNOWN
     sys.exit(code)
+
+
+def require_gpus(result: ScanResult, output: str) -> None:
+    """Exit 2 with ``topoagent: no GPUs on this host: <output> would be empty`` where the scan
+    found no GPU and ``output`` (a GPU matrix, a gres.conf, an NCCL topology) would be useless to
+    its consumer: configuration management treats any non-zero exit as a failed step, so no
+    empty file is installed in silence."""
+    if result.topology.gpus:
+        return
+    root = result.snapshot.root
+    where = "" if root in ("/", None) else f" (root {root})"
+    fail(f"no GPUs on this host{where}: {output} would be empty")
 
 
 def emit(text: str) -> None:

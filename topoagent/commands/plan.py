@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from topoagent.commands.common import EXIT_FINDINGS, EXIT_OK, emit, fail
+from topoagent.commands.common import EXIT_FINDINGS, EXIT_OK, emit, fail, require_gpus
 from topoagent.commands.options import run_scan, scan_inputs
 from topoagent.cpuset import MAX_CPUS
 from topoagent.inputs import Inputs
@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from topoagent.advice.plan import Plan
     from topoagent.cpuset import CpuSet
     from topoagent.result import ScanResult
+
+
+#: Formats with nothing to say without a GPU (exit 2, one line), and what each would write.
+NEEDS_GPUS = {"slurm": "a gres.conf", "nccl-topo": "an NCCL topology"}
 
 
 def plan_options(f: Any) -> Any:
@@ -103,7 +107,7 @@ def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, gres
     """Plan where each GPU's ranks should run: CPUs, NUMA node, rail NICs, environment.
 
     Exit status: 0 a plan for every GPU, 1 a GPU got no allowed CPU (CPUSET_EMPTY),
-    2 the scan could not run or an option is wrong.
+    2 the scan could not run, an option is wrong, or --format slurm or nccl-topo found no GPU.
     """
     from topoagent.analysis.findings import Severity
     from topoagent.errors import TopoagentError
@@ -113,6 +117,8 @@ def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, gres
     if fmt == "env" and gpu is None and local_rank is None:
         fail("--format env is for one rank: give --gpu N or --local-rank R")
     result = run_scan(inputs)
+    if fmt in NEEDS_GPUS:
+        require_gpus(result, NEEDS_GPUS[fmt])
     p = make_plan(result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, split or 0)
     options: dict[str, Any] = {"plan": p, "gpu": gpu, "local_rank": local_rank, "gres_cores": gres_cores,
                                "node_uid": node_uid}
