@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import io
 import os
+from typing import TYPE_CHECKING
 
 import click
 
-from topoagent.commands.common import EXIT_OK, fail
+from topoagent.commands.common import EXIT_OK, Progress, fail
+
+if TYPE_CHECKING:
+    from topoagent.sources.capture import Entry
 
 
 @click.command()
@@ -23,21 +27,36 @@ from topoagent.commands.common import EXIT_OK, fail
 @click.option("--no-tools", is_flag=True, help="Do not run lspci, nvidia-smi or the NVML recorder.")
 @click.option("--tool-timeout", default=30.0, show_default=True, metavar="SECONDS",
               help="Time limit for each tool.")
-def capture(output: str, root: str, no_tools: bool, tool_timeout: float) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="No progress line on a terminal.")
+def capture(output: str, root: str, no_tools: bool, tool_timeout: float, quiet: bool) -> None:
     """Record the allow-listed /sys and /proc files a scan reads, plus lspci and nvidia-smi output,
     with host names, MACs, GUIDs and serial numbers scrubbed, into a .tar.gz."""
     import sys
 
-    from topoagent.apply.files import write_atomically
     from topoagent.errors import TopoagentError
-    from topoagent.sources.capture import collect_capture, entries_to_tar
+    from topoagent.sources.capture import collect_capture
 
     live = os.path.realpath(root) == "/"
-    try:
-        cap = collect_capture(root, tools=live and not no_tools, tool_timeout=tool_timeout)
-    except TopoagentError as exc:
-        fail(str(exc))
-    entries = cap.ordered()
+    with Progress("capture", quiet=quiet) as progress:
+        try:
+            cap = collect_capture(root, tools=live and not no_tools, tool_timeout=tool_timeout, step=progress.step)
+        except TopoagentError as exc:
+            fail(str(exc))
+        entries = cap.ordered()
+        progress.step(f"writing {len(entries)} entries")
+        _write_capture(entries, output)
+    files = sum(1 for e in entries if e.kind == "file")
+    if output != "-":
+        click.echo(f"topoagent: wrote {output} ({files} files; replay with: topoagent scan --root {output})", err=True)
+    sys.exit(EXIT_OK)
+
+
+def _write_capture(entries: list[Entry], output: str) -> None:
+    import sys
+
+    from topoagent.apply.files import write_atomically
+    from topoagent.sources.capture import entries_to_tar
+
     try:
         if output == "-":
             entries_to_tar(entries, sys.stdout.buffer)
@@ -48,7 +67,3 @@ def capture(output: str, root: str, no_tools: bool, tool_timeout: float) -> None
             write_atomically(output, buffer.getvalue())
     except OSError as exc:
         fail(f"{output}: {exc.strerror or exc}")
-    files = sum(1 for e in entries if e.kind == "file")
-    if output != "-":
-        click.echo(f"topoagent: wrote {output} ({files} files; replay with: topoagent scan --root {output})", err=True)
-    sys.exit(EXIT_OK)
