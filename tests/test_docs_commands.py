@@ -15,9 +15,9 @@ How a doc line becomes a runnable one, the same for every line:
 * placeholders become real samples (:data:`SAMPLES`): ``topo.txt``, ``tree.txt``, ``vvv.txt``
   (tests/parsers/samples), ``pci.txt`` and the ``.vmx`` files (tests/vms_samples), a capture
   (``host.tar.gz``, ``capture.tar.gz``, ``/path/to/capture``: one made in this test from the
-  small ``cloud-vm`` fixture; ``dir``: it unpacked), ``/capture`` (the fixture), ``DOMAIN`` (a shut-off domain of
-  libvirt's test driver), ``4242`` (a ``sleep`` this test starts); ``-o FILE`` writes under a
-  temporary directory.
+  small ``cloud-vm`` fixture; ``dir``: it unpacked), ``DOMAIN`` (a shut-off domain of
+  libvirt's test driver), ``/copy`` (the fixture, with its libvirt files), ``4242`` (a
+  ``sleep`` this test starts); ``-o FILE`` writes under a temporary directory.
 
 Special treatment, kept minimal: ``daemon`` lines run until ``/metrics`` answers with a
 successful scan, then get SIGTERM (exit 0 expected); ``exec`` lines get ``--dry-run`` (nothing is
@@ -118,7 +118,7 @@ CASES: dict[str, Case] = {
     # docs/schedulers.md (the plan.md monitoring line is README's Nagios line with a redirection)
     # docs/vms.md
     "topoagent vms --connect qemu+ssh://h/system": Case(mode="not-run"),
-    "topoagent vms --root /capture": OK,
+    "topoagent vms --root /copy": OK,
     "topoagent vms --format json": OK,
     "topoagent vms --reserve-cores 2": OK,
     "topoagent vms --pin": OK,
@@ -222,7 +222,7 @@ def substitute(words: list[str], world: dict, port: int) -> list[str]:
         "vm.vmx": VMS / "ml-train-01.vmx", "a.vmx": VMS / "ml-train-01.vmx", "vm1.vmx": VMS / "ml-train-01.vmx",
         "b.vmx": VMS / "ml-infer-02.vmx", "vm2.vmx": VMS / "ml-infer-02.vmx", "…": VMS / "ml-dev-03.vmx",
         "host.tar.gz": world["capture"], "capture.tar.gz": world["capture"], "/path/to/capture": world["capture"],
-        "dir": base / "unpacked", "/capture": world["root"], "tests/...": world["root"],
+        "dir": base / "unpacked", "/copy": world["root"], "tests/...": world["root"],
         "/tmp/st": base / "daemon-state", "4242": world["pid"], "DOMAIN": "gpu-unset",
         "127.0.0.1:9500": f"127.0.0.1:{port}",
     }
