@@ -35,6 +35,15 @@ def test_usage_errors_are_one_line(args, says):
     assert says in line and "--help" in line
 
 
+def test_bare_topoagent_prints_the_help_and_exits_2():
+    # As click >= 8.2 and git do: the ordinary multi-line help (what --help prints), on stderr,
+    # exit 2 -- not the help squashed into one "topoagent: Usage: ..." line.
+    proc = run()
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == run("--help").stdout
+    assert proc.stderr.startswith("Usage: topoagent") and "\nCommands:\n" in proc.stderr
+
+
 def test_closed_stdin(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "topoagent", "scan", "--nvidia-smi-topo", "-"],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
@@ -151,3 +160,16 @@ def test_sigpipe_is_quiet_in_apply_as_in_scan(dgx_tree):
         status = subprocess.run(f"set -o pipefail; {sys.executable} -m topoagent {' '.join(args)} --root {dgx_tree}"
                                 " | head -c 10 >/dev/null", shell=True, executable="/bin/bash", timeout=120)
         assert status.returncode == 0, args
+@pytest.mark.parametrize("args, output", [
+    (["plan", "--format", "slurm"], "a gres.conf"),
+    (["plan", "--format", "nccl-topo"], "an NCCL topology"),
+    (["scan", "--format", "matrix"], "the GPU matrix"),
+])
+def test_gpu_outputs_on_a_host_without_gpus_fail_in_one_line(fixture_root, args, output):
+    # An empty gres.conf or matrix exiting 0 would be installed or read without a word; exit 2
+    # fails a configuration-management step.  The sysfs tree *was* read: the line says no GPUs.
+    root = fixture_root("no-gpu")
+    proc = run(*args, "--root", str(root))
+    line = one_line(proc)
+    assert line == f"topoagent: no GPUs on this host (root {os.path.realpath(root)}): {output} would be empty"
+    assert proc.stdout == ""

@@ -66,6 +66,23 @@ def test_dgx_json_matches_the_schema_and_names_pix_nics(dgx):
         assert g["env"]["NCCL_IB_HCA"] == DGX_HCAS and g["env"]["UCX_NET_DEVICES"] == f"{rdma}:1"
 
 
+def test_gpu_narrows_the_table_and_json_and_is_refused_where_it_cannot(dgx):
+    # --gpu used to be read by --format env alone and silently ignored by the others.
+    text = topoagent("plan", "--root", str(dgx), "--no-nvml", "--gpu", "1")
+    assert text.returncode == 0, text.stderr
+    rows = [line for line in text.stdout.splitlines() if line.startswith("gpu")]
+    assert len(rows) == 1 and rows[0].split()[:2] == ["gpu1", "0000:43:00.0"]
+    assert "node 0: gpu0 gpu1 gpu2 gpu3" in text.stdout and "node 1:" not in text.stdout
+    data = json.loads(topoagent("plan", "--root", str(dgx), "--no-nvml", "--gpu", "5", "--format", "json").stdout)
+    assert [g["bdf"] for g in data["gpus"]] == ["0000:c3:00.0"] and len(data["numa_groups"]) == 1
+    for args, says in [(("--gpu", "8"), "--gpu 8: the host has 8 GPU(s) (0-7)"),
+                       (("--gpu", "1", "--format", "slurm"), "--gpu is for --format text, json, env"),
+                       (("--local-rank", "1"), "--local-rank is for --format env")]:
+        out = topoagent("plan", "--root", str(dgx), "--no-nvml", *args)
+        assert out.returncode == 2 and out.stdout == "" and out.stderr == f"topoagent: {says}" + out.stderr.split(says)[1]
+        assert len(out.stderr.splitlines()) == 1
+
+
 def test_dgx_env_for_every_gpu(dgx):
     for index, (bdf, (rdma, _netdev, cpus)) in enumerate(DGX.items()):
         out = run_cli("plan", "--root", str(dgx), "--no-nvml", "--format", "env", "--gpu", str(index))

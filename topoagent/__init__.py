@@ -8,7 +8,7 @@ The public API, importable from here::
 
     import topoagent
     result = topoagent.scan("/")                  # or topoagent.run(topoagent.Inputs(...))
-    result.path("gpu0", "nic0").token             # 'PIX'
+    result.path("gpu0", "nic0").token             # 'PIX' (None where the host has no gpu0 or nic0)
 
 Names are imported on first use, so ``import topoagent`` (and the CLI's start-up) stays cheap.
 """
@@ -89,3 +89,8 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module 'topoagent' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The lazy names too, so dir(), completion and help() find the API before its first use.
+    return sorted(set(globals()) | set(__all__))

@@ -57,8 +57,13 @@ def run(inputs: Inputs) -> ScanResult:
 
 
 def scan(root: str | os.PathLike[str] = "/", *, nvml: Any = NVML_AUTO) -> ScanResult:
-    """Read and analyse the host tree at ``root`` (``nvml`` as in :class:`Inputs`)."""
-    return run(Inputs(root=os.fspath(root), nvml=nvml))
+    """Read and analyse the host tree at ``root`` (``nvml`` as in :class:`Inputs`): a directory,
+    or a capture archive (``topoagent capture``), unpacked into a temporary directory removed at
+    exit and named by its own path in the result."""
+    from topoagent.sources.capture.archive import replay_root
+
+    path, shown = replay_root(os.fspath(root))
+    return run(Inputs(root=path, nvml=nvml, shown_root=shown))
 
 
 def read_host(root: str | os.PathLike[str] = "/", *, nvml: Any = NVML_AUTO) -> Snapshot:

@@ -84,8 +84,14 @@ def __getattr__(name: str) -> Any:
 def _click_main(args: list[str]) -> None:
     import click
 
-    from topoagent.commands.common import fail
+    from topoagent.commands.common import EXIT_ERROR, fail
 
+    if not args:
+        # Bare ``topoagent``: the whole help, as ``--help`` prints it, but on stderr and exit 2
+        # (a usage error), as click >= 8.2 and git do -- whatever click version is installed.
+        with group().make_context("topoagent", [], resilient_parsing=True) as ctx:
+            click.echo(ctx.get_help(), err=True)
+        sys.exit(EXIT_ERROR)
     try:
         group().main(args=args, prog_name="topoagent", standalone_mode=False)
     except SystemExit as exc:

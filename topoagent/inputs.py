@@ -27,7 +27,8 @@ class Inputs(msgspec.Struct, frozen=True):
     in tests).  The three ``*_text`` fields hold pasted tool output; when any is set the scan is
     *offline*: sysfs and NVML are not read.  ``cross_check`` runs this host's ``nvidia-smi`` and
     ``lspci`` too (live host only); ``runners`` replaces those tools (tests).
-    Equality and hashing ignore ``runners`` and ``origins``.
+    ``shown_root`` names the root in reports where ``root`` is a capture's temporary unpacking.
+    Equality and hashing ignore ``runners``, ``origins`` and ``shown_root``.
     """
 
     root: str = "/"
@@ -41,10 +42,13 @@ class Inputs(msgspec.Struct, frozen=True):
     #: Where each pasted text came from (``{"nvidia_smi_topo_text": "--nvidia-smi-topo t.txt"}``),
     #: for error messages.
     origins: Any = None
+    #: What reports call the root where ``root`` is not it: the capture archive that ``root``,
+    #: a temporary directory, was unpacked from.  None: ``root`` itself.
+    shown_root: str | None = None
 
     def _compared(self) -> tuple[Any, ...]:
-        # What a scan reads; ``runners`` (test stand-ins) and ``origins`` (labels for error
-        # messages) change how, not what, so equality and hashing leave them out.
+        # What a scan reads; ``runners`` (test stand-ins), ``origins`` and ``shown_root``
+        # (labels for messages and reports) change how, not what, so equality and hashing leave them out.
         return (self.root, self.nvml, self.nvidia_smi_topo_text, self.lspci_tree_text,
                 self.lspci_verbose_text, self.cross_check, self.tool_timeout)
 

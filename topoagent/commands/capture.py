@@ -12,7 +12,7 @@ import os
 
 import click
 
-from topoagent.commands.common import EXIT_OK, fail, write_output
+from topoagent.commands.common import EXIT_OK, Progress, fail, write_output
 
 
 @click.command()
@@ -23,7 +23,8 @@ from topoagent.commands.common import EXIT_OK, fail, write_output
 @click.option("--no-tools", is_flag=True, help="Do not run lspci, nvidia-smi or the NVML recorder.")
 @click.option("--tool-timeout", default=30.0, show_default=True, metavar="SECONDS",
               help="Time limit for each tool.")
-def capture(output: str, root: str, no_tools: bool, tool_timeout: float) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="No progress line on a terminal.")
+def capture(output: str, root: str, no_tools: bool, tool_timeout: float, quiet: bool) -> None:
     """Record the allow-listed /sys and /proc files a scan reads, plus lspci and nvidia-smi output,
     with host names, MACs, GUIDs and serial numbers scrubbed, into a .tar.gz."""
     import sys
@@ -32,14 +33,16 @@ def capture(output: str, root: str, no_tools: bool, tool_timeout: float) -> None
     from topoagent.sources.capture import collect_capture, entries_to_tar
 
     live = os.path.realpath(root) == "/"
-    try:
-        cap = collect_capture(root, tools=live and not no_tools, tool_timeout=tool_timeout)
-    except TopoagentError as exc:
-        fail(str(exc))
-    entries = cap.ordered()
-    buffer = io.BytesIO()  # a capture is small (kilobytes to a few megabytes): built in memory, written whole
-    entries_to_tar(entries, buffer)
-    write_output(output, buffer.getvalue())
+    with Progress("capture", quiet=quiet) as progress:
+        try:
+            cap = collect_capture(root, tools=live and not no_tools, tool_timeout=tool_timeout, step=progress.step)
+        except TopoagentError as exc:
+            fail(str(exc))
+        entries = cap.ordered()
+        progress.step(f"writing {len(entries)} entries")
+        buffer = io.BytesIO()  # a capture is small (kilobytes to a few megabytes): built in memory, written whole
+        entries_to_tar(entries, buffer)
+        write_output(output, buffer.getvalue())
     files = sum(1 for e in entries if e.kind == "file")
     if output != "-":
         click.echo(f"topoagent: wrote {output} ({files} files; replay with: topoagent scan --root {output})", err=True)

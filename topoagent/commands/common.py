@@ -6,7 +6,10 @@ import errno
 import os
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from topoagent.result import ScanResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -30,6 +33,8 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     goes to stdout (``TOPOAGENT UNKNOWN - ...`` for Nagios) and the exit code is 3.
     """
     line = " ".join(message.split())
+    for progress in tuple(_SHOWN):  # the error on a line of its own, not after a progress line
+        progress.close()
     _write(sys.stderr, f"topoagent: {line}\n")
     mode = monitor["mode"]
     if mode is not None and code == EXIT_ERROR:
@@ -41,6 +46,18 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
             pass
         code = EXIT_UNKNOWN
     sys.exit(code)
+
+
+def require_gpus(result: ScanResult, output: str) -> None:
+    """Exit 2 with ``topoagent: no GPUs on this host: <output> would be empty`` where the scan
+    found no GPU and ``output`` (a GPU matrix, a gres.conf, an NCCL topology) would be useless to
+    its consumer: configuration management treats any non-zero exit as a failed step, so no
+    empty file is installed in silence."""
+    if result.topology.gpus:
+        return
+    root = result.snapshot.root
+    where = "" if root in ("/", None) else f" (root {root})"
+    fail(f"no GPUs on this host{where}: {output} would be empty")
 
 
 def emit(text: str) -> None:
@@ -117,3 +134,76 @@ def quiet_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError, AttributeError):
         pass
+
+
+#: Progress lines now on the terminal (:func:`fail` erases them before its line).
+_SHOWN: list[Progress] = []
+
+
+class Progress:
+    """A progress line on stderr for work that can take more than a second or two (``capture``,
+    ``draw --format png``; ``fleet`` over many files), shown only to a person: nothing is written
+    unless stderr is a terminal, and nothing with ``quiet`` (a command's ``--quiet``).  So
+    pipelines, logs, cron mail and tests that read stderr never see it.
+
+    Use it as a context manager; :meth:`step` names the phase now running, :meth:`count` the
+    items done (``done``/``total``, redrawn at most ten times a second, so a loop over thousands
+    of files may call it for each).  The line is rewritten in place (``\\r``) and erased when the
+    block ends, leaving stderr as it was for the command's own messages::
+
+        with Progress("fleet", quiet=quiet) as progress:
+            for i, path in enumerate(paths, 1):
+                progress.count(i, len(paths), "files")
+                ...
+    """
+
+    #: Seconds between redraws of a count.
+    INTERVAL = 0.1
+
+    def __init__(self, command: str, *, quiet: bool = False) -> None:
+        stream = sys.stderr
+        try:
+            tty = stream is not None and stream.isatty()
+        except (OSError, ValueError, AttributeError):
+            tty = False
+        self.command = command
+        self.enabled = tty and not quiet
+        self._last = 0.0
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def step(self, message: str) -> None:
+        """Show ``topoagent <command>: <message>...`` (the phase now running)."""
+        self._draw(f"{message}...")
+
+    def count(self, done: int, total: int | None = None, unit: str = "") -> None:
+        """Show ``done/total unit`` (throttled; the last item always shows)."""
+        import time
+
+        now = time.monotonic()
+        if not self.enabled or (now - self._last < self.INTERVAL and done != total):
+            return
+        self._last = now
+        self._draw(f"{done}{f'/{total}' if total is not None else ''}{f' {unit}' if unit else ''}")
+
+    def close(self) -> None:
+        """Erase the line (if one was drawn)."""
+        if self in _SHOWN:
+            _SHOWN.remove(self)
+            self._put("\r\033[K")
+
+    def _draw(self, text: str) -> None:
+        if self.enabled:
+            self._put(f"\rtopoagent {self.command}: {' '.join(text.split())}\033[K")
+            if self not in _SHOWN:
+                _SHOWN.append(self)
+
+    def _put(self, text: str) -> None:
+        try:
+            _write(sys.stderr, text)
+        except (OSError, ValueError):
+            self.enabled = False  # a terminal gone away: the work goes on without a line

@@ -11,8 +11,9 @@ from topoagent.commands.common import fail
 
 
 @click.command()
-@click.option("--root", metavar="DIR", help="Read the host tree below this directory (default /). "
-              "udev and NVML describe this host, so they are off for any other root.")
+@click.option("--root", metavar="DIR", help="Read the host tree below this directory (default /), or replay a "
+              "capture archive (topoagent capture). udev and NVML describe this host, so they are off for any "
+              "other root.")
 @click.option("--config", "config_file", metavar="FILE",
               help="TOML configuration (default /etc/topoagent/config.toml, if it exists).")
 @click.option("--listen", metavar="ADDR:PORT", help="Serve /metrics here (default 127.0.0.1:9464).")
@@ -59,10 +60,23 @@ def daemon(root: str | None, config_file: str | None, listen: str | None, state_
         config = reload()
     except ConfigError as exc:
         fail(str(exc))
-    if not os.path.isdir(config.root):
-        fail(f"--root {config.root}: not a directory")
+    _check_root(config.root)
     try:
         code = Daemon(config, reload=reload, explain=explain).run()
     except SetupError as exc:
         fail(str(exc))
     sys.exit(code)
+
+
+def _check_root(root: str) -> None:
+    """One line and exit 2 unless ``root`` is a directory or a capture archive that unpacks (into
+    a temporary directory the daemon reads on every scan and removes when it exits)."""
+    from topoagent.errors import TopoagentError
+    from topoagent.sources.capture.archive import resolve_root
+
+    try:
+        resolved = resolve_root(root)
+    except TopoagentError as exc:
+        fail(f"--root {root}: {exc}")
+    if not os.path.isdir(resolved):
+        fail(f"--root {root}: not a directory or a capture archive")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from topoagent.commands.common import EXIT_OK, emit, emit_bytes, fail, write_output
+from topoagent.commands.common import EXIT_OK, Progress, emit, emit_bytes, fail, write_output
 from topoagent.commands.options import run_scan, scan_inputs
 from topoagent.inputs import Inputs
 from topoagent.outputs import formats, renderer
@@ -45,16 +45,20 @@ def dot_to_png(dot_text: str) -> bytes:
               help="svg: the picture; html: picture, findings and matrix in one page; dot: Graphviz source; "
                    "png: the DOT drawn by Graphviz (needs dot).")
 @click.option("-o", "--output", "output", metavar="FILE", help="Write to FILE instead of stdout.")
-def draw(inputs: Inputs, fmt: str, output: str | None) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="No progress line on a terminal (shown for --format png).")
+def draw(inputs: Inputs, fmt: str, output: str | None, quiet: bool) -> None:
     """Draw the host: sockets, NUMA nodes, host bridges, switches, GPUs and NICs, each GPU
     tied to its rail NIC, findings marked where they live.
 
     Reads what `topoagent scan` reads (the live host, --root, or pasted tool output).
     Exit status: 0 drawn, 2 the scan could not run or the output could not be written.
     """
-    result = run_scan(inputs)
     if fmt == "png":
-        data = dot_to_png(renderer("draw", "dot")(result))
+        with Progress("draw", quiet=quiet) as progress:  # Graphviz may take seconds on a big host
+            progress.step("scanning")
+            result = run_scan(inputs)
+            progress.step("laying out with Graphviz dot")
+            data = dot_to_png(renderer("draw", "dot")(result))
         if output is None:
             if sys.stdout is not None and sys.stdout.isatty():
                 fail("--format png is binary: give -o FILE or redirect stdout")
@@ -62,7 +66,7 @@ def draw(inputs: Inputs, fmt: str, output: str | None) -> None:
         else:
             write_output(output, data)
         sys.exit(EXIT_OK)
-    text = renderer("draw", fmt)(result)
+    text = renderer("draw", fmt)(run_scan(inputs))
     if output is None:
         emit(text)
     else:

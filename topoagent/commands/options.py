@@ -75,12 +75,14 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
     given = {field: name for field, name in files.items() if name is not None}
     if cross_check and (given or os.path.realpath(root) != "/"):
         fail("--cross-check runs this host's nvidia-smi and lspci: it needs a live scan of --root /")
+    shown = None
     if not given and not os.path.isdir(os.path.join(root, "sys")):
-        # A capture tarball (topoagent capture) replays like its unpacked directory.
-        from topoagent.sources.capture import resolve_root
+        # A capture tarball (topoagent capture) replays like its unpacked directory, and the
+        # reports name the tarball, not the temporary directory it was unpacked into.
+        from topoagent.sources.capture.archive import replay_root
 
         try:
-            root = resolve_root(root)
+            root, shown = replay_root(root)
         except TopoagentError as exc:
             fail(f"--root {root}: {exc}")
     option_of = {field: option for field, option, *_ in OFFLINE_OPTIONS}
@@ -98,7 +100,7 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
                 fail(f"{option_of[field]} {name}: {exc}")
     origins = FrozenMap({field: f"{option_of[field]} {name}" for field, name in given.items()})
     return Inputs(root=root, nvml=NVML_OFF if no_nvml else NVML_AUTO, cross_check=cross_check,
-                  origins=origins, nvidia_smi_topo_text=texts.get("nvidia_smi_topo_text"),
+                  origins=origins, shown_root=shown, nvidia_smi_topo_text=texts.get("nvidia_smi_topo_text"),
                   lspci_tree_text=texts.get("lspci_tree_text"), lspci_verbose_text=texts.get("lspci_verbose_text"))
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from topoagent.commands.common import EXIT_FINDINGS, EXIT_OK, emit, fail
+from topoagent.commands.common import EXIT_FINDINGS, EXIT_OK, emit, fail, require_gpus
 from topoagent.commands.options import run_scan, scan_inputs
 from topoagent.cpuset import MAX_CPUS
 from topoagent.inputs import Inputs
@@ -18,6 +18,26 @@ if TYPE_CHECKING:
     from topoagent.advice.plan import Plan
     from topoagent.cpuset import CpuSet
     from topoagent.result import ScanResult
+
+
+#: Formats with nothing to say without a GPU (exit 2, one line), and what each would write.
+NEEDS_GPUS = {"slurm": "a gres.conf", "nccl-topo": "an NCCL topology"}
+
+
+#: Formats ``--gpu N`` narrows to one GPU (env: that GPU's first rank).
+ONE_GPU = ("text", "json", "env")
+
+
+def only_gpu(p: Plan, n: int) -> Plan:
+    """The plan narrowed to GPU ``n`` (PCI bus order): its row, the NUMA group and split group
+    holding it, and the host's notes; one line and exit 2 when there is no GPU ``n``."""
+    import msgspec
+
+    if not 0 <= n < len(p.gpus):
+        fail(f"--gpu {n}: the host has {len(p.gpus)} GPU(s)" + (f" (0-{len(p.gpus) - 1})" if p.gpus else ""))
+    g = p.gpus[n]
+    return msgspec.structs.replace(p, gpus=(g,), numa_groups=tuple(x for x in p.numa_groups if g.gpu in x.gpus),
+                                   split=tuple(x for x in p.split if g.gpu in x.gpus))
 
 
 def plan_options(f: Any) -> Any:
@@ -88,7 +108,8 @@ def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: i
               help="text: a table; json: the plan contract; env: export lines for one rank; "
                    "slurm: gres.conf lines; nccl-topo: an NCCL_TOPO_FILE; rails: each GPU's NIC per rail "
                    "(NVIDIA/topograph's record); dra: the Kubernetes DRA standard attributes of GPUs and NICs.")
-@click.option("--gpu", type=click.IntRange(min=0), metavar="N", help="For --format env: GPU N (PCI bus order).")
+@click.option("--gpu", type=click.IntRange(min=0), metavar="N",
+              help="GPU N (PCI bus order) alone: its row (text, json) or its first rank's exports (env).")
 @click.option("--local-rank", type=click.IntRange(min=0), metavar="R",
               help="For --format env: local rank R (GPU R // ranks-per-gpu).")
 @click.option("--gres-cores", type=click.Choice(("socket", "numa")), default="socket", show_default=True,
@@ -103,7 +124,7 @@ def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, gres
     """Plan where each GPU's ranks should run: CPUs, NUMA node, rail NICs, environment.
 
     Exit status: 0 a plan for every GPU, 1 a GPU got no allowed CPU (CPUSET_EMPTY),
-    2 the scan could not run or an option is wrong.
+    2 the scan could not run, an option is wrong, or --format slurm or nccl-topo found no GPU.
     """
     from topoagent.analysis.findings import Severity
     from topoagent.errors import TopoagentError
@@ -112,8 +133,16 @@ def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, gres
         fail("give --gpu or --local-rank, not both")
     if fmt == "env" and gpu is None and local_rank is None:
         fail("--format env is for one rank: give --gpu N or --local-rank R")
+    if local_rank is not None and fmt != "env":
+        fail("--local-rank is for --format env (one rank's exports); --gpu N shows one GPU's plan")
+    if gpu is not None and fmt not in ONE_GPU:
+        fail(f"--gpu is for --format {', '.join(ONE_GPU)}: --format {fmt} describes the whole host")
     result = run_scan(inputs)
+    if fmt in NEEDS_GPUS:
+        require_gpus(result, NEEDS_GPUS[fmt])
     p = make_plan(result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, split or 0)
+    if gpu is not None and fmt != "env":
+        p = only_gpu(p, gpu)
     options: dict[str, Any] = {"plan": p, "gpu": gpu, "local_rank": local_rank, "gres_cores": gres_cores,
                                "node_uid": node_uid}
     if fmt == "nccl-topo" and not inputs.offline:

@@ -31,7 +31,7 @@ With --nvidia-smi-topo, --lspci-tree or --lspci-verbose (any combination) the sa
 outputs are analysed instead: sysfs is not read and --root is ignored.
 
 Exit status: 0 nothing at or above --fail-on, 1 findings at or above it, 2 the scan
-could not run.  With --exit-codes nagios (a Nagios/Icinga plugin): the status line
+could not run (or --format matrix found no GPU).  With --exit-codes nagios (a Nagios/Icinga plugin): the status line
 "TOPOAGENT CRITICAL - ... | perfdata", then one line per finding; 0 OK, 1 WARNING,
 2 CRITICAL, 3 UNKNOWN (the scan or the command line failed).  With --exit-codes npd (a
 node-problem-detector custom plugin): the fault in the first 80 characters; 0 OK, 1 a
@@ -79,6 +79,10 @@ def run(params: dict[str, Any]) -> None:
         text, code = nagios_text(result) if mode == "nagios" else npd_text(result, fail_on)
         emit(text)
         sys.exit(code)
+    if params["fmt"] == "matrix":
+        from topoagent.commands.common import require_gpus
+
+        require_gpus(result, "the GPU matrix")
     emit(renderer("scan", params["fmt"])(result, show_all=params["show_all"], pretty=params["pretty"]))
     worst = result.worst()
     sys.exit(EXIT_FINDINGS if worst is not None and worst >= fail_on else EXIT_OK)

@@ -124,7 +124,7 @@ def _host(inputs: Inputs) -> HostView:
 
     result = run_scan(inputs)
     origins = inputs.origins or {}
-    where = ", ".join(origins.values()) if origins else f"scan of {inputs.root}"
+    where = ", ".join(origins.values()) if origins else f"scan of {inputs.shown_root or inputs.root}"
     return host_from_scan(result.topology, result.rails, source=where)
 
 
@@ -137,7 +137,7 @@ def _kvm_report(inputs: Inputs, uri: str | None, *, pin: bool, reserve_cores: in
 
     host = _host(inputs)
     try:
-        read = read_domains(root=inputs.root, uri=uri)
+        read = read_domains(root=inputs.root, uri=uri, shown_root=inputs.shown_root)
     except LibvirtError as exc:
         fail(str(exc))
     notes = list(read.errors)

@@ -68,11 +68,14 @@ class SetupError(TopoagentError):
 
 
 def default_scan(config: Config) -> ScanResult:
-    """The one orchestration, with the inputs a daemon has: a root, and NVML on or off."""
+    """The one orchestration, with the inputs a daemon has: a root (a directory or a capture
+    archive, unpacked once per process and named by its own path), and NVML on or off."""
     from topoagent.api import run
     from topoagent.inputs import NVML_AUTO, NVML_OFF, Inputs
+    from topoagent.sources.capture.archive import replay_root
 
-    result = run(Inputs(root=config.root, nvml=NVML_AUTO if config.nvml else NVML_OFF))
+    root, shown = replay_root(config.root)
+    result = run(Inputs(root=root, nvml=NVML_AUTO if config.nvml else NVML_OFF, shown_root=shown))
     if config.expect:
         from topoagent.result import with_expected
         from topoagent.sources.expectation import load_expectation
@@ -85,9 +88,10 @@ def default_scan(config: Config) -> ScanResult:
 
 def default_sample(config: Config) -> dict[str, LinkInfo]:
     """Every PCI function's link now, by stable key (BDF), and nothing else."""
+    from topoagent.sources.capture.archive import resolve_root
     from topoagent.sources.sysfs import read_links
 
-    return read_links(config.root)
+    return read_links(resolve_root(config.root))
 
 
 class _Job:

@@ -118,9 +118,15 @@ def read_domains_with_virsh(uri: str) -> LibvirtRead:
     return LibvirtRead(tuple(domains), f"virsh -c {uri}", tuple(errors))
 
 
-def read_domains_from_files(root: str) -> LibvirtRead:
-    """The QEMU driver's persistent definitions under ``<root>/etc/libvirt/qemu``."""
+def read_domains_from_files(root: str, shown_root: str | None = None) -> LibvirtRead:
+    """The QEMU driver's persistent definitions under ``<root>/etc/libvirt/qemu``, each named by
+    the path it was read from (below ``shown_root`` where given: a capture archive's path)."""
     fs = HostFS(root)
+    base = shown_root or fs.root
+
+    def where(rel: str) -> str:
+        return fs.host_path(rel) if base == "/" else os.path.join(base, rel)
+
     run_dir_known = fs.isdir(QEMU_RUN_DIR)
     domains: list[DomainRecord] = []
     errors: list[str] = []
@@ -136,17 +142,18 @@ def read_domains_from_files(root: str) -> LibvirtRead:
             state = "running"
         else:
             state = "shut off" if run_dir_known else "unknown"
-        domains.append(DomainRecord(name, state, text, fs.host_path(rel)))
+        domains.append(DomainRecord(name, state, text, where(rel)))
     errors.extend(f"{e.path}: {e.error}" for e in fs.errors)
-    return LibvirtRead(tuple(domains), fs.host_path(QEMU_CONFIG_DIR), tuple(errors))
+    return LibvirtRead(tuple(domains), where(QEMU_CONFIG_DIR), tuple(errors))
 
 
-def read_domains(*, root: str, uri: str | None) -> LibvirtRead:
+def read_domains(*, root: str, uri: str | None, shown_root: str | None = None) -> LibvirtRead:
     """Domains by the rule of the ``vms`` command.
 
     A URI given: virsh (it must be installed).  None given: on the live host (``root`` is
     ``/``) ``virsh -c qemu:///system`` when virsh is installed and answers, else the files;
     under any other root the files, so a captured or fake tree never asks this machine's libvirt.
+    ``shown_root`` names the root in the paths reported (see :func:`read_domains_from_files`).
     """
     if uri is not None:
         if not virsh_available():
@@ -158,7 +165,7 @@ def read_domains(*, root: str, uri: str | None) -> LibvirtRead:
         except LibvirtError as exc:
             files = read_domains_from_files(root)
             return LibvirtRead(files.domains, files.source, (str(exc), *files.errors))
-    return read_domains_from_files(root)
+    return read_domains_from_files(root, shown_root)
 
 
 def _virsh_quote(path: str) -> str:

@@ -14,6 +14,7 @@ from topoagent.sources.capture.archive import (
     MAX_TOTAL_BYTES,
     CaptureError,
     entries_to_tar,
+    replay_root,
     resolve_root,
     unpack_capture,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "Scrubber",
     "collect_capture",
     "entries_to_tar",
+    "replay_root",
     "resolve_root",
     "scrub_config",
     "unpack_capture",

@@ -27,6 +27,7 @@ __all__ = [
     "MAX_TOTAL_BYTES",
     "CaptureError",
     "entries_to_tar",
+    "replay_root",
     "resolve_root",
     "unpack_capture",
 ]
@@ -287,6 +288,15 @@ def resolve_root(root: str) -> str:
         atexit.register(shutil.rmtree, tmp, True)
         _UNPACKED[key] = unpack_capture(root, tmp)
     return _UNPACKED[key]
+
+
+def replay_root(root: str) -> tuple[str, str | None]:
+    """``root`` as :func:`resolve_root` makes it a directory to read, and what reports should
+    call the root: the archive's own path when ``root`` is a capture archive (unpacked into a
+    temporary directory nobody asked to see), else None (the directory read is the root)."""
+    resolved = resolve_root(root)
+    shown = os.path.realpath(root) if resolved != root and os.path.isfile(root) else None
+    return resolved, shown
 
 
 def entries_to_tar(entries: Iterable[Entry], fileobj: BinaryIO, *, mtime: int = 0) -> None:

@@ -202,7 +202,7 @@ _TOOLS = (
 )
 
 
-def _tools(cap: Capture, scrub: Scrubber, timeout: float) -> None:
+def _tools(cap: Capture, scrub: Scrubber, timeout: float, step: Callable[[str], None]) -> None:
     import importlib.util
     import sys
     from pathlib import Path
@@ -210,6 +210,7 @@ def _tools(cap: Capture, scrub: Scrubber, timeout: float) -> None:
     from topoagent.sources.tools import run_tool
 
     for path, argv in _TOOLS:
+        step(f"running {' '.join(argv)}")
         result = run_tool(list(argv), timeout=timeout)
         if result.ok:
             cap.add(Entry(path, "file", scrub.text(result.stdout).encode()))
@@ -222,6 +223,7 @@ def _tools(cap: Capture, scrub: Scrubber, timeout: float) -> None:
     elif not script.is_file():
         cap.tools["nvml"] = "not recorded: scripts/record_nvml.py is not in this installation"
     else:
+        step("recording NVML")
         result = run_tool([sys.executable, str(script), "recorded by topoagent capture"], timeout=timeout)
         if result.ok:
             cap.add(Entry(NVML_RECORDING, "file", scrub.text(result.stdout).encode()))
@@ -230,19 +232,23 @@ def _tools(cap: Capture, scrub: Scrubber, timeout: float) -> None:
             cap.tools["nvml"] = f"not recorded: {result.error}"
 
 
-def collect_capture(root: str = "/", *, tools: bool = True, tool_timeout: float = 30.0) -> Capture:
-    """The scrubbed entries of a capture of the host below ``root`` (tools run only for ``/``)."""
+def collect_capture(root: str = "/", *, tools: bool = True, tool_timeout: float = 30.0,
+                    step: Callable[[str], None] | None = None) -> Capture:
+    """The scrubbed entries of a capture of the host below ``root`` (tools run only for ``/``).
+    ``step`` is told the phase now running (the CLI's progress line)."""
     from topoagent.version import __version__
 
+    say = step or (lambda _: None)
     fs = HostFS(root)
     fs.require_sysfs()
     cap = Capture()
     scrub = Scrubber()
+    say("reading /sys and /proc")
     _pci(fs, cap)
     _class_devices(fs, cap, scrub)
     _system(fs, cap, scrub)
     if tools:
-        _tools(cap, scrub, tool_timeout)
+        _tools(cap, scrub, tool_timeout, say)
     manifest = {
         "format": CAPTURE_FORMAT,
         "topoagent": __version__,
