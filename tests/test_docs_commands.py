@@ -17,7 +17,10 @@ How a doc line becomes a runnable one, the same for every line:
   (``host.tar.gz``, ``capture.tar.gz``, ``/path/to/capture``: one made in this test from the
   small ``cloud-vm`` fixture; ``dir``: it unpacked), ``DOMAIN`` (a shut-off domain of
   libvirt's test driver), ``/copy`` (the fixture, with its libvirt files), ``4242`` (a
-  ``sleep`` this test starts); ``-o FILE`` writes under a temporary directory.
+  ``sleep`` this test starts), ``dgx.json``/``dgx-h100.json`` (a baseline of the fixture),
+  ``states/``/``hosts/``/``/srv/topoagent/state/`` (two hosts' scan JSON, one of them
+  ``good-host-scan.json``; ``world:states_list`` their list, fed to ``fleet``'s stdin);
+  ``-o FILE`` writes under a temporary directory (by its base name, never where the doc shows).
 
 Special treatment, kept minimal: ``daemon`` lines run until ``/metrics`` answers with a
 successful scan, then get SIGTERM (exit 0 expected); ``exec`` lines get ``--dry-run`` (nothing is
@@ -66,6 +69,7 @@ FINDINGS = Case(exits=(0, 1))  # exit 1: findings at or above --fail-on (the fix
 NAGIOS = Case(exits=(0, 1, 2))  # a Nagios plugin's OK, WARNING, CRITICAL
 DAEMON = Case(mode="daemon")
 LIBVIRT = Case(mode="libvirt-test")
+FLEET = Case(exits=(0, 1), root=False)  # exit 1: a host outside its class's majority
 
 #: Every command line the docs show -> how it runs here.
 CASES: dict[str, Case] = {
@@ -78,6 +82,17 @@ CASES: dict[str, Case] = {
     "topoagent scan --exit-codes nagios": NAGIOS,
     "topoagent scan --cross-check": Case(exits=(0, 1), root=False),  # live host only, by design
     "topoagent scan --root capture.tar.gz": OK,
+    "topoagent baseline -o dgx.json": OK,
+    "topoagent scan --expect dgx.json": FINDINGS,
+    "topoagent fleet states/": FLEET,
+    # docs/fleet.md
+    "topoagent baseline -o /etc/topoagent/baseline.json": OK,
+    "topoagent baseline --root capture.tar.gz -o dgx-h100.json": OK,
+    "topoagent baseline --from-json good-host-scan.json": NO_ROOT,
+    "topoagent scan --expect dgx-h100.json": FINDINGS,
+    "topoagent fleet /srv/topoagent/state/": FLEET,
+    "topoagent fleet": Case(exits=(0, 1), root=False, stdin="world:states_list"),
+    "topoagent fleet hosts/ --expect dgx-h100.json --format json": FLEET,
     "topoagent plan": OK,
     "topoagent plan --format env --local-rank 3": OK,
     "topoagent plan --format slurm": OK,
@@ -206,8 +221,21 @@ def world(tmp_path_factory):
         entries_to_tar(collect_capture(str(generate("cloud-vm", base / "small")), tools=False).ordered(), fh)
     unpack_capture(str(capture), str(base / "unpacked"))
     (base / "out").mkdir()
+    # a baseline of the fixture, and a directory of two hosts' scan JSON for fleet
+    states = base / "states"
+    states.mkdir()
+    cli = [sys.executable, "-m", "topoagent"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for name, host in (("a.json", root), ("b.json", base / "small")):
+        scan_json = subprocess.run([*cli, "scan", "--root", str(host), "--format", "json"], capture_output=True,
+                                   text=True, env=env, timeout=120, check=False).stdout
+        (states / name).write_text(scan_json)
+    subprocess.run([*cli, "baseline", "--root", str(root), "-o", str(base / "baseline.json")], env=env,
+                   timeout=120, check=True, capture_output=True)
+    (base / "states.list").write_text("".join(f"{p}\n" for p in sorted(states.iterdir())))
     sleeper = subprocess.Popen(["sleep", "300"])
-    yield {"base": base, "root": root, "capture": capture, "pid": sleeper.pid}
+    yield {"base": base, "root": root, "capture": capture, "pid": sleeper.pid, "states": states,
+           "baseline": base / "baseline.json", "scan_json": states / "a.json", "states_list": base / "states.list"}
     sleeper.kill()
     sleeper.wait()
 
@@ -225,11 +253,13 @@ def substitute(words: list[str], world: dict, port: int) -> list[str]:
         "dir": base / "unpacked", "/copy": world["root"], "tests/...": world["root"],
         "/tmp/st": base / "daemon-state", "4242": world["pid"], "DOMAIN": "gpu-unset",
         "127.0.0.1:9500": f"127.0.0.1:{port}",
+        "dgx.json": world["baseline"], "dgx-h100.json": world["baseline"], "good-host-scan.json": world["scan_json"],
+        "states/": world["states"], "/srv/topoagent/state/": world["states"], "hosts/": world["states"],
     }
     out: list[str] = []
     for i, word in enumerate(words):
         if i and words[i - 1] in ("-o", "--output"):
-            out.append(str(base / "out" / word))
+            out.append(str(base / "out" / Path(word).name))  # never where the doc shows (/etc/...)
         elif word.startswith("test:///"):
             out.append(f"test:///{LIBVIRT_XML}")
         elif word.startswith("tests/") and word not in places:
@@ -323,7 +353,10 @@ def test_every_doc_command_runs(world):
         if case.mode == "daemon":
             code, err = run_daemon(argv, port, {**env, **case.env})
         else:
-            stdin = (SAMPLES / case.stdin).read_text() if case.stdin else ""
+            stdin = ""
+            if case.stdin:  # a sample file, or a file this test made (world:KEY)
+                key = case.stdin.removeprefix("world:")
+                stdin = (world[key] if key != case.stdin else SAMPLES / case.stdin).read_text()
             proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120,
                                   env={**env, **case.env}, cwd=world["base"], check=False)
             code, err = proc.returncode, proc.stderr
