@@ -53,8 +53,10 @@ def make_fleet(n: int, out: Path) -> Path:
         return d
     d.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        docs = {v: render(scan(str(host_root(v, Path(tmp) / v, hostname=f"odd-{v}")), nvml="off"))
-                for v in ("good", "gpu-x8", "nic-moved", "gpu-gone")}
+        docs = {
+            v: render(scan(str(host_root(v, Path(tmp) / v, hostname=f"odd-{v}")), nvml="off"))
+            for v in ("good", "gpu-x8", "nic-moved", "gpu-gone")
+        }
     good = json.loads(docs.pop("good"))
     for i in range(n - 3):
         good["host"]["hostname"] = f"node-{i:05d}"
@@ -68,8 +70,9 @@ def timed(cmd: list[str]) -> tuple[float, int, str]:
     """Wall seconds, peak RSS (KiB) and stdout of one process."""
     with tempfile.NamedTemporaryFile("r") as rss:
         t0 = time.perf_counter()
-        p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, *cmd], capture_output=True, text=True,
-                           check=False)
+        p = subprocess.run(
+            ["/usr/bin/time", "-f", "%M", "-o", rss.name, *cmd], capture_output=True, text=True, check=False
+        )
         wall = time.perf_counter() - t0
         if p.returncode not in (0, 1):
             raise SystemExit(f"{cmd[:4]} failed: {p.stderr}")
@@ -83,8 +86,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     py = sys.executable
-    rows = [("| hosts | MB of JSON | fleet s | fleet peak RSS MiB | json.loads s | json.loads peak MiB | "
-             "msgspec decode s | outliers |"), "|---|---|---|---|---|---|---|---|"]
+    rows = [
+        (
+            "| hosts | MB of JSON | fleet s | fleet peak RSS MiB | json.loads s | json.loads peak MiB | "
+            "msgspec decode s | outliers |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for n in map(int, args.hosts.split(",")):
         d = make_fleet(n, Path(args.dir))
         size = sum(f.stat().st_size for f in d.iterdir()) / 1e6
@@ -100,8 +108,10 @@ def main() -> None:
                 if name not in best or got[0] < best[name][0]:
                     best[name] = got
         outliers = len(json.loads(best["fleet"][2])["outliers"])
-        rows.append(f"| {n} | {size:.0f} | {best['fleet'][0]:.2f} | {best['fleet'][1] / 1024:.0f} | "
-                    f"{best['json'][0]:.2f} | {best['json'][1] / 1024:.0f} | {best['msgspec'][0]:.2f} | {outliers} |")
+        rows.append(
+            f"| {n} | {size:.0f} | {best['fleet'][0]:.2f} | {best['fleet'][1] / 1024:.0f} | "
+            f"{best['json'][0]:.2f} | {best['json'][1] / 1024:.0f} | {best['msgspec'][0]:.2f} | {outliers} |"
+        )
     print("\n".join(rows))
 
 

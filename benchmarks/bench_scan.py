@@ -31,14 +31,16 @@ sys.path.insert(0, str(REPO))
 CODE = REPO
 #: Every output format a generated tree is benchmarked in (``--trees``).
 FORMATS = [("scan", f) for f in ("json", "tree", "matrix")] + [
-    ("plan", f) for f in ("text", "json", "slurm", "nccl-topo", "rails", "dra")]
+    ("plan", f) for f in ("text", "json", "slurm", "nccl-topo", "rails", "dra")
+]
 
 
 def run_once(args: list[str]) -> tuple[float, int]:
     """Wall seconds and this child's own peak RSS (KiB)."""
     t0 = time.perf_counter()
-    with subprocess.Popen([sys.executable, "-m", "topoagent", *args], cwd=CODE,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "topoagent", *args], cwd=CODE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    ) as proc:
         err = proc.stderr.read() if proc.stderr else b""
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -57,8 +59,7 @@ def bench(label: str, args: list[str], runs: int) -> str:
             return f"| {label} | {str(e).strip().splitlines()[-1][:60]} | | |"
         times.append(t)
         rss = max(rss, r)
-    return (f"| {label} | {statistics.median(times) * 1000:.0f} | {max(times) * 1000:.0f} | "
-            f"{rss / 1024:.0f} |")
+    return f"| {label} | {statistics.median(times) * 1000:.0f} | {max(times) * 1000:.0f} | {rss / 1024:.0f} |"
 
 
 def bench_trees(specs: str, runs: int, where: Path, formats: list[tuple[str, str]]) -> list[str]:
@@ -77,8 +78,7 @@ def bench_trees(specs: str, runs: int, where: Path, formats: list[tuple[str, str
         except SystemExit:
             pass  # the rows say how it fails
         for cmd, fmt in formats:
-            rows.append(bench(f"{kind} {n} `{cmd} --format {fmt}`",
-                              [cmd, "--root", str(root), "--format", fmt], runs))
+            rows.append(bench(f"{kind} {n} `{cmd} --format {fmt}`", [cmd, "--root", str(root), "--format", fmt], runs))
             print(rows[-1], file=sys.stderr, flush=True)
     return rows
 
@@ -100,12 +100,17 @@ def main() -> None:
     rows = ["| scan | median ms | max ms | peak RSS MiB |", "|---|---|---|---|"]
     rows.append(bench("`--version` (interpreter start-up)", ["--version"], opts.runs))
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ([] if opts.trees else opts.machines.split(",")):
+        for name in [] if opts.trees else opts.machines.split(","):
             root = generate(name, Path(tmp) / name)
             n = len(os.listdir(root / "sys/bus/pci/devices"))
             for fmt in ("json", "tree"):
-                rows.append(bench(f"{name} ({n} functions) `--format {fmt}`",
-                                  ["scan", "--root", str(root), "--format", fmt], opts.runs))
+                rows.append(
+                    bench(
+                        f"{name} ({n} functions) `--format {fmt}`",
+                        ["scan", "--root", str(root), "--format", fmt],
+                        opts.runs,
+                    )
+                )
         if opts.trees:
             formats = [tuple(f.split(":", 1)) for f in opts.formats.split(",")] if opts.formats else FORMATS
             rows += bench_trees(opts.trees, opts.runs, opts.tree_dir or Path(tmp), formats)  # type: ignore[arg-type]

@@ -51,8 +51,10 @@ for p in (REPO, REPO / "tests", REPO / "benchmarks"):
 import gen_tree  # noqa: E402  found through the sys.path set above
 
 DELL = "32em64t-2n8c+dax+nvme+mic+dimms"
-DEFAULT_TREES = ("cloud-vm,dgx-h100,real:" + DELL + ",growth-10,growth-500,growth-1000,growth-2000,"
-                 "growth-4000,sriov-0,sriov-16,sriov-56,sriov-125,sriov-250")
+DEFAULT_TREES = (
+    "cloud-vm,dgx-h100,real:" + DELL + ",growth-10,growth-500,growth-1000,growth-2000,"
+    "growth-4000,sriov-0,sriov-16,sriov-56,sriov-125,sriov-250"
+)
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Row:
 
 # -- running things -----------------------------------------------------------------------------
 
+
 def timed_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
     """Run ``argv`` with stdout and stderr discarded: (seconds, exit status)."""
     t0 = time.perf_counter()
@@ -93,8 +96,13 @@ def peak_rss(argv: list[str], env: dict[str, str] | None = None) -> int:
     if gnu_time is None:
         return 0
     with tempfile.NamedTemporaryFile("r") as out:
-        subprocess.call([gnu_time, "-f", "%M", "-o", out.name, *argv], stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL, env=env, cwd=CHILD_CWD)
+        subprocess.call(
+            [gnu_time, "-f", "%M", "-o", out.name, *argv],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=CHILD_CWD,
+        )
         text = out.read().strip().splitlines()
     return int(text[-1]) if text and text[-1].isdecimal() else 0
 
@@ -116,13 +124,17 @@ def topoagent_argv(root: Path) -> list[str]:
 def install_note() -> str:
     """Which topoagent the children import, and whether its bytecode is cached (else every run
     compiles the sources: an editable install, or PYTHONDONTWRITEBYTECODE, costs ~30 ms)."""
-    probe = ("import importlib.util, os, topoagent; f = topoagent.__file__; "
-             "print(os.path.dirname(f), os.path.exists(importlib.util.cache_from_source(f)))")
+    probe = (
+        "import importlib.util, os, topoagent; f = topoagent.__file__; "
+        "print(os.path.dirname(f), os.path.exists(importlib.util.cache_from_source(f)))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=CHILD_CWD)
     where, _, cached = out.stdout.strip().rpartition(" ")
     if cached != "True":
-        return (f"WARNING: topoagent from {where or '?'} has no cached bytecode, so whole-process times include "
-                "compiling it; measure from a regular install (pip install .) for the docs")
+        return (
+            f"WARNING: topoagent from {where or '?'} has no cached bytecode, so whole-process times include "
+            "compiling it; measure from a regular install (pip install .) for the docs"
+        )
     return f"topoagent from {where} ({' '.join(topoagent_cmd())}), bytecode cached"
 
 
@@ -167,8 +179,11 @@ def check_tree(row: Row) -> None:
     n_hw = len(re.findall(r'type="(?:PCIDev|Bridge)"[^>]*pci_busid', hw.stdout))
     row.proc_rss = peak_rss(topoagent_argv(tree.root))
     row.lstopo_rss = peak_rss(lstopo_argv(tree.root), env=_lstopo_env())
-    print(f"  {tree.label}: topoagent {len(doc['devices'])} devices, lstopo {n_hw} PCI objects, "
-          f"sysfs {tree.functions} functions", file=sys.stderr)
+    print(
+        f"  {tree.label}: topoagent {len(doc['devices'])} devices, lstopo {n_hw} PCI objects, "
+        f"sysfs {tree.functions} functions",
+        file=sys.stderr,
+    )
 
 
 def measure(tree: Tree, reps: int) -> Row:
@@ -206,6 +221,7 @@ def measure(tree: Tree, reps: int) -> Row:
 
 # -- trees --------------------------------------------------------------------------------------
 
+
 def _scratch() -> Path:
     base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
     return Path(tempfile.mkdtemp(prefix="topoagent-bench-", dir=base))
@@ -221,7 +237,7 @@ def make_tree(label: str, scratch: Path) -> Tree:
     if label.startswith("real:"):
         import realtrees
 
-        name = label[len("real:"):]
+        name = label[len("real:") :]
         tarball = realtrees.tarballs().get(name)
         if tarball is None:
             raise SystemExit(f"no capture {name} in {realtrees.real_sysfs_dir()}")
@@ -247,24 +263,32 @@ def _remove(tree: Tree, label: str) -> None:
 
 # -- start-up -------------------------------------------------------------------------------------
 
+
 def startup(reps: int, dgx_root: Path) -> list[str]:
     """Median wall time of a bare interpreter, ``--version`` and the DGX scan; importtime top."""
-    cases = [("`python -c pass` (bare interpreter)", [sys.executable, "-c", "pass"]),
-             ("`python -S -c pass`", [sys.executable, "-S", "-c", "pass"]),
-             ("`topoagent --version`", [*topoagent_cmd(), "--version"]),
-             ("`scan --root dgx-h100 --format json`", topoagent_argv(dgx_root))]
+    cases = [
+        ("`python -c pass` (bare interpreter)", [sys.executable, "-c", "pass"]),
+        ("`python -S -c pass`", [sys.executable, "-S", "-c", "pass"]),
+        ("`topoagent --version`", [*topoagent_cmd(), "--version"]),
+        ("`scan --root dgx-h100 --format json`", topoagent_argv(dgx_root)),
+    ]
     times: dict[str, list[float]] = {label: [] for label, _ in cases}
     rss: dict[str, int] = {label: 0 for label, _ in cases}
     for label, argv in cases:
         rss[label] = peak_rss(argv)
     for r in range(reps):
-        for label, argv in (cases if r % 2 == 0 else cases[::-1]):
+        for label, argv in cases if r % 2 == 0 else cases[::-1]:
             times[label].append(timed_child(argv)[0])
     lines = ["| command | median ms | peak RSS MiB |", "|---|---|---|"]
     for label, _ in cases:
         lines.append(f"| {label} | {statistics.median(times[label]) * 1000:.0f} | {rss[label] / 1024:.0f} |")
-    lines += ["", "`-X importtime` of the DGX scan, top 12 modules by cumulative time"
-              " (one run, microseconds; nested modules count in their importer too):", "", "```"]
+    lines += [
+        "",
+        "`-X importtime` of the DGX scan, top 12 modules by cumulative time"
+        " (one run, microseconds; nested modules count in their importer too):",
+        "",
+        "```",
+    ]
     lines += importtime_top(dgx_root, 12)
     lines.append("```")
     return lines
@@ -272,8 +296,17 @@ def startup(reps: int, dgx_root: Path) -> list[str]:
 
 def importtime_top(root: Path, n: int) -> list[str]:
     cmd = topoagent_cmd()  # the console script (as a person runs it), else -m topoagent
-    argv = [sys.executable, "-X", "importtime", *(cmd[1:] if cmd[0] == sys.executable else cmd),
-            "scan", "--root", str(root), "--format", "json"]
+    argv = [
+        sys.executable,
+        "-X",
+        "importtime",
+        *(cmd[1:] if cmd[0] == sys.executable else cmd),
+        "scan",
+        "--root",
+        str(root),
+        "--format",
+        "json",
+    ]
     out = subprocess.run(argv, capture_output=True, text=True, cwd=CHILD_CWD)
     rows = []
     for line in out.stderr.splitlines():
@@ -289,26 +322,33 @@ def importtime_top(root: Path, n: int) -> list[str]:
 
 # -- report ---------------------------------------------------------------------------------------
 
+
 def _ms(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
 
 def table(rows: list[Row]) -> list[str]:
-    lines = ["| tree | PCI functions (endpoints) | in-process ms | whole process ms | lstopo ms "
-             "| in-process / lstopo | process / lstopo | topoagent RSS MiB | lstopo RSS MiB |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| tree | PCI functions (endpoints) | in-process ms | whole process ms | lstopo ms "
+        "| in-process / lstopo | process / lstopo | topoagent RSS MiB | lstopo RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         ip, pr, hw = _ms(r.inproc), _ms(r.proc), _ms(r.lstopo)
-        lines.append(f"| {r.tree.label} | {r.tree.functions} ({r.tree.endpoints}) | {ip:.0f} | {pr:.0f} | "
-                     f"{hw:.0f} | {ip / hw:.2f} | {pr / hw:.2f} | {r.proc_rss / 1024:.0f} | "
-                     f"{r.lstopo_rss / 1024:.0f} |")
+        lines.append(
+            f"| {r.tree.label} | {r.tree.functions} ({r.tree.endpoints}) | {ip:.0f} | {pr:.0f} | "
+            f"{hw:.0f} | {ip / hw:.2f} | {pr / hw:.2f} | {r.proc_rss / 1024:.0f} | "
+            f"{r.lstopo_rss / 1024:.0f} |"
+        )
     return lines
 
 
 def phases(rows: list[Row]) -> list[str]:
     names = sorted({k for r in rows for k in r.phases})
-    lines = ["| tree | " + " | ".join(f"{n} ms" for n in names) + " | ms per 1,000 functions (in-process) |",
-             "|---|" + "---|" * (len(names) + 1)]
+    lines = [
+        "| tree | " + " | ".join(f"{n} ms" for n in names) + " | ms per 1,000 functions (in-process) |",
+        "|---|" + "---|" * (len(names) + 1),
+    ]
     for r in rows:
         cells = [f"{_ms(r.phases[n]):.1f}" if n in r.phases else "" for n in names]
         per_k = _ms(r.inproc) / r.tree.functions * 1000
@@ -324,8 +364,10 @@ def machine() -> str:
     except OSError:
         pass
     hw = subprocess.run([lstopo_argv(Path("/"))[0], "--version"], capture_output=True, text=True).stdout.strip()
-    return (f"{platform.node() or 'host'}: {model or platform.processor()}, {os.cpu_count()} CPUs, "
-            f"Linux {platform.release()}, Python {platform.python_version()}, {hw}")
+    return (
+        f"{platform.node() or 'host'}: {model or platform.processor()}, {os.cpu_count()} CPUs, "
+        f"Linux {platform.release()}, Python {platform.python_version()}, {hw}"
+    )
 
 
 def main() -> None:

@@ -39,22 +39,34 @@ from tests.fakesysfs import generate, load_machine  # noqa: E402  found through 
 #: ConnectX-7 parts with an SR-IOV capability (the catalogue's have none): 254 VFs fit on the
 #: PF's bus at offset 1, stride 1.
 _SRIOV_PARTS: dict[str, dict[str, Any]] = {
-    "cx7-ib-sriov": {"base": "cx7-ib", "sriov_total": 254, "vf_part": "cx7-ib-vf",
-                     "vf_offset": 1, "vf_stride": 1},
-    "cx7-ib-vf": {"base": "cx7-ib", "name": "ConnectX-7 Virtual Function", "id": "15b3:101e",
-                  "link": "zero", "irqs": 1},
-    "cx7-eth-sriov": {"base": "cx7-eth", "sriov_total": 254, "vf_part": "cx7-eth-vf",
-                      "vf_offset": 1, "vf_stride": 1},
-    "cx7-eth-vf": {"base": "cx7-eth", "name": "ConnectX-7 Virtual Function", "id": "15b3:101e",
-                   "link": "zero", "irqs": 1, "phys_port": False},
+    "cx7-ib-sriov": {"base": "cx7-ib", "sriov_total": 254, "vf_part": "cx7-ib-vf", "vf_offset": 1, "vf_stride": 1},
+    "cx7-ib-vf": {
+        "base": "cx7-ib",
+        "name": "ConnectX-7 Virtual Function",
+        "id": "15b3:101e",
+        "link": "zero",
+        "irqs": 1,
+    },
+    "cx7-eth-sriov": {"base": "cx7-eth", "sriov_total": 254, "vf_part": "cx7-eth-vf", "vf_offset": 1, "vf_stride": 1},
+    "cx7-eth-vf": {
+        "base": "cx7-eth",
+        "name": "ConnectX-7 Virtual Function",
+        "id": "15b3:101e",
+        "link": "zero",
+        "irqs": 1,
+        "phys_port": False,
+    },
 }
 
-_CPU = {"model": "Intel(R) Xeon(R) Platinum 8480C", "sockets": 2, "cores": 56, "threads": 2,
-        "memory_gib": 1024}
-_MACHINE = {"hostname": "bench-host", "dmi": ["NVIDIA", "DGXH100"], "config": 4096,
-            "iommu": "identity", "cmdline": "ro intel_iommu=on iommu=pt",
-            "modules": {"nvidia": "535.161.08", "nvidia_peermem": "535.161.08",
-                        "mlx5_core": "", "nvme": ""}}
+_CPU = {"model": "Intel(R) Xeon(R) Platinum 8480C", "sockets": 2, "cores": 56, "threads": 2, "memory_gib": 1024}
+_MACHINE = {
+    "hostname": "bench-host",
+    "dmi": ["NVIDIA", "DGXH100"],
+    "config": 4096,
+    "iommu": "identity",
+    "cmdline": "ro intel_iommu=on iommu=pt",
+    "modules": {"nvidia": "535.161.08", "nvidia_peermem": "535.161.08", "mlx5_core": "", "nvme": ""},
+}
 
 _RAIL_GPU_NIC = """
 01.0 spr-rp
@@ -86,8 +98,7 @@ def growth(n: int) -> dict[str, Any]:
             lines += [f"{s + 1:02x}.0 spr-rp", "  pex890", f"    pex890 *{k} > pm1733"]
         rootbuses.append({"id": f"{domain:04x}:00", "node": domain % 2, "tree": "\n".join(lines)})
         domain += 1
-    return {"machine": dict(_MACHINE, hostname=f"growth-{n}"), "cpu": dict(_CPU),
-            "rootbus": rootbuses}
+    return {"machine": dict(_MACHINE, hostname=f"growth-{n}"), "cpu": dict(_CPU), "rootbus": rootbuses}
 
 
 def _rails_only() -> dict[str, Any]:
@@ -112,8 +123,7 @@ def nics(n: int) -> dict[str, Any]:
                 break
             k = min(per_switch, (ports + 1) // 2)
             ports -= 2 * k
-            lines += [f"{s + 1:02x}.0 spr-rp", "  pex890", f"    pex890 *{k}", "      00.0 cx7-eth",
-                      "      .1 cx7-eth"]
+            lines += [f"{s + 1:02x}.0 spr-rp", "  pex890", f"    pex890 *{k}", "      00.0 cx7-eth", "      .1 cx7-eth"]
         desc["rootbus"].append({"id": f"{domain:04x}:00", "node": domain % 2, "tree": "\n".join(lines)})
         domain += 1
     desc["machine"]["hostname"] = f"nics-{n}"
@@ -190,8 +200,11 @@ def count_endpoints(root: Path) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("kind", choices=("growth", "sriov", "nics", "numa"))
-    ap.add_argument("n", type=int, help="growth: endpoint functions; sriov: VFs per ConnectX-7; "
-                    "nics: NIC functions; numa: NUMA nodes")
+    ap.add_argument(
+        "n",
+        type=int,
+        help="growth: endpoint functions; sriov: VFs per ConnectX-7; nics: NIC functions; numa: NUMA nodes",
+    )
     ap.add_argument("dest", help="an empty or new directory")
     opts = ap.parse_args()
     root = make(opts.kind, opts.n, opts.dest)

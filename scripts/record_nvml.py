@@ -20,9 +20,7 @@ from typing import Any
 import pynvml
 
 FORMAT = "topoagent-nvml-recording/1"
-ERRORS = {
-    getattr(pynvml, n): n for n in sorted(dir(pynvml), reverse=True) if n.startswith("NVML_ERROR_")
-}
+ERRORS = {getattr(pynvml, n): n for n in sorted(dir(pynvml), reverse=True) if n.startswith("NVML_ERROR_")}
 P2P = {  # status value -> name, skipping the misspelt alias CHIPSET_NOT_SUPPORED
     getattr(pynvml, n): n[len("NVML_P2P_STATUS_") :]
     for n in sorted(dir(pynvml), reverse=True)
@@ -93,9 +91,7 @@ def record(description: str) -> dict[str, Any]:
         return rec
     try:
         rec["driver_version"] = _call(pynvml.nvmlSystemGetDriverVersion, convert=_str)
-        handles = [
-            pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())
-        ]
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
         read = pynvml.NVML_P2P_CAPS_INDEX_READ
         read = read[0] if isinstance(read, tuple) else read  # spelt "= 0," in nvidia-ml-py
         gpus = []
@@ -105,7 +101,10 @@ def record(description: str) -> dict[str, Any]:
             for j, other in enumerate(handles):
                 if j != i:
                     status = _call(
-                        pynvml.nvmlDeviceGetP2PStatus, h, other, read,
+                        pynvml.nvmlDeviceGetP2PStatus,
+                        h,
+                        other,
+                        read,
                         convert=lambda s: P2P.get(s, "UNKNOWN"),
                     )
                     if status != "OK":  # None (Not Supported) is kept: it replays as such

@@ -14,8 +14,12 @@ from tests.realtrees import real_tree_roots  # noqa: E402, F401  (a fixture, aft
 
 
 def pytest_addoption(parser):
-    parser.addoption("--update-golden", action="store_true", default=False,
-                     help="Rewrite tests/golden/* from the current outputs instead of comparing.")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="Rewrite tests/golden/* from the current outputs instead of comparing.",
+    )
 
 
 @pytest.fixture(scope="session")

@@ -243,17 +243,13 @@ class FakeNvml:
         if not isinstance(p2pIndex, int):
             # What ctypes says when the real binding is handed a non-integer (such as the
             # tuple that NVML_P2P_CAPS_INDEX_READ is in nvidia-ml-py).
-            raise ctypes.ArgumentError(
-                "argument 3: TypeError: Don't know how to convert parameter 3"
-            )
+            raise ctypes.ArgumentError("argument 3: TypeError: Don't know how to convert parameter 3")
         gpu = self._gpu("nvmlDeviceGetP2PStatus", device1)
         if not isinstance(device2, _Handle) or device2.index == device1.index:
             raise nvml_error("NVML_ERROR_INVALID_ARGUMENT")
         recorded = gpu.get("p2p_read", {})
         key = str(device2.index)
-        status = self._value(
-            recorded[key] if key in recorded else self.rec.get("p2p_read_default", "OK")
-        )
+        status = self._value(recorded[key] if key in recorded else self.rec.get("p2p_read_default", "OK"))
         return int(getattr(pynvml, f"NVML_P2P_STATUS_{status}"))
 
 

@@ -18,7 +18,7 @@ def mangle(rng: random.Random, text: str, alphabet: str, glue: tuple[str, ...] =
     if op == 1:
         for _ in range(rng.randrange(1, 12)):
             i = rng.randrange(len(text) + 1)
-            text = text[:i] + text[i + 1:]
+            text = text[:i] + text[i + 1 :]
         return text
     if op == 2:
         for _ in range(rng.randrange(1, 12)):

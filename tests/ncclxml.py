@@ -24,8 +24,13 @@ from itertools import pairwise
 
 #: Elements each parent's loader takes (xml.cc ncclTopoXmlLoadSystem/Cpu/Pci/Gpu/Nic); others are
 #: skipped with their subtree ("Ignoring element").
-HANDLERS = {"system": {"cpu"}, "cpu": {"pci", "nic"}, "pci": {"pci", "gpu", "nic", "pcilink"},
-            "gpu": {"nvlink", "c2c"}, "nic": {"net"}}
+HANDLERS = {
+    "system": {"cpu"},
+    "cpu": {"pci", "nic"},
+    "pci": {"pci", "gpu", "nic", "pcilink"},
+    "gpu": {"nvlink", "c2c"},
+    "nic": {"net"},
+}
 MAX_ATTR_COUNT = 16  # xml.h: further attributes are dropped by the parser
 BDF = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]$")  # xml.cc checkBDFFormat
 
@@ -94,7 +99,7 @@ def parse(text: str) -> Xml:
             break
         m = _TOKEN.match(text, pos)
         if m is None:
-            raise Refused(f"XML Parse error : expecting '<' at {text[pos:pos + 20]!r}")
+            raise Refused(f"XML Parse error : expecting '<' at {text[pos : pos + 20]!r}")
         pos = m.end()
         closing, name, attrs, single = m.groups()
         if name is None:
@@ -156,13 +161,19 @@ class Host:
     @classmethod
     def of(cls, root: str) -> Host:
         devs = os.path.join(root, "sys/bus/pci/devices")
-        gpus = [b for b in sorted(os.listdir(devs))
-                if _read(os.path.join(devs, b, "vendor")) == "0x10de"
-                and _read(os.path.join(devs, b, "class"))[:6] in ("0x0300", "0x0302")]
+        gpus = [
+            b
+            for b in sorted(os.listdir(devs))
+            if _read(os.path.join(devs, b, "vendor")) == "0x10de"
+            and _read(os.path.join(devs, b, "class"))[:6] in ("0x0300", "0x0302")
+        ]
         nets = []
         ib = os.path.join(root, "sys/class/infiniband")
-        names = sorted(os.listdir(ib), key=lambda n: (n.rstrip("0123456789"), int("0" + n[len(n.rstrip("0123456789")):]))) \
-            if os.path.isdir(ib) else []
+        names = (
+            sorted(os.listdir(ib), key=lambda n: (n.rstrip("0123456789"), int("0" + n[len(n.rstrip("0123456789")) :])))
+            if os.path.isdir(ib)
+            else []
+        )
         for name in names:
             busid = os.path.basename(os.path.realpath(os.path.join(ib, name, "device")))
             rate = re.match(r"(\d+)", _read(os.path.join(ib, name, "ports/1/rate")))
@@ -171,8 +182,11 @@ class Host:
         fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in info.splitlines())}
         ident = {"arch": "x86_64" if "vendor_id" in fields else "arm64"}
         if "vendor_id" in fields:
-            ident |= {"vendor": fields["vendor_id"], "familyid": fields.get("cpu family", "0"),
-                      "modelid": fields.get("model", "0")}
+            ident |= {
+                "vendor": fields["vendor_id"],
+                "familyid": fields.get("cpu family", "0"),
+                "modelid": fields.get("model", "0"),
+            }
         return cls(root, gpus, nets, ident)
 
     def pci_path(self, busid: str) -> str | None:
@@ -180,7 +194,7 @@ class Host:
         p = os.path.join(self.root, "sys/bus/pci/devices", busid.lower())
         if not os.path.exists(p):
             return None
-        return "/sys" + os.path.realpath(p)[len(os.path.realpath(os.path.join(self.root, "sys"))):]
+        return "/sys" + os.path.realpath(p)[len(os.path.realpath(os.path.join(self.root, "sys"))) :]
 
     def read(self, path: str) -> str:
         return _read(os.path.join(self.root, path.lstrip("/")))
@@ -219,8 +233,10 @@ def fill_from_sys(xml: Xml, host: Host, pci: Node) -> None:
             pci.attrs["link_speed"] = ""
     if "link_width" not in pci.attrs:
         if path:
-            w = [int(x) if x.isdigit() else 0 for x in (host.read(path + "/max_link_width"),
-                                                          host.read(path + "/../max_link_width"))]
+            w = [
+                int(x) if x.isdigit() else 0
+                for x in (host.read(path + "/max_link_width"), host.read(path + "/../max_link_width"))
+            ]
             pci.attrs["link_width"] = str(min(w))
         else:
             pci.attrs["link_width"] = ""
@@ -245,8 +261,9 @@ def fill_from_sys(xml: Xml, host: Host, pci: Node) -> None:
         assert parent is not None
         pci.parent = parent
         # Keep PCI sub devices ordered by PCI Bus ID (Issue #820)
-        at = next((i for i, s in enumerate(parent.subs) if "busid" in s.attrs and busid < s.attrs["busid"]),
-                  len(parent.subs))
+        at = next(
+            (i for i, s in enumerate(parent.subs) if "busid" in s.attrs and busid < s.attrs["busid"]), len(parent.subs)
+        )
         parent.subs.insert(at, pci)
     if parent.name == "pci":
         fill_from_sys(xml, host, parent)
@@ -332,6 +349,7 @@ def _trim(xml: Xml, node: Node) -> int:
 def fuse(trees: list[Xml]) -> Node:
     """topo.cc/xml.cc ncclTopoFuseXml over the ranks in order: a node merges into one with the same
     name, type and exactly the same attributes (xml.h xmlFindNode), else its subtree is added."""
+
     def rec(dst: Node, src: Node) -> None:
         for s in src.subs:
             match = next((d for d in dst.subs if d.name == s.name and d.type == s.type and d.attrs == s.attrs), None)
@@ -370,8 +388,14 @@ def _link(a: Vertex, b: Vertex) -> None:
 
 
 #: topo.cc kvDictPciClass, matched as a prefix in order; the fallback is PCI.
-PCI_CLASSES = (("0x060400", "PCI"), ("0x080100", "PCI"), ("0x068000", "NVS"), ("0x068001", "CPU"),
-               ("0x03", "GPU"), ("0x02", "NIC"))
+PCI_CLASSES = (
+    ("0x060400", "PCI"),
+    ("0x080100", "PCI"),
+    ("0x068000", "NVS"),
+    ("0x068001", "CPU"),
+    ("0x03", "GPU"),
+    ("0x02", "NIC"),
+)
 
 
 def _int_device(pci: Node) -> int:

@@ -44,7 +44,7 @@ def parse_feature_file(text: str, now: datetime) -> tuple[dict[str, str], list[s
             continue
         if line.startswith("#"):
             if line.startswith(DIRECTIVE_PREFIX):
-                key, eq, value = line[len(DIRECTIVE_PREFIX):].partition("=")
+                key, eq, value = line[len(DIRECTIVE_PREFIX) :].partition("=")
                 if key == "expiry-time":
                     if not eq:
                         errors.append(f"invalid directive {line!r}")

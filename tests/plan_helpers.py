@@ -17,14 +17,20 @@ REPO = Path(__file__).resolve().parent.parent
 def tiny(gpus: int = 2, **machine: Any) -> dict[str, Any]:
     """One socket, two cores, one thread each (CPUs 0-1, node 0); each GPU shares a Gen5
     switch with a ConnectX-7 (mlx5_0, mlx5_1 ...)."""
-    rails = "\n".join(f"""{i + 1:02x}.0 spr-rp
+    rails = "\n".join(
+        f"""{i + 1:02x}.0 spr-rp
   pex890
     pex890 > cx7-ib
-    pex890 > h100""" for i in range(gpus))
+    pex890 > h100"""
+        for i in range(gpus)
+    )
     return {
-        "machine": {"hostname": "tiny", "config": 4096,
-                    "modules": {"nvidia": "535.161.08", "nvidia_peermem": "535.161.08", "mlx5_core": ""},
-                    **machine},
+        "machine": {
+            "hostname": "tiny",
+            "config": 4096,
+            "modules": {"nvidia": "535.161.08", "nvidia_peermem": "535.161.08", "mlx5_core": ""},
+            **machine,
+        },
         "cpu": {"sockets": 1, "cores": 2, "threads": 1},
         "rootbus": [{"id": "0000:10", "node": 0, "tree": rails}],
     }
@@ -40,16 +46,24 @@ def needs_two_cpus() -> None:
         pytest.skip("needs CPUs 0 and 1 in this process's affinity")
 
 
-def topoagent(*args: str, env: dict[str, str] | None = None, preexec_fn: Any = None,
-              timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def topoagent(
+    *args: str, env: dict[str, str] | None = None, preexec_fn: Any = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """``python -m topoagent ARGS`` as a child process; its stdout, stderr and status."""
     # A runner inside a Slurm job or a GPU container must not hand its own GPUs to exec --auto.
     full_env = {k: v for k, v in os.environ.items() if k not in ALLOCATION_VARS}
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
     if env:
         full_env.update(env)
-    return subprocess.run([sys.executable, "-m", "topoagent", *args], capture_output=True, text=True,
-                          env=full_env, preexec_fn=preexec_fn, timeout=timeout, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "topoagent", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        preexec_fn=preexec_fn,
+        timeout=timeout,
+        cwd=REPO,
+    )
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -25,6 +25,7 @@ import pytest
 #: Set to a folder of ``*.tar.bz2`` captures to use instead of ``../shared/real-sysfs``.
 ENV_VAR = "TOPOAGENT_REAL_SYSFS"
 
+
 def real_sysfs_dir() -> Path:
     """Where the tarballs live: ``$TOPOAGENT_REAL_SYSFS`` or ``<repo>/../shared/real-sysfs``."""
     env = os.environ.get(ENV_VAR)
@@ -53,8 +54,7 @@ def unpack(tarball: Path, dest: Path) -> Path:
     tar = shutil.which("tar")
     done = False
     if tar is not None:
-        proc = subprocess.run([tar, "-xjf", str(tarball), "-C", str(dest)],
-                              capture_output=True, text=True)
+        proc = subprocess.run([tar, "-xjf", str(tarball), "-C", str(dest)], capture_output=True, text=True)
         done = proc.returncode == 0
     if not done:
         shutil.rmtree(dest)
@@ -172,8 +172,9 @@ def read_with_hwloc(root: Path) -> HwlocReading:
     if exe is None:
         pytest.skip("lstopo (hwloc) is not installed: apt-get install -y hwloc")
     env = {k: v for k, v in os.environ.items() if not k.startswith("HWLOC_")}
-    proc = subprocess.run([exe, "-i", str(root), "--of", "xml", "--whole-io"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [exe, "-i", str(root), "--of", "xml", "--whole-io"], capture_output=True, text=True, env=env, timeout=120
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"lstopo failed on {root} (rc {proc.returncode}): {proc.stderr.strip()}")
     return HwlocReading(parse_lstopo_xml(proc.stdout), proc.stderr)

@@ -24,18 +24,24 @@ TABLE = [
     # Slurm without ConstrainDevices: CUDA_VISIBLE_DEVICES holds the host indices Slurm lists.
     ({"CUDA_VISIBLE_DEVICES": "4,5", "SLURM_STEP_GPUS": "4,5"}, (("4", "5"), "CUDA_VISIBLE_DEVICES", ("4", "5"))),
     # With ConstrainDevices=yes Slurm renumbers from 0: positions in SLURM_STEP_GPUS.
-    ({"CUDA_VISIBLE_DEVICES": "0,1", "SLURM_STEP_GPUS": "4,5", "SLURM_JOB_GPUS": "2,3,4,5"},
-     (("4", "5"), "CUDA_VISIBLE_DEVICES within SLURM_STEP_GPUS", ("0", "1"))),
-    ({"CUDA_VISIBLE_DEVICES": "0,1", "SLURM_JOB_GPUS": "1,2"},
-     (("1", "2"), "CUDA_VISIBLE_DEVICES within SLURM_JOB_GPUS", ("0", "1"))),
+    (
+        {"CUDA_VISIBLE_DEVICES": "0,1", "SLURM_STEP_GPUS": "4,5", "SLURM_JOB_GPUS": "2,3,4,5"},
+        (("4", "5"), "CUDA_VISIBLE_DEVICES within SLURM_STEP_GPUS", ("0", "1")),
+    ),
+    (
+        {"CUDA_VISIBLE_DEVICES": "0,1", "SLURM_JOB_GPUS": "1,2"},
+        (("1", "2"), "CUDA_VISIBLE_DEVICES within SLURM_JOB_GPUS", ("0", "1")),
+    ),
     ({"SLURM_JOB_GPUS": "6,7"}, (("6", "7"), "SLURM_JOB_GPUS", None)),
     ({"SLURM_STEP_GPUS": "", "SLURM_JOB_GPUS": "6"}, (("6",), "SLURM_JOB_GPUS", None)),
     # Containers: host indices or UUIDs; CUDA numbers the container's GPUs from 0.
     ({"NVIDIA_VISIBLE_DEVICES": "all"}, None),
     ({"NVIDIA_VISIBLE_DEVICES": "all", "CUDA_VISIBLE_DEVICES": "1"}, (("1",), "CUDA_VISIBLE_DEVICES", ("1",))),
     ({"NVIDIA_VISIBLE_DEVICES": f"{U0},{U1}"}, ((U0, U1), "NVIDIA_VISIBLE_DEVICES", None)),
-    ({"NVIDIA_VISIBLE_DEVICES": "3,7", "CUDA_VISIBLE_DEVICES": "1"},
-     (("7",), "CUDA_VISIBLE_DEVICES within NVIDIA_VISIBLE_DEVICES", ("1",))),
+    (
+        {"NVIDIA_VISIBLE_DEVICES": "3,7", "CUDA_VISIBLE_DEVICES": "1"},
+        (("7",), "CUDA_VISIBLE_DEVICES within NVIDIA_VISIBLE_DEVICES", ("1",)),
+    ),
     ({"NVIDIA_VISIBLE_DEVICES": "void"}, ((), "NVIDIA_VISIBLE_DEVICES", None)),
     ({"NVIDIA_VISIBLE_DEVICES": "none"}, ((), "NVIDIA_VISIBLE_DEVICES", None)),
 ]
@@ -47,11 +53,14 @@ def test_allocation_from_the_environment(env, want):
     assert got == (None if want is None else Allocation(*want))
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"CUDA_VISIBLE_DEVICES": "0,gpu1"}, "'gpu1' is not a GPU index"),
-    ({"SLURM_STEP_GPUS": "4,x"}, "SLURM_STEP_GPUS='4,x'"),
-    ({"CUDA_VISIBLE_DEVICES": "0,3", "SLURM_STEP_GPUS": "4,5"}, "does not fit SLURM_STEP_GPUS='4,5'"),
-])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"CUDA_VISIBLE_DEVICES": "0,gpu1"}, "'gpu1' is not a GPU index"),
+        ({"SLURM_STEP_GPUS": "4,x"}, "SLURM_STEP_GPUS='4,x'"),
+        ({"CUDA_VISIBLE_DEVICES": "0,3", "SLURM_STEP_GPUS": "4,5"}, "does not fit SLURM_STEP_GPUS='4,5'"),
+    ],
+)
 def test_bad_values_are_one_clear_error(env, message):
     with pytest.raises(InputError) as err:
         allocation_from(env)
@@ -78,12 +87,15 @@ def test_indices_and_uuids_name_the_hosts_gpus(dgx):
     assert [g.gpu for g in got] == ["gpu5", "gpu5"]  # a UUID in any case; the old MIG-GPU-<uuid>/gi/ci form
 
 
-@pytest.mark.parametrize("gpus, nvml, message", [
-    (("8",), True, "names GPU 8, but the host has 8 GPU(s) (0-7)"),
-    ((U0,), True, f"names {U0}: not a GPU of this host (known: GPU-"),
-    (("MIG-0d5a1f3c-1111-2222-3333-444444444444",), True, "a MIG device UUID"),
-    ((U0,), False, "GPU UUIDs need NVML, and this scan has none"),
-])
+@pytest.mark.parametrize(
+    "gpus, nvml, message",
+    [
+        (("8",), True, "names GPU 8, but the host has 8 GPU(s) (0-7)"),
+        ((U0,), True, f"names {U0}: not a GPU of this host (known: GPU-"),
+        (("MIG-0d5a1f3c-1111-2222-3333-444444444444",), True, "a MIG device UUID"),
+        ((U0,), False, "GPU UUIDs need NVML, and this scan has none"),
+    ],
+)
 def test_gpus_the_host_cannot_match_are_one_clear_error(dgx, gpus, nvml, message):
     result, plan = dgx
     with pytest.raises(InputError) as err:

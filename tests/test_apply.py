@@ -23,9 +23,11 @@ from topoagent.apply.journal import Journal, JournalError
 from topoagent.apply.writer import HostWriter, WriteError
 from topoagent.frozen import FrozenMap
 
-THREADS = ("import threading, time\n"
-           "for _ in range(3): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
-           "time.sleep(60)\n")
+THREADS = (
+    "import threading, time\n"
+    "for _ in range(3): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    "time.sleep(60)\n"
+)
 
 
 @pytest.fixture
@@ -58,15 +60,17 @@ def test_pid_round_trip(tiny_root, sleeper, tmp_path):
     assert shown.returncode == 0 and "Would change (4)" in shown.stdout and "Dry run" in shown.stdout
     assert affinities(sleeper.pid) == {frozenset({0})} and not os.path.exists(state)
 
-    done = topoagent("apply", "--root", tiny_root, "--pid", str(sleeper.pid), "--gpu", "0", "--state-dir", state,
-                     "--yes")
+    done = topoagent(
+        "apply", "--root", tiny_root, "--pid", str(sleeper.pid), "--gpu", "0", "--state-dir", state, "--yes"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert affinities(sleeper.pid) == {frozenset({0, 1})}  # every thread, read back
     assert done.stdout.count("applied:") == 4
     with open(os.path.join(state, "journal.jsonl")) as journal:
         records = [json.loads(line) for line in journal]
     assert [r["event"] for r in records].count("pending") == 4 and all(
-        r["before"] == "0" for r in records if r["event"] == "pending")
+        r["before"] == "0" for r in records if r["event"] == "pending"
+    )
 
     undone = topoagent("apply", "--undo", "--yes", "--root", tiny_root, "--state-dir", state)
     assert undone.returncode == 0, undone.stdout + undone.stderr
@@ -202,8 +206,16 @@ def test_a_domain_backup_that_is_not_a_regular_file_is_refused(tmp_path):
         load_backup(str(tmp_path), "vm1")
 
 
-@pytest.mark.parametrize("line", ['[1, 2]', '{"id": "a"}', '{"id": 7, "event": "pending"}', 'not json',
-                                  '{"id": "a", "event": "pending", "kind": "irq"}'])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[1, 2]",
+        '{"id": "a"}',
+        '{"id": 7, "event": "pending"}',
+        "not json",
+        '{"id": "a", "event": "pending", "kind": "irq"}',
+    ],
+)
 def test_a_journal_line_that_is_no_record_is_skipped_with_one_line(tmp_path, line):
     tmp_path.chmod(0o700)  # the journal's directory is the writer's own
     (tmp_path / "journal.jsonl").write_text(line + "\n")
@@ -218,6 +230,12 @@ def test_journal_records_read_back_typed(tmp_path):
     j.mark(ident, "done")
     (entry,) = j.entries()
     assert (entry.id, entry.kind, entry.target, entry.before, entry.after, entry.state) == (
-        ident, "irq", {"irq": 105}, "0-3", "4-7", "done")
+        ident,
+        "irq",
+        {"irq": 105},
+        "0-3",
+        "4-7",
+        "done",
+    )
     first = (tmp_path / "journal.jsonl").read_text().splitlines()[0]
     assert list(json.loads(first)) == sorted(json.loads(first))  # keys sorted, as before

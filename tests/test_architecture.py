@@ -18,8 +18,7 @@ def _lint_imports(cwd: Path) -> subprocess.CompletedProcess:
     if not exe.exists():
         pytest.skip("import-linter is not installed (pip install -e '.[test]')")
     env = dict(os.environ, PYTHONPATH=str(cwd))
-    return subprocess.run([str(exe), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([str(exe), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_import_contract_holds():
@@ -28,19 +27,23 @@ def test_import_contract_holds():
     assert "0 broken" in proc.stdout
 
 
-@pytest.mark.parametrize("module, bad_import", [
-    ("topoagent/outputs/tree.py", "from topoagent.sources import sysfs as _sysfs  # noqa"),
-    ("topoagent/analysis/paths.py", "import subprocess as _subprocess  # noqa"),
-    ("topoagent/topology.py", "from topoagent.result import ScanResult as _R  # noqa"),
-    # an import for the type checker only counts too (exclude_type_checking_imports = false)
-    ("topoagent/advice/cores.py",
-     "from typing import TYPE_CHECKING as _TC\n"
-     "if _TC:\n    from topoagent.result import ScanResult as _R  # noqa"),
-])
+@pytest.mark.parametrize(
+    "module, bad_import",
+    [
+        ("topoagent/outputs/tree.py", "from topoagent.sources import sysfs as _sysfs  # noqa"),
+        ("topoagent/analysis/paths.py", "import subprocess as _subprocess  # noqa"),
+        ("topoagent/topology.py", "from topoagent.result import ScanResult as _R  # noqa"),
+        # an import for the type checker only counts too (exclude_type_checking_imports = false)
+        (
+            "topoagent/advice/cores.py",
+            "from typing import TYPE_CHECKING as _TC\n"
+            "if _TC:\n    from topoagent.result import ScanResult as _R  # noqa",
+        ),
+    ],
+)
 def test_a_wrong_import_breaks_the_contract(tmp_path, module, bad_import):
     scratch = tmp_path / "repo"
-    shutil.copytree(REPO / "topoagent", scratch / "topoagent",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "topoagent", scratch / "topoagent", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", scratch / "pyproject.toml")
     target = scratch / module
     target.write_text(target.read_text() + "\n" + bad_import + "\n")
@@ -54,8 +57,9 @@ def test_mypy_passes():
         import mypy  # noqa: F401
     except ImportError:
         pytest.skip("mypy is not installed (pip install -e '.[test]')")
-    proc = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary"], cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary"], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
@@ -64,9 +68,11 @@ def test_public_api_is_exported_lazily():
 
     assert set(topoagent.__all__) == {"__version__", *topoagent._EXPORTS}  # kept in step with the table
 
-    code = ("import sys, topoagent; assert 'topoagent.api' not in sys.modules; "
-            "r = topoagent.scan; assert callable(r); "
-            "assert all(getattr(topoagent, n) is not None for n in topoagent.__all__); print('ok')")
+    code = (
+        "import sys, topoagent; assert 'topoagent.api' not in sys.modules; "
+        "r = topoagent.scan; assert callable(r); "
+        "assert all(getattr(topoagent, n) is not None for n in topoagent.__all__); print('ok')"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "ok", proc.stderr
 

@@ -44,8 +44,21 @@ def token(draw: st.DrawFn) -> list[str]:
     return [f"{o.name}={value}"] if draw(st.booleans()) else [o.name, value]
 
 
-noise = st.sampled_from([["--help"], ["-h"], ["--formt", "json"], ["--all=1"], ["--root"], ["--"], ["pos"],
-                         ["--root", "--all"], ["--format", "xml"], ["-x"], ["--fail-on"]])
+noise = st.sampled_from(
+    [
+        ["--help"],
+        ["-h"],
+        ["--formt", "json"],
+        ["--all=1"],
+        ["--root"],
+        ["--"],
+        ["pos"],
+        ["--root", "--all"],
+        ["--format", "xml"],
+        ["-x"],
+        ["--fail-on"],
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -57,13 +70,16 @@ def test_fast_parse_agrees_with_click(tokens: list[list[str]]) -> None:
         assert fast == click_params(argv), argv
 
 
-@pytest.mark.parametrize(("argv", "expected"), [
-    ([], {"fmt": "tree", "root": "/", "show_all": False, "exit_codes": "default", "fail_on": "critical"}),
-    (["--format", "json", "--root=/r", "--all"], {"fmt": "json", "root": "/r", "show_all": True}),
-    (["--format", "tree", "--format", "json"], {"fmt": "json"}),  # the last one wins, as in click
-    (["--lspci-tree", "-", "--no-nvml"], {"lspci_tree_text": "-", "no_nvml": True}),
-    (["--root="], {"root": ""}),
-])
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], {"fmt": "tree", "root": "/", "show_all": False, "exit_codes": "default", "fail_on": "critical"}),
+        (["--format", "json", "--root=/r", "--all"], {"fmt": "json", "root": "/r", "show_all": True}),
+        (["--format", "tree", "--format", "json"], {"fmt": "json"}),  # the last one wins, as in click
+        (["--lspci-tree", "-", "--no-nvml"], {"lspci_tree_text": "-", "no_nvml": True}),
+        (["--root="], {"root": ""}),
+    ],
+)
 def test_fast_parse_table(argv: list[str], expected: dict[str, object]) -> None:
     params = parse(OPTS, argv)
     assert params is not None
@@ -71,10 +87,21 @@ def test_fast_parse_table(argv: list[str], expected: dict[str, object]) -> None:
     assert params == click_params(argv)
 
 
-@pytest.mark.parametrize("argv", [
-    ["--help"], ["-h"], ["--formt", "json"], ["--format", "xml"], ["--all=yes"], ["--root"],
-    ["--root", "--all"], ["--", "--all"], ["extra"], ["--format"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["-h"],
+        ["--formt", "json"],
+        ["--format", "xml"],
+        ["--all=yes"],
+        ["--root"],
+        ["--root", "--all"],
+        ["--", "--all"],
+        ["extra"],
+        ["--format"],
+    ],
+)
 def test_fast_parse_declines_what_click_must_answer(argv: list[str]) -> None:
     assert parse(OPTS, argv) is None
 
@@ -90,15 +117,16 @@ def test_a_plain_scan_starts_without_click_or_dataclasses(fixture_root, fmt) -> 
     """Each costs milliseconds of start-up (the argv fast path keeps click off it; the model is
     msgspec); the NVML source is not even imported under a root that holds no NVML recording."""
     root = fixture_root("dgx-h100")
-    probe = ("import sys\n"
-             "sys.argv = ['topoagent', 'scan', '--root', sys.argv[1], '--format', sys.argv[2]]\n"
-             "from topoagent.cli import main\n"
-             "try:\n    main()\n"
-             "except SystemExit:\n    pass\n"
-             "print(sorted(m for m in ('click', 'dataclasses', 'topoagent.sources.nvml')"
-             " if m in sys.modules),"
-             " file=sys.stderr)\n")
-    proc = subprocess.run([sys.executable, "-c", probe, str(root), fmt], capture_output=True, text=True,
-                          timeout=120)
+    probe = (
+        "import sys\n"
+        "sys.argv = ['topoagent', 'scan', '--root', sys.argv[1], '--format', sys.argv[2]]\n"
+        "from topoagent.cli import main\n"
+        "try:\n    main()\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('click', 'dataclasses', 'topoagent.sources.nvml')"
+        " if m in sys.modules),"
+        " file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe, str(root), fmt], capture_output=True, text=True, timeout=120)
     assert proc.stdout.startswith("{") if fmt == "json" else proc.stdout.strip(), proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr

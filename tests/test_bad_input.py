@@ -20,10 +20,17 @@ def minimal_tree(root: Path) -> Path:
     """One GPU on a root port, two NUMA nodes: just enough sysfs to scan."""
     dev = root / "sys/devices/pci0000:16/0000:16:01.0" / BDF
     dev.mkdir(parents=True)
-    for name, value in {"class": "0x030200", "vendor": "0x10de", "device": "0x2330",
-                        "numa_node": "0", "local_cpulist": "0-3",
-                        "current_link_speed": "32.0 GT/s PCIe", "max_link_speed": "32.0 GT/s PCIe",
-                        "current_link_width": "16", "max_link_width": "16"}.items():
+    for name, value in {
+        "class": "0x030200",
+        "vendor": "0x10de",
+        "device": "0x2330",
+        "numa_node": "0",
+        "local_cpulist": "0-3",
+        "current_link_speed": "32.0 GT/s PCIe",
+        "max_link_speed": "32.0 GT/s PCIe",
+        "current_link_width": "16",
+        "max_link_width": "16",
+    }.items():
         (dev / name).write_text(value + "\n")
     port = dev.parent
     (port / "class").write_text("0x060400\n")

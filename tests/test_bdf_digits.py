@@ -21,12 +21,27 @@ HEX = re.compile(r"[0-9a-fA-F]+")
 ALPHABET = st.sampled_from(list("0123456789abcdefABCDEFgG:.-x \n²١٣") + ["0000:", ":00", ".0"])
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("0000:00:00.0", True), ("0000:3b:1f.7", True), ("10000:00:00.0", True), ("FFFFFFFF:AB:cd.3", True),
-    ("0000:00:00.8", False), ("000:00:00.0", False), ("000000000:00:00.0", False), ("0000:0:00.0", False),
-    ("0000:00:00.0\n", False), (" 0000:00:00.0", False), ("0000:00:00:0", False), ("0000-00:00.0", False),
-    ("0000:g0:00.0", False), ("0000:0²:00.0", False), ("pci0000:00", False), ("", False),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("0000:00:00.0", True),
+        ("0000:3b:1f.7", True),
+        ("10000:00:00.0", True),
+        ("FFFFFFFF:AB:cd.3", True),
+        ("0000:00:00.8", False),
+        ("000:00:00.0", False),
+        ("000000000:00:00.0", False),
+        ("0000:0:00.0", False),
+        ("0000:00:00.0\n", False),
+        (" 0000:00:00.0", False),
+        ("0000:00:00:0", False),
+        ("0000-00:00.0", False),
+        ("0000:g0:00.0", False),
+        ("0000:0²:00.0", False),
+        ("pci0000:00", False),
+        ("", False),
+    ],
+)
 def test_is_bdf_table(name: str, expected: bool) -> None:
     assert is_bdf(name) is expected
 
@@ -41,11 +56,22 @@ def test_is_decimal_reads_as_the_pattern(text: str) -> None:
     assert is_decimal(text) == bool(DECIMAL.fullmatch(text))
 
 
-@pytest.mark.parametrize(("name", "prefix", "expected"), [
-    ("node0", "node", 0), ("node12", "node", 12), ("cpu255", "cpu", 255), ("node", "node", None),
-    ("node01", "node", None), ("node1\n", "node", None), ("node²", "node", None), ("nodes", "node", None),
-    ("cpufreq", "cpu", None), ("cpu12345678", "cpu", None), ("possible", "node", None),
-])
+@pytest.mark.parametrize(
+    ("name", "prefix", "expected"),
+    [
+        ("node0", "node", 0),
+        ("node12", "node", 12),
+        ("cpu255", "cpu", 255),
+        ("node", "node", None),
+        ("node01", "node", None),
+        ("node1\n", "node", None),
+        ("node²", "node", None),
+        ("nodes", "node", None),
+        ("cpufreq", "cpu", None),
+        ("cpu12345678", "cpu", None),
+        ("possible", "node", None),
+    ],
+)
 def test_numbered_directories(name: str, prefix: str, expected: int | None) -> None:
     assert numbered(name, prefix) == expected
 
@@ -55,15 +81,17 @@ def test_is_hex_reads_as_the_pattern(text: str) -> None:
     assert is_hex(text) == bool(HEX.fullmatch(text))
 
 
-@pytest.mark.parametrize(("pf", "offset", "stride", "count", "expected"), [
-    ("0000:39:00.0", 2, 1, 3, ["0000:39:00.2", "0000:39:00.3", "0000:39:00.4"]),
-    ("0000:31:00.0", 8, 1, 2, ["0000:31:01.0", "0000:31:01.1"]),  # into the next device number
-    ("0001:ff:1f.7", 1, 1, 5, []),  # routing ID past 0xFFFF: past the last bus
-    ("0000:05:00.0", 1, 0, 4, ["0000:05:00.1"]),  # stride 0 names one VF, once
-    ("10000:fe:00.0", 256, 2, 2, ["10000:ff:00.0", "10000:ff:00.2"]),  # an 8-digit (VMD) domain
-])
-def test_vf_bdfs_where_the_kernel_puts_them(pf: str, offset: int, stride: int, count: int,
-                                            expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("pf", "offset", "stride", "count", "expected"),
+    [
+        ("0000:39:00.0", 2, 1, 3, ["0000:39:00.2", "0000:39:00.3", "0000:39:00.4"]),
+        ("0000:31:00.0", 8, 1, 2, ["0000:31:01.0", "0000:31:01.1"]),  # into the next device number
+        ("0001:ff:1f.7", 1, 1, 5, []),  # routing ID past 0xFFFF: past the last bus
+        ("0000:05:00.0", 1, 0, 4, ["0000:05:00.1"]),  # stride 0 names one VF, once
+        ("10000:fe:00.0", 256, 2, 2, ["10000:ff:00.0", "10000:ff:00.2"]),  # an 8-digit (VMD) domain
+    ],
+)
+def test_vf_bdfs_where_the_kernel_puts_them(pf: str, offset: int, stride: int, count: int, expected: list[str]) -> None:
     from topoagent.bdf import vf_bdfs
 
     assert list(vf_bdfs(pf, offset, stride, count)) == expected

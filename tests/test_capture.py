@@ -81,8 +81,13 @@ def test_capture_of_a_fixture_machine_replays_to_the_same_json(machine, fixture_
 @pytest.mark.skipif(not os.path.isdir("/sys/bus/pci/devices"), reason="no sysfs on this machine")
 def test_capture_of_this_host_replays_to_the_live_scan(tmp_path):
     out = tmp_path / "this.tar.gz"
-    run = subprocess.run([sys.executable, "-m", "topoagent", "capture", "-o", str(out), "--no-tools"],
-                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "topoagent", "capture", "-o", str(out), "--no-tools"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert f"wrote {out}" in run.stderr
     live = report(scan("/", nvml="off"))
@@ -151,17 +156,21 @@ def test_macs_map_to_stable_stand_ins():
 
 def test_tool_output_scrubbing():
     s = Scrubber()
-    text = ("\tCapabilities: [1c0 v1] Device Serial Number b8-ce-f6-03-00-12-34-56\n"
-            "\t\t\t[SN] Serial number: MT2312X01234\n"
-            "\tLink: b8:ce:f6:12:34:56 and again b8:ce:f6:12:34:56\n"
-            '"uuid": "GPU-6e1a0d2c-3f4b-4c5d-8e9f-0a1b2c3d4e5f"\n')
+    text = (
+        "\tCapabilities: [1c0 v1] Device Serial Number b8-ce-f6-03-00-12-34-56\n"
+        "\t\t\t[SN] Serial number: MT2312X01234\n"
+        "\tLink: b8:ce:f6:12:34:56 and again b8:ce:f6:12:34:56\n"
+        '"uuid": "GPU-6e1a0d2c-3f4b-4c5d-8e9f-0a1b2c3d4e5f"\n'
+    )
     out = s.text(text)
     assert "Device Serial Number 00-00-00-00-00-00-00-00" in out and "MT2312X01234" not in out
     assert out.count("00:00:00:00:00:01") == 2
     assert "GPU-00000000-0000-0000-0000-000000000000" in out and "6e1a0d2c" not in out
     assert s.guid("b8ce:f603:0012:3456\n") == "0000:0000:0000:0000\n"
-    assert s.cmdline("ro root=UUID=7f3e2f7a-5a0c-4c5e-9d1a-2f1d3c4b5a69 iommu=pt -- --token=secret\n") == \
-        "ro root=UUID=00000000-0000-0000-0000-000000000000 iommu=pt\n"
+    assert (
+        s.cmdline("ro root=UUID=7f3e2f7a-5a0c-4c5e-9d1a-2f1d3c4b5a69 iommu=pt -- --token=secret\n")
+        == "ro root=UUID=00000000-0000-0000-0000-000000000000 iommu=pt\n"
+    )
 
 
 def test_config_space_device_serial_number_is_zeroed():
@@ -200,17 +209,20 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.
     return info
 
 
-@pytest.mark.parametrize("members, message", [
-    ([member("/etc/passwd")], "absolute name"),
-    ([member("sys/../../x")], "'..' in the name"),
-    ([member("dev/zero", tarfile.CHRTYPE)], "not a regular file"),
-    ([member("fifo", tarfile.FIFOTYPE)], "not a regular file"),
-    ([member("sys/a"), member("sys/b", tarfile.LNKTYPE, "sys/a")], "not a regular file"),
-    ([member("sys/x", tarfile.SYMTYPE, "/etc")], "absolute path"),
-    ([member("sys/x", tarfile.SYMTYPE, "../../etc")], "outside the capture"),
-    ([member("r", tarfile.SYMTYPE, "."), member("e", tarfile.SYMTYPE, "r/..")], "outside the capture"),
-    ([member("sys/d", tarfile.SYMTYPE, "../tmp"), member("sys/d/file")], "lies under the link"),
-])
+@pytest.mark.parametrize(
+    "members, message",
+    [
+        ([member("/etc/passwd")], "absolute name"),
+        ([member("sys/../../x")], "'..' in the name"),
+        ([member("dev/zero", tarfile.CHRTYPE)], "not a regular file"),
+        ([member("fifo", tarfile.FIFOTYPE)], "not a regular file"),
+        ([member("sys/a"), member("sys/b", tarfile.LNKTYPE, "sys/a")], "not a regular file"),
+        ([member("sys/x", tarfile.SYMTYPE, "/etc")], "absolute path"),
+        ([member("sys/x", tarfile.SYMTYPE, "../../etc")], "outside the capture"),
+        ([member("r", tarfile.SYMTYPE, "."), member("e", tarfile.SYMTYPE, "r/..")], "outside the capture"),
+        ([member("sys/d", tarfile.SYMTYPE, "../tmp"), member("sys/d/file")], "lies under the link"),
+    ],
+)
 def test_unsafe_tarballs_are_refused(tmp_path, members, message):
     with pytest.raises(CaptureError, match=message):
         unpack_capture(evil(tmp_path, *members))
@@ -302,9 +314,14 @@ def test_capture_scrubs_the_ipoib_address_file(fixture_root, tmp_path):
     out = tmp_path / "cap.tar.gz"
     assert topoagent("capture", "--root", str(root), "-o", str(out)).returncode == 0
     with tarfile.open(out) as tar:
-        data = b"".join(tar.extractfile(m).read() for m in tar.getmembers()
-                        if m.isfile() and m.name.endswith(f"sys/class/net/{name}/address"))
+        data = b"".join(
+            tar.extractfile(m).read()
+            for m in tar.getmembers()
+            if m.isfile() and m.name.endswith(f"sys/class/net/{name}/address")
+        )
     assert data and b"b8:ce:f6" not in data and data.endswith(b"00:00:00:00:00:00:00:00\n")
+
+
 def test_a_replayed_capture_is_named_by_its_archive(tmp_path, fixture_root):
     """scan, plan, vms, the API and the daemon read a capture archive and call the root by the
     archive's path, never by the temporary directory it was unpacked into."""

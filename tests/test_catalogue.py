@@ -16,11 +16,19 @@ def test_every_code_is_documented_once():
 
 
 def test_every_code_is_raised_by_a_fixture():
-    raised = {f["code"] for p in (REPO / "tests/golden").glob("*/scan.json") for f in json.loads(p.read_text())["findings"]}
+    raised = {
+        f["code"] for p in (REPO / "tests/golden").glob("*/scan.json") for f in json.loads(p.read_text())["findings"]
+    }
     # NVLink P2P needs NVML (tests/test_nvml_join.py, recorded HGX H100); disagreements need a
     # second source (tests/test_crosscheck.py); overlapping nodes a damaged copy of a fixture
     # (tests/test_cpu_files.py); EXPECT_* an expected topology to compare with (scan --expect,
     # fleet: tests/test_fleet.py, faulty copies of dgx-h100 against its baseline).
-    expect = {"EXPECT_DEVICE_MISSING", "EXPECT_DEVICE_EXTRA", "EXPECT_PLACEMENT", "EXPECT_LINK", "EXPECT_PATH",
-              "EXPECT_STATE"}
+    expect = {
+        "EXPECT_DEVICE_MISSING",
+        "EXPECT_DEVICE_EXTRA",
+        "EXPECT_PLACEMENT",
+        "EXPECT_LINK",
+        "EXPECT_PATH",
+        "EXPECT_STATE",
+    }
     assert set(CATALOGUE) - raised == {"NVLINK_P2P_DISABLED", "SOURCES_DISAGREE", "NUMA_NODES_OVERLAP"} | expect

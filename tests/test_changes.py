@@ -19,7 +19,7 @@ from topoagent.changes import (
 )
 
 GPU5 = "0000:c3:00.0"
-NIC2 = "0000:18:00.0"   # gpu0's rail NIC on the DGX H100 fixture, socket 0
+NIC2 = "0000:18:00.0"  # gpu0's rail NIC on the DGX H100 fixture, socket 0
 
 
 @pytest.fixture
@@ -142,12 +142,22 @@ def test_the_diff_is_pure():
             imported |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module or "")
-    assert not imported & {"os", "time", "socket", "subprocess", "topoagent.hostfs", "topoagent.sources",
-                           "topoagent.api", "pathlib", "io"}
+    assert not imported & {
+        "os",
+        "time",
+        "socket",
+        "subprocess",
+        "topoagent.hostfs",
+        "topoagent.sources",
+        "topoagent.api",
+        "pathlib",
+        "io",
+    }
 
 
 def test_a_lost_nvswitch_is_a_warning(base, dgx):
     remove_function(dgx, "0000:e8:00.0")
     removed = [c for c in diff(base, scan(dgx, nvml="off")) if c.kind is ChangeKind.DEVICE_REMOVED]
     assert [(c.subject, c.device_kind, c.severity, c.before) for c in removed] == [
-        ("0000:e8:00.0", "nvswitch", "warning", "nvswitch1")]
+        ("0000:e8:00.0", "nvswitch", "warning", "nvswitch1")
+    ]

@@ -12,8 +12,7 @@ from tests.test_bad_input import minimal_tree
 
 
 def run(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "topoagent", *args], capture_output=True, text=True,
-                          timeout=60, **kw)
+    return subprocess.run([sys.executable, "-m", "topoagent", *args], capture_output=True, text=True, timeout=60, **kw)
 
 
 def one_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
@@ -24,12 +23,15 @@ def one_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("args, says", [
-    (["scan", "--format", "bogus"], "Invalid value for '--format'"),
-    (["bogus"], "No such command 'bogus'"),
-    (["scan", "--no-such-flag"], "No such option"),
-    (["plan", "--gpu"], "requires an argument"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["scan", "--format", "bogus"], "Invalid value for '--format'"),
+        (["bogus"], "No such command 'bogus'"),
+        (["scan", "--no-such-flag"], "No such option"),
+        (["plan", "--gpu"], "requires an argument"),
+    ],
+)
 def test_usage_errors_are_one_line(args, says):
     line = one_line(run(*args))
     assert says in line and "--help" in line
@@ -45,18 +47,33 @@ def test_bare_topoagent_prints_the_help_and_exits_2():
 
 
 def test_closed_stdin(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "topoagent", "scan", "--nvidia-smi-topo", "-"],
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "topoagent", "scan", "--nvidia-smi-topo", "-"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     one_line(proc)  # empty stdin: nothing to analyse
-    closed = subprocess.run(f"{sys.executable} -m topoagent scan --nvidia-smi-topo - <&-", shell=True,
-                            capture_output=True, text=True, timeout=60)
+    closed = subprocess.run(
+        f"{sys.executable} -m topoagent scan --nvidia-smi-topo - <&-",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "stdin is closed" in one_line(closed)
 
 
 def test_reader_that_goes_away(tmp_path):
     root = minimal_tree(tmp_path)
-    proc = subprocess.run(f"{sys.executable} -m topoagent scan --root {root} --all | head -c 10", shell=True,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        f"{sys.executable} -m topoagent scan --root {root} --all | head -c 10",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.stdout == "topoagent "[:10]
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
 
@@ -65,8 +82,13 @@ def test_reader_that_goes_away(tmp_path):
 def test_full_disk_on_stdout(tmp_path):
     root = minimal_tree(tmp_path)
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-m", "topoagent", "scan", "--root", str(root)],
-                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "topoagent", "scan", "--root", str(root)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
     proc.stdout = ""
     assert "no space left on device" in one_line(proc)
 
@@ -96,12 +118,15 @@ entry()
 """
 
 
-@pytest.mark.parametrize("args, code, teardown", [
-    (["scan", "--root", "ROOT", "--format", "json"], 0, False),  # the fast path: flushed, os._exit
-    (["scan", "--root", "ROOT", "--format", "json", "--fail-on", "info"], 1, False),  # verdict kept
-    (["atexit", "scan", "--root", "ROOT", "--format", "json"], 0, True),  # a handler: ordinary exit
-    (["scan", "--root", "ROOT", "--format", "jsn"], 2, True),  # left to click: ordinary exit
-])
+@pytest.mark.parametrize(
+    "args, code, teardown",
+    [
+        (["scan", "--root", "ROOT", "--format", "json"], 0, False),  # the fast path: flushed, os._exit
+        (["scan", "--root", "ROOT", "--format", "json", "--fail-on", "info"], 1, False),  # verdict kept
+        (["atexit", "scan", "--root", "ROOT", "--format", "json"], 0, True),  # a handler: ordinary exit
+        (["scan", "--root", "ROOT", "--format", "jsn"], 2, True),  # left to click: ordinary exit
+    ],
+)
 def test_a_plain_scan_exits_without_teardown_and_loses_nothing(tmp_path, args, code, teardown):
     root = minimal_tree(tmp_path / "host")
     argv = [str(root) if a == "ROOT" else a for a in args]
@@ -132,8 +157,15 @@ def dgx_tree(tmp_path_factory):
     return str(generate("dgx-h100", tmp_path_factory.mktemp("edges") / "dgx"))
 
 
-WRITERS = [["draw", "--format", "svg"], ["draw", "--format", "png"], ["capture", "-o", "-"], ["scan"], ["plan"],
-           ["apply", "--irqs"], ["fix", "acs"]]
+WRITERS = [
+    ["draw", "--format", "svg"],
+    ["draw", "--format", "png"],
+    ["capture", "-o", "-"],
+    ["scan"],
+    ["plan"],
+    ["apply", "--irqs"],
+    ["fix", "acs"],
+]
 
 
 @pytest.mark.parametrize("args", WRITERS, ids=" ".join)
@@ -143,8 +175,9 @@ def test_closed_stdout_and_dev_full_are_one_line_exit_2_in_every_command(dgx_tre
     if args == ["draw", "--format", "png"] and not shutil.which("dot"):
         pytest.skip("dot is not installed")
     cmd = [sys.executable, "-m", "topoagent", *args, "--root", dgx_tree]
-    closed = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
-                            preexec_fn=lambda: os.close(1))
+    closed = subprocess.run(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=lambda: os.close(1)
+    )
     assert "internal error" not in one_line(closed)
     with open("/dev/full", "w") as full:
         proc = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
@@ -153,18 +186,33 @@ def test_closed_stdout_and_dev_full_are_one_line_exit_2_in_every_command(dgx_tre
 
 def test_sigpipe_is_quiet_in_apply_as_in_scan(dgx_tree):
     for args in (["scan"], ["apply", "--irqs"]):
-        proc = subprocess.run(f"{sys.executable} -m topoagent {' '.join(args)} --root {dgx_tree} | head -1",
-                              shell=True, capture_output=True, text=True, timeout=120,
-                              executable="/bin/bash")
+        proc = subprocess.run(
+            f"{sys.executable} -m topoagent {' '.join(args)} --root {dgx_tree} | head -1",
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            executable="/bin/bash",
+        )
         assert proc.stderr == "" and proc.stdout.count("\n") == 1
-        status = subprocess.run(f"set -o pipefail; {sys.executable} -m topoagent {' '.join(args)} --root {dgx_tree}"
-                                " | head -c 10 >/dev/null", shell=True, executable="/bin/bash", timeout=120)
+        status = subprocess.run(
+            f"set -o pipefail; {sys.executable} -m topoagent {' '.join(args)} --root {dgx_tree}"
+            " | head -c 10 >/dev/null",
+            shell=True,
+            executable="/bin/bash",
+            timeout=120,
+        )
         assert status.returncode == 0, args
-@pytest.mark.parametrize("args, output", [
-    (["plan", "--format", "slurm"], "a gres.conf"),
-    (["plan", "--format", "nccl-topo"], "an NCCL topology"),
-    (["scan", "--format", "matrix"], "the GPU matrix"),
-])
+
+
+@pytest.mark.parametrize(
+    "args, output",
+    [
+        (["plan", "--format", "slurm"], "a gres.conf"),
+        (["plan", "--format", "nccl-topo"], "an NCCL topology"),
+        (["scan", "--format", "matrix"], "the GPU matrix"),
+    ],
+)
 def test_gpu_outputs_on_a_host_without_gpus_fail_in_one_line(fixture_root, args, output):
     # An empty gres.conf or matrix exiting 0 would be installed or read without a word; exit 2
     # fails a configuration-management step.  The sysfs tree *was* read: the line says no GPUs.

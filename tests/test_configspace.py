@@ -10,7 +10,11 @@ from topoagent.snapshot import LinkInfo
     [
         (dict(port_type=0), 0, LinkInfo(16.0, 16, 16.0, 16)),
         (dict(header_type=1, port_type=4, buses=(0, 1, 5)), 4, LinkInfo(16.0, 16, 16.0, 16)),
-        (dict(header_type=1, port_type=5, link_cap=(32.0, 16), link_status=(32.0, 16)), 5, LinkInfo(32.0, 16, 32.0, 16)),
+        (
+            dict(header_type=1, port_type=5, link_cap=(32.0, 16), link_status=(32.0, 16)),
+            5,
+            LinkInfo(32.0, 16, 32.0, 16),
+        ),
         (dict(header_type=1, port_type=6, link_cap=(32.0, 16), link_status=(16.0, 8)), 6, LinkInfo(16.0, 8, 32.0, 16)),
         (dict(port_type=0, link_cap=(8.0, 8), link_status=(2.5, 8)), 0, LinkInfo(2.5, 8, 8.0, 8)),
         (dict(port_type=9, link_cap=None, link_status=None), 9, LinkInfo(None, None, None, None)),
@@ -128,12 +132,20 @@ def test_virtual_function_ids_read_ffff_by_design():
     assert parse_config_space(data, virtual_function=True).size == 64
 
 
-@pytest.mark.parametrize(("kwargs", "size", "vf_device", "caps"), [
-    (dict(vendor=0x15B3, device=0x101D, vf_device=0x101E), 4096, 0x101E, (0x0001, 0x0010)),
-    (dict(vendor=0x15B3, device=0x101D, vf_device=0x101E, acs=(0x5F, 0x1D)), 4096, 0x101E, (0x0001, 0x000D, 0x0010)),
-    (dict(vendor=0x15B3, device=0x101D, vf_device=0x101E), 256, None, ()),  # extended space unseen
-    (dict(vendor=0x15B3, device=0x101D), 4096, None, (0x0001,)),  # no SR-IOV capability
-])
+@pytest.mark.parametrize(
+    ("kwargs", "size", "vf_device", "caps"),
+    [
+        (dict(vendor=0x15B3, device=0x101D, vf_device=0x101E), 4096, 0x101E, (0x0001, 0x0010)),
+        (
+            dict(vendor=0x15B3, device=0x101D, vf_device=0x101E, acs=(0x5F, 0x1D)),
+            4096,
+            0x101E,
+            (0x0001, 0x000D, 0x0010),
+        ),
+        (dict(vendor=0x15B3, device=0x101D, vf_device=0x101E), 256, None, ()),  # extended space unseen
+        (dict(vendor=0x15B3, device=0x101D), 4096, None, (0x0001,)),  # no SR-IOV capability
+    ],
+)
 def test_sriov_vf_device_id(kwargs, size, vf_device, caps):
     """A PF's SR-IOV capability names its VFs' device id (VF Device ID, +0x1A)."""
     cs = parse_config_space(config_bytes(size=size, **kwargs))

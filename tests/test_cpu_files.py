@@ -182,8 +182,11 @@ def test_nodes_claiming_the_same_cpus_are_a_finding(dgx):
 
 @pytest.mark.parametrize("text, quoted", [("-2", "-2"), ("0x1", "0x1"), ("1\0", "\\x00")])
 def test_numa_evidence_quotes_the_file(dgx, text, quoted):
-    gpu = next(p for p in (dgx / "sys/bus/pci/devices").iterdir()
-               if (p / "vendor").read_text().strip() == "0x10de" and (p / "class").read_text().startswith("0x0302"))
+    gpu = next(
+        p
+        for p in (dgx / "sys/bus/pci/devices").iterdir()
+        if (p / "vendor").read_text().strip() == "0x10de" and (p / "class").read_text().startswith("0x0302")
+    )
     (gpu / "numa_node").write_text(text)
     (gpu / "local_cpulist").write_text("0-223\n")  # spans both nodes: no placement by CPUs either
     result = scan(dgx)

@@ -28,8 +28,14 @@ def test_nvidia_smis_pxb_across_a_flattened_broadcom_chip_is_expected(fixture_ro
     r = scan(fixture_root("faulty-gpu-node"))  # PEX890 with one level: PXB is a real disagreement
     m = parse_topo_matrix(render_topo_matrix(matrix_of(r)))
     cells = [list(row) for row in m.cells]
-    i, j = m.index("GPU0"), next(k for k, row in enumerate(m.cells) if m.cells[m.index("GPU0")][k] == "PIX"
-                                 and m.devices[k].label.startswith("NIC"))
+    i, j = (
+        m.index("GPU0"),
+        next(
+            k
+            for k, row in enumerate(m.cells)
+            if m.cells[m.index("GPU0")][k] == "PIX" and m.devices[k].label.startswith("NIC")
+        ),
+    )
     cells[i][j] = cells[j][i] = "PXB"
     found = against_nvidia_smi(r.topology, r.paths, msgspec.structs.replace(m, cells=tuple(map(tuple, cells))))
     assert [f.code for f in found] == ["SOURCES_DISAGREE"]
@@ -56,8 +62,10 @@ def test_a_differing_cell_and_numa_node_name_both_sources(fixture_root):
 
 def test_extra_device_in_nvidia_smi(fixture_root):
     r = scan(fixture_root("workstation"))
-    m = parse_topo_matrix("\tGPU0\tGPU1\tGPU2\tCPU Affinity\n"
-                          "GPU0\t X \tPHB\tPHB\t0-15\nGPU1\tPHB\t X \tPHB\t0-15\nGPU2\tPHB\tPHB\t X \t0-15\n")
+    m = parse_topo_matrix(
+        "\tGPU0\tGPU1\tGPU2\tCPU Affinity\n"
+        "GPU0\t X \tPHB\tPHB\t0-15\nGPU1\tPHB\t X \tPHB\t0-15\nGPU2\tPHB\tPHB\t X \t0-15\n"
+    )
     found = against_nvidia_smi(r.topology, r.paths, m)
     assert any(f.subjects == ("GPU2",) for f in found)
 
@@ -65,8 +73,13 @@ def test_extra_device_in_nvidia_smi(fixture_root):
 def test_lspci_width_and_numa(fixture_root):
     r = scan(fixture_root("dgx-h100"))
     gpu = r.topology.gpus[0]
-    agree = LspciFunction(bdf=gpu.bdf, class_name="3D controller", description="H100",
-                          numa_node=gpu.numa_node, link_width=gpu.link.current_width)
+    agree = LspciFunction(
+        bdf=gpu.bdf,
+        class_name="3D controller",
+        description="H100",
+        numa_node=gpu.numa_node,
+        link_width=gpu.link.current_width,
+    )
     assert against_lspci(r.topology, (agree,)) == []
     differ = msgspec.structs.replace(agree, numa_node=1, link_width=8)
     found = against_lspci(r.topology, (differ,))
@@ -86,10 +99,16 @@ def test_cross_check_runs_tools_and_records_sources(fixture_root):
     r = scan(fixture_root("dgx-h100"))
     text = render_topo_matrix(matrix_of(r))
     bad = text.replace("\t0\t\tN/A", "\t1\t\tN/A", 1)  # GPU0's NUMA affinity: 0 -> 1
-    checked = run(Inputs(root=str(fixture_root("dgx-h100")), cross_check=True, runners={
-        "nvidia-smi": lambda: _tool(["nvidia-smi", "topo", "-m"], bad),
-        "lspci": lambda: _tool(["lspci", "-D", "-vvv", "-nn"], error="not installed"),
-    }))
+    checked = run(
+        Inputs(
+            root=str(fixture_root("dgx-h100")),
+            cross_check=True,
+            runners={
+                "nvidia-smi": lambda: _tool(["nvidia-smi", "topo", "-m"], bad),
+                "lspci": lambda: _tool(["lspci", "-D", "-vvv", "-nn"], error="not installed"),
+            },
+        )
+    )
     sources = {s.name: s.status for s in checked.snapshot.sources}
     assert sources["nvidia-smi"] == "ok" and sources["lspci"] == "unavailable"
     (f,) = [f for f in checked.findings if f.code == "SOURCES_DISAGREE"]

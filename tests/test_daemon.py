@@ -33,8 +33,8 @@ SCHEMA = json.loads((REPO / "topoagent/schema/scan.schema.json").read_text())
 prometheus_client = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402  once importorskip found it
 
-GPU_GONE = "0000:c3:00.0"   # gpu5 on the DGX H100 fixture
-NIC_LOW = "0000:18:00.0"    # nic2: gpu0's rail NIC (ConnectX-7, mlx5_0), x16
+GPU_GONE = "0000:c3:00.0"  # gpu5 on the DGX H100 fixture
+NIC_LOW = "0000:18:00.0"  # nic2: gpu0's rail NIC (ConnectX-7, mlx5_0), x16
 MGMT_PORT = "0000:00:01.0"  # a Gen5 x16 root port above the x8 Gen3 X710 management NIC
 NFD_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
 
@@ -83,9 +83,17 @@ class Notifications:
 class DaemonProcess:
     """``python -m topoagent daemon`` with its own state, NFD and textfile directories."""
 
-    def __init__(self, tmp: Path, root: Path, *, port: int | None = None, state: Path | None = None,
-                 extra_env: dict[str, str] | None = None, args: tuple[str, ...] = (),
-                 launcher: tuple[str, ...] = (sys.executable, "-m", "topoagent")) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        root: Path,
+        *,
+        port: int | None = None,
+        state: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+        launcher: tuple[str, ...] = (sys.executable, "-m", "topoagent"),
+    ) -> None:
         self.port = port or free_port()
         self.state = state or tmp / "state"
         self.nfd = tmp / "nfd"
@@ -98,13 +106,25 @@ class DaemonProcess:
         for k in ("JOURNAL_STREAM", "INVOCATION_ID", "WATCHDOG_USEC", "WATCHDOG_PID"):
             env.pop(k, None)
         env.update(extra_env or {})
-        self.argv = [*launcher, "daemon", "--root", str(root),
-                     "--listen", f"127.0.0.1:{self.port}", "--state-dir", str(self.state),
-                     "--nfd-dir", str(self.nfd), "--textfile-dir", str(self.textfile),
-                     "--interval", "3600", *args]
+        self.argv = [
+            *launcher,
+            "daemon",
+            "--root",
+            str(root),
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--state-dir",
+            str(self.state),
+            "--nfd-dir",
+            str(self.nfd),
+            "--textfile-dir",
+            str(self.textfile),
+            "--interval",
+            "3600",
+            *args,
+        ]
         self.log_file = open(self.log_path, "w")  # noqa: SIM115  the daemon writes it until stop() closes it
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=self.log_file, env=env,
-                                     cwd=tmp)
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=self.log_file, env=env, cwd=tmp)
 
     @property
     def url(self) -> str:
@@ -190,10 +210,21 @@ def test_daemon_end_to_end(daemon, tree):
 
     # -- /metrics after the first scan -------------------------------------------------------
     fams = daemon.scrape()
-    for name in ("topoagent_build_info", "topoagent_scan_success", "topoagent_scan_duration_seconds",
-                 "topoagent_last_scan_timestamp_seconds", "topoagent_source_up", "topoagent_devices",
-                 "topoagent_finding", "topoagent_findings", "topoagent_rail_info", "topoagent_pcie_link_width",
-                 "topoagent_pcie_link_speed_transfers_per_second", "topoagent_pcie_link_degraded", "topoagent_scan_failures"):
+    for name in (
+        "topoagent_build_info",
+        "topoagent_scan_success",
+        "topoagent_scan_duration_seconds",
+        "topoagent_last_scan_timestamp_seconds",
+        "topoagent_source_up",
+        "topoagent_devices",
+        "topoagent_finding",
+        "topoagent_findings",
+        "topoagent_rail_info",
+        "topoagent_pcie_link_width",
+        "topoagent_pcie_link_speed_transfers_per_second",
+        "topoagent_pcie_link_degraded",
+        "topoagent_scan_failures",
+    ):
         assert name in fams, name
     from topoagent import __version__
 
@@ -207,8 +238,9 @@ def test_daemon_end_to_end(daemon, tree):
     assert abs(value(fams, "topoagent_last_scan_timestamp_seconds") - time.time()) < 120
     rails = fams["topoagent_rail_info"]
     assert len(rails) == 8 and {s.labels["path_class"] for s in rails} == {"PIX"}
-    assert {"gpu": "gpu0", "gpu_bdf": "0000:1b:00.0", "nic": "nic2", "nic_bdf": NIC_LOW,
-            "path_class": "PIX"} in [s.labels for s in rails]
+    assert {"gpu": "gpu0", "gpu_bdf": "0000:1b:00.0", "nic": "nic2", "nic_bdf": NIC_LOW, "path_class": "PIX"} in [
+        s.labels for s in rails
+    ]
     assert value(fams, "topoagent_pcie_link_width", bdf=NIC_LOW, kind="nic", state="current") == 16
     speed = "topoagent_pcie_link_speed_transfers_per_second"
     assert value(fams, speed, bdf=GPU_GONE, kind="gpu", state="max") == 32e9  # base unit: transfers/s
@@ -322,8 +354,13 @@ def test_hung_scan_is_abandoned_and_counted(tmp_path, tree):
     marker = tmp_path / "hang"
     config = tmp_path / "config.toml"
     config.write_text("scan_timeout = 1\n")
-    d = DaemonProcess(tmp_path, tree, extra_env={"TOPOAGENT_TEST_HANG": str(marker)}, args=("--config", str(config)),
-                      launcher=(sys.executable, "-c", HANGING_DAEMON))
+    d = DaemonProcess(
+        tmp_path,
+        tree,
+        extra_env={"TOPOAGENT_TEST_HANG": str(marker)},
+        args=("--config", str(config)),
+        launcher=(sys.executable, "-c", HANGING_DAEMON),
+    )
     try:
         d.ready()
         marker.touch()
@@ -386,16 +423,46 @@ def test_second_instance_exits_at_once(daemon, tmp_path, tree):
     daemon.ready()
     # Same state directory, another port: the lock says no.
     same_state = subprocess.run(
-        [sys.executable, "-m", "topoagent", "daemon", "--root", str(tree), "--listen", f"127.0.0.1:{free_port()}",
-         "--state-dir", str(daemon.state)], capture_output=True, text=True, timeout=20, cwd=REPO)
+        [
+            sys.executable,
+            "-m",
+            "topoagent",
+            "daemon",
+            "--root",
+            str(tree),
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--state-dir",
+            str(daemon.state),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        cwd=REPO,
+    )
     assert same_state.returncode == 2
     lines = same_state.stderr.strip().splitlines()
     assert len(lines) == 1 and "already uses state directory" in lines[0], same_state.stderr
     assert str(daemon.proc.pid) in lines[0]
     # Same port, another state directory: the port says no.
     same_port = subprocess.run(
-        [sys.executable, "-m", "topoagent", "daemon", "--root", str(tree), "--listen", f"127.0.0.1:{daemon.port}",
-         "--state-dir", str(tmp_path / "other-state")], capture_output=True, text=True, timeout=20, cwd=REPO)
+        [
+            sys.executable,
+            "-m",
+            "topoagent",
+            "daemon",
+            "--root",
+            str(tree),
+            "--listen",
+            f"127.0.0.1:{daemon.port}",
+            "--state-dir",
+            str(tmp_path / "other-state"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        cwd=REPO,
+    )
     assert same_port.returncode == 2
     lines = same_port.stderr.strip().splitlines()
     assert len(lines) == 1 and f"cannot listen on 127.0.0.1:{daemon.port}" in lines[0], same_port.stderr
@@ -420,7 +487,7 @@ def test_bad_flags_are_one_line(tmp_path, tree):
         (["--interval", "0"], "interval = 0: must be from 1 to 86400 seconds"),
     ]
     cfg = tmp_path / "typo.toml"
-    cfg.write_text('intervall = 30\n')
+    cfg.write_text("intervall = 30\n")
     bad.append((["--config", str(cfg)], "unknown key 'intervall'"))
     for args, message in bad:
         argv = [sys.executable, "-m", "topoagent", "daemon", "--state-dir", str(tmp_path / "s"), *args]
@@ -458,15 +525,20 @@ def test_every_rule_has_a_unit_test():
     rules = yaml.safe_load((REPO / "deploy/prometheus/topoagent-rules.yml").read_text())
     alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
     records = {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r}
-    cases = [case for f in (REPO / "deploy/prometheus/tests").glob("*.yml") for case in yaml.safe_load(f.read_text())["tests"]]
+    cases = [
+        case
+        for f in (REPO / "deploy/prometheus/tests").glob("*.yml")
+        for case in yaml.safe_load(f.read_text())["tests"]
+    ]
     tested = {t["alertname"] for case in cases for t in case.get("alert_rule_test", [])}
     assert alerts and alerts <= tested, alerts - tested
     queried = " ".join(t["expr"] for case in cases for t in case.get("promql_expr_test", []))
     assert {r for r in records if r not in queried} == set()
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
-                    reason="systemd-analyze not installed (Debian package systemd)")
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed (Debian package systemd)"
+)
 @pytest.mark.parametrize("unit", ["topoagent.service", "topoagent-apply.service"])
 def test_systemd_units_verify(unit, tmp_path):
     # verify insists that ExecStart's binary exists: point it at this environment's topoagent.
@@ -478,8 +550,9 @@ def test_systemd_units_verify(unit, tmp_path):
     text = (REPO / "systemd" / unit).read_text()
     assert "ExecStart=/usr/local/bin/topoagent " in text
     (tmp_path / unit).write_text(text.replace("/usr/local/bin/topoagent", str(exe)))
-    p = subprocess.run(["systemd-analyze", "verify", str(tmp_path / unit)], capture_output=True, text=True,
-                       timeout=60, cwd=tmp_path)
+    p = subprocess.run(
+        ["systemd-analyze", "verify", str(tmp_path / unit)], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     output = p.stdout + p.stderr
     assert p.returncode == 0, output
     # Unknown or misspelt directives are only warnings: refuse them too.

@@ -94,8 +94,14 @@ class Running:
     def __init__(self, config: Config, **kw) -> None:
         self.out = io.StringIO()
         self.clock = ManualClock()
-        self.daemon = Daemon(config, log=make_logger("json", self.out), notifier=Notifier({}),
-                             install_signals=False, clock=self.clock, **kw)
+        self.daemon = Daemon(
+            config,
+            log=make_logger("json", self.out),
+            notifier=Notifier({}),
+            install_signals=False,
+            clock=self.clock,
+            **kw,
+        )
         self.clock.wake = self.daemon.wake
         self.thread = threading.Thread(target=self.daemon.run, daemon=True)
         self.thread.start()
@@ -134,9 +140,16 @@ def dgx(fixture_root):
 
 @pytest.fixture
 def config(tmp_path, fixture_root) -> Config:
-    return Config(root=str(fixture_root("dgx-h100")), listen=f"127.0.0.1:{free_port()}",
-                  state_dir=str(tmp_path / "state"), nfd_dir=str(tmp_path), interval=3600.0, nvml=False,
-                  udev=False, scan_timeout=5.0)
+    return Config(
+        root=str(fixture_root("dgx-h100")),
+        listen=f"127.0.0.1:{free_port()}",
+        state_dir=str(tmp_path / "state"),
+        nfd_dir=str(tmp_path),
+        interval=3600.0,
+        nvml=False,
+        udev=False,
+        scan_timeout=5.0,
+    )
 
 
 def one(fams, name, **labels) -> float:
@@ -241,9 +254,11 @@ def test_an_nfd_file_over_the_limit_is_a_failed_export_not_a_crash(config, dgx, 
 
 
 def test_reload_applies_the_new_config_or_keeps_the_old(config, dgx, tmp_path):
-    configs = [msgspec.structs.replace(config, interval=60.0, textfile_dir=str(tmp_path)),
-               ConfigError("config /etc/topoagent/config.toml: unknown key 'x'"),
-               msgspec.structs.replace(config, listen="127.0.0.1:1")]
+    configs = [
+        msgspec.structs.replace(config, interval=60.0, textfile_dir=str(tmp_path)),
+        ConfigError("config /etc/topoagent/config.toml: unknown key 'x'"),
+        msgspec.structs.replace(config, listen="127.0.0.1:1"),
+    ]
 
     def reload() -> Config:
         c = configs.pop(0)
@@ -272,9 +287,15 @@ def test_reload_applies_the_new_config_or_keeps_the_old(config, dgx, tmp_path):
 def test_links_are_sampled_between_scans_while_a_gpu_link_is_low(config, dgx):
     low = {d.key: d.link for d in dgx.topology.devices}
     low[GPU0] = LinkInfo(2.5, 16, 32.0, 16)
-    slow_gpu = msgspec.structs.replace(dgx, topology=msgspec.structs.replace(
-        dgx.topology, devices=tuple(msgspec.structs.replace(d, link=low[GPU0]) if d.key == GPU0 else d
-                                    for d in dgx.topology.devices)))
+    slow_gpu = msgspec.structs.replace(
+        dgx,
+        topology=msgspec.structs.replace(
+            dgx.topology,
+            devices=tuple(
+                msgspec.structs.replace(d, link=low[GPU0]) if d.key == GPU0 else d for d in dgx.topology.devices
+            ),
+        ),
+    )
     samples: list[float] = []
     d = None
 
@@ -355,7 +376,11 @@ def test_root_serves_the_html_renderer_when_registered(served, monkeypatch):
 
     monkeypatch.setitem(outputs.RENDERERS, ("draw", "html"), f"{__name__}:fake_page")
     status, headers, body = request(served, "GET", "/")
-    assert status == 200 and headers["Content-Type"].startswith("text/html") and body == b"<html><body>8 GPUs</body></html>"
+    assert (
+        status == 200
+        and headers["Content-Type"].startswith("text/html")
+        and body == b"<html><body>8 GPUs</body></html>"
+    )
     assert request(served, "HEAD", "/")[2] == b""
     monkeypatch.setitem(outputs.RENDERERS, ("draw", "html"), "topoagent.outputs.no_such_module:render")
     assert request(served, "GET", "/")[0] == 404
@@ -366,10 +391,12 @@ def test_root_serves_the_html_renderer_when_registered(served, monkeypatch):
 def test_malformed_slow_and_too_many_clients(served):
     host, port = served.daemon.config.address
     # Garbage instead of a request line: 400, and the server carries on.
-    for garbage, answer in ((b"GET / HTTP/1.0 extra words\r\n\r\n", b"HTTP/1.0 400"),
-                            (b"GET / HTTP/7.1\r\n\r\n", b"HTTP/1.0 505"),
-                            (b"\x00\x01\xff / HTTP/1.0\r\n\r\n", b"HTTP/1.0 501"),
-                            (b"GET /metrics HTTP/1.0\r\n" + b"X: y\r\n" * 200 + b"\r\n", b"HTTP/1.0 431")):
+    for garbage, answer in (
+        (b"GET / HTTP/1.0 extra words\r\n\r\n", b"HTTP/1.0 400"),
+        (b"GET / HTTP/7.1\r\n\r\n", b"HTTP/1.0 505"),
+        (b"\x00\x01\xff / HTTP/1.0\r\n\r\n", b"HTTP/1.0 501"),
+        (b"GET /metrics HTTP/1.0\r\n" + b"X: y\r\n" * 200 + b"\r\n", b"HTTP/1.0 431"),
+    ):
         with socket.create_connection((host, port), timeout=5) as s:
             s.sendall(garbage)
             assert s.recv(100).startswith(answer), garbage

@@ -44,8 +44,20 @@ from topoagent.sources.load import LoadProbe
 
 prometheus_client = pytest.importorskip("prometheus_client")
 
-MACHINES = ["dgx-h100", "dgx-a100-nps4", "wrong-socket-nic", "workstation", "cloud-vm", "grace-hopper",
-            "p4d-efa", "sriov-nic", "no-gpu", "faulty-gpu-node", "unprivileged", "epyc-nps2-mixed"]
+MACHINES = [
+    "dgx-h100",
+    "dgx-a100-nps4",
+    "wrong-socket-nic",
+    "workstation",
+    "cloud-vm",
+    "grace-hopper",
+    "p4d-efa",
+    "sriov-nic",
+    "no-gpu",
+    "faulty-gpu-node",
+    "unprivileged",
+    "epyc-nps2-mixed",
+]
 
 
 @pytest.fixture(scope="module")
@@ -96,18 +108,21 @@ def test_config_default_file_is_optional(tmp_path, monkeypatch):
         load(str(tmp_path / "absent.toml"))
 
 
-@pytest.mark.parametrize("text, message", [
-    ("intervall = 30", "unknown key 'intervall'"),
-    ("[daemon]\ninterval = 30", "unknown key 'daemon'"),
-    ("interval = -1", "interval = -1: must be from 1 to 86400 seconds"),
-    ('interval = "30"', "must be seconds > 0"),
-    ("nvml = 1", "nvml = 1: must be true or false"),
-    ('listen = "9464"', "is not ADDR:PORT"),
-    ('listen = "127.0.0.1:70000"', "port 70000"),
-    ('nfd_namespace = "kubernetes.io"', "must be a DNS subdomain"),
-    ('log_format = "xml"', "log_format"),
-    ("interval = ", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("intervall = 30", "unknown key 'intervall'"),
+        ("[daemon]\ninterval = 30", "unknown key 'daemon'"),
+        ("interval = -1", "interval = -1: must be from 1 to 86400 seconds"),
+        ('interval = "30"', "must be seconds > 0"),
+        ("nvml = 1", "nvml = 1: must be true or false"),
+        ('listen = "9464"', "is not ADDR:PORT"),
+        ('listen = "127.0.0.1:70000"', "port 70000"),
+        ('nfd_namespace = "kubernetes.io"', "must be a DNS subdomain"),
+        ('log_format = "xml"', "log_format"),
+        ("interval = ", "not valid TOML"),
+    ],
+)
 def test_config_errors_name_the_key(tmp_path, text, message):
     f = tmp_path / "c.toml"
     f.write_text(text + "\n")
@@ -116,17 +131,20 @@ def test_config_errors_name_the_key(tmp_path, text, message):
     assert str(f) in str(e.value)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("interval = inf", "interval = inf: must be a finite number from 1 to 86400"),
-    ("interval = nan", "interval = nan: must be a finite number"),
-    ("scan_timeout = -inf", "scan_timeout = -inf: must be a finite number"),
-    ("interval = 1e308", "interval = 1e\\+308: must be from 1 to 86400 seconds"),
-    ("interval = 1e-9", "interval = 1e-09: must be from 1 to 86400 seconds"),
-    ("scan_timeout = 99999999999999999999999999", "scan_timeout = a huge integer: must be from 1 to 86400"),
-    ("interval = " + "9" * 5000, "a number too large to read"),
-    ("x = " + "[" * 5000 + "]" * 5000, "nested too deeply"),
-    ("link_window = 1e9", "link_window = 1e\\+09: must be from 1 to 604800 seconds"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("interval = inf", "interval = inf: must be a finite number from 1 to 86400"),
+        ("interval = nan", "interval = nan: must be a finite number"),
+        ("scan_timeout = -inf", "scan_timeout = -inf: must be a finite number"),
+        ("interval = 1e308", "interval = 1e\\+308: must be from 1 to 86400 seconds"),
+        ("interval = 1e-9", "interval = 1e-09: must be from 1 to 86400 seconds"),
+        ("scan_timeout = 99999999999999999999999999", "scan_timeout = a huge integer: must be from 1 to 86400"),
+        ("interval = " + "9" * 5000, "a number too large to read"),
+        ("x = " + "[" * 5000 + "]" * 5000, "nested too deeply"),
+        ("link_window = 1e9", "link_window = 1e\\+09: must be from 1 to 604800 seconds"),
+    ],
+)
 def test_nonfinite_config_refused(tmp_path, text, message):
     """inf, nan, 1e308, huge integers and deep nesting are one clear line, never an internal
     error, and an interval that would make the daemon spin is refused."""
@@ -143,8 +161,15 @@ def test_flags_are_checked_like_the_file():
         load("/dev/null", {"interval": 0.0})
 
 
-@pytest.mark.parametrize("text, want", [("127.0.0.1:9464", ("127.0.0.1", 9464)), ("[::]:1", ("::", 1)),
-                                        ("localhost:80", ("localhost", 80)), ("0.0.0.0:9464", ("0.0.0.0", 9464))])
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("127.0.0.1:9464", ("127.0.0.1", 9464)),
+        ("[::]:1", ("::", 1)),
+        ("localhost:80", ("localhost", 80)),
+        ("0.0.0.0:9464", ("0.0.0.0", 9464)),
+    ],
+)
 def test_parse_listen(text, want):
     assert parse_listen(text) == want
 
@@ -174,8 +199,9 @@ def test_notify_abstract_socket_and_watchdog():
 
 def test_notify_off_and_errors_never_raise(tmp_path):
     assert not Notifier({}).ready("x") and Notifier({}).watchdog_interval() is None
-    n = Notifier({"NOTIFY_SOCKET": str(tmp_path / "nobody"), "WATCHDOG_USEC": "1000000",
-                  "WATCHDOG_PID": str(os.getpid() + 1)})
+    n = Notifier(
+        {"NOTIFY_SOCKET": str(tmp_path / "nobody"), "WATCHDOG_USEC": "1000000", "WATCHDOG_PID": str(os.getpid() + 1)}
+    )
     assert n.watchdog_interval() is None  # the watchdog is another process's
     assert not n.status("x") and "nobody" in (n.last_error or "")
 
@@ -197,7 +223,10 @@ def test_log_json_off_a_terminal_and_under_systemd():
     assert wants_json("auto", Tty(), {"INVOCATION_ID": "abc"})
     assert wants_json("auto", Tty(), {"JOURNAL_STREAM": "8:123"})
     tty = Tty()
-    make_logger("auto", tty, ).info("scan_done", gpus=8)
+    make_logger(
+        "auto",
+        tty,
+    ).info("scan_done", gpus=8)
     line = tty.getvalue()
     assert "scan_done" in line and "gpus=8" in line and not line.startswith("{")
 
@@ -232,8 +261,14 @@ def test_watched_links_are_gpus_nics_and_their_bridges(dgx):
     assert links["0000:00:01.0"].max_width == 8
 
 
-def _observe(w: LinkWatch, at: float, result, gpu0: LinkInfo | None = None, nic2: LinkInfo | None = None,
-             loaded: bool | None = None) -> None:
+def _observe(
+    w: LinkWatch,
+    at: float,
+    result,
+    gpu0: LinkInfo | None = None,
+    nic2: LinkInfo | None = None,
+    loaded: bool | None = None,
+) -> None:
     links = {d.key: d.link for d in result.topology.devices}
     if gpu0 is not None:
         links[GPU0] = gpu0
@@ -295,8 +330,12 @@ def test_one_reading_agrees_with_the_link_findings(fixture_root, machine):
     w = LinkWatch(600)
     w.observe_result(0, r, {})
     bad = {k for k, j in w.judge().items() if j.degraded}
-    faults = {r.key(s) for f in r.findings if f.code in ("LINK_WIDTH_DEGRADED", "LINK_SPEED_DEGRADED")
-              and f.severity.label == "warning" for s in f.subjects}
+    faults = {
+        r.key(s)
+        for f in r.findings
+        if f.code in ("LINK_WIDTH_DEGRADED", "LINK_SPEED_DEGRADED") and f.severity.label == "warning"
+        for s in f.subjects
+    }
     assert {k for k in bad if r.device(k).kind.value != "bridge"} == faults
     assert {k for k in bad if r.device(k).kind.value == "bridge"} == {r.device(k).parent for k in faults}
 
@@ -306,8 +345,10 @@ def test_faulty_node_links(fixture_root):
     w = LinkWatch(600)
     w.observe_result(0, r, {})
     assert {k: j.reason for k, j in w.judge().items() if j.degraded} == {
-        "0000:3f:00.0": "x8 of x16", "0000:40:00.0": "x8 of x16",          # a GPU at x8, and its port
-        "0000:99:03.0": "16 of 32 GT/s", "0000:9d:00.0": "16 of 32 GT/s",  # a NIC at Gen4, and its port
+        "0000:3f:00.0": "x8 of x16",
+        "0000:40:00.0": "x8 of x16",  # a GPU at x8, and its port
+        "0000:99:03.0": "16 of 32 GT/s",
+        "0000:9d:00.0": "16 of 32 GT/s",  # a NIC at Gen4, and its port
     }
 
 
@@ -339,9 +380,18 @@ def test_load_probe_falls_back_to_rail_nic_traffic(dgx, monkeypatch):
 def _status(result, **kw) -> Status:
     w = LinkWatch(600)
     w.observe_result(0, result, {})
-    base = dict(started_at=1.0, result=result, good_at=1700000000.0, good_duration=0.05,
-                last=Attempt(1700000000.0, True, 0.05), scans_total=1, judgements=FrozenMap(w.judge()),
-                exports=FrozenMap({"state": True}), interval=300.0, expected_gpus=8)
+    base = dict(
+        started_at=1.0,
+        result=result,
+        good_at=1700000000.0,
+        good_duration=0.05,
+        last=Attempt(1700000000.0, True, 0.05),
+        scans_total=1,
+        judgements=FrozenMap(w.judge()),
+        exports=FrozenMap({"state": True}),
+        interval=300.0,
+        expected_gpus=8,
+    )
     base.update(kw)
     return Status(**base)
 
@@ -393,8 +443,9 @@ def test_metrics_export_each_source_duration(dgx):
     assert {s.labels["source"]: s.value for s in fam.samples} == dict(dgx.timings)
     assert all(s.value > 0 for s in fam.samples)
     if shutil.which("promtool"):
-        checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True,
-                                 check=False, timeout=60)
+        checked = subprocess.run(
+            ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, check=False, timeout=60
+        )
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
@@ -453,8 +504,10 @@ def unwritable(directory: Path):
         finally:
             directory.chmod(0o755)
         return
-    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(directory)], check=False,
-                                                         capture_output=True).returncode != 0:
+    if (
+        shutil.which("chattr") is None
+        or subprocess.run(["chattr", "+i", str(directory)], check=False, capture_output=True).returncode != 0
+    ):
         pytest.skip("cannot make a directory unwritable for root here (chattr +i)")
     try:
         yield
@@ -503,9 +556,20 @@ def test_nfd_features_say_what_matters(fixture_root, dgx):
     assert unpriv["topoagent.acs.blocking"] == "unknown"
 
 
-@pytest.mark.parametrize("value, ok", [("true", True), ("0_1", True), ("PIX", True), ("a" * 63, True),
-                                       ("a" * 64, False), ("0-55,112-167", False), ("-x", False), ("x.", False),
-                                       ("", False)])
+@pytest.mark.parametrize(
+    "value, ok",
+    [
+        ("true", True),
+        ("0_1", True),
+        ("PIX", True),
+        ("a" * 63, True),
+        ("a" * 64, False),
+        ("0-55,112-167", False),
+        ("-x", False),
+        ("x.", False),
+        ("", False),
+    ],
+)
 def test_nfd_value_rule(value, ok):
     assert valid_nfd_value(value) is ok
 
@@ -515,8 +579,9 @@ def test_state_document_is_the_contract_plus_daemon_fields(dgx):
 
     from topoagent.daemon.exports import state_document
 
-    doc = state_document(dgx, scanned_at=0.0, duration=0.25, changes=[{"kind": "device_added"}],
-                         daemon={"scans_total": 1})
+    doc = state_document(
+        dgx, scanned_at=0.0, duration=0.25, changes=[{"kind": "device_added"}], daemon={"scans_total": 1}
+    )
     schema = json.loads((Path(__file__).parents[1] / "topoagent/schema/scan.schema.json").read_text())
     jsonschema.validate(doc, schema)
     assert doc["scanned_at"] == "1970-01-01T00:00:00Z" and doc["scan_duration_seconds"] == 0.25
@@ -545,8 +610,13 @@ def test_alert_rules_use_only_metrics_the_daemon_exports(dgx):
     fams = list(text_string_to_metric_families(render_text(_status(dgx)).decode()))
     exported = {f.name for f in fams} | {s.name for f in fams for s in f.samples}
     assert used and used <= exported, used - exported
-    for alert in ("TopoagentGpuMissing", "TopoagentNvswitchMissing", "TopoagentRailCrossesSockets", "TopoagentPcieLinkDegraded",
-                  "TopoagentScanFailing"):
+    for alert in (
+        "TopoagentGpuMissing",
+        "TopoagentNvswitchMissing",
+        "TopoagentRailCrossesSockets",
+        "TopoagentPcieLinkDegraded",
+        "TopoagentScanFailing",
+    ):
         assert f"alert: {alert}" in text
 
 
@@ -580,10 +650,13 @@ def test_the_config_file_type_names_every_key():
     assert cfgmod.ConfigFile.__struct_fields__ == Config.__struct_fields__ == tuple(cfgmod.KEYS)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("recent_changes = 1.5", "recent_changes = 1.5: must be an integer 0-10000"),
-    ("udev = 'no'", "udev = 'no': must be true or false"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("recent_changes = 1.5", "recent_changes = 1.5: must be an integer 0-10000"),
+        ("udev = 'no'", "udev = 'no': must be true or false"),
+    ],
+)
 def test_a_value_of_the_wrong_type_is_one_line_naming_the_key(tmp_path, text, message):
     path = tmp_path / "c.toml"
     path.write_text(text + "\n")

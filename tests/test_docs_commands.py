@@ -227,15 +227,34 @@ def world(tmp_path_factory):
     cli = [sys.executable, "-m", "topoagent"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     for name, host in (("a.json", root), ("b.json", base / "small")):
-        scan_json = subprocess.run([*cli, "scan", "--root", str(host), "--format", "json"], capture_output=True,
-                                   text=True, env=env, timeout=120, check=False).stdout
+        scan_json = subprocess.run(
+            [*cli, "scan", "--root", str(host), "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        ).stdout
         (states / name).write_text(scan_json)
-    subprocess.run([*cli, "baseline", "--root", str(root), "-o", str(base / "baseline.json")], env=env,
-                   timeout=120, check=True, capture_output=True)
+    subprocess.run(
+        [*cli, "baseline", "--root", str(root), "-o", str(base / "baseline.json")],
+        env=env,
+        timeout=120,
+        check=True,
+        capture_output=True,
+    )
     (base / "states.list").write_text("".join(f"{p}\n" for p in sorted(states.iterdir())))
     sleeper = subprocess.Popen(["sleep", "300"])
-    yield {"base": base, "root": root, "capture": capture, "pid": sleeper.pid, "states": states,
-           "baseline": base / "baseline.json", "scan_json": states / "a.json", "states_list": base / "states.list"}
+    yield {
+        "base": base,
+        "root": root,
+        "capture": capture,
+        "pid": sleeper.pid,
+        "states": states,
+        "baseline": base / "baseline.json",
+        "scan_json": states / "a.json",
+        "states_list": base / "states.list",
+    }
     sleeper.kill()
     sleeper.wait()
 
@@ -247,14 +266,28 @@ def substitute(words: list[str], world: dict, port: int) -> list[str]:
         "tree.txt": SAMPLES / "lspci" / "tree_hgx_h100_tvnn.txt",
         "vvv.txt": SAMPLES / "lspci" / "D_vvvnn_hgx_rootport_switch_vf.txt",
         "pci.txt": VMS / "esxcli-hardware-pci-list-esxi7.txt",
-        "vm.vmx": VMS / "ml-train-01.vmx", "a.vmx": VMS / "ml-train-01.vmx", "vm1.vmx": VMS / "ml-train-01.vmx",
-        "b.vmx": VMS / "ml-infer-02.vmx", "vm2.vmx": VMS / "ml-infer-02.vmx", "…": VMS / "ml-dev-03.vmx",
-        "host.tar.gz": world["capture"], "capture.tar.gz": world["capture"], "/path/to/capture": world["capture"],
-        "dir": base / "unpacked", "/copy": world["root"], "tests/...": world["root"],
-        "/tmp/st": base / "daemon-state", "4242": world["pid"], "DOMAIN": "gpu-unset",
+        "vm.vmx": VMS / "ml-train-01.vmx",
+        "a.vmx": VMS / "ml-train-01.vmx",
+        "vm1.vmx": VMS / "ml-train-01.vmx",
+        "b.vmx": VMS / "ml-infer-02.vmx",
+        "vm2.vmx": VMS / "ml-infer-02.vmx",
+        "…": VMS / "ml-dev-03.vmx",
+        "host.tar.gz": world["capture"],
+        "capture.tar.gz": world["capture"],
+        "/path/to/capture": world["capture"],
+        "dir": base / "unpacked",
+        "/copy": world["root"],
+        "tests/...": world["root"],
+        "/tmp/st": base / "daemon-state",
+        "4242": world["pid"],
+        "DOMAIN": "gpu-unset",
         "127.0.0.1:9500": f"127.0.0.1:{port}",
-        "dgx.json": world["baseline"], "dgx-h100.json": world["baseline"], "good-host-scan.json": world["scan_json"],
-        "states/": world["states"], "/srv/topoagent/state/": world["states"], "hosts/": world["states"],
+        "dgx.json": world["baseline"],
+        "dgx-h100.json": world["baseline"],
+        "good-host-scan.json": world["scan_json"],
+        "states/": world["states"],
+        "/srv/topoagent/state/": world["states"],
+        "hosts/": world["states"],
     }
     out: list[str] = []
     for i, word in enumerate(words):
@@ -272,8 +305,9 @@ def substitute(words: list[str], world: dict, port: int) -> list[str]:
 def runnable(cmd: str, case: Case, world: dict, port: int) -> list[str]:
     """The doc line as this test runs it (module docstring)."""
     words = substitute(cmd.split()[1:], world, port)
-    head, sep, tail = (words[:words.index("--")], ["--"], words[words.index("--") + 1:]) if "--" in words else (
-        words, [], [])
+    head, sep, tail = (
+        (words[: words.index("--")], ["--"], words[words.index("--") + 1 :]) if "--" in words else (words, [], [])
+    )
     extra: list[str] = []
     if case.root and not INPUT_OPTIONS & set(head):
         extra += ["--root", str(world["root"])]
@@ -335,9 +369,20 @@ def test_every_doc_command_is_in_the_table():
 def test_every_doc_command_runs(world):
     if shutil.which("virsh") is None:
         pytest.skip("virsh is not installed (vms --apply/--undo and the worked example need it)")
-    env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "SLURM_LOCALID", "SLURM_JOB_ID",
-                                                            "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                                            "CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "LOCAL_RANK",
+            "SLURM_LOCALID",
+            "SLURM_JOB_ID",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+            "MPI_LOCALRANKID",
+            "CUDA_VISIBLE_DEVICES",
+            "SLURM_STEP_GPUS",
+        )
+    }
     env["PYTHONPATH"] = str(REPO)
     failures = []
     seen: set[str] = set()
@@ -357,8 +402,16 @@ def test_every_doc_command_runs(world):
             if case.stdin:  # a sample file, or a file this test made (world:KEY)
                 key = case.stdin.removeprefix("world:")
                 stdin = (world[key] if key != case.stdin else SAMPLES / case.stdin).read_text()
-            proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120,
-                                  env={**env, **case.env}, cwd=world["base"], check=False)
+            proc = subprocess.run(
+                argv,
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env={**env, **case.env},
+                cwd=world["base"],
+                check=False,
+            )
             code, err = proc.returncode, proc.stderr
         if code not in case.exits or "Traceback" in err:
             failures.append(f"{where}: {cmd}\n  ran: {shlex.join(argv[2:])}\n  exit {code}: {err.strip()[-500:]}")
@@ -374,13 +427,16 @@ def readme_python() -> str:
 def test_the_readme_python_example_runs_here_and_on_a_gpu_host(world):
     # As shown: on this host, whatever it has (the CI and development VMs have no GPU).
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    here = subprocess.run([sys.executable, "-c", readme_python()], capture_output=True, text=True, env=env,
-                          timeout=120, check=False)
+    here = subprocess.run(
+        [sys.executable, "-c", readme_python()], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
     assert here.returncode == 0 and "Traceback" not in here.stderr, here.stderr
     assert re.match(r"\d+ GPU\(s\), \d+ NIC\(s\), \d+ finding\(s\)\n", here.stdout)
     # On a GPU node (the fixture): the rails and a path class.
     code = readme_python().replace('topoagent.scan("/")', f"topoagent.scan({str(world['root'])!r})")
-    gpu = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False)
+    gpu = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=False
+    )
     assert gpu.returncode == 0, gpu.stderr
     lines = gpu.stdout.splitlines()
     assert lines[0].startswith("8 GPU(s), 14 NIC(s)") and "gpu0 nic2 PIX" in lines

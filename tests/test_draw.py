@@ -118,7 +118,9 @@ def check_svg(result: ScanResult, text: str) -> None:
         if code == "ACS_REDIRECT":
             assert sorted(e.get("data-bdf") for e in marked) == sorted(topo.by_id(f.subjects[0]).bdf for f in expected)
         else:
-            assert sorted((e.get("data-gpu"), e.get("data-nic")) for e in marked) == sorted(f.subjects[:2] for f in expected)
+            assert sorted((e.get("data-gpu"), e.get("data-nic")) for e in marked) == sorted(
+                f.subjects[:2] for f in expected
+            )
             assert all("ta-cls-bad" in e.get("class") for e in marked)
 
     ids = [e.get("id") for e in root.iter() if e.get("id")]
@@ -186,7 +188,9 @@ def test_fixture_dot(name: str, scans) -> None:
         assert proc.returncode == 0, proc.stderr
         assert "<svg" in proc.stdout
     if shutil.which("neato"):  # what --format png runs: the layout's positions, kept; no warning
-        proc = subprocess.run(["neato", "-n2", "-Tsvg"], input=text, capture_output=True, text=True, timeout=60, check=False)
+        proc = subprocess.run(
+            ["neato", "-n2", "-Tsvg"], input=text, capture_output=True, text=True, timeout=60, check=False
+        )
         assert proc.returncode == 0 and not proc.stderr, proc.stderr
         assert "<svg" in proc.stdout
 
@@ -315,12 +319,31 @@ def test_cli_offline_input() -> None:
 
 
 def test_cli_bad_root_and_output(tmp_path: Path, fixture_root) -> None:
-    res = subprocess.run([sys.executable, "-m", "topoagent", "draw", "--root", str(tmp_path / "nope")],
-                         capture_output=True, text=True, timeout=60, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "topoagent", "draw", "--root", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert res.returncode == 2 and res.stderr.startswith("topoagent: ") and len(res.stderr.splitlines()) == 1
-    res = subprocess.run([sys.executable, "-m", "topoagent", "draw", "--root", str(fixture_root("workstation")),
-                          "--no-nvml", "-o", str(tmp_path / "no" / "dir" / "x.svg")],
-                         capture_output=True, text=True, timeout=60, check=False)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "topoagent",
+            "draw",
+            "--root",
+            str(fixture_root("workstation")),
+            "--no-nvml",
+            "-o",
+            str(tmp_path / "no" / "dir" / "x.svg"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert res.returncode == 2 and "cannot write" in res.stderr and "Traceback" not in res.stderr
 
 
@@ -331,8 +354,12 @@ def test_cli_png(fixture_root, tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["draw", "--root", root, "--no-nvml", "--format", "png", "-o", str(out)])
     assert res.exit_code == 0, res.output
     assert out.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
-    proc = subprocess.run([sys.executable, "-m", "topoagent", "draw", "--root", root, "--no-nvml", "--format", "png"],
-                          capture_output=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "topoagent", "draw", "--root", root, "--no-nvml", "--format", "png"],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0 and proc.stdout.startswith(b"\x89PNG")
 
 
@@ -399,9 +426,14 @@ def test_png_dgx_aspect_and_order(fixture_root, tmp_path: Path) -> None:
     assert 1 <= width / height <= 3, (width, height)
     result = scan(root, nvml="off")
     text = renderer("draw", "dot")(result)
-    proc = subprocess.run(["neato", "-n2", "-Tplain"], input=text, capture_output=True, text=True, timeout=60, check=True)
-    placed = {p[1].strip('"'): (float(p[2]) * 72, float(p[3]) * 72) for p in map(str.split, proc.stdout.splitlines())
-              if p[0] == "node"}
+    proc = subprocess.run(
+        ["neato", "-n2", "-Tplain"], input=text, capture_output=True, text=True, timeout=60, check=True
+    )
+    placed = {
+        p[1].strip('"'): (float(p[2]) * 72, float(p[3]) * 72)
+        for p in map(str.split, proc.stdout.splitlines())
+        if p[0] == "node"
+    }
     keys = {d.key: d.id for d in result.topology.devices}
     laid = {keys[k]: xy for k, xy in placed.items() if k in keys and keys[k] in _tile_pos(text)}
     assert laid.keys() == _tile_pos(text).keys()
@@ -412,7 +444,8 @@ def test_png_dgx_aspect_and_order(fixture_root, tmp_path: Path) -> None:
 
 def test_cli_png_without_graphviz(fixture_root, monkeypatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
-    res = CliRunner().invoke(cli, ["draw", "--root", str(fixture_root("workstation")), "--no-nvml",
-                                   "--format", "png", "-o", "/dev/null"])
+    res = CliRunner().invoke(
+        cli, ["draw", "--root", str(fixture_root("workstation")), "--no-nvml", "--format", "png", "-o", "/dev/null"]
+    )
     assert res.exit_code == 2
     assert "needs Graphviz" in res.output and len(res.output.strip().splitlines()) == 1

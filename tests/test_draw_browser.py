@@ -20,9 +20,18 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed
 
 #: Flags for a quiet, offline, throw-away browser (see `chromium --help` and
 #: https://developer.chrome.com/docs/chromium/headless).
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--enable-logging=stderr", "--v=0"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+]
 
 
 def decode_png(data: bytes) -> tuple[int, int, int, bytes]:
@@ -31,8 +40,8 @@ def decode_png(data: bytes) -> tuple[int, int, int, bytes]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, header = 8, b"", None
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             header = struct.unpack(">IIBBBBB", body)
         elif kind == b"IDAT":
@@ -48,7 +57,7 @@ def decode_png(data: bytes) -> tuple[int, int, int, bytes]:
     prev = bytearray(stride)
     for y in range(height):
         ftype = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         if ftype == 1:
             for i in range(bpp, stride):
                 line[i] = (line[i] + line[i - bpp]) & 0xFF
@@ -72,8 +81,13 @@ def decode_png(data: bytes) -> tuple[int, int, int, bytes]:
 
 def chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM is not None
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp / 'profile'}", *args],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp / 'profile'}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def console_errors(stderr: str) -> list[str]:
@@ -100,16 +114,23 @@ def test_page_in_chromium(name: str, fixture_root, tmp_path: Path) -> None:
     width, height, bpp, pixels = decode_png(shot.read_bytes())
     assert (width, height) == (1000, 700)
     # Not blank: sample a grid of pixels; many distinct colours, and a real spread of brightness.
-    samples = [pixels[(y * width + x) * bpp:(y * width + x) * bpp + 3]
-               for y in range(0, height, 7) for x in range(0, width, 7)]
+    samples = [
+        pixels[(y * width + x) * bpp : (y * width + x) * bpp + 3]
+        for y in range(0, height, 7)
+        for x in range(0, width, 7)
+    ]
     lum = [0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2] for p in samples]
     mean = sum(lum) / len(lum)
     variance = sum((v - mean) ** 2 for v in lum) / len(lum)
     assert len(set(samples)) > 20 and variance > 100, (len(set(samples)), variance)
     # The red cross-socket ties are on screen for the wrong-socket box (the DGX has red only
     # in its legend swatches).
-    red = sum(1 for y in range(0, height, 2) for x in range(0, width, 2)
-              if (p := pixels[(y * width + x) * bpp:(y * width + x) * bpp + 3])[0] > 180 and p[1] < 80 and p[2] < 80)
+    red = sum(
+        1
+        for y in range(0, height, 2)
+        for x in range(0, width, 2)
+        if (p := pixels[(y * width + x) * bpp : (y * width + x) * bpp + 3])[0] > 180 and p[1] < 80 and p[2] < 80
+    )
     print(name, "red pixels (every 4th):", red)
     assert red > 150 if name == "wrong-socket-nic" else red < 60
 
@@ -122,6 +143,10 @@ def test_decode_png_roundtrip() -> None:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
-           + chunk(b"IDAT", body) + chunk(b"IEND", b""))
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", body)
+        + chunk(b"IEND", b"")
+    )
     assert decode_png(png) == (2, 2, 3, bytes([255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 10, (10 + 255) % 256]))

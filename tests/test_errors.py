@@ -26,8 +26,7 @@ def _exception_classes() -> dict[str, type[BaseException]]:
     for info in pkgutil.walk_packages(topoagent.__path__, "topoagent."):
         module = importlib.import_module(info.name)
         for value in vars(module).values():
-            if (isinstance(value, type) and issubclass(value, BaseException)
-                    and value.__module__ == info.name):
+            if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == info.name:
                 found[f"{info.name}.{value.__qualname__}"] = value
     return found
 
@@ -36,8 +35,9 @@ def test_every_exception_class_derives_from_the_base():
     classes = _exception_classes()
     assert len(classes) > 15  # the walk found the package's exceptions
     assert set(classes) >= INTERNAL, "an internal exception moved: update INTERNAL"
-    strays = sorted(name for name, cls in classes.items()
-                    if name not in INTERNAL and not issubclass(cls, TopoagentError))
+    strays = sorted(
+        name for name, cls in classes.items() if name not in INTERNAL and not issubclass(cls, TopoagentError)
+    )
     assert strays == []
 
 
@@ -49,14 +49,17 @@ def test_mempolicy_error_is_both_ours_and_an_os_error():
     assert exc.errno == 22
 
 
-@pytest.mark.parametrize("module, function, args", [
-    ("topoagent.advice.cores", "split_cores", ((), 0)),
-    ("topoagent.daemon.config", "parse_listen", ("nowhere",)),
-    ("topoagent.daemon.config", "parse_listen", ("[::zz]:9464",)),
-    ("topoagent.daemon.config", "parse_listen", ("127.0.0.1:70000",)),
-    ("topoagent.digits", "parse_decimal", ("12a",)),
-    ("topoagent.parsers.sysfs_values", "parse_hex_id", ("12",)),
-])
+@pytest.mark.parametrize(
+    "module, function, args",
+    [
+        ("topoagent.advice.cores", "split_cores", ((), 0)),
+        ("topoagent.daemon.config", "parse_listen", ("nowhere",)),
+        ("topoagent.daemon.config", "parse_listen", ("[::zz]:9464",)),
+        ("topoagent.daemon.config", "parse_listen", ("127.0.0.1:70000",)),
+        ("topoagent.digits", "parse_decimal", ("12a",)),
+        ("topoagent.parsers.sysfs_values", "parse_hex_id", ("12",)),
+    ],
+)
 def test_bad_values_raise_input_errors_that_are_still_value_errors(module, function, args):
     with pytest.raises(InputError) as info:
         getattr(importlib.import_module(module), function)(*args)

@@ -101,15 +101,19 @@ def test_a_gpu_virtual_function_is_analysed_through_its_physical_function(fixtur
     result = analyse(msgspec.structs.replace(snap, pci=snap.pci + (vf,)))
     assert result.by_bdf(vf_bdf) is not None
     pf = result.by_bdf(gpu.bdf)
-    assert result.path(result.by_bdf(vf_bdf).id, result.topology.nics[0].id) == result.path(pf.id, result.topology.nics[0].id)
+    assert result.path(result.by_bdf(vf_bdf).id, result.topology.nics[0].id) == result.path(
+        pf.id, result.topology.nics[0].id
+    )
 
 
 def test_a_function_below_an_unplaced_bridge_is_drawn_once(tmp_path):
     """An lspci excerpt that starts below its root-bus line: the bridges are in "no PCI tree",
     and the functions below them are drawn under them, not a second time beside them."""
     paste = tmp_path / "tree.txt"
-    paste.write_text("           +-01.4-[05-06]----00.0-[06]----00.0  NVIDIA Corporation Device 2335\n"
-                     "           +-01.5-[07]----00.0  NVIDIA Corporation Device 2335\n")
+    paste.write_text(
+        "           +-01.4-[05-06]----00.0-[06]----00.0  NVIDIA Corporation Device 2335\n"
+        "           +-01.5-[07]----00.0  NVIDIA Corporation Device 2335\n"
+    )
     res = CliRunner().invoke(cli, ["scan", "--lspci-tree", str(paste), "--all"])
     assert res.exit_code in (0, 1), res.output
     drawn = drawn_bdfs(res.output)

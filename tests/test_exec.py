@@ -72,8 +72,9 @@ def test_bind_policy_and_keep_visible(root):
 
 def test_auto_takes_local_rank_from_launchers_in_order(root):
     needs_two_cpus()
-    out, got = run_child(root, "--auto", env={"SLURM_LOCALID": "0", "LOCAL_RANK": "1",
-                                               "OMPI_COMM_WORLD_LOCAL_RANK": "0"})
+    out, got = run_child(
+        root, "--auto", env={"SLURM_LOCALID": "0", "LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}
+    )
     assert out.returncode == 0, out.stderr
     assert "local rank 1 from LOCAL_RANK" in out.stderr
     assert got["env"]["CUDA_VISIBLE_DEVICES"] == "1" and got["cpus"] == [1]
@@ -126,8 +127,17 @@ def test_dry_run_prints_and_runs_nothing(root, tmp_path):
 
 def test_signals_and_missing_commands_are_the_childs(root):
     needs_two_cpus()
-    out = topoagent("exec", "--root", root, "--gpu", "0", "--", sys.executable, "-c",
-                    "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
+    out = topoagent(
+        "exec",
+        "--root",
+        root,
+        "--gpu",
+        "0",
+        "--",
+        sys.executable,
+        "-c",
+        "import os, signal; os.kill(os.getpid(), signal.SIGTERM)",
+    )
     assert out.returncode == -signal.SIGTERM  # the process *is* the command after execvp
     out = topoagent("exec", "--root", root, "--gpu", "0", "--", "no-such-command-xyz")
     assert out.returncode == 127 and "no-such-command-xyz: command not found" in out.stderr
@@ -136,6 +146,7 @@ def test_signals_and_missing_commands_are_the_childs(root):
 
 
 # -- inside an allocation (CUDA_VISIBLE_DEVICES, Slurm, containers) ---------------------------
+
 
 @pytest.fixture(scope="module")
 def dgx(fixture_root):
@@ -146,12 +157,15 @@ def dry(root, *args, env):
     return topoagent("exec", "--root", root, *args, "--dry-run", "--", "python", "train.py", env=env)
 
 
-@pytest.mark.parametrize("env", [
-    {"CUDA_VISIBLE_DEVICES": "4,5", "SLURM_LOCALID": "1"},
-    {"CUDA_VISIBLE_DEVICES": "4,5", "SLURM_STEP_GPUS": "4,5", "SLURM_LOCALID": "1"},
-    {"CUDA_VISIBLE_DEVICES": "0,1", "SLURM_STEP_GPUS": "4,5", "SLURM_LOCALID": "1"},  # ConstrainDevices
-    {"NVIDIA_VISIBLE_DEVICES": "4,5", "LOCAL_RANK": "1"},
-])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"CUDA_VISIBLE_DEVICES": "4,5", "SLURM_LOCALID": "1"},
+        {"CUDA_VISIBLE_DEVICES": "4,5", "SLURM_STEP_GPUS": "4,5", "SLURM_LOCALID": "1"},
+        {"CUDA_VISIBLE_DEVICES": "0,1", "SLURM_STEP_GPUS": "4,5", "SLURM_LOCALID": "1"},  # ConstrainDevices
+        {"NVIDIA_VISIBLE_DEVICES": "4,5", "LOCAL_RANK": "1"},
+    ],
+)
 def test_auto_rank_indexes_the_jobs_gpus_and_keeps_their_mask(dgx, env):
     out = dry(dgx, "--auto", env=env)
     assert out.stdout.startswith("# gpu5 (0000:c3:00.0), NUMA node 1\n"), out.stdout + out.stderr
@@ -187,10 +201,13 @@ def test_allow_no_gpu_runs_the_command_unbound_with_one_warning(fixture_root, ro
     warnings = [line for line in out.stderr.splitlines() if "warning" in line]
     assert warnings == ["topoagent: warning: no GPU on this host: running the command unbound (--allow-no-gpu)"]
     # A job given no GPU on a GPU node (Slurm's NoDevFiles) is the same case.
-    out, got = run_child(root, "--auto", "--allow-no-gpu",
-                         env={"LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": "NoDevFiles"})
+    out, got = run_child(
+        root, "--auto", "--allow-no-gpu", env={"LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": "NoDevFiles"}
+    )
     assert out.returncode == 0 and got["env"]["CUDA_VISIBLE_DEVICES"] == "NoDevFiles"
     assert "the job was given no GPU" in out.stderr
+
+
 def test_unknown_exec_option_is_a_usage_error(root):
     """Only what follows -- is the command: a misspelt option was run as the command (127)."""
     out = topoagent("exec", "--root", root, "--gpu", "0", "--dryrun", "--", "true")

@@ -85,18 +85,31 @@ def test_unprivileged_view_never_claims_acs_ok(fixture_root):
 def test_faulty_node_raises_each_fault(fixture_root):
     r = scan(fixture_root("faulty-gpu-node"))
     raised = {f.code for f in r.findings}
-    assert {"ACS_REDIRECT", "IOMMU_TRANSLATING", "NO_PEER_MEMORY", "LINK_WIDTH_DEGRADED",
-            "LINK_SPEED_DEGRADED", "NUMA_CPULIST_MISMATCH"} <= raised
+    assert {
+        "ACS_REDIRECT",
+        "IOMMU_TRANSLATING",
+        "NO_PEER_MEMORY",
+        "LINK_WIDTH_DEGRADED",
+        "LINK_SPEED_DEGRADED",
+        "NUMA_CPULIST_MISMATCH",
+    } <= raised
     (acs,) = codes(r, "ACS_REDIRECT")
     assert r.topology.by_id(acs.subjects[0]).bdf == "0000:17:01.0"
 
 
 @pytest.mark.parametrize(
     "machine, fail_on, code",
-    [("dgx-h100", "critical", 0), ("wrong-socket-nic", "critical", 1), ("cloud-vm", "critical", 0),
-     ("cloud-vm", "warning", 1), ("workstation", "warning", 0), ("workstation", "info", 1)],
+    [
+        ("dgx-h100", "critical", 0),
+        ("wrong-socket-nic", "critical", 1),
+        ("cloud-vm", "critical", 0),
+        ("cloud-vm", "warning", 1),
+        ("workstation", "warning", 0),
+        ("workstation", "info", 1),
+    ],
 )
 def test_fail_on_exit_codes(machine, fail_on, code, fixture_root):
-    res = CliRunner().invoke(cli, ["scan", "--root", str(fixture_root(machine)), "--format", "json",
-                                   "--fail-on", fail_on])
+    res = CliRunner().invoke(
+        cli, ["scan", "--root", str(fixture_root(machine)), "--format", "json", "--fail-on", fail_on]
+    )
     assert res.exit_code == code

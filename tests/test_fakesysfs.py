@@ -197,7 +197,16 @@ def test_device_directories_nest_like_linux(tree):
             # the child's bus is the bridge's secondary bus (named by its pci_bus directory)
             dom, bus = bdf.split(":")[:2]
             assert (parent / "pci_bus" / f"{dom}:{bus}").is_dir()
-        for f in ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node", "local_cpulist", "local_cpus"):
+        for f in (
+            "class",
+            "vendor",
+            "device",
+            "subsystem_vendor",
+            "subsystem_device",
+            "numa_node",
+            "local_cpulist",
+            "local_cpus",
+        ):
             assert (d / f).is_file(), f"{bdf} lacks {f}"
         # dgx-h100-faults writes a garbage class file on purpose (classfile=0x03zz00).
         assert re.fullmatch(r"0x[0-9a-f]{6}", read(d / "class")) or read(d / "class") == "0x03zz00"
@@ -507,7 +516,10 @@ def test_grace_hopper_nodes(trees):
     assert (base / "node1/cpulist").read_text() == "\n"
     assert read(base / "node1/cpumap") == "00,00000000,00000000"
     assert read(base / "node0/cpumap") == "ff,ffffffff,ffffffff"
-    assert os.readlink(root / "sys/bus/pci/devices/0009:01:00.0") == "../../../devices/pci0009:00/0009:00:00.0/0009:01:00.0"
+    assert (
+        os.readlink(root / "sys/bus/pci/devices/0009:01:00.0")
+        == "../../../devices/pci0009:00/0009:00:00.0/0009:01:00.0"
+    )
     assert read(root / "sys/kernel/mm/memory_peers/nv_mem/version")
     assert "Features" in (root / "proc/cpuinfo").read_text()
 

@@ -22,26 +22,42 @@ from topoagent.daemon.labels import pin_names
 from topoagent.parsers.sysfs_values import parse_aer_stats
 
 REPO = Path(__file__).resolve().parents[1]
-OFF_BUS = "0000:1b:00.0"    # gpu0: config space all ones
-AER_NIC = "0000:40:00.0"    # mlx5_3, gpu1's rail NIC: fatal and non-fatal AER counts
+OFF_BUS = "0000:1b:00.0"  # gpu0: config space all ones
+AER_NIC = "0000:40:00.0"  # mlx5_3, gpu1's rail NIC: fatal and non-fatal AER counts
 BAD_CLASS = "0000:52:00.0"  # gpu2: class file "0x03zz00"
 
 # What drivers/pci/pcie/aer.c (aer_stats_dev_attr) writes, cut short.
 _FATAL = "Undefined 0\nDLP 1\nSDES 2\nTLP 0\nTOTAL_ERR_FATAL 3\n"
 
 
-@pytest.mark.parametrize("text,total,want", [
-    (_FATAL, "TOTAL_ERR_FATAL", (3, (("DLP", 1), ("SDES", 2)))),
-    ("RxErr 0\nBadTLP 0\nTOTAL_ERR_COR 0\n", "TOTAL_ERR_COR", (0, ())),
-    ("RxErr 7\ndev_cor_errs_bit[9] 2\nTOTAL_ERR_COR 9", "TOTAL_ERR_COR", (9, (("RxErr", 7), ("dev_cor_errs_bit[9]", 2)))),
-    ("TOTAL_ERR_NONFATAL 18446744\n", "TOTAL_ERR_NONFATAL", (18446744, ())),
-])
+@pytest.mark.parametrize(
+    "text,total,want",
+    [
+        (_FATAL, "TOTAL_ERR_FATAL", (3, (("DLP", 1), ("SDES", 2)))),
+        ("RxErr 0\nBadTLP 0\nTOTAL_ERR_COR 0\n", "TOTAL_ERR_COR", (0, ())),
+        (
+            "RxErr 7\ndev_cor_errs_bit[9] 2\nTOTAL_ERR_COR 9",
+            "TOTAL_ERR_COR",
+            (9, (("RxErr", 7), ("dev_cor_errs_bit[9]", 2))),
+        ),
+        ("TOTAL_ERR_NONFATAL 18446744\n", "TOTAL_ERR_NONFATAL", (18446744, ())),
+    ],
+)
 def test_parse_aer_stats(text, total, want):
     assert parse_aer_stats(text, total) == want
 
 
-@pytest.mark.parametrize("text", ["", "DLP 1\n", "DLP one\nTOTAL_ERR_FATAL 1", "DLP\nTOTAL_ERR_FATAL 1",
-                                  "TOTAL_ERR_COR 1\n", "DLP -1\nTOTAL_ERR_FATAL 0"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "DLP 1\n",
+        "DLP one\nTOTAL_ERR_FATAL 1",
+        "DLP\nTOTAL_ERR_FATAL 1",
+        "TOTAL_ERR_COR 1\n",
+        "DLP -1\nTOTAL_ERR_FATAL 0",
+    ],
+)
 def test_parse_aer_stats_rejects(text):
     with pytest.raises(ValueError):
         parse_aer_stats(text, "TOTAL_ERR_FATAL")
@@ -58,8 +74,14 @@ def dgx(fixture_root):
 
 
 def test_scan_json_names_each_fault_and_counts_every_gpu(fixture_root, dgx):
-    run = subprocess.run([sys.executable, "-m", "topoagent", "scan", "--root", str(fixture_root("dgx-h100-faults")),
-                          "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "topoagent", "scan", "--root", str(fixture_root("dgx-h100-faults")), "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
     assert run.returncode == 1, run.stderr  # critical findings
     report = json.loads(run.stdout)
     devices = {d["bdf"]: d for d in report["devices"]}
@@ -76,8 +98,9 @@ def test_scan_json_names_each_fault_and_counts_every_gpu(fixture_root, dgx):
     assert aer["severity"] == "critical" and "3 fatal" in aer["message"] and "SDES 2" in aer["message"]
     assert {"path": f"/sys/bus/pci/devices/{AER_NIC}/aer_dev_fatal", "value": "TOTAL_ERR_FATAL 3"} in aer["evidence"]
     # Correctable errors (the root port's) are no scan finding.
-    assert not any(f["code"] == "PCIE_AER_ERRORS" and devices["0000:3d:01.0"]["id"] in f["subjects"]
-                   for f in report["findings"])
+    assert not any(
+        f["code"] == "PCIE_AER_ERRORS" and devices["0000:3d:01.0"]["id"] in f["subjects"] for f in report["findings"]
+    )
     assert devices[BAD_CLASS]["kind"] == "gpu" and devices[BAD_CLASS]["id"] == "gpu2"
     assert [e for e in report["probe_errors"] if e["path"].endswith(f"{BAD_CLASS}/class")]
 
@@ -123,8 +146,10 @@ def _with_attrs(desc: dict, bdf: str, attrs: str) -> dict:
 def _has(desc: dict, bdf: str, attrs: str) -> bool:
     from tests.fakesysfs.generator import build
 
-    return any(f.bdf == bdf and all(f.attrs.get(k) == v for k, v in (a.split("=", 1) for a in attrs.split()))
-               for f in build(desc).funcs)
+    return any(
+        f.bdf == bdf and all(f.attrs.get(k) == v for k, v in (a.split("=", 1) for a in attrs.split()))
+        for f in build(desc).funcs
+    )
 
 
 def test_acs_unknown_says_why(tmp_path, fixture_root):
@@ -152,9 +177,16 @@ def test_pinned_names_never_renumber(dgx):
 
 @pytest.fixture
 def config(tmp_path, fixture_root) -> Config:
-    return Config(root=str(fixture_root("dgx-h100")), listen=f"127.0.0.1:{free_port()}",
-                  state_dir=str(tmp_path / "state"), nfd_dir=str(tmp_path), interval=3600.0, nvml=False,
-                  udev=False, scan_timeout=5.0)
+    return Config(
+        root=str(fixture_root("dgx-h100")),
+        listen=f"127.0.0.1:{free_port()}",
+        state_dir=str(tmp_path / "state"),
+        nfd_dir=str(tmp_path),
+        interval=3600.0,
+        nvml=False,
+        udev=False,
+        scan_timeout=5.0,
+    )
 
 
 def _rail_labels(fams) -> dict[str, str]:
@@ -179,12 +211,16 @@ def test_daemon_logs_faults_by_bdf_and_exports_aer_counters(config, dgx, faults)
         jsonschema.validate(state, json.loads((REPO / "topoagent/schema/scan.schema.json").read_text()))
         faults_in_state = {(c["subject"], c["after"]) for c in state["changes"] if c["kind"] == "device_fault"}
         assert {(OFF_BUS, "FELL_OFF_BUS"), (AER_NIC, "PCIE_AER_ERRORS"), (BAD_CLASS, "probe_error")} <= faults_in_state
-        assert {(f["code"], f["severity"]) for f in state["findings"]} >= {("FELL_OFF_BUS", "critical"),
-                                                                         ("PCIE_AER_ERRORS", "critical")}
+        assert {(f["code"], f["severity"]) for f in state["findings"]} >= {
+            ("FELL_OFF_BUS", "critical"),
+            ("PCIE_AER_ERRORS", "critical"),
+        }
         assert one(fams, "topoagent_pcie_aer_errors_total", bdf=AER_NIC, kind="nic", severity="fatal") == 3
         assert one(fams, "topoagent_pcie_aer_errors_total", bdf=AER_NIC, kind="nic", severity="nonfatal") == 4
-        assert one(fams, "topoagent_pcie_aer_errors_total", bdf="0000:3d:01.0", kind="bridge",
-                   severity="correctable") == 15
+        assert (
+            one(fams, "topoagent_pcie_aer_errors_total", bdf="0000:3d:01.0", kind="bridge", severity="correctable")
+            == 15
+        )
         assert one(fams, "topoagent_finding", code="FELL_OFF_BUS", severity="critical", subject=OFF_BUS) == 1
         assert _rail_labels(fams) == before  # eight GPUs, same labels
     finally:

@@ -54,8 +54,11 @@ def test_acs_fix_round_trip(faulty, tmp_path):
 
 def test_acs_only_on_peer_path_bridges(fixture_root):
     result = scan(fixture_root("faulty-gpu-node"), nvml="off")
-    configs = {d.bdf: (fixture_root("faulty-gpu-node") / f"sys/bus/pci/devices/{d.bdf}/config").read_bytes()
-               for d in result.topology.devices if d.bdf}
+    configs = {
+        d.bdf: (fixture_root("faulty-gpu-node") / f"sys/bus/pci/devices/{d.bdf}/config").read_bytes()
+        for d in result.topology.devices
+        if d.bdf
+    }
     plan = acs_plan(result.topology, result.paths, configs)
     assert [c.target["bdf"] for c in plan.changes] == [BRIDGE]
     assert plan.kernel_parameter == f"pci=disable_acs_redir={BRIDGE}"
@@ -72,11 +75,18 @@ def test_acs_refused_above_a_passthrough_device(tmp_path):
     desc = {
         "machine": {"hostname": "vfio", "config": 4096},
         "cpu": {"sockets": 1, "cores": 2, "threads": 1},
-        "rootbus": [{"id": "0000:10", "node": 0, "tree": (
-            "01.0 spr-rp\n"
-            "  pex890\n"
-            "    pex890 acs=ReqRedir,CmpltRedir > cx7-ib driver=vfio-pci\n"
-            "    pex890 acs=ReqRedir,CmpltRedir > h100\n")}],
+        "rootbus": [
+            {
+                "id": "0000:10",
+                "node": 0,
+                "tree": (
+                    "01.0 spr-rp\n"
+                    "  pex890\n"
+                    "    pex890 acs=ReqRedir,CmpltRedir > cx7-ib driver=vfio-pci\n"
+                    "    pex890 acs=ReqRedir,CmpltRedir > h100\n"
+                ),
+            }
+        ],
     }
     root = generate(desc, tmp_path / "vfio")
     out = run_cli("fix", "acs", "--root", str(root), "--state-dir", str(tmp_path / "s"))
@@ -107,6 +117,7 @@ def test_peermem_not_needed_with_a_module_or_dmabuf(fixture_root, faulty):
     (faulty / "proc/sys/kernel/osrelease").write_text("6.5.0-1019-nvidia\n")
     (faulty / "proc/driver/nvidia").mkdir(parents=True, exist_ok=True)
     (faulty / "proc/driver/nvidia/version").write_text(
-        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build\n")
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build\n"
+    )
     out = run_cli("fix", "peermem", "--root", str(faulty))
     assert out.returncode == 0 and "DMA-BUF is available" in out.stdout

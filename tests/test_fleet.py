@@ -30,8 +30,14 @@ NIC0 = "s0.r1/01.0/00.0/00.0/00.0"  # its rail NIC
 
 
 def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topoagent", *args], input=stdin, capture_output=True, text=True,
-                          timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "topoagent", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +65,11 @@ def test_the_twin_differs_only_in_what_the_fingerprint_leaves_out(results):
     good, twin = results["good"], results["good-twin"]
     assert good.snapshot.hostname != twin.snapshot.hostname
     assert good.baseline.fingerprint == twin.baseline.fingerprint
-    assert good.baseline.hw_class == twin.baseline.hw_class == (
-        "NVIDIA DGXH100 / 2x Intel(R) Xeon(R) Platinum 8480C / gpu 10de:2330 / nic 15b3:1021,8086:1572")
+    assert (
+        good.baseline.hw_class
+        == twin.baseline.hw_class
+        == ("NVIDIA DGXH100 / 2x Intel(R) Xeon(R) Platinum 8480C / gpu 10de:2330 / nic 15b3:1021,8086:1572")
+    )
 
 
 @pytest.mark.parametrize("variant", ["gpu-x8", "nic-moved", "gpu-gone", "acs-on"])
@@ -83,9 +92,18 @@ def test_no_host_identity_enters_the_facts(results):
 
 
 def _slot(**kw) -> SlotFacts:
-    base = {"slot": GPU0, "kind": DeviceKind.GPU, "model": "10de:2330", "numa_node": 0, "socket": 0,
-            "link": SlotLink(16, 16, 32.0), "nvlinks": 18, "rail": NIC0, "rail_path": "PIX",
-            "nic_paths": {NIC0: "PIX"}}
+    base = {
+        "slot": GPU0,
+        "kind": DeviceKind.GPU,
+        "model": "10de:2330",
+        "numa_node": 0,
+        "socket": 0,
+        "link": SlotLink(16, 16, 32.0),
+        "nvlinks": 18,
+        "rail": NIC0,
+        "rail_path": "PIX",
+        "nic_paths": {NIC0: "PIX"},
+    }
     return SlotFacts(**{**base, **kw})
 
 
@@ -93,16 +111,19 @@ def _baseline(*slots: SlotFacts, peers: bool | None = True) -> Baseline:
     return Baseline(hw_class="c", fingerprint=fingerprint(peers, list(slots)), peer_memory=peers, slots=list(slots))
 
 
-@pytest.mark.parametrize("seen, code, evidence", [
-    (_slot(link=SlotLink(8, 8, 32.0)), "EXPECT_LINK", "expected 16, seen 8"),  # at the device's own max
-    (_slot(link=SlotLink(16, 16, 16.0)), "EXPECT_LINK", "expected 32.0, seen 16.0"),
-    (_slot(numa_node=1, socket=1), "EXPECT_PLACEMENT", "expected 0, seen 1"),
-    (_slot(rail_path="PXB"), "EXPECT_PATH", "expected PIX, seen PXB"),
-    (_slot(nic_paths={NIC0: "SYS"}), "EXPECT_PATH", "expected PIX, seen SYS"),
-    (_slot(acs=["ReqRedir", "CmpltRedir"]), "EXPECT_STATE", "expected None, seen [ReqRedir,CmpltRedir]"),
-    (_slot(iommu="DMA"), "EXPECT_STATE", "expected None, seen DMA"),
-    (_slot(nvlinks=12), "EXPECT_LINK", "expected 18, seen 12"),
-])
+@pytest.mark.parametrize(
+    "seen, code, evidence",
+    [
+        (_slot(link=SlotLink(8, 8, 32.0)), "EXPECT_LINK", "expected 16, seen 8"),  # at the device's own max
+        (_slot(link=SlotLink(16, 16, 16.0)), "EXPECT_LINK", "expected 32.0, seen 16.0"),
+        (_slot(numa_node=1, socket=1), "EXPECT_PLACEMENT", "expected 0, seen 1"),
+        (_slot(rail_path="PXB"), "EXPECT_PATH", "expected PIX, seen PXB"),
+        (_slot(nic_paths={NIC0: "SYS"}), "EXPECT_PATH", "expected PIX, seen SYS"),
+        (_slot(acs=["ReqRedir", "CmpltRedir"]), "EXPECT_STATE", "expected None, seen [ReqRedir,CmpltRedir]"),
+        (_slot(iommu="DMA"), "EXPECT_STATE", "expected None, seen DMA"),
+        (_slot(nvlinks=12), "EXPECT_LINK", "expected 18, seen 12"),
+    ],
+)
 def test_compare_table(seen, code, evidence):
     found = compare(_baseline(_slot()), _baseline(seen))
     assert [f.code for f in found] == [code]
@@ -118,12 +139,16 @@ def test_compare_links_are_minimums_and_equal_hosts_give_nothing():
 def test_compare_missing_extra_moved_and_peer_memory():
     nic = SlotFacts(slot=NIC0, kind=DeviceKind.NIC, model="15b3:1021", numa_node=0, socket=0, link=SlotLink(16, 16, 32))
     moved = msgspec.structs.replace(nic, slot="s1.r7/01.0/00.0", numa_node=1, socket=1)
-    nvme = SlotFacts(slot="s1.r0/02.0/00.0", kind=DeviceKind.NVME, model="144d:a80a", numa_node=1, socket=1,
-                     link=SlotLink(4, 4, 16))
+    nvme = SlotFacts(
+        slot="s1.r0/02.0/00.0", kind=DeviceKind.NVME, model="144d:a80a", numa_node=1, socket=1, link=SlotLink(4, 4, 16)
+    )
     found = {f.code: f for f in compare(_baseline(_slot(), nic), _baseline(moved, nvme, peers=False))}
     assert set(found) == {"EXPECT_PLACEMENT", "EXPECT_DEVICE_MISSING", "EXPECT_DEVICE_EXTRA", "EXPECT_STATE"}
     assert found["EXPECT_PLACEMENT"].subjects == (NIC0, "s1.r7/01.0/00.0")
-    assert found["EXPECT_DEVICE_MISSING"].subjects == (GPU0,) and found["EXPECT_DEVICE_MISSING"].severity.label == "critical"
+    assert (
+        found["EXPECT_DEVICE_MISSING"].subjects == (GPU0,)
+        and found["EXPECT_DEVICE_MISSING"].severity.label == "critical"
+    )
     assert found["EXPECT_DEVICE_EXTRA"].severity.label == "warning"
     assert found["EXPECT_STATE"].evidence[0].value == "expected True, seen False"
 
@@ -144,21 +169,38 @@ def test_baseline_from_a_scan_json_equals_the_host_one(baseline_file, roots, tmp
     assert p.stdout == baseline_file.read_text()
 
 
-@pytest.mark.parametrize("variant, code, slot, expected, seen", [
-    ("gpu-x8", "EXPECT_LINK", GPU0, "16", "8"),
-    ("nic-moved", "EXPECT_PLACEMENT", NIC0, "s0.r1/01.0/00.0/00.0/00.0", "s1.r7/01.0/00.0"),
-    ("nic-moved", "EXPECT_PATH", GPU0, "PIX", "NODE"),
-    ("gpu-gone", "EXPECT_DEVICE_MISSING", GPU0, "gpu 10de:2330", "None"),
-    ("acs-on", "EXPECT_STATE", GPU0.rsplit("/", 1)[0], "[]", "[ReqRedir,CmpltRedir]"),
-])
+@pytest.mark.parametrize(
+    "variant, code, slot, expected, seen",
+    [
+        ("gpu-x8", "EXPECT_LINK", GPU0, "16", "8"),
+        ("nic-moved", "EXPECT_PLACEMENT", NIC0, "s0.r1/01.0/00.0/00.0/00.0", "s1.r7/01.0/00.0"),
+        ("nic-moved", "EXPECT_PATH", GPU0, "PIX", "NODE"),
+        ("gpu-gone", "EXPECT_DEVICE_MISSING", GPU0, "gpu 10de:2330", "None"),
+        ("acs-on", "EXPECT_STATE", GPU0.rsplit("/", 1)[0], "[]", "[ReqRedir,CmpltRedir]"),
+    ],
+)
 def test_scan_expect_names_the_slot_and_both_values(roots, baseline_file, variant, code, slot, expected, seen):
-    p = run_cli("scan", "--root", str(roots[variant]), "--expect", str(baseline_file), "--format", "json",
-                "--fail-on", "warning")
+    p = run_cli(
+        "scan",
+        "--root",
+        str(roots[variant]),
+        "--expect",
+        str(baseline_file),
+        "--format",
+        "json",
+        "--fail-on",
+        "warning",
+    )
     assert p.returncode == 1, p.stderr
     found = [f for f in json.loads(p.stdout)["findings"] if f["code"] == code]
-    assert any(slot in f["message"] and any(e["path"].startswith(f"slot {slot}")
-                                            and e["value"] == f"expected {expected}, seen {seen}"
-                                            for e in f["evidence"]) for f in found), found
+    assert any(
+        slot in f["message"]
+        and any(
+            e["path"].startswith(f"slot {slot}") and e["value"] == f"expected {expected}, seen {seen}"
+            for e in f["evidence"]
+        )
+        for f in found
+    ), found
 
 
 def test_scan_expect_is_quiet_on_a_twin_and_fails_cleanly_on_bad_files(roots, baseline_file, tmp_path):
@@ -185,9 +227,11 @@ def fleet_dir(results, tmp_path_factory):
     return d
 
 
-REASONS = {"dgx-gpu-x8": {"EXPECT_LINK"},
-           "dgx-nic-moved": {"EXPECT_PLACEMENT", "EXPECT_PATH", "EXPECT_DEVICE_EXTRA", "EXPECT_LINK"},
-           "dgx-gpu-gone": {"EXPECT_DEVICE_MISSING", "EXPECT_LINK"}}
+REASONS = {
+    "dgx-gpu-x8": {"EXPECT_LINK"},
+    "dgx-nic-moved": {"EXPECT_PLACEMENT", "EXPECT_PATH", "EXPECT_DEVICE_EXTRA", "EXPECT_LINK"},
+    "dgx-gpu-gone": {"EXPECT_DEVICE_MISSING", "EXPECT_LINK"},
+}
 
 
 def test_fleet_json_reports_exactly_the_three_hosts(fleet_dir):
@@ -214,8 +258,15 @@ def test_fleet_text_and_stdin_list_and_explicit_expect(fleet_dir, baseline_file)
 
 def test_fleet_reads_captures_and_names_unreadable_files(roots, fleet_dir, tmp_path):
     (tmp_path / "junk.json").write_text("not json")
-    p = run_cli("fleet", str(roots["gpu-x8"]), str(fleet_dir / "node-000.json"), str(fleet_dir / "node-001.json"),
-                str(tmp_path / "junk.json"), "--format", "json")
+    p = run_cli(
+        "fleet",
+        str(roots["gpu-x8"]),
+        str(fleet_dir / "node-000.json"),
+        str(fleet_dir / "node-001.json"),
+        str(tmp_path / "junk.json"),
+        "--format",
+        "json",
+    )
     doc = json.loads(p.stdout)
     assert doc["hosts"] == 3 and [u["file"] for u in doc["unreadable"]] == [str(tmp_path / "junk.json")]
     assert [o["host"] for o in doc["outliers"]] == ["gpu-x8"]  # a capture is named by its file
@@ -231,6 +282,7 @@ def test_fleet_tally_decodes_facts_once_per_fingerprint(results):
         def load():
             calls.append(name)
             return results[name].baseline
+
         return load
 
     for i, v in enumerate(["good"] * 5 + ["gpu-x8"] * 2 + ["good"] * 3):

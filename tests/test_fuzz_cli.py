@@ -43,9 +43,15 @@ def bad_inputs(tmp_path) -> dict[str, Path]:
     garbage.write_bytes(bytes(range(256)) * 64)
     zero_link = tmp_path / "zero-link"
     os.symlink("/dev/zero", zero_link)
-    return {"fifo": fifo, "/dev/zero": Path("/dev/zero"), "directory": tmp_path,
-            "sparse GiB": sparse, "link to /dev/zero": zero_link, "absent": tmp_path / "nope",
-            "garbage bytes": garbage}
+    return {
+        "fifo": fifo,
+        "/dev/zero": Path("/dev/zero"),
+        "directory": tmp_path,
+        "sparse GiB": sparse,
+        "link to /dev/zero": zero_link,
+        "absent": tmp_path / "nope",
+        "garbage bytes": garbage,
+    }
 
 
 @pytest.mark.parametrize("option", ["--nvidia-smi-topo", "--lspci-tree", "--lspci-verbose"])
@@ -73,15 +79,25 @@ def test_stdin_that_is_a_sparse_gib(bad_inputs):
 
 def test_full_stdout(fixture_root):
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([*PY, "scan", "--root", str(fixture_root("dgx-h100")), "--all"],
-                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60, cwd=REPO)
+        proc = subprocess.run(
+            [*PY, "scan", "--root", str(fixture_root("dgx-h100")), "--all"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+        )
     assert_one_line_error(proc)
 
 
 def test_stdout_closed_early(fixture_root):
     """``topoagent scan --all | head -1``: the reader goes away; no traceback, no hang."""
-    proc = subprocess.Popen([*PY, "scan", "--root", str(fixture_root("dgx-h100")), "--all", "--format", "json",
-                             "--pretty"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    proc = subprocess.Popen(
+        [*PY, "scan", "--root", str(fixture_root("dgx-h100")), "--all", "--format", "json", "--pretty"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
     proc.stdout.read(10)
     proc.stdout.close()
     _, err = proc.communicate(timeout=60)
@@ -97,11 +113,19 @@ def test_terminal_that_cannot_show_box_drawing(fixture_root, encoding):
     assert "0000:1b:00.0" in proc.stdout
 
 
-@pytest.mark.parametrize("argv", [
-    ["scan", "--format", "nope"], ["scan", "--root"], ["scan", "--fail-on", "sometimes"],
-    ["nosuchcommand"], ["scan", "--root", "/nonexistent/\udcff"], ["scan", "--lspci-tree", ""],
-    ["scan", "--root", "x" * 5000],
-], ids=lambda a: " ".join(a)[:40])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["scan", "--format", "nope"],
+        ["scan", "--root"],
+        ["scan", "--fail-on", "sometimes"],
+        ["nosuchcommand"],
+        ["scan", "--root", "/nonexistent/\udcff"],
+        ["scan", "--lspci-tree", ""],
+        ["scan", "--root", "x" * 5000],
+    ],
+    ids=lambda a: " ".join(a)[:40],
+)
 def test_usage_errors(argv):
     env = dict(os.environ, LC_ALL="C.UTF-8")
     proc = subprocess.run([*PY, *argv], capture_output=True, timeout=30, cwd=REPO, env=env)

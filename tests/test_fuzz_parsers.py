@@ -53,10 +53,15 @@ def _samples(*patterns: str) -> tuple[str, ...]:
 
 
 NVSMI = _samples("parsers/samples/nvsmi/*.txt", "parsers/samples/nvsmi/*.utf16", "offline_samples/*topo.txt")
-LSPCI_TREE = _samples("parsers/samples/lspci/tree_*.txt", "parsers/samples/lspci/paste_t*.txt",
-                      "offline_samples/*_tv.txt")
-LSPCI_VERBOSE = _samples("parsers/samples/lspci/*vv*.txt", "parsers/samples/lspci/D_*.txt",
-                         "parsers/samples/lspci/paste_v*.txt", "offline_samples/*_vvvnn.txt")
+LSPCI_TREE = _samples(
+    "parsers/samples/lspci/tree_*.txt", "parsers/samples/lspci/paste_t*.txt", "offline_samples/*_tv.txt"
+)
+LSPCI_VERBOSE = _samples(
+    "parsers/samples/lspci/*vv*.txt",
+    "parsers/samples/lspci/D_*.txt",
+    "parsers/samples/lspci/paste_v*.txt",
+    "offline_samples/*_vvvnn.txt",
+)
 LIBVIRT = _samples("fixtures/libvirt/*.xml", "fixtures/libvirt/qemu/*.xml")
 VMX = _samples("vms_samples/*.vmx")
 ESXCLI = _samples("vms_samples/esxcli-*.txt")
@@ -66,8 +71,9 @@ def hostile_text(samples: tuple[str, ...]) -> st.SearchStrategy[str]:
     """A sample mangled, a sample with hostile values spliced in, a hostile value, or any text."""
     # By index: a strategy over the samples themselves would repr them all (tens of kB).
     sample = st.integers(0, len(samples) - 1).map(samples.__getitem__)
-    mangled = st.builds(lambda rng, s: mangle(rng, s, ALPHABET, ("\t", "  ", " ")),
-                        st.randoms(use_true_random=False), sample)
+    mangled = st.builds(
+        lambda rng, s: mangle(rng, s, ALPHABET, ("\t", "  ", " ")), st.randoms(use_true_random=False), sample
+    )
 
     def splice(rng, s: str) -> str:
         lines = s.split("\n")
@@ -88,6 +94,7 @@ def check(fn: Callable[[str], object], text: str) -> None:
 
 
 # -- text parsers -------------------------------------------------------------------------------
+
 
 @fuzz_settings()
 @given(hostile_text(NVSMI))
@@ -148,17 +155,26 @@ def test_paste_cleaning_and_pci_ids(text):
 
 
 @fuzz_settings()
-@given(st.one_of(st.binary(max_size=400), hostile_text(NVSMI).map(lambda t: t.encode("utf-16", "surrogatepass")),
-                 hostile_text(LSPCI_TREE).map(lambda t: t.encode("utf-8", "surrogateescape"))))
+@given(
+    st.one_of(
+        st.binary(max_size=400),
+        hostile_text(NVSMI).map(lambda t: t.encode("utf-16", "surrogatepass")),
+        hostile_text(LSPCI_TREE).map(lambda t: t.encode("utf-8", "surrogateescape")),
+    )
+)
 def test_decode_text(data):
     check(paste.decode_text, data)
 
 
 # -- the offline pipeline: parse, merge, analyse, render -----------------------------------------
 
+
 @fuzz_settings(0.5)
-@given(st.one_of(st.none(), hostile_text(NVSMI)), st.one_of(st.none(), hostile_text(LSPCI_TREE)),
-       st.one_of(st.none(), hostile_text(LSPCI_VERBOSE)))
+@given(
+    st.one_of(st.none(), hostile_text(NVSMI)),
+    st.one_of(st.none(), hostile_text(LSPCI_TREE)),
+    st.one_of(st.none(), hostile_text(LSPCI_VERBOSE)),
+)
 def test_offline_pipeline(topo, tree, verbose):
     if topo is None and tree is None and verbose is None:
         return
@@ -180,12 +196,31 @@ def test_offline_pipeline(topo, tree, verbose):
 
 # -- sysfs values, CPU sets, config space ---------------------------------------------------------
 
-SYSFS_VALUE_PARSERS = [getattr(sysfs_values, n) for n in sorted(dir(sysfs_values))
-                       if n.startswith("parse_") and n != "parse_local_cpus"]
-VALUE_SAMPLES = ("0", "1", "-1", "0x10de", "0x030200", "32.0 GT/s PCIe", "16 GT/s", "Unknown", "16",
-                 "0-3,8", "ff,ffffffff", "4: ACTIVE", "400 Gb/sec (4X NDR)", "100000",
-                 "Node 0 MemTotal:  263921240 kB", "10 21", "Cpus_allowed_list:\t0-63", "Node: 2",
-                 "flags\t\t: fpu hypervisor", "RxErr 3\nBadTLP 0\nTOTAL_ERR_COR 3")
+SYSFS_VALUE_PARSERS = [
+    getattr(sysfs_values, n) for n in sorted(dir(sysfs_values)) if n.startswith("parse_") and n != "parse_local_cpus"
+]
+VALUE_SAMPLES = (
+    "0",
+    "1",
+    "-1",
+    "0x10de",
+    "0x030200",
+    "32.0 GT/s PCIe",
+    "16 GT/s",
+    "Unknown",
+    "16",
+    "0-3,8",
+    "ff,ffffffff",
+    "4: ACTIVE",
+    "400 Gb/sec (4X NDR)",
+    "100000",
+    "Node 0 MemTotal:  263921240 kB",
+    "10 21",
+    "Cpus_allowed_list:\t0-63",
+    "Node: 2",
+    "flags\t\t: fpu hypervisor",
+    "RxErr 3\nBadTLP 0\nTOTAL_ERR_COR 3",
+)
 
 
 @fuzz_settings(2)
@@ -198,8 +233,12 @@ def test_sysfs_values(parser, text):
         pass
 
 
-INT_PARSERS = (sysfs_values.parse_int, sysfs_values.parse_numa_node, sysfs_values.parse_link_width,
-               sysfs_values.parse_net_speed)
+INT_PARSERS = (
+    sysfs_values.parse_int,
+    sysfs_values.parse_numa_node,
+    sysfs_values.parse_link_width,
+    sysfs_values.parse_net_speed,
+)
 
 
 @fuzz_settings()
@@ -221,8 +260,12 @@ def test_cpulist(text):
 
 
 @fuzz_settings(2)
-@given(st.one_of(hostile_text(("ff,ffffffff", "00000000,0000000f", "f", "0", "ffffffff," * 8 + "1")),
-                 st.text(alphabet="0123456789abcdefABCDEF,x ", max_size=80)))
+@given(
+    st.one_of(
+        hostile_text(("ff,ffffffff", "00000000,0000000f", "f", "0", "ffffffff," * 8 + "1")),
+        st.text(alphabet="0123456789abcdefABCDEF,x ", max_size=80),
+    )
+)
 def test_cpumask(text):
     cpus = own_errors_only(CpuSet.parse_mask, text)
     if cpus is not None:
@@ -255,6 +298,7 @@ def test_config_space(config_samples, data):
 
 # -- the shapes issue 12 named -------------------------------------------------------------------
 
+
 def _lspci_chain(depth: int) -> str:
     s = "-[0000:00]---01.0"
     for i in range(depth):
@@ -264,24 +308,31 @@ def _lspci_chain(depth: int) -> str:
 
 def _glued_affinity(cpus: int) -> str:
     listing = ",".join(str(i) for i in range(0, cpus * 2, 2))
-    return (f"\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
-            f"GPU0\t X \tNV1\t{listing}0\nGPU1\tNV1\t X \t{listing}1\n")
+    return f"\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV1\t{listing}0\nGPU1\tNV1\t X \t{listing}1\n"
 
 
 SHAPES = {
     "lspci -tv chain 500 bridges deep": (lspci_tree.parse_lspci_tree, _lspci_chain(500)),
     "lspci -tv chain 5000 bridges deep": (lspci_tree.parse_lspci_tree, _lspci_chain(5000)),
     "glued affinity columns, 3000 CPUs": (nvsmi_topo.parse_topo_matrix, _glued_affinity(3000)),
-    "Number of VFs: 1000000000": (lspci_verbose.parse_lspci_verbose,
-                                  "0000:17:00.0 Ethernet controller [0200]: Mellanox Technologies [15b3:1021]\n"
-                                  "\tCapabilities: [180 v1] Single Root I/O Virtualization (SR-IOV)\n"
-                                  "\t\tInitial VFs: 16, Total VFs: 16, Number of VFs: 1000000000, "
-                                  "Function Dependency Link: 00\n\t\tVF offset: 1, stride: 1, Device ID: 101e\n"),
+    "Number of VFs: 1000000000": (
+        lspci_verbose.parse_lspci_verbose,
+        "0000:17:00.0 Ethernet controller [0200]: Mellanox Technologies [15b3:1021]\n"
+        "\tCapabilities: [180 v1] Single Root I/O Virtualization (SR-IOV)\n"
+        "\t\tInitial VFs: 16, Total VFs: 16, Number of VFs: 1000000000, "
+        "Function Dependency Link: 00\n\t\tVF offset: 1, stride: 1, Device ID: 101e\n",
+    ),
     "cpulist 0-999999999": (CpuSet.parse, "0-999999999"),
     "cpumask of 2,000 words": (CpuSet.parse_mask, "ffffffff," * 2000 + "ff"),
-    "lspci -vvv of 50,000 functions": (lspci_verbose.parse_lspci_verbose, "".join(
-        f"0000:{b:02x}:{d:02x}.{f} Ethernet controller [0200]: Mellanox [15b3:101e]\n"
-        for b in range(200) for d in range(32) for f in range(8))[:4_000_000]),
+    "lspci -vvv of 50,000 functions": (
+        lspci_verbose.parse_lspci_verbose,
+        "".join(
+            f"0000:{b:02x}:{d:02x}.{f} Ethernet controller [0200]: Mellanox [15b3:101e]\n"
+            for b in range(200)
+            for d in range(32)
+            for f in range(8)
+        )[:4_000_000],
+    ),
 }
 
 

@@ -62,6 +62,7 @@ def trees(base: Path) -> dict[str, tuple[Path, object]]:
 
 # -- in process, hypothesis -----------------------------------------------------------------------
 
+
 @fuzz_settings()
 @given(fixture=st.sampled_from(FIXTURES), rng=st.randoms(use_true_random=False))
 def test_damaged_trees_scan_cleanly(trees, fixture, rng):
@@ -75,10 +76,16 @@ def test_damaged_trees_scan_cleanly(trees, fixture, rng):
 
 # -- in a subprocess, under an audit hook ---------------------------------------------------------
 
+
 def test_damaged_trees_read_nothing_outside_the_root():
     count = examples(3)
-    proc = subprocess.run([sys.executable, "-m", "tests.fuzz.worker", "--count", str(count), "--seed", "12"],
-                          capture_output=True, text=True, cwd=REPO, timeout=60 + count)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.fuzz.worker", "--count", str(count), "--seed", "12"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60 + count,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     assert report["count"] == count and report["applied"] >= count
@@ -87,14 +94,17 @@ def test_damaged_trees_read_nothing_outside_the_root():
 
 def test_the_audit_hook_sees_a_read_outside_the_root(tmp_path):
     """The worker's hook is what the suite relies on: it must flag an open outside the root."""
-    code = ("import sys; from tests.fuzz import worker as w; sys.addaudithook(w._hook);"
-            f"w._active.append({str(tmp_path)!r}); open('/etc/hostname').close();"
-            f"open({str(tmp_path / 'x')!r}, 'w').close(); w._active.clear(); print(w._leaks)")
+    code = (
+        "import sys; from tests.fuzz import worker as w; sys.addaudithook(w._hook);"
+        f"w._active.append({str(tmp_path)!r}); open('/etc/hostname').close();"
+        f"open({str(tmp_path / 'x')!r}, 'w').close(); w._active.clear(); print(w._leaks)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.stdout.strip() == "['/etc/hostname']", proc.stderr
 
 
 # -- as an unprivileged user ----------------------------------------------------------------------
+
 
 def _scan_as_nobody(root: Path, conn) -> None:  # runs in a forked child
     try:
@@ -131,9 +141,11 @@ def test_permission_denied_anywhere(trees):
 
 # -- through the CLI ------------------------------------------------------------------------------
 
+
 def cli(*args: str, timeout: int = 60, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "topoagent", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "topoagent", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, **kwargs
+    )
 
 
 def assert_clean_cli(root: Path, label: str) -> None:
@@ -208,6 +220,7 @@ def test_deep_bridge_chain(tmp_path):
 
 # -- regressions found by this suite --------------------------------------------------------------
 
+
 def test_vf_of_an_unclassifiable_pf_still_renders(trees):
     """A PF whose class is garbage keeps the kind its known ids give (a ConnectX: a NIC), so
     its VFs stay its VFs; the matrix looks up no path that was never built (once a KeyError)."""
@@ -228,12 +241,16 @@ def test_vf_of_an_unclassifiable_pf_still_renders(trees):
         undo()
 
 
-@pytest.mark.parametrize("mutation", [
-    Mutation("sys/bus/pci/devices/0000:17:00.0/iommu_group", "odd_link", "²".encode()),
-    Mutation("sys/bus/pci/devices/0000:17:00.0/iommu_group", "odd_link", "١".encode()),
-    Mutation("sys/kernel/iommu_groups", "odd_name", "²".encode()),
-    Mutation("sys/class/infiniband/mlx5_0/ports", "odd_name", "١".encode()),
-], ids=str)
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        Mutation("sys/bus/pci/devices/0000:17:00.0/iommu_group", "odd_link", "²".encode()),
+        Mutation("sys/bus/pci/devices/0000:17:00.0/iommu_group", "odd_link", "١".encode()),
+        Mutation("sys/kernel/iommu_groups", "odd_name", "²".encode()),
+        Mutation("sys/class/infiniband/mlx5_0/ports", "odd_name", "١".encode()),
+    ],
+    ids=str,
+)
 def test_non_ascii_digit_names_are_not_numbers(trees, mutation):
     """``"²".isdigit()`` is True and ``int("²")`` raises; ``int("١")`` is 1: names with such
     digits are no iommu group, port or group id (they crashed the scan or became one)."""
@@ -248,7 +265,6 @@ def test_non_ascii_digit_names_are_not_numbers(trees, mutation):
         gpu = r.device("0000:17:00.0")
         if mutation.op == "odd_link":
             assert gpu.iommu_group is None
-        assert all(g.id != 1 or os.path.isdir(root / "sys/kernel/iommu_groups/1")
-                   for g in r.snapshot.iommu_groups)
+        assert all(g.id != 1 or os.path.isdir(root / "sys/kernel/iommu_groups/1") for g in r.snapshot.iommu_groups)
     finally:
         undo()

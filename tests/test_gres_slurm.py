@@ -56,19 +56,26 @@ def slurm_name(nvml_name: str) -> str:
     return "".join("_" if ch == " " else ch.lower() for ch in nvml_name)
 
 
-@pytest.mark.parametrize("cores, ok", [("0-55", True), ("56-111", True), ("0-111", True),
-                                        ("0-27", False), ("48-63", False), ("55-56", False)])
+@pytest.mark.parametrize(
+    "cores, ok",
+    [("0-55", True), ("56-111", True), ("0-111", True), ("0-27", False), ("48-63", False), ("55-56", False)],
+)
 def test_the_checker_itself_applies_the_socket_rule(cores, ok):
     assert socket_rule_ok(CpuSet.parse(cores), 2, 56) is ok
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("NVIDIA H100 80GB HBM3", "nvidia_h100_80gb_hbm3"),
-    ("NVIDIA GH200 480GB", "nvidia_gh200_480gb"),
-    ("Tesla V100-SXM2-32GB", "tesla_v100-sxm2-32gb"),
-    ("NVIDIA A100-SXM4-80GB", "nvidia_a100-sxm4-80gb"),
-    ("", None), ("   ", None), ("bad#name", None),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("NVIDIA H100 80GB HBM3", "nvidia_h100_80gb_hbm3"),
+        ("NVIDIA GH200 480GB", "nvidia_gh200_480gb"),
+        ("Tesla V100-SXM2-32GB", "tesla_v100-sxm2-32gb"),
+        ("NVIDIA A100-SXM4-80GB", "nvidia_a100-sxm4-80gb"),
+        ("", None),
+        ("   ", None),
+        ("bad#name", None),
+    ],
+)
 def test_type_is_slurms_nvml_name(name, expected):
     assert slurm_type(name) == expected
     if expected is not None:
@@ -77,8 +84,9 @@ def test_type_is_slurms_nvml_name(name, expected):
 
 def test_links_count_only_gpu_to_gpu_links():
     order = ["0000:06:00.0", "0000:07:00.0", "0000:0a:00.0"]
-    nv = NvmlGpu(index=0, bdf=order[0], nvlinks=(NvLink("0000:07:00.0", 2), NvLink("0000:0a:00.0", 1),
-                                                  NvLink("0000:c5:00.0", 4)))  # c5: an NVSwitch
+    nv = NvmlGpu(
+        index=0, bdf=order[0], nvlinks=(NvLink("0000:07:00.0", 2), NvLink("0000:0a:00.0", 1), NvLink("0000:c5:00.0", 4))
+    )  # c5: an NVSwitch
     assert slurm_links(order[0], nv, order) == "-1,2,1"
     assert slurm_links(order[0], None, order) is None
 
@@ -132,8 +140,9 @@ def test_with_nvml_type_and_links_are_what_slurmd_detects(fixture_root):
     for i, (entry, g) in enumerate(zip(lines, rec["gpus"], strict=True)):
         assert entry["Type"] == slurm_name(g["name"]) == "nvidia_h100_80gb_hbm3"
         # Every H100 link ends at an NVSwitch: Slurm counts none of them.
-        expected = ["-1" if j == i else str(sum(1 for p in g["nvlinks"] if p.lower()[4:] == b))
-                    for j, b in enumerate(bus)]
+        expected = [
+            "-1" if j == i else str(sum(1 for p in g["nvlinks"] if p.lower()[4:] == b)) for j, b in enumerate(bus)
+        ]
         assert entry["Links"] == ",".join(expected)
         assert entry["File"] == f"/dev/nvidia{g['minor']}"
 
@@ -150,8 +159,13 @@ def test_a_hostname_with_a_newline_adds_no_line(fixture_root):
 
 SLURMD_NODES = {  # fixture: (node name, slurm.conf node line for the default and numa modes)
     "dgx-h100": ("dgx-h100-01", {"socket": "CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2"}),
-    "dgx-a100-nps4": ("dgx-a100-07", {"socket": "CPUs=256 Sockets=2 CoresPerSocket=64 ThreadsPerCore=2",
-                                      "numa": "CPUs=256 Sockets=8 CoresPerSocket=16 ThreadsPerCore=2"}),
+    "dgx-a100-nps4": (
+        "dgx-a100-07",
+        {
+            "socket": "CPUs=256 Sockets=2 CoresPerSocket=64 ThreadsPerCore=2",
+            "numa": "CPUs=256 Sockets=8 CoresPerSocket=16 ThreadsPerCore=2",
+        },
+    ),
 }
 
 
@@ -173,11 +187,19 @@ def test_slurmd_reads_the_file_where_installed(fixture_root, tmp_path, name, mod
     (tmp_path / "gres.conf").write_text(text.replace("File=/dev/nvidia", f"File={tmp_path}/nvidia"))
     extra = "SlurmdParameters=numa_node_as_socket\n" if mode == "numa" else ""
     (tmp_path / "slurm.conf").write_text(
-        "ClusterName=t\nSlurmctldHost=localhost\nGresTypes=gpu\nSelectType=select/cons_tres\n" + extra
-        + f"NodeName={node} {modes[mode]} RealMemory=1000 Gres=gpu:8\nPartitionName=p Nodes=ALL Default=YES\n")
+        "ClusterName=t\nSlurmctldHost=localhost\nGresTypes=gpu\nSelectType=select/cons_tres\n"
+        + extra
+        + f"NodeName={node} {modes[mode]} RealMemory=1000 Gres=gpu:8\nPartitionName=p Nodes=ALL Default=YES\n"
+    )
     env = {**os.environ, "HWLOC_FSROOT": str(root), "HWLOC_THISSYSTEM": "1"}
-    out = subprocess.run([slurmd, "-G", "-f", str(tmp_path / "slurm.conf"), "-N", node], capture_output=True,
-                         text=True, timeout=120, env=env, check=False)
+    out = subprocess.run(
+        [slurmd, "-G", "-f", str(tmp_path / "slurm.conf"), "-N", node],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
     log = out.stdout + out.stderr
     assert "Invalid GRES" not in log and "fatal" not in log, log[-2000:]
     echoed = re.findall(r"Gres Name=gpu .*? Cores=(\S+)", log)

@@ -25,16 +25,19 @@ OURS = "topoagent: GPU_NIC_CROSS_SOCKET gpu0"
 FOREIGN = "bad DIMM, ticket 4711"
 
 
-@pytest.mark.parametrize(("wanted", "current", "action"), [
-    (None, None, Action.NONE),                                   # healthy, no reason
-    (None, OURS, Action.RESUME),                                 # healthy, our drain: resume
-    (None, FOREIGN, Action.NONE),                                # healthy, someone's drain: leave
-    (OURS, None, Action.DRAIN),                                  # critical, no reason: drain
-    (OURS, OURS, Action.NONE),                                   # critical, drained for it already
-    ("topoagent: ACS_REDIRECT bridge3", OURS, Action.DRAIN),     # critical, ours but stale: update
-    (OURS, FOREIGN, Action.NONE),                                # critical, someone's drain: leave
-    (OURS, "topoagent-like but not ours", Action.NONE),          # the prefix includes the colon
-])
+@pytest.mark.parametrize(
+    ("wanted", "current", "action"),
+    [
+        (None, None, Action.NONE),  # healthy, no reason
+        (None, OURS, Action.RESUME),  # healthy, our drain: resume
+        (None, FOREIGN, Action.NONE),  # healthy, someone's drain: leave
+        (OURS, None, Action.DRAIN),  # critical, no reason: drain
+        (OURS, OURS, Action.NONE),  # critical, drained for it already
+        ("topoagent: ACS_REDIRECT bridge3", OURS, Action.DRAIN),  # critical, ours but stale: update
+        (OURS, FOREIGN, Action.NONE),  # critical, someone's drain: leave
+        (OURS, "topoagent-like but not ours", Action.NONE),  # the prefix includes the colon
+    ],
+)
 def test_decide(wanted, current, action):
     d = decide(wanted, current)
     assert d.action is action
@@ -64,15 +67,18 @@ SHOW_IDLE = """NodeName=dgx-02 Arch=x86_64 CoresPerSocket=56
    Partitions=batch
 
 """
-SHOW_ONE_LINE = ("NodeName=n7 State=DOWN+DRAIN Partitions=debug Reason=Not responding [slurm@2026-11-20T08:00:00]\n")
+SHOW_ONE_LINE = "NodeName=n7 State=DOWN+DRAIN Partitions=debug Reason=Not responding [slurm@2026-11-20T08:00:00]\n"
 
 
-@pytest.mark.parametrize(("text", "state", "reason"), [
-    (SHOW_DRAINED, "IDLE+DRAIN", "topoagent: GPU_NIC_CROSS_SOCKET gpu0 (+3 more)"),
-    (SHOW_IDLE, "IDLE", None),
-    (SHOW_ONE_LINE, "DOWN+DRAIN", "Not responding"),
-    ("   Reason=hands off\n", None, "hands off"),  # set without a time: no [user@time]
-])
+@pytest.mark.parametrize(
+    ("text", "state", "reason"),
+    [
+        (SHOW_DRAINED, "IDLE+DRAIN", "topoagent: GPU_NIC_CROSS_SOCKET gpu0 (+3 more)"),
+        (SHOW_IDLE, "IDLE", None),
+        (SHOW_ONE_LINE, "DOWN+DRAIN", "Not responding"),
+        ("   Reason=hands off\n", None, "hands off"),  # set without a time: no [user@time]
+    ],
+)
 def test_parse_show_node(text, state, reason):
     got = parse_show_node(text)
     assert (got.state, got.reason) == (state, reason)
@@ -91,12 +97,13 @@ def test_drain_reason():
     assert drain_reason([warn], Severity.WARNING) == "topoagent: LINK_WIDTH_DEGRADED gpu3"
 
 
-@pytest.mark.parametrize("text", ['a "quoted" $(rm -rf /) `x` \\ back', "two\nlines\r\tand\x00nul", "é" * 50,
-                                  "x" * 500])
+@pytest.mark.parametrize(
+    "text", ['a "quoted" $(rm -rf /) `x` \\ back', "two\nlines\r\tand\x00nul", "é" * 50, "x" * 500]
+)
 def test_clean_reason_is_one_safe_line(text):
     got = clean_reason(text)
     assert len(got) <= MAX_REASON
-    assert not set(got) & set('"$`\\\'\n\r\t\x00')
+    assert not set(got) & set("\"$`\\'\n\r\t\x00")
     assert got.isascii() and got.isprintable()
 
 
@@ -119,24 +126,32 @@ def run_health(tmp_path: Path, root: Path, show: str, *args: str) -> tuple[int, 
     log, show_file = tmp_path / "calls.log", tmp_path / "show.txt"
     log.write_text("")
     show_file.write_text(show)
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "FAKE_SCONTROL_LOG": str(log),
-           "FAKE_SCONTROL_SHOW": str(show_file), "SLURMD_NODENAME": "dgx-01"}
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "FAKE_SCONTROL_LOG": str(log),
+        "FAKE_SCONTROL_SHOW": str(show_file),
+        "SLURMD_NODENAME": "dgx-01",
+    }
     proc = topoagent("health", "--root", str(root), *args, env=env)
     calls = [c.strip("\n").split("\n") for c in log.read_text().split("--\n") if c.strip()]
     return proc.returncode, proc.stdout + proc.stderr, calls
 
 
 def show_with(reason: str | None) -> str:
-    return SHOW_IDLE if reason is None else SHOW_IDLE.replace(
-        "   Partitions", f"   Reason={reason} [root@2026-11-24T10:01:02]\n   Partitions")
+    return (
+        SHOW_IDLE
+        if reason is None
+        else SHOW_IDLE.replace("   Partitions", f"   Reason={reason} [root@2026-11-24T10:01:02]\n   Partitions")
+    )
 
 
 def test_drains_on_a_critical_finding(tmp_path, fixture_root):
     code, out, calls = run_health(tmp_path, fixture_root("wrong-socket-nic"), show_with(None), "--yes")
     assert code == 0, out
-    assert calls == [["show", "node", "dgx-01"],
-                     ["update", "NodeName=dgx-01", "State=DRAIN",
-                      "Reason=topoagent: GPU_NIC_CROSS_SOCKET gpu0 (+3 more)"]]
+    assert calls == [
+        ["show", "node", "dgx-01"],
+        ["update", "NodeName=dgx-01", "State=DRAIN", "Reason=topoagent: GPU_NIC_CROSS_SOCKET gpu0 (+3 more)"],
+    ]
     assert "drained dgx-01" in out
 
 
@@ -168,16 +183,24 @@ def test_a_failed_show_changes_nothing(tmp_path, fixture_root):
     fake = bin_dir / "scontrol"
     fake.write_text("#!/bin/sh\necho 'Node dgx-01 not found' >&2\nexit 1\n")
     fake.chmod(0o755)
-    proc = topoagent("health", "--yes", "--root", str(fixture_root("wrong-socket-nic")), "--node", "dgx-01",
-                     env={"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"})
+    proc = topoagent(
+        "health",
+        "--yes",
+        "--root",
+        str(fixture_root("wrong-socket-nic")),
+        "--node",
+        "dgx-01",
+        env={"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"},
+    )
     assert proc.returncode == 2
     assert "not found" in proc.stderr and "nothing changed" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize(("args", "complaint"), [(["--node", "a b"], "not a node name"),
-                                                 (["--timeout", "0"], "--timeout"),
-                                                 (["--timeout", "soon"], "--timeout")])
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [(["--node", "a b"], "not a node name"), (["--timeout", "0"], "--timeout"), (["--timeout", "soon"], "--timeout")],
+)
 def test_bad_options_are_one_line(fixture_root, args, complaint):
     proc = topoagent("health", "--root", str(fixture_root("dgx-h100")), *args)
     assert proc.returncode == 2
@@ -186,16 +209,23 @@ def test_bad_options_are_one_line(fixture_root, args, complaint):
 
 def test_a_scan_past_its_time_limit_changes_nothing(tmp_path, fixture_root):
     # No scan of a whole host tree finishes within a millisecond: the watchdog must end it.
-    code, out, calls = run_health(tmp_path, fixture_root("wrong-socket-nic"), show_with(None), "--yes",
-                                  "--timeout", "0.001")
+    code, out, calls = run_health(
+        tmp_path, fixture_root("wrong-socket-nic"), show_with(None), "--yes", "--timeout", "0.001"
+    )
     assert code == 2
     assert "the scan took longer than 0.001 s; nothing changed" in out
     assert calls == []
 
 
-@pytest.mark.parametrize("argv", [
-    ["--yes", "--node", "n1"], ["--fail-on=warning", "--timeout", "20", "--root", "/tmp/x"], ["--no-nvml"], [],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--yes", "--node", "n1"],
+        ["--fail-on=warning", "--timeout", "20", "--root", "/tmp/x"],
+        ["--no-nvml"],
+        [],
+    ],
+)
 def test_fast_path_reads_like_click(argv):
     from topoagent.cli import load_command
     from topoagent.commands import health

@@ -38,8 +38,13 @@ sys.exit(code)
 
 def audited_scan(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     env = dict(os.environ, **{SECRET: "s3cr3t-value"})
-    proc = subprocess.run([sys.executable, "-c", _AUDITED, "scan", "--root", str(root), *args],
-                          capture_output=True, text=True, timeout=60, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", _AUDITED, "scan", "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     head, _, audit = proc.stderr.rpartition("\nAUDIT ")
     proc.stderr = head
     return proc, json.loads(audit)
@@ -49,15 +54,16 @@ def outside(root: Path, paths: list[str]) -> list[str]:
     """Opened paths that are neither under the root nor Python's own files."""
     allowed = [str(root), sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[1]), "/dev/null"]
     allowed += [p for p in sys.path if p]
-    return [p for p in paths if os.path.isabs(p) and not any(p == a or p.startswith(a.rstrip("/") + "/")
-                                                              for a in allowed)]
+    return [
+        p for p in paths if os.path.isabs(p) and not any(p == a or p.startswith(a.rstrip("/") + "/") for a in allowed)
+    ]
 
 
 def test_links_out_of_the_root_are_never_followed(tmp_path):
     root = minimal_tree(tmp_path / "host")
     dev = root / DEV
     (dev / "numa_node").unlink()
-    os.symlink("/etc/passwd", dev / "numa_node")                    # absolute: re-rooted
+    os.symlink("/etc/passwd", dev / "numa_node")  # absolute: re-rooted
     (dev / "vendor").unlink()
     os.symlink("../../../../../../../proc/self/environ", dev / "vendor")  # relative, climbs out
     (dev / "max_link_width").unlink()
@@ -127,12 +133,11 @@ def test_reader_resolves_every_component_inside_the_root(tmp_path):
     assert fs.listdir("../..") == sorted(os.listdir(root))
 
 
-
 def test_alias_entries_collapse_into_one_device(tmp_path):
     root = minimal_tree(tmp_path / "host")
     links = root / "sys/bus/pci/devices"
     target = os.readlink(links / BDF)
-    os.symlink(target, links / ("00000:" + BDF.split(":", 1)[1]))      # other spellings of the domain
+    os.symlink(target, links / ("00000:" + BDF.split(":", 1)[1]))  # other spellings of the domain
     os.symlink(target, links / ("000000:" + BDF.split(":", 1)[1]))
     r = scan(root, nvml="off")
     assert [d.bdf for d in r.topology.devices].count(BDF) == 1
@@ -147,9 +152,9 @@ def test_class_links_are_read_as_text_never_followed_out(tmp_path):
     root = minimal_tree(tmp_path / "host")
     net = root / "sys/class/net"
     net.mkdir(parents=True, exist_ok=True)
-    os.symlink("/sys/devices/pci0000:00/0000:00:03.0/net/eth9", net / "eth9")   # the analyst's /sys
-    os.symlink("../../../../../../../etc/net/eth8", net / "eth8")             # climbs out
-    os.symlink(f"../../../{DEV}/net/eth7", net / "eth7")                      # honest, dir absent
+    os.symlink("/sys/devices/pci0000:00/0000:00:03.0/net/eth9", net / "eth9")  # the analyst's /sys
+    os.symlink("../../../../../../../etc/net/eth8", net / "eth8")  # climbs out
+    os.symlink(f"../../../{DEV}/net/eth7", net / "eth7")  # honest, dir absent
     proc, opened = audited_scan(root, "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
     assert outside(root, opened) == []

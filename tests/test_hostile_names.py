@@ -24,15 +24,39 @@ from topoagent.outputs.escape import shown, text_output, xml_attr, xml_text
 
 NIC = "0000:18:00.0"  # dgx-h100: mlx5_0 / ibp24s0, a rail NIC
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-HOSTILE = ["\x1b[31m", "\n", "\r", '"', "'", "<", ">", "&", "]]>", "\x07", "\x7f", "\x85", "é", " ", "|0A",
-           "--x", "%", "\t", "\x00"]
+HOSTILE = [
+    "\x1b[31m",
+    "\n",
+    "\r",
+    '"',
+    "'",
+    "<",
+    ">",
+    "&",
+    "]]>",
+    "\x07",
+    "\x7f",
+    "\x85",
+    "é",
+    " ",
+    "|0A",
+    "--x",
+    "%",
+    "\t",
+    "\x00",
+]
 #: A name as a host could set it: hostile pieces between ordinary characters.
-names = st.lists(st.sampled_from(HOSTILE) | st.text("abc_-.0123456789", min_size=1, max_size=3),
-                 min_size=1, max_size=6).map("".join)
+names = st.lists(
+    st.sampled_from(HOSTILE) | st.text("abc_-.0123456789", min_size=1, max_size=3), min_size=1, max_size=6
+).map("".join)
 FILE_NAME = names.map(lambda n: n.replace("\x00", "").replace("/", "") or "x").filter(lambda n: n not in (".", ".."))
 
-FUZZ = settings(max_examples=12, deadline=None, phases=[Phase.explicit, Phase.generate],
-                suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=12,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 
 
 @pytest.fixture(scope="module")
@@ -151,11 +175,14 @@ def test_hostile_vm_names_and_vmx_values(tmp_path, name, value):
         assert out.output.count("\n") == ok.output.count("\n"), out.output
 
 
-@pytest.mark.parametrize("fn, raw, want", [
-    (shown, "a\x1b[31mb\nc", "a\\x1b[31mb\\x0ac"),
-    (text_output, "a\x1bb\n\tc\x85", "a\\x1bb\n\tc\\x85"),
-    (xml_text, "<a&b>\x01\n", "&lt;a&amp;b&gt;\ufffd\n"),
-    (xml_attr, "\"'<&>\t\n\r\x1b", "&quot;&#x27;&lt;&amp;&gt;&#9;&#10;&#13;\ufffd"),
-])
+@pytest.mark.parametrize(
+    "fn, raw, want",
+    [
+        (shown, "a\x1b[31mb\nc", "a\\x1b[31mb\\x0ac"),
+        (text_output, "a\x1bb\n\tc\x85", "a\\x1bb\n\tc\\x85"),
+        (xml_text, "<a&b>\x01\n", "&lt;a&amp;b&gt;\ufffd\n"),
+        (xml_attr, "\"'<&>\t\n\r\x1b", "&quot;&#x27;&lt;&amp;&gt;&#9;&#10;&#13;\ufffd"),
+    ],
+)
 def test_one_rule_per_format(fn, raw, want):
     assert fn(raw) == want

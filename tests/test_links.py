@@ -25,8 +25,12 @@ def _nic_below_port(tmp_path, nic: dict[str, str], port: dict[str, str], device:
 
 
 def _link(cur_w, max_w, cur_s, max_s) -> dict[str, str]:
-    return {"current_link_width": str(cur_w), "max_link_width": str(max_w),
-            "current_link_speed": f"{cur_s} GT/s PCIe", "max_link_speed": f"{max_s} GT/s PCIe"}
+    return {
+        "current_link_width": str(cur_w),
+        "max_link_width": str(max_w),
+        "current_link_speed": f"{cur_s} GT/s PCIe",
+        "max_link_speed": f"{max_s} GT/s PCIe",
+    }
 
 
 def _findings(r):
@@ -39,12 +43,15 @@ def _degraded(r):
     return {j.bdf: j.reason for j in w.judge().values() if j.degraded}
 
 
-@pytest.mark.parametrize("cur, want", [
-    ((16, 32, "32.0"), (False, False)),
-    ((8, 32, "32.0"), (True, False)),
-    ((16, 32, "16.0"), (False, True)),
-    ((None, None, None), (False, False)),  # unknown is not short
-])
+@pytest.mark.parametrize(
+    "cur, want",
+    [
+        ((16, 32, "32.0"), (False, False)),
+        ((8, 32, "32.0"), (True, False)),
+        ((16, 32, "16.0"), (False, True)),
+        ((None, None, None), (False, False)),  # unknown is not short
+    ],
+)
 def test_shortfall(cur, want):
     width, _, gts = cur
     assert shortfall(float(gts) if gts else None, width, LinkCapability(32.0, 16)) == want

@@ -29,8 +29,10 @@ def nagios_parse(stdout: str) -> tuple[str, str, list[str], list[str]]:
     return m.group(1), m.group(2), (m.group(3) or "").split(), rest
 
 
-@pytest.mark.parametrize("name, code", [("dgx-h100", 0), ("dgx-a100-nps4", 0), ("sriov-nic", 1),
-                                        ("wrong-socket-nic", 2), ("faulty-gpu-node", 2)])
+@pytest.mark.parametrize(
+    "name, code",
+    [("dgx-h100", 0), ("dgx-a100-nps4", 0), ("sriov-nic", 1), ("wrong-socket-nic", 2), ("faulty-gpu-node", 2)],
+)
 def test_nagios_first_line_is_status_text_and_perfdata(fixture_root, name, code):
     out = topoagent("scan", "--root", str(fixture_root(name)), "--exit-codes", "nagios")
     assert out.returncode == code, out.stderr
@@ -70,6 +72,7 @@ def test_internal_error_is_unknown(monkeypatch, capsys):
     from topoagent.commands.common import monitor
 
     monkeypatch.setitem(monitor, "mode", None)  # restored afterwards: no other test runs "in nagios"
+
     def boom(*_a, **_k):
         raise RuntimeError("boom")
 
@@ -80,9 +83,14 @@ def test_internal_error_is_unknown(monkeypatch, capsys):
     assert capsys.readouterr().out.startswith("TOPOAGENT UNKNOWN - internal error: RuntimeError: boom")
 
 
-@pytest.mark.parametrize("name, code, first", [("dgx-h100", 0, "topoagent: no finding"),
-                                               ("wrong-socket-nic", 1, "GPU_NIC_CROSS_SOCKET gpu0 nic2"),
-                                               ("faulty-gpu-node", 1, "ACS_REDIRECT bridge5")])
+@pytest.mark.parametrize(
+    "name, code, first",
+    [
+        ("dgx-h100", 0, "topoagent: no finding"),
+        ("wrong-socket-nic", 1, "GPU_NIC_CROSS_SOCKET gpu0 nic2"),
+        ("faulty-gpu-node", 1, "ACS_REDIRECT bridge5"),
+    ],
+)
 def test_npd_message_says_the_fault_within_80_characters(fixture_root, name, code, first):
     out = topoagent("scan", "--root", str(fixture_root(name)), "--exit-codes", "npd")
     assert out.returncode == code, out.stderr
@@ -112,8 +120,14 @@ def test_npd_config_is_valid_for_the_custom_plugin_monitor():
     cfg = json.loads((REPO / "deploy/node-problem-detector/topoagent-custom-plugin-monitor.json").read_text())
     assert cfg["plugin"] == "custom"
     g = cfg["pluginConfig"]
-    assert set(g) <= {"invoke_interval", "timeout", "max_output_length", "concurrency",
-                      "enable_message_change_based_condition_update", "skip_initial_status"}
+    assert set(g) <= {
+        "invoke_interval",
+        "timeout",
+        "max_output_length",
+        "concurrency",
+        "enable_message_change_based_condition_update",
+        "skip_initial_status",
+    }
     assert _duration(g["timeout"]) <= _duration(g["invoke_interval"])
     assert g["max_output_length"] >= 80 and g["concurrency"] >= 1
     conditions = {c["type"] for c in cfg["conditions"]}

@@ -19,8 +19,17 @@ from tests import ncclxml
 from tests.plan_helpers import REPO, topoagent
 
 #: The fixtures with NVIDIA GPUs and RDMA devices (what NCCL's net plugin lists).
-GPU_FIXTURES = ["dgx-h100", "dgx-a100-nps4", "wrong-socket-nic", "p4d-efa", "faulty-gpu-node",
-                "epyc-nps2-mixed", "sriov-nic", "unprivileged", "grace-hopper"]
+GPU_FIXTURES = [
+    "dgx-h100",
+    "dgx-a100-nps4",
+    "wrong-socket-nic",
+    "p4d-efa",
+    "faulty-gpu-node",
+    "epyc-nps2-mixed",
+    "sriov-nic",
+    "unprivileged",
+    "grace-hopper",
+]
 CHECK = REPO.parent / "shared" / "tools" / "nccl-topo-check" / "check"
 
 
@@ -65,33 +74,40 @@ def test_the_reader_sees_what_nccl_did_with_the_old_files(fixture_root):
 def test_fusion_matches_only_equal_elements():
     """xml.h xmlFindNode: same name, type and every attribute, or the subtree is added again."""
     a = ncclxml.parse('<system version="1"><cpu numaid="0" arch="x86_64"><pci busid="0000:01:00.0"/></cpu></system>')
-    b = ncclxml.parse('<system version="1"><cpu numaid="0" arch="x86_64" familyid="6">'
-                      '<pci busid="0000:02:00.0"/></cpu></system>')
+    b = ncclxml.parse(
+        '<system version="1"><cpu numaid="0" arch="x86_64" familyid="6"><pci busid="0000:02:00.0"/></cpu></system>'
+    )
     c = ncclxml.parse('<system version="1"><cpu numaid="0" arch="x86_64"><pci busid="0000:03:00.0"/></cpu></system>')
     fused = ncclxml.fuse([a, b, c])
     assert [len(cpu.subs) for cpu in fused.subs] == [2, 1]
 
 
-@pytest.mark.parametrize("text, message", [
-    ('<?xml version="1.0"?><system version="1"/>', "expecting '<'"),
-    ('<system version="2"></system>', "wrong version 2"),
-    ('<system version="1"><cpu numaid="0"></system>', "Mismatch"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('<?xml version="1.0"?><system version="1"/>', "expecting '<'"),
+        ('<system version="2"></system>', "wrong version 2"),
+        ('<system version="1"><cpu numaid="0"></system>', "Mismatch"),
+    ],
+)
 def test_the_parser_refuses_what_nccls_refuses(text, message):
     with pytest.raises(ncclxml.Refused, match=message):
         ncclxml.parse(text)
 
 
-@pytest.mark.parametrize("ids, level, gen", [
-    ((0x1000, 0xC010, 0x1000, 0xA064), 0, 4),  # PEX88xxx, subsystem 1000:axxx: both levels
-    ((0x1000, 0xC010, 0x1000, 0xA064), 1, 4),
-    ((0x1000, 0xC010, 0x1000, 0x0064), 0, 0),  # Gen4 with another subsystem device
-    ((0x1000, 0xC030, 0x1000, 0x0100), 0, 5),  # PEX890xx: 0x0xxx above ...
-    ((0x1000, 0xC030, 0x1000, 0x1100), 1, 5),  # ... 0x1xxx below
-    ((0x1000, 0xC030, 0x1000, 0x1100), 0, 0),
-    ((0x1000, 0xC030, 0x1000, 0xA064), 0, 0),  # Gen5 with a Gen4-style subsystem: two switches
-    ((0x1000, 0xC030, 0x15D9, 0x0100), 0, 0),  # an OEM subsystem vendor
-])
+@pytest.mark.parametrize(
+    "ids, level, gen",
+    [
+        ((0x1000, 0xC010, 0x1000, 0xA064), 0, 4),  # PEX88xxx, subsystem 1000:axxx: both levels
+        ((0x1000, 0xC010, 0x1000, 0xA064), 1, 4),
+        ((0x1000, 0xC010, 0x1000, 0x0064), 0, 0),  # Gen4 with another subsystem device
+        ((0x1000, 0xC030, 0x1000, 0x0100), 0, 5),  # PEX890xx: 0x0xxx above ...
+        ((0x1000, 0xC030, 0x1000, 0x1100), 1, 5),  # ... 0x1xxx below
+        ((0x1000, 0xC030, 0x1000, 0x1100), 0, 0),
+        ((0x1000, 0xC030, 0x1000, 0xA064), 0, 0),  # Gen5 with a Gen4-style subsystem: two switches
+        ((0x1000, 0xC030, 0x15D9, 0x0100), 0, 0),  # an OEM subsystem vendor
+    ],
+)
 def test_bcm_generation(ids, level, gen):
     v, d, sv, sd = ids
     assert ncclxml.bcm_gen(v << 48 | d << 32 | sv << 16 | sd, level) == gen
@@ -109,8 +125,11 @@ def _this_cpu() -> dict[str, str]:
     """The identity NCCL's CPUID gives on this runner (what the check's reference run uses)."""
     first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
     fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in first.splitlines())}
-    return {"vendor": fields.get("vendor_id", ""), "familyid": fields.get("cpu family", ""),
-            "modelid": fields.get("model", "")}
+    return {
+        "vendor": fields.get("vendor_id", ""),
+        "familyid": fields.get("cpu family", ""),
+        "modelid": fields.get("model", ""),
+    }
 
 
 @pytest.mark.parametrize("name", GPU_FIXTURES)
@@ -125,12 +144,16 @@ def test_nccls_own_code_agrees(fixture_root, tmp_path, name):
     cpu = _this_cpu()
     text = _plan(str(root))
     if cpu["vendor"]:
-        text = re.sub(r'vendor="[^"]*" familyid="\d+" modelid="\d+"',
-                      f'vendor="{cpu["vendor"]}" familyid="{cpu["familyid"]}" modelid="{cpu["modelid"]}"', text)
+        text = re.sub(
+            r'vendor="[^"]*" familyid="\d+" modelid="\d+"',
+            f'vendor="{cpu["vendor"]}" familyid="{cpu["familyid"]}" modelid="{cpu["modelid"]}"',
+            text,
+        )
     topo = tmp_path / "topo.xml"
     topo.write_text(text)
-    run = subprocess.run(["bash", str(CHECK), str(root), str(topo)], check=False, capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        ["bash", str(CHECK), str(root), str(topo)], check=False, capture_output=True, text=True, timeout=300
+    )
     if run.returncode == 2:
         pytest.skip("nccl-topo-check cannot run here: " + run.stdout.strip().splitlines()[-1])
     assert run.returncode == 0, run.stdout[-3000:]

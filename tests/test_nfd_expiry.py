@@ -14,9 +14,17 @@ from topoagent.daemon.exports import NFD_EXPIRY_INTERVALS, nfd_expiry, nfd_featu
 NS = "feature.node.kubernetes.io"
 
 
-@pytest.mark.parametrize("text, ok", [("2024-05-01T12:00:00Z", True), ("2024-05-01T12:00:00+02:00", True),
-                                      ("2024-05-01T12:00:00.5Z", True), ("2024-05-01 12:00:00Z", False),
-                                      ("2024-05-01T12:00:00", False), ("1714564800", False)])
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        ("2024-05-01T12:00:00Z", True),
+        ("2024-05-01T12:00:00+02:00", True),
+        ("2024-05-01T12:00:00.5Z", True),
+        ("2024-05-01 12:00:00Z", False),
+        ("2024-05-01T12:00:00", False),
+        ("1714564800", False),
+    ],
+)
 def test_the_reader_parses_rfc3339_as_go_does(text, ok):
     if ok:
         assert parse_rfc3339(text).tzinfo is not None

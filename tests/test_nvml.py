@@ -56,10 +56,7 @@ GPU7  SYS  SYS  SYS  NV1  NV2  NV1  NV2   X
 
 def _dgx1_links() -> dict[int, dict[int, int]]:
     rows = [line.split()[1:] for line in DGX1_MATRIX.strip().splitlines()[1:]]
-    return {
-        i: {j: int(cell[2:]) for j, cell in enumerate(row) if cell.startswith("NV")}
-        for i, row in enumerate(rows)
-    }
+    return {i: {j: int(cell[2:]) for j, cell in enumerate(row) if cell.startswith("NV")} for i, row in enumerate(rows)}
 
 
 def _probe(recording, **kwargs):
@@ -104,9 +101,7 @@ def test_dgx1_hybrid_cube_mesh():
         assert [link.peer_bdf for link in gpu.nvlinks] == sorted(V100_BDFS[j] for j in links)
         assert sum(links.values()) == 6
         assert set(gpu.p2p_ok) == {V100_BDFS[j] for j in expected[i]}
-        assert set(gpu.p2p_not_ok) == {V100_BDFS[j] for j in range(8) if j != i} - set(
-            gpu.p2p_ok
-        )
+        assert set(gpu.p2p_not_ok) == {V100_BDFS[j] for j in range(8) if j != i} - set(gpu.p2p_ok)
 
 
 def test_pcie_box_without_nvlink():
@@ -310,9 +305,7 @@ def test_bytes_from_older_bindings():
 
 
 def test_functions_missing_from_an_older_binding():
-    probe, _ = _probe(
-        "hgx_h100_8gpu", omit=("nvmlDeviceGetP2PStatus", "nvmlDeviceGetNumaNodeId")
-    )
+    probe, _ = _probe("hgx_h100_8gpu", omit=("nvmlDeviceGetP2PStatus", "nvmlDeviceGetNumaNodeId"))
     assert probe.errors == ()
     assert all(g.p2p_ok == () and g.p2p_not_ok == () for g in probe.gpus)
     assert all(g.nvlinks == H100_LINKS for g in probe.gpus)
@@ -406,9 +399,7 @@ def _load_recorder():
     return module
 
 
-@pytest.mark.parametrize(
-    "name", ["hgx_h100_8gpu", "dgx1_v100_8gpu", "pcie_2gpu_no_nvlink", "driver_not_loaded"]
-)
+@pytest.mark.parametrize("name", ["hgx_h100_8gpu", "dgx1_v100_8gpu", "pcie_2gpu_no_nvlink", "driver_not_loaded"])
 def test_recorder_reproduces_each_recording(monkeypatch, name):
     """scripts/record_nvml.py run against a replay writes the recording back."""
     recorder = _load_recorder()

@@ -13,7 +13,7 @@ def test_hgx_h100_gpus_are_nv18(fixture_root):
     gpus = [g.id for g in result.topology.gpus]
     assert len(gpus) == 8
     for i, a in enumerate(gpus):
-        for b in gpus[i + 1:]:
+        for b in gpus[i + 1 :]:
             assert tokens[(a, b)] == "NV18"
     # GPU-NIC classes stay PCIe: NVLink joins GPUs only; every GPU keeps its PIX rail.
     assert all(r.cls is not None and r.cls.name == "PIX" for r in result.rails.rails)

@@ -34,21 +34,25 @@ def test_replay_keeps_p2p_failures():
     assert gpus[0].p2p_not_ok == probe_nvml(make_fake(rec)).gpus[0].p2p_not_ok
 
 
-@pytest.mark.parametrize("text, says", [
-    ("", "not JSON"),
-    ("[]", "not an NVML recording"),
-    ('{"format": "something-else"}', "not an NVML recording"),
-    ('{"format": "topoagent-nvml-recording/1"}', "no 'gpus' list"),
-    ('{"format": "topoagent-nvml-recording/1", "gpus": "x"}', "no 'gpus' list"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("", "not JSON"),
+        ("[]", "not an NVML recording"),
+        ('{"format": "something-else"}', "not an NVML recording"),
+        ('{"format": "topoagent-nvml-recording/1"}', "no 'gpus' list"),
+        ('{"format": "topoagent-nvml-recording/1", "gpus": "x"}', "no 'gpus' list"),
+    ],
+)
 def test_bad_recordings_are_one_clear_error(text, says):
     with pytest.raises(NvmlRecordingError, match=says):
         parse_nvml_recording(text)
 
 
 def test_a_host_without_nvml_records_why():
-    gpus, driver, why = parse_nvml_recording(json.dumps(
-        {"format": "topoagent-nvml-recording/1", "init_error": "NVML_ERROR_DRIVER_NOT_LOADED"}))
+    gpus, driver, why = parse_nvml_recording(
+        json.dumps({"format": "topoagent-nvml-recording/1", "init_error": "NVML_ERROR_DRIVER_NOT_LOADED"})
+    )
     assert gpus == () and driver is None and "DRIVER_NOT_LOADED" in why
 
 
@@ -57,7 +61,7 @@ def test_a_capture_with_a_recording_replays_its_nvlinks(fixture_root, tmp_path):
     shutil.copytree(fixture_root("dgx-h100"), root, symlinks=True)
     (root / NVML_RECORDING).parent.mkdir()
     (root / NVML_RECORDING).write_text(json.dumps(load_recording("hgx_h100_8gpu")))
-    replayed = scan(root)                                   # nvml="auto": the recording
+    replayed = scan(root)  # nvml="auto": the recording
     live = scan(fixture_root("dgx-h100"), nvml=make_fake("hgx_h100_8gpu"))
     assert [p.token for p in replayed.paths] == [p.token for p in live.paths]
     assert replayed.path("gpu0", "gpu7").token == "NV18"

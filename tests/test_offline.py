@@ -53,8 +53,14 @@ def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
     is read from descriptor 0, which only a real process has)."""
     if stdin is None:
         return run_cli("scan", *args)
-    return subprocess.run([sys.executable, "-m", "topoagent", "scan", *args], input=stdin,
-                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "topoagent", "scan", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
 
 
 def by_code(result, code):
@@ -111,8 +117,7 @@ def test_matrix_topology_paths_rails_and_findings():
 def test_sys_best_nic_is_cross_socket_with_socket_unknown():
     r = analyse(read_offline(nvidia_smi_topo=text(RTX4090)))
     found = by_code(r, "GPU_NIC_CROSS_SOCKET")
-    assert sorted(f.subjects for f in found) == sorted(
-        (f"gpu{i}", f"nic{i % 2}") for i in (0, 1, 2, 3, 4, 5, 7))
+    assert sorted(f.subjects for f in found) == sorted((f"gpu{i}", f"nic{i % 2}") for i in (0, 1, 2, 3, 4, 5, 7))
     f = found[0]
     assert "across the SMP interconnect (socket unknown from this source)" in f.message
     assert "is on socket" not in f.message
@@ -145,10 +150,20 @@ def test_matrix_round_trip_is_byte_identical_for_a_current_driver_matrix():
     assert out.stdout == text(H100)
 
 
-ROUND_TRIP = ["h100_nv18_9nic_tabs.txt", "dgx_a100_nv12_12nic_spaces.txt", "rtx6000ada_4gpu_4nic.txt",
-              "gb200_tray_gpu_numa_ids.txt", "gh200_gpu_numa_id.txt", "slurm_cpuset_affinities.txt",
-              "rtx4090_ansi_header_no_legend.txt", "five_gpu_glued_cells.txt", "tesla_p4_single_gpu.txt",
-              "h20_40dev_glued_header.txt", "v100_nv1_nv2_one_mlx5.txt", "k8s_2017_mlx4_trailing_spaces.txt"]
+ROUND_TRIP = [
+    "h100_nv18_9nic_tabs.txt",
+    "dgx_a100_nv12_12nic_spaces.txt",
+    "rtx6000ada_4gpu_4nic.txt",
+    "gb200_tray_gpu_numa_ids.txt",
+    "gh200_gpu_numa_id.txt",
+    "slurm_cpuset_affinities.txt",
+    "rtx4090_ansi_header_no_legend.txt",
+    "five_gpu_glued_cells.txt",
+    "tesla_p4_single_gpu.txt",
+    "h20_40dev_glued_header.txt",
+    "v100_nv1_nv2_one_mlx5.txt",
+    "k8s_2017_mlx4_trailing_spaces.txt",
+]
 
 
 @pytest.mark.parametrize("name", ROUND_TRIP)
@@ -195,8 +210,14 @@ def test_json_of_lspci_only_validates_with_unknown_node_cpus():
     assert [(n["id"], n["cpus"], n["cpu_less"]) for n in doc["numa_nodes"]] == [(0, None, None), (1, None, None)]
     gpu0 = next(d for d in doc["devices"] if d["id"] == "gpu0")
     assert (gpu0["bdf"], gpu0["numa_source"], gpu0["parent"]) == ("0000:1a:00.0", "lspci", "0000:19:08.0")
-    assert gpu0["link"] == {"current_gts": 8.0, "current_width": 16, "max_gts": 8.0, "max_width": 16,
-                            "cap_gts": 8.0, "cap_width": 16}
+    assert gpu0["link"] == {
+        "current_gts": 8.0,
+        "current_width": 16,
+        "max_gts": 8.0,
+        "max_width": 16,
+        "cap_gts": 8.0,
+        "cap_width": 16,
+    }
     bridge = next(d for d in doc["devices"] if d["bdf"] == "0000:19:08.0")
     assert bridge["role"] == "switch_downstream" and "ReqRedir" in bridge["acs_control"]
 
@@ -285,8 +306,13 @@ def test_merge_names_lspci_functions_by_bus_order():
     snap = read_offline(text(PLX_TOPO), text(PLX_TREE), text(PLX_VVV))
     labelled = {f.label: f for f in snap.pci if f.label}
     assert {k: v.bdf for k, v in labelled.items()} == {
-        "GPU0": "0000:1a:00.0", "GPU1": "0000:1b:00.0", "GPU2": "0000:88:00.0", "GPU3": "0000:89:00.0",
-        "NIC0": "0000:1c:00.0", "NIC1": "0000:8a:00.0"}
+        "GPU0": "0000:1a:00.0",
+        "GPU1": "0000:1b:00.0",
+        "GPU2": "0000:88:00.0",
+        "GPU3": "0000:89:00.0",
+        "NIC0": "0000:1c:00.0",
+        "NIC1": "0000:8a:00.0",
+    }
     assert labelled["NIC1"].rdma_names == ("mlx5_1",) and str(labelled["GPU2"].local_cpus) == "20-39,60-79"
     assert all(f.bdf is not None for f in snap.pci)
     nvsmi = next(s for s in snap.sources if s.name == "nvidia-smi")
@@ -398,8 +424,9 @@ def test_tree_output_for_a_matrix():
     lines = out.stdout.splitlines()
     assert lines[0].endswith("offline: nvidia-smi output, not read from a host")
     assert lines[1].startswith("sockets unknown · 2 NUMA node(s) · 160 CPUs · 8 GPU(s) · 9 NIC(s)")
-    assert any(line.endswith("GPU0 [GPU] gpu0 NVIDIA GPU (model not in the matrix)  · rail nic8 (PIX)")
-               for line in lines)
+    assert any(
+        line.endswith("GPU0 [GPU] gpu0 NVIDIA GPU (model not in the matrix)  · rail nic8 (PIX)") for line in lines
+    )
     assert "Sources: nvidia-smi ok" in lines
 
 
@@ -428,7 +455,8 @@ def test_sriov_expansion_is_bounded(monkeypatch):
         "\tCapabilities: [180 v1] Single Root I/O Virtualization (SR-IOV)\n"
         "\t\tInitial VFs: 8, Total VFs: 8, Number of VFs: 65535, Function Dependency Link: 00\n"
         f"\t\tVF offset: 1, stride: {i % 2}, Device ID: 101e\n"
-        for i in range(4))
+        for i in range(4)
+    )
     snap = offline_lspci.snapshot_from_lspci(None, parse_lspci_verbose(text))
     assert len(snap.pci) == 4
     assert "more than 1000 VFs" in (snap.sources[0].detail or "")

@@ -27,8 +27,17 @@ class _Builder:
         self.bus += 1
         bdf = f"0000:{self.bus:02x}:00.0"
         cfg = ConfigSpace(size=64, header_type=1 if cls == BRIDGE else 0, pcie_port_type=port)
-        self.fns.append(PciFunction(bdf=bdf, sysfs_path=f"{path}/{bdf}", class_code=cls, vendor_id=0x10B5,
-                                    device_id=0x8796, numa_node=numa, config=cfg))
+        self.fns.append(
+            PciFunction(
+                bdf=bdf,
+                sysfs_path=f"{path}/{bdf}",
+                class_code=cls,
+                vendor_id=0x10B5,
+                device_id=0x8796,
+                numa_node=numa,
+                config=cfg,
+            )
+        )
         return f"{path}/{bdf}"
 
 
@@ -65,7 +74,10 @@ def build(spec, insert_above: int | None = None) -> Snapshot:
         for port in ports:
             place(b.fn(root, BRIDGE, numa, PORT["rp"]), port, numa)
     return Snapshot(
-        numa_nodes=(NumaNode(0, CpuSet.parse("0-3"), distances=(10, 21)), NumaNode(1, CpuSet.parse("4-7"), distances=(21, 10))),
+        numa_nodes=(
+            NumaNode(0, CpuSet.parse("0-3"), distances=(10, 21)),
+            NumaNode(1, CpuSet.parse("4-7"), distances=(21, 10)),
+        ),
         cpus=tuple(Cpu(i, package=i // 4) for i in range(8)),
         pci=tuple(b.fns),
     )

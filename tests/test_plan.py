@@ -25,10 +25,14 @@ def _plan_for(result: ScanResult, options: PlanOptions) -> Plan:
 NODE0, NODE1 = CpuSet.parse("0-55,112-167"), CpuSet.parse("56-111,168-223")
 #: dgx-h100: GPU BDF -> (its PIX NIC's RDMA device, netdev, node CPUs)
 DGX = {
-    "0000:1b:00.0": ("mlx5_0", "ibp24s0", NODE0), "0000:43:00.0": ("mlx5_3", "ibp64s0", NODE0),
-    "0000:52:00.0": ("mlx5_4", "ibp79s0", NODE0), "0000:61:00.0": ("mlx5_5", "ibp94s0", NODE0),
-    "0000:9d:00.0": ("mlx5_6", "ibp154s0", NODE1), "0000:c3:00.0": ("mlx5_9", "ibp192s0", NODE1),
-    "0000:d1:00.0": ("mlx5_10", "ibp206s0", NODE1), "0000:df:00.0": ("mlx5_11", "ibp220s0", NODE1),
+    "0000:1b:00.0": ("mlx5_0", "ibp24s0", NODE0),
+    "0000:43:00.0": ("mlx5_3", "ibp64s0", NODE0),
+    "0000:52:00.0": ("mlx5_4", "ibp79s0", NODE0),
+    "0000:61:00.0": ("mlx5_5", "ibp94s0", NODE0),
+    "0000:9d:00.0": ("mlx5_6", "ibp154s0", NODE1),
+    "0000:c3:00.0": ("mlx5_9", "ibp192s0", NODE1),
+    "0000:d1:00.0": ("mlx5_10", "ibp206s0", NODE1),
+    "0000:df:00.0": ("mlx5_11", "ibp220s0", NODE1),
 }
 
 #: Every rank's NCCL_IB_HCA on dgx-h100: the node's compute HCAs, storage ports (mlx5_1, 2, 7, 8) left out.
@@ -54,7 +58,9 @@ def test_dgx_json_matches_the_schema_and_names_pix_nics(dgx):
     out = run_cli("plan", "--root", str(dgx), "--no-nvml", "--format", "json")
     data = json.loads(out.stdout)
     jsonschema.validate(data, json.loads((REPO / "topoagent/schema/plan.schema.json").read_text()))
-    scan_ids = {d["id"]: d["bdf"] for d in json.loads(run_cli("scan", "--root", str(dgx), "--format", "json").stdout)["devices"]}
+    scan_ids = {
+        d["id"]: d["bdf"] for d in json.loads(run_cli("scan", "--root", str(dgx), "--format", "json").stdout)["devices"]
+    }
     assert len(data["gpus"]) == 8
     for g in data["gpus"]:
         rdma, netdev, cpus = DGX[g["bdf"]]
@@ -75,11 +81,15 @@ def test_gpu_narrows_the_table_and_json_and_is_refused_where_it_cannot(dgx):
     assert "node 0: gpu0 gpu1 gpu2 gpu3" in text.stdout and "node 1:" not in text.stdout
     data = json.loads(topoagent("plan", "--root", str(dgx), "--no-nvml", "--gpu", "5", "--format", "json").stdout)
     assert [g["bdf"] for g in data["gpus"]] == ["0000:c3:00.0"] and len(data["numa_groups"]) == 1
-    for args, says in [(("--gpu", "8"), "--gpu 8: the host has 8 GPU(s) (0-7)"),
-                       (("--gpu", "1", "--format", "slurm"), "--gpu is for --format text, json, env"),
-                       (("--local-rank", "1"), "--local-rank is for --format env")]:
+    for args, says in [
+        (("--gpu", "8"), "--gpu 8: the host has 8 GPU(s) (0-7)"),
+        (("--gpu", "1", "--format", "slurm"), "--gpu is for --format text, json, env"),
+        (("--local-rank", "1"), "--local-rank is for --format env"),
+    ]:
         out = topoagent("plan", "--root", str(dgx), "--no-nvml", *args)
-        assert out.returncode == 2 and out.stdout == "" and out.stderr == f"topoagent: {says}" + out.stderr.split(says)[1]
+        assert (
+            out.returncode == 2 and out.stdout == "" and out.stderr == f"topoagent: {says}" + out.stderr.split(says)[1]
+        )
         assert len(out.stderr.splitlines()) == 1
 
 
@@ -87,8 +97,9 @@ def test_dgx_env_for_every_gpu(dgx):
     for index, (bdf, (rdma, _netdev, cpus)) in enumerate(DGX.items()):
         out = run_cli("plan", "--root", str(dgx), "--no-nvml", "--format", "env", "--gpu", str(index))
         assert out.returncode == 0, out.stderr
-        exports = dict(line[len("export "):].split("=", 1) for line in out.stdout.splitlines()
-                       if line.startswith("export "))
+        exports = dict(
+            line[len("export ") :].split("=", 1) for line in out.stdout.splitlines() if line.startswith("export ")
+        )
         values = {k: shlex.split(v)[0] for k, v in exports.items()}
         assert values["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" and values["CUDA_VISIBLE_DEVICES"] == str(index)
         assert values["NCCL_IB_HCA"] == DGX_HCAS and values["UCX_NET_DEVICES"] == f"{rdma}:1"
@@ -169,8 +180,16 @@ def test_plan_in_a_restricted_child_process_never_widens(tmp_path):
 
     root = generate(tiny(), tmp_path / "tiny")
     for fmt in ("json", "text", "slurm"):
-        out = topoagent("plan", "--root", str(root), "--allowed-cpus", "self", "--format", fmt,
-                        preexec_fn=lambda: os.sched_setaffinity(0, {1}))
+        out = topoagent(
+            "plan",
+            "--root",
+            str(root),
+            "--allowed-cpus",
+            "self",
+            "--format",
+            fmt,
+            preexec_fn=lambda: os.sched_setaffinity(0, {1}),
+        )
         assert out.returncode in (0, 1), out.stderr
         if fmt == "json":
             data = json.loads(out.stdout)
@@ -253,10 +272,12 @@ def test_split_cores_is_even_and_never_empty():
 
 
 def test_bad_options_give_one_line(dgx):
-    for args, words in ((["--format", "env"], "give --gpu N or --local-rank R"),
-                        (["--format", "env", "--local-rank", "99"], "has 8 GPU(s)"),
-                        (["--allowed-cpus", "bogus"], "--allowed-cpus"),
-                        (["--split", "9"], "cannot split 8 GPU(s) into 9 groups")):
+    for args, words in (
+        (["--format", "env"], "give --gpu N or --local-rank R"),
+        (["--format", "env", "--local-rank", "99"], "has 8 GPU(s)"),
+        (["--allowed-cpus", "bogus"], "--allowed-cpus"),
+        (["--split", "9"], "cannot split 8 GPU(s) into 9 groups"),
+    ):
         out = run_cli("plan", "--root", str(dgx), *args)
         assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr, (args, out.stderr)
         assert len(out.stderr.strip().splitlines()) == 1
@@ -282,8 +303,19 @@ def test_ranks_per_gpu_is_bounded(dgx):
     assert out.returncode == 2 and "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("machine", ["dgx-h100", "dgx-a100-nps4", "epyc-nps2-mixed", "wrong-socket-nic",
-                                     "faulty-gpu-node", "unprivileged", "sriov-nic", "workstation"])
+@pytest.mark.parametrize(
+    "machine",
+    [
+        "dgx-h100",
+        "dgx-a100-nps4",
+        "epyc-nps2-mixed",
+        "wrong-socket-nic",
+        "faulty-gpu-node",
+        "unprivileged",
+        "sriov-nic",
+        "workstation",
+    ],
+)
 def test_every_local_rank_of_a_node_gets_the_same_nccl_ib_hca(fixture_root, machine):
     """NCCL fuses the ranks' topologies and needs one NCCL_IB_HCA per node (NVIDIA/nccl#1478):
     the node's compute HCAs, storage and management ports left out; UCX_NET_DEVICES stays the
@@ -294,8 +326,12 @@ def test_every_local_rank_of_a_node_gets_the_same_nccl_ib_hca(fixture_root, mach
     p = r.plan_with(PlanOptions(ranks_per_gpu=2))
     envs = [rank_env(p, rank)[2] for rank in range(2 * len(p.gpus))]
     compute = [name for n in r.topology.nics if r.rails.roles.get(n.id) is NicRole.COMPUTE for name in n.rdma_devices]
-    others = {name for n in r.topology.nics if r.rails.roles.get(n.id) not in (None, NicRole.COMPUTE)
-              for name in n.rdma_devices}
+    others = {
+        name
+        for n in r.topology.nics
+        if r.rails.roles.get(n.id) not in (None, NicRole.COMPUTE)
+        for name in n.rdma_devices
+    }
     assert {e.get("NCCL_IB_HCA") for e in envs} == {"=" + ",".join(compute) if compute else None}
     assert not others & set(",".join(compute).split(","))
     assert all("NCCL_SOCKET_IFNAME" not in e for e in envs)

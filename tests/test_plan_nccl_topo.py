@@ -21,8 +21,17 @@ from tests.plan_helpers import run_cli, topoagent
 from topoagent.api import scan
 from topoagent.topology import DeviceKind
 
-FIXTURES = ["dgx-h100", "dgx-a100-nps4", "wrong-socket-nic", "workstation", "p4d-efa", "faulty-gpu-node",
-            "epyc-nps2-mixed", "sriov-nic", "unprivileged"]
+FIXTURES = [
+    "dgx-h100",
+    "dgx-a100-nps4",
+    "wrong-socket-nic",
+    "workstation",
+    "p4d-efa",
+    "faulty-gpu-node",
+    "epyc-nps2-mixed",
+    "sriov-nic",
+    "unprivileged",
+]
 #: Our classes as NCCL names them: NCCL's PHB covers our PHB and NODE (REFERENCE §4).
 AS_NCCL = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
 
@@ -79,8 +88,10 @@ class Reader:
 
 
 def _ids(el: ET.Element) -> int:
-    return sum(int(el.get(k) or "0", 16) << s for k, s in (("vendor", 48), ("device", 32),
-                                                            ("subsystem_vendor", 16), ("subsystem_device", 0)))
+    return sum(
+        int(el.get(k) or "0", 16) << s
+        for k, s in (("vendor", 48), ("device", 32), ("subsystem_vendor", 16), ("subsystem_device", 0))
+    )
 
 
 def _xml(root: str) -> str:
@@ -99,6 +110,7 @@ def test_the_xml_describes_the_same_tree(fixture_root, name):
     nics = [d for d in topo.nics if d.bdf and not d.is_vf]
     assert set(reader.gpus) == {g.bdf for g in gpus}
     assert set(reader.nics) == {n.bdf for n in nics}
+
     # Where a device's own numa_node disagrees with the function at the top of its tree
     # (faulty-gpu-node's GPU6), NCCL -- and so the XML -- place it by the top function.
     def misplaced(d) -> bool:
@@ -127,32 +139,44 @@ def test_cpus_carry_numa_node_affinity_and_identity(fixture_root):
     assert {i for i in range(mask.bit_length()) if mask >> i & 1} == set(range(56)) | set(range(112, 168))
     for c in cpus.values():  # every <cpu>, not only the first: NCCL fills only its own GPU's
         assert (c.get("arch"), c.get("vendor"), c.get("familyid"), c.get("modelid")) == (
-            "x86_64", "GenuineIntel", "6", "143")
+            "x86_64",
+            "GenuineIntel",
+            "6",
+            "143",
+        )
     net = reader.nics["0000:18:00.0"].find("nic/net")
     assert net.get("name") == "mlx5_0" and net.get("speed") == "400000" and net.get("port") == "1"
     # dev (the net plugin's index) and gdr are NCCL's to set on the host
     assert net.get("dev") is None and net.get("gdr") is None
     gpu = reader.gpus["0000:1b:00.0"]
-    assert gpu.get("class") == "0x030200" and gpu.get("link_speed") == "32.0 GT/s PCIe" and gpu.get("link_width") == "16"
+    assert (
+        gpu.get("class") == "0x030200" and gpu.get("link_speed") == "32.0 GT/s PCIe" and gpu.get("link_width") == "16"
+    )
 
 
 def test_written_the_way_nccls_own_parser_reads(fixture_root):
     """NCCL's reader (xml.cc xmlGetNode) takes no XML declaration, only double-quoted values
     separated by single spaces, and element names it knows."""
     text = _xml(str(fixture_root("dgx-a100-nps4")))
-    assert text.startswith("<system version=\"1\">")
+    assert text.startswith('<system version="1">')
     tag = re.compile(r'^ *(</(system|cpu|pci|nic|gpu)>|<(system|cpu|pci|nic|gpu|net|nvlink)( [a-z_]+="[^"]*")*/?>)$')
     for line in text.splitlines():
         assert tag.match(line), line
     speeds = {p.get("link_speed") for p in Reader(text).root.iter("pci")}
-    assert speeds <= {"", "2.5 GT/s PCIe", "5.0 GT/s PCIe", "8.0 GT/s PCIe", "16.0 GT/s PCIe", "32.0 GT/s PCIe",
-                      "64.0 GT/s PCIe"}  # NCCL's kvDictPciGen spellings
+    assert speeds <= {
+        "",
+        "2.5 GT/s PCIe",
+        "5.0 GT/s PCIe",
+        "8.0 GT/s PCIe",
+        "16.0 GT/s PCIe",
+        "32.0 GT/s PCIe",
+        "64.0 GT/s PCIe",
+    }  # NCCL's kvDictPciGen spellings
 
 
 def test_pasted_matrix_without_bdfs_is_refused_in_one_line(tmp_path):
     matrix = tmp_path / "topo.txt"
-    matrix.write_text("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
-                      "GPU0\t X \tNV12\t0-31\t0\nGPU1\tNV12\t X \t0-31\t0\n")
+    matrix.write_text("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV12\t0-31\t0\nGPU1\tNV12\t X \t0-31\t0\n")
     out = run_cli("plan", "--nvidia-smi-topo", str(matrix), "--format", "nccl-topo")
     assert out.returncode == 2 and "PCI addresses" in out.stderr and "Traceback" not in out.stderr
 

@@ -39,11 +39,27 @@ def test_rails_record_has_the_proposal_shape(fixture_root):
     assert doc["nodeUID"] == "3e931c2b-6a5d-4c17-93bc-bc3a34132bd2"
     assert doc["railSource"] == "topoagent"
     # The DGX H100's eight rail NICs, rail i the i-th in PCI order; storage/management NICs on none.
-    rail_nics = ["0000:18:00.0", "0000:40:00.0", "0000:4f:00.0", "0000:5e:00.0",
-                 "0000:9a:00.0", "0000:c0:00.0", "0000:ce:00.0", "0000:dc:00.0"]
+    rail_nics = [
+        "0000:18:00.0",
+        "0000:40:00.0",
+        "0000:4f:00.0",
+        "0000:5e:00.0",
+        "0000:9a:00.0",
+        "0000:c0:00.0",
+        "0000:ce:00.0",
+        "0000:dc:00.0",
+    ]
     assert doc["nics"] == {nic: [f"rail{i}"] for i, nic in enumerate(rail_nics)}
-    gpus = ["0000:1b:00.0", "0000:43:00.0", "0000:52:00.0", "0000:61:00.0",
-            "0000:9d:00.0", "0000:c3:00.0", "0000:d1:00.0", "0000:df:00.0"]
+    gpus = [
+        "0000:1b:00.0",
+        "0000:43:00.0",
+        "0000:52:00.0",
+        "0000:61:00.0",
+        "0000:9d:00.0",
+        "0000:c3:00.0",
+        "0000:d1:00.0",
+        "0000:df:00.0",
+    ]
     assert list(doc["gpus"]) == gpus  # no NVML here: keyed by PCI address
     for i, gpu in enumerate(doc["gpus"].values()):
         assert list(gpu) == ["pciAddress", "rails"] and PCI_ADDRESS.match(gpu["pciAddress"])
@@ -72,9 +88,11 @@ def test_dra_attributes(fixture_root):
     by_id = {d["device"]: d for d in doc["devices"]}
     assert {d["kind"] for d in doc["devices"]} == {"gpu", "nic"}
     gpu0 = by_id["gpu0"]["attributes"]
-    assert gpu0 == {"resource.kubernetes.io/pcieRoot": {"string": "pci0000:15"},
-                    "resource.kubernetes.io/pciBusID": {"string": "0000:1b:00.0"},
-                    "resource.kubernetes.io/numaNode": {"int": 0}}
+    assert gpu0 == {
+        "resource.kubernetes.io/pcieRoot": {"string": "pci0000:15"},
+        "resource.kubernetes.io/pciBusID": {"string": "0000:1b:00.0"},
+        "resource.kubernetes.io/numaNode": {"int": 0},
+    }
     # GPU i and its rail NIC share a root complex: a claim matching on pcieRoot pairs them
     nic = next(d for d in doc["devices"] if d["key"] == "0000:18:00.0")
     assert nic["attributes"]["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:15"}

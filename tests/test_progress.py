@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+
 from plan_helpers import REPO
 
 
@@ -19,8 +20,9 @@ def run_with_stderr_on(args: list[str], tty: bool) -> tuple[int, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "topoagent", *args]
     if not tty:
-        proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, timeout=120,
-                              check=False)
+        proc = subprocess.run(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, timeout=120, check=False
+        )
         return proc.returncode, proc.stderr.decode()
     master, slave = pty.openpty()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=slave, env=env)

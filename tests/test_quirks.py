@@ -1,7 +1,6 @@
 """Link quirks (topoagent.quirks): functions whose link registers mean nothing raise no link
 finding; everything else still does.  One test per quirk."""
 
-
 import pytest
 
 from tests.test_bad_input import BDF, minimal_tree
@@ -14,9 +13,15 @@ DEV = f"sys/devices/pci0000:16/0000:16:01.0/{BDF}"
 def _degraded_nic(tmp_path, device_id: str):
     root = minimal_tree(tmp_path)
     dev = root / DEV
-    for name, value in {"class": "0x020000", "vendor": "0x8086", "device": device_id,
-                        "current_link_width": "1", "max_link_width": "8",
-                        "current_link_speed": "2.5 GT/s PCIe", "max_link_speed": "8.0 GT/s PCIe"}.items():
+    for name, value in {
+        "class": "0x020000",
+        "vendor": "0x8086",
+        "device": device_id,
+        "current_link_width": "1",
+        "max_link_width": "8",
+        "current_link_speed": "2.5 GT/s PCIe",
+        "max_link_speed": "8.0 GT/s PCIe",
+    }.items():
         (dev / name).write_text(value + "\n")
     return root
 
@@ -40,10 +45,10 @@ def test_rc_integrated_endpoint_raises_no_link_finding(tmp_path):
     # A PCIe capability with Device/Port Type 9 (RCiEP) at 0x40, in a 256-byte config space.
     cfg = bytearray(256)
     cfg[0:4] = bytes.fromhex("8680721a")  # vendor 8086, device 1572 (little endian)
-    cfg[0x06] = 0x10                      # status: capability list present
+    cfg[0x06] = 0x10  # status: capability list present
     cfg[0x34] = 0x40
-    cfg[0x40], cfg[0x41] = 0x10, 0x00     # PCIe capability, end of list
-    cfg[0x42] = 0x92                      # version 2, Device/Port Type 9
+    cfg[0x40], cfg[0x41] = 0x10, 0x00  # PCIe capability, end of list
+    cfg[0x42] = 0x92  # version 2, Device/Port Type 9
     (root / DEV / "config").write_bytes(bytes(cfg))
     assert _link_findings(root) == []
 

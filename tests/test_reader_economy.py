@@ -56,8 +56,11 @@ def test_vf_ids_and_pf_come_from_the_pf_config_and_equal_the_files(fixture_root,
     vfs = [f for f in snap.pci if f.physfn is not None]
     assert len(vfs) == 4
     for vf in vfs:
-        assert (vf.vendor_id, vf.device_id) == (_file_id(root, vf.sysfs_path, "vendor"),
-                                                _file_id(root, vf.sysfs_path, "device")) == (0x15B3, 0x101E)
+        assert (
+            (vf.vendor_id, vf.device_id)
+            == (_file_id(root, vf.sysfs_path, "vendor"), _file_id(root, vf.sysfs_path, "device"))
+            == (0x15B3, 0x101E)
+        )
         assert vf.physfn == os.readlink(root / "sys/devices" / vf.sysfs_path / "physfn").rsplit("/", 1)[-1]
     assert not [r for r in reads if r.endswith(("/vendor", "/device", "/physfn"))]
 
@@ -85,8 +88,9 @@ def test_links_a_listing_does_not_show_are_not_asked_for(fixture_root, tmp_path,
         config.write_bytes(config.read_bytes()[:64])
     reads.clear()
     after = {f.bdf: f for f in read_host(root, nvml="off").pci}
-    assert {b: (f.driver, f.iommu_group) for b, f in after.items()} == \
-        {b: (f.driver, f.iommu_group) for b, f in before.items()}
+    assert {b: (f.driver, f.iommu_group) for b, f in after.items()} == {
+        b: (f.driver, f.iommu_group) for b, f in before.items()
+    }
     unbound = [f for f in after.values() if f.driver is None]
     assert len(unbound) == 2
     for f in unbound:
@@ -105,8 +109,9 @@ def test_bridges_seen_without_extended_config_are_not_asked_for_sriov_files(fixt
         config.write_bytes(config.read_bytes()[:256])
     reads.clear()
     after = {f.bdf: f for f in read_host(root, nvml="off").pci}
-    assert {b: (f.sriov_totalvfs, f.sriov_numvfs) for b, f in after.items()} == \
-        {b: (f.sriov_totalvfs, f.sriov_numvfs) for b, f in before.items()}
+    assert {b: (f.sriov_totalvfs, f.sriov_numvfs) for b, f in after.items()} == {
+        b: (f.sriov_totalvfs, f.sriov_numvfs) for b, f in before.items()
+    }
     assert any(f.sriov_totalvfs for f in after.values())
     bridges = [f.bdf for f in after.values() if f.config is not None and f.config.pcie_port_type in (4, 5, 6)]
     assert bridges
@@ -178,9 +183,12 @@ def _normalised(link_dir: str, target: str) -> str:
     return posixpath.normpath("/" + joined.lstrip("/")).lstrip("/")
 
 
-@given(st.lists(st.sampled_from(["..", ".", "", "devices", "pci0000:30", "0000:31:01.2", "net", "a.b"]),
-                min_size=1, max_size=8).map("/".join),
-       st.booleans())
+@given(
+    st.lists(
+        st.sampled_from(["..", ".", "", "devices", "pci0000:30", "0000:31:01.2", "net", "a.b"]), min_size=1, max_size=8
+    ).map("/".join),
+    st.booleans(),
+)
 @settings(max_examples=300, deadline=None)
 def test_link_target_normalises_as_component_by_component(target, absolute) -> None:
     import os
@@ -211,7 +219,9 @@ def test_texts_below_reads_as_text_does(tmp_path) -> None:
     (base / "x" / "type").write_text("never read\n")
     fs = HostFS(tmp_path)
     got = fs.texts_below("sys/kernel/iommu_groups", "type", lambda n: n.isdigit())
-    assert got == {n: HostFS(tmp_path).text(f"sys/kernel/iommu_groups/{n}/type") for n in ("0", "1", "2", "3", "5", "7")}
+    assert got == {
+        n: HostFS(tmp_path).text(f"sys/kernel/iommu_groups/{n}/type") for n in ("0", "1", "2", "3", "5", "7")
+    }
     assert got == {"0": "DMA", "1": "identity", "2": "DMA-FQ", "3": None, "5": None, "7": "DMA-FQ"}
     assert fs.errors == []
 
@@ -241,6 +251,7 @@ def test_a_garbled_sriov_capability_leaves_the_vfs_to_their_links(fixture_root, 
 
 
 # -- what the economies must not change (found in review) -------------------------------------
+
 
 def _this_host(tmp_path: Path) -> Path:
     import tarfile

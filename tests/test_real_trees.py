@@ -141,8 +141,10 @@ ONLY_OURS: dict[str, dict[str, Absent]] = {
             ),
             evidence=(
                 Evidence("sys/bus/pci/devices/0000:00:11.0/class", "0x060400"),
-                Evidence("sys/bus/pci/devices/0000:00:11.0/config",
-                         config_bytes=((0x0E, 0x01), (0x18, 0x00), (0x19, 0x00), (0x1A, 0x00))),
+                Evidence(
+                    "sys/bus/pci/devices/0000:00:11.0/config",
+                    config_bytes=((0x0E, 0x01), (0x18, 0x00), (0x19, 0x00), (0x1A, 0x00)),
+                ),
             ),
         ),
     },
@@ -188,8 +190,7 @@ def hwloc_readings():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "topoagent", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "topoagent", *args], capture_output=True, text=True, timeout=120)
 
 
 def _no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
@@ -248,8 +249,7 @@ def test_numa_matches_hwloc(tree: tuple[str, Path], scans, hwloc_readings) -> No
     hw = hwloc_readings(root).devices
     both = sorted(set(ours) & set(hw))
     assert both, "no PCI function known to both tools"
-    found = {b: (ours[b].numa_node, hw[b].numa_node) for b in both
-             if ours[b].numa_node != hw[b].numa_node}
+    found = {b: (ours[b].numa_node, hw[b].numa_node) for b in both if ours[b].numa_node != hw[b].numa_node}
     known = {b: (k.ours, k.hwloc) for b, k in KNOWN_NUMA.get(name, {}).items()}
     assert found == known
 
@@ -258,8 +258,9 @@ def test_bridge_chain_matches_hwloc(tree: tuple[str, Path], scans, hwloc_reading
     name, root = tree
     ours = _ours(scans, root)
     hw = hwloc_readings(root).devices
-    found = {b: (ours[b].ancestors, hw[b].chain) for b in sorted(set(ours) & set(hw))
-             if ours[b].ancestors != hw[b].chain}
+    found = {
+        b: (ours[b].ancestors, hw[b].chain) for b in sorted(set(ours) & set(hw)) if ours[b].ancestors != hw[b].chain
+    }
     known = {b: (k.ours, k.hwloc) for b, k in KNOWN_CHAIN.get(name, {}).items()}
     assert found == known
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from benchmarks.gen_tree import nics, numa
 from click.testing import CliRunner
 
-from benchmarks.gen_tree import nics, numa
 from tests.fakesysfs import generate
 from topoagent.analysis import paths as paths_mod
 from topoagent.analysis.paths import NIC_PAIR_LIMIT, path
@@ -28,11 +28,19 @@ LINEAR = GPUS * (GPUS - 1) // 2 + GPUS * NICS  # GPU-GPU + GPU-NIC
 
 #: Every output that reads paths; each invocation analyses the host afresh.
 COMMANDS = [
-    ["scan", "--format", "json"], ["scan", "--format", "tree"], ["scan", "--format", "matrix"],
-    ["plan", "--format", "text"], ["plan", "--format", "json"], ["plan", "--format", "slurm"],
-    ["plan", "--format", "nccl-topo"], ["plan", "--format", "rails"], ["plan", "--format", "dra"],
+    ["scan", "--format", "json"],
+    ["scan", "--format", "tree"],
+    ["scan", "--format", "matrix"],
+    ["plan", "--format", "text"],
+    ["plan", "--format", "json"],
+    ["plan", "--format", "slurm"],
+    ["plan", "--format", "nccl-topo"],
+    ["plan", "--format", "rails"],
+    ["plan", "--format", "dra"],
     ["plan", "--format", "env", "--gpu", "0"],
-    ["draw", "--format", "svg"], ["draw", "--format", "html"], ["draw", "--format", "dot"],
+    ["draw", "--format", "svg"],
+    ["draw", "--format", "html"],
+    ["draw", "--format", "dot"],
 ]
 
 
@@ -104,8 +112,9 @@ def test_few_nics_keep_every_nic_pair(fixture_root):
     n = len([d for d in result.topology.nics if not d.is_vf])
     nic_pairs = [p for p in result.paths if p.a.startswith("nic") and p.b.startswith("nic")]
     assert len(nic_pairs) == n * (n - 1) // 2 > 0
-    doc = json.loads(CliRunner().invoke(cli, ["scan", "--root", str(fixture_root("dgx-h100")),
-                                              "--format", "json"]).output)
+    doc = json.loads(
+        CliRunner().invoke(cli, ["scan", "--root", str(fixture_root("dgx-h100")), "--format", "json"]).output
+    )
     assert "paths_omitted" not in doc
 
 
@@ -119,16 +128,20 @@ def test_distance_rows_are_shared_tuples(tmp_path):
         assert node.distances is raw[node.id]  # one row per node, not a copy or a dict
         assert result.topology.node(node.id) is node
     doc = json.loads(CliRunner().invoke(cli, ["scan", "--root", str(root), "--format", "json"]).output)
-    assert doc["numa_nodes"][3]["distances"] == [int(x) for x in (root / "sys/devices/system/node/node3/distance")
-                                                 .read_text().split()]
+    assert doc["numa_nodes"][3]["distances"] == [
+        int(x) for x in (root / "sys/devices/system/node/node3/distance").read_text().split()
+    ]
 
 
-@pytest.mark.parametrize("text, want", [
-    ("10 21\n", (10, 21)),
-    ("10 12 32 32\n", (10, 12, 32, 32)),
-    ("", ()),
-    ("10\t21", (10, 21)),
-])
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("10 21\n", (10, 21)),
+        ("10 12 32 32\n", (10, 12, 32, 32)),
+        ("", ()),
+        ("10\t21", (10, 21)),
+    ],
+)
 def test_parse_distances(text, want):
     assert parse_distances(text) == want
 

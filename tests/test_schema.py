@@ -21,11 +21,25 @@ def test_the_generated_scan_schema_checks_what_the_contract_promises():
     jsonschema.Draft202012Validator.check_schema(schema)
     device = schema["$defs"]["DeviceEntry"]
     assert "class" in device["properties"] and "class_" not in device["properties"]
-    assert set(schema["required"]) == {"schema_version", "tool", "host", "sockets", "numa_nodes", "host_bridges",
-                                       "devices", "paths", "rails", "findings", "recommendations", "probe_errors",
-                                       "slots"}
+    assert set(schema["required"]) == {
+        "schema_version",
+        "tool",
+        "host",
+        "sockets",
+        "numa_nodes",
+        "host_bridges",
+        "devices",
+        "paths",
+        "rails",
+        "findings",
+        "recommendations",
+        "probe_errors",
+        "slots",
+    }
     bad = {"id": "gpu0", "bdf": "0000:1B:00.0"}  # upper-case hex is not a BDF the contract writes
-    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(
-        {**json.loads((HERE.parent.parent / "tests/golden/dgx-h100/scan.json").read_text()),
-         "devices": [bad]}))
+    errors = list(
+        jsonschema.Draft202012Validator(schema).iter_errors(
+            {**json.loads((HERE.parent.parent / "tests/golden/dgx-h100/scan.json").read_text()), "devices": [bad]}
+        )
+    )
     assert any("0000:1B:00.0" in e.message for e in errors)

@@ -63,8 +63,12 @@ def test_rdma_state(text, state, rate):
 
 @pytest.mark.parametrize(
     "text, rate",
-    [("400 Gb/sec (4X NDR)", 400.0), ("56 Gb/sec (4X FDR)", 56.0), ("2.5 Gb/sec (1X SDR)", 2.5),
-     ("100 Gb/sec (2X HDR)", 100.0)],
+    [
+        ("400 Gb/sec (4X NDR)", 400.0),
+        ("56 Gb/sec (4X FDR)", 56.0),
+        ("2.5 Gb/sec (1X SDR)", 2.5),
+        ("100 Gb/sec (2X HDR)", 100.0),
+    ],
 )
 def test_rdma_rate(text, rate):
     assert sv.parse_rdma_rate(text) == rate
@@ -92,9 +96,11 @@ def test_local_cpus(cpulist, mask, expected):
 
 @pytest.mark.parametrize(
     "text, flag",
-    [("processor : 0\nflags\t\t: fpu vme hypervisor lahf_lm\n", True),
-     ("processor : 0\nflags\t\t: fpu vme lahf_lm\n", False),
-     ("cpu\t\t: POWER9 (raw), altivec supported\n", False)],
+    [
+        ("processor : 0\nflags\t\t: fpu vme hypervisor lahf_lm\n", True),
+        ("processor : 0\nflags\t\t: fpu vme lahf_lm\n", False),
+        ("cpu\t\t: POWER9 (raw), altivec supported\n", False),
+    ],
 )
 def test_cpuinfo_hypervisor(text, flag):
     assert sv.parse_cpuinfo_hypervisor(text) is flag

@@ -23,12 +23,14 @@ from topoagent.parsers.vmx import parse_vmx
 #: Two nodes of 4 cores x 2 threads: node 0 = 0-3,8-11, node 1 = 4-7,12-15.
 HOST = HostView(
     source="test host",
-    devices=FrozenMap({
-        "0000:1b:00.0": HostDevice("0000:1b:00.0", "gpu", 0, "H100", 0x10DE, 0x2330, ("0000:18:00.0",)),
-        "0000:18:00.0": HostDevice("0000:18:00.0", "nic", 0, "ConnectX-7", 0x15B3, 0x1021),
-        "0000:9d:00.0": HostDevice("0000:9d:00.0", "gpu", 1, "H100", 0x10DE, 0x2330),
-        "0000:c1:00.0": HostDevice("0000:c1:00.0", "nic", None, "ConnectX-7", 0x15B3, 0x1021),
-    }),
+    devices=FrozenMap(
+        {
+            "0000:1b:00.0": HostDevice("0000:1b:00.0", "gpu", 0, "H100", 0x10DE, 0x2330, ("0000:18:00.0",)),
+            "0000:18:00.0": HostDevice("0000:18:00.0", "nic", 0, "ConnectX-7", 0x15B3, 0x1021),
+            "0000:9d:00.0": HostDevice("0000:9d:00.0", "gpu", 1, "H100", 0x10DE, 0x2330),
+            "0000:c1:00.0": HostDevice("0000:c1:00.0", "nic", None, "ConnectX-7", 0x15B3, 0x1021),
+        }
+    ),
     node_cpus=FrozenMap({0: CpuSet.parse("0-3,8-11"), 1: CpuSet.parse("4-7,12-15")}),
     node_memory=FrozenMap({0: 64 << 30, 1: 64 << 30}),
     cores=tuple(CpuSet((c, c + 8)) for c in range(8)),
@@ -38,9 +40,13 @@ HOST = HostView(
 def domain(*bdfs: str, extra: str = "", vcpus: int = 4, memory_gib: int = 16, cells: str = "") -> str:
     devs = "".join(
         f"<hostdev mode='subsystem' type='pci' managed='yes'><source><address domain='0x0000' "
-        f"bus='0x{b[5:7]}' slot='0x{b[8:10]}' function='0x{b[11]}'/></source></hostdev>" for b in bdfs)
-    return (f"<domain type='kvm'><name>vm</name><memory unit='GiB'>{memory_gib}</memory>"
-            f"<vcpu placement='static'{extra}>{vcpus}</vcpu>{cells}<devices>{devs}</devices></domain>")
+        f"bus='0x{b[5:7]}' slot='0x{b[8:10]}' function='0x{b[11]}'/></source></hostdev>"
+        for b in bdfs
+    )
+    return (
+        f"<domain type='kvm'><name>vm</name><memory unit='GiB'>{memory_gib}</memory>"
+        f"<vcpu placement='static'{extra}>{vcpus}</vcpu>{cells}<devices>{devs}</devices></domain>"
+    )
 
 
 def advise(xml: str, **kw):
@@ -64,15 +70,20 @@ def test_no_passthrough_no_advice():
 def test_unset_recommends_node_cpus_and_strict_memory():
     vm = advise(domain("0000:1b:00.0"))
     assert vm.verdict is Verdict.UNSET
-    assert dict(vm.recommend) == {"vcpu.placement": "static", "vcpu.cpuset": "0-3,8-11",
-                                  "numatune.memory.mode": "strict", "numatune.memory.nodeset": "0"}
+    assert dict(vm.recommend) == {
+        "vcpu.placement": "static",
+        "vcpu.cpuset": "0-3,8-11",
+        "numatune.memory.mode": "strict",
+        "numatune.memory.nodeset": "0",
+    }
     assert "<memory mode='strict' nodeset='0'/>" in vm.snippet and "vcpupin" not in vm.snippet
     assert vm.devices[0].rail_nics == ("0000:18:00.0",)
 
 
 def test_aligned_needs_nothing():
     xml = domain("0000:9d:00.0", extra=" cpuset='4-7,12-15'").replace(
-        "<devices>", "<numatune><memory mode='strict' nodeset='1'/></numatune><devices>")
+        "<devices>", "<numatune><memory mode='strict' nodeset='1'/></numatune><devices>"
+    )
     vm = advise(xml)
     assert vm.verdict is Verdict.ALIGNED and not vm.recommend and vm.affinity is None
 
@@ -97,8 +108,12 @@ def test_reserve_cores_keeps_whole_cores_for_the_host():
 def test_pin_one_thread_per_core_first_and_emulator_on_reserved_cores():
     vm = advise(domain("0000:9d:00.0", vcpus=4), pin=True, reserve_cores=1)
     pins = {k: v for k, v in vm.recommend.items() if k.startswith("cputune.vcpupin.")}
-    assert pins == {"cputune.vcpupin.0": "5", "cputune.vcpupin.1": "6", "cputune.vcpupin.2": "7",
-                    "cputune.vcpupin.3": "13"}
+    assert pins == {
+        "cputune.vcpupin.0": "5",
+        "cputune.vcpupin.1": "6",
+        "cputune.vcpupin.2": "7",
+        "cputune.vcpupin.3": "13",
+    }
     assert vm.recommend["cputune.emulatorpin"] == "4,12"
 
 
@@ -117,8 +132,10 @@ def test_unknown_node_recommends_nothing_never_node_0():
 
 
 def test_split_with_matching_guest_cells_gets_memnodes():
-    cells = ("<cpu><numa><cell id='0' cpus='0-1' memory='8' unit='GiB'/>"
-             "<cell id='1' cpus='2-3' memory='8' unit='GiB'/></numa></cpu>")
+    cells = (
+        "<cpu><numa><cell id='0' cpus='0-1' memory='8' unit='GiB'/>"
+        "<cell id='1' cpus='2-3' memory='8' unit='GiB'/></numa></cpu>"
+    )
     vm = advise(domain("0000:1b:00.0", "0000:9d:00.0", cells=cells))
     assert vm.verdict is Verdict.SPLIT and vm.affinity is not None
     assert vm.recommend["numatune.memnode.0"] == "strict:0" and vm.recommend["numatune.memnode.1"] == "strict:1"
@@ -136,6 +153,7 @@ def test_split_without_cells_says_which_split_fits_or_that_none_does():
 
 
 # -- VMware ---------------------------------------------------------------------------------
+
 
 def vmx(*ids: str, extra: str = "") -> str:
     lines = ['displayName = "esx-vm"', 'numvcpus = "8"', 'memSize = "16384"']

@@ -26,8 +26,7 @@ URI = f"test://{NODE.resolve()}"
 SAMPLES = HERE / "vms_samples"
 SCHEMA = json.loads((HERE.parent / "topoagent" / "schema" / "vms.schema.json").read_text())
 
-needs_virsh = pytest.mark.skipif(shutil.which("virsh") is None,
-                                 reason="virsh not installed (Debian: libvirt-clients)")
+needs_virsh = pytest.mark.skipif(shutil.which("virsh") is None, reason="virsh not installed (Debian: libvirt-clients)")
 
 
 def run(*args: str):
@@ -51,11 +50,14 @@ def dgx(fixture_root):
 
 # -- report ---------------------------------------------------------------------------------
 
+
 @needs_virsh
 def test_report_over_the_test_driver(dgx):
     r = run("--root", dgx, "--connect", URI)
     assert r.exit_code == 0, r.output
-    rows = {line.split()[0]: line for line in r.output.splitlines() if line.startswith("gpu-") and not line.endswith(":")}
+    rows = {
+        line.split()[0]: line for line in r.output.splitlines() if line.startswith("gpu-") and not line.endswith(":")
+    }
     assert rows["gpu-aligned"].split()[-1] == "aligned" and "shut off" in rows["gpu-aligned"]
     assert rows["gpu-unset"].split()[-1] == "unset"
     assert rows["gpu-misaligned"].split()[-1] == "misaligned" and "running" in rows["gpu-misaligned"]
@@ -72,12 +74,31 @@ def test_json_report_keeps_the_published_shape(dgx):
     jsonschema.validate(doc, SCHEMA)
     vms = {vm["name"]: vm for vm in doc["vms"]}
     assert vms["gpu-aligned"]["devices"] == [
-        {"bdf": "0000:9d:00.0", "kind": "gpu", "numa_node": 1, "ref": "0000:9d:00.0",
-         "name": "NVIDIA H100 SXM5 80GB", "rail_nics": ["0000:9a:00.0"], "note": None},
-        {"bdf": "0000:9a:00.0", "kind": "nic", "numa_node": 1, "ref": "0000:9a:00.0",
-         "name": "Mellanox ConnectX-7", "rail_nics": [], "note": None}]
-    assert vms["gpu-aligned"]["current"] == {"vcpu.placement": "static", "vcpu.cpuset": "56-111,168-223",
-                                             "numatune.memory.mode": "strict", "numatune.memory.nodeset": "1"}
+        {
+            "bdf": "0000:9d:00.0",
+            "kind": "gpu",
+            "numa_node": 1,
+            "ref": "0000:9d:00.0",
+            "name": "NVIDIA H100 SXM5 80GB",
+            "rail_nics": ["0000:9a:00.0"],
+            "note": None,
+        },
+        {
+            "bdf": "0000:9a:00.0",
+            "kind": "nic",
+            "numa_node": 1,
+            "ref": "0000:9a:00.0",
+            "name": "Mellanox ConnectX-7",
+            "rail_nics": [],
+            "note": None,
+        },
+    ]
+    assert vms["gpu-aligned"]["current"] == {
+        "vcpu.placement": "static",
+        "vcpu.cpuset": "56-111,168-223",
+        "numatune.memory.mode": "strict",
+        "numatune.memory.nodeset": "1",
+    }
     assert vms["gpu-aligned"]["recommend"] == {}
     assert vms["gpu-unset"]["recommend"]["numatune.memory.nodeset"] == "0"
     assert vms["gpu-lost"]["devices"][0]["numa_node"] is None and vms["gpu-lost"]["recommend"] == {}
@@ -109,9 +130,9 @@ def test_report_from_the_config_files(tmp_path):
 
 # -- apply / undo ---------------------------------------------------------------------------
 
+
 def _changed_lines(diff: str) -> list[str]:
-    return [line for line in diff.splitlines()
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    return [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
 
 
 @needs_virsh
@@ -119,9 +140,13 @@ def test_apply_dry_run_shows_only_affinity_changes(dgx, tmp_path):
     r = run("--root", dgx, "--connect", URI, "--apply", "gpu-unset", "--state-dir", str(tmp_path))
     assert r.exit_code == 0, r.output
     changed = _changed_lines(r.output)
-    assert changed == ['-  <vcpu placement="static">8</vcpu>',
-                       '+  <vcpu placement="static" cpuset="0-55,112-167">8</vcpu>',
-                       "+  <numatune>", '+    <memory mode="strict" nodeset="0" />', "+  </numatune>"]
+    assert changed == [
+        '-  <vcpu placement="static">8</vcpu>',
+        '+  <vcpu placement="static" cpuset="0-55,112-167">8</vcpu>',
+        "+  <numatune>",
+        '+    <memory mode="strict" nodeset="0" />',
+        "+  </numatune>",
+    ]
     assert "dry run: nothing changed" in r.output and not (tmp_path / "vms").exists()
 
 
@@ -134,8 +159,15 @@ def test_apply_refuses_a_running_domain(dgx, tmp_path):
 
 
 @needs_virsh
-@pytest.mark.parametrize("name, why", [("gpu-lost", "nothing to apply"), ("plain", "no PCI passthrough"),
-                                       ("gpu-stale-pins", "rerun with --pin"), ("nosuch", "nosuch")])
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("gpu-lost", "nothing to apply"),
+        ("plain", "no PCI passthrough"),
+        ("gpu-stale-pins", "rerun with --pin"),
+        ("nosuch", "nosuch"),
+    ],
+)
 def test_apply_refusals_are_one_line(dgx, tmp_path, name, why):
     r = run("--root", dgx, "--connect", URI, "--apply", name, "--state-dir", str(tmp_path))
     assert r.exit_code == 2 and r.output.count("\n") == 1 and why in r.output, r.output
@@ -149,8 +181,20 @@ def test_apply_yes_defines_exactly_the_affinity_and_undo_restores(dgx, tmp_path)
 
     state = tmp_path / "state"
     original = virsh(URI, "dumpxml", "--inactive", "gpu-stale-pins")
-    r = run("--root", dgx, "--connect", URI, "--apply", "gpu-stale-pins", "--pin", "--reserve-cores", "2",
-            "--yes", "--state-dir", str(state))
+    r = run(
+        "--root",
+        dgx,
+        "--connect",
+        URI,
+        "--apply",
+        "gpu-stale-pins",
+        "--pin",
+        "--reserve-cores",
+        "2",
+        "--yes",
+        "--state-dir",
+        str(state),
+    )
     assert r.exit_code == 0, r.output
     backup = state / "vms" / "gpu-stale-pins.xml"
     assert backup.read_text() == original and oct(backup.stat().st_mode & 0o777) == "0o600"
@@ -189,10 +233,11 @@ def test_apply_yes_defines_exactly_the_affinity_and_undo_restores(dgx, tmp_path)
     # Undo, against a node where the applied definition is what libvirt holds.
     node2 = tmp_path / "node2"
     shutil.copytree(LIBVIRT / "qemu", node2 / "qemu")
-    (node2 / "qemu" / "gpu-stale-pins.xml").write_text(stored.replace(
-        "<domain type='test'>",
-        "<domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'>").replace(
-        "</domain>", "<test:runstate>5</test:runstate></domain>"))
+    (node2 / "qemu" / "gpu-stale-pins.xml").write_text(
+        stored.replace(
+            "<domain type='test'>", "<domain type='test' xmlns:test='http://libvirt.org/schemas/domain/test/1.0'>"
+        ).replace("</domain>", "<test:runstate>5</test:runstate></domain>")
+    )
     shutil.copy(NODE, node2 / NODE.name)
     uri2 = f"test://{(node2 / NODE.name).resolve()}"
     assert parse_domain(virsh(uri2, "dumpxml", "--inactive", "gpu-stale-pins")).numatune_nodeset == "1"
@@ -271,16 +316,19 @@ def test_esxi_table_and_json():
     }
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--vmx", VMXS[0]], "needs both --esxcli-pci"),
-    (["--esxcli-pci", ESXCLI], "needs both --esxcli-pci"),
-    (["--esxcli-pci", ESXCLI, "--vmx", VMXS[0], "--apply", "x"], "are for libvirt"),
-    (["--esxcli-pci", "/nonexistent", "--vmx", VMXS[0]], "--esxcli-pci /nonexistent"),
-    (["--esxcli-pci", VMXS[0], "--vmx", VMXS[0]], "not a PCI address"),
-    (["--esxcli-pci", ESXCLI, "--vmx", ESXCLI], "is not a `key = \"value\"` setting"),
-    (["--yes"], "--yes goes with --apply"),
-    (["--apply", "a", "--undo", "a"], "cannot be combined"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--vmx", VMXS[0]], "needs both --esxcli-pci"),
+        (["--esxcli-pci", ESXCLI], "needs both --esxcli-pci"),
+        (["--esxcli-pci", ESXCLI, "--vmx", VMXS[0], "--apply", "x"], "are for libvirt"),
+        (["--esxcli-pci", "/nonexistent", "--vmx", VMXS[0]], "--esxcli-pci /nonexistent"),
+        (["--esxcli-pci", VMXS[0], "--vmx", VMXS[0]], "not a PCI address"),
+        (["--esxcli-pci", ESXCLI, "--vmx", ESXCLI], 'is not a `key = "value"` setting'),
+        (["--yes"], "--yes goes with --apply"),
+        (["--apply", "a", "--undo", "a"], "cannot be combined"),
+    ],
+)
 def test_bad_invocations_are_one_line(args, message):
     r = run(*args)
     assert r.exit_code == 2 and message in r.output and r.output.count("\n") == 1, r.output

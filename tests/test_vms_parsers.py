@@ -81,7 +81,9 @@ def test_domain_from_a_kvm_dumpxml():
     assert (d.name, d.type, d.vcpus, d.vcpus_current) == ("train-0", "kvm", 16, 8)
     assert d.memory_bytes == 128 << 30
     assert [(h.bdf, h.managed, h.via) for h in d.hostdevs] == [
-        ("0000:9d:00.0", True, "hostdev"), ("0000:39:00.2", True, "interface")]  # the USB hostdev is not PCI
+        ("0000:9d:00.0", True, "hostdev"),
+        ("0000:39:00.2", True, "interface"),
+    ]  # the USB hostdev is not PCI
     assert (d.vcpu_placement, d.vcpu_cpuset) == ("static", None)
     assert (d.numatune_mode, d.numatune_nodeset) == ("strict", "1-3,^2")
     assert [(m.cellid, m.nodeset) for m in d.memnodes] == [(0, "1")]
@@ -99,28 +101,53 @@ def test_every_fixture_domain_parses(name):
 def test_libvirt_sets_and_addresses_read_as_libvirt_reads_them():
     assert str(parse_libvirt_set("0-7,^3,12")) == "0-2,4-7,12"
     # C's strtol(…, 0): 0x hex, a leading 0 octal, else decimal
-    xml = KVM_DUMPXML.replace("bus='0x9d'", "bus='157'").replace("slot='0x00' function='0x0'/>\n      </source>\n      <alias", "slot='010' function='0x0'/>\n      </source>\n      <alias")
+    xml = KVM_DUMPXML.replace("bus='0x9d'", "bus='157'").replace(
+        "slot='0x00' function='0x0'/>\n      </source>\n      <alias",
+        "slot='010' function='0x0'/>\n      </source>\n      <alias",
+    )
     assert parse_domain(xml).hostdevs[0].bdf == "0000:9d:08.0"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "empty"),
-    ("<domain><name>x</name>", "not well-formed"),
-    ("<node/>", "not <domain>"),
-    ("<domain type='kvm'/>", "no <name>"),
-    ("<!DOCTYPE d [<!ENTITY e SYSTEM 'file:///etc/passwd'>]><domain><name>&e;</name></domain>", "DOCTYPE or ENTITY"),
-    ("<domain><name>x</name><vcpu cpuset='0-3,a'>2</vcpu></domain>", "bad <vcpu> cpuset"),
-    ("<domain><name>x</name><vcpu>two</vcpu></domain>", "<vcpu> 'two' is not a number"),
-    ("<domain><name>x</name><vcpu>1000000000000</vcpu></domain>", "<vcpu> '1000000000000' is out of range"),
-    ("<domain><name>x</name><vcpu current='-2'>4</vcpu></domain>", "<vcpu current> '-2' is out of range"),
-    ("<domain><name>x</name><memory unit='parsecs'>1</memory></domain>", "unknown unit"),
-    ("<domain><name>x</name><devices><hostdev mode='subsystem' type='pci'/></devices></domain>", "no <source><address>"),
-    (("<domain><name>x</name><devices><hostdev mode='subsystem' type='pci'><source><address bus='0x1'"
-      " slot='0x40' function='0'/></source></hostdev></devices></domain>"), "out of range"),
-    (("<domain><name>x</name><devices><hostdev mode='subsystem' type='pci'><source><address bus='zz'"
-      " slot='0' function='0'/></source></hostdev></devices></domain>"), "is not a number"),
-    ("<domain><name>x</name><numatune><memory mode='strict' nodeset='1-0'/></numatune></domain>", "bad <numatune> nodeset"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "empty"),
+        ("<domain><name>x</name>", "not well-formed"),
+        ("<node/>", "not <domain>"),
+        ("<domain type='kvm'/>", "no <name>"),
+        (
+            "<!DOCTYPE d [<!ENTITY e SYSTEM 'file:///etc/passwd'>]><domain><name>&e;</name></domain>",
+            "DOCTYPE or ENTITY",
+        ),
+        ("<domain><name>x</name><vcpu cpuset='0-3,a'>2</vcpu></domain>", "bad <vcpu> cpuset"),
+        ("<domain><name>x</name><vcpu>two</vcpu></domain>", "<vcpu> 'two' is not a number"),
+        ("<domain><name>x</name><vcpu>1000000000000</vcpu></domain>", "<vcpu> '1000000000000' is out of range"),
+        ("<domain><name>x</name><vcpu current='-2'>4</vcpu></domain>", "<vcpu current> '-2' is out of range"),
+        ("<domain><name>x</name><memory unit='parsecs'>1</memory></domain>", "unknown unit"),
+        (
+            "<domain><name>x</name><devices><hostdev mode='subsystem' type='pci'/></devices></domain>",
+            "no <source><address>",
+        ),
+        (
+            (
+                "<domain><name>x</name><devices><hostdev mode='subsystem' type='pci'><source><address bus='0x1'"
+                " slot='0x40' function='0'/></source></hostdev></devices></domain>"
+            ),
+            "out of range",
+        ),
+        (
+            (
+                "<domain><name>x</name><devices><hostdev mode='subsystem' type='pci'><source><address bus='zz'"
+                " slot='0' function='0'/></source></hostdev></devices></domain>"
+            ),
+            "is not a number",
+        ),
+        (
+            "<domain><name>x</name><numatune><memory mode='strict' nodeset='1-0'/></numatune></domain>",
+            "bad <numatune> nodeset",
+        ),
+    ],
+)
 def test_broken_domains_are_one_clear_error(text, message):
     with pytest.raises(DomainXmlError, match=None) as err:
         parse_domain(text)
@@ -150,9 +177,15 @@ def test_with_affinity_changes_only_the_affinity_elements():
 def test_with_affinity_pins_replace_vcpupin_and_emulatorpin_only():
     from topoagent.parsers.libvirt_domain import MemNode, Pin
 
-    new = with_affinity(KVM_DUMPXML, cpuset="56-63", mem_mode="strict", nodeset="1",
-                        memnodes=(MemNode(0, "strict", "1"),),
-                        vcpupins=(Pin(0, "60"), Pin(1, "61")), emulatorpin="56-57")
+    new = with_affinity(
+        KVM_DUMPXML,
+        cpuset="56-63",
+        mem_mode="strict",
+        nodeset="1",
+        memnodes=(MemNode(0, "strict", "1"),),
+        vcpupins=(Pin(0, "60"), Pin(1, "61")),
+        emulatorpin="56-57",
+    )
     d = parse_domain(new)
     assert [(p.id, p.cpuset) for p in d.vcpupins] == [(0, "60"), (1, "61")]
     assert d.emulatorpin == "56-57" and [(p.id, p.cpuset) for p in d.iothreadpins] == [(1, "60")]
@@ -160,6 +193,7 @@ def test_with_affinity_pins_replace_vcpupin_and_emulatorpin_only():
 
 
 # -- esxcli hardware pci list ---------------------------------------------------------------
+
 
 def test_esxcli_sample():
     devs = parse_esxcli_pci_list((SAMPLES / "esxcli-hardware-pci-list-esxi7.txt").read_text())
@@ -204,14 +238,17 @@ def test_esxcli_shapes(variant):
     assert dev.bdf == "0000:04:00.0" and dev.numa_node is None and dev.vendor_id == 0x1000
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "no device blocks"),
-    ("hello world\n", "not a PCI address"),
-    ("   Address: 0000:04:00.0\n", "before any device address"),
-    ("0000:04:00.0\n   Vendor ID: 0xzz\n", "Vendor ID '0xzz' is not a hex number"),
-    ("0000:04:00.0\n   NUMA Node: one\n", "NUMA Node 'one' is not a number"),
-    ("0000:04:00.0\n   Address: 0000:04:00.0\n\n0000:04:00.0\n   Address: 0000:04:00.0\n", "listed twice"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "no device blocks"),
+        ("hello world\n", "not a PCI address"),
+        ("   Address: 0000:04:00.0\n", "before any device address"),
+        ("0000:04:00.0\n   Vendor ID: 0xzz\n", "Vendor ID '0xzz' is not a hex number"),
+        ("0000:04:00.0\n   NUMA Node: one\n", "NUMA Node 'one' is not a number"),
+        ("0000:04:00.0\n   Address: 0000:04:00.0\n\n0000:04:00.0\n   Address: 0000:04:00.0\n", "listed twice"),
+    ],
+)
 def test_broken_esxcli(text, message):
     with pytest.raises(EsxcliError) as err:
         parse_esxcli_pci_list(text)
@@ -220,17 +257,21 @@ def test_broken_esxcli(text, message):
 
 # -- .vmx -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("ident, bdfs, warned", [
-    ("00000:059:00.0", ("0000:3b:00.0",), False),   # ESXi's own %05d:%03d:%02d.%d
-    ("00000:013:00.0", ("0000:0d:00.0",), False),
-    ("00000:002:00.1", ("0000:02:00.1",), False),
-    ("0:66:0.0", ("0000:42:00.0",), False),          # short decimal
-    ("0:134:0.0", ("0000:86:00.0",), False),
-    ("00000:029:29.0", ("0000:1d:1d.0",), False),    # slot 0x1d is ":29", not ":1d"
-    ("0000:3b:00.0", ("0000:3b:00.0",), True),       # Linux form: ESXi refuses it
-    ("59:00.0", ("0000:3b:00.0", "0000:59:00.0"), True),  # no segment: both readings
-    ("3b:00.0", ("0000:3b:00.0",), False),
-])
+
+@pytest.mark.parametrize(
+    "ident, bdfs, warned",
+    [
+        ("00000:059:00.0", ("0000:3b:00.0",), False),  # ESXi's own %05d:%03d:%02d.%d
+        ("00000:013:00.0", ("0000:0d:00.0",), False),
+        ("00000:002:00.1", ("0000:02:00.1",), False),
+        ("0:66:0.0", ("0000:42:00.0",), False),  # short decimal
+        ("0:134:0.0", ("0000:86:00.0",), False),
+        ("00000:029:29.0", ("0000:1d:1d.0",), False),  # slot 0x1d is ":29", not ":1d"
+        ("0000:3b:00.0", ("0000:3b:00.0",), True),  # Linux form: ESXi refuses it
+        ("59:00.0", ("0000:3b:00.0", "0000:59:00.0"), True),  # no segment: both readings
+        ("3b:00.0", ("0000:3b:00.0",), False),
+    ],
+)
 def test_passthru_ids(ident, bdfs, warned):
     got, warning = parse_passthru_id(ident)
     assert got == bdfs and (warning is not None) == warned
@@ -254,21 +295,26 @@ def test_vmx_sample_with_crlf():
 
 
 def test_vmx_keys_are_case_insensitive_and_absent_devices_skipped():
-    vmx = parse_vmx('displayname = "a"\nPCIPASSTHRU0.PRESENT = "true"\npcipassthru0.ID = "00000:059:00.0"\n'
-                    'pciPassthru1.present = "FALSE"\npciPassthru1.id = "00000:060:00.0"\n'
-                    'pciPassthru2.present = "TRUE"\n')
+    vmx = parse_vmx(
+        'displayname = "a"\nPCIPASSTHRU0.PRESENT = "true"\npcipassthru0.ID = "00000:059:00.0"\n'
+        'pciPassthru1.present = "FALSE"\npciPassthru1.id = "00000:060:00.0"\n'
+        'pciPassthru2.present = "TRUE"\n'
+    )
     assert [(d.index, d.bdfs) for d in vmx.devices] == [(0, ("0000:3b:00.0",)), (2, ())]
     assert "chosen at power-on" in vmx.devices[1].warning  # no id: Dynamic DirectPath / vGPU
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "no settings"),
-    ("# only a comment\n", "no settings"),
-    ('displayName "x"\n', "line 1"),
-    ('displayName = "x\n', "no closing quote"),
-    ('pciPassthru0.present = "TRUE"\npciPassthru0.id = "gpu0"\n', "pciPassthru0.id"),
-    ('numvcpus = "many"\n', "numvcpus"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "no settings"),
+        ("# only a comment\n", "no settings"),
+        ('displayName "x"\n', "line 1"),
+        ('displayName = "x\n', "no closing quote"),
+        ('pciPassthru0.present = "TRUE"\npciPassthru0.id = "gpu0"\n', "pciPassthru0.id"),
+        ('numvcpus = "many"\n', "numvcpus"),
+    ],
+)
 def test_broken_vmx(text, message):
     with pytest.raises(VmxError) as err:
         parse_vmx(text)
@@ -278,8 +324,10 @@ def test_broken_vmx(text, message):
 def test_vmx_passthru_keys_are_exact():
     """``pciPassthru00.id`` is not ``pciPassthru0.id``: before, it was merged into entry 0 and
     changed that device's verdict; an ambiguous number is refused."""
-    text = ('displayName = "a"\npciPassthru0.present = "TRUE"\npciPassthru0.id = "00000:059:00.0"\n'
-            'pciPassthru00.id = "00000:175:00.0"\n')
+    text = (
+        'displayName = "a"\npciPassthru0.present = "TRUE"\npciPassthru0.id = "00000:059:00.0"\n'
+        'pciPassthru00.id = "00000:175:00.0"\n'
+    )
     with pytest.raises(VmxError, match="pcipassthru00.id: a pciPassthru number with a leading zero"):
         parse_vmx(text)
     ok = parse_vmx(text.replace("pciPassthru00.id", "pciPassthru10.id"))

@@ -107,8 +107,23 @@ def test_fifo_under_proc_irq(dgx_copy, tmp_path):
     os.mkfifo(path)
     with pytest.raises(WriteError, match="FIFO, not a regular file: refused"):
         HostWriter(dgx_copy).write_text("proc/irq/104/smp_affinity_list", "0-3")
-    out = subprocess.run([sys.executable, "-m", "topoagent", "apply", "--root", str(dgx_copy), "--irqs", "--yes",
-                          "--state-dir", str(tmp_path / "state")], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "topoagent",
+            "apply",
+            "--root",
+            str(dgx_copy),
+            "--irqs",
+            "--yes",
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "FIFO" in out.stderr and "nothing changed" in out.stderr, out.stderr
     assert "needs root" not in out.stderr  # the real reason, not a guess
 
@@ -199,22 +214,41 @@ def test_tampered_journal_records_are_validated_not_obeyed(dgx_copy, tmp_path):
     root = str(os.path.realpath(dgx_copy))
     victim = tmp_path / "victim"
     victim.write_text("keep\n")
-    forged(journal, [
-        {"root": "/", "kind": IRQ, "target": {"irq": 104}, "before": "0", "after": "0-223"},  # the live host
-        {"root": root, "kind": PCI_CONFIG, "target": {"bdf": "../../..", "offset": 0x104}, "before": "0x0000",
-         "after": "0x0000"},
-        {"root": root, "kind": MODULE, "target": {"module": "--config=/tmp/x"}, "before": "loaded",
-         "after": "absent"},
-        {"root": root, "kind": "file", "target": {"path": "../victim"}, "before": None, "after": "keep\n"},
-        {"root": root, "kind": "shell", "target": {}, "before": None, "after": None},
-        {"root": root, "kind": IRQ, "target": {"irq": "104/../../etc"}, "before": "0", "after": "0-223"},
-    ])
+    forged(
+        journal,
+        [
+            {"root": "/", "kind": IRQ, "target": {"irq": 104}, "before": "0", "after": "0-223"},  # the live host
+            {
+                "root": root,
+                "kind": PCI_CONFIG,
+                "target": {"bdf": "../../..", "offset": 0x104},
+                "before": "0x0000",
+                "after": "0x0000",
+            },
+            {
+                "root": root,
+                "kind": MODULE,
+                "target": {"module": "--config=/tmp/x"},
+                "before": "loaded",
+                "after": "absent",
+            },
+            {"root": root, "kind": "file", "target": {"path": "../victim"}, "before": None, "after": "keep\n"},
+            {"root": root, "kind": "shell", "target": {}, "before": None, "after": None},
+            {"root": root, "kind": IRQ, "target": {"irq": "104/../../etc"}, "before": "0", "after": "0-223"},
+        ],
+    )
     entries = journal.to_undo()
     outcomes = undo(journal, entries, root)
     assert [o.status for o in outcomes] == [SKIPPED] * 6
     whys = " | ".join(o.detail for o in outcomes)
-    for why in ("not '" + root + "' given now", "not a PCI address", "not a module topoagent loads",
-                "not a file topoagent installs", "unknown kind 'shell'", "IRQ is not a number"):
+    for why in (
+        "not '" + root + "' given now",
+        "not a PCI address",
+        "not a module topoagent loads",
+        "not a file topoagent installs",
+        "unknown kind 'shell'",
+        "IRQ is not a number",
+    ):
         assert why in whys
     assert victim.read_text() == "keep\n" and irq(dgx_copy, 104) == "0-223"
 
@@ -271,9 +305,18 @@ def test_undo_pid_reuse(tmp_path):
         start = thread_start(proc.pid)
         assert start is not None
         journal = Journal(tmp_path / "state")
-        forged(journal, [{"root": "/", "kind": THREAD, "target": {"pid": proc.pid, "tid": proc.pid,
-                                                                  "start": start + 1},
-                          "before": "0", "after": ",".join(map(str, sorted(cpus)))}])
+        forged(
+            journal,
+            [
+                {
+                    "root": "/",
+                    "kind": THREAD,
+                    "target": {"pid": proc.pid, "tid": proc.pid, "start": start + 1},
+                    "before": "0",
+                    "after": ",".join(map(str, sorted(cpus))),
+                }
+            ],
+        )
         outcomes = undo(journal, journal.to_undo(), "/")
         assert outcomes[0].status == LEFT and "id was reused" in outcomes[0].detail
         assert os.sched_getaffinity(proc.pid) == cpus

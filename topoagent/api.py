@@ -72,8 +72,9 @@ def read_host(root: str | os.PathLike[str] = "/", *, nvml: Any = NVML_AUTO) -> S
     return c.require_snapshot()
 
 
-def read_offline(nvidia_smi_topo: str | None = None, lspci_tree: str | None = None,
-                 lspci_verbose: str | None = None) -> Snapshot:
+def read_offline(
+    nvidia_smi_topo: str | None = None, lspci_tree: str | None = None, lspci_verbose: str | None = None
+) -> Snapshot:
     """The snapshot of pasted ``nvidia-smi topo -m`` / ``lspci -tv`` / ``lspci -vvv`` text."""
     from topoagent.sources.offline import read_offline as read
 

@@ -21,8 +21,14 @@ def is_bdf(name: str) -> bool:
     Checked by position rather than by a regular expression: it runs once per directory
     entry and compiling the pattern cost a start-up ~0.2 ms.
     """
-    return (12 <= len(name) <= 16 and name[-2] == "." and name[-5] == ":" and name[-8] == ":"
-            and name[-1] in _FUNCTIONS and is_hex(name[:-8] + name[-7:-5] + name[-4:-2]))
+    return (
+        12 <= len(name) <= 16
+        and name[-2] == "."
+        and name[-5] == ":"
+        and name[-8] == ":"
+        and name[-1] in _FUNCTIONS
+        and is_hex(name[:-8] + name[-7:-5] + name[-4:-2])
+    )
 
 
 def bdf_key(bdf: str) -> tuple[int, int, int, int]:

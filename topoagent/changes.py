@@ -100,12 +100,21 @@ def _devices(old: ScanResult, new: ScanResult) -> list[Change]:
     out: list[Change] = []
     for key in sorted(before.keys() - after.keys()):
         d = before[key]
-        out.append(Change(ChangeKind.DEVICE_REMOVED, key, "warning" if d.kind in _IMPORTANT else "info",
-                          f"{_describe(d)} disappeared (it was {d.id})", d.kind.value, before=d.id))
+        out.append(
+            Change(
+                ChangeKind.DEVICE_REMOVED,
+                key,
+                "warning" if d.kind in _IMPORTANT else "info",
+                f"{_describe(d)} disappeared (it was {d.id})",
+                d.kind.value,
+                before=d.id,
+            )
+        )
     for key in sorted(after.keys() - before.keys()):
         d = after[key]
-        out.append(Change(ChangeKind.DEVICE_ADDED, key, "info", f"{_describe(d)} appeared as {d.id}",
-                          d.kind.value, after=d.id))
+        out.append(
+            Change(ChangeKind.DEVICE_ADDED, key, "info", f"{_describe(d)} appeared as {d.id}", d.kind.value, after=d.id)
+        )
     for key in sorted(before.keys() & after.keys()):
         out.extend(_device_changes(before[key], after[key]))
     return out
@@ -115,14 +124,25 @@ def _device_changes(a: Device, b: Device) -> list[Change]:
     out: list[Change] = []
     kind = b.kind.value
     if a.numa_node != b.numa_node:
-        out.append(Change(ChangeKind.NUMA_NODE_CHANGED, b.key, "warning",
-                          f"{_describe(b)} moved from NUMA {_node(a.numa_node) or 'unknown'} "
-                          f"to {_node(b.numa_node) or 'unknown'}", kind, _node(a.numa_node), _node(b.numa_node)))
+        out.append(
+            Change(
+                ChangeKind.NUMA_NODE_CHANGED,
+                b.key,
+                "warning",
+                f"{_describe(b)} moved from NUMA {_node(a.numa_node) or 'unknown'} "
+                f"to {_node(b.numa_node) or 'unknown'}",
+                kind,
+                _node(a.numa_node),
+                _node(b.numa_node),
+            )
+        )
     la, lb = a.link, b.link
-    for attr, fmt, change in (("current_width", _width, ChangeKind.LINK_WIDTH_CHANGED),
-                              ("max_width", _width, ChangeKind.LINK_WIDTH_CHANGED),
-                              ("current_gts", _gts, ChangeKind.LINK_SPEED_CHANGED),
-                              ("max_gts", _gts, ChangeKind.LINK_SPEED_CHANGED)):
+    for attr, fmt, change in (
+        ("current_width", _width, ChangeKind.LINK_WIDTH_CHANGED),
+        ("max_width", _width, ChangeKind.LINK_WIDTH_CHANGED),
+        ("current_gts", _gts, ChangeKind.LINK_SPEED_CHANGED),
+        ("max_gts", _gts, ChangeKind.LINK_SPEED_CHANGED),
+    ):
         if attr == "current_gts" and b.kind is DeviceKind.GPU:
             continue  # idle GPUs downclock constantly (see the module docstring)
         old, new = getattr(la, attr), getattr(lb, attr)
@@ -130,10 +150,18 @@ def _device_changes(a: Device, b: Device) -> list[Change]:
             continue
         worse = old is not None and (new is None or new < old)
         what = "maximum " if attr.startswith("max") else ""
-        out.append(Change(change, b.key, "warning" if worse else "info",
-                          f"{_describe(b)} {what}link {'width' if 'width' in attr else 'speed'} "
-                          f"changed from {fmt(old) or 'unknown'} to {fmt(new) or 'unknown'}",
-                          kind, fmt(old), fmt(new)))
+        out.append(
+            Change(
+                change,
+                b.key,
+                "warning" if worse else "info",
+                f"{_describe(b)} {what}link {'width' if 'width' in attr else 'speed'} "
+                f"changed from {fmt(old) or 'unknown'} to {fmt(new) or 'unknown'}",
+                kind,
+                fmt(old),
+                fmt(new),
+            )
+        )
     return out
 
 
@@ -152,12 +180,23 @@ def _findings(old: ScanResult, new: ScanResult) -> list[Change]:
     out: list[Change] = []
     for ident in sorted(before.keys() - after.keys()):
         f = before[ident]
-        out.append(Change(ChangeKind.FINDING_CLEARED, f.code, "info", f"cleared: {f.message}",
-                          before=f.severity.label, keys=ident[1]))
+        out.append(
+            Change(
+                ChangeKind.FINDING_CLEARED,
+                f.code,
+                "info",
+                f"cleared: {f.message}",
+                before=f.severity.label,
+                keys=ident[1],
+            )
+        )
     for ident in sorted(after.keys() - before.keys()):
         f = after[ident]
-        out.append(Change(ChangeKind.FINDING_RAISED, f.code, f.severity.label, f.message,
-                          after=f.severity.label, keys=ident[1]))
+        out.append(
+            Change(
+                ChangeKind.FINDING_RAISED, f.code, f.severity.label, f.message, after=f.severity.label, keys=ident[1]
+            )
+        )
     return out
 
 
@@ -181,16 +220,34 @@ def device_faults(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]
         severity = f.severity.label if f.severity.label != "info" else "warning"
         for key in keys:
             d = new.topology.by_key(key)
-            out.append(Change(ChangeKind.DEVICE_FAULT, key, severity, f"{f.code}: {f.message}",
-                              d.kind.value if d is not None else None, after=f.code, keys=keys))
+            out.append(
+                Change(
+                    ChangeKind.DEVICE_FAULT,
+                    key,
+                    severity,
+                    f"{f.code}: {f.message}",
+                    d.kind.value if d is not None else None,
+                    after=f.code,
+                    keys=keys,
+                )
+            )
     seen = {p.path for p in old.snapshot.probe_errors} if old is not None else set()
     for p in new.snapshot.probe_errors:
         owner = p.path.rsplit("/", 2)[-2] if p.path.count("/") >= 2 else ""
         d = new.topology.by_key(owner.lower()) if owner else None
         if d is None or p.path in seen:
             continue
-        out.append(Change(ChangeKind.DEVICE_FAULT, d.key, "warning", f"{_describe(d)}: {p.path}: {p.error}",
-                          d.kind.value, after="probe_error", keys=(d.key,)))
+        out.append(
+            Change(
+                ChangeKind.DEVICE_FAULT,
+                d.key,
+                "warning",
+                f"{_describe(d)}: {p.path}: {p.error}",
+                d.kind.value,
+                after="probe_error",
+                keys=(d.key,),
+            )
+        )
     return tuple(out)
 
 
@@ -203,8 +260,9 @@ def diff(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]:
     return tuple(_devices(old, new) + _findings(old, new)) + device_faults(old, new)
 
 
-def link_verdict_changes(before: Mapping[str, tuple[str, str]],
-                         after: Mapping[str, tuple[str, str]]) -> tuple[Change, ...]:
+def link_verdict_changes(
+    before: Mapping[str, tuple[str, str]], after: Mapping[str, tuple[str, str]]
+) -> tuple[Change, ...]:
     """Links that became degraded or recovered between two judgements of the link watch.
 
     Each map holds the links judged degraded: device key -> ``(device kind, reason)``.
@@ -212,10 +270,14 @@ def link_verdict_changes(before: Mapping[str, tuple[str, str]],
     out = []
     for key in sorted(after.keys() - before.keys()):
         kind, reason = after[key]
-        out.append(Change(ChangeKind.LINK_DEGRADED, key, "warning", f"{kind} {key} link degraded: {reason}",
-                          kind, after=reason))
+        out.append(
+            Change(
+                ChangeKind.LINK_DEGRADED, key, "warning", f"{kind} {key} link degraded: {reason}", kind, after=reason
+            )
+        )
     for key in sorted(before.keys() - after.keys()):
         kind, reason = before[key]
-        out.append(Change(ChangeKind.LINK_RECOVERED, key, "info", f"{kind} {key} link no longer degraded",
-                          kind, before=reason))
+        out.append(
+            Change(ChangeKind.LINK_RECOVERED, key, "info", f"{kind} {key} link no longer degraded", kind, before=reason)
+        )
     return tuple(out)

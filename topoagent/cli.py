@@ -203,5 +203,4 @@ def _nothing_to_tear_down() -> bool:
 
     handlers = getattr(atexit, "_ncallbacks", None)  # CPython's count of registered handlers
     threading = sys.modules.get("threading")
-    return (handlers is not None and handlers() == 0
-            and (threading is None or threading.active_count() == 1))
+    return handlers is not None and handlers() == 0 and (threading is None or threading.active_count() == 1)

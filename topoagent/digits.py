@@ -14,6 +14,7 @@ __all__ = ["is_decimal", "is_hex", "parse_decimal"]
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 
+
 def is_decimal(text: str) -> bool:
     """Whether ``text`` is one or more ASCII decimal digits (no sign, no spaces)."""
     return text.isascii() and text.isdigit()  # the only ASCII digits are 0-9

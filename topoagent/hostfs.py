@@ -67,8 +67,13 @@ def _describe(exc: BaseException) -> str:
 
 _ABSENT = (FileNotFoundError, NotADirectoryError)
 _UNSEEN = "\0"  # a cache miss (None is a cached answer: absent); no path holds a NUL
-_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
 
 
 class HostFS:
@@ -98,7 +103,7 @@ class HostFS:
 
     # -- resolution -------------------------------------------------------------------
     def _rel_of(self, real: str) -> str:
-        return "" if real == self.root else real[len(self.root):].lstrip("/")
+        return "" if real == self.root else real[len(self.root) :].lstrip("/")
 
     def _walk(self, start: str, parts: list[str], follow_last: bool) -> str | None:
         """Resolve path components inside the root, from ``start`` (a real directory inside it);
@@ -208,9 +213,7 @@ class HostFS:
         if not os.path.isdir(self.root):
             raise NotAHostTree(f"{self.root}: not a directory")
         if not self.isdir("sys/devices") and not self.isdir("sys/bus/pci/devices"):
-            raise NotAHostTree(
-                f"{self.root}: not a sysfs tree (no sys/devices or sys/bus/pci/devices below it)"
-            )
+            raise NotAHostTree(f"{self.root}: not a sysfs tree (no sys/devices or sys/bus/pci/devices below it)")
 
     def exists(self, rel: str) -> bool:
         """Whether ``rel`` exists (a dangling link counts: it is there, leading nowhere)."""
@@ -282,8 +285,7 @@ class HostFS:
             self.record(rel, _describe(exc))
             return None
 
-    def text(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False,
-             truncate: bool = False) -> str | None:
+    def text(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False, truncate: bool = False) -> str | None:
         """The file's text, stripped; ``None`` when absent or unreadable (recorded).
 
         ``quiet`` skips recording for files whose read fails in normal operation (a down
@@ -322,14 +324,14 @@ class HostFS:
             path = f"{real}/{entry}" if real is not None else None
             if path is not None and path in self._real_dirs:
                 file_rel = f"{rel}/{entry}/{name}"
-                out[entry] = self._decode(file_rel, self._read(file_rel, f"{path}/{name}", ATTR_LIMIT,
-                                                               quiet=False, truncate=False))
+                out[entry] = self._decode(
+                    file_rel, self._read(file_rel, f"{path}/{name}", ATTR_LIMIT, quiet=False, truncate=False)
+                )
             else:
                 out[entry] = self.text(f"{rel}/{entry}/{name}")
         return out
 
-    def bytes(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False,
-              truncate: bool = False) -> bytes | None:
+    def bytes(self, rel: str, *, limit: int = ATTR_LIMIT, quiet: bool = False, truncate: bool = False) -> bytes | None:
         """The file's raw bytes (at most ``limit``); ``None`` when absent or unreadable."""
         try:
             path = self._open_prefix(rel)

@@ -49,8 +49,15 @@ class Inputs(msgspec.Struct, frozen=True):
     def _compared(self) -> tuple[Any, ...]:
         # What a scan reads; ``runners`` (test stand-ins), ``origins`` and ``shown_root``
         # (labels for messages and reports) change how, not what, so equality and hashing leave them out.
-        return (self.root, self.nvml, self.nvidia_smi_topo_text, self.lspci_tree_text,
-                self.lspci_verbose_text, self.cross_check, self.tool_timeout)
+        return (
+            self.root,
+            self.nvml,
+            self.nvidia_smi_topo_text,
+            self.lspci_tree_text,
+            self.lspci_verbose_text,
+            self.cross_check,
+            self.tool_timeout,
+        )
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -63,5 +70,4 @@ class Inputs(msgspec.Struct, frozen=True):
     @property
     def offline(self) -> bool:
         """Pasted tool output instead of a host tree."""
-        return any(t is not None for t in (self.nvidia_smi_topo_text, self.lspci_tree_text,
-                                           self.lspci_verbose_text))
+        return any(t is not None for t in (self.nvidia_smi_topo_text, self.lspci_tree_text, self.lspci_verbose_text))

@@ -181,15 +181,79 @@ DEVICES = {
 #: What an id *is*, for sources that show no class code (``lspci -tv`` names only).  GPUs and
 #: NICs only: bridges are known from the tree's drawing, and everything else stays unnamed.
 DEVICE_KINDS: dict[tuple[int, int], str] = {
-    **{(NVIDIA, d): "gpu" for d in (
-        0x2330, 0x2331, 0x2335, 0x2342, 0x20B0, 0x20B2, 0x20B5, 0x20F1, 0x1DB1, 0x1DB5, 0x1DB4,
-        0x2684, 0x2204, 0x26B9, 0x27B8, 0x2321, 0x2322, 0x2324, 0x2329, 0x2336, 0x2339, 0x233B,
-        0x2348, 0x2901, 0x29BC, 0x2941, 0x31C2, 0x20B1, 0x20B3, 0x20B7, 0x20B8, 0x20F3, 0x20F5,
-        0x20F6, 0x2230, 0x2235, 0x2236, 0x2571, 0x26B1, 0x26B5, 0x2B85, 0x1DB6, 0x1EB8, 0x15F8,
-        0x102D)},
-    **{(MELLANOX, d): "nic" for d in (
-        0x1003, 0x1007, 0x1013, 0x1015, 0x1017, 0x1018, 0x1019, 0x101B, 0x101C, 0x101D, 0x101E,
-        0x101F, 0x1021, 0x1023, 0xA2D2, 0xA2D6, 0xA2DC, 0x673C)},
+    **{
+        (NVIDIA, d): "gpu"
+        for d in (
+            0x2330,
+            0x2331,
+            0x2335,
+            0x2342,
+            0x20B0,
+            0x20B2,
+            0x20B5,
+            0x20F1,
+            0x1DB1,
+            0x1DB5,
+            0x1DB4,
+            0x2684,
+            0x2204,
+            0x26B9,
+            0x27B8,
+            0x2321,
+            0x2322,
+            0x2324,
+            0x2329,
+            0x2336,
+            0x2339,
+            0x233B,
+            0x2348,
+            0x2901,
+            0x29BC,
+            0x2941,
+            0x31C2,
+            0x20B1,
+            0x20B3,
+            0x20B7,
+            0x20B8,
+            0x20F3,
+            0x20F5,
+            0x20F6,
+            0x2230,
+            0x2235,
+            0x2236,
+            0x2571,
+            0x26B1,
+            0x26B5,
+            0x2B85,
+            0x1DB6,
+            0x1EB8,
+            0x15F8,
+            0x102D,
+        )
+    },
+    **{
+        (MELLANOX, d): "nic"
+        for d in (
+            0x1003,
+            0x1007,
+            0x1013,
+            0x1015,
+            0x1017,
+            0x1018,
+            0x1019,
+            0x101B,
+            0x101C,
+            0x101D,
+            0x101E,
+            0x101F,
+            0x1021,
+            0x1023,
+            0xA2D2,
+            0xA2D6,
+            0xA2DC,
+            0x673C,
+        )
+    },
     **{(AMAZON, d): "nic" for d in (0xEFA0, 0xEFA1, 0xEFA2, 0xEFA3, 0x0EC2, 0x1EC2, 0xEC20, 0xEC21)},
 }
 
@@ -201,17 +265,29 @@ MELLANOX_PARTS = (
     ("BlueField-3 integrated ConnectX-7", 0xA2DC),
     ("BlueField-2 integrated ConnectX-6 Dx", 0xA2D6),
     ("BlueField integrated ConnectX-5", 0xA2D2),
-    ("ConnectX-8", 0x1023), ("CX8 Family", 0x1023),
-    ("ConnectX-7", 0x1021), ("MT2910", 0x1021),
-    ("ConnectX-6 Lx", 0x101F), ("MT2894", 0x101F),
-    ("ConnectX-6 Dx", 0x101D), ("MT2892", 0x101D), ("MT28841", 0x101D),
-    ("ConnectX-6", 0x101B), ("MT28908", 0x101B),
-    ("ConnectX-5 Ex", 0x1019), ("MT28800", 0x1019),
-    ("ConnectX-5", 0x1017), ("MT27800", 0x1017),
-    ("ConnectX-4 Lx", 0x1015), ("MT27710", 0x1015),
-    ("ConnectX-4", 0x1013), ("MT27700", 0x1013),
-    ("ConnectX-3 Pro", 0x1007), ("MT27520", 0x1007),
-    ("ConnectX-3", 0x1003), ("MT27500", 0x1003),
+    ("ConnectX-8", 0x1023),
+    ("CX8 Family", 0x1023),
+    ("ConnectX-7", 0x1021),
+    ("MT2910", 0x1021),
+    ("ConnectX-6 Lx", 0x101F),
+    ("MT2894", 0x101F),
+    ("ConnectX-6 Dx", 0x101D),
+    ("MT2892", 0x101D),
+    ("MT28841", 0x101D),
+    ("ConnectX-6", 0x101B),
+    ("MT28908", 0x101B),
+    ("ConnectX-5 Ex", 0x1019),
+    ("MT28800", 0x1019),
+    ("ConnectX-5", 0x1017),
+    ("MT27800", 0x1017),
+    ("ConnectX-4 Lx", 0x1015),
+    ("MT27710", 0x1015),
+    ("ConnectX-4", 0x1013),
+    ("MT27700", 0x1013),
+    ("ConnectX-3 Pro", 0x1007),
+    ("MT27520", 0x1007),
+    ("ConnectX-3", 0x1003),
+    ("MT27500", 0x1003),
 )
 _NOT_THE_NIC = r"(?i)Virtual Function|Flash Recovery|Bridge|SoC|Management|Crypto"
 
@@ -375,14 +451,18 @@ VENDOR_ALIASES = (
 # use (``re``'s cache), so that importing this module -- every scan does -- compiles none.
 _NVIDIA_GPU_CHIP = r"\b(?:G[KMPVAHB][0-9]{3}|TU[0-9]{3}|AD[0-9]{3}|GB[0-9]{3})"
 _NOT_A_GPU = r"(?i)NVSwitch|Audio|USB|UCSI|Serial|SMBus|Bridge"
-_NIC_NAME = (r"ConnectX|Infiniband|InfiniBand|Ethernet|Network Connection|NetXtreme|Elastic Fabric Adapter"
-             r"|Elastic Network Adapter|BlueField")
+_NIC_NAME = (
+    r"ConnectX|Infiniband|InfiniBand|Ethernet|Network Connection|NetXtreme|Elastic Fabric Adapter"
+    r"|Elastic Network Adapter|BlueField"
+)
 # GPU-class compute devices of other vendors, as pci.ids names them: AMD Instinct (Arcturus
 # MI100, Aldebaran MI200, Aqua Vanjaram MI300) and Intel Data Center GPU Max/Flex (Ponte Vecchio).
 _OTHER_GPU_NAME = r"Instinct|Arcturus|Aldebaran|Aqua Vanjaram|Data Center GPU|Ponte Vecchio"
 _NVME_NAME = r"NVMe|Non-Volatile memory"
-_DEVICE_IN_NAME = (r"\b(?:(?P<vd>Device|Unknown device)\s+(?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})"
-                   r"|(?:Device|Unknown device)\s+(?P<d2>[0-9a-fA-F]{4}))\b")
+_DEVICE_IN_NAME = (
+    r"\b(?:(?P<vd>Device|Unknown device)\s+(?P<v>[0-9a-fA-F]{4}):(?P<d>[0-9a-fA-F]{4})"
+    r"|(?:Device|Unknown device)\s+(?P<d2>[0-9a-fA-F]{4}))\b"
+)
 
 
 # -- predicates -------------------------------------------------------------------------------
@@ -444,8 +524,9 @@ def is_nvswitch_or_other_bridge(class_code: int | None) -> bool:
     return class_code is not None and class_code >> 8 == 0x0680
 
 
-def bcm_gen(vendor: int | None, device: int | None, subsystem_vendor: int | None,
-            subsystem_device: int | None, level: int) -> int:
+def bcm_gen(
+    vendor: int | None, device: int | None, subsystem_vendor: int | None, subsystem_device: int | None, level: int
+) -> int:
     """The Broadcom generation (4, 5) of a switch upstream port at ``level`` (0 the chip's upper
     level, 1 the lower) when NCCL flattens the two into one switch, else 0 (NCCL's ``getBcmGen``)."""
     gen = BROADCOM_TWO_LEVEL.get((vendor, device)) if vendor is not None and device is not None else None
@@ -454,8 +535,9 @@ def bcm_gen(vendor: int | None, device: int | None, subsystem_vendor: int | None
     return gen if subsystem_device >> 12 == _BCM_SUBSYS_NIBBLE[gen][level] else 0
 
 
-def rdma_capable_by_ids(class16_: int | None, kind: str | None, vendor: int | None, device: int | None,
-                        driver: str | None) -> bool:
+def rdma_capable_by_ids(
+    class16_: int | None, kind: str | None, vendor: int | None, device: int | None, driver: str | None
+) -> bool:
     """An RDMA-capable NIC judged by ids and driver alone (no ``/sys/class/infiniband``).
 
     InfiniBand controllers, every Mellanox/NVIDIA ConnectX/BlueField NIC function (RoCE when
@@ -464,8 +546,12 @@ def rdma_capable_by_ids(class16_: int | None, kind: str | None, vendor: int | No
     """
     if not (is_nic_class(class16_) or (class16_ is None and kind == "nic")):
         return False
-    return (class16_ == 0x0207 or vendor == MELLANOX or (vendor == AMAZON and device in EFA_DEVICES)
-            or driver in RDMA_DRIVERS)
+    return (
+        class16_ == 0x0207
+        or vendor == MELLANOX
+        or (vendor == AMAZON and device in EFA_DEVICES)
+        or driver in RDMA_DRIVERS
+    )
 
 
 def vendor_from_name(text: str | None) -> int | None:
@@ -498,7 +584,11 @@ def ids_from_name(text: str | None, vendor: int | None) -> tuple[int | None, int
     m = re.search(_DEVICE_IN_NAME, text)
     if m:
         if m.group("d") is not None:
-            return int(m.group("v"), 16), int(m.group("d"), 16), f"{m.group('vd')} {m.group('v')}:{m.group('d')} in the name"
+            return (
+                int(m.group("v"), 16),
+                int(m.group("d"), 16),
+                f"{m.group('vd')} {m.group('v')}:{m.group('d')} in the name",
+            )
         return vendor, int(m.group("d2"), 16), f"Device {m.group('d2')} in the name"
     if vendor == MELLANOX and not re.search(_NOT_THE_NIC, text):
         for part, device in MELLANOX_PARTS:

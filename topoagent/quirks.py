@@ -14,7 +14,6 @@ from topoagent.pci import INTEL, PORT_CODES
 __all__ = ["LINK_QUIRKS", "LinkQuirk", "link_quirk"]
 
 
-
 class LinkQuirk(msgspec.Struct, frozen=True):
     """Functions whose link width/speed registers are not a real link.
 
@@ -39,9 +38,9 @@ LINK_QUIRKS: tuple[LinkQuirk, ...] = (
     LinkQuirk(
         name="Intel X722 LAN (Lewisburg PCH)",
         why="integrated in the C620-series chipset, on its internal fabric; its link registers report "
-            "a nominal x1 link that says nothing of its bandwidth",
+        "a nominal x1 link that says nothing of its bandwidth",
         reference="Linux i40e skips its PCIe bandwidth check for X722 (drivers/net/ethernet/intel/i40e/"
-                  "i40e_main.c, commit 3fced535079a); the X722 device ids are I40E_DEV_ID_*_X722 in i40e_devids.h",
+        "i40e_main.c, commit 3fced535079a); the X722 device ids are I40E_DEV_ID_*_X722 in i40e_devids.h",
         vendor=INTEL,
         devices=frozenset({0x37CE, 0x37CF, 0x37D0, 0x37D1, 0x37D2, 0x37D3}),
     ),
@@ -49,7 +48,7 @@ LINK_QUIRKS: tuple[LinkQuirk, ...] = (
         name="Root Complex Integrated Endpoint",
         why="an RCiEP sits inside the root complex and has no PCIe link at all",
         reference="PCI Express Base Specification, PCI Express Capabilities Register, Device/Port "
-                  "Type 1001b (Root Complex Integrated Endpoint): no Link registers apply",
+        "Type 1001b (Root Complex Integrated Endpoint): no Link registers apply",
         port_types=frozenset({PORT_CODES["rc_integrated_endpoint"]}),
     ),
 )

@@ -70,8 +70,9 @@ class ScanResult(msgspec.Struct, frozen=True, dict=True):
     def plan_with(self, options: PlanOptions = PlanOptions()) -> Plan:
         """The plan under ``options`` (what ``plan``, ``exec`` and ``apply`` hand out): per GPU
         its CPUs, ranks' cores, rail NICs and environment.  Pure."""
-        return plan_for(self.topology, self.plan, paths=self.paths, findings=self.findings, rail_plan=self.rails,
-                        options=options)
+        return plan_for(
+            self.topology, self.plan, paths=self.paths, findings=self.findings, rail_plan=self.rails, options=options
+        )
 
     def worst(self) -> Severity | None:
         """The most severe finding's severity, or None when there are none."""

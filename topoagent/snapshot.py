@@ -173,7 +173,9 @@ def no_extended_reason(config: ConfigSpace | None) -> str:
     if config.size <= 64:
         return UNPRIVILEGED
     if config.size == 256:
-        return "config space is 256 bytes on this function (conventional PCI or a virtual device: no PCIe extended space)"
+        return (
+            "config space is 256 bytes on this function (conventional PCI or a virtual device: no PCIe extended space)"
+        )
     return f"config space is {config.size} bytes on this function, shorter than the 4096 of PCIe extended space"
 
 

@@ -23,6 +23,7 @@ from topoagent.snapshot import ConfigSpace, LinkInfo, NumaNode, PciFunction, Sna
 
 class BridgeRole(str, Enum):
     """A bridge's place in the PCIe tree (from its port type, else the tree's shape)."""
+
     ROOT_PORT = "root_port"
     SWITCH_UPSTREAM = "switch_upstream"
     SWITCH_DOWNSTREAM = "switch_downstream"
@@ -140,6 +141,7 @@ class Node(msgspec.Struct, frozen=True):
 
 class Socket(msgspec.Struct, frozen=True):
     """A CPU package: its NUMA nodes and CPUs."""
+
     id: int
     nodes: tuple[int, ...]
     cpus: CpuSet
@@ -283,7 +285,11 @@ def classify(fn: PciFunction) -> DeviceKind:
     ids where the built-in tables know them (a class file that could not be read or parsed
     must not turn a known H100 into ``other`` and renumber the GPUs after it)."""
     if fn.class_code is None and fn.kind is None:
-        by_ids = pci.kind_from_name(None, fn.vendor_id, fn.device_id) if pci.known_device(fn.vendor_id, fn.device_id) else None
+        by_ids = (
+            pci.kind_from_name(None, fn.vendor_id, fn.device_id)
+            if pci.known_device(fn.vendor_id, fn.device_id)
+            else None
+        )
         if by_ids is not None:
             return DeviceKind(by_ids)
     return pci.kind_of(fn.class_code, fn.vendor_id, fn.kind)
@@ -467,9 +473,13 @@ def _bridge_roles(fns: list[PciFunction], ancestry: list[_Lineage]) -> dict[str,
     a bridge with only endpoints below (ASPEED AST1150, PCIe-to-PCI) is not a switch.
     """
     bridge_bdfs = {f.bdf for f in fns if _is_p2p_bridge(f)}
-    has_bridge_child = {c for f, (_, chain, _) in zip(fns, ancestry, strict=True) if f.bdf in bridge_bdfs for c in chain[-1:]}
+    has_bridge_child = {
+        c for f, (_, chain, _) in zip(fns, ancestry, strict=True) if f.bdf in bridge_bdfs for c in chain[-1:]
+    }
     roles: dict[str, BridgeRole] = {}
-    for f, (_, chain, _) in zip(fns, ancestry, strict=True):  # BDF order puts parents before children on every real bus numbering
+    for f, (_, chain, _) in zip(
+        fns, ancestry, strict=True
+    ):  # BDF order puts parents before children on every real bus numbering
         if f.bdf is None or not _is_p2p_bridge(f):
             continue
         port = f.config.pcie_port_type if f.config is not None else None
@@ -479,8 +489,9 @@ def _bridge_roles(fns: list[PciFunction], ancestry: list[_Lineage]) -> dict[str,
         parent_role = roles.get(chain[-1]) if chain else None
         if f.sysfs_path is not None and not chain:
             roles[f.bdf] = BridgeRole.ROOT_PORT
-        elif f.bdf in has_bridge_child and (parent_role in (BridgeRole.ROOT_PORT, BridgeRole.SWITCH_DOWNSTREAM)
-                                            or (f.sysfs_path is None and not chain)):
+        elif f.bdf in has_bridge_child and (
+            parent_role in (BridgeRole.ROOT_PORT, BridgeRole.SWITCH_DOWNSTREAM) or (f.sysfs_path is None and not chain)
+        ):
             # (the top of a subtree whose parent the paste does not show hangs off a port too)
             roles[f.bdf] = BridgeRole.SWITCH_UPSTREAM
         elif parent_role is BridgeRole.SWITCH_UPSTREAM:
@@ -561,12 +572,16 @@ def _hidden_note(hidden: tuple[str, ...], chain: tuple[str, ...], root: str | No
     if not hidden:
         return ()
     above = chain[-1] if chain else root
-    return (f"{'bridge' if len(hidden) == 1 else 'bridges'} {', '.join(hidden)} on its sysfs path "
-            "not listed in /sys/bus/pci/devices (hidden by firmware, chipset-internal, or not "
-            f"captured): placed under the nearest listed ancestor, {above}",)
+    return (
+        f"{'bridge' if len(hidden) == 1 else 'bridges'} {', '.join(hidden)} on its sysfs path "
+        "not listed in /sys/bus/pci/devices (hidden by firmware, chipset-internal, or not "
+        f"captured): placed under the nearest listed ancestor, {above}",
+    )
 
 
-def _place(f: PciFunction, nodes: tuple[Node, ...], node_by_id: dict[int, Node]) -> tuple[int | None, str | None, int | None]:
+def _place(
+    f: PciFunction, nodes: tuple[Node, ...], node_by_id: dict[int, Node]
+) -> tuple[int | None, str | None, int | None]:
     """A function's NUMA node, how it was learnt, and its socket."""
     if f.numa_node is not None:
         source = f.numa_source or NUMA_FROM_SYSFS
@@ -578,8 +593,11 @@ def _place(f: PciFunction, nodes: tuple[Node, ...], node_by_id: dict[int, Node])
 
 
 def _infer_from_given_paths(
-    snap: Snapshot, fns: list[PciFunction], kinds: list[DeviceKind],
-    placed: list[tuple[int | None, str | None, int | None]], node_by_id: dict[int, Node],
+    snap: Snapshot,
+    fns: list[PciFunction],
+    kinds: list[DeviceKind],
+    placed: list[tuple[int | None, str | None, int | None]],
+    node_by_id: dict[int, Node],
 ) -> list[tuple[int | None, str | None, int | None]]:
     """A labelled NIC without a NUMA node takes its GPUs' node from the matrix.
 
@@ -590,14 +608,20 @@ def _infer_from_given_paths(
     if not snap.given_paths:
         return placed
     given = given_index(snap)
-    gpu_nodes = {f.label: p[0] for f, k, p in zip(fns, kinds, placed, strict=True)
-                 if k is DeviceKind.GPU and f.label is not None and p[0] is not None}
+    gpu_nodes = {
+        f.label: p[0]
+        for f, k, p in zip(fns, kinds, placed, strict=True)
+        if k is DeviceKind.GPU and f.label is not None and p[0] is not None
+    }
     out = list(placed)
     for i, (f, kind) in enumerate(zip(fns, kinds, strict=True)):
         if kind is not DeviceKind.NIC or f.label is None or placed[i][0] is not None:
             continue
-        ranked = [(_NODE_LOCAL_TOKENS.index(t), node) for gpu, node in gpu_nodes.items()
-                  if (t := given.get((f.label, gpu))) in _NODE_LOCAL_TOKENS]
+        ranked = [
+            (_NODE_LOCAL_TOKENS.index(t), node)
+            for gpu, node in gpu_nodes.items()
+            if (t := given.get((f.label, gpu))) in _NODE_LOCAL_TOKENS
+        ]
         if not ranked:
             continue
         best = min(r for r, _ in ranked)
@@ -612,8 +636,10 @@ def _own_memory_nodes(nodes: tuple[Node, ...], snap: Snapshot, devices: list[Dev
     """A CPU-less node holding a GPU's memory belongs with the CPU node that GPU hangs off."""
     by_bdf = {d.bdf: d for d in devices if d.bdf is not None}
     by_label = {d.label: d for d in devices if d.label is not None}
-    owner = {m.node: by_bdf.get(m.bdf) if m.bdf is not None else by_label.get(m.label)  # type: ignore[arg-type]
-             for m in snap.gpu_memory_nodes}
+    owner = {
+        m.node: by_bdf.get(m.bdf) if m.bdf is not None else by_label.get(m.label)  # type: ignore[arg-type]
+        for m in snap.gpu_memory_nodes
+    }
     cpu_node = {n.id: n for n in nodes if n.cpus}
     out = []
     for n in nodes:
@@ -660,4 +686,4 @@ def device_key(f: PciFunction, ident: str) -> str:
 def id_key(ident: str) -> tuple[str, int]:
     """Sort key of a device id: ``gpu2`` before ``gpu10`` (kind, then number)."""
     head = ident.rstrip("0123456789")
-    return head, int(ident[len(head):] or 0)
+    return head, int(ident[len(head) :] or 0)

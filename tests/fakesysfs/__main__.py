@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         if r["role"] in ("root_port", "switch_upstream", "switch_downstream", "pci_bridge") and not args.all:
             continue
         names = ",".join(
-            x for x in (*r["netdevs"], r["rdma"] or "", r["nvme"] or "", f"vf-of:{r['physfn']}" if r["physfn"] else "") if x
+            x
+            for x in (*r["netdevs"], r["rdma"] or "", r["nvme"] or "", f"vf-of:{r['physfn']}" if r["physfn"] else "")
+            if x
         )
         if r["acs_ctl"]:
             names = (names + f" acs={r['acs_ctl']:#x}").strip()

@@ -796,8 +796,7 @@ class _Builder:
                 raise DescriptionError(f"{where}: role {role} does not fit class {part['_class']:#08x}")
         if not isinstance(parent, RootBus) and parent.role in ("root_port", "switch_downstream") and dev != 0:
             raise DescriptionError(
-                f"{where}: below a PCIe port only device 00 exists (got {dev:02x}.{fn}); "
-                "a link carries one device"
+                f"{where}: below a PCIe port only device 00 exists (got {dev:02x}.{fn}); a link carries one device"
             )
         f = Func(domain, bus, dev, fn, node["part"], part, attrs, parent, rb, role)
         if f.key in self.funcs:
@@ -1031,9 +1030,7 @@ class _Builder:
         spans = sorted((rb.domain, rb.bus, rb.last_bus, rb.name) for rb in self.rootbuses)
         for a, b in pairwise(spans):
             if a[0] == b[0] and b[1] <= a[2]:
-                raise DescriptionError(
-                    f"{a[3]} uses buses {a[1]:02x}-{a[2]:02x}, which overlaps root bus {b[3]}"
-                )
+                raise DescriptionError(f"{a[3]} uses buses {a[1]:02x}-{a[2]:02x}, which overlaps root bus {b[3]}")
         names = [rb.name for rb in self.rootbuses]
         if len(set(names)) != len(names):
             raise DescriptionError("a root bus is defined twice")
@@ -1184,16 +1181,59 @@ def build_config(f: Func) -> bytes:
 #: The names the kernel prints in aer_dev_* (drivers/pci/pcie/aer.c,
 #: aer_uncorrectable_error_string and aer_correctable_error_string), in bit order; None: a
 #: bit without a name, printed as ``<array>_bit[N]`` only when it counted.
-AER_UNCORRECTABLE = ("Undefined", None, None, None, "DLP", "SDES", None, None, None, None, None,
-                     None, "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF", "MalfTLP",
-                     "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP",
-                     "AtomicOpBlocked", "TLPBlockedErr", "PoisonTLPBlocked")
-AER_CORRECTABLE = ("RxErr", None, None, None, None, None, "BadTLP", "BadDLLP", "Rollover", None,
-                   None, None, "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF")
+AER_UNCORRECTABLE = (
+    "Undefined",
+    None,
+    None,
+    None,
+    "DLP",
+    "SDES",
+    None,
+    None,
+    None,
+    None,
+    None,
+    None,
+    "TLP",
+    "FCP",
+    "CmpltTO",
+    "CmpltAbrt",
+    "UnxCmplt",
+    "RxOF",
+    "MalfTLP",
+    "ECRC",
+    "UnsupReq",
+    "ACSViol",
+    "UncorrIntErr",
+    "BlockedTLP",
+    "AtomicOpBlocked",
+    "TLPBlockedErr",
+    "PoisonTLPBlocked",
+)
+AER_CORRECTABLE = (
+    "RxErr",
+    None,
+    None,
+    None,
+    None,
+    None,
+    "BadTLP",
+    "BadDLLP",
+    "Rollover",
+    None,
+    None,
+    None,
+    "Timeout",
+    "NonFatalErr",
+    "CorrIntErr",
+    "HeaderOF",
+)
 #: (file, the attribute that sets its counts, its name table, its total line's name).
-_AER_FILES = (("aer_dev_correctable", "aer_cor", AER_CORRECTABLE, "ERR_COR"),
-              ("aer_dev_fatal", "aer_fatal", AER_UNCORRECTABLE, "ERR_FATAL"),
-              ("aer_dev_nonfatal", "aer_nonfatal", AER_UNCORRECTABLE, "ERR_NONFATAL"))
+_AER_FILES = (
+    ("aer_dev_correctable", "aer_cor", AER_CORRECTABLE, "ERR_COR"),
+    ("aer_dev_fatal", "aer_fatal", AER_UNCORRECTABLE, "ERR_FATAL"),
+    ("aer_dev_nonfatal", "aer_nonfatal", AER_UNCORRECTABLE, "ERR_NONFATAL"),
+)
 
 
 def aer_text(table: tuple, total: str, counts: str) -> str:
@@ -1655,7 +1695,11 @@ def summary(description: Any) -> list[dict]:
                 "driver": f.driver,
                 "link": None
                 if lk.kind == "none"
-                else ("unknown" if lk.kind == "zero" else f"{_g(lk.cur_speed)}x{lk.cur_width}/{_g(lk.max_speed)}x{lk.max_width}"),
+                else (
+                    "unknown"
+                    if lk.kind == "zero"
+                    else f"{_g(lk.cur_speed)}x{lk.cur_width}/{_g(lk.max_speed)}x{lk.max_width}"
+                ),
                 "netdevs": list(f.netdevs),
                 "rdma": f.rdma,
                 "nvme": f.nvme,

@@ -23,8 +23,16 @@ from hypothesis import HealthCheck, settings
 
 from topoagent.errors import TopoagentError
 
-__all__ = ["ABSURD_SECONDS", "DEFAULT_EXAMPLES", "HOSTILE_TEXTS", "examples", "fuzz_settings",
-           "own_errors_only", "tree_bdfs", "views_agree"]
+__all__ = [
+    "ABSURD_SECONDS",
+    "DEFAULT_EXAMPLES",
+    "HOSTILE_TEXTS",
+    "examples",
+    "fuzz_settings",
+    "own_errors_only",
+    "tree_bdfs",
+    "views_agree",
+]
 
 ENV_VAR = "TOPOAGENT_FUZZ_EXAMPLES"
 DEFAULT_EXAMPLES = 60
@@ -44,8 +52,14 @@ def examples(scale: float = 1.0) -> int:
 
 def fuzz_settings(scale: float = 1.0) -> settings:
     """Deterministic hypothesis settings sized by :func:`examples`."""
-    return settings(max_examples=examples(scale), derandomize=True, database=None, deadline=None,
-                    suppress_health_check=list(HealthCheck), print_blob=True)
+    return settings(
+        max_examples=examples(scale),
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    )
 
 
 def own_errors_only(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
@@ -63,12 +77,57 @@ def own_errors_only(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None
 
 #: Values a hostile capture or paste puts where a number, a list or a name belongs.
 HOSTILE_TEXTS: tuple[str, ...] = (
-    "", " ", "\n", "\x00", "-", "--", "-1", "0", "00", "+1", "0x", "0xg", "1e9", "nan", "inf",
-    "²", "١", "٣-٥", "߀", "𝟙", "Ⅻ", "0-999999999", "0-4294967295", "4294967296", "99999999999999999999",
-    "0-3,", ",", "3-1", "0-3-5", "1,,2", "ffffffff," * 40, "f" * 5000, "0x" + "f" * 300,
-    "Number of VFs: 1000000000", "Total VFs: 65536, Number of VFs: 70000", "32.0 GT/s PCIe" * 50,
-    "Unknown", "16 GT/s", "2.5 GT/s", "8.0 GT/s PCIe", "x16", "255", "-2", "\u202e0", "0\u200b1",
-    "üñí", "\ufffd", "\udcff", "\t\t\t", "\r\n", "é" * 3000,
+    "",
+    " ",
+    "\n",
+    "\x00",
+    "-",
+    "--",
+    "-1",
+    "0",
+    "00",
+    "+1",
+    "0x",
+    "0xg",
+    "1e9",
+    "nan",
+    "inf",
+    "²",
+    "١",
+    "٣-٥",
+    "߀",
+    "𝟙",
+    "Ⅻ",
+    "0-999999999",
+    "0-4294967295",
+    "4294967296",
+    "99999999999999999999",
+    "0-3,",
+    ",",
+    "3-1",
+    "0-3-5",
+    "1,,2",
+    "ffffffff," * 40,
+    "f" * 5000,
+    "0x" + "f" * 300,
+    "Number of VFs: 1000000000",
+    "Total VFs: 65536, Number of VFs: 70000",
+    "32.0 GT/s PCIe" * 50,
+    "Unknown",
+    "16 GT/s",
+    "2.5 GT/s",
+    "8.0 GT/s PCIe",
+    "x16",
+    "255",
+    "-2",
+    "\u202e0",
+    "0\u200b1",
+    "üñí",
+    "\ufffd",
+    "\udcff",
+    "\t\t\t",
+    "\r\n",
+    "é" * 3000,
 )
 
 

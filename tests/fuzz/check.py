@@ -52,6 +52,7 @@ def read_paths(root: Path) -> set[str]:
         def wrapped(self: HostFS, rel: str, *args: Any, **kwargs: Any) -> Any:
             seen.add(rel.strip("/"))
             return orig(self, rel, *args, **kwargs)
+
         return wrapped
 
     try:

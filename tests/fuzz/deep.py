@@ -11,8 +11,7 @@ from pathlib import Path
 __all__ = ["deep_chain"]
 
 _ATTRS_BRIDGE = {"class": "0x060400", "vendor": "0x10b5", "device": "0x8796", "numa_node": "0"}
-_ATTRS_GPU = {"class": "0x030200", "vendor": "0x10de", "device": "0x2330", "numa_node": "0",
-              "local_cpulist": "0-3"}
+_ATTRS_GPU = {"class": "0x030200", "vendor": "0x10de", "device": "0x2330", "numa_node": "0", "local_cpulist": "0-3"}
 
 
 def _bdf(i: int) -> str:

@@ -31,19 +31,48 @@ from tests.fuzz import HOSTILE_TEXTS
 __all__ = ["OPS", "Mutation", "Targets", "apply", "apply_all", "draw_mutations", "targets"]
 
 OPS: tuple[str, ...] = (
-    "truncate", "garbage", "hostile_text", "empty", "dir_for_file", "file_for_dir", "remove",
-    "link_out", "link_escape", "link_loop", "link_self", "fifo", "chardev", "huge",
-    "link_dev_zero", "odd_name", "alias_name", "deep_dir", "odd_link",
+    "truncate",
+    "garbage",
+    "hostile_text",
+    "empty",
+    "dir_for_file",
+    "file_for_dir",
+    "remove",
+    "link_out",
+    "link_escape",
+    "link_loop",
+    "link_self",
+    "fifo",
+    "chardev",
+    "huge",
+    "link_dev_zero",
+    "odd_name",
+    "alias_name",
+    "deep_dir",
+    "odd_link",
 )
 
 #: Targets outside the root a hostile capture links to.
-OUTSIDE = ("/etc/passwd", "/proc/self/environ", "/sys", "/", "/dev/zero", "/proc/self/mem",
-           "/etc", "/proc/kcore")
+OUTSIDE = ("/etc/passwd", "/proc/self/environ", "/sys", "/", "/dev/zero", "/proc/self/mem", "/etc", "/proc/kcore")
 #: Names that look like something sysfs lists, but are not what they seem.
 ODD_NAMES: tuple[bytes, ...] = (
-    "node²".encode(), "node١".encode(), b"node01", b"node99999999999999999999", "cpu١".encode(),
-    b"cpu007", "０000:17:00.0".encode(), b"0000:17:00.0\n", b"\xff\xfe", b"node\xff",
-    b"mlx5_\xc3", b"x" * 255, "ｎｏｄｅ1".encode(), b"0000:zz:00.0", b"-1", "²".encode(), b"00",
+    "node²".encode(),
+    "node١".encode(),
+    b"node01",
+    b"node99999999999999999999",
+    "cpu١".encode(),
+    b"cpu007",
+    "０000:17:00.0".encode(),
+    b"0000:17:00.0\n",
+    b"\xff\xfe",
+    b"node\xff",
+    b"mlx5_\xc3",
+    b"x" * 255,
+    "ｎｏｄｅ1".encode(),
+    b"0000:zz:00.0",
+    b"-1",
+    "²".encode(),
+    b"00",
 )
 
 _BACKUP = ".fuzz-backup"
@@ -92,8 +121,13 @@ def targets(root: Path, read: set[str] | None = None) -> Targets:
     chosen = sorted(p for p in (read or ()) if p and os.path.lexists(root / p))
     listed = [p for p in chosen if (root / p).is_dir()]
     links = [p for p in chosen if (root / p).is_symlink()] or [p for p in every if (root / p).is_symlink()]
-    return Targets(tuple(chosen) or tuple(every), tuple(every), tuple(dirs), tuple(listed) or tuple(dirs),
-                   tuple(links) or tuple(every))
+    return Targets(
+        tuple(chosen) or tuple(every),
+        tuple(every),
+        tuple(dirs),
+        tuple(listed) or tuple(dirs),
+        tuple(links) or tuple(every),
+    )
 
 
 def draw_mutations(rng: random.Random, t: Targets, most: int = 3) -> list[Mutation]:
@@ -228,9 +262,9 @@ def apply(root: Path, m: Mutation) -> Callable[[], None] | None:
 
 def _add_entry(root: Path, target: Path, m: Mutation) -> Callable[[], None] | None:
     """odd_name: a new entry with a strange name (a link to a sibling, else a small file);
-    alias_name: a BDF-named entry again, upper case or with a longer domain (a second name for
-one device);
-    deep_dir: a nest ``m.number`` directories deep with a file at the bottom."""
+        alias_name: a BDF-named entry again, upper case or with a longer domain (a second name for
+    one device);
+        deep_dir: a nest ``m.number`` directories deep with a file at the bottom."""
     names = sorted(os.listdir(target))
     if m.op == "deep_dir":
         top = target / f"deep{next(_counter)}"

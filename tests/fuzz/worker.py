@@ -70,8 +70,10 @@ def main() -> None:
             root = generate(name, base / name / "root")
             trees[name] = (root, targets(root, read_paths(root)))
         # Python's own files (lazy imports during a scan) are no leak; nothing else outside.
-        _ALLOWED.extend(os.path.realpath(p).rstrip("/") for p in
-                        {sys.prefix, sys.base_prefix, str(REPO), *[p for p in sys.path if p]})
+        _ALLOWED.extend(
+            os.path.realpath(p).rstrip("/")
+            for p in {sys.prefix, sys.base_prefix, str(REPO), *[p for p in sys.path if p]}
+        )
         _ALLOWED.append("/dev/null")
         sys.addaudithook(_hook)
 
@@ -95,8 +97,7 @@ def main() -> None:
                 finally:
                     _active.clear()
             except Exception as exc:  # a crash: record it, go on
-                problems = [f"{type(exc).__name__}: {exc}",
-                            "".join(traceback.format_exception(exc)[-6:])]
+                problems = [f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)[-6:])]
             finally:
                 undo()
             slowest = max(slowest, time.perf_counter() - start)
@@ -104,8 +105,9 @@ def main() -> None:
                 problems.append(f"read outside the root: {sorted(set(_leaks))[:5]}")
             if problems:
                 failures.append({"example": i, "fixture": name, "mutations": what, "problems": problems})
-        print(json.dumps({"count": opts.count, "applied": applied, "slowest_s": round(slowest, 3),
-                          "failures": failures}))
+        print(
+            json.dumps({"count": opts.count, "applied": applied, "slowest_s": round(slowest, 3), "failures": failures})
+        )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -44,7 +44,9 @@ def parent_of(roots, bdf):
 # number of children)}, {child: parent}
 TREE_CASES = [
     (
-        "tree_asus_esc8000a_tv.txt", 104, 198,
+        "tree_asus_esc8000a_tv.txt",
+        104,
+        198,
         {
             "0000:00:01.1": (None, 0x01, 0x01, 2),
             "0000:01:00.0": ("NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]", None, None, 0),
@@ -61,11 +63,18 @@ TREE_CASES = [
             "0000:c0:03.2": (None, 0xC2, 0xC2, 0),
             "0000:e3:00.4": ("Advanced Micro Devices, Inc. [AMD] Device 14c9", None, None, 0),
         },
-        {"0000:68:00.0": "0000:64:1c.0", "0000:64:1c.0": "0000:63:00.0",
-         "0000:e2:00.0": "0000:e0:05.2", "0000:e0:00.0": None, "0000:81:00.1": "0000:80:01.1"},
+        {
+            "0000:68:00.0": "0000:64:1c.0",
+            "0000:64:1c.0": "0000:63:00.0",
+            "0000:e2:00.0": "0000:e0:05.2",
+            "0000:e0:00.0": None,
+            "0000:81:00.1": "0000:80:01.1",
+        },
     ),
     (
-        "tree_threadripper_t_no_names.txt", 25, 52,
+        "tree_threadripper_t_no_names.txt",
+        25,
+        52,
         {
             "0000:00:01.2": (None, 0x02, 0x09, 1),
             "0000:02:00.0": (None, 0x03, 0x09, 6),
@@ -77,7 +86,9 @@ TREE_CASES = [
         {"0000:09:00.0": "0000:03:0a.0", "0000:03:0a.0": "0000:02:00.0"},
     ),
     (
-        "tree_hgx_h100_tvnn.txt", 12, 65,
+        "tree_hgx_h100_tvnn.txt",
+        12,
+        65,
         {
             "0000:15:01.0": (None, 0x16, 0x1E, 1),
             "0000:18:00.0": (None, 0x19, 0x1E, 5),
@@ -85,11 +96,12 @@ TREE_CASES = [
             "0000:1b:00.0": ("Mellanox Technologies MT2910 Family [ConnectX-7]", None, None, 0),
             "0000:c1:00.0": ("Broadcom / LSI PCIe Switch management endpoint", None, None, 0),
         },
-        {"0000:1a:00.0": "0000:19:00.0", "0000:19:00.0": "0000:18:00.0",
-         "0000:b9:00.0": "0000:b8:00.0"},
+        {"0000:1a:00.0": "0000:19:00.0", "0000:19:00.0": "0000:18:00.0", "0000:b9:00.0": "0000:b8:00.0"},
     ),
     (
-        "tree_v100_plx_cx5_vfs.txt", 5, 30,
+        "tree_v100_plx_cx5_vfs.txt",
+        5,
+        30,
         {
             "0000:57:04.0": (None, 0x58, 0x5B, 10),
             "0000:58:01.1": ("Mellanox Technologies MT27800 Family [ConnectX-5 Virtual Function]", None, None, 0),
@@ -97,11 +109,12 @@ TREE_CASES = [
             "0000:6d:10.0": (None, 0x76, 0x7B, 0),
             "0000:53:05.0": ("Intel Corporation Sky Lake-E VT-d", None, None, 0),
         },
-        {"0000:72:00.0": "0000:6d:0c.0", "0000:6d:0c.0": "0000:6c:00.0",
-         "0000:6c:00.0": "0000:55:08.0"},
+        {"0000:72:00.0": "0000:6d:0c.0", "0000:6d:0c.0": "0000:6c:00.0", "0000:6c:00.0": "0000:55:08.0"},
     ),
     (
-        "tree_vmd_domain_10000.txt", 4, 6,
+        "tree_vmd_domain_10000.txt",
+        4,
+        6,
         {
             "10000:00:00.0": (None, 0x01, 0x01, 1),
             "10000:02:00.0": ("Intel Corporation NVMe Datacenter SSD [3DNAND, Beta Rock Controller]", None, None, 0),
@@ -112,9 +125,7 @@ TREE_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "name, n_roots, n_all, nodes, parents", TREE_CASES, ids=[c[0] for c in TREE_CASES]
-)
+@pytest.mark.parametrize("name, n_roots, n_all, nodes, parents", TREE_CASES, ids=[c[0] for c in TREE_CASES])
 def test_tree_sample(name, n_roots, n_all, nodes, parents):
     roots = parse_lspci_tree(load(name))
     by_bdf = index(roots)
@@ -123,7 +134,10 @@ def test_tree_sample(name, n_roots, n_all, nodes, parents):
     for bdf, (desc, sec, sub, kids) in nodes.items():
         n = by_bdf[bdf]
         assert (n.description, n.secondary_bus, n.subordinate_bus, len(n.children)) == (
-            desc, sec, sub, kids,
+            desc,
+            sec,
+            sub,
+            kids,
         ), bdf
         assert n.is_bridge == (sec is not None)
     for child, parent in parents.items():
@@ -145,8 +159,16 @@ def test_tree_nn_ids():
     assert by_bdf["0000:00:14.0"].device_id == 0x1BCD
     assert by_bdf["0000:15:01.0"].vendor_id is None  # bridges are printed without a name
     gpus = [n.bdf for n in by_bdf.values() if n.device_id == 0x2330]
-    assert gpus == ["0000:1a:00.0", "0000:1c:00.0", "0000:3c:00.0", "0000:3e:00.0",
-                    "0000:9c:00.0", "0000:9e:00.0", "0000:bc:00.0", "0000:be:00.0"]
+    assert gpus == [
+        "0000:1a:00.0",
+        "0000:1c:00.0",
+        "0000:3c:00.0",
+        "0000:3e:00.0",
+        "0000:9c:00.0",
+        "0000:9e:00.0",
+        "0000:bc:00.0",
+        "0000:be:00.0",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -161,8 +183,10 @@ def test_tree_nn_ids():
         # A bridge with nothing behind it at the end of the tree, no final newline.
         ("-[0000:00]-+-00.0\n           \\-01.0-[01]--", ["0000:00:00.0", "0000:00:01.0"]),
         # CRLF.
-        ("-[0000:00]-+-00.0\r\n           \\-02.0-[03]----00.0  GPU\r\n",
-         ["0000:00:00.0", "0000:00:02.0", "0000:03:00.0"]),
+        (
+            "-[0000:00]-+-00.0\r\n           \\-02.0-[03]----00.0  GPU\r\n",
+            ["0000:00:00.0", "0000:00:02.0", "0000:03:00.0"],
+        ),
     ],
 )
 def test_tree_small(text, bdfs):
@@ -287,84 +311,234 @@ ALL_OFF = AcsInfo(capability=0, control=0)
 VERBOSE_CASES = [
     (
         "vvv_rtx6000ada_legacy_endpoint.txt",
-        [dict(bdf="0000:01:00.0", class_name="VGA compatible controller",
-              description="NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]", revision=0xA1,
-              subsystem="NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]",
-              physical_slot="3", numa_node=0, driver="nvidia",
-              kernel_modules=("nvidiafb", "nouveau", "nvidia_drm", "nvidia"),
-              capabilities_readable=True, port_type="legacy_endpoint",
-              link_max_gts=16.0, link_max_width=16, link_port=0, link_gts=2.5, link_width=16,
-              link_speed_downgraded=True, link_width_downgraded=None, acs=None, sriov=None,
-              class_code=None, vendor_id=None)],
+        [
+            dict(
+                bdf="0000:01:00.0",
+                class_name="VGA compatible controller",
+                description="NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]",
+                revision=0xA1,
+                subsystem="NVIDIA Corporation AD102GL [RTX 6000 Ada Generation]",
+                physical_slot="3",
+                numa_node=0,
+                driver="nvidia",
+                kernel_modules=("nvidiafb", "nouveau", "nvidia_drm", "nvidia"),
+                capabilities_readable=True,
+                port_type="legacy_endpoint",
+                link_max_gts=16.0,
+                link_max_width=16,
+                link_port=0,
+                link_gts=2.5,
+                link_width=16,
+                link_speed_downgraded=True,
+                link_width_downgraded=None,
+                acs=None,
+                sriov=None,
+                class_code=None,
+                vendor_id=None,
+            )
+        ],
     ),
     (
         "vvv_connectx7_sriov_and_highpoint.txt",
-        [dict(bdf="0000:81:00.0", class_name="Ethernet controller",
-              description="Mellanox Technologies MT2910 Family [ConnectX-7]", numa_node=1,
-              driver="mlx5_core", port_type="endpoint", link_max_gts=32.0, link_gts=32.0,
-              link_width=16, link_speed_downgraded=None, acs=ALL_OFF,
-              sriov_fields=(16, 16, 0, 2, 1, 0x101E)),
-         dict(bdf="0000:71:00.0", class_name="RAID bus controller", revision=1,
-              port_type="legacy_endpoint", link_max_gts=5.0, link_max_width=2, link_gts=5.0,
-              link_width=1, link_width_downgraded=True, link_speed_downgraded=None, driver=None,
-              acs=None, sriov=None)],
+        [
+            dict(
+                bdf="0000:81:00.0",
+                class_name="Ethernet controller",
+                description="Mellanox Technologies MT2910 Family [ConnectX-7]",
+                numa_node=1,
+                driver="mlx5_core",
+                port_type="endpoint",
+                link_max_gts=32.0,
+                link_gts=32.0,
+                link_width=16,
+                link_speed_downgraded=None,
+                acs=ALL_OFF,
+                sriov_fields=(16, 16, 0, 2, 1, 0x101E),
+            ),
+            dict(
+                bdf="0000:71:00.0",
+                class_name="RAID bus controller",
+                revision=1,
+                port_type="legacy_endpoint",
+                link_max_gts=5.0,
+                link_max_width=2,
+                link_gts=5.0,
+                link_width=1,
+                link_width_downgraded=True,
+                link_speed_downgraded=None,
+                driver=None,
+                acs=None,
+                sriov=None,
+            ),
+        ],
     ),
     (
         "vvv_plx_pex8725_acs.txt",
-        [dict(bdf="0000:02:00.0", port_type="switch_upstream", link_max_width=8, link_width=4,
-              link_width_downgraded=True, link_speed_downgraded=False, acs=None),
-         dict(bdf="0000:03:08.0", port_type="switch_downstream", slot_implemented=True,
-              link_port=8, acs=AcsInfo(capability=0x7F, control=0b0011101),
-              acs_ctl={"SrcValid": True, "TransBlk": False, "ReqRedir": True, "CmpltRedir": True,
-                       "UpstreamFwd": True, "EgressCtrl": False, "DirectTrans": False}),
-         dict(bdf="0000:03:09.0", slot_implemented=False, link_gts=2.5, link_width=None,
-              link_speed_downgraded=True, acs=AcsInfo(capability=0x7F, control=0))],
+        [
+            dict(
+                bdf="0000:02:00.0",
+                port_type="switch_upstream",
+                link_max_width=8,
+                link_width=4,
+                link_width_downgraded=True,
+                link_speed_downgraded=False,
+                acs=None,
+            ),
+            dict(
+                bdf="0000:03:08.0",
+                port_type="switch_downstream",
+                slot_implemented=True,
+                link_port=8,
+                acs=AcsInfo(capability=0x7F, control=0b0011101),
+                acs_ctl={
+                    "SrcValid": True,
+                    "TransBlk": False,
+                    "ReqRedir": True,
+                    "CmpltRedir": True,
+                    "UpstreamFwd": True,
+                    "EgressCtrl": False,
+                    "DirectTrans": False,
+                },
+            ),
+            dict(
+                bdf="0000:03:09.0",
+                slot_implemented=False,
+                link_gts=2.5,
+                link_width=None,
+                link_speed_downgraded=True,
+                acs=AcsInfo(capability=0x7F, control=0),
+            ),
+        ],
     ),
     (
         "vvv_h100_access_denied.txt",
-        [dict(bdf="0000:b9:01.0", class_name="PCI bridge", numa_node=2,
-              capabilities_readable=False, port_type=None, acs=None, link_gts=None),
-         dict(bdf="0000:b9:02.0", capabilities_readable=False),
-         dict(bdf="0000:bc:00.0", class_name="3D controller",
-              description="NVIDIA Corporation GH100 [H100 SXM5 80GB]", revision=0xA1,
-              physical_slot="6", numa_node=2, iommu_group=157, driver="nvidia",
-              capabilities_readable=False, port_type=None, link_max_gts=None, acs=None)],
+        [
+            dict(
+                bdf="0000:b9:01.0",
+                class_name="PCI bridge",
+                numa_node=2,
+                capabilities_readable=False,
+                port_type=None,
+                acs=None,
+                link_gts=None,
+            ),
+            dict(bdf="0000:b9:02.0", capabilities_readable=False),
+            dict(
+                bdf="0000:bc:00.0",
+                class_name="3D controller",
+                description="NVIDIA Corporation GH100 [H100 SXM5 80GB]",
+                revision=0xA1,
+                physical_slot="6",
+                numa_node=2,
+                iommu_group=157,
+                driver="nvidia",
+                capabilities_readable=False,
+                port_type=None,
+                link_max_gts=None,
+                acs=None,
+            ),
+        ],
     ),
     (
         "vvvnn_a100_numa5.txt",
-        [dict(bdf="0000:da:00.0", class_name="3D controller", class_code=0x0302,
-              vendor_id=0x10DE, device_id=0x20B0, revision=0xA1,
-              description="NVIDIA Corporation GA100 [A100 SXM4 40GB]",
-              subsystem="NVIDIA Corporation Device", subsystem_vendor_id=0x10DE,
-              subsystem_device_id=0x134F, numa_node=5, port_type="endpoint",
-              link_gts=16.0, link_width=16, link_speed_downgraded=False,
-              link_width_downgraded=False, sriov_fields=(16, 16, 0, 4, 1, 0x20B0))],
+        [
+            dict(
+                bdf="0000:da:00.0",
+                class_name="3D controller",
+                class_code=0x0302,
+                vendor_id=0x10DE,
+                device_id=0x20B0,
+                revision=0xA1,
+                description="NVIDIA Corporation GA100 [A100 SXM4 40GB]",
+                subsystem="NVIDIA Corporation Device",
+                subsystem_vendor_id=0x10DE,
+                subsystem_device_id=0x134F,
+                numa_node=5,
+                port_type="endpoint",
+                link_gts=16.0,
+                link_width=16,
+                link_speed_downgraded=False,
+                link_width_downgraded=False,
+                sriov_fields=(16, 16, 0, 4, 1, 0x20B0),
+            )
+        ],
     ),
     (
         "D_vvvnn_hgx_rootport_switch_vf.txt",
-        [dict(bdf="0000:15:01.0", class_code=0x0604, vendor_id=0x8086, device_id=0x352A,
-              revision=4, port_type="root_port", slot_implemented=True, link_port=1,
-              numa_node=0, iommu_group=3,
-              acs=AcsInfo(capability=0b0011111, control=0b0011101)),
-         dict(bdf="0000:16:00.0", vendor_id=0x1000, device_id=0xC030,
-              subsystem_vendor_id=0x1000, subsystem_device_id=0xA064,
-              port_type="switch_upstream", acs=None),
-         dict(bdf="0000:19:00.0", port_type="switch_downstream", physical_slot="1",
-              acs=AcsInfo(capability=0x7F, control=0)),
-         dict(bdf="0000:1a:00.0", class_name="3D controller", vendor_id=0x10DE,
-              device_id=0x2330, subsystem_device_id=0x16C1, link_gts=32.0, link_width=16),
-         dict(bdf="0000:1b:00.2", class_name="Infiniband controller", class_code=0x0207,
-              vendor_id=0x15B3, device_id=0x101E, port_type="endpoint",
-              link_max_gts=None, link_max_width=None, link_gts=None, link_width=None,
-              iommu_group=212)],
+        [
+            dict(
+                bdf="0000:15:01.0",
+                class_code=0x0604,
+                vendor_id=0x8086,
+                device_id=0x352A,
+                revision=4,
+                port_type="root_port",
+                slot_implemented=True,
+                link_port=1,
+                numa_node=0,
+                iommu_group=3,
+                acs=AcsInfo(capability=0b0011111, control=0b0011101),
+            ),
+            dict(
+                bdf="0000:16:00.0",
+                vendor_id=0x1000,
+                device_id=0xC030,
+                subsystem_vendor_id=0x1000,
+                subsystem_device_id=0xA064,
+                port_type="switch_upstream",
+                acs=None,
+            ),
+            dict(
+                bdf="0000:19:00.0",
+                port_type="switch_downstream",
+                physical_slot="1",
+                acs=AcsInfo(capability=0x7F, control=0),
+            ),
+            dict(
+                bdf="0000:1a:00.0",
+                class_name="3D controller",
+                vendor_id=0x10DE,
+                device_id=0x2330,
+                subsystem_device_id=0x16C1,
+                link_gts=32.0,
+                link_width=16,
+            ),
+            dict(
+                bdf="0000:1b:00.2",
+                class_name="Infiniband controller",
+                class_code=0x0207,
+                vendor_id=0x15B3,
+                device_id=0x101E,
+                port_type="endpoint",
+                link_max_gts=None,
+                link_max_width=None,
+                link_gts=None,
+                link_width=None,
+                iommu_group=212,
+            ),
+        ],
     ),
     (
         "vvv_old_lspci_k80_plx.txt",
-        [dict(bdf="0000:04:00.0", port_type="switch_upstream", link_gts=8.0, link_width=16,
-              link_speed_downgraded=None, link_width_downgraded=None),
-         dict(bdf="0000:06:00.0", port_type="endpoint", link_port=8, link_max_gts=8.0,
-              link_gts=2.5, subsystem="NVIDIA Corporation Device 106c"),
-         dict(bdf="0000:07:00.0", port_type="endpoint", link_gts=None, link_width=16)],
+        [
+            dict(
+                bdf="0000:04:00.0",
+                port_type="switch_upstream",
+                link_gts=8.0,
+                link_width=16,
+                link_speed_downgraded=None,
+                link_width_downgraded=None,
+            ),
+            dict(
+                bdf="0000:06:00.0",
+                port_type="endpoint",
+                link_port=8,
+                link_max_gts=8.0,
+                link_gts=2.5,
+                subsystem="NVIDIA Corporation Device 106c",
+            ),
+            dict(bdf="0000:07:00.0", port_type="endpoint", link_gts=None, link_width=16),
+        ],
     ),
 ]
 
@@ -397,16 +571,23 @@ def test_verbose_sample(name, functions):
 def test_acs_decode_bit_order():
     assert ACS_FLAGS[0] == "SrcValid" and ACS_FLAGS[6] == "DirectTrans"
     assert decode_acs(0b0001100) == {
-        "SrcValid": False, "TransBlk": False, "ReqRedir": True, "CmpltRedir": True,
-        "UpstreamFwd": False, "EgressCtrl": False, "DirectTrans": False,
+        "SrcValid": False,
+        "TransBlk": False,
+        "ReqRedir": True,
+        "CmpltRedir": True,
+        "UpstreamFwd": False,
+        "EgressCtrl": False,
+        "DirectTrans": False,
     }
     assert decode_acs(0x7F) == dict.fromkeys(ACS_FLAGS, True)
 
 
 def test_acs_with_a_missing_flag_is_not_guessed():
-    text = ("00:01.0 PCI bridge: X\n\tCapabilities: [100 v1] Access Control Services\n"
-            "\t\tACSCap:\tSrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl+\n"
-            "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl-\n")
+    text = (
+        "00:01.0 PCI bridge: X\n\tCapabilities: [100 v1] Access Control Services\n"
+        "\t\tACSCap:\tSrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl+\n"
+        "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl-\n"
+    )
     (fn,) = parse_lspci_verbose(text)
     assert fn.acs is None and fn.acs_ctl_flags is None
     assert fn.capabilities_readable is True
@@ -423,12 +604,17 @@ def test_acs_with_a_missing_flag_is_not_guessed():
     ],
 )
 def test_lnksta_forms(line, gts, width, sd, wd):
-    text = ("0000:3b:00.0 3D controller: NVIDIA Corporation Device 2901\n"
-            "\tCapabilities: [78] Express (v2) Endpoint, MSI 00\n"
-            f"\t\tLnkSta:\t{line}\n")
+    text = (
+        "0000:3b:00.0 3D controller: NVIDIA Corporation Device 2901\n"
+        "\tCapabilities: [78] Express (v2) Endpoint, MSI 00\n"
+        f"\t\tLnkSta:\t{line}\n"
+    )
     (fn,) = parse_lspci_verbose(text)
     assert (fn.link_gts, fn.link_width, fn.link_speed_downgraded, fn.link_width_downgraded) == (
-        gts, width, sd, wd,
+        gts,
+        width,
+        sd,
+        wd,
     )
 
 
@@ -493,14 +679,16 @@ def test_bad_bus_line_raises(line, message):
 
 
 def test_verbose_without_caps_and_with_pcilib_noise():
-    text = ("$ lspci -v\n"
-            "00:00.0 Host bridge: Intel Corporation 440FX - 82441FX PMC [Natoma] (rev 02)\n"
-            "\tSubsystem: Red Hat, Inc. Qemu virtual machine\n"
-            "\tFlags: fast devsel\n"
-            "pcilib: sysfs_read_vpd: read failed: Input/output error\n"
-            "\n"
-            "00:1e.0 3D controller: NVIDIA Corporation GH100 [H100 PCIe] (rev a1)\n"
-            "\tPhysical Slot: 30\n")
+    text = (
+        "$ lspci -v\n"
+        "00:00.0 Host bridge: Intel Corporation 440FX - 82441FX PMC [Natoma] (rev 02)\n"
+        "\tSubsystem: Red Hat, Inc. Qemu virtual machine\n"
+        "\tFlags: fast devsel\n"
+        "pcilib: sysfs_read_vpd: read failed: Input/output error\n"
+        "\n"
+        "00:1e.0 3D controller: NVIDIA Corporation GH100 [H100 PCIe] (rev a1)\n"
+        "\tPhysical Slot: 30\n"
+    )
     a, b = parse_lspci_verbose(text)
     assert a.capabilities_readable is None and a.revision == 2
     assert a.description == "Intel Corporation 440FX - 82441FX PMC [Natoma]"
@@ -514,8 +702,7 @@ def test_verbose_without_caps_and_with_pcilib_noise():
         ("00:01.0 PCI bridge: X\nthis line is not indented\n", "expected a device line"),
         ("00:01.0 PCI bridge: X\n\tNUMA node: many\n", "expected a number"),
         ("00:01.0 PCI bridge\n", "without 'class: name'"),
-        ("00:01.0 PCI bridge: X\n\tCapabilities: [40] Express (v2) Endpoint\n\t\tLnkSta:\tgarbage\n",
-         "link line"),
+        ("00:01.0 PCI bridge: X\n\tCapabilities: [40] Express (v2) Endpoint\n\t\tLnkSta:\tgarbage\n", "link line"),
     ],
 )
 def test_verbose_garbage_raises(text, message):

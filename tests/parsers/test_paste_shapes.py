@@ -36,6 +36,7 @@ def prefixed(marker: str, opener: str | None = None, closer: str | None = None):
     def shape(text: str) -> str:
         lines = [f"{marker} {line}" if line.strip() else marker for line in text.split("\n")]
         return "\n".join(([opener] if opener else []) + lines + ([closer] if closer else []))
+
     return shape
 
 
@@ -79,24 +80,27 @@ def test_quoted_printable_is_long_enough_to_have_soft_breaks():
     assert "=\n" in shaped
 
 
-@pytest.mark.parametrize("text, lines", [
-    # a C comment around a matrix: the markers and the comment's ends go
-    ("/*\n * GPU0\tX\n * GPU1\tNV4\n */", [(2, "GPU0\tX"), (3, "GPU1\tNV4")]),
-    # a markdown table keeps its pipes: the matrix parser reads tables
-    ("| GPU0 | X |\n| GPU1 | NV4 |", [(1, "| GPU0 | X |"), (2, "| GPU1 | NV4 |")]),
-    # a piece of an lspci tree keeps its columns
-    ("|           +-01.0\n|           \\-02.0", [(1, "|           +-01.0"), (2, "|           \\-02.0")]),
-    # one prefixed line is no block (a root prompt, a comment)
-    ("# GPU0\tX", [(1, "# GPU0\tX")]),
-    # a block where one line lacks the prefix keeps every line as pasted
-    ("> a b\nc d", [(1, "> a b"), (2, "c d")]),
-    # each block is judged on its own
-    ("> a b\n> c d\n\ne f\ng h", [(1, "a b"), (2, "c d"), (4, "e f"), (5, "g h")]),
-    # quoted-printable: soft breaks joined (first line's number), escapes decoded
-    ("00:01.0 Intel Cor=\nporation x=3Dy\nnext", [(1, "00:01.0 Intel Corporation x=y"), (3, "next")]),
-    # an escape without any soft break is ordinary text
-    ("NCCL_IB_HCA=3D", [(1, "NCCL_IB_HCA=3D")]),
-])
+@pytest.mark.parametrize(
+    "text, lines",
+    [
+        # a C comment around a matrix: the markers and the comment's ends go
+        ("/*\n * GPU0\tX\n * GPU1\tNV4\n */", [(2, "GPU0\tX"), (3, "GPU1\tNV4")]),
+        # a markdown table keeps its pipes: the matrix parser reads tables
+        ("| GPU0 | X |\n| GPU1 | NV4 |", [(1, "| GPU0 | X |"), (2, "| GPU1 | NV4 |")]),
+        # a piece of an lspci tree keeps its columns
+        ("|           +-01.0\n|           \\-02.0", [(1, "|           +-01.0"), (2, "|           \\-02.0")]),
+        # one prefixed line is no block (a root prompt, a comment)
+        ("# GPU0\tX", [(1, "# GPU0\tX")]),
+        # a block where one line lacks the prefix keeps every line as pasted
+        ("> a b\nc d", [(1, "> a b"), (2, "c d")]),
+        # each block is judged on its own
+        ("> a b\n> c d\n\ne f\ng h", [(1, "a b"), (2, "c d"), (4, "e f"), (5, "g h")]),
+        # quoted-printable: soft breaks joined (first line's number), escapes decoded
+        ("00:01.0 Intel Cor=\nporation x=3Dy\nnext", [(1, "00:01.0 Intel Corporation x=y"), (3, "next")]),
+        # an escape without any soft break is ordinary text
+        ("NCCL_IB_HCA=3D", [(1, "NCCL_IB_HCA=3D")]),
+    ],
+)
 def test_clean_paste_shapes(text, lines):
     assert [(ln.number, ln.text) for ln in clean_paste(text).lines] == lines
 
@@ -108,10 +112,14 @@ _DEVICE_LINE = re.compile(r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}
 
 def listed(marker: str):
     """A markdown list: each device line an item (``- 00:01.0 …``), its fields indented under it."""
+
     def shape(text: str) -> str:
         pad = " " * len(marker)
-        return "\n".join(f"{marker}{line}" if _DEVICE_LINE.match(line) else f"{pad}{line}" if line else line
-                         for line in text.split("\n"))
+        return "\n".join(
+            f"{marker}{line}" if _DEVICE_LINE.match(line) else f"{pad}{line}" if line else line
+            for line in text.split("\n")
+        )
+
     return shape
 
 
@@ -119,8 +127,12 @@ def indented(text: str) -> str:
     return "\n".join(f"    {line}" if line else line for line in text.split("\n"))
 
 
-INDENTED_SHAPES = {"dash_list": listed("- "), "star_list": listed("* "), "numbered_list": listed("1. "),
-                   "indented": indented}
+INDENTED_SHAPES = {
+    "dash_list": listed("- "),
+    "star_list": listed("* "),
+    "numbered_list": listed("1. "),
+    "indented": indented,
+}
 VERBOSE = ["vvvnn_a100_numa5.txt", "vvv_plx_pex8725_acs.txt", "vvv_connectx7_sriov_and_highpoint.txt"]
 
 
@@ -141,10 +153,19 @@ def test_indented_tree_reads_as_the_clean_text():
 
 
 def test_plain_lspci_as_a_markdown_list_and_an_indented_block():
-    listing = read_lspci_verbose(decode_text((SAMPLES / "lspci" / "paste_plain_markdown_list_constructed.txt").read_bytes()))
+    listing = read_lspci_verbose(
+        decode_text((SAMPLES / "lspci" / "paste_plain_markdown_list_constructed.txt").read_bytes())
+    )
     assert [f.bdf for f in listing.functions] == [
-        "0000:17:00.0", "0000:18:08.0", "0000:18:10.0", "0000:19:00.0", "0000:1a:00.0", "0000:3b:00.0",
-        "0000:86:00.0", "0000:87:00.0"]
+        "0000:17:00.0",
+        "0000:18:08.0",
+        "0000:18:10.0",
+        "0000:19:00.0",
+        "0000:1a:00.0",
+        "0000:3b:00.0",
+        "0000:86:00.0",
+        "0000:87:00.0",
+    ]
     assert listing.functions[3].description == "NVIDIA Corporation GV100GL [Tesla V100 SXM2 32GB]"
     assert [s.first for s in listing.skipped] == [10]  # the author's sentence between the lists
 
@@ -159,27 +180,43 @@ def test_plain_lspci_places_nothing_it_does_not_show():
 
 # -- a tree excerpt that starts at a later root bus ------------------------------------------
 
+
 def test_tree_excerpt_from_a_later_root_bus_keeps_its_buses():
     tree = read_lspci_tree((SAMPLES / "lspci" / "paste_tv_later_root_bus_constructed.txt").read_text())
-    assert [n.bdf for n in tree.roots] == ["0000:44:00.0", "0000:44:00.1", "0000:44:02.0", "0000:44:04.0",
-                                           "0000:00:00.0", "0000:00:1f.0"]
+    assert [n.bdf for n in tree.roots] == [
+        "0000:44:00.0",
+        "0000:44:00.1",
+        "0000:44:02.0",
+        "0000:44:04.0",
+        "0000:00:00.0",
+        "0000:00:1f.0",
+    ]
     assert tree.orphans == () and tree.skipped == ()
     assert "root buses before it are not shown" in tree.notes[0]
-    result = analyse(read_offline(lspci_tree=(SAMPLES / "lspci" / "paste_tv_later_root_bus_constructed.txt").read_text()))
+    result = analyse(
+        read_offline(lspci_tree=(SAMPLES / "lspci" / "paste_tv_later_root_bus_constructed.txt").read_text())
+    )
     tokens = {(p.a, p.b): (p.token, p.locality_known) for p in result.paths}
     # GPU 47:00.0 and the CX-6 Dx at 48:00.x sit under one switch (46:00.0 / 46:01.0): PIX;
     # GPU 49:00.0 is under another root port of the same root bus: PHB
     assert tokens[("gpu0", "nic0")] == ("PIX", True) and tokens[("gpu0", "gpu1")] == ("PHB", True)
 
 
-@pytest.mark.parametrize("text, roots", [
-    # the paste's first line lost its leading space
-    ("+-[0000:44]-+-00.0  Intel\n|           \\-02.0-[45]----00.0  NVIDIA Corporation Device 2330",
-     ["0000:44:00.0", "0000:44:02.0"]),
-    # the last root bus of a multi-root tree alone
-    (" \\-[0000:80]-+-00.0  Intel\n             \\-01.0-[81]----00.0  NVIDIA Corporation Device 2330",
-     ["0000:80:00.0", "0000:80:01.0"]),
-])
+@pytest.mark.parametrize(
+    "text, roots",
+    [
+        # the paste's first line lost its leading space
+        (
+            "+-[0000:44]-+-00.0  Intel\n|           \\-02.0-[45]----00.0  NVIDIA Corporation Device 2330",
+            ["0000:44:00.0", "0000:44:02.0"],
+        ),
+        # the last root bus of a multi-root tree alone
+        (
+            " \\-[0000:80]-+-00.0  Intel\n             \\-01.0-[81]----00.0  NVIDIA Corporation Device 2330",
+            ["0000:80:00.0", "0000:80:01.0"],
+        ),
+    ],
+)
 def test_tree_excerpt_root_bus_as_a_branch(text, roots):
     tree = read_lspci_tree(text)
     assert [n.bdf for n in tree.roots] == roots and tree.skipped == ()
@@ -206,17 +243,25 @@ def test_reordered_markdown_table_is_read_by_its_header_names():
     assert m.labels == ("GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1") and not m.warnings
     assert m.cell("GPU0", "GPU3") == "NV4" and m.cell("GPU2", "NIC1") == "PXB" and m.cell("NIC0", "NIC1") == "SYS"
     assert [(str(d.cpu_affinity), d.numa_affinity) for d in m.devices[:4]] == [
-        ("0-31,64-95", "0"), ("0-31,64-95", "0"), ("32-63,96-127", "1"), ("32-63,96-127", "1")]
+        ("0-31,64-95", "0"),
+        ("0-31,64-95", "0"),
+        ("32-63,96-127", "1"),
+        ("32-63,96-127", "1"),
+    ]
     assert m.device("mlx5_1").label == "NIC1"
 
 
-@pytest.mark.parametrize("order", [
-    [2, 3, 4, 5, 6, 7, 8, 0, 1],   # nvidia-smi's own order: corner, labels, CPU, NUMA
-    [2, 3, 4, 5, 6, 7, 8, 1, 0],   # NUMA Affinity before CPU Affinity
-    [0, 2, 3, 4, 5, 6, 7, 8, 1],   # CPU Affinity first, NUMA Affinity last
-    [2, 0, 1, 3, 4, 5, 6, 7, 8],   # the affinities between the corner and the labels
-    [2, 8, 7, 6, 5, 4, 3, 0, 1],   # labels backwards
-], ids=["nvidia_smi", "numa_first", "cpu_first", "after_corner", "labels_backwards"])
+@pytest.mark.parametrize(
+    "order",
+    [
+        [2, 3, 4, 5, 6, 7, 8, 0, 1],  # nvidia-smi's own order: corner, labels, CPU, NUMA
+        [2, 3, 4, 5, 6, 7, 8, 1, 0],  # NUMA Affinity before CPU Affinity
+        [0, 2, 3, 4, 5, 6, 7, 8, 1],  # CPU Affinity first, NUMA Affinity last
+        [2, 0, 1, 3, 4, 5, 6, 7, 8],  # the affinities between the corner and the labels
+        [2, 8, 7, 6, 5, 4, 3, 0, 1],  # labels backwards
+    ],
+    ids=["nvidia_smi", "numa_first", "cpu_first", "after_corner", "labels_backwards"],
+)
 def test_any_column_order_gives_the_same_cells(order):
     text = REORDERED.read_text()
     expected = facts(read_offline(nvidia_smi_topo=text))
@@ -233,10 +278,12 @@ def unordered(fact):
 
 # -- a partial paste never invents a cell ----------------------------------------------------
 
+
 def _without_rows(text: str, labels: tuple[str, ...]) -> str:
     """``text`` without the table rows of ``labels`` (the label is the row's third cell)."""
-    return "\n".join(line for line in text.split("\n")
-                     if not (line.startswith("|") and line.split("|")[3].strip() in labels))
+    return "\n".join(
+        line for line in text.split("\n") if not (line.startswith("|") and line.split("|")[3].strip() in labels)
+    )
 
 
 def test_cells_of_missing_rows_are_unknown_in_every_output():
@@ -257,21 +304,27 @@ def test_cells_of_missing_rows_are_unknown_in_every_output():
 
 def test_a_pasted_tree_shows_the_cell_the_matrix_lacks():
     # with the lspci tree, GPU 47:00.0 and the NIC under one switch are shown: PIX
-    result = analyse(read_offline(lspci_tree=(SAMPLES / "lspci" / "paste_tv_later_root_bus_constructed.txt").read_text()))
+    result = analyse(
+        read_offline(lspci_tree=(SAMPLES / "lspci" / "paste_tv_later_root_bus_constructed.txt").read_text())
+    )
     assert all(p.shown for p in result.paths)
     assert matrix_of(result).cell("GPU0", "NIC0") == "PIX"
 
 
 # -- ACS control lines as people paste them --------------------------------------------------
 
-_PLX_PORT = "19:08.0 PCI bridge: PLX Technology, Inc. PEX 8796 96-Lane, 24-Port PCI Express Gen 3 (8.0 GT/s) Switch (rev ca)"
+_PLX_PORT = (
+    "19:08.0 PCI bridge: PLX Technology, Inc. PEX 8796 96-Lane, 24-Port PCI Express Gen 3 (8.0 GT/s) Switch (rev ca)"
+)
 _ACS_CAP = "SrcValid+ TransBlk+ ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl+ DirectTrans+"
 
 
 def _full_record(ctl: str) -> str:
-    return (f"{_PLX_PORT}\n\tCapabilities: [68] Express (v2) Downstream Port (Slot+), MSI 00\n"
-            f"\tCapabilities: [148 v1] Access Control Services\n\t\tACSCap:\t{_ACS_CAP}\n\t\tACSCtl:\t{ctl}\n"
-            "\tKernel driver in use: pcieport\n")
+    return (
+        f"{_PLX_PORT}\n\tCapabilities: [68] Express (v2) Downstream Port (Slot+), MSI 00\n"
+        f"\tCapabilities: [148 v1] Access Control Services\n\t\tACSCap:\t{_ACS_CAP}\n\t\tACSCtl:\t{ctl}\n"
+        "\tKernel driver in use: pcieport\n"
+    )
 
 
 ACS_SHAPES = {
@@ -323,19 +376,24 @@ _ONE_SWITCH = (
     "BlueField-2 integrated ConnectX-6 Dx network controller\n"
     " |           |                               |            \\-00.1  Mellanox Technologies MT42822 "
     "BlueField-2 integrated ConnectX-6 Dx network controller\n"
-    " |           |                               \\-01.0-[c4]----00.0  NVIDIA Corporation GA100 [A100X]\n")
+    " |           |                               \\-01.0-[c4]----00.0  NVIDIA Corporation GA100 [A100X]\n"
+)
 
 
 def _tree_lines(text: str) -> str:
     return "\n".join(line for line in text.split("\n") if line.startswith(" |"))
 
 
-@pytest.mark.parametrize("text, expected", [
-    (CONVERGED.read_text(), "PXB"),                                 # the excerpt below the root bus
-    (_ROOT_LINE + "\n" + _tree_lines(CONVERGED.read_text()), "PXB"),  # with its root-bus line
-    (_ONE_SWITCH, "PIX"),
-    (_ROOT_LINE + "\n" + _ONE_SWITCH, "PIX"),
-], ids=["excerpt_two_levels", "rooted_two_levels", "excerpt_one_switch", "rooted_one_switch"])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (CONVERGED.read_text(), "PXB"),  # the excerpt below the root bus
+        (_ROOT_LINE + "\n" + _tree_lines(CONVERGED.read_text()), "PXB"),  # with its root-bus line
+        (_ONE_SWITCH, "PIX"),
+        (_ROOT_LINE + "\n" + _ONE_SWITCH, "PIX"),
+    ],
+    ids=["excerpt_two_levels", "rooted_two_levels", "excerpt_one_switch", "rooted_one_switch"],
+)
 def test_converged_card_gpu_and_dpu_share_the_cards_switch(text, expected):
     result = analyse(read_offline(lspci_tree=text))
     (gpu,) = result.topology.gpus
@@ -359,7 +417,8 @@ def _nics_lspci(nodes: tuple[int, ...]) -> str:
         f"{bdf} Infiniband controller [0207]: Mellanox Technologies MT2910 Family [ConnectX-7] [15b3:1021]\n"
         f"\tSubsystem: Mellanox Technologies Device [15b3:0041]\n\tNUMA node: {node}\n"
         "\tKernel driver in use: mlx5_core\n\tKernel modules: mlx5_core\n\n"
-        for bdf, node in zip(_NIC_BDFS, nodes, strict=True))
+        for bdf, node in zip(_NIC_BDFS, nodes, strict=True)
+    )
 
 
 def _cross(result) -> list[tuple[str, ...]]:
@@ -373,11 +432,15 @@ def test_grace_numa_affinity_list_gives_the_gpus_cpu_node():
     assert [(m.label, m.node) for m in snap.gpu_memory_nodes] == [("GPU0", 2), ("GPU1", 10), ("GPU2", 18), ("GPU3", 26)]
 
 
-@pytest.mark.parametrize("nodes, cross", [
-    (None, []),                           # the matrix alone: SYS says nothing of a C2C GPU's NIC
-    ((0, 0, 0, 1, 1, 1), []),             # every GPU has NICs of its own Grace: P2C, no alarm
-    ((0, 0, 0, 0, 0, 0), [("gpu2",), ("gpu3",)]),  # Grace 1 has no NIC: its GPUs cross to Grace 0
-], ids=["matrix_only", "nics_on_both_graces", "nics_on_grace0_only"])
+@pytest.mark.parametrize(
+    "nodes, cross",
+    [
+        (None, []),  # the matrix alone: SYS says nothing of a C2C GPU's NIC
+        ((0, 0, 0, 1, 1, 1), []),  # every GPU has NICs of its own Grace: P2C, no alarm
+        ((0, 0, 0, 0, 0, 0), [("gpu2",), ("gpu3",)]),  # Grace 1 has no NIC: its GPUs cross to Grace 0
+    ],
+    ids=["matrix_only", "nics_on_both_graces", "nics_on_grace0_only"],
+)
 def test_gb200_cross_socket_only_for_a_nic_of_the_other_grace(nodes, cross):
     verbose = _nics_lspci(nodes) if nodes is not None else None
     result = analyse(read_offline(nvidia_smi_topo=GB200.read_text(), lspci_verbose=verbose))

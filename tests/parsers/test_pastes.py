@@ -103,8 +103,11 @@ def test_mellanox_part_number_names_a_connectx6dx():
     assert set(nics) == {"0000:b5:00.0", "0000:b5:00.1"}
     assert nics["0000:b5:00.0"].device_id == 0x101D and nics["0000:b5:00.0"].name == "Mellanox ConnectX-6 Dx"
     # the excerpt starts at root bus b2 with "-+-": the GPU and NICs share one switch: PIX
-    assert {p.token for p in analyse(read_offline(lspci_tree=load(LSPCI / "paste_tv_excerpt_mt28841_l2fwd.txt"))).paths
-            if "gpu0" in (p.a, p.b)} == {"PIX"}
+    assert {
+        p.token
+        for p in analyse(read_offline(lspci_tree=load(LSPCI / "paste_tv_excerpt_mt28841_l2fwd.txt"))).paths
+        if "gpu0" in (p.a, p.b)
+    } == {"PIX"}
 
 
 def test_excerpt_below_the_root_bus_keeps_subtrees_with_place_unknown():
@@ -128,11 +131,19 @@ def test_hand_edited_branch_is_read_with_a_note():
 
 def test_concatenated_trees_are_both_read():
     one = "-[0000:00]-+-00.0  Intel\n           \\-01.0-[01]----00.0  NVIDIA Corporation Device 2335\n"
-    two = ("$ lspci -tv   # the other socket\n-[0000:80]-+-00.0  Intel\n"
-           "           \\-01.0-[81]----00.0  Mellanox Technologies MT2910 Family [ConnectX-7]\n")
+    two = (
+        "$ lspci -tv   # the other socket\n-[0000:80]-+-00.0  Intel\n"
+        "           \\-01.0-[81]----00.0  Mellanox Technologies MT2910 Family [ConnectX-7]\n"
+    )
     tree = read_lspci_tree(one + two)
-    assert [n.bdf for n in tree.walk()] == ["0000:00:00.0", "0000:00:01.0", "0000:01:00.0",
-                                           "0000:80:00.0", "0000:80:01.0", "0000:81:00.0"]
+    assert [n.bdf for n in tree.walk()] == [
+        "0000:00:00.0",
+        "0000:00:01.0",
+        "0000:01:00.0",
+        "0000:80:00.0",
+        "0000:80:01.0",
+        "0000:81:00.0",
+    ]
 
 
 def test_tree_with_nothing_recognisable_still_raises():
@@ -144,10 +155,18 @@ def test_tree_with_nothing_recognisable_still_raises():
 
 LISTINGS = [
     # name, BDFs, GPUs after analysis, marker line for the bad-line copy
-    ("paste_vnn_egrep_then_full_nvidiux10.txt",
-     ["0000:01:00.0", "0000:00:00.0", "0000:00:01.0", "0000:00:01.1"], 1, "Kernel driver in use: hsw_uncore"),
-    ("paste_vnnk_unindented_fields_vanities6.txt",
-     ["0000:01:00.0", "0000:01:00.1", "0000:3e:00.0", "0000:3e:00.1"], 2, "01:00.1 Audio"),
+    (
+        "paste_vnn_egrep_then_full_nvidiux10.txt",
+        ["0000:01:00.0", "0000:00:00.0", "0000:00:01.0", "0000:00:01.1"],
+        1,
+        "Kernel driver in use: hsw_uncore",
+    ),
+    (
+        "paste_vnnk_unindented_fields_vanities6.txt",
+        ["0000:01:00.0", "0000:01:00.1", "0000:3e:00.0", "0000:3e:00.1"],
+        2,
+        "01:00.1 Audio",
+    ),
     ("paste_vvvv_device_2571_geerlingguy509.txt", ["0000:01:00.0"], 1, "Region 3"),
     ("paste_vvnnx_hexdump_class0502_pciutils150.txt", ["0000:70:00.0"], 0, "10: 00 00 a0 b4"),
 ]
@@ -180,14 +199,20 @@ def test_unindented_fields_are_read_as_fields():
 def test_hex_dump_lines_are_lspci_output_not_errors():
     text = load(LSPCI / "paste_vvnnx_hexdump_class0502_pciutils150.txt")
     (fn,) = parse_lspci_verbose(text)  # strict parsing accepts them too
-    assert (fn.class_code, fn.vendor_id, fn.device_id, fn.port_type) == (0x0502, 0x8086, 0x0DDB, "rc_integrated_endpoint")
+    assert (fn.class_code, fn.vendor_id, fn.device_id, fn.port_type) == (
+        0x0502,
+        0x8086,
+        0x0DDB,
+        "rc_integrated_endpoint",
+    )
     assert read_lspci_verbose(text).skipped == ()
 
 
 def test_egrep_line_then_full_listing_merges_the_repeated_function():
     text = load(LSPCI / "paste_vnn_egrep_then_full_nvidiux10.txt") + (
         "\n01:00.0 VGA compatible controller [0300]: NVIDIA Corporation GF114 [GeForce GTX 560 Ti] [10de:1200]"
-        "(rev a1) (prog-if 00 [VGA controller])\n    Kernel driver in use: nvidia\n")
+        "(rev a1) (prog-if 00 [VGA controller])\n    Kernel driver in use: nvidia\n"
+    )
     listing = read_lspci_verbose(text)
     fn = next(f for f in listing.functions if f.bdf == "0000:01:00.0")
     assert fn.driver == "nvidia" and fn.revision == 0xA1
@@ -198,15 +223,22 @@ def test_grep_acsctl_places_nothing_and_exits_0():
     path = LSPCI / "paste_vvv_grep_acsctl_nccl606.txt"
     listing = read_lspci_verbose(load(path))
     assert listing.functions == () and "9 ACSCtl line(s)" in listing.notes[0]
-    out = subprocess.run([sys.executable, "-m", "topoagent", "scan", "--lspci-verbose", str(path)],
-                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "topoagent", "scan", "--lspci-verbose", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert "cannot be placed on any function" in out.stdout
 
 
 def test_grep_acsctl_counts_redirect_bits():
-    text = ("  ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-\n"
-            "  ACSCtl: SrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-\n")
+    text = (
+        "  ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-\n"
+        "  ACSCtl: SrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-\n"
+    )
     assert "(1 of them with P2P redirect bits set" in read_lspci_verbose(text).notes[0]
 
 
@@ -219,13 +251,25 @@ def test_listing_with_nothing_recognisable_still_raises():
 
 MATRICES = [
     # name, labels, the cell GPU0/GPU1, marker line for the bad-line copy
-    ("paste_markdown_table_gb300_dranet.txt", ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1", "NIC2", "NIC3"],
-     "NV18", "| GPU2 | NV18"),
+    (
+        "paste_markdown_table_gb300_dranet.txt",
+        ["GPU0", "GPU1", "GPU2", "GPU3", "NIC0", "NIC1", "NIC2", "NIC3"],
+        "NV18",
+        "| GPU2 | NV18",
+    ),
     ("paste_markdown_corner_label_6gpu.txt", [f"GPU{i}" for i in range(6)], "PIX", "| GPU3 | NODE"),
-    ("paste_truncated_root_prompt_deepep60.txt", [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(14)],
-     "NODE", "GPU2    NODE"),
-    ("paste_utf16_crlf_h100_derived.utf16", [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(9)],
-     "NV18", "GPU5\tNV18"),
+    (
+        "paste_truncated_root_prompt_deepep60.txt",
+        [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(14)],
+        "NODE",
+        "GPU2    NODE",
+    ),
+    (
+        "paste_utf16_crlf_h100_derived.utf16",
+        [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(9)],
+        "NV18",
+        "GPU5\tNV18",
+    ),
 ]
 
 
@@ -257,15 +301,31 @@ def test_truncated_matrix_keeps_complete_rows_and_never_exits_2():
     assert any("have no row" in w for w in m.warnings)
     with pytest.raises(TopoParseError, match="have no row"):
         parse_topo_matrix(load(path))  # strict parsing still refuses
-    out = subprocess.run([sys.executable, "-m", "topoagent", "scan", "--nvidia-smi-topo", str(path), "--format", "json"],
-                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "topoagent", "scan", "--nvidia-smi-topo", str(path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert out.returncode in (0, 1), out.stderr
 
 
 def test_utf16_file_is_read_on_the_command_line():
-    out = subprocess.run([sys.executable, "-m", "topoagent", "scan", "--nvidia-smi-topo",
-                          str(NVSMI / "paste_utf16_crlf_h100_derived.utf16")],
-                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "topoagent",
+            "scan",
+            "--nvidia-smi-topo",
+            str(NVSMI / "paste_utf16_crlf_h100_derived.utf16"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert "8 GPU(s) · 9 NIC(s)" in out.stdout
 
@@ -273,23 +333,43 @@ def test_utf16_file_is_read_on_the_command_line():
 # -- pre-cleaning -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("line", [
-    "$ lspci -tv", "root@host:~# lspci -tvv", "[root@node01 ~]# nvidia-smi topo -m", "# lspci -vvv -s 04:00",
-    "➜  ~ lspci -t", "(base) user@gpu-box:/tmp$ sudo lspci -vvv", "% nvidia-smi topo -m", "$",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "$ lspci -tv",
+        "root@host:~# lspci -tvv",
+        "[root@node01 ~]# nvidia-smi topo -m",
+        "# lspci -vvv -s 04:00",
+        "➜  ~ lspci -t",
+        "(base) user@gpu-box:/tmp$ sudo lspci -vvv",
+        "% nvidia-smi topo -m",
+        "$",
+    ],
+)
 def test_prompts_are_recognised(line):
     assert is_prompt(line)
 
 
-@pytest.mark.parametrize("line", ["# \tGPU0\tGPU1\tCPU Affinity", "#   mlx5_0  PIX  X", "# Legend:",
-                                  "GPU0\t X \tNV18", "-[0000:00]-+-00.0", " |           +-01.0"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "# \tGPU0\tGPU1\tCPU Affinity",
+        "#   mlx5_0  PIX  X",
+        "# Legend:",
+        "GPU0\t X \tNV18",
+        "-[0000:00]-+-00.0",
+        " |           +-01.0",
+    ],
+)
 def test_output_lines_are_not_prompts(line):
     assert not is_prompt(line)
 
 
 def test_clean_paste_drops_and_reports():
-    text = ("```\r\n$ lspci -tv\r\n\x1b[1m-[0000:00]-+-00.0\x1b[0m\r\n           +-...\r\n"
-            "pcilib: sysfs_read_vpd: read failed: Input/output error\r\n(omitted)\r\n           \\-01.0\r\n```\r\n")
+    text = (
+        "```\r\n$ lspci -tv\r\n\x1b[1m-[0000:00]-+-00.0\x1b[0m\r\n           +-...\r\n"
+        "pcilib: sysfs_read_vpd: read failed: Input/output error\r\n(omitted)\r\n           \\-01.0\r\n```\r\n"
+    )
     cleaned = clean_paste(text)
     assert [(ln.number, ln.text) for ln in cleaned.lines] == [(3, "-[0000:00]-+-00.0"), (7, "           \\-01.0")]
     assert [(s.first, s.last) for s in cleaned.skipped] == [(4, 4), (5, 5), (6, 6)]
@@ -297,10 +377,16 @@ def test_clean_paste_drops_and_reports():
     assert Skipped(4, 6, "x").where == "lines 4-6" and Skipped(4, 4, "x").where == "line 4"
 
 
-@pytest.mark.parametrize("data", [
-    "GPU0\tX\n".encode("utf-16"), "GPU0\tX\n".encode("utf-16-le"), "GPU0\tX\n".encode("utf-16-be"),
-    b"\xef\xbb\xbfGPU0\tX\n", "GPU0\tX\n".encode("utf-32"),
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        "GPU0\tX\n".encode("utf-16"),
+        "GPU0\tX\n".encode("utf-16-le"),
+        "GPU0\tX\n".encode("utf-16-be"),
+        b"\xef\xbb\xbfGPU0\tX\n",
+        "GPU0\tX\n".encode("utf-32"),
+    ],
+)
 def test_decode_text_utf8_and_utf16(data):
     assert decode_text(data) == "GPU0\tX\n"
 
@@ -337,7 +423,9 @@ def test_device_unknown_to_the_table_is_named_by_the_analysing_machines_pci_ids(
 
     (tmp_path / "usr/share/hwdata").mkdir(parents=True)
     (tmp_path / "usr/share/hwdata/pci.ids").write_text(PCI_IDS.replace("2324", "2399"))
-    tree = read_lspci_tree("-[0000:00]-+-00.0  Intel\n           \\-01.0-[01]----00.0  NVIDIA Corporation Device 2399\n")
+    tree = read_lspci_tree(
+        "-[0000:00]-+-00.0  Intel\n           \\-01.0-[01]----00.0  NVIDIA Corporation Device 2399\n"
+    )
     snap = snapshot_from_lspci(tree, None, names=lambda v, d: pciids_db.lookup(v, d, str(tmp_path)))
     fn = next(f for f in snap.pci if f.bdf == "0000:01:00.0")
     assert (fn.device_id, fn.name, fn.kind) == (0x2399, "NVIDIA Corporation GH100 [H800]", "gpu")
@@ -347,9 +435,11 @@ def test_device_unknown_to_the_table_is_named_by_the_analysing_machines_pci_ids(
 
 
 def test_vendor_only_kind_is_marked_inferred():
-    tree = read_lspci_tree("-[0000:00]-+-00.0  Intel\n           +-01.0-[01]--+-00.0  NVIDIA Corporation Device 2bff\n"
-                           "           |            \\-00.1  NVIDIA Corporation Device 22ff\n"
-                           "           \\-02.0-[02]----00.0  Mellanox Tech Device 10ff\n")
+    tree = read_lspci_tree(
+        "-[0000:00]-+-00.0  Intel\n           +-01.0-[01]--+-00.0  NVIDIA Corporation Device 2bff\n"
+        "           |            \\-00.1  NVIDIA Corporation Device 22ff\n"
+        "           \\-02.0-[02]----00.0  Mellanox Tech Device 10ff\n"
+    )
     snap = snapshot_from_lspci(tree, None, names=lambda v, d: None)
     kinds = {f.bdf: f.kind for f in snap.pci}
     assert kinds["0000:01:00.0"] == "gpu" and kinds["0000:01:00.1"] is None  # function 1: audio, not a GPU
@@ -362,7 +452,11 @@ def test_vendor_only_kind_is_marked_inferred():
 
 def test_tree_500_bridges_deep_needs_no_recursion():
     depth = 500
-    line = "-[0000:00]-" + "".join(f"--00.0-[{(i + 1) % 256:02x}]-" for i in range(depth)) + "---00.0  NVIDIA Corporation Device 2335"
+    line = (
+        "-[0000:00]-"
+        + "".join(f"--00.0-[{(i + 1) % 256:02x}]-" for i in range(depth))
+        + "---00.0  NVIDIA Corporation Device 2335"
+    )
     for parse in (parse_lspci_tree, lambda t: read_lspci_tree(t).roots):
         roots = parse(line + "\n")
         nodes = list(roots[0].walk())
@@ -373,10 +467,12 @@ def test_tree_500_bridges_deep_needs_no_recursion():
 
 
 def test_vf_count_past_the_sriov_maximum_is_clamped_with_a_note():
-    listing = ("81:00.0 Infiniband controller [0207]: Mellanox Technologies MT2910 Family [ConnectX-7] [15b3:1021]\n"
-               "\tCapabilities: [180 v1] Single Root I/O Virtualization (SR-IOV)\n"
-               "\t\tInitial VFs: 16, Total VFs: 16, Number of VFs: 1000000000, Function Dependency Link: 00\n"
-               "\t\tVF offset: 2, stride: 1, Device ID: 101e\n")
+    listing = (
+        "81:00.0 Infiniband controller [0207]: Mellanox Technologies MT2910 Family [ConnectX-7] [15b3:1021]\n"
+        "\tCapabilities: [180 v1] Single Root I/O Virtualization (SR-IOV)\n"
+        "\t\tInitial VFs: 16, Total VFs: 16, Number of VFs: 1000000000, Function Dependency Link: 00\n"
+        "\t\tVF offset: 2, stride: 1, Device ID: 101e\n"
+    )
     snap = snapshot_from_lspci(None, read_lspci_verbose(listing))
     assert snap.pci[0].sriov_numvfs == MAX_VFS == 65535
     assert "Number of VFs 1000000000 is more than the SR-IOV maximum; read as 65535" in snap.sources[0].detail
@@ -397,8 +493,10 @@ def test_numbers_are_ascii_digits_only(digit):
 
 def test_glued_affinity_of_3000_cpus_is_split_with_bounded_work():
     cpus = ",".join(str(c) for c in range(0, 6000, 2))  # 3,000 CPUs, ~15 kB of digits
-    text = (f"\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
-            f"GPU0\t X \tNV18\t{cpus}0N/A\nGPU1\tNV18\t X \t{cpus}0N/A\n")
+    text = (
+        f"\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+        f"GPU0\t X \tNV18\t{cpus}0N/A\nGPU1\tNV18\t X \t{cpus}0N/A\n"
+    )
     nvsmi_topo._read_value.cache_clear()
     m = parse_topo_matrix(text)
     assert len(m.devices[0].cpu_affinity) == 3000 and m.devices[0].numa_affinity == "0"

@@ -79,9 +79,7 @@ def test_old_matrix_renders_without_numa_columns():
     assert header.endswith("\tmlx5_1\tCPU Affinity")
     assert "NUMA" not in header
     assert "NIC Legend" not in text  # raw RDMA names need no legend
-    assert text.splitlines()[1] == (
-        "GPU0\t X \tNV1\tNV1\tNV2\tNV2\tSYS\tSYS\tSYS\tSYS\tPIX\tSYS\tPHB\t0-19,40-59"
-    )
+    assert text.splitlines()[1] == ("GPU0\t X \tNV1\tNV1\tNV2\tNV2\tSYS\tSYS\tSYS\tSYS\tPIX\tSYS\tPHB\t0-19,40-59")
 
 
 def test_grace_gpu_numa_id_and_unknowns():

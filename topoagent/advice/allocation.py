@@ -113,16 +113,17 @@ def allocation_from(env: Mapping[str, str]) -> Allocation | None:
     if base is None:
         return Allocation(tokens, "CUDA_VISIBLE_DEVICES", tokens)
     gpus: list[str] = []
-    host_indices = base_name != "NVIDIA_VISIBLE_DEVICES" and all(
-        _is_uuid(t) or t in base for t in tokens)
+    host_indices = base_name != "NVIDIA_VISIBLE_DEVICES" and all(_is_uuid(t) or t in base for t in tokens)
     for t in tokens:
         if _is_uuid(t) or host_indices:
             gpus.append(t)
         elif int(t) < len(base):
             gpus.append(base[int(t)])
         else:
-            raise InputError(f"CUDA_VISIBLE_DEVICES={cvd!r} does not fit {base_name}={env[base_name]!r}: "
-                             f"entry {t} is neither one of its GPUs nor a position in it")
+            raise InputError(
+                f"CUDA_VISIBLE_DEVICES={cvd!r} does not fit {base_name}={env[base_name]!r}: "
+                f"entry {t} is neither one of its GPUs nor a position in it"
+            )
     how = "CUDA_VISIBLE_DEVICES" if host_indices else f"CUDA_VISIBLE_DEVICES within {base_name}"
     return Allocation(tuple(gpus), how, tokens)
 
@@ -142,19 +143,24 @@ def allocated_gpus(alloc: Allocation, plan: Plan, nvml: Sequence[NvmlGpu]) -> tu
         if not _is_uuid(ref):
             g = by_index.get(int(ref))
             if g is None:
-                raise InputError(f"{alloc.source} names GPU {ref}, but the host has {len(plan.gpus)} GPU(s)"
-                                 + (f" (0-{len(plan.gpus) - 1})" if plan.gpus else ""))
+                raise InputError(
+                    f"{alloc.source} names GPU {ref}, but the host has {len(plan.gpus)} GPU(s)"
+                    + (f" (0-{len(plan.gpus) - 1})" if plan.gpus else "")
+                )
             out.append(g)
             continue
         key = ref.upper()
         if key.startswith("MIG-GPU-"):  # the pre-R470 MIG form MIG-GPU-<uuid>/<gi>/<ci> names its GPU
-            key = key[len("MIG-"):].split("/")[0]
+            key = key[len("MIG-") :].split("/")[0]
         if not uuids:
             raise InputError(f"{alloc.source} names {ref}: GPU UUIDs need NVML, and this scan has none")
         bdf = uuids.get(key)
         if bdf is None or bdf not in by_bdf:
-            what = "a MIG device UUID, which NVML's GPU list here does not hold" if key.startswith("MIG-") \
+            what = (
+                "a MIG device UUID, which NVML's GPU list here does not hold"
+                if key.startswith("MIG-")
                 else "not a GPU of this host"
+            )
             raise InputError(f"{alloc.source} names {ref}: {what} (known: {', '.join(sorted(uuids))})")
         out.append(by_bdf[bdf])
     return tuple(out)

@@ -93,7 +93,7 @@ def split_cores(cores: Sequence[CpuSet], parts: int) -> Split:
     sizes = [each + (1 if j < extra else 0) for j in range(parts)]
     out, start = [], 0
     for size in sizes:
-        out.append(CpuSet().union(*cores[start:start + size]))
+        out.append(CpuSet().union(*cores[start : start + size]))
         start += size
     return Split(tuple(out))
 

@@ -40,6 +40,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9 _.,:;()+/=@%-]")
 
 class Action(str, Enum):
     """What ``topoagent health`` does to the node."""
+
     NONE = "none"
     DRAIN = "drain"
     RESUME = "resume"

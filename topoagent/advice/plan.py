@@ -146,23 +146,26 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
         nics = rail.nics if rail else ()
         env = base_env(index)
         env.update(node_hca_env(topo, rails))
-        ucx = [f"{name}:1" for n in nics if (d := topo.by_id(n)) is not None and d.driver != "efa"
-               for name in d.rdma_devices]
+        ucx = [
+            f"{name}:1"
+            for n in nics
+            if (d := topo.by_id(n)) is not None and d.driver != "efa"
+            for name in d.rdma_devices
+        ]
         if ucx:
             env["UCX_NET_DEVICES"] = ",".join(ucx)
         node = topo.node(g.numa_node)
         numactl = f"numactl --cpunodebind={node.id} --membind={node.id}" if node is not None and node.cpus else None
-        plans.append(GpuPlan(g.id, g.bdf, index, g.numa_node, cpus,
-                             nics, FrozenMap(env), numactl))
+        plans.append(GpuPlan(g.id, g.bdf, index, g.numa_node, cpus, nics, FrozenMap(env), numactl))
     groups: dict[int | None, list[GpuPlan]] = {}
     for p in plans:
         groups.setdefault(p.numa_node, []).append(p)
     numa_groups = []
     for node_id, members in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
         cpus = CpuSet().union(*(m.cpus for m in members if m.cpus)) if any(m.cpus for m in members) else None
-        numa_groups.append(NumaGroup(node_id, tuple(m.gpu for m in members),
-                                     ",".join(str(m.cuda_index) for m in members),
-                                     cpus))
+        numa_groups.append(
+            NumaGroup(node_id, tuple(m.gpu for m in members), ",".join(str(m.cuda_index) for m in members), cpus)
+        )
     return Plan(tuple(plans), tuple(numa_groups))
 
 
@@ -207,8 +210,9 @@ def _rail_nic(topo: Topology, nic: Device, token: str | None) -> RailNic:
     ports = [p for r in topo.snapshot.rdma if r.name in nic.rdma_devices for p in r.ports]
     active = [p.port for p in ports if (p.state or "").upper() == "ACTIVE"]
     port = active[0] if active else (ports[0].port if ports else (1 if nic.rdma_devices else None))
-    return RailNic(nic.id, nic.key, nic.bdf, nic.rdma_devices, port, nic.netdevs, token,
-                   nic.numa_node, nic.socket, nic.driver)
+    return RailNic(
+        nic.id, nic.key, nic.bdf, nic.rdma_devices, port, nic.netdevs, token, nic.numa_node, nic.socket, nic.driver
+    )
 
 
 def node_hca_env(topo: Topology, rails: RailPlan) -> dict[str, str]:
@@ -224,8 +228,12 @@ def node_hca_env(topo: Topology, rails: RailPlan) -> dict[str, str]:
     """
     from topoagent.analysis.rails import NicRole
 
-    names = [name for n in topo.nics if rails.roles.get(n.id) is NicRole.COMPUTE and n.driver != "efa"
-             for name in n.rdma_devices]
+    names = [
+        name
+        for n in topo.nics
+        if rails.roles.get(n.id) is NicRole.COMPUTE and n.driver != "efa"
+        for name in n.rdma_devices
+    ]
     return {"NCCL_IB_HCA": "=" + ",".join(dict.fromkeys(names))} if names else {}
 
 
@@ -243,8 +251,10 @@ def rail_env(rails: tuple[RailNic, ...]) -> dict[str, str]:
 #: ncclFindInterfaces) takes interfaces from getifaddrs -- only those with an address -- ``ib*``
 #: first, then any but docker/lo; a name given outright that has no address stops NCCL's
 #: bootstrap, and the snapshot does not record addresses.
-SOCKET_IFNAME_NOTE = ("NCCL_SOCKET_IFNAME left unset: NCCL picks an interface that has an address "
-                      "(ib* first, then any but docker/lo); topoagent does not know which have one")
+SOCKET_IFNAME_NOTE = (
+    "NCCL_SOCKET_IFNAME left unset: NCCL picks an interface that has an address "
+    "(ib* first, then any but docker/lo); topoagent does not know which have one"
+)
 
 
 def omp_env(cpus: CpuSet, cores: tuple[CpuSet, ...]) -> dict[str, str]:
@@ -261,8 +271,15 @@ def _finding(code: str, subjects: tuple[str, ...], message: str, remedy: str) ->
     return Finding(code, Severity.parse(PLAN_CODES[code]), subjects, message, (), remedy)
 
 
-def plan_for(topo: Topology, base: Plan, *, paths: tuple[Path, ...], findings: tuple[Finding, ...],
-             rail_plan: RailPlan, options: PlanOptions = PlanOptions()) -> Plan:
+def plan_for(
+    topo: Topology,
+    base: Plan,
+    *,
+    paths: tuple[Path, ...],
+    findings: tuple[Finding, ...],
+    rail_plan: RailPlan,
+    options: PlanOptions = PlanOptions(),
+) -> Plan:
     """The plan of a scanned host under ``options``.  Pure.
 
     ``base`` is the scan's default plan (:func:`make_plan`), ``paths``, ``findings`` and
@@ -289,8 +306,9 @@ def plan_for(topo: Topology, base: Plan, *, paths: tuple[Path, ...], findings: t
         raise PlanError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
     by_pair = path_index(paths)
     recorded = topo.snapshot.allowed_cpus
-    allowed = recorded if options.allowed is None else (
-        options.allowed if recorded is None else options.allowed & recorded)
+    allowed = (
+        recorded if options.allowed is None else (options.allowed if recorded is None else options.allowed & recorded)
+    )
     cores = host_cores(topo.snapshot.cpus)
     notes: list[Any] = []
     # Which threads share a core is unknown (pasted nvidia-smi text, no thread_siblings_list):
@@ -298,16 +316,21 @@ def plan_for(topo: Topology, base: Plan, *, paths: tuple[Path, ...], findings: t
     # below the sets the evidence shows -- a node's GPUs all get its whole set.
     whole = threads_known(topo.snapshot.cpus)
     if not whole and base.gpus:
-        notes.append(_finding(
-            "CORES_UNKNOWN", tuple(g.gpu for g in base.gpus),
-            "Which CPUs are hyperthreads of one core is unknown (no thread siblings in the evidence): "
-            "GPUs that share a NUMA node get its whole CPU set, ranks are not given cores of their own, "
-            "OMP_NUM_THREADS is left unset" + (" and no cores are reserved" if options.reserve_cores else "") + ".",
-            "Plan from the host itself (or a capture, which records thread_siblings_list) to share "
-            "whole cores out among GPUs and ranks."))
+        notes.append(
+            _finding(
+                "CORES_UNKNOWN",
+                tuple(g.gpu for g in base.gpus),
+                "Which CPUs are hyperthreads of one core is unknown (no thread siblings in the evidence): "
+                "GPUs that share a NUMA node get its whole CPU set, ranks are not given cores of their own, "
+                "OMP_NUM_THREADS is left unset" + (" and no cores are reserved" if options.reserve_cores else "") + ".",
+                "Plan from the host itself (or a capture, which records thread_siblings_list) to share "
+                "whole cores out among GPUs and ranks.",
+            )
+        )
 
     # Per NUMA node: allowed cores, reservation, then the shares of the node's GPUs.
     reserved = CpuSet()
+
     # GPUs whose node is unknown (pasted text without NUMA Affinity) group by their CPU set.
     def group(g: GpuPlan) -> int | str | None:
         return g.numa_node if g.numa_node is not None or g.cpus is None else str(g.cpus)
@@ -341,11 +364,15 @@ def plan_for(topo: Topology, base: Plan, *, paths: tuple[Path, ...], findings: t
         for i, g in enumerate(members):
             share[g.gpu] = split.parts[i] if split is not None else CpuSet()
         if split is not None and split.shared:
-            notes.append(_finding(
-                "RANKS_SHARE_CORES", tuple(g.gpu for g in members),
-                f"NUMA node {node} has {len(node_cores)} allowed core(s) for {len(members)} GPU(s): "
-                "their ranks share cores.",
-                "Give the job more of the node's cores (or reserve fewer), or run fewer GPUs' ranks on it."))
+            notes.append(
+                _finding(
+                    "RANKS_SHARE_CORES",
+                    tuple(g.gpu for g in members),
+                    f"NUMA node {node} has {len(node_cores)} allowed core(s) for {len(members)} GPU(s): "
+                    "their ranks share cores.",
+                    "Give the job more of the node's cores (or reserve fewer), or run fewer GPUs' ranks on it.",
+                )
+            )
 
     gpus = []
     for g in base.gpus:
@@ -353,35 +380,57 @@ def plan_for(topo: Topology, base: Plan, *, paths: tuple[Path, ...], findings: t
         assert d is not None
         node_cores = usable.get(group(g), ())
         cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
-        rails = tuple(_rail_nic(topo, n, p.token if (p := by_pair.get((d.id, n.id))) and p.shown else None)
-                      for nid in g.nics if (n := topo.by_id(nid)) is not None)
+        rails = tuple(
+            _rail_nic(topo, n, p.token if (p := by_pair.get((d.id, n.id))) and p.shown else None)
+            for nid in g.nics
+            if (n := topo.by_id(nid)) is not None
+        )
         own = cores_in(cores, share[g.gpu])
-        split = (split_cores(own, options.ranks_per_gpu) if whole
-                 else Split(tuple(share[g.gpu] for _ in range(options.ranks_per_gpu))))
+        split = (
+            split_cores(own, options.ranks_per_gpu)
+            if whole
+            else Split(tuple(share[g.gpu] for _ in range(options.ranks_per_gpu)))
+        )
         gpu_notes = [f for f in findings if g.gpu in f.subjects]
         if not cpus:
             where = f"NUMA node {g.numa_node}" if g.numa_node is not None else "its local CPUs"
-            gpu_notes.append(_finding(
-                "CPUSET_EMPTY", (g.gpu,),
-                f"None of {g.gpu}'s CPUs ({where}: {g.cpus if g.cpus is not None else 'unknown'}) are allowed "
-                f"to the caller (allowed: {allowed if allowed is not None else 'unknown'})"
-                + (f" once {options.reserve_cores} core(s) per node are reserved" if options.reserve_cores else "")
-                + ": no CPU set can be planned for it.",
-                "Run the job with a cpuset that includes the GPU's NUMA node (Slurm: --gres-flags=enforce-binding "
-                "or --cpu-bind=ldoms), or choose a GPU local to the CPUs you were given."))
+            gpu_notes.append(
+                _finding(
+                    "CPUSET_EMPTY",
+                    (g.gpu,),
+                    f"None of {g.gpu}'s CPUs ({where}: {g.cpus if g.cpus is not None else 'unknown'}) are allowed "
+                    f"to the caller (allowed: {allowed if allowed is not None else 'unknown'})"
+                    + (f" once {options.reserve_cores} core(s) per node are reserved" if options.reserve_cores else "")
+                    + ": no CPU set can be planned for it.",
+                    "Run the job with a cpuset that includes the GPU's NUMA node (Slurm: --gres-flags=enforce-binding "
+                    "or --cpu-bind=ldoms), or choose a GPU local to the CPUs you were given.",
+                )
+            )
         elif split.shared:
-            gpu_notes.append(_finding(
-                "RANKS_SHARE_CORES", (g.gpu,),
-                f"{g.gpu}'s share of NUMA node {g.numa_node} has {len(own)} core(s) "
-                f"for {options.ranks_per_gpu} rank(s): some ranks share a core.",
-                "Use fewer ranks per GPU, fewer reserved cores, or a larger cpuset."))
+            gpu_notes.append(
+                _finding(
+                    "RANKS_SHARE_CORES",
+                    (g.gpu,),
+                    f"{g.gpu}'s share of NUMA node {g.numa_node} has {len(own)} core(s) "
+                    f"for {options.ranks_per_gpu} rank(s): some ranks share a core.",
+                    "Use fewer ranks per GPU, fewer reserved cores, or a larger cpuset.",
+                )
+            )
         env = base_env(g.cuda_index)
         env.update(node_hca_env(topo, rail_plan))
         env.update(rail_env(rails))
-        gpus.append(msgspec.structs.replace(
-            g, key=d.key, socket=d.socket, cpus=cpus, rails=rails,
-            rank_cpus=split.parts if cpus else tuple(CpuSet() for _ in range(options.ranks_per_gpu)),
-            env=FrozenMap(env), notes=tuple(gpu_notes)))
+        gpus.append(
+            msgspec.structs.replace(
+                g,
+                key=d.key,
+                socket=d.socket,
+                cpus=cpus,
+                rails=rails,
+                rank_cpus=split.parts if cpus else tuple(CpuSet() for _ in range(options.ranks_per_gpu)),
+                env=FrozenMap(env),
+                notes=tuple(gpu_notes),
+            )
+        )
         notes.extend(n for n in gpu_notes if n.code in PLAN_CODES)
 
     groups = []
@@ -393,9 +442,17 @@ def plan_for(topo: Topology, base: Plan, *, paths: tuple[Path, ...], findings: t
     if options.split:
         split_groups, split_notes = split_host(topo, tuple(gpus), share, options.split)
         notes.extend(split_notes)
-    return Plan(tuple(gpus), tuple(groups), allowed=allowed, reserved=reserved,
-                ranks_per_gpu=options.ranks_per_gpu, split=split_groups, notes=tuple(notes), cores=cores,
-                threads_known=whole)
+    return Plan(
+        tuple(gpus),
+        tuple(groups),
+        allowed=allowed,
+        reserved=reserved,
+        ranks_per_gpu=options.ranks_per_gpu,
+        split=split_groups,
+        notes=tuple(notes),
+        cores=cores,
+        threads_known=whole,
+    )
 
 
 def base_env(cuda_index: int) -> dict[str, str]:
@@ -411,8 +468,9 @@ def rank_env(plan: Plan, local_rank: int) -> tuple[GpuPlan, CpuSet, dict[str, st
     k = plan.ranks_per_gpu
     index, sub = divmod(local_rank, k)
     if index >= len(plan.gpus):
-        raise IndexError(f"local rank {local_rank} needs GPU {index} ({k} rank(s) per GPU), "
-                         f"but the host has {len(plan.gpus)} GPU(s)")
+        raise IndexError(
+            f"local rank {local_rank} needs GPU {index} ({k} rank(s) per GPU), but the host has {len(plan.gpus)} GPU(s)"
+        )
     return gpu_rank_env(plan, plan.gpus[index], sub)
 
 
@@ -426,8 +484,9 @@ def gpu_rank_env(plan: Plan, g: GpuPlan, sub: int = 0) -> tuple[GpuPlan, CpuSet,
     return g, cpus, env
 
 
-def split_host(topo: Topology, gpus: tuple[GpuPlan, ...], share: dict[str, CpuSet],
-               n: int) -> tuple[tuple[SplitGroup, ...], list[Any]]:
+def split_host(
+    topo: Topology, gpus: tuple[GpuPlan, ...], share: dict[str, CpuSet], n: int
+) -> tuple[tuple[SplitGroup, ...], list[Any]]:
     """Cut the host's GPUs into ``n`` disjoint groups, NUMA-local where the host allows.
 
     GPUs are taken node by node in PCI order; group sizes differ by at most one.  A group's
@@ -443,27 +502,45 @@ def split_host(topo: Topology, gpus: tuple[GpuPlan, ...], share: dict[str, CpuSe
     notes: list[Any] = []
     groups, start = [], 0
     for i in range(n):
-        members = order[start:start + size + (1 if i < extra else 0)]
+        members = order[start : start + size + (1 if i < extra else 0)]
         start += len(members)
         nodes = tuple(dict.fromkeys(m.numa_node for m in members))
         crosses = None
         if len(nodes) > 1:
             socks = tuple(dict.fromkeys(m.socket for m in members))
-            crosses = (f"NUMA nodes {' and '.join(str(x) for x in nodes)}"
-                       + (f" (sockets {' and '.join(str(s) for s in socks)})" if len(socks) > 1 else " (one socket)"))
-            notes.append(_finding(
-                "SPLIT_CROSSES_NUMA", tuple(m.gpu for m in members),
-                f"Group {i} ({', '.join(m.gpu for m in members)}) crosses {crosses}: {len(gpus)} GPUs on "
-                f"{len({g.numa_node for g in gpus})} node(s) do not divide into {n} NUMA-local groups.",
-                "Choose a split that divides each node's GPUs evenly, or accept this group's traffic across "
-                "the interconnect."))
+            crosses = f"NUMA nodes {' and '.join(str(x) for x in nodes)}" + (
+                f" (sockets {' and '.join(str(s) for s in socks)})" if len(socks) > 1 else " (one socket)"
+            )
+            notes.append(
+                _finding(
+                    "SPLIT_CROSSES_NUMA",
+                    tuple(m.gpu for m in members),
+                    f"Group {i} ({', '.join(m.gpu for m in members)}) crosses {crosses}: {len(gpus)} GPUs on "
+                    f"{len({g.numa_node for g in gpus})} node(s) do not divide into {n} NUMA-local groups.",
+                    "Choose a split that divides each node's GPUs evenly, or accept this group's traffic across "
+                    "the interconnect.",
+                )
+            )
         nics = tuple(dict.fromkeys(r.nic for m in members for r in m.rails))
-        groups.append(SplitGroup(i, tuple(m.gpu for m in members),
-                                 ",".join(str(m.cuda_index) for m in members), nodes,
-                                 CpuSet().union(*(share.get(m.gpu, CpuSet()) for m in members)), nics, crosses))
+        groups.append(
+            SplitGroup(
+                i,
+                tuple(m.gpu for m in members),
+                ",".join(str(m.cuda_index) for m in members),
+                nodes,
+                CpuSet().union(*(share.get(m.gpu, CpuSet()) for m in members)),
+                nics,
+                crosses,
+            )
+        )
     if extra:
-        notes.append(_finding(
-            "SPLIT_UNEVEN", tuple(g.gpu for g in gpus),
-            f"{len(gpus)} GPUs do not divide into {n} equal groups: groups 0-{extra - 1} have {size + 1} GPU(s), "
-            f"the others {size}.", "Split into a divisor of the GPU count for equal groups."))
+        notes.append(
+            _finding(
+                "SPLIT_UNEVEN",
+                tuple(g.gpu for g in gpus),
+                f"{len(gpus)} GPUs do not divide into {n} equal groups: groups 0-{extra - 1} have {size + 1} GPU(s), "
+                f"the others {size}.",
+                "Split into a divisor of the GPU count for equal groups.",
+            )
+        )
     return tuple(groups), notes

@@ -149,8 +149,7 @@ def node_cpus_for_vms(host: HostView, node: int, reserve_cores: int) -> tuple[Cp
 
     cores = sorted(cores_in(host.cores, cpus), key=lambda c: c.first or 0)
     if reserve_cores >= len(cores):
-        raise VmsError(f"--reserve-cores {reserve_cores} leaves node {node} no CPU for VMs "
-                       f"(it has {len(cores)} cores)")
+        raise VmsError(f"--reserve-cores {reserve_cores} leaves node {node} no CPU for VMs (it has {len(cores)} cores)")
     kept = CpuSet().union(*cores[:reserve_cores])
     return cpus - kept, kept
 
@@ -225,8 +224,7 @@ def join_device(bdf: str, ref: str, host: HostView) -> DeviceReport:
     """A VM's passthrough device ``bdf`` (``ref``: how the VM names it) joined with what the host knows of it."""
     d = host.devices.get(bdf)
     if d is None:
-        return DeviceReport(bdf, ref, "other", None, None,
-                            note=f"{ref}: no such device on this host ({host.source})")
+        return DeviceReport(bdf, ref, "other", None, None, note=f"{ref}: no such device on this host ({host.source})")
     note = None if d.numa_node is not None else f"{bdf}: the host does not know its NUMA node"
     return DeviceReport(bdf, ref, d.kind, d.numa_node, d.name, d.rail_nics, note)
 
@@ -238,8 +236,9 @@ def device_nodes(devices: tuple[DeviceReport, ...]) -> tuple[int, ...] | None:
     return tuple(sorted({d.numa_node for d in devices if d.numa_node is not None}))
 
 
-def split_plan(vcpus: int | None, memory: int | None, nodes: tuple[int, ...], host: HostView,
-                reserve_cores: int) -> tuple[bool, str, tuple[int, ...]]:
+def split_plan(
+    vcpus: int | None, memory: int | None, nodes: tuple[int, ...], host: HostView, reserve_cores: int
+) -> tuple[bool, str, tuple[int, ...]]:
     """Whether an even split of the vCPUs (one guest cell per node) fits, why, and the shares."""
     k = len(nodes)
     if not vcpus:

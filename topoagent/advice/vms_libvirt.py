@@ -129,8 +129,9 @@ def _pin_order(cpus: CpuSet, cores: tuple[CpuSet, ...]) -> list[int]:
     return order
 
 
-def _kvm_affinity(dom: Domain, nodes: tuple[int, ...], host: HostView, *, pin: bool,
-                  reserve_cores: int, notes: list[str]) -> Affinity | None:
+def _kvm_affinity(
+    dom: Domain, nodes: tuple[int, ...], host: HostView, *, pin: bool, reserve_cores: int, notes: list[str]
+) -> Affinity | None:
     """The settings for the VM on ``nodes`` (one, or one per guest cell); None when they
     cannot be made (CPU-less node, a multi-node VM without matching guest cells)."""
     from topoagent.parsers.libvirt_domain import parse_libvirt_set
@@ -156,8 +157,10 @@ def _kvm_affinity(dom: Domain, nodes: tuple[int, ...], host: HostView, *, pin: b
         mem = host.node_memory.get(node)
         if dom.memory_bytes and mem and dom.memory_bytes > mem:
             mode = "preferred"
-            notes.append(f"the VM's {dom.memory_bytes >> 30} GiB exceed node {node}'s {mem >> 30} GiB: "
-                         f"memory mode 'preferred' (strict would fail to allocate)")
+            notes.append(
+                f"the VM's {dom.memory_bytes >> 30} GiB exceed node {node}'s {mem >> 30} GiB: "
+                f"memory mode 'preferred' (strict would fail to allocate)"
+            )
         if vcpus > len(avail[node]):
             notes.append(f"{vcpus} vCPUs on node {node}'s {len(avail[node])} CPUs: vCPUs will share CPUs")
     pins = None
@@ -183,8 +186,9 @@ def _kvm_affinity(dom: Domain, nodes: tuple[int, ...], host: HostView, *, pin: b
         # would run anywhere.  Each vCPU gets its cell's whole node (the host scheduler still
         # balances inside it); libvirt's <vcpupin> overrides <vcpu cpuset> per vCPU
         # (https://libvirt.org/formatdomain.html#cpu-tuning).
-        pins = tuple(sorted((v, avail[n]) for c, n in zip(cells, nodes, strict=True)
-                            for v in parse_libvirt_set(c.cpus)))
+        pins = tuple(
+            sorted((v, avail[n]) for c, n in zip(cells, nodes, strict=True) for v in parse_libvirt_set(c.cpus))
+        )
     return Affinity(cpuset, nodes, mode, memnodes, pins, emulator)
 
 
@@ -205,8 +209,9 @@ def _kvm_settings(aff: Affinity) -> dict[str, str]:
     return rec
 
 
-def advise_domain(dom: Domain, state: str, host: HostView, *, pin: bool = False,
-                  reserve_cores: int = 0, xml: LibvirtXml | None = None) -> VmAdvice | None:
+def advise_domain(
+    dom: Domain, state: str, host: HostView, *, pin: bool = False, reserve_cores: int = 0, xml: LibvirtXml | None = None
+) -> VmAdvice | None:
     """Verdict and recommendation for a libvirt domain; None when it has no PCI passthrough.
     The snippet is the XML ``xml`` renders (none without it)."""
     if not dom.hostdevs:
@@ -236,8 +241,10 @@ def advise_domain(dom: Domain, state: str, host: HostView, *, pin: bool = False,
         elif not pin:
             stale = pins_outside(dom, CpuSet().union(*(host.node_cpus.get(n, CpuSet()) for n in nodes)))
             if stale:
-                notes.append(f"{', '.join(stale)} lie outside node {nodes[0]}'s CPUs and would override the "
-                             f"cpuset: remove them, or use --pin to replace them")
+                notes.append(
+                    f"{', '.join(stale)} lie outside node {nodes[0]}'s CPUs and would override the "
+                    f"cpuset: remove them, or use --pin to replace them"
+                )
     else:
         verdict = Verdict.SPLIT
         fits, why, shares = split_plan(dom.vcpus, dom.memory_bytes, nodes, host, reserve_cores)
@@ -248,13 +255,30 @@ def advise_domain(dom: Domain, state: str, host: HostView, *, pin: bool = False,
                 recommend = _kvm_settings(affinity)
                 snippet = xml.affinity_xml(dom, affinity) if xml is not None else ""
         elif fits:
-            notes.append(f"the guest has {len(dom.cells)} NUMA cells: define {len(nodes)} "
-                         f"(<cpu><numa>) first; --apply edits only the affinity elements")
-            recommend = {"cpu.numa.cells": "+".join(str(s) for s in shares),
-                         "numatune.memory.mode": "strict", "numatune.memory.nodeset": nodes_text(nodes)}
+            notes.append(
+                f"the guest has {len(dom.cells)} NUMA cells: define {len(nodes)} "
+                f"(<cpu><numa>) first; --apply edits only the affinity elements"
+            )
+            recommend = {
+                "cpu.numa.cells": "+".join(str(s) for s in shares),
+                "numatune.memory.mode": "strict",
+                "numatune.memory.nodeset": nodes_text(nodes),
+            }
             recommend.update({f"numatune.memnode.{i}": f"strict:{n}" for i, n in enumerate(nodes)})
             snippet = xml.cells_xml(dom.vcpus or 0, dom.memory_bytes, nodes, shares) if xml is not None else ""
         else:
             notes.append("give the VM devices of one node, or split it into one VM per node")
-    return VmAdvice(dom.name, state, "kvm", dom.vcpus, dom.memory_bytes, devices, FrozenMap(current), verdict,
-                    FrozenMap(recommend), snippet, affinity, tuple(notes))
+    return VmAdvice(
+        dom.name,
+        state,
+        "kvm",
+        dom.vcpus,
+        dom.memory_bytes,
+        devices,
+        FrozenMap(current),
+        verdict,
+        FrozenMap(recommend),
+        snippet,
+        affinity,
+        tuple(notes),
+    )

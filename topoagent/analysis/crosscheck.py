@@ -22,9 +22,11 @@ if TYPE_CHECKING:  # the parsed views arrive as values; the parsers are not need
     from topoagent.parsers.nvsmi_topo import TopoMatrix
 
 CODE = "SOURCES_DISAGREE"
-_REMEDY = ("Find out which source is stale or wrong: re-run both; a driver or firmware update, a "
-           "VM that hides the host tree, or a renamed RDMA device are the usual causes. "
-           "Placement advice follows sysfs.")
+_REMEDY = (
+    "Find out which source is stale or wrong: re-run both; a driver or firmware update, a "
+    "VM that hides the host tree, or a renamed RDMA device are the usual causes. "
+    "Placement advice follows sysfs."
+)
 
 
 def _finding(subjects: Iterable[str], message: str, evidence: list[Evidence]) -> Finding:
@@ -57,13 +59,21 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
     labels = [d.label for d in m.devices]
     missing = [label for label in labels if label not in ids]
     if missing:
-        out.append(_finding(
-            missing, f"nvidia-smi lists {', '.join(missing)}, which sysfs does not show.",
-            [Evidence("nvidia-smi topo -m", " ".join(labels)),
-             Evidence(host_path("sys/bus/pci/devices"), f"{len(topo.gpus)} GPU(s), "
-                      f"{sum(len(n.rdma_devices) for n in topo.nics)} RDMA device(s)")]))
+        out.append(
+            _finding(
+                missing,
+                f"nvidia-smi lists {', '.join(missing)}, which sysfs does not show.",
+                [
+                    Evidence("nvidia-smi topo -m", " ".join(labels)),
+                    Evidence(
+                        host_path("sys/bus/pci/devices"),
+                        f"{len(topo.gpus)} GPU(s), {sum(len(n.rdma_devices) for n in topo.nics)} RDMA device(s)",
+                    ),
+                ],
+            )
+        )
     for i, a in enumerate(labels):
-        for b in labels[i + 1:]:
+        for b in labels[i + 1 :]:
             if a not in ids or b not in ids or ids[a] == ids[b]:
                 continue
             da, db = topo.by_id(ids[a]), topo.by_id(ids[b])
@@ -77,24 +87,33 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
                 continue
             if theirs.startswith("NV") and not nvlinks_known:
                 continue  # NVLink without NVML here: sysfs alone only knows the PCIe class
-            if (theirs, ours) == ("PXB", "PIX") and (below_flattened_broadcom(topo, pa)
-                                                     or below_flattened_broadcom(topo, pb)):
+            if (theirs, ours) == ("PXB", "PIX") and (
+                below_flattened_broadcom(topo, pa) or below_flattened_broadcom(topo, pb)
+            ):
                 continue  # one Broadcom chip shown as two levels: NCCL's PIX, nvidia-smi's PXB
-            out.append(_finding(
-                [ids[a], ids[b]],
-                f"nvidia-smi says {a}-{b} is {theirs}; the sysfs tree says {ids[a]}-{ids[b]} is {ours}.",
-                [Evidence(f"nvidia-smi topo -m: {a}/{b}", theirs), Evidence(f"sysfs: {ids[a]}/{ids[b]}", ours)]))
+            out.append(
+                _finding(
+                    [ids[a], ids[b]],
+                    f"nvidia-smi says {a}-{b} is {theirs}; the sysfs tree says {ids[a]}-{ids[b]} is {ours}.",
+                    [Evidence(f"nvidia-smi topo -m: {a}/{b}", theirs), Evidence(f"sysfs: {ids[a]}/{ids[b]}", ours)],
+                )
+            )
     for d in m.devices:
         dev = topo.by_id(ids.get(d.label, ""))
         if dev is None or d.numa_affinity is None or not is_decimal(d.numa_affinity):
             continue
         if dev.numa_node is not None and int(d.numa_affinity) != dev.numa_node:
-            out.append(_finding(
-                [dev.id],
-                f"nvidia-smi puts {d.label} on NUMA node {d.numa_affinity}; "
-                f"sysfs says {dev.id} is on node {dev.numa_node}.",
-                [Evidence(f"nvidia-smi topo -m: {d.label} NUMA Affinity", d.numa_affinity),
-                 Evidence(sysfs_attr(dev, "numa_node"), str(dev.numa_node))]))
+            out.append(
+                _finding(
+                    [dev.id],
+                    f"nvidia-smi puts {d.label} on NUMA node {d.numa_affinity}; "
+                    f"sysfs says {dev.id} is on node {dev.numa_node}.",
+                    [
+                        Evidence(f"nvidia-smi topo -m: {d.label} NUMA Affinity", d.numa_affinity),
+                        Evidence(sysfs_attr(dev, "numa_node"), str(dev.numa_node)),
+                    ],
+                )
+            )
     return out
 
 
@@ -105,24 +124,41 @@ def against_lspci(topo: Topology, functions: tuple[LspciFunction, ...]) -> list[
         dev = topo.by_bdf(f.bdf)
         if dev is None:
             continue
-        if f.numa_node is not None and dev.numa_node is not None and dev.numa_source == "numa_node" \
-                and f.numa_node != dev.numa_node:
-            out.append(_finding(
-                [dev.id], f"lspci says {f.bdf} is on NUMA node {f.numa_node}; sysfs says {dev.numa_node}.",
-                [Evidence(f"lspci -vvv: {f.bdf} NUMA node", str(f.numa_node)),
-                 Evidence(sysfs_attr(dev, "numa_node"), str(dev.numa_node))]))
+        if (
+            f.numa_node is not None
+            and dev.numa_node is not None
+            and dev.numa_source == "numa_node"
+            and f.numa_node != dev.numa_node
+        ):
+            out.append(
+                _finding(
+                    [dev.id],
+                    f"lspci says {f.bdf} is on NUMA node {f.numa_node}; sysfs says {dev.numa_node}.",
+                    [
+                        Evidence(f"lspci -vvv: {f.bdf} NUMA node", str(f.numa_node)),
+                        Evidence(sysfs_attr(dev, "numa_node"), str(dev.numa_node)),
+                    ],
+                )
+            )
         ours = dev.link.current_width
         if dev.kind is not DeviceKind.BRIDGE and f.link_width is not None and ours is not None and f.link_width != ours:
-            out.append(_finding(
-                [dev.id], f"lspci says {f.bdf} runs at x{f.link_width}; sysfs says x{ours}.",
-                [Evidence(f"lspci -vvv: {f.bdf} LnkSta", f"x{f.link_width}"),
-                 Evidence(sysfs_attr(dev, "current_link_width"), str(ours))]))
+            out.append(
+                _finding(
+                    [dev.id],
+                    f"lspci says {f.bdf} runs at x{f.link_width}; sysfs says x{ours}.",
+                    [
+                        Evidence(f"lspci -vvv: {f.bdf} LnkSta", f"x{f.link_width}"),
+                        Evidence(sysfs_attr(dev, "current_link_width"), str(ours)),
+                    ],
+                )
+            )
     return out
 
 
 def compare(views: Mapping[str, Any]) -> Callable[[Topology, tuple[Path, ...]], list[Finding]]:
     """The comparison of a scan with other tools' parsed outputs (``views``: ``nvidia-smi``
     -> :class:`TopoMatrix`, ``lspci`` -> lspci functions), for :func:`topoagent.result.analyse`."""
+
     def findings(topo: Topology, paths: tuple[Path, ...]) -> list[Finding]:
         """The cross-check findings for one analysed host."""
         out: list[Finding] = []

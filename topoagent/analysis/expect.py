@@ -26,10 +26,15 @@ __all__ = ["compare"]
 _VITAL = (DeviceKind.GPU, DeviceKind.NIC)
 
 
-def _finding(code: str, subjects: tuple[str, ...], message: str, evidence: list[Evidence], remedy: str,
-             severity: Severity | None = None) -> Finding:
-    return Finding(code, CATALOGUE[code] if severity is None else severity, subjects, message, tuple(evidence),
-                   remedy)
+def _finding(
+    code: str,
+    subjects: tuple[str, ...],
+    message: str,
+    evidence: list[Evidence],
+    remedy: str,
+    severity: Severity | None = None,
+) -> Finding:
+    return Finding(code, CATALOGUE[code] if severity is None else severity, subjects, message, tuple(evidence), remedy)
 
 
 def _what(s: SlotFacts) -> str:
@@ -51,8 +56,11 @@ def _vital(s: SlotFacts) -> bool:
 
 def _link_short(exp: SlotLink, seen: SlotLink) -> list[tuple[str, object, object]]:
     short: list[tuple[str, object, object]] = []
-    for fact, e, s in (("link width", exp.width, seen.width), ("max link width", exp.max_width, seen.max_width),
-                       ("max link speed GT/s", exp.max_gts, seen.max_gts)):
+    for fact, e, s in (
+        ("link width", exp.width, seen.width),
+        ("max link width", exp.max_width, seen.max_width),
+        ("max link speed GT/s", exp.max_gts, seen.max_gts),
+    ):
         if e is not None and (s is None or s < e):
             short.append((fact, e, s))
     return short
@@ -61,31 +69,45 @@ def _link_short(exp: SlotLink, seen: SlotLink) -> list[tuple[str, object, object
 def _same_slot(e: SlotFacts, s: SlotFacts, moved: dict[str, str]) -> Iterator[Finding]:
     slot = e.slot
     if (e.socket, e.numa_node) != (s.socket, s.numa_node):
-        yield _finding("EXPECT_PLACEMENT", (slot,),
-                       f"{_what(e)} at slot {slot} is on {_where(s)}, expected {_where(e)}",
-                       [_ev(slot, "socket", e.socket, s.socket), _ev(slot, "numa_node", e.numa_node, s.numa_node)],
-                       "Check the BIOS NUMA settings (NPS, SNC) and the riser wiring against the build's.")
+        yield _finding(
+            "EXPECT_PLACEMENT",
+            (slot,),
+            f"{_what(e)} at slot {slot} is on {_where(s)}, expected {_where(e)}",
+            [_ev(slot, "socket", e.socket, s.socket), _ev(slot, "numa_node", e.numa_node, s.numa_node)],
+            "Check the BIOS NUMA settings (NPS, SNC) and the riser wiring against the build's.",
+        )
     short = _link_short(e.link, s.link)
     if short:
-        yield _finding("EXPECT_LINK", (slot,),
-                       f"{_what(e)} at slot {slot}: " + ", ".join(
-                           f"{f} {v} below the expected {x}" if v is not None else f"{f} unknown (link down?), "
-                           f"expected {x}" for f, x, v in short),
-                       [_ev(slot, f, x, v) for f, x, v in short],
-                       "Reseat the card or its riser/cable and check the slot's bifurcation setting; "
-                       "a link that trains narrower than on its siblings loses bandwidth.")
+        yield _finding(
+            "EXPECT_LINK",
+            (slot,),
+            f"{_what(e)} at slot {slot}: "
+            + ", ".join(
+                f"{f} {v} below the expected {x}" if v is not None else f"{f} unknown (link down?), expected {x}"
+                for f, x, v in short
+            ),
+            [_ev(slot, f, x, v) for f, x, v in short],
+            "Reseat the card or its riser/cable and check the slot's bifurcation setting; "
+            "a link that trains narrower than on its siblings loses bandwidth.",
+        )
     if e.nvlinks is not None and s.nvlinks is not None and s.nvlinks < e.nvlinks:
-        yield _finding("EXPECT_LINK", (slot,), f"GPU at slot {slot} has {s.nvlinks} NVLinks, expected {e.nvlinks}",
-                       [_ev(slot, "nvlinks", e.nvlinks, s.nvlinks)],
-                       "Check the NVLink/NVSwitch fabric (nvidia-smi nvlink -s) and the fabric manager.",
-                       Severity.CRITICAL)
+        yield _finding(
+            "EXPECT_LINK",
+            (slot,),
+            f"GPU at slot {slot} has {s.nvlinks} NVLinks, expected {e.nvlinks}",
+            [_ev(slot, "nvlinks", e.nvlinks, s.nvlinks)],
+            "Check the NVLink/NVSwitch fabric (nvidia-smi nvlink -s) and the fabric manager.",
+            Severity.CRITICAL,
+        )
     state = [(f, x, v) for f, x, v in (("acs", e.acs, s.acs), ("iommu", e.iommu, s.iommu)) if x != v]
     if state:
-        yield _finding("EXPECT_STATE", (slot,),
-                       f"{_what(e)} at slot {slot}: " + ", ".join(f"{f} {_fmt(v)}, expected {_fmt(x)}"
-                                                                  for f, x, v in state),
-                       [_ev(slot, f, _fmt(x), _fmt(v)) for f, x, v in state],
-                       "Restore the build's ACS/IOMMU settings (BIOS, kernel command line, setpci at boot).")
+        yield _finding(
+            "EXPECT_STATE",
+            (slot,),
+            f"{_what(e)} at slot {slot}: " + ", ".join(f"{f} {_fmt(v)}, expected {_fmt(x)}" for f, x, v in state),
+            [_ev(slot, f, _fmt(x), _fmt(v)) for f, x, v in state],
+            "Restore the build's ACS/IOMMU settings (BIOS, kernel command line, setpci at boot).",
+        )
     if e.kind is DeviceKind.GPU:
         yield from _rail(e, s, moved)
 
@@ -100,11 +122,14 @@ def _rail(e: SlotFacts, s: SlotFacts, moved: dict[str, str]) -> Iterator[Finding
     slot = e.slot
     rail = moved.get(e.rail, e.rail) if e.rail is not None else None
     if (rail, e.rail_path) != (s.rail, s.rail_path):
-        yield _finding("EXPECT_PATH", (slot,),
-                       f"GPU at slot {slot}: rail NIC {s.rail} ({s.rail_path}), expected {e.rail} ({e.rail_path})",
-                       [_ev(slot, "rail", e.rail, s.rail), _ev(slot, "rail_path", e.rail_path, s.rail_path)],
-                       "Put the rail NIC back in the slot the build wires to this GPU; NCCL and GPUDirect "
-                       "RDMA pair them by PCIe distance.")
+        yield _finding(
+            "EXPECT_PATH",
+            (slot,),
+            f"GPU at slot {slot}: rail NIC {s.rail} ({s.rail_path}), expected {e.rail} ({e.rail_path})",
+            [_ev(slot, "rail", e.rail, s.rail), _ev(slot, "rail_path", e.rail_path, s.rail_path)],
+            "Put the rail NIC back in the slot the build wires to this GPU; NCCL and GPUDirect "
+            "RDMA pair them by PCIe distance.",
+        )
 
 
 def _path_changes(e: SlotFacts, s: SlotFacts, moved: dict[str, str]) -> list[tuple[str, str, str, str]]:
@@ -117,10 +142,14 @@ def _path_changes(e: SlotFacts, s: SlotFacts, moved: dict[str, str]) -> list[tup
 def _paths_finding(diff: list[tuple[str, str, str, str]]) -> Finding:
     gpus = tuple(dict.fromkeys(g for g, *_ in diff))
     shown = ", ".join(f"{g} to {n} {v} not {x}" for g, n, x, v in diff[:2])
-    return _finding("EXPECT_PATH", gpus,
-                    f"{len(diff)} GPU-NIC path class(es) changed ({shown}{' ...' if len(diff) > 2 else ''})",
-                    [_ev(g, f"path to {n}", x, v) for g, n, x, v in diff],
-                    "Compare the slot wiring with the build's (topoagent scan --format tree).", Severity.WARNING)
+    return _finding(
+        "EXPECT_PATH",
+        gpus,
+        f"{len(diff)} GPU-NIC path class(es) changed ({shown}{' ...' if len(diff) > 2 else ''})",
+        [_ev(g, f"path to {n}", x, v) for g, n, x, v in diff],
+        "Compare the slot wiring with the build's (topoagent scan --format tree).",
+        Severity.WARNING,
+    )
 
 
 def _pair_moves(missing: list[SlotFacts], extra: list[SlotFacts]) -> list[tuple[SlotFacts, SlotFacts]]:
@@ -149,28 +178,51 @@ def compare(expected: Baseline, seen: Baseline) -> tuple[Finding, ...]:
     moved = {e.slot: s.slot for e, s in moves}
     out: list[Finding] = []
     if expected.peer_memory != seen.peer_memory and None not in (expected.peer_memory, seen.peer_memory):
-        out.append(_finding("EXPECT_STATE", ("host",), f"GPUDirect peer memory is {seen.peer_memory}, "
-                            f"expected {expected.peer_memory}", [_ev("host", "peer_memory", expected.peer_memory,
-                                                                     seen.peer_memory)],
-                            "Load nvidia_peermem (or the driver's memory_peers) as the build does."))
+        out.append(
+            _finding(
+                "EXPECT_STATE",
+                ("host",),
+                f"GPUDirect peer memory is {seen.peer_memory}, expected {expected.peer_memory}",
+                [_ev("host", "peer_memory", expected.peer_memory, seen.peer_memory)],
+                "Load nvidia_peermem (or the driver's memory_peers) as the build does.",
+            )
+        )
     for e, s in moves:
-        out.append(_finding("EXPECT_PLACEMENT", (e.slot, s.slot),
-                            f"{_what(e)} expected at slot {e.slot} ({_where(e)}) is at slot {s.slot} ({_where(s)})",
-                            [_ev(e.slot, "slot", e.slot, s.slot), _ev(e.slot, "socket", e.socket, s.socket),
-                             _ev(e.slot, "numa_node", e.numa_node, s.numa_node)],
-                            "Move the card back to the slot the build puts it in: its GPUs' paths depend on it."))
+        out.append(
+            _finding(
+                "EXPECT_PLACEMENT",
+                (e.slot, s.slot),
+                f"{_what(e)} expected at slot {e.slot} ({_where(e)}) is at slot {s.slot} ({_where(s)})",
+                [
+                    _ev(e.slot, "slot", e.slot, s.slot),
+                    _ev(e.slot, "socket", e.socket, s.socket),
+                    _ev(e.slot, "numa_node", e.numa_node, s.numa_node),
+                ],
+                "Move the card back to the slot the build puts it in: its GPUs' paths depend on it.",
+            )
+        )
     for e in missing:
-        out.append(_finding("EXPECT_DEVICE_MISSING", (e.slot,),
-                            f"{_what(e)} expected at slot {e.slot} ({_where(e)}) is missing",
-                            [_ev(e.slot, "device", _what(e), None)],
-                            "Check that the device is seated and powered (lspci, dmesg for AER/Xid errors); "
-                            "a device that fell off the bus needs a reset or a repair.",
-                            None if _vital(e) else Severity.WARNING))
+        out.append(
+            _finding(
+                "EXPECT_DEVICE_MISSING",
+                (e.slot,),
+                f"{_what(e)} expected at slot {e.slot} ({_where(e)}) is missing",
+                [_ev(e.slot, "device", _what(e), None)],
+                "Check that the device is seated and powered (lspci, dmesg for AER/Xid errors); "
+                "a device that fell off the bus needs a reset or a repair.",
+                None if _vital(e) else Severity.WARNING,
+            )
+        )
     for s in extra:
-        out.append(_finding("EXPECT_DEVICE_EXTRA", (s.slot,),
-                            f"{_what(s)} at slot {s.slot} ({_where(s)}) is not in the expected topology",
-                            [_ev(s.slot, "device", None, _what(s))],
-                            "Remove the device, or take a new baseline if the build changed."))
+        out.append(
+            _finding(
+                "EXPECT_DEVICE_EXTRA",
+                (s.slot,),
+                f"{_what(s)} at slot {s.slot} ({_where(s)}) is not in the expected topology",
+                [_ev(s.slot, "device", None, _what(s))],
+                "Remove the device, or take a new baseline if the build changed.",
+            )
+        )
     paths = []
     for k in same:
         out.extend(_same_slot(exp[k], got[k], moved))

@@ -35,6 +35,7 @@ from topoagent.topology import (
 
 class Severity(IntEnum):
     """How bad a finding is; ordered, so ``>=`` compares with ``--fail-on``."""
+
     INFO = 0
     WARNING = 1
     CRITICAL = 2
@@ -60,6 +61,7 @@ class Evidence(msgspec.Struct, frozen=True):
 class Finding(msgspec.Struct, frozen=True):
     """A fault found on the host: stable ``code``, ``severity``, ``subjects`` (device ids),
     a one-sentence ``message``, the ``evidence`` that proves it and a concrete ``remedy``."""
+
     code: str
     severity: Severity
     subjects: tuple[str, ...]
@@ -111,9 +113,15 @@ def sysfs_attr(d: Device, attr: str) -> str:
 
 
 #: Where a sysfs attribute's value is printed in pasted tool output.
-_LSPCI_FIELDS = {"numa_node": "NUMA node", "config": "ACSCtl", "class": "class",
-                 "current_link_width": "LnkSta", "current_link_speed": "LnkSta",
-                 "max_link_width": "LnkCap", "max_link_speed": "LnkCap"}
+_LSPCI_FIELDS = {
+    "numa_node": "NUMA node",
+    "config": "ACSCtl",
+    "class": "class",
+    "current_link_width": "LnkSta",
+    "current_link_speed": "LnkSta",
+    "max_link_width": "LnkCap",
+    "max_link_speed": "LnkCap",
+}
 _NVSMI_FIELDS = {"numa_node": "NUMA Affinity", "local_cpulist": "CPU Affinity"}
 
 
@@ -147,11 +155,24 @@ class _Ctx:
         pa, pb = self.topo.physical(self.dev(a)), self.topo.physical(self.dev(b))
         return self.idx[(pa.id, pb.id)]
 
-    def finding(self, code: str, subjects: Iterable[str], message: str, evidence: Iterable[Evidence],
-                remedy: str, severity: Severity | None = None) -> Finding:
+    def finding(
+        self,
+        code: str,
+        subjects: Iterable[str],
+        message: str,
+        evidence: Iterable[Evidence],
+        remedy: str,
+        severity: Severity | None = None,
+    ) -> Finding:
         """A finding with the catalogue's severity unless one is given."""
-        return Finding(code, severity if severity is not None else CATALOGUE[code], tuple(subjects),
-                       message, tuple(evidence), remedy)
+        return Finding(
+            code,
+            severity if severity is not None else CATALOGUE[code],
+            tuple(subjects),
+            message,
+            tuple(evidence),
+            remedy,
+        )
 
     @property
     def rdma_nics(self) -> list[Device]:
@@ -186,8 +207,12 @@ def _numa_evidence(c: _Ctx, d: Device) -> list[Evidence]:
         return [Evidence(sysfs_attr(d, "numa_node"), value)]
     if d.kind is DeviceKind.NIC and d.bdf is None or (d.numa_source == "nvidia-smi" and d.kind is DeviceKind.NIC):
         # nvidia-smi prints no affinity for NICs: the node, if any, follows a GPU's (topology)
-        return [Evidence(f"nvidia-smi topo -m {d.label}: NUMA node via its paths to GPUs",
-                         str(d.numa_node) if d.numa_node is not None else "unknown")]
+        return [
+            Evidence(
+                f"nvidia-smi topo -m {d.label}: NUMA node via its paths to GPUs",
+                str(d.numa_node) if d.numa_node is not None else "unknown",
+            )
+        ]
     return [Evidence(c.attr(d, "numa_node"), str(d.numa_node) if d.numa_node is not None else "unknown")]
 
 
@@ -221,36 +246,56 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
             out += _c2c_cross_grace(c, g, n, ev)
             continue
         if rail.cls is PathClass.SYS and p.same_socket is False:
-            out.append(c.finding(
-                "GPU_NIC_CROSS_SOCKET", [g.id, n.id],
-                f"{g.id}'s nearest RDMA NIC {_nic_label(n)} is on socket {n.socket}, the GPU on socket {g.socket}: "
-                f"traffic crosses the socket interconnect and {_GDR}.",
-                ev, "Move the NIC (or the GPU) to a slot on the same socket, under the GPU's PCIe switch; "
-                    "until then bind the rank to the NIC's socket only if it is host-memory bound."))
+            out.append(
+                c.finding(
+                    "GPU_NIC_CROSS_SOCKET",
+                    [g.id, n.id],
+                    f"{g.id}'s nearest RDMA NIC {_nic_label(n)} is on socket {n.socket}, the GPU on socket {g.socket}: "
+                    f"traffic crosses the socket interconnect and {_GDR}.",
+                    ev,
+                    "Move the NIC (or the GPU) to a slot on the same socket, under the GPU's PCIe switch; "
+                    "until then bind the rank to the NIC's socket only if it is host-memory bound.",
+                )
+            )
         elif rail.cls is PathClass.SYS and p.same_socket is None:
             # SYS stated by nvidia-smi (or NUMA nodes known without their sockets): the
             # interconnect is crossed, which one is not known; the worse case is the socket one.
-            out.append(c.finding(
-                "GPU_NIC_CROSS_SOCKET", [g.id, n.id],
-                f"{g.id}'s nearest RDMA NIC {_nic_label(n)} is reached only across the SMP interconnect "
-                f"(socket unknown from this source): {_GDR}.",
-                ev, "Move the NIC (or the GPU) under the GPU's PCIe switch, on the same socket and NUMA node; "
+            out.append(
+                c.finding(
+                    "GPU_NIC_CROSS_SOCKET",
+                    [g.id, n.id],
+                    f"{g.id}'s nearest RDMA NIC {_nic_label(n)} is reached only across the SMP interconnect "
+                    f"(socket unknown from this source): {_GDR}.",
+                    ev,
+                    "Move the NIC (or the GPU) under the GPU's PCIe switch, on the same socket and NUMA node; "
                     "check the host's sockets (lscpu, or a live topoagent scan) to tell a cross-socket "
-                    "from a cross-node placement."))
+                    "from a cross-node placement.",
+                )
+            )
         elif rail.cls is PathClass.SYS:
-            out.append(c.finding(
-                "GPU_NIC_CROSS_NUMA", [g.id, n.id],
-                f"{g.id}'s nearest RDMA NIC {_nic_label(n)} is on NUMA node {n.numa_node}, the GPU on node "
-                f"{g.numa_node} of the same socket: {_GDR}.",
-                ev, "Place the NIC under the same PCIe switch as the GPU, or use NPS1/SNC off in the BIOS so "
-                    "both share a NUMA node; set NCCL_NET_GDR_LEVEL=SYS only after measuring."))
+            out.append(
+                c.finding(
+                    "GPU_NIC_CROSS_NUMA",
+                    [g.id, n.id],
+                    f"{g.id}'s nearest RDMA NIC {_nic_label(n)} is on NUMA node {n.numa_node}, the GPU on node "
+                    f"{g.numa_node} of the same socket: {_GDR}.",
+                    ev,
+                    "Place the NIC under the same PCIe switch as the GPU, or use NPS1/SNC off in the BIOS so "
+                    "both share a NUMA node; set NCCL_NET_GDR_LEVEL=SYS only after measuring.",
+                )
+            )
         else:
-            out.append(c.finding(
-                "GPU_NIC_VIA_HOST_BRIDGE", [g.id, n.id],
-                f"{g.id} reaches its nearest RDMA NIC {_nic_label(n)} only through the CPU "
-                f"({rail.cls.name}): {_GDR}.",
-                ev, "Put GPU and NIC under one PCIe switch for GPUDirect RDMA; NCCL_NET_GDR_LEVEL=PHB forces it "
-                    "through the host bridge, which is slower than a switch and worth measuring first."))
+            out.append(
+                c.finding(
+                    "GPU_NIC_VIA_HOST_BRIDGE",
+                    [g.id, n.id],
+                    f"{g.id} reaches its nearest RDMA NIC {_nic_label(n)} only through the CPU "
+                    f"({rail.cls.name}): {_GDR}.",
+                    ev,
+                    "Put GPU and NIC under one PCIe switch for GPUDirect RDMA; NCCL_NET_GDR_LEVEL=PHB forces it "
+                    "through the host bridge, which is slower than a switch and worth measuring first.",
+                )
+            )
     return out
 
 
@@ -266,13 +311,18 @@ def _c2c_cross_grace(c: _Ctx, g: Device, n: Device, ev: list[Evidence]) -> list[
     """
     if g.numa_node is None or n.numa_node is None or g.numa_node == n.numa_node:
         return []
-    return [c.finding(
-        "GPU_NIC_CROSS_SOCKET", [g.id, n.id],
-        f"{g.id} reaches its CPU (NUMA node {g.numa_node}) over NVLink-C2C, but its nearest RDMA NIC "
-        f"{_nic_label(n)} hangs off the other CPU (node {n.numa_node}): traffic crosses the CPU-to-CPU "
-        f"link and {_GDR}.",
-        ev, "Give each GPU's ranks a NIC of the GPU's own Grace (NCCL_IB_HCA, or the NIC order of the "
-            "node's rail plan); a Grace with no RDMA NIC of its own needs one.")]
+    return [
+        c.finding(
+            "GPU_NIC_CROSS_SOCKET",
+            [g.id, n.id],
+            f"{g.id} reaches its CPU (NUMA node {g.numa_node}) over NVLink-C2C, but its nearest RDMA NIC "
+            f"{_nic_label(n)} hangs off the other CPU (node {n.numa_node}): traffic crosses the CPU-to-CPU "
+            f"link and {_GDR}.",
+            ev,
+            "Give each GPU's ranks a NIC of the GPU's own Grace (NCCL_IB_HCA, or the NIC order of the "
+            "node's rail plan); a Grace with no RDMA NIC of its own needs one.",
+        )
+    ]
 
 
 def _c2c(topo: Topology, gpu: Device) -> bool:
@@ -297,13 +347,21 @@ def check_no_rdma_nic(c: _Ctx) -> list[Finding]:
         where.append(Evidence("lspci", "no RDMA device names; RDMA judged from vendor and driver"))
     else:
         where = [Evidence(host_path("sys/class/infiniband"), "absent or empty")]
-    return [c.finding(
-        "NO_RDMA_NIC", [g.id for g in c.topo.gpus],
-        f"{len(c.topo.gpus)} GPU(s) but no RDMA-capable NIC: traffic between hosts goes through host memory "
-        "over TCP sockets.",
-        where + [Evidence(c.attr(n, "class"), f"0x{n.class_code:06x}" if n.class_code is not None else None) for n in nics],
-        "Fine for a single-node box; for multi-node training add an InfiniBand/RoCE NIC per GPU pair "
-        "under the GPUs' PCIe switches.")]
+    return [
+        c.finding(
+            "NO_RDMA_NIC",
+            [g.id for g in c.topo.gpus],
+            f"{len(c.topo.gpus)} GPU(s) but no RDMA-capable NIC: traffic between hosts goes through host memory "
+            "over TCP sockets.",
+            where
+            + [
+                Evidence(c.attr(n, "class"), f"0x{n.class_code:06x}" if n.class_code is not None else None)
+                for n in nics
+            ],
+            "Fine for a single-node box; for multi-node training add an InfiniBand/RoCE NIC per GPU pair "
+            "under the GPUs' PCIe switches.",
+        )
+    ]
 
 
 def check_peer_memory(c: _Ctx) -> list[Finding]:
@@ -314,15 +372,21 @@ def check_peer_memory(c: _Ctx) -> list[Finding]:
         return []  # (pasted tool output does not say which modules are loaded)
     if {"nvidia_peermem", "nv_peer_mem"} & set(snap.modules) or snap.memory_peers:
         return []
-    return [c.finding(
-        "NO_PEER_MEMORY", [g.id for g in nvidia] + [n.id for n in c.rdma_nics],
-        "NVIDIA GPUs and RDMA NICs are present but no peer-memory module is loaded "
-        "(no nvidia_peermem, nv_peer_mem or memory_peers): unless DMA-BUF is in use, NCCL logs "
-        "'GPU Direct RDMA Disabled' and inter-node bandwidth drops several-fold.",
-        [Evidence(host_path(p), "absent")
-         for p in ("sys/module/nvidia_peermem", "sys/module/nv_peer_mem", "sys/kernel/mm/memory_peers")],
-        "modprobe nvidia_peermem (and list it in /etc/modules-load.d/), or use DMA-BUF: kernel >= 5.12, "
-        "the open GPU kernel module and a recent rdma-core (NCCL uses it when available).")]
+    return [
+        c.finding(
+            "NO_PEER_MEMORY",
+            [g.id for g in nvidia] + [n.id for n in c.rdma_nics],
+            "NVIDIA GPUs and RDMA NICs are present but no peer-memory module is loaded "
+            "(no nvidia_peermem, nv_peer_mem or memory_peers): unless DMA-BUF is in use, NCCL logs "
+            "'GPU Direct RDMA Disabled' and inter-node bandwidth drops several-fold.",
+            [
+                Evidence(host_path(p), "absent")
+                for p in ("sys/module/nvidia_peermem", "sys/module/nv_peer_mem", "sys/kernel/mm/memory_peers")
+            ],
+            "modprobe nvidia_peermem (and list it in /etc/modules-load.d/), or use DMA-BUF: kernel >= 5.12, "
+            "the open GPU kernel module and a recent rdma-core (NCCL uses it when available).",
+        )
+    ]
 
 
 # -- PCIe faults ------------------------------------------------------------------------------
@@ -333,7 +397,7 @@ def _path_bridges(c: _Ctx, a: Device, b: Device) -> list[Device]:
     common = common_ancestors(a, b)
     if not common:
         return []
-    bdfs = dict.fromkeys(a.ancestors[common - 1:] + b.ancestors[common - 1:])
+    bdfs = dict.fromkeys(a.ancestors[common - 1 :] + b.ancestors[common - 1 :])
     return [d for bdf in bdfs if (d := c.topo.by_bdf(bdf)) is not None]
 
 
@@ -364,36 +428,54 @@ def check_acs(c: _Ctx) -> list[Finding]:
         acs = acs_of[bid]
         flags = " ".join(f"{name}{'+' if name in acs.enabled() else '-'}" for _, name in acs.BITS)
         redirects = ", ".join(n for n in acs.enabled() if n in ("ReqRedir", "CmpltRedir", "EgressCtrl"))
-        out.append(c.finding(
-            "ACS_REDIRECT", [bid, *sorted(devs, key=id_key)],
-            f"ACS on {br.role.value.replace('_', ' ') if br.role else 'bridge'} {br.bdf} redirects peer-to-peer "
-            f"traffic up to the root complex ({redirects}): "
-            "GPUDirect P2P/RDMA below it will hang or crawl.",
-            [Evidence(c.attr(br, "config"), f"ACSCtl: {flags}")],
-            f"Disable ACS redirect in the BIOS, or boot with pci=disable_acs_redir={br.bdf} (persistent); "
-            f"for a test only: setpci -s {br.bdf} ECAP_ACS+6.w=0000 (lost at reboot)."))
+        out.append(
+            c.finding(
+                "ACS_REDIRECT",
+                [bid, *sorted(devs, key=id_key)],
+                f"ACS on {br.role.value.replace('_', ' ') if br.role else 'bridge'} {br.bdf} redirects peer-to-peer "
+                f"traffic up to the root complex ({redirects}): "
+                "GPUDirect P2P/RDMA below it will hang or crawl.",
+                [Evidence(c.attr(br, "config"), f"ACSCtl: {flags}")],
+                f"Disable ACS redirect in the BIOS, or boot with pci=disable_acs_redir={br.bdf} (persistent); "
+                f"for a test only: setpci -s {br.bdf} ECAP_ACS+6.w=0000 (lost at reboot).",
+            )
+        )
     if unknown and c.offline:
         ids = sorted(unknown, key=by_bdf)
-        out.append(c.finding(
-            "ACS_UNKNOWN", ids,
-            f"ACS state of {len(ids)} bridge(s) on GPU paths is unknown: lspci -vvv as root shows it "
-            "(ACSCtl), and the output given does not.",
-            [Evidence(c.attr(c.dev(i), "config"),
-                      "capabilities not listed (<access denied> or not -vvv)" if c.dev(i).config else "not in lspci -vvv")
-             for i in ids[:8]],
-            "Run sudo lspci -vvv on the host and pass it with --lspci-verbose."))
+        out.append(
+            c.finding(
+                "ACS_UNKNOWN",
+                ids,
+                f"ACS state of {len(ids)} bridge(s) on GPU paths is unknown: lspci -vvv as root shows it "
+                "(ACSCtl), and the output given does not.",
+                [
+                    Evidence(
+                        c.attr(c.dev(i), "config"),
+                        "capabilities not listed (<access denied> or not -vvv)"
+                        if c.dev(i).config
+                        else "not in lspci -vvv",
+                    )
+                    for i in ids[:8]
+                ],
+                "Run sudo lspci -vvv on the host and pass it with --lspci-verbose.",
+            )
+        )
     elif unknown:
         ids = sorted(unknown, key=by_bdf)
         reasons = {no_extended_reason(c.dev(i).config) for i in ids}
         unprivileged = no_extended_reason(None) in reasons or UNPRIVILEGED in reasons
-        out.append(c.finding(
-            "ACS_UNKNOWN", ids,
-            f"ACS state of {len(ids)} bridge(s) on GPU paths is unknown: {'; '.join(sorted(reasons))}.",
-            [Evidence(sysfs_attr(c.dev(i), "config"), _config_size(c.dev(i).config)) for i in ids[:8]],
-            "Run topoagent scan as root (or with CAP_SYS_ADMIN) to read ACS control registers."
-            if unprivileged else
-            "Nothing to do on this host: a bridge without PCIe extended config space has no ACS to "
-            "set (a VM's emulated bridge: ACS is the hypervisor host's to check)."))
+        out.append(
+            c.finding(
+                "ACS_UNKNOWN",
+                ids,
+                f"ACS state of {len(ids)} bridge(s) on GPU paths is unknown: {'; '.join(sorted(reasons))}.",
+                [Evidence(sysfs_attr(c.dev(i), "config"), _config_size(c.dev(i).config)) for i in ids[:8]],
+                "Run topoagent scan as root (or with CAP_SYS_ADMIN) to read ACS control registers."
+                if unprivileged
+                else "Nothing to do on this host: a bridge without PCIe extended config space has no ACS to "
+                "set (a VM's emulated bridge: ACS is the hypervisor host's to check).",
+            )
+        )
     return out
 
 
@@ -408,18 +490,25 @@ def check_iommu(c: _Ctx) -> list[Finding]:
         return []
     if not c.topo.gpus:
         return []  # the hazard is GPU peer-to-peer DMA; a translating IOMMU is normal elsewhere
-    hit = [d for d in c.topo.devices
-           if (d.kind is DeviceKind.GPU or (d.kind is DeviceKind.NIC and d.rdma_capable))
-           and d.iommu_type in ("DMA", "DMA-FQ")]
+    hit = [
+        d
+        for d in c.topo.devices
+        if (d.kind is DeviceKind.GPU or (d.kind is DeviceKind.NIC and d.rdma_capable))
+        and d.iommu_type in ("DMA", "DMA-FQ")
+    ]
     if not hit:
         return []
-    return [c.finding(
-        "IOMMU_TRANSLATING", [d.id for d in hit],
-        f"The IOMMU translates DMA for {len(hit)} GPU/NIC function(s) and iommu=pt is not set: "
-        "peer-to-peer transfers can hang or corrupt data, and every DMA pays a translation.",
-        [Evidence(host_path("proc/cmdline"), c.topo.snapshot.kernel_cmdline)]
-        + [Evidence(host_path(f"sys/kernel/iommu_groups/{d.iommu_group}/type"), d.iommu_type) for d in hit[:8]],
-        "Boot with iommu=pt (plus intel_iommu=on or amd_iommu=on if you need VFIO), then reboot.")]
+    return [
+        c.finding(
+            "IOMMU_TRANSLATING",
+            [d.id for d in hit],
+            f"The IOMMU translates DMA for {len(hit)} GPU/NIC function(s) and iommu=pt is not set: "
+            "peer-to-peer transfers can hang or corrupt data, and every DMA pays a translation.",
+            [Evidence(host_path("proc/cmdline"), c.topo.snapshot.kernel_cmdline)]
+            + [Evidence(host_path(f"sys/kernel/iommu_groups/{d.iommu_group}/type"), d.iommu_type) for d in hit[:8]],
+            "Boot with iommu=pt (plus intel_iommu=on or amd_iommu=on if you need VFIO), then reboot.",
+        )
+    ]
 
 
 _CHECK_LINK_KINDS = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.NVME, DeviceKind.ACCELERATOR)
@@ -453,16 +542,23 @@ def check_links(c: _Ctx) -> list[Finding]:
             capped = not width_low  # the port above is no wider than the link is now
             if capped and parent is not None:
                 evidence.append(Evidence(c.attr(parent, "max_link_width"), _fmt(parent.link.max_width)))
-            out.append(c.finding(
-                "LINK_WIDTH_DEGRADED", [d.id],
-                f"{d.id} {d.name} trained at x{lk.current_width} of x{lk.max_width}: "
-                f"{100 * lk.current_width // lk.max_width}% of its PCIe bandwidth"
-                + (f" (its slot is only x{cap.width})." if capped else "."),
-                evidence,
-                ("Move the device to a slot as wide as it is, if its bandwidth matters." if capped else
-                 "Reseat the card or riser, check the slot's wiring (an x16 slot wired x8) and the BIOS "
-                 "bifurcation setting; the width does not change at idle, so this is not power saving."),
-                severity=Severity.INFO if capped else None))
+            out.append(
+                c.finding(
+                    "LINK_WIDTH_DEGRADED",
+                    [d.id],
+                    f"{d.id} {d.name} trained at x{lk.current_width} of x{lk.max_width}: "
+                    f"{100 * lk.current_width // lk.max_width}% of its PCIe bandwidth"
+                    + (f" (its slot is only x{cap.width})." if capped else "."),
+                    evidence,
+                    (
+                        "Move the device to a slot as wide as it is, if its bandwidth matters."
+                        if capped
+                        else "Reseat the card or riser, check the slot's wiring (an x16 slot wired x8) and the BIOS "
+                        "bifurcation setting; the width does not change at idle, so this is not power saving."
+                    ),
+                    severity=Severity.INFO if capped else None,
+                )
+            )
         if lk.current_gts is not None and lk.max_gts is not None and lk.current_gts < lk.max_gts:
             slot_max = parent.link.max_gts if parent is not None else None
             capped = not speed_low and slot_max is not None
@@ -470,22 +566,38 @@ def check_links(c: _Ctx) -> list[Finding]:
             if capped:
                 evidence.append(Evidence(c.attr(parent, "max_link_speed"), _fmt(slot_max)))  # type: ignore[arg-type]
             if d.kind is DeviceKind.GPU:
-                out.append(c.finding(
-                    "LINK_SPEED_BELOW_MAX_GPU", [d.id],
-                    f"{d.id} link runs at {lk.current_gts:g} of {lk.max_gts:g} GT/s; GPUs drop link speed at idle, "
-                    "so this is only a fault if it stays there under load.",
-                    evidence,
-                    "Re-check under load (e.g. during nvbandwidth or a training step); if it stays low, "
-                    "check the slot and riser." + (f" The slot itself tops out at {slot_max:g} GT/s." if capped else "")))
+                out.append(
+                    c.finding(
+                        "LINK_SPEED_BELOW_MAX_GPU",
+                        [d.id],
+                        f"{d.id} link runs at {lk.current_gts:g} of {lk.max_gts:g} GT/s; GPUs drop link speed at idle, "
+                        "so this is only a fault if it stays there under load.",
+                        evidence,
+                        "Re-check under load (e.g. during nvbandwidth or a training step); if it stays low, "
+                        "check the slot and riser."
+                        + (f" The slot itself tops out at {slot_max:g} GT/s." if capped else ""),
+                    )
+                )
             else:
-                out.append(c.finding(
-                    "LINK_SPEED_DEGRADED", [d.id],
-                    f"{d.id} {d.name} link runs at {lk.current_gts:g} of {lk.max_gts:g} GT/s"
-                    + (f" (its slot supports only {slot_max:g} GT/s)." if capped else "; NICs and switches do not downclock at idle."),
-                    evidence,
-                    ("Move the device to a slot of its own generation." if capped else
-                     "Reseat the device, check risers/retimers and the BIOS PCIe generation setting."),
-                    severity=Severity.INFO if capped else None))
+                out.append(
+                    c.finding(
+                        "LINK_SPEED_DEGRADED",
+                        [d.id],
+                        f"{d.id} {d.name} link runs at {lk.current_gts:g} of {lk.max_gts:g} GT/s"
+                        + (
+                            f" (its slot supports only {slot_max:g} GT/s)."
+                            if capped
+                            else "; NICs and switches do not downclock at idle."
+                        ),
+                        evidence,
+                        (
+                            "Move the device to a slot of its own generation."
+                            if capped
+                            else "Reseat the device, check risers/retimers and the BIOS PCIe generation setting."
+                        ),
+                        severity=Severity.INFO if capped else None,
+                    )
+                )
     return out
 
 
@@ -504,28 +616,42 @@ def check_numa(c: _Ctx) -> list[Finding]:
     placed = [d for d in topo.devices if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and not d.is_vf]
     unknown = [d for d in placed if d.numa_node is None]
     if unknown and multi and c.offline:
-        out.append(c.finding(
-            "NUMA_UNKNOWN", [d.id for d in unknown],
-            f"{len(unknown)} GPU/NIC function(s) have no known NUMA node in the output given, on a multi-node "
-            "host: their affinity cannot be derived (a NIC's node follows a GPU's only through a PIX, PXB, PHB "
-            "or NODE path).",
-            [e for d in unknown[:8] for e in _numa_evidence(c, d)],
-            "Give lspci -vvv too (it prints each function's NUMA node); if the host itself reports none "
-            "(numa_node = -1), update the BIOS/firmware (_PXM/SRAT) or set NCCL_TOPO_FILE.",
-            severity=Severity.INFO))  # a gap in the output given, not (yet) a fault of the host
+        out.append(
+            c.finding(
+                "NUMA_UNKNOWN",
+                [d.id for d in unknown],
+                f"{len(unknown)} GPU/NIC function(s) have no known NUMA node in the output given, on a multi-node "
+                "host: their affinity cannot be derived (a NIC's node follows a GPU's only through a PIX, PXB, PHB "
+                "or NODE path).",
+                [e for d in unknown[:8] for e in _numa_evidence(c, d)],
+                "Give lspci -vvv too (it prints each function's NUMA node); if the host itself reports none "
+                "(numa_node = -1), update the BIOS/firmware (_PXM/SRAT) or set NCCL_TOPO_FILE.",
+                severity=Severity.INFO,
+            )
+        )  # a gap in the output given, not (yet) a fault of the host
     elif unknown and (multi or (topo.snapshot.virtualized and topo.gpus)):
         vm = bool(topo.snapshot.virtualized)
-        out.append(c.finding(
-            "NUMA_UNKNOWN", [d.id for d in unknown],
-            f"{len(unknown)} GPU/NIC function(s) report no NUMA node (numa_node = -1)"
-            + (" on a multi-node host: their path classes are assumed SYS and affinity cannot be derived."
-               if multi else " in a VM: the host's placement is hidden from this guest."),
-            [e for d in unknown[:8] for e in _numa_evidence(c, d)],
-            ("Expose the host NUMA layout to the VM (VMware numa.nodeAffinity / vNUMA, libvirt <numatune> and "
-             "guest NUMA cells with the devices' host nodes) or give NCCL an NCCL_TOPO_FILE built on the host."
-             if vm else "Update the BIOS/firmware (the _PXM/SRAT tables give PCI locality) or set "
-                        "NCCL_TOPO_FILE; bind by measured locality meanwhile."),
-            severity=Severity.WARNING if multi else Severity.INFO))
+        out.append(
+            c.finding(
+                "NUMA_UNKNOWN",
+                [d.id for d in unknown],
+                f"{len(unknown)} GPU/NIC function(s) report no NUMA node (numa_node = -1)"
+                + (
+                    " on a multi-node host: their path classes are assumed SYS and affinity cannot be derived."
+                    if multi
+                    else " in a VM: the host's placement is hidden from this guest."
+                ),
+                [e for d in unknown[:8] for e in _numa_evidence(c, d)],
+                (
+                    "Expose the host NUMA layout to the VM (VMware numa.nodeAffinity / vNUMA, libvirt <numatune> and "
+                    "guest NUMA cells with the devices' host nodes) or give NCCL an NCCL_TOPO_FILE built on the host."
+                    if vm
+                    else "Update the BIOS/firmware (the _PXM/SRAT tables give PCI locality) or set "
+                    "NCCL_TOPO_FILE; bind by measured locality meanwhile."
+                ),
+                severity=Severity.WARNING if multi else Severity.INFO,
+            )
+        )
     for d in placed:
         if d.numa_source != "numa_node" or d.local_cpus is None:
             continue
@@ -533,14 +659,21 @@ def check_numa(c: _Ctx) -> list[Finding]:
         local = d.local_cpus
         if node is None or not node.cpus or local == topo.all_cpus or local & node.cpus:
             continue
-        out.append(c.finding(
-            "NUMA_CPULIST_MISMATCH", [d.id],
-            f"{d.id} says NUMA node {d.numa_node} (CPUs {node.cpulist}) but its local CPUs are {d.local_cpus}: "
-            "firmware tables disagree, so affinity from either may be wrong.",
-            _numa_evidence(c, d) + [Evidence(sysfs_attr(d, "local_cpulist"), str(d.local_cpus)),
-                                 Evidence(host_path(f"sys/devices/system/node/node{node.id}/cpulist"), node.cpulist)],
-            "Report to the platform vendor (ACPI _PXM vs SRAT); measure which CPUs are local "
-            "(e.g. nvbandwidth or ib_write_bw with numactl) and bind by that."))
+        out.append(
+            c.finding(
+                "NUMA_CPULIST_MISMATCH",
+                [d.id],
+                f"{d.id} says NUMA node {d.numa_node} (CPUs {node.cpulist}) but its local CPUs are {d.local_cpus}: "
+                "firmware tables disagree, so affinity from either may be wrong.",
+                _numa_evidence(c, d)
+                + [
+                    Evidence(sysfs_attr(d, "local_cpulist"), str(d.local_cpus)),
+                    Evidence(host_path(f"sys/devices/system/node/node{node.id}/cpulist"), node.cpulist),
+                ],
+                "Report to the platform vendor (ACPI _PXM vs SRAT); measure which CPUs are local "
+                "(e.g. nvbandwidth or ib_write_bw with numactl) and bind by that.",
+            )
+        )
     out.extend(_check_overlap(c))
     by_target: dict[int | None, list[int]] = {}
     for n in topo.nodes:
@@ -549,15 +682,21 @@ def check_numa(c: _Ctx) -> list[Finding]:
     for target, ids in sorted(by_target.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
         names = ", ".join(str(i) for i in ids)
         bind = f"bind CPUs to node {target} instead" if target is not None else "no node has CPUs"
-        out.append(c.finding(
-            "CPU_LESS_NUMA_NODE", [f"node{i}" for i in ids],
-            f"NUMA node(s) {names} have memory but no CPUs (GPU memory on Grace, CXL or HBM): "
-            f"binding a process's CPUs there fails; {bind}.",
-            [_node_cpus_evidence(c, i) for i in ids[:8]] if not c.offline
-            else [Evidence("nvidia-smi topo -m: GPU NUMA ID", str(i)) for i in ids[:8]],
-            f"numactl --cpunodebind={target} (memory may still go to node {ids[0]} with --membind or "
-            "--preferred if that is the point)." if target is not None else
-            "Check that CPUs are online (/sys/devices/system/cpu/online)."))
+        out.append(
+            c.finding(
+                "CPU_LESS_NUMA_NODE",
+                [f"node{i}" for i in ids],
+                f"NUMA node(s) {names} have memory but no CPUs (GPU memory on Grace, CXL or HBM): "
+                f"binding a process's CPUs there fails; {bind}.",
+                [_node_cpus_evidence(c, i) for i in ids[:8]]
+                if not c.offline
+                else [Evidence("nvidia-smi topo -m: GPU NUMA ID", str(i)) for i in ids[:8]],
+                f"numactl --cpunodebind={target} (memory may still go to node {ids[0]} with --membind or "
+                "--preferred if that is the point)."
+                if target is not None
+                else "Check that CPUs are online (/sys/devices/system/cpu/online).",
+            )
+        )
     return out
 
 
@@ -586,13 +725,17 @@ def _check_overlap(c: _Ctx) -> list[Finding]:
     shared = sorted(overlapping)
     if not shared:
         return []
-    return [c.finding(
-        "NUMA_NODES_OVERLAP", [f"node{i}" for i in shared],
-        f"NUMA nodes {', '.join(str(i) for i in shared)} claim the same CPUs: the firmware's SRAT is "
-        "inconsistent, so device placement by CPUs and per-node binding are unreliable.",
-        [_node_cpus_evidence(c, i) for i in shared[:8]],
-        "Update the BIOS/firmware (ACPI SRAT); until then bind by socket (physical_package_id) and measure "
-        "locality (numactl --hardware, nvbandwidth).")]
+    return [
+        c.finding(
+            "NUMA_NODES_OVERLAP",
+            [f"node{i}" for i in shared],
+            f"NUMA nodes {', '.join(str(i) for i in shared)} claim the same CPUs: the firmware's SRAT is "
+            "inconsistent, so device placement by CPUs and per-node binding are unreliable.",
+            [_node_cpus_evidence(c, i) for i in shared[:8]],
+            "Update the BIOS/firmware (ACPI SRAT); until then bind by socket (physical_package_id) and measure "
+            "locality (numactl --hardware, nvbandwidth).",
+        )
+    ]
 
 
 # -- rails -----------------------------------------------------------------------------------
@@ -607,13 +750,17 @@ def check_rails(c: _Ctx) -> list[Finding]:
         for s in topo.sockets:
             gpus = [g for g in topo.gpus if g.socket == s.id]
             if gpus and not any(n.socket == s.id for n in compute):
-                out.append(c.finding(
-                    "SOCKET_WITHOUT_RAIL", [g.id for g in gpus],
-                    f"Socket {s.id} has {len(gpus)} GPU(s) but no compute NIC: its GPUs' network traffic "
-                    "crosses to another socket.",
-                    [Evidence(c.attr(g, "numa_node"), str(g.numa_node)) for g in gpus[:8]],
-                    "Add a NIC on this socket (ideally one per GPU switch) or keep this socket's GPUs to "
-                    "intra-node work."))
+                out.append(
+                    c.finding(
+                        "SOCKET_WITHOUT_RAIL",
+                        [g.id for g in gpus],
+                        f"Socket {s.id} has {len(gpus)} GPU(s) but no compute NIC: its GPUs' network traffic "
+                        "crosses to another socket.",
+                        [Evidence(c.attr(g, "numa_node"), str(g.numa_node)) for g in gpus[:8]],
+                        "Add a NIC on this socket (ideally one per GPU switch) or keep this socket's GPUs to "
+                        "intra-node work.",
+                    )
+                )
     idle = [n for n in compute if not plan.users(n.id)]
     for n in compute:
         users = plan.users(n.id)
@@ -622,15 +769,19 @@ def check_rails(c: _Ctx) -> list[Finding]:
         for other in idle:
             close = [g for g in users if c.path(g, other.id).cls == c.path(g, n.id).cls]
             if close:
-                out.append(c.finding(
-                    "NIC_SHARED_WHILE_IDLE", [*users, n.id, other.id],
-                    f"{', '.join(users)} share {_nic_label(n)} while {_nic_label(other)}, as close to "
-                    f"{', '.join(close)}, serves no GPU.",
-                    [Evidence(f"path {g}-{n.id}", c.path(g, n.id).token) for g in users]
-                    + [Evidence(f"path {g}-{other.id}", c.path(g, other.id).token) for g in close],
-                    f"Check why {_nic_label(other)} is slower (link width or speed, port rate): NCCL, like this "
-                    "pairing, prefers the faster NIC. Do not set NCCL_IB_HCA per rank to force it: NCCL needs "
-                    "the same value on every rank of a node (NVIDIA/nccl#1478)."))
+                out.append(
+                    c.finding(
+                        "NIC_SHARED_WHILE_IDLE",
+                        [*users, n.id, other.id],
+                        f"{', '.join(users)} share {_nic_label(n)} while {_nic_label(other)}, as close to "
+                        f"{', '.join(close)}, serves no GPU.",
+                        [Evidence(f"path {g}-{n.id}", c.path(g, n.id).token) for g in users]
+                        + [Evidence(f"path {g}-{other.id}", c.path(g, other.id).token) for g in close],
+                        f"Check why {_nic_label(other)} is slower (link width or speed, port rate): NCCL, like this "
+                        "pairing, prefers the faster NIC. Do not set NCCL_IB_HCA per rank to force it: NCCL needs "
+                        "the same value on every rank of a node (NVIDIA/nccl#1478).",
+                    )
+                )
                 break
     return out
 
@@ -645,13 +796,17 @@ def check_nvlink_p2p(c: _Ctx) -> list[Finding]:
         a, b = c.dev(p.a), c.dev(p.b)
         rec = nv.get(a.bdf) if a.bdf is not None else None
         if rec is not None and b.bdf in rec.p2p_not_ok:
-            out.append(c.finding(
-                "NVLINK_P2P_DISABLED", [a.id, b.id],
-                f"{a.id} and {b.id} share {p.nvlinks} NVLinks but NVML reports P2P not OK: NCCL aborts with "
-                "a hardware error or falls back to host memory.",
-                [Evidence(f"nvml:nvmlDeviceGetP2PStatus({a.bdf},{b.bdf},READ)", "not OK")],
-                "Check nvidia-smi nvlink -s and nvidia-smi -q (fabric manager state on NVSwitch systems: "
-                "systemctl status nvidia-fabricmanager); reset the GPUs or reboot."))
+            out.append(
+                c.finding(
+                    "NVLINK_P2P_DISABLED",
+                    [a.id, b.id],
+                    f"{a.id} and {b.id} share {p.nvlinks} NVLinks but NVML reports P2P not OK: NCCL aborts with "
+                    "a hardware error or falls back to host memory.",
+                    [Evidence(f"nvml:nvmlDeviceGetP2PStatus({a.bdf},{b.bdf},READ)", "not OK")],
+                    "Check nvidia-smi nvlink -s and nvidia-smi -q (fabric manager state on NVSwitch systems: "
+                    "systemctl status nvidia-fabricmanager); reset the GPUs or reboot.",
+                )
+            )
     return out
 
 
@@ -671,18 +826,24 @@ def check_fell_off_bus(c: _Ctx) -> list[Finding]:
     for d, f in _functions(c):
         if not f.fell_off_bus:
             continue
-        out.append(c.finding(
-            "FELL_OFF_BUS", [d.id],
-            f"{d.id} ({d.bdf}, {d.name}) "
-            "no longer answers on the PCIe bus: its config space reads all ones (for an NVIDIA GPU, Xid 79); "
-            "the kernel still lists it with the ids it read at boot.",
-            [Evidence(sysfs_attr(d, "config"), "vendor id 0xffff (all ones)"),
-             Evidence(sysfs_attr(d, "vendor"), f"0x{d.vendor_id:04x}" if d.vendor_id is not None else None),
-             Evidence(sysfs_attr(d, "device"), f"0x{d.device_id:04x}" if d.device_id is not None else None)],
-            "Drain the node; check dmesg for Xid 79 / AER and the slot's power and riser; a reset or "
-            "reseat usually needs a reboot (echo 1 > /sys/bus/pci/devices/BDF/remove, then rescan, "
-            "works only where the slot supports it).",
-            None if _faults_matter(c, d) else Severity.WARNING))
+        out.append(
+            c.finding(
+                "FELL_OFF_BUS",
+                [d.id],
+                f"{d.id} ({d.bdf}, {d.name}) "
+                "no longer answers on the PCIe bus: its config space reads all ones (for an NVIDIA GPU, Xid 79); "
+                "the kernel still lists it with the ids it read at boot.",
+                [
+                    Evidence(sysfs_attr(d, "config"), "vendor id 0xffff (all ones)"),
+                    Evidence(sysfs_attr(d, "vendor"), f"0x{d.vendor_id:04x}" if d.vendor_id is not None else None),
+                    Evidence(sysfs_attr(d, "device"), f"0x{d.device_id:04x}" if d.device_id is not None else None),
+                ],
+                "Drain the node; check dmesg for Xid 79 / AER and the slot's power and riser; a reset or "
+                "reseat usually needs a reboot (echo 1 > /sys/bus/pci/devices/BDF/remove, then rescan, "
+                "works only where the slot supports it).",
+                None if _faults_matter(c, d) else Severity.WARNING,
+            )
+        )
     return out
 
 
@@ -695,16 +856,25 @@ def check_aer(c: _Ctx) -> list[Finding]:
             continue
         fatal = aer.total("fatal")
         named = [f"{name} {n}" for sev, name, n in aer.errors if sev != "correctable"]
-        out.append(c.finding(
-            "PCIE_AER_ERRORS", [d.id],
-            f"{d.kind.value} {d.id} ({d.bdf}) counted {fatal} fatal and {aer.total('nonfatal')} non-fatal "
-            f"uncorrectable PCIe errors since boot{' (' + ', '.join(named[:6]) + ')' if named else ''}.",
-            [Evidence(sysfs_attr(d, name), f"TOTAL_ERR_{total} {aer.total(sev)}")
-             for name, sev, total in (("aer_dev_fatal", "fatal", "FATAL"), ("aer_dev_nonfatal", "nonfatal", "NONFATAL"))
-             if aer.total(sev)],
-            "Check dmesg for the AER report and the device's link; fatal errors reset the link "
-            "(the device may have dropped off): reseat or replace the card, cable or riser.",
-            None if fatal else Severity.WARNING))
+        out.append(
+            c.finding(
+                "PCIE_AER_ERRORS",
+                [d.id],
+                f"{d.kind.value} {d.id} ({d.bdf}) counted {fatal} fatal and {aer.total('nonfatal')} non-fatal "
+                f"uncorrectable PCIe errors since boot{' (' + ', '.join(named[:6]) + ')' if named else ''}.",
+                [
+                    Evidence(sysfs_attr(d, name), f"TOTAL_ERR_{total} {aer.total(sev)}")
+                    for name, sev, total in (
+                        ("aer_dev_fatal", "fatal", "FATAL"),
+                        ("aer_dev_nonfatal", "nonfatal", "NONFATAL"),
+                    )
+                    if aer.total(sev)
+                ],
+                "Check dmesg for the AER report and the device's link; fatal errors reset the link "
+                "(the device may have dropped off): reseat or replace the card, cable or riser.",
+                None if fatal else Severity.WARNING,
+            )
+        )
     return out
 
 
@@ -715,13 +885,17 @@ def check_vm_flat(c: _Ctx) -> list[Finding]:
         return []
     if any(g.ancestors for g in topo.gpus):
         return []
-    return [c.finding(
-        "VM_FLAT_PCI_TREE", [g.id for g in topo.gpus],
-        "The hypervisor presents every GPU on the root bus: the guest sees PHB between all devices "
-        "and cannot see the host's PCIe switches.",
-        [Evidence(sysfs_attr(g, ""), g.parent) for g in topo.gpus[:8]],
-        "Give NCCL the host's topology with NCCL_TOPO_FILE (generated on the host), or pass through "
-        "the switch hierarchy (e.g. QEMU pcie-root-port/x3130 switches mirroring the host).")]
+    return [
+        c.finding(
+            "VM_FLAT_PCI_TREE",
+            [g.id for g in topo.gpus],
+            "The hypervisor presents every GPU on the root bus: the guest sees PHB between all devices "
+            "and cannot see the host's PCIe switches.",
+            [Evidence(sysfs_attr(g, ""), g.parent) for g in topo.gpus[:8]],
+            "Give NCCL the host's topology with NCCL_TOPO_FILE (generated on the host), or pass through "
+            "the switch hierarchy (e.g. QEMU pcie-root-port/x3130 switches mirroring the host).",
+        )
+    ]
 
 
 def check_dra_pcie_root(c: _Ctx) -> list[Finding]:
@@ -755,16 +929,24 @@ def check_dra_pcie_root(c: _Ctx) -> list[Finding]:
     if not off:
         return []
     subjects = list(dict.fromkeys(x for g, n, _ in off for x in (g.id, n.id)))
-    return [c.finding(
-        "DRA_PCIE_ROOT_MISMATCH", subjects,
-        f"A DRA claim matching GPU and NIC on resource.kubernetes.io/pcieRoot would not give {len(off)} GPU(s) "
-        f"their rail NIC: {'; '.join(f'{g.id}: {why}' for g, _, why in off[:4])}"
-        + ("; ..." if len(off) > 4 else "") + ".",
-        [Evidence(host_path(f"sys/bus/pci/devices/{d.bdf}"), f"../../../devices/{d.root_bus}/...")
-         for g, n, _ in off[:4] for d in (g, n)],
-        "Pair GPU and NIC on another attribute in the claim (resource.kubernetes.io/numaNode, or a "
-        "driver attribute naming the PCIe switch), or pick the NIC by its pciBusID from "
-        "topoagent plan --format rails; matching on pcieRoot fits hosts with one GPU and its NIC per root.")]
+    return [
+        c.finding(
+            "DRA_PCIE_ROOT_MISMATCH",
+            subjects,
+            f"A DRA claim matching GPU and NIC on resource.kubernetes.io/pcieRoot would not give {len(off)} GPU(s) "
+            f"their rail NIC: {'; '.join(f'{g.id}: {why}' for g, _, why in off[:4])}"
+            + ("; ..." if len(off) > 4 else "")
+            + ".",
+            [
+                Evidence(host_path(f"sys/bus/pci/devices/{d.bdf}"), f"../../../devices/{d.root_bus}/...")
+                for g, n, _ in off[:4]
+                for d in (g, n)
+            ],
+            "Pair GPU and NIC on another attribute in the claim (resource.kubernetes.io/numaNode, or a "
+            "driver attribute naming the PCIe switch), or pick the NIC by its pciBusID from "
+            "topoagent plan --format rails; matching on pcieRoot fits hosts with one GPU and its NIC per root.",
+        )
+    ]
 
 
 CHECKS: tuple[Callable[[_Ctx], list[Finding]], ...] = (
@@ -793,4 +975,3 @@ def find_all(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> tuple[
 def sort_findings(found: Iterable[Finding]) -> tuple[Finding, ...]:
     """Most severe first, then by code and subjects: the one order every output uses."""
     return tuple(sorted(found, key=lambda f: (-f.severity, f.code, [id_key(s) for s in f.subjects])))
-

@@ -24,8 +24,17 @@ from topoagent.analysis.rails import RailPlan
 from topoagent.pci import DeviceKind
 from topoagent.topology import Device, Topology
 
-__all__ = ["BASELINE_VERSION", "Baseline", "SlotFacts", "SlotLink", "baseline", "class_hash", "fingerprint", "hw_class",
-           "slot_names"]
+__all__ = [
+    "BASELINE_VERSION",
+    "Baseline",
+    "SlotFacts",
+    "SlotLink",
+    "baseline",
+    "class_hash",
+    "fingerprint",
+    "hw_class",
+    "slot_names",
+]
 
 BASELINE_VERSION: Literal[1] = 1
 
@@ -133,20 +142,34 @@ def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> list
             continue
         gpu: dict[str, object] = {}
         if d.kind is DeviceKind.GPU:
-            links = [p.nvlinks for p in paths if d.id in (p.a, p.b)
-                     and (topo.by_id(p.b if p.a == d.id else p.a) or d).kind is DeviceKind.GPU]
+            links = [
+                p.nvlinks
+                for p in paths
+                if d.id in (p.a, p.b) and (topo.by_id(p.b if p.a == d.id else p.a) or d).kind is DeviceKind.GPU
+            ]
             rail = rails.rail(d.id)
             nic_paths = {names[n.id]: p.token for n in nics if (p := path(d.id, n.id)) is not None}
-            gpu = {"nvlinks": sum(links),
-                   "rail": names.get(rail.nic) if rail is not None and rail.nic is not None else None,
-                   "rail_path": rail.cls.name if rail is not None and rail.cls is not None else None,
-                   "nic_paths": dict(sorted(nic_paths.items()))}
+            gpu = {
+                "nvlinks": sum(links),
+                "rail": names.get(rail.nic) if rail is not None and rail.nic is not None else None,
+                "rail_path": rail.cls.name if rail is not None and rail.cls is not None else None,
+                "nic_paths": dict(sorted(nic_paths.items())),
+            }
         link = d.link
-        out.append(SlotFacts(
-            slot=names[d.id], kind=d.kind, role=d.role.value if d.role is not None else None, model=_model(d),
-            numa_node=d.numa_node, socket=d.socket,
-            link=SlotLink(link.current_width, link.max_width, link.max_gts),
-            acs=_acs(d), iommu=d.iommu_type, **gpu))  # type: ignore[arg-type]  # the GPU-only fields
+        out.append(
+            SlotFacts(
+                slot=names[d.id],
+                kind=d.kind,
+                role=d.role.value if d.role is not None else None,
+                model=_model(d),
+                numa_node=d.numa_node,
+                socket=d.socket,
+                link=SlotLink(link.current_width, link.max_width, link.max_gts),
+                acs=_acs(d),
+                iommu=d.iommu_type,
+                **gpu,  # type: ignore[arg-type]  # the GPU-only fields
+            )
+        )
     return sorted(out, key=lambda s: s.slot)
 
 
@@ -190,11 +213,17 @@ def baseline(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> Baseli
     """The host's class, fingerprint and slot facts: its expected topology."""
     slots = slot_facts(topo, paths, rails)
     peers = peer_memory(topo)
-    return Baseline(host=topo.snapshot.hostname, hw_class=hw_class(topo), fingerprint=fingerprint(peers, slots),
-                    peer_memory=peers, slots=slots)
+    return Baseline(
+        host=topo.snapshot.hostname,
+        hw_class=hw_class(topo),
+        fingerprint=fingerprint(peers, slots),
+        peer_memory=peers,
+        slots=slots,
+    )
 
 
 # -- reading expectations back ---------------------------------------------------------------
+
 
 class HostView(msgspec.Struct, frozen=True):
     """The ``host`` object of a scan JSON or daemon ``state.json``, as far as the fleet reads it."""
@@ -251,6 +280,5 @@ def read_expectation(data: bytes) -> Baseline:
     doc = _DOC.decode(data)
     hw, fp, peers = doc.identity
     if doc.slots is None or hw is None or fp is None:
-        raise ValueError("no hw_class, fingerprint and slots: not a baseline, scan JSON or state.json "
-                         "with slot facts")
+        raise ValueError("no hw_class, fingerprint and slots: not a baseline, scan JSON or state.json with slot facts")
     return Baseline(host=doc.name, hw_class=hw, fingerprint=fp, peer_memory=peers, slots=doc.slots)

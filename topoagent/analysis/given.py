@@ -19,7 +19,7 @@ def matrix_vs_tree(topo: Topology) -> str | None:
     devs = [d for d in topo.devices if d.label is not None and d.root_bus is not None]
     differ = []
     for i, a in enumerate(devs):
-        for b in devs[i + 1:]:
+        for b in devs[i + 1 :]:
             token = topo.given_token(a, b)
             if token is None or token not in PathClass.__members__ or token in ("X", "NV"):
                 continue  # NV# hides the PCIe class; "?" says nothing
@@ -28,5 +28,7 @@ def matrix_vs_tree(topo: Topology) -> str | None:
                 differ.append(f"{a.label}/{b.label} {token} in the matrix, {cls.name} from lspci")
     if not differ:
         return None
-    return (f"matrix and lspci disagree on {len(differ)} pair(s) ({'; '.join(differ[:3])}"
-            f"{'; …' if len(differ) > 3 else ''}): the bus-order match may be wrong; the matrix's classes are used")
+    return (
+        f"matrix and lspci disagree on {len(differ)} pair(s) ({'; '.join(differ[:3])}"
+        f"{'; …' if len(differ) > 3 else ''}): the bus-order match may be wrong; the matrix's classes are used"
+    )

@@ -111,8 +111,12 @@ def _flattened_into(topo: Topology, usp: Device) -> Device | None:
     that has itself been flattened into one above is marked and absorbs nothing more."""
     dsp = topo.by_bdf(usp.parent) if usp.parent else None
     upper = topo.by_bdf(dsp.parent) if dsp is not None and dsp.parent else None
-    if dsp is None or dsp.role is not BridgeRole.SWITCH_DOWNSTREAM or upper is None \
-            or upper.role is not BridgeRole.SWITCH_UPSTREAM:
+    if (
+        dsp is None
+        or dsp.role is not BridgeRole.SWITCH_DOWNSTREAM
+        or upper is None
+        or upper.role is not BridgeRole.SWITCH_UPSTREAM
+    ):
         return None
     gen = _bcm_gen(upper, 0)
     if not gen or _bcm_gen(usp, 1) != gen or _flattened_into(topo, upper) is not None:
@@ -154,9 +158,7 @@ def pcie_class(topo: Topology, a: Device, b: Device) -> tuple[PathClass, bool]:
         if common:
             # Switches the path crosses: those of every bridge below the common ancestor on
             # both sides, plus the common ancestor's own.
-            crossed = set(_switches(topo, a.ancestors[common - 1 :])) | set(
-                _switches(topo, b.ancestors[common - 1 :])
-            )
+            crossed = set(_switches(topo, a.ancestors[common - 1 :])) | set(_switches(topo, b.ancestors[common - 1 :]))
             crossed.discard(None)
             if len(crossed) <= 1:
                 return PathClass.PIX, True
@@ -258,8 +260,7 @@ def paired_devices(topo: Topology) -> tuple[Device, ...]:
     A VF's path class is its PF's (:meth:`Topology.physical`), so VFs are not paired: a host
     whose 16 NICs expose 243 VFs each would otherwise make millions of pairs.
     """
-    return tuple(d for d in topo.devices
-                 if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and topo.physical(d) is d)
+    return tuple(d for d in topo.devices if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and topo.physical(d) is d)
 
 
 def lists_nic_pairs(nics: int) -> bool:
@@ -284,7 +285,7 @@ def scan_paths(topo: Topology) -> tuple[Path, ...]:
     out: list[Path] = []
     for i, a in enumerate(devs):
         if a.kind is DeviceKind.GPU or nic_pairs:
-            later: Iterable[Device] = devs[i + 1:]
+            later: Iterable[Device] = devs[i + 1 :]
         else:
             later = (devs[j] for j in gpu_at if j > i)
         out.extend(path(topo, a, b) for b in later)

@@ -24,6 +24,7 @@ _FABRIC_MBPS = 100_000
 
 class NicRole(str, Enum):
     """What a NIC is for: a GPU rail (compute), storage traffic, or management."""
+
     COMPUTE = "compute"
     STORAGE = "storage"
     MANAGEMENT = "management"
@@ -87,6 +88,7 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
             roles[n.id] = NicRole.MANAGEMENT
         else:
             roles[n.id] = NicRole.COMPUTE
+
     # A fabric NIC worse than PXB to every GPU, on a host whose other NICs do sit next to
     # GPUs, is placed for storage; if no NIC is near any GPU the host simply has poor rails.
     def near(n: Device) -> bool:

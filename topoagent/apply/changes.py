@@ -47,17 +47,24 @@ class Change(msgspec.Struct, frozen=True):
 # -- process affinity -------------------------------------------------------------------------
 
 
-def thread_changes(pid: int, threads: Sequence[tuple[int, CpuSet]], cpus: CpuSet,
-                   starts: Mapping[int, int | None] | None = None) -> tuple[Change, ...]:
+def thread_changes(
+    pid: int, threads: Sequence[tuple[int, CpuSet]], cpus: CpuSet, starts: Mapping[int, int | None] | None = None
+) -> tuple[Change, ...]:
     """Bind every thread of ``pid`` to ``cpus`` (threads already there are left alone).  A
     thread's start time (``starts``), where known, goes in its target: undo then knows a
     reused tid from the thread it changed."""
     starts = starts or {}
     return tuple(
-        Change(THREAD, FrozenMap({"pid": pid, "tid": tid, **({"start": s} if (s := starts.get(tid)) is not None
-                                                             else {})}),
-               str(now), str(cpus), f"pid {pid}", f"pid {pid} thread {tid} CPU affinity")
-        for tid, now in threads if now != cpus
+        Change(
+            THREAD,
+            FrozenMap({"pid": pid, "tid": tid, **({"start": s} if (s := starts.get(tid)) is not None else {})}),
+            str(now),
+            str(cpus),
+            f"pid {pid}",
+            f"pid {pid} thread {tid} CPU affinity",
+        )
+        for tid, now in threads
+        if now != cpus
     )
 
 
@@ -70,8 +77,9 @@ def rail_nics(topo: Topology, rails: RailPlan) -> tuple[Device, ...]:
     return tuple(n for n in topo.nics if n.id in ids)
 
 
-def irq_changes(topo: Topology, nics: Sequence[Device],
-                irqs: Mapping[str, Sequence[tuple[int, CpuSet | None]]]) -> tuple[tuple[Change, ...], tuple[str, ...]]:
+def irq_changes(
+    topo: Topology, nics: Sequence[Device], irqs: Mapping[str, Sequence[tuple[int, CpuSet | None]]]
+) -> tuple[tuple[Change, ...], tuple[str, ...]]:
     """Move each NIC's MSI/MSI-X IRQs onto the CPUs of the NIC's NUMA node.
 
     ``irqs`` maps a NIC id to its (irq, current affinity) pairs.  Returns the changes and
@@ -91,8 +99,16 @@ def irq_changes(topo: Topology, nics: Sequence[Device],
         for irq, now in mine:
             if now == node.cpus:
                 continue
-            changes.append(Change(IRQ, FrozenMap({"irq": irq}), None if now is None else str(now), str(node.cpus),
-                                  nic.key, f"IRQ {irq} of {nic.id} ({names}) -> node {node.id}"))
+            changes.append(
+                Change(
+                    IRQ,
+                    FrozenMap({"irq": irq}),
+                    None if now is None else str(now),
+                    str(node.cpus),
+                    nic.key,
+                    f"IRQ {irq} of {nic.id} ({names}) -> node {node.id}",
+                )
+            )
     return tuple(changes), tuple(skipped)
 
 
@@ -116,7 +132,7 @@ def peer_path_bridges(topo: Topology, paths: Sequence[Path]) -> dict[str, set[st
         common = common_ancestors(a, b)  # a PIX/PXB pair shares its root bus
         if not common:
             continue
-        for bdf in dict.fromkeys(a.ancestors[common - 1:] + b.ancestors[common - 1:]):
+        for bdf in dict.fromkeys(a.ancestors[common - 1 :] + b.ancestors[common - 1 :]):
             out.setdefault(bdf, set()).update((a.id, b.id))
     return out
 
@@ -139,8 +155,11 @@ def acs_plan(topo: Topology, paths: Sequence[Path], configs: Mapping[str, bytes 
     passthrough device's IOMMU group.
     """
     if topo.snapshot.virtualized:
-        return AcsPlan((), ("this host is a virtual machine: ACS belongs to the hypervisor; "
-                            "change it on the host, not in the guest",), None)
+        return AcsPlan(
+            (),
+            ("this host is a virtual machine: ACS belongs to the hypervisor; change it on the host, not in the guest",),
+            None,
+        )
     changes, refused, bdfs = [], [], []
     for bdf, devs in sorted(peer_path_bridges(topo, paths).items()):
         bridge = topo.by_bdf(bdf)
@@ -160,15 +179,24 @@ def acs_plan(topo: Topology, paths: Sequence[Path], configs: Mapping[str, bytes 
             continue
         vfio = [d for d in topo.devices if bdf in d.ancestors and d.driver == "vfio-pci"]
         if vfio:
-            refused.append(f"{bdf}: {', '.join(d.key for d in vfio)} below it is bound to vfio-pci; ACS isolates "
-                           "that passthrough device, so it is left on")
+            refused.append(
+                f"{bdf}: {', '.join(d.key for d in vfio)} below it is bound to vfio-pci; ACS isolates "
+                "that passthrough device, so it is left on"
+            )
             continue
         new = acs.control & ~ACS_P2P_REDIRECT_MASK
         cleared = [n for bit, n in AcsInfo.BITS if (acs.control & ACS_P2P_REDIRECT_MASK) >> bit & 1]
-        changes.append(Change(PCI_CONFIG, FrozenMap({"bdf": bdf, "offset": offset}), f"0x{acs.control:04x}",
-                              f"0x{new:04x}", bdf,
-                              f"ACS control of {bridge.role.value.replace('_', ' ') if bridge.role else 'bridge'} "
-                              f"{bdf} (clear {' '.join(cleared)}; peers: {', '.join(sorted(devs))})"))
+        changes.append(
+            Change(
+                PCI_CONFIG,
+                FrozenMap({"bdf": bdf, "offset": offset}),
+                f"0x{acs.control:04x}",
+                f"0x{new:04x}",
+                bdf,
+                f"ACS control of {bridge.role.value.replace('_', ' ') if bridge.role else 'bridge'} "
+                f"{bdf} (clear {' '.join(cleared)}; peers: {', '.join(sorted(devs))})",
+            )
+        )
         bdfs.append(bdf)
     param = f"pci=disable_acs_redir={';'.join(bdfs)}" if bdfs else None
     return AcsPlan(tuple(changes), tuple(refused), param)
@@ -191,27 +219,53 @@ def peermem_need(topo: Topology, rails: RailPlan, *, dmabuf: bool | None) -> Pee
     snap = topo.snapshot
     if not any(g.vendor_id == 0x10DE for g in topo.gpus):
         return PeermemNeed(False, "no NVIDIA GPU")
-    near = [r for r in rails.rails if r.nic is not None and r.cls is not None and r.cls <= PathClass.PXB
-            and (n := topo.by_id(r.nic)) is not None and n.rdma_capable]
+    near = [
+        r
+        for r in rails.rails
+        if r.nic is not None
+        and r.cls is not None
+        and r.cls <= PathClass.PXB
+        and (n := topo.by_id(r.nic)) is not None
+        and n.rdma_capable
+    ]
     if not near:
         return PeermemNeed(False, "no GPU shares a PCIe switch with an RDMA NIC: GPUDirect RDMA is not used")
     if {"nvidia_peermem", "nv_peer_mem"} & set(snap.modules) or snap.memory_peers:
         return PeermemNeed(False, "a peer-memory module is already loaded")
     if dmabuf:
         return PeermemNeed(False, "DMA-BUF is available (kernel >= 5.12, open GPU kernel module): NCCL uses it")
-    return PeermemNeed(True, f"{len(near)} GPU(s) have an RDMA NIC under their PCIe switch, no peer-memory module is "
-                             "loaded and DMA-BUF is not available")
+    return PeermemNeed(
+        True,
+        f"{len(near)} GPU(s) have an RDMA NIC under their PCIe switch, no peer-memory module is "
+        "loaded and DMA-BUF is not available",
+    )
 
 
 def peermem_changes(module_loaded: bool, conf_now: str | None, *, live: bool) -> tuple[Change, ...]:
     """Load nvidia_peermem now (live host only) and list it in /etc/modules-load.d for boots."""
     out = []
     if live and not module_loaded:
-        out.append(Change(MODULE, FrozenMap({"module": PEERMEM_MODULE}), "absent", "loaded", PEERMEM_MODULE,
-                          f"modprobe {PEERMEM_MODULE}"))
+        out.append(
+            Change(
+                MODULE,
+                FrozenMap({"module": PEERMEM_MODULE}),
+                "absent",
+                "loaded",
+                PEERMEM_MODULE,
+                f"modprobe {PEERMEM_MODULE}",
+            )
+        )
     want = PEERMEM_MODULE + "\n"
     if conf_now is None or PEERMEM_MODULE not in conf_now.split():
         after = want if conf_now is None else conf_now.rstrip("\n") + "\n" + want
-        out.append(Change(FILE, FrozenMap({"path": PEERMEM_CONF}), conf_now, after, "/" + PEERMEM_CONF,
-                          f"/{PEERMEM_CONF}: load {PEERMEM_MODULE} at boot"))
+        out.append(
+            Change(
+                FILE,
+                FrozenMap({"path": PEERMEM_CONF}),
+                conf_now,
+                after,
+                "/" + PEERMEM_CONF,
+                f"/{PEERMEM_CONF}: load {PEERMEM_MODULE} at boot",
+            )
+        )
     return tuple(out)

@@ -48,7 +48,7 @@ def current(fs: HostFS, kind: str, target: Any) -> str | None:
     if kind == PCI_CONFIG:
         data = kernel.config_bytes(fs, str(target["bdf"]))
         off = int(target["offset"])
-        return None if data is None or len(data) < off + 2 else f"0x{int.from_bytes(data[off:off + 2], 'little'):04x}"
+        return None if data is None or len(data) < off + 2 else f"0x{int.from_bytes(data[off : off + 2], 'little'):04x}"
     if kind == FILE:
         return kernel.file_text(fs, str(target["path"]))
     if kind == MODULE:
@@ -121,8 +121,9 @@ def apply_changes(changes: Sequence[Change], writer: HostWriter, journal: Journa
     """Make each change: journal its undo record, write, read back, journal the result."""
     out = []
     for ch in changes:
-        ident = journal.begin(root=writer.root, kind=ch.kind, target=dict(ch.target), before=ch.before,
-                              after=ch.after, label=ch.label)
+        ident = journal.begin(
+            root=writer.root, kind=ch.kind, target=dict(ch.target), before=ch.before, after=ch.after, label=ch.label
+        )
         status, detail = _write(writer, ch.kind, ch.target, ch.after)
         journal.mark(ident, "done" if status == APPLIED else status, detail)
         out.append(Outcome(ch.label, ch.what, status, detail))
@@ -132,9 +133,13 @@ def apply_changes(changes: Sequence[Change], writer: HostWriter, journal: Journa
 def describe(entry: Entry) -> str:
     """One line naming a journalled change, for the undo listing."""
     t = entry.target
-    where = {IRQ: lambda: f"IRQ {t.get('irq')}", THREAD: lambda: f"pid {t.get('pid')} thread {t.get('tid')}",
-             PCI_CONFIG: lambda: f"{t.get('bdf')} config +{int(t.get('offset', 0)):#x}",
-             FILE: lambda: f"/{t.get('path')}", MODULE: lambda: f"module {t.get('module')}"}
+    where = {
+        IRQ: lambda: f"IRQ {t.get('irq')}",
+        THREAD: lambda: f"pid {t.get('pid')} thread {t.get('tid')}",
+        PCI_CONFIG: lambda: f"{t.get('bdf')} config +{int(t.get('offset', 0)):#x}",
+        FILE: lambda: f"/{t.get('path')}",
+        MODULE: lambda: f"module {t.get('module')}",
+    }
     name = where.get(entry.kind, lambda: entry.kind)()
     return f"{name} ({entry.label}) under {entry.root}"
 
@@ -181,8 +186,10 @@ def _undo_one(writer: HostWriter, e: Entry) -> tuple[str, str | None]:
         if started is None:
             return APPLIED, "the thread has ended: nothing to restore"
         if e.target.get("start") is not None and started != e.target["start"]:
-            return LEFT, (f"thread {e.target['tid']} is another thread now (started at tick {started}, the one "
-                          f"changed at {e.target['start']}: the id was reused): left alone")
+            return LEFT, (
+                f"thread {e.target['tid']} is another thread now (started at tick {started}, the one "
+                f"changed at {e.target['start']}: the id was reused): left alone"
+            )
     now = current(HostFS(writer.root), e.kind, e.target)
     if _same(e.kind, now, e.before):
         return APPLIED, "already holds the previous value"

@@ -153,12 +153,24 @@ class Journal:
         except OSError as exc:
             raise JournalError(f"{self.path}: {_why(exc)}") from None
 
-    def begin(self, *, root: str, kind: str, target: dict[str, Any], before: str | None,
-              after: str | None, label: str) -> str:
+    def begin(
+        self, *, root: str, kind: str, target: dict[str, Any], before: str | None, after: str | None, label: str
+    ) -> str:
         """Record a change about to be made (its undo record); returns its id."""
         ident = uuid.uuid4().hex[:12]
-        self._append({"id": ident, "at": time.time(), "event": "pending", "root": root, "kind": kind,
-                      "target": target, "before": before, "after": after, "label": label})
+        self._append(
+            {
+                "id": ident,
+                "at": time.time(),
+                "event": "pending",
+                "root": root,
+                "kind": kind,
+                "target": target,
+                "before": before,
+                "after": after,
+                "label": label,
+            }
+        )
         return ident
 
     def mark(self, ident: str, event: str, detail: str | None = None) -> None:
@@ -179,8 +191,10 @@ class Journal:
         finally:
             os.close(fd)
         if len(data) > MAX_JOURNAL_BYTES:
-            raise JournalError(f"{self.path}: larger than {MAX_JOURNAL_BYTES // (1024 * 1024)} MiB: "
-                               "not a journal topoagent wrote (move it aside)")
+            raise JournalError(
+                f"{self.path}: larger than {MAX_JOURNAL_BYTES // (1024 * 1024)} MiB: "
+                "not a journal topoagent wrote (move it aside)"
+            )
         for n, raw in enumerate(data.split(b"\n"), 1):
             if not raw.strip():
                 continue
@@ -199,14 +213,20 @@ class Journal:
             ident = r.get("id")
             if r.get("event") == "pending":
                 fields = ("root", "kind", "target", "before", "after", "label")
-                if not (isinstance(ident, str) and all(k in r for k in fields) and isinstance(r["kind"], str)
-                        and isinstance(r["root"], str) and isinstance(r["target"], dict)
-                        and isinstance(r["label"], str)
-                        and all(v is None or isinstance(v, str) for v in (r["before"], r["after"]))):
+                if not (
+                    isinstance(ident, str)
+                    and all(k in r for k in fields)
+                    and isinstance(r["kind"], str)
+                    and isinstance(r["root"], str)
+                    and isinstance(r["target"], dict)
+                    and isinstance(r["label"], str)
+                    and all(v is None or isinstance(v, str) for v in (r["before"], r["after"]))
+                ):
                     self.skipped.append(f"{self.path}: record {str(ident)[:16]!r} is not well-formed: skipped")
                     continue
-                out[ident] = Entry(ident, r["root"], r["kind"], r["target"], r["before"], r["after"], r["label"],
-                                   "pending")
+                out[ident] = Entry(
+                    ident, r["root"], r["kind"], r["target"], r["before"], r["after"], r["label"], "pending"
+                )
             elif isinstance(ident, str) and ident in out and isinstance(r.get("event"), str):
                 e = out[ident]
                 out[ident] = Entry(e.id, e.root, e.kind, e.target, e.before, e.after, e.label, r["event"])
@@ -220,11 +240,15 @@ class Journal:
 def _owned(st: os.stat_result, what: str) -> None:
     """Refuse a state directory or journal that another user owns or others may write."""
     if st.st_uid != os.geteuid():
-        raise JournalError(f"{what} is owned by uid {st.st_uid}, not by this user ({os.geteuid()}): "
-                           "not trusted, nothing read or written")
+        raise JournalError(
+            f"{what} is owned by uid {st.st_uid}, not by this user ({os.geteuid()}): "
+            "not trusted, nothing read or written"
+        )
     if st.st_mode & 0o022:
-        raise JournalError(f"{what} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}): "
-                           "not trusted, nothing read or written")
+        raise JournalError(
+            f"{what} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}): "
+            "not trusted, nothing read or written"
+        )
 
 
 def _why(exc: OSError) -> str:

@@ -18,8 +18,15 @@ from topoagent.errors import InputError, TopoagentError
 from topoagent.parsers.libvirt_domain import MAX_XML_BYTES
 from topoagent.sources.textinput import read_regular
 
-__all__ = ["BackupError", "backup_path", "discard_staged", "load_backup", "remove_backup", "save_backup",
-           "stage_definition"]
+__all__ = [
+    "BackupError",
+    "backup_path",
+    "discard_staged",
+    "load_backup",
+    "remove_backup",
+    "save_backup",
+    "stage_definition",
+]
 
 SUBDIR = "vms"
 
@@ -74,12 +81,12 @@ def load_backup(state_dir: str, domain: str) -> tuple[str, str]:
     try:
         data = read_regular(path, MAX_XML_BYTES)
         if len(data) > MAX_XML_BYTES:
-            raise BackupError(f"{path}: larger than {MAX_XML_BYTES // (1024 * 1024)} MiB: "
-                              "not a domain definition")
+            raise BackupError(f"{path}: larger than {MAX_XML_BYTES // (1024 * 1024)} MiB: not a domain definition")
         return path, data.decode("utf-8")
     except FileNotFoundError:
-        raise BackupError(f"no backup of {domain} in {os.path.dirname(path)} "
-                          f"(nothing was applied to it, or it was undone already)") from None
+        raise BackupError(
+            f"no backup of {domain} in {os.path.dirname(path)} (nothing was applied to it, or it was undone already)"
+        ) from None
     except (OSError, UnicodeDecodeError, InputError) as exc:
         raise BackupError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
 

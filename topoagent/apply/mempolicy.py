@@ -61,8 +61,17 @@ def get_policy() -> tuple[int, set[int]]:
     mode = ctypes.c_int(0)
     words = (ctypes.c_ulong * (_MASK_BITS // _ULONG_BITS))()
     libc = _libc()
-    if libc.syscall(ctypes.c_long(number), ctypes.byref(mode), words, ctypes.c_ulong(_MASK_BITS + 1),
-                    ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+    if (
+        libc.syscall(
+            ctypes.c_long(number),
+            ctypes.byref(mode),
+            words,
+            ctypes.c_ulong(_MASK_BITS + 1),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        )
+        != 0
+    ):
         err = ctypes.get_errno()
         raise MempolicyError(err, f"get_mempolicy: {os.strerror(err)}")
     nodes = {i * _ULONG_BITS + b for i, w in enumerate(words) for b in range(_ULONG_BITS) if w >> b & 1}

@@ -20,8 +20,13 @@ def state_dir_option(f: Any) -> Any:
     from topoagent.apply.journal import DEFAULT_STATE_DIR
 
     f = click.option("--yes", is_flag=True, help="Make the changes (without it: show them, change nothing).")(f)
-    return click.option("--state-dir", default=DEFAULT_STATE_DIR, show_default=True, metavar="DIR",
-                        help="Where the undo journal is kept.")(f)
+    return click.option(
+        "--state-dir",
+        default=DEFAULT_STATE_DIR,
+        show_default=True,
+        metavar="DIR",
+        help="Where the undo journal is kept.",
+    )(f)
 
 
 def _shown(value: str | None, absent: str) -> str:
@@ -82,8 +87,16 @@ def run_changes(changes: Sequence[Any], root: str, state_dir: str, yes: bool, *,
 @click.option("--irqs", is_flag=True, help="Move each rail NIC's MSI/MSI-X IRQs onto its NUMA node's CPUs.")
 @click.option("--undo", is_flag=True, help="Restore what earlier applies and fixes changed, newest first.")
 @state_dir_option
-def apply(inputs: Inputs, pid: int | None, gpu: int | None, node: int | None, irqs: bool, undo: bool,
-          state_dir: str, yes: bool) -> None:
+def apply(
+    inputs: Inputs,
+    pid: int | None,
+    gpu: int | None,
+    node: int | None,
+    irqs: bool,
+    undo: bool,
+    state_dir: str,
+    yes: bool,
+) -> None:
     """Apply the plan to what is running.  Dry run unless --yes.
 
     \b
@@ -128,8 +141,10 @@ def _pid(inputs: Inputs, pid: int, gpu: int | None, node: int | None, state_dir:
     if target is not None and theirs:
         target = target & theirs
     if target is None or not target:
-        fail(f"none of {where}'s CPUs is allowed here (this process: {plan.allowed}; pid {pid}'s cpuset: "
-             f"{theirs if theirs else 'unrestricted'}): nothing to bind pid {pid} to")
+        fail(
+            f"none of {where}'s CPUs is allowed here (this process: {plan.allowed}; pid {pid}'s cpuset: "
+            f"{theirs if theirs else 'unrestricted'}): nothing to bind pid {pid} to"
+        )
     try:
         current = threads(pid)  # listed after the scan: threads started during it are bound too
     except ProcessError as exc:
@@ -137,8 +152,13 @@ def _pid(inputs: Inputs, pid: int, gpu: int | None, node: int | None, state_dir:
     click.echo(f"pid {pid} ({len(current)} thread(s)) -> {where}: CPUs {target}")
     if yes and os.geteuid() != 0 and owner_uid(pid) != os.getuid():
         fail(f"pid {pid} belongs to another user: changing its affinity needs root: nothing changed")
-    status = run_changes(thread_changes(pid, [(t.tid, t.cpus) for t in current], target,
-                                        {t.tid: t.start for t in current}), inputs.root, state_dir, yes, needs="root")
+    status = run_changes(
+        thread_changes(pid, [(t.tid, t.cpus) for t in current], target, {t.tid: t.start for t in current}),
+        inputs.root,
+        state_dir,
+        yes,
+        needs="root",
+    )
     if not yes:
         return status
     return max(status, converge(pid, target, {t.tid for t in current}, inputs.root, state_dir))
@@ -163,9 +183,16 @@ def converge(pid: int, target: Any, tried: set[int], root: str, state_dir: str) 
                 break
             click.echo(f"pid {pid} started {len(new)} thread(s) meanwhile: binding them too")
             tried.update(t.tid for t in new)
-            status = max(status, run_changes(thread_changes(pid, [(t.tid, t.cpus) for t in new], target,
-                                                            {t.tid: t.start for t in new}),
-                                             root, state_dir, True, needs="root"))
+            status = max(
+                status,
+                run_changes(
+                    thread_changes(pid, [(t.tid, t.cpus) for t in new], target, {t.tid: t.start for t in new}),
+                    root,
+                    state_dir,
+                    True,
+                    needs="root",
+                ),
+            )
         off = [t.tid for t in threads(pid) if t.cpus != target]
     except ProcessError:
         return status  # the process ended: nothing left to bind
@@ -196,10 +223,12 @@ def _irqs(inputs: Inputs, state_dir: str, yes: bool) -> int:
     balancers = irqbalance_pids(fs)
     if balancers and changes:
         irq_list = " ".join(f"--banirq={c.target['irq']}" for c in changes)
-        click.echo(f"Note: irqbalance is running (pid {', '.join(map(str, balancers))}): it will move these IRQs "
-                   "again within seconds. Ban them from it instead, in /etc/default/irqbalance "
-                   f"(or /etc/sysconfig/irqbalance): IRQBALANCE_ARGS=\"{irq_list}\" -- or keep it off the "
-                   "NICs' CPUs with IRQBALANCE_BANNED_CPULIST=<cpus> -- then restart irqbalance.")
+        click.echo(
+            f"Note: irqbalance is running (pid {', '.join(map(str, balancers))}): it will move these IRQs "
+            "again within seconds. Ban them from it instead, in /etc/default/irqbalance "
+            f'(or /etc/sysconfig/irqbalance): IRQBALANCE_ARGS="{irq_list}" -- or keep it off the '
+            "NICs' CPUs with IRQBALANCE_BANNED_CPULIST=<cpus> -- then restart irqbalance."
+        )
     return run_changes(changes, inputs.root, state_dir, yes, needs="root (/proc/irq is the kernel's)")
 
 

@@ -13,8 +13,12 @@ from topoagent.inputs import Inputs
 
 @click.command(name="baseline")
 @scan_inputs(cross_check=False)
-@click.option("--from-json", "from_json", metavar="FILE",
-              help="Take it from this scan JSON or daemon state.json (- for stdin) instead of scanning.")
+@click.option(
+    "--from-json",
+    "from_json",
+    metavar="FILE",
+    help="Take it from this scan JSON or daemon state.json (- for stdin) instead of scanning.",
+)
 @click.option("--output", "-o", "output", metavar="FILE", help="Write it to FILE instead of stdout.")
 def baseline(inputs: Inputs, from_json: str | None, output: str | None) -> None:
     """Write this host's (or a capture's, with --root) expected topology as JSON.

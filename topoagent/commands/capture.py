@@ -16,13 +16,18 @@ from topoagent.commands.common import EXIT_OK, Progress, fail, write_output
 
 
 @click.command()
-@click.option("-o", "--output", "output", required=True, metavar="FILE.tar.gz",
-              help="Write the capture here (- for stdout).")
-@click.option("--root", default="/", show_default=True, metavar="DIR",
-              help="Capture the host tree below this directory instead of / (no tools are run then).")
+@click.option(
+    "-o", "--output", "output", required=True, metavar="FILE.tar.gz", help="Write the capture here (- for stdout)."
+)
+@click.option(
+    "--root",
+    default="/",
+    show_default=True,
+    metavar="DIR",
+    help="Capture the host tree below this directory instead of / (no tools are run then).",
+)
 @click.option("--no-tools", is_flag=True, help="Do not run lspci, nvidia-smi or the NVML recorder.")
-@click.option("--tool-timeout", default=30.0, show_default=True, metavar="SECONDS",
-              help="Time limit for each tool.")
+@click.option("--tool-timeout", default=30.0, show_default=True, metavar="SECONDS", help="Time limit for each tool.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on a terminal.")
 def capture(output: str, root: str, no_tools: bool, tool_timeout: float, quiet: bool) -> None:
     """Record the allow-listed /sys and /proc files a scan reads, plus lspci and nvidia-smi output,

@@ -14,8 +14,23 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 #: Characters of the tree view and their ASCII stand-ins, for a terminal that cannot show them.
-_ASCII = str.maketrans({"└": "`", "├": "|", "│": "|", "─": "-", "·": "-", "×": "x", "…": "...",
-                        "→": "->", "←": "<-", "≤": "<=", "≥": ">=", "—": "-", "–": "-"})
+_ASCII = str.maketrans(
+    {
+        "└": "`",
+        "├": "|",
+        "│": "|",
+        "─": "-",
+        "·": "-",
+        "×": "x",
+        "…": "...",
+        "→": "->",
+        "←": "<-",
+        "≤": "<=",
+        "≥": ">=",
+        "—": "-",
+        "–": "-",
+    }
+)
 
 
 #: Exit code of a monitoring check that could not run (Nagios UNKNOWN; node-problem-detector
@@ -66,6 +81,7 @@ def emit(text: str) -> None:
     A terminal whose encoding cannot show the tree's characters gets ASCII; a reader that has
     gone away (``| head``) ends the command quietly; a full disk is one line and exit 2.
     """
+
     def write() -> None:
         if sys.stdout is None:  # closed at start-up: an output nobody gets is a failure, not success
             raise OSError(errno.EBADF, "stdout is closed")

@@ -11,21 +11,43 @@ from topoagent.commands.common import fail
 
 
 @click.command()
-@click.option("--root", metavar="DIR", help="Read the host tree below this directory (default /), or replay a "
-              "capture archive (topoagent capture). udev and NVML describe this host, so they are off for any "
-              "other root.")
-@click.option("--config", "config_file", metavar="FILE",
-              help="TOML configuration (default /etc/topoagent/config.toml, if it exists).")
+@click.option(
+    "--root",
+    metavar="DIR",
+    help="Read the host tree below this directory (default /), or replay a "
+    "capture archive (topoagent capture). udev and NVML describe this host, so they are off for any "
+    "other root.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    metavar="FILE",
+    help="TOML configuration (default /etc/topoagent/config.toml, if it exists).",
+)
 @click.option("--listen", metavar="ADDR:PORT", help="Serve /metrics here (default 127.0.0.1:9464).")
-@click.option("--state-dir", metavar="DIR",
-              help="Where state.json and the lock live (default $STATE_DIRECTORY or /var/lib/topoagent).")
-@click.option("--nfd-dir", metavar="DIR", help="Write a node-feature-discovery feature file here "
-              "(e.g. /etc/kubernetes/node-feature-discovery/features.d).")
+@click.option(
+    "--state-dir",
+    metavar="DIR",
+    help="Where state.json and the lock live (default $STATE_DIRECTORY or /var/lib/topoagent).",
+)
+@click.option(
+    "--nfd-dir",
+    metavar="DIR",
+    help="Write a node-feature-discovery feature file here (e.g. /etc/kubernetes/node-feature-discovery/features.d).",
+)
 @click.option("--textfile-dir", metavar="DIR", help="Write topoagent.prom here for node_exporter's textfile collector.")
 @click.option("--interval", type=float, metavar="SECONDS", help="Seconds between timer scans (default 300).")
 @click.option("--no-nvml", is_flag=True, default=None, help="Do not ask NVML.")
-def daemon(root: str | None, config_file: str | None, listen: str | None, state_dir: str | None,
-           nfd_dir: str | None, textfile_dir: str | None, interval: float | None, no_nvml: bool | None) -> None:
+def daemon(
+    root: str | None,
+    config_file: str | None,
+    listen: str | None,
+    state_dir: str | None,
+    nfd_dir: str | None,
+    textfile_dir: str | None,
+    interval: float | None,
+    no_nvml: bool | None,
+) -> None:
     """Run as a service: scan at start, on a timer, on udev hotplug events and on SIGHUP.
 
     Each scan is compared with the last good one and every change is logged as one
@@ -47,8 +69,15 @@ def daemon(root: str | None, config_file: str | None, listen: str | None, state_
     )
     from topoagent.daemon.loop import Daemon, SetupError
 
-    overrides = {"root": root, "listen": listen, "state_dir": state_dir, "nfd_dir": nfd_dir,
-                 "textfile_dir": textfile_dir, "interval": interval, "nvml": False if no_nvml else None}
+    overrides = {
+        "root": root,
+        "listen": listen,
+        "state_dir": state_dir,
+        "nfd_dir": nfd_dir,
+        "textfile_dir": textfile_dir,
+        "interval": interval,
+        "nvml": False if no_nvml else None,
+    }
 
     def reload() -> Config:
         return load(config_file, overrides)

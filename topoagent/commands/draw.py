@@ -24,11 +24,14 @@ def dot_to_png(dot_text: str) -> bytes:
 
     exe = shutil.which("neato")
     if exe is None:
-        fail("--format png needs Graphviz's neato, which is not installed (Debian/Ubuntu: apt-get install graphviz); "
-             "--format svg or html need nothing")
+        fail(
+            "--format png needs Graphviz's neato, which is not installed (Debian/Ubuntu: apt-get install graphviz); "
+            "--format svg or html need nothing"
+        )
     try:
-        proc = subprocess.run([exe, "-n2", "-Tpng"], input=dot_text.encode("utf-8"), capture_output=True,
-                              timeout=DOT_TIMEOUT, check=False)
+        proc = subprocess.run(
+            [exe, "-n2", "-Tpng"], input=dot_text.encode("utf-8"), capture_output=True, timeout=DOT_TIMEOUT, check=False
+        )
     except subprocess.TimeoutExpired:
         fail(f"neato -n2 -Tpng did not finish in {DOT_TIMEOUT} s")
     except OSError as exc:
@@ -41,9 +44,15 @@ def dot_to_png(dot_text: str) -> bytes:
 
 @click.command()
 @scan_inputs(cross_check=False)
-@click.option("--format", "fmt", type=click.Choice(formats("draw") + ("png",)), default="svg", show_default=True,
-              help="svg: the picture; html: picture, findings and matrix in one page; dot: Graphviz source; "
-                   "png: the DOT drawn by Graphviz (needs dot).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(formats("draw") + ("png",)),
+    default="svg",
+    show_default=True,
+    help="svg: the picture; html: picture, findings and matrix in one page; dot: Graphviz source; "
+    "png: the DOT drawn by Graphviz (needs dot).",
+)
 @click.option("-o", "--output", "output", metavar="FILE", help="Write to FILE instead of stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on a terminal (shown for --format png).")
 def draw(inputs: Inputs, fmt: str, output: str | None, quiet: bool) -> None:
@@ -72,4 +81,3 @@ def draw(inputs: Inputs, fmt: str, output: str | None, quiet: bool) -> None:
     else:
         write_output(output, text.encode("utf-8"))
     sys.exit(EXIT_OK)
-

@@ -38,35 +38,64 @@ class _ExecCommand(click.Command):
         cut = args.index("--")
         rest = super().parse_args(ctx, args[:cut])
         if ctx.params.get("command"):
-            raise click.UsageError(f"unexpected {ctx.params['command'][0]!r} before --: the command goes after --",
-                                   ctx)
-        ctx.params["command"] = tuple(args[cut + 1:])
+            raise click.UsageError(f"unexpected {ctx.params['command'][0]!r} before --: the command goes after --", ctx)
+        ctx.params["command"] = tuple(args[cut + 1 :])
         return rest
 
 
 @click.command(cls=_ExecCommand)
 @scan_inputs(cross_check=False)
 @click.option("--gpu", metavar="N", help="The GPU: index in PCI bus order (or gpu id / BDF).")
-@click.option("--local-rank", type=click.IntRange(min=0), metavar="R",
-              help="The local rank: GPU R // ranks-per-gpu in PCI bus order.")
-@click.option("--auto", is_flag=True,
-              help="Take the local rank from LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK or "
-                   "MPI_LOCALRANKID (the first set).")
+@click.option(
+    "--local-rank",
+    type=click.IntRange(min=0),
+    metavar="R",
+    help="The local rank: GPU R // ranks-per-gpu in PCI bus order.",
+)
+@click.option(
+    "--auto",
+    is_flag=True,
+    help="Take the local rank from LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK or "
+    "MPI_LOCALRANKID (the first set).",
+)
 @plan_options
-@click.option("--mem", type=click.Choice(["prefer", "bind", "none"]), default="prefer", show_default=True,
-              help="Memory policy on the GPU's NUMA node: prefer it, bind to it, or leave it alone.")
-@click.option("--keep-visible", is_flag=True,
-              help="Leave CUDA_VISIBLE_DEVICES alone (launchers that pick the device by rank); "
-                   "the default inside an allocation.")
-@click.option("--narrow-visible", is_flag=True,
-              help="Inside an allocation: set CUDA_VISIBLE_DEVICES to the rank's GPU alone.")
-@click.option("--allow-no-gpu", is_flag=True,
-              help="On a node without GPUs (or a job given none): run COMMAND unbound, with a warning.")
+@click.option(
+    "--mem",
+    type=click.Choice(["prefer", "bind", "none"]),
+    default="prefer",
+    show_default=True,
+    help="Memory policy on the GPU's NUMA node: prefer it, bind to it, or leave it alone.",
+)
+@click.option(
+    "--keep-visible",
+    is_flag=True,
+    help="Leave CUDA_VISIBLE_DEVICES alone (launchers that pick the device by rank); the default inside an allocation.",
+)
+@click.option(
+    "--narrow-visible", is_flag=True, help="Inside an allocation: set CUDA_VISIBLE_DEVICES to the rank's GPU alone."
+)
+@click.option(
+    "--allow-no-gpu",
+    is_flag=True,
+    help="On a node without GPUs (or a job given none): run COMMAND unbound, with a warning.",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would be set and the command; run nothing.")
 @click.argument("command", nargs=-1, required=False, type=click.UNPROCESSED)
-def exec_(inputs: Inputs, gpu: str | None, local_rank: int | None, auto: bool, ranks_per_gpu: int,
-          reserve_cores: int, allowed_cpus: str, mem: str, keep_visible: bool, narrow_visible: bool,
-          allow_no_gpu: bool, dry_run: bool, command: tuple[str, ...]) -> None:
+def exec_(
+    inputs: Inputs,
+    gpu: str | None,
+    local_rank: int | None,
+    auto: bool,
+    ranks_per_gpu: int,
+    reserve_cores: int,
+    allowed_cpus: str,
+    mem: str,
+    keep_visible: bool,
+    narrow_visible: bool,
+    allow_no_gpu: bool,
+    dry_run: bool,
+    command: tuple[str, ...],
+) -> None:
     """Run COMMAND bound to a GPU's CPUs and memory, with its environment:
 
         topoagent exec --auto -- python train.py
@@ -100,8 +129,7 @@ def exec_(inputs: Inputs, gpu: str | None, local_rank: int | None, auto: bool, r
             fail(str(exc))
     result = run_scan(inputs)
     # The plan is applied to this process: its own CPUs bound every set, whatever the root.
-    plan = make_plan(result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, this_process=True,
-                     allocation=alloc)
+    plan = make_plan(result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, this_process=True, allocation=alloc)
     if not plan.gpus or (alloc is not None and not alloc.gpus):
         why = "no GPU on this host" if not plan.gpus else f"the job was given no GPU ({alloc.source if alloc else ''})"
         if not allow_no_gpu:
@@ -120,8 +148,10 @@ def exec_(inputs: Inputs, gpu: str | None, local_rank: int | None, auto: bool, r
             fail(str(exc))
         index = rank // k
         if index >= len(mine):
-            fail(f"local rank {rank} needs the job's GPU {index} ({k} rank(s) per GPU), but {alloc.source} "
-                 f"gives it {len(mine)}")
+            fail(
+                f"local rank {rank} needs the job's GPU {index} ({k} rank(s) per GPU), but {alloc.source} "
+                f"gives it {len(mine)}"
+            )
         g, cpus, env = gpu_rank_env(plan, mine[index], sub)
         _say(f"{g.gpu} is the job's GPU {index} ({alloc.source})")
         if narrow_visible:
@@ -146,21 +176,28 @@ def exec_(inputs: Inputs, gpu: str | None, local_rank: int | None, auto: bool, r
 
     if dry_run:
         lines = [f"# {who}, NUMA node {node if node is not None else 'unknown'}"]
-        lines.append(f"cpu affinity: {cpus}" if cpus else
-                     f"cpu affinity: NONE -- none of {g.gpu}'s CPUs is allowed to this process "
-                     f"({plan.allowed}): exec would stop here")
+        lines.append(
+            f"cpu affinity: {cpus}"
+            if cpus
+            else f"cpu affinity: NONE -- none of {g.gpu}'s CPUs is allowed to this process "
+            f"({plan.allowed}): exec would stop here"
+        )
         lines.append(f"memory policy: {_mem_words(mem, node)}")
         if alloc is not None and narrow is None and "CUDA_VISIBLE_DEVICES" in os.environ:
-            lines.append(f"# CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} kept as the job's "
-                         f"(the command's device {rank // k if rank is not None else 0} is {g.gpu})")
+            lines.append(
+                f"# CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} kept as the job's "
+                f"(the command's device {rank // k if rank is not None else 0} is {g.gpu})"
+            )
         lines += [f"export {key}={shlex.quote(value)}" for key, value in env.items()]
         lines.append("exec " + " ".join(shlex.quote(c) for c in command))
         click.echo("\n".join(lines))
         sys.exit(0 if cpus else EXIT_ERROR)
 
     if not cpus:
-        fail(f"none of {g.gpu}'s CPUs ({g.cpus or 'unknown'} before this process's limits) is allowed to "
-             f"this process (allowed: {plan.allowed}): refusing to run it unbound")
+        fail(
+            f"none of {g.gpu}'s CPUs ({g.cpus or 'unknown'} before this process's limits) is allowed to "
+            f"this process (allowed: {plan.allowed}): refusing to run it unbound"
+        )
     try:
         os.sched_setaffinity(0, set(cpus))
     except OSError as exc:
@@ -171,8 +208,14 @@ def exec_(inputs: Inputs, gpu: str | None, local_rank: int | None, auto: bool, r
     _exec(command, child_env)
 
 
-def _checked_usage(gpu: str | None, local_rank: int | None, auto: bool, keep_visible: bool,
-                   narrow_visible: bool, command: tuple[str, ...]) -> tuple[str, ...]:
+def _checked_usage(
+    gpu: str | None,
+    local_rank: int | None,
+    auto: bool,
+    keep_visible: bool,
+    narrow_visible: bool,
+    command: tuple[str, ...],
+) -> tuple[str, ...]:
     """The command to run, once the options make sense together (else one line and exit 2)."""
     if local_rank is not None and auto:
         fail("give one of --local-rank or --auto")

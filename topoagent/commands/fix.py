@@ -45,8 +45,10 @@ def acs(inputs: Inputs, state_dir: str, yes: bool) -> None:
         sys.exit(EXIT_FINDINGS)
     status = run_changes(p.changes, inputs.root, state_dir, yes, needs="root (config space writes)")
     if p.kernel_parameter:
-        click.echo(f"To keep it across reboots, add to the kernel command line (quoted: ';' is special to shells "
-                   f"and GRUB): \"{p.kernel_parameter}\"")
+        click.echo(
+            f"To keep it across reboots, add to the kernel command line (quoted: ';' is special to shells "
+            f'and GRUB): "{p.kernel_parameter}"'
+        )
     sys.exit(status)
 
 

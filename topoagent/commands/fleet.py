@@ -112,8 +112,12 @@ def tally(paths: Iterable[str], expected: Baseline | None) -> tuple[FleetTally, 
 
 @click.command(name="fleet")
 @click.argument("inputs", nargs=-1, metavar="[FILE|DIR]...")
-@click.option("--expect", "expect", metavar="FILE",
-              help="Compare every host with this expected topology instead of its class's majority.")
+@click.option(
+    "--expect",
+    "expect",
+    metavar="FILE",
+    help="Compare every host with this expected topology instead of its class's majority.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
 @click.option("--pretty", is_flag=True, help="Indent the JSON for a person.")
 def fleet(inputs: tuple[str, ...], expect: str | None, fmt: str, pretty: bool) -> None:
@@ -142,6 +146,11 @@ def fleet(inputs: tuple[str, ...], expect: str | None, fmt: str, pretty: bool) -
         detail = f": {bad[0][0]}: {bad[0][1]}" if bad else ""
         fail(f"no host could be read ({len(bad)} input(s)){detail}")
     v = t.verdict()
-    emit(render_json(v, bad, pretty=pretty) if fmt == "json" else render_html(v, bad) if fmt == "html"
-         else render_text(v, bad))
+    emit(
+        render_json(v, bad, pretty=pretty)
+        if fmt == "json"
+        else render_html(v, bad)
+        if fmt == "html"
+        else render_text(v, bad)
+    )
     sys.exit(EXIT_FINDINGS if v.outliers else EXIT_ERROR if bad else EXIT_OK)

@@ -56,12 +56,23 @@ def options() -> tuple[Opt, ...]:
     """``health``'s option rows, in ``--help`` order."""
     return (
         Opt("--yes", "yes", "Run the scontrol lines (without it: print them only).", flag=True),
-        Opt("--node", "node", "Slurm node name [default: $SLURMD_NODENAME, else the short host name].",
-            metavar="NAME"),
-        Opt("--fail-on", "fail_on", "Drain on a finding at or above this severity.", default="critical",
-            choices=("critical", "warning", "info"), show_default=True),
-        Opt("--timeout", "timeout", "Give up the scan after this many seconds (changing nothing); Slurm kills "
-            "a health program at 60 s.", default=str(int(DEFAULT_TIMEOUT)), metavar="SECONDS", show_default=True),
+        Opt("--node", "node", "Slurm node name [default: $SLURMD_NODENAME, else the short host name].", metavar="NAME"),
+        Opt(
+            "--fail-on",
+            "fail_on",
+            "Drain on a finding at or above this severity.",
+            default="critical",
+            choices=("critical", "warning", "info"),
+            show_default=True,
+        ),
+        Opt(
+            "--timeout",
+            "timeout",
+            "Give up the scan after this many seconds (changing nothing); Slurm kills a health program at 60 s.",
+            default=str(int(DEFAULT_TIMEOUT)),
+            metavar="SECONDS",
+            show_default=True,
+        ),
         *INPUT_OPTIONS,
     )
 
@@ -136,7 +147,10 @@ def run(params: dict[str, Any]) -> None:
         timer.cancel()
     wanted = drain_reason(result.findings, Severity.parse(params["fail_on"]))
     state, error = current_state(node)
-    lines = [f"# node {node}: " + (wanted.removeprefix("topoagent: ") if wanted else f"nothing at or above {params['fail_on']}")]
+    lines = [
+        f"# node {node}: "
+        + (wanted.removeprefix("topoagent: ") if wanted else f"nothing at or above {params['fail_on']}")
+    ]
     if state is None:
         if params["yes"]:
             emit("\n".join(lines) + "\n")

@@ -24,24 +24,46 @@ F = TypeVar("F", bound="Callable[..., Any]")
 #: Offline inputs: Inputs field (also the option's dest), option, the name OfflineInputError
 #: gives the argument, help.
 OFFLINE_OPTIONS = (
-    ("nvidia_smi_topo_text", "--nvidia-smi-topo", "nvidia_smi_topo",
-     "Analyse this saved `nvidia-smi topo -m` output (- for stdin) instead of the host."),
-    ("lspci_tree_text", "--lspci-tree", "lspci_tree",
-     "Analyse this saved `lspci -tv` (or -t, -tvnn) output (- for stdin)."),
-    ("lspci_verbose_text", "--lspci-verbose", "lspci_verbose",
-     "Analyse this saved `lspci -vvv` (or -vvvnn, -D -vvv; as root for ACS) output (- for stdin)."),
+    (
+        "nvidia_smi_topo_text",
+        "--nvidia-smi-topo",
+        "nvidia_smi_topo",
+        "Analyse this saved `nvidia-smi topo -m` output (- for stdin) instead of the host.",
+    ),
+    (
+        "lspci_tree_text",
+        "--lspci-tree",
+        "lspci_tree",
+        "Analyse this saved `lspci -tv` (or -t, -tvnn) output (- for stdin).",
+    ),
+    (
+        "lspci_verbose_text",
+        "--lspci-verbose",
+        "lspci_verbose",
+        "Analyse this saved `lspci -vvv` (or -vvvnn, -D -vvv; as root for ACS) output (- for stdin).",
+    ),
 )
 
 #: The scan-input options, in ``--help`` order (``--cross-check`` only where a command offers it).
 INPUT_OPTIONS = (
-    Opt("--root", "root", "Read the host tree below this directory (a fake or captured root).",
-        default="/", metavar="DIR", show_default=True),
+    Opt(
+        "--root",
+        "root",
+        "Read the host tree below this directory (a fake or captured root).",
+        default="/",
+        metavar="DIR",
+        show_default=True,
+    ),
     Opt("--no-nvml", "no_nvml", "Do not ask NVML (it is asked only when scanning /).", flag=True),
     *(Opt(option, field, text, metavar="FILE") for field, option, _, text in OFFLINE_OPTIONS),
 )
 CROSS_CHECK_OPTION = Opt(
-    "--cross-check", "cross_check", "Also run nvidia-smi topo -m and lspci -vvv (if installed) and report "
-    "where they disagree with sysfs. Live host (/) only.", flag=True)
+    "--cross-check",
+    "cross_check",
+    "Also run nvidia-smi topo -m and lspci -vvv (if installed) and report "
+    "where they disagree with sysfs. Live host (/) only.",
+    flag=True,
+)
 
 
 def input_options(*, cross_check: bool) -> tuple[Opt, ...]:
@@ -52,8 +74,12 @@ def input_options(*, cross_check: bool) -> tuple[Opt, ...]:
 def take_inputs(params: dict[str, Any]) -> Inputs:
     """Remove the scan-input values from parsed ``params`` and build their :class:`Inputs`."""
     files = {field: params.pop(field) for field, *_ in OFFLINE_OPTIONS}
-    return build_inputs(root=params.pop("root"), no_nvml=params.pop("no_nvml"), files=files,
-                        cross_check=params.pop("cross_check", False))
+    return build_inputs(
+        root=params.pop("root"),
+        no_nvml=params.pop("no_nvml"),
+        files=files,
+        cross_check=params.pop("cross_check", False),
+    )
 
 
 def scan_inputs(*, cross_check: bool = True) -> Callable[[F], F]:
@@ -99,9 +125,16 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
             except TopoagentError as exc:
                 fail(f"{option_of[field]} {name}: {exc}")
     origins = FrozenMap({field: f"{option_of[field]} {name}" for field, name in given.items()})
-    return Inputs(root=root, nvml=NVML_OFF if no_nvml else NVML_AUTO, cross_check=cross_check,
-                  origins=origins, shown_root=shown, nvidia_smi_topo_text=texts.get("nvidia_smi_topo_text"),
-                  lspci_tree_text=texts.get("lspci_tree_text"), lspci_verbose_text=texts.get("lspci_verbose_text"))
+    return Inputs(
+        root=root,
+        nvml=NVML_OFF if no_nvml else NVML_AUTO,
+        cross_check=cross_check,
+        origins=origins,
+        shown_root=shown,
+        nvidia_smi_topo_text=texts.get("nvidia_smi_topo_text"),
+        lspci_tree_text=texts.get("lspci_tree_text"),
+        lspci_verbose_text=texts.get("lspci_verbose_text"),
+    )
 
 
 def run_scan(inputs: Inputs) -> ScanResult:

@@ -36,22 +36,45 @@ def only_gpu(p: Plan, n: int) -> Plan:
     if not 0 <= n < len(p.gpus):
         fail(f"--gpu {n}: the host has {len(p.gpus)} GPU(s)" + (f" (0-{len(p.gpus) - 1})" if p.gpus else ""))
     g = p.gpus[n]
-    return msgspec.structs.replace(p, gpus=(g,), numa_groups=tuple(x for x in p.numa_groups if g.gpu in x.gpus),
-                                   split=tuple(x for x in p.split if g.gpu in x.gpus))
+    return msgspec.structs.replace(
+        p,
+        gpus=(g,),
+        numa_groups=tuple(x for x in p.numa_groups if g.gpu in x.gpus),
+        split=tuple(x for x in p.split if g.gpu in x.gpus),
+    )
 
 
 def plan_options(f: Any) -> Any:
     """The options `plan` and `exec` share: how CPUs are shared out."""
-    for option in reversed([
-        click.option("--ranks-per-gpu", type=click.IntRange(min=1, max=MAX_CPUS), default=1, show_default=True, metavar="K",
-                     help="Ranks per GPU; each gets its own whole cores (SMT siblings together)."),
-        click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
-                     help="Whole cores per NUMA node kept for the OS and daemons."),
-        click.option("--allowed-cpus", default="auto", show_default=True, metavar="auto|self|LIST",
-                     help="CPUs the plan may use (never widened): auto = this process's on a live scan, "
-                          "the tree's recorded Cpus_allowed otherwise; self = this process's affinity and "
-                          "cgroup cpuset, whatever the root; or a CPU list."),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--ranks-per-gpu",
+                type=click.IntRange(min=1, max=MAX_CPUS),
+                default=1,
+                show_default=True,
+                metavar="K",
+                help="Ranks per GPU; each gets its own whole cores (SMT siblings together).",
+            ),
+            click.option(
+                "--reserve-cores",
+                type=click.IntRange(min=0),
+                default=0,
+                show_default=True,
+                metavar="N",
+                help="Whole cores per NUMA node kept for the OS and daemons.",
+            ),
+            click.option(
+                "--allowed-cpus",
+                default="auto",
+                show_default=True,
+                metavar="auto|self|LIST",
+                help="CPUs the plan may use (never widened): auto = this process's on a live scan, "
+                "the tree's recorded Cpus_allowed otherwise; self = this process's affinity and "
+                "cgroup cpuset, whatever the root; or a CPU list.",
+            ),
+        ]
+    ):
         f = option(f)
     return f
 
@@ -72,8 +95,17 @@ def resolve_allowed(spec: str, inputs: Inputs) -> CpuSet | None:
         fail(f"--allowed-cpus {spec!r}: {exc}")
 
 
-def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: int, ranks_per_gpu: int,
-              split: int = 0, *, this_process: bool = False, allocation: Allocation | None = None) -> Plan:
+def make_plan(
+    result: ScanResult,
+    inputs: Inputs,
+    allowed: str,
+    reserve_cores: int,
+    ranks_per_gpu: int,
+    split: int = 0,
+    *,
+    this_process: bool = False,
+    allocation: Allocation | None = None,
+) -> Plan:
     """The plan of a result under the command's options (one line and exit 2 on bad ones).
 
     ``this_process``: the plan is applied to this process (``exec``), so its own CPUs bound
@@ -104,23 +136,57 @@ def make_plan(result: ScanResult, inputs: Inputs, allowed: str, reserve_cores: i
 
 @click.command()
 @scan_inputs(cross_check=False)
-@click.option("--format", "fmt", type=click.Choice(formats("plan")), default="text", show_default=True,
-              help="text: a table; json: the plan contract; env: export lines for one rank; "
-                   "slurm: gres.conf lines; nccl-topo: an NCCL_TOPO_FILE; rails: each GPU's NIC per rail "
-                   "(NVIDIA/topograph's record); dra: the Kubernetes DRA standard attributes of GPUs and NICs.")
-@click.option("--gpu", type=click.IntRange(min=0), metavar="N",
-              help="GPU N (PCI bus order) alone: its row (text, json) or its first rank's exports (env).")
-@click.option("--local-rank", type=click.IntRange(min=0), metavar="R",
-              help="For --format env: local rank R (GPU R // ranks-per-gpu).")
-@click.option("--gres-cores", type=click.Choice(("socket", "numa")), default="socket", show_default=True,
-              help="For --format slurm: Cores= per whole socket (what Slurm >= 24.05.5 accepts), or per NUMA "
-                   "node (needs SlurmdParameters=numa_node_as_socket in slurm.conf).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(formats("plan")),
+    default="text",
+    show_default=True,
+    help="text: a table; json: the plan contract; env: export lines for one rank; "
+    "slurm: gres.conf lines; nccl-topo: an NCCL_TOPO_FILE; rails: each GPU's NIC per rail "
+    "(NVIDIA/topograph's record); dra: the Kubernetes DRA standard attributes of GPUs and NICs.",
+)
+@click.option(
+    "--gpu",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="GPU N (PCI bus order) alone: its row (text, json) or its first rank's exports (env).",
+)
+@click.option(
+    "--local-rank",
+    type=click.IntRange(min=0),
+    metavar="R",
+    help="For --format env: local rank R (GPU R // ranks-per-gpu).",
+)
+@click.option(
+    "--gres-cores",
+    type=click.Choice(("socket", "numa")),
+    default="socket",
+    show_default=True,
+    help="For --format slurm: Cores= per whole socket (what Slurm >= 24.05.5 accepts), or per NUMA "
+    "node (needs SlurmdParameters=numa_node_as_socket in slurm.conf).",
+)
 @click.option("--node-uid", metavar="UID", help="For --format rails: the Kubernetes Node's metadata.uid (nodeUID).")
 @plan_options
-@click.option("--split", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Cut the host into N disjoint GPU groups (jobs or tenants), each NUMA-local where possible.")
-def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, gres_cores: str, node_uid: str | None,
-         ranks_per_gpu: int, reserve_cores: int, allowed_cpus: str, split: int | None) -> None:
+@click.option(
+    "--split",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Cut the host into N disjoint GPU groups (jobs or tenants), each NUMA-local where possible.",
+)
+def plan(
+    inputs: Inputs,
+    fmt: str,
+    gpu: int | None,
+    local_rank: int | None,
+    gres_cores: str,
+    node_uid: str | None,
+    ranks_per_gpu: int,
+    reserve_cores: int,
+    allowed_cpus: str,
+    split: int | None,
+) -> None:
     """Plan where each GPU's ranks should run: CPUs, NUMA node, rail NICs, environment.
 
     Exit status: 0 a plan for every GPU, 1 a GPU got no allowed CPU (CPUSET_EMPTY),
@@ -143,8 +209,13 @@ def plan(inputs: Inputs, fmt: str, gpu: int | None, local_rank: int | None, gres
     p = make_plan(result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, split or 0)
     if gpu is not None and fmt != "env":
         p = only_gpu(p, gpu)
-    options: dict[str, Any] = {"plan": p, "gpu": gpu, "local_rank": local_rank, "gres_cores": gres_cores,
-                               "node_uid": node_uid}
+    options: dict[str, Any] = {
+        "plan": p,
+        "gpu": gpu,
+        "local_rank": local_rank,
+        "gres_cores": gres_cores,
+        "node_uid": node_uid,
+    }
     if fmt == "nccl-topo" and not inputs.offline:
         from topoagent.hostfs import HostFS
         from topoagent.sources.kernel import cpu_identity

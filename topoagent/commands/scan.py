@@ -42,18 +42,35 @@ finding at or above --fail-on, 3 Unknown.  Both print that text instead of --for
 def options() -> tuple[Opt, ...]:
     """``scan``'s option rows, in ``--help`` order."""
     return (
-        Opt("--exit-codes", "exit_codes", "nagios: a Nagios plugin's status line and 0 OK, 1 WARNING, 2 CRITICAL "
+        Opt(
+            "--exit-codes",
+            "exit_codes",
+            "nagios: a Nagios plugin's status line and 0 OK, 1 WARNING, 2 CRITICAL "
             "(the worst finding; --fail-on is ignored), 3 UNKNOWN (the scan could not run); npd: a "
             "node-problem-detector plugin's message and 0 OK, 1 a finding at or above --fail-on, 3 Unknown.",
-            default="default", choices=EXIT_CODES, show_default=True),
+            default="default",
+            choices=EXIT_CODES,
+            show_default=True,
+        ),
         *input_options(cross_check=True),
         Opt("--format", "fmt", "Output format.", default="tree", choices=tuple(formats("scan")), show_default=True),
         Opt("--all", "show_all", "Show every PCI function in the tree.", flag=True),
         Opt("--pretty", "pretty", "Indent the JSON for a person (compact by default).", flag=True),
-        Opt("--expect", "expect", "Compare with this expected topology (topoagent baseline, or a good host's scan "
-            "JSON): every difference is an EXPECT_* finding.", metavar="FILE"),
-        Opt("--fail-on", "fail_on", "Exit 1 when a finding at or above this severity is raised.",
-            default="critical", choices=SEVERITIES, show_default=True),
+        Opt(
+            "--expect",
+            "expect",
+            "Compare with this expected topology (topoagent baseline, or a good host's scan "
+            "JSON): every difference is an EXPECT_* finding.",
+            metavar="FILE",
+        ),
+        Opt(
+            "--fail-on",
+            "fail_on",
+            "Exit 1 when a finding at or above this severity is raised.",
+            default="critical",
+            choices=SEVERITIES,
+            show_default=True,
+        ),
     )
 
 

@@ -31,27 +31,65 @@ if TYPE_CHECKING:
 
 @click.command()
 @scan_inputs(cross_check=False)
-@click.option("--connect", "uri", metavar="URI",
-              help="libvirt connection (virsh -c URI). Default: qemu:///system on the live host when virsh "
-                   "answers, else the files under <root>/etc/libvirt/qemu.")
-@click.option("--format", "fmt", type=click.Choice(formats("vms")), default="text", show_default=True,
-              help="Output format.")
-@click.option("--pin", is_flag=True, help="Also recommend per-vCPU pinning (vcpupin, emulatorpin). Off by default: "
-                                          "NUMA affinity leaves the host free to balance inside the node.")
-@click.option("--reserve-cores", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
-              help="Keep the first N cores of each node for the host: VMs get the rest.")
-@click.option("--esxcli-pci", "esxcli_file", metavar="FILE",
-              help="VMware: saved `esxcli hardware pci list` output of the ESXi host (- for stdin).")
+@click.option(
+    "--connect",
+    "uri",
+    metavar="URI",
+    help="libvirt connection (virsh -c URI). Default: qemu:///system on the live host when virsh "
+    "answers, else the files under <root>/etc/libvirt/qemu.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(formats("vms")), default="text", show_default=True, help="Output format."
+)
+@click.option(
+    "--pin",
+    is_flag=True,
+    help="Also recommend per-vCPU pinning (vcpupin, emulatorpin). Off by default: "
+    "NUMA affinity leaves the host free to balance inside the node.",
+)
+@click.option(
+    "--reserve-cores",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Keep the first N cores of each node for the host: VMs get the rest.",
+)
+@click.option(
+    "--esxcli-pci",
+    "esxcli_file",
+    metavar="FILE",
+    help="VMware: saved `esxcli hardware pci list` output of the ESXi host (- for stdin).",
+)
 @click.option("--vmx", "vmx_files", multiple=True, metavar="FILE", help="VMware: a VM's .vmx file (repeatable).")
-@click.option("--apply", "apply_domain", metavar="DOMAIN",
-              help="Show the XML diff that sets DOMAIN's affinity (a shut-off libvirt domain); --yes defines it.")
+@click.option(
+    "--apply",
+    "apply_domain",
+    metavar="DOMAIN",
+    help="Show the XML diff that sets DOMAIN's affinity (a shut-off libvirt domain); --yes defines it.",
+)
 @click.option("--yes", is_flag=True, help="With --apply: back up the definition and define the new one.")
 @click.option("--undo", "undo_domain", metavar="DOMAIN", help="Define DOMAIN's backed-up definition again.")
-@click.option("--state-dir", default=DEFAULT_STATE_DIR, show_default=True, metavar="DIR",
-              help="Where --apply keeps backups (DIR/vms/DOMAIN.xml).")
-def vms(inputs: Inputs, uri: str | None, fmt: str, pin: bool, reserve_cores: int, esxcli_file: str | None,
-        vmx_files: tuple[str, ...], apply_domain: str | None, yes: bool, undo_domain: str | None,
-        state_dir: str) -> None:
+@click.option(
+    "--state-dir",
+    default=DEFAULT_STATE_DIR,
+    show_default=True,
+    metavar="DIR",
+    help="Where --apply keeps backups (DIR/vms/DOMAIN.xml).",
+)
+def vms(
+    inputs: Inputs,
+    uri: str | None,
+    fmt: str,
+    pin: bool,
+    reserve_cores: int,
+    esxcli_file: str | None,
+    vmx_files: tuple[str, ...],
+    apply_domain: str | None,
+    yes: bool,
+    undo_domain: str | None,
+    state_dir: str,
+) -> None:
     """Report VMs with PCI passthrough devices, their NUMA affinity and what to set.
 
     Verdicts: aligned, unset, misaligned, split (devices on several nodes), unknown (a
@@ -112,8 +150,13 @@ def _esxi_report(esxcli_file: str, vmx_files: tuple[str, ...]) -> VmReport:
         else:
             advice.append(vm)
     notes = ("state: a .vmx does not say whether the VM is powered on; change it only powered off",)
-    return VmReport(f"{len(vmx_files)} .vmx file{'s' if len(vmx_files) != 1 else ''}", host.source,
-                    tuple(advice), tuple(without), notes if advice else ())
+    return VmReport(
+        f"{len(vmx_files)} .vmx file{'s' if len(vmx_files) != 1 else ''}",
+        host.source,
+        tuple(advice),
+        tuple(without),
+        notes if advice else (),
+    )
 
 
 # -- libvirt --------------------------------------------------------------------------------
@@ -144,8 +187,9 @@ def _kvm_report(inputs: Inputs, uri: str | None, *, pin: bool, reserve_cores: in
     advice, without = [], []
     for rec in sorted(read.domains, key=lambda r: r.name):
         try:
-            vm = advise_domain(parse_domain(rec.xml), rec.state, host, pin=pin, reserve_cores=reserve_cores,
-                               xml=vms_libvirt)
+            vm = advise_domain(
+                parse_domain(rec.xml), rec.state, host, pin=pin, reserve_cores=reserve_cores, xml=vms_libvirt
+            )
         except DomainXmlError as exc:
             notes.append(f"{rec.origin}: {exc}")
             continue
@@ -176,8 +220,10 @@ def _require_shut_off(uri: str, name: str) -> None:
     except LibvirtError as exc:
         fail(str(exc))
     if state != "shut off":
-        fail(f"{name} is {state}: its affinity is changed only while it is shut off "
-             f"(virsh -c {uri} shutdown {name}, then run this again)")
+        fail(
+            f"{name} is {state}: its affinity is changed only while it is shut off "
+            f"(virsh -c {uri} shutdown {name}, then run this again)"
+        )
 
 
 def _stale_pins(dom: Domain, aff: Affinity, host: HostView) -> list[str]:
@@ -199,7 +245,10 @@ def new_definition(xml: str, aff: Affinity) -> str:
     from topoagent.parsers.libvirt_domain import MemNode, Pin, with_affinity
 
     return with_affinity(
-        xml, cpuset=str(aff.cpuset), mem_mode=aff.mem_mode, nodeset=aff.nodeset,
+        xml,
+        cpuset=str(aff.cpuset),
+        mem_mode=aff.mem_mode,
+        nodeset=aff.nodeset,
         memnodes=tuple(MemNode(c, "strict", str(n)) for c, n in aff.memnodes),
         vcpupins=None if aff.vcpupins is None else tuple(Pin(v, str(c)) for v, c in aff.vcpupins),
         emulatorpin=None if aff.emulatorpin is None or aff.vcpupins is None else str(aff.emulatorpin),
@@ -213,14 +262,24 @@ def _affinity_of(dom: Domain) -> tuple[object, ...]:
     def s(text: str | None) -> str | None:
         return None if text is None else str(parse_libvirt_set(text))
 
-    return (dom.vcpu_placement, s(dom.vcpu_cpuset), dom.numatune_mode, s(dom.numatune_nodeset),
-            dom.numatune_placement, tuple((m.cellid, m.mode, s(m.nodeset)) for m in dom.memnodes),
-            tuple((p.id, s(p.cpuset)) for p in dom.vcpupins), s(dom.emulatorpin),
-            tuple((p.id, s(p.cpuset)) for p in dom.iothreadpins), dom.hostdevs, dom.vcpus)
+    return (
+        dom.vcpu_placement,
+        s(dom.vcpu_cpuset),
+        dom.numatune_mode,
+        s(dom.numatune_nodeset),
+        dom.numatune_placement,
+        tuple((m.cellid, m.mode, s(m.nodeset)) for m in dom.memnodes),
+        tuple((p.id, s(p.cpuset)) for p in dom.vcpupins),
+        s(dom.emulatorpin),
+        tuple((p.id, s(p.cpuset)) for p in dom.iothreadpins),
+        dom.hostdevs,
+        dom.vcpus,
+    )
 
 
-def _apply(inputs: Inputs, name: str, uri: str | None, *, yes: bool, pin: bool, reserve_cores: int,
-           state_dir: str) -> None:
+def _apply(
+    inputs: Inputs, name: str, uri: str | None, *, yes: bool, pin: bool, reserve_cores: int, state_dir: str
+) -> None:
     import difflib
 
     from topoagent.advice.vms import Verdict, VmsError
@@ -255,15 +314,25 @@ def _apply(inputs: Inputs, name: str, uri: str | None, *, yes: bool, pin: bool, 
     aff = vm.affinity
     stale = _stale_pins(dom, aff, host)
     if stale:
-        fail(f"{name} has {', '.join(stale)} outside node {aff.nodeset}'s CPUs: rerun with --pin to replace "
-             f"vcpupin/emulatorpin, or remove them (virsh edit) first")
+        fail(
+            f"{name} has {', '.join(stale)} outside node {aff.nodeset}'s CPUs: rerun with --pin to replace "
+            f"vcpupin/emulatorpin, or remove them (virsh edit) first"
+        )
     new = new_definition(xml, aff)
-    diff = "".join(difflib.unified_diff(canonical_xml(xml).splitlines(True), new.splitlines(True),
-                                        f"{name} (defined now)", f"{name} (with NUMA affinity)"))
+    diff = "".join(
+        difflib.unified_diff(
+            canonical_xml(xml).splitlines(True),
+            new.splitlines(True),
+            f"{name} (defined now)",
+            f"{name} (with NUMA affinity)",
+        )
+    )
     emit(diff)
     if not yes:
-        emit(f"dry run: nothing changed. With --yes the definition is backed up to "
-             f"{backup_path(state_dir, name)} and the new one defined (virsh -c {uri} define).\n")
+        emit(
+            f"dry run: nothing changed. With --yes the definition is backed up to "
+            f"{backup_path(state_dir, name)} and the new one defined (virsh -c {uri} define).\n"
+        )
         sys.exit(EXIT_OK)
     try:
         saved, written = save_backup(state_dir, name, xml)
@@ -277,11 +346,15 @@ def _apply(inputs: Inputs, name: str, uri: str | None, *, yes: bool, pin: bool, 
     finally:
         discard_staged(staged)
     if _affinity_of(stored) != _affinity_of(parse_domain(new)):
-        fail(f"{name}: libvirt stored a different affinity than was defined; compare virsh dumpxml {name} "
-             f"with the diff above (undo: topoagent vms --undo {name})")
+        fail(
+            f"{name}: libvirt stored a different affinity than was defined; compare virsh dumpxml {name} "
+            f"with the diff above (undo: topoagent vms --undo {name})"
+        )
     kept = "" if written else " (kept from an earlier --apply: it holds the definition before that)"
-    emit(f"defined {name} with NUMA affinity node {aff.nodeset}; backup {saved}{kept}; "
-         f"undo: topoagent vms --undo {name} --state-dir {state_dir}\n")
+    emit(
+        f"defined {name} with NUMA affinity node {aff.nodeset}; backup {saved}{kept}; "
+        f"undo: topoagent vms --undo {name} --state-dir {state_dir}\n"
+    )
     sys.exit(EXIT_OK)
 
 

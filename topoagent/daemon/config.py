@@ -30,8 +30,18 @@ import msgspec
 from topoagent.apply.journal import DEFAULT_STATE_DIR
 from topoagent.errors import InputError
 
-__all__ = ["DEFAULT_CONFIG", "DEFAULT_LISTEN", "KEYS", "Config", "ConfigError", "Provenance", "changed_keys", "load",
-           "parse_listen", "provenance"]
+__all__ = [
+    "DEFAULT_CONFIG",
+    "DEFAULT_LISTEN",
+    "KEYS",
+    "Config",
+    "ConfigError",
+    "Provenance",
+    "changed_keys",
+    "load",
+    "parse_listen",
+    "provenance",
+]
 
 DEFAULT_CONFIG = "/etc/topoagent/config.toml"
 #: 127.0.0.1 only by default: topology is not a secret, but nothing should be exposed unasked.
@@ -133,16 +143,17 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "nfd_dir": (_path, 'a directory, or "" for none'),
     "textfile_dir": (_path, 'a directory, or "" for none'),
     "interval": (_positive, "seconds > 0"),
-    "expected_gpus": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 4096,
-                      "an integer 0-4096"),
+    "expected_gpus": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 4096, "an integer 0-4096"),
     "nvml": (lambda v: isinstance(v, bool), "true or false"),
     "udev": (lambda v: isinstance(v, bool), "true or false"),
     "scan_timeout": (_positive, "seconds > 0"),
     "debounce": (lambda v: _positive(v) or v == 0, "seconds >= 0"),
     "link_sample_interval": (_positive, "seconds > 0"),
     "link_window": (_positive, "seconds > 0"),
-    "recent_changes": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10000,
-                       "an integer 0-10000"),
+    "recent_changes": (
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10000,
+        "an integer 0-10000",
+    ),
     "nfd_namespace": (_namespace, "a DNS subdomain such as feature.node.kubernetes.io or example.com"),
     "log_format": (lambda v: v in ("auto", "json", "console"), '"auto", "json" or "console"'),
     "expect": (_path, 'a baseline file (topoagent baseline), or "" for none'),
@@ -203,8 +214,11 @@ def check_ranges(values: Mapping[str, Any], where: str) -> None:
             raise ConfigError(f"{where}: {key} = {value}: must be a finite number from {lo:g} to {hi:g}")
         if not lo <= value <= hi:
             shown = f"{value:g}" if isinstance(value, float) or value.bit_length() < 64 else "a huge integer"
-            raise ConfigError(f"{where}: {key} = {shown}: must be from {lo:g} to {hi:g} seconds"
-                              if key != "recent_changes" else f"{where}: {key} = {shown}: must be from {lo} to {hi}")
+            raise ConfigError(
+                f"{where}: {key} = {shown}: must be from {lo:g} to {hi:g} seconds"
+                if key != "recent_changes"
+                else f"{where}: {key} = {shown}: must be from {lo} to {hi}"
+            )
 
 
 def _read_toml(path: str) -> dict[str, Any]:
@@ -310,8 +324,10 @@ def provenance(path: str | None = None, overrides: Mapping[str, Any] | None = No
     file = path if path is not None else DEFAULT_CONFIG
     in_file = _check(_read_toml(file), f"config {file}") if path is not None or os.path.exists(file) else {}
     flags = {k for k, v in (overrides or {}).items() if v is not None}
-    sources = {f.name: "flag" if f.name in flags else "file" if f.name in in_file else "default"
-               for f in msgspec.structs.fields(Config)}
+    sources = {
+        f.name: "flag" if f.name in flags else "file" if f.name in in_file else "default"
+        for f in msgspec.structs.fields(Config)
+    }
     return Provenance(sources, {k: v for k, v in in_file.items() if k in flags})
 
 

@@ -30,9 +30,23 @@ from topoagent.sources.textinput import read_regular
 from topoagent.topology import DeviceKind
 
 __all__ = [
-    "EXPECTED_FILE", "NFD_EXPIRY_INTERVALS", "NFD_FILE", "NFD_LIMIT", "STATE_FILE", "TEXTFILE", "ExportError", "Exporter",
-    "atomic_write", "iso_time", "nfd_expiry", "nfd_features", "read_count", "render_nfd", "state_document",
-    "valid_nfd_name", "valid_nfd_value",
+    "EXPECTED_FILE",
+    "NFD_EXPIRY_INTERVALS",
+    "NFD_FILE",
+    "NFD_LIMIT",
+    "STATE_FILE",
+    "TEXTFILE",
+    "ExportError",
+    "Exporter",
+    "atomic_write",
+    "iso_time",
+    "nfd_expiry",
+    "nfd_features",
+    "read_count",
+    "render_nfd",
+    "state_document",
+    "valid_nfd_name",
+    "valid_nfd_value",
 ]
 
 STATE_FILE = "state.json"
@@ -107,8 +121,9 @@ def iso_time(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-def state_document(result: ScanResult, *, scanned_at: float, duration: float,
-                   changes: list[dict[str, Any]], daemon: Mapping[str, Any]) -> dict[str, Any]:
+def state_document(
+    result: ScanResult, *, scanned_at: float, duration: float, changes: list[dict[str, Any]], daemon: Mapping[str, Any]
+) -> dict[str, Any]:
     """The state file: the ``scan --format json`` contract plus ``scanned_at``,
     ``scan_duration_seconds``, ``changes`` (recent events, oldest first) and ``daemon``
     (the last attempt, counters, link judgements)."""

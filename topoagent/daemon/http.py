@@ -98,8 +98,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve(body=False)
 
     def _not_allowed(self) -> None:
-        self._reply(405, b"method not allowed: this endpoint is read-only\n", "text/plain; charset=utf-8",
-                    body=True, extra={"Allow": "GET, HEAD"})
+        self._reply(
+            405,
+            b"method not allowed: this endpoint is read-only\n",
+            "text/plain; charset=utf-8",
+            body=True,
+            extra={"Allow": "GET, HEAD"},
+        )
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _not_allowed
 
@@ -202,13 +207,17 @@ class MetricsServer(ThreadingHTTPServer):
         exc = sys.exc_info()[1]
         if isinstance(exc, (ConnectionError, TimeoutError, socket.timeout)):
             return  # the client went away or was too slow: nothing to report
-        self.log.warning("http_error", client=str(client_address[0]) if client_address else None,
-                         error=f"{type(exc).__name__}: {exc}")
+        self.log.warning(
+            "http_error",
+            client=str(client_address[0]) if client_address else None,
+            error=f"{type(exc).__name__}: {exc}",
+        )
 
     def start(self) -> None:
         """Serve in a background thread (polling for shutdown twice a second)."""
-        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.5},
-                                        name="topoagent-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.5}, name="topoagent-http", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:

@@ -94,12 +94,22 @@ def watched_links(result: ScanResult) -> dict[str, WatchedLink]:
             continue
         p = link_partner(topo, d)
         cap = capability(topo, d)
-        gpu = d if d.kind is DeviceKind.GPU else p if (p is not None and p.kind is DeviceKind.GPU
-                                                        and d.role in _DOWNSTREAM_FACING) else None
+        gpu = (
+            d
+            if d.kind is DeviceKind.GPU
+            else p
+            if (p is not None and p.kind is DeviceKind.GPU and d.role in _DOWNSTREAM_FACING)
+            else None
+        )
         out[d.key] = WatchedLink(
-            d.key, d.bdf or d.key, d.kind.value, gpu.key if gpu is not None else None,
-            cap.gts, cap.width,
-            link=(p.bdf if d.role in _DOWNSTREAM_FACING and p is not None and p.bdf else d.bdf) or d.key)
+            d.key,
+            d.bdf or d.key,
+            d.kind.value,
+            gpu.key if gpu is not None else None,
+            cap.gts,
+            cap.width,
+            link=(p.bdf if d.role in _DOWNSTREAM_FACING and p is not None and p.bdf else d.bdf) or d.key,
+        )
     return out
 
 
@@ -192,8 +202,20 @@ class LinkWatch:
         if speed_low:
             reasons.append(f"{cur.gts:g} of {w.max_gts:g} GT/s" + (" under load" if w.gpu else ""))
         seen_gts, seen_width = self._max_seen.get(w.key, (None, None))
-        return Judgement(w.key, w.bdf, w.kind, bool(reasons), ", ".join(reasons) or None, cur.gts, cur.width,
-                         w.max_gts, w.max_width, seen_gts, seen_width, saw_load)
+        return Judgement(
+            w.key,
+            w.bdf,
+            w.kind,
+            bool(reasons),
+            ", ".join(reasons) or None,
+            cur.gts,
+            cur.width,
+            w.max_gts,
+            w.max_width,
+            seen_gts,
+            seen_width,
+            saw_load,
+        )
 
     def needs_sampling(self) -> bool:
         """Whether a GPU link is below its maximum now (only those need readings between scans)."""

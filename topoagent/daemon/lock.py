@@ -45,8 +45,10 @@ class StateLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENXIO):
-                raise LockRefused(f"{self.path}: {'a symbolic link' if exc.errno == errno.ELOOP else 'a FIFO'}, "
-                                  "not a regular file: refused (remove it)") from None
+                raise LockRefused(
+                    f"{self.path}: {'a symbolic link' if exc.errno == errno.ELOOP else 'a FIFO'}, "
+                    "not a regular file: refused (remove it)"
+                ) from None
             raise
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -59,8 +61,10 @@ class StateLock:
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 who = f" (pid {holder})" if holder else ""
-                raise AlreadyRunning(f"another topoagent daemon{who} already uses state directory "
-                                     f"{os.path.dirname(self.path)} (lock {self.path})") from None
+                raise AlreadyRunning(
+                    f"another topoagent daemon{who} already uses state directory "
+                    f"{os.path.dirname(self.path)} (lock {self.path})"
+                ) from None
             raise
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())

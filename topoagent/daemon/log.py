@@ -40,8 +40,11 @@ def make_logger(fmt: str = "auto", stream: IO[str] | None = None, level: str = "
     import structlog
 
     out = stream if stream is not None else sys.stderr
-    renderer: Any = (structlog.processors.JSONRenderer(default=str) if wants_json(fmt, out)
-                     else structlog.dev.ConsoleRenderer(colors=False))
+    renderer: Any = (
+        structlog.processors.JSONRenderer(default=str)
+        if wants_json(fmt, out)
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
     return structlog.wrap_logger(
         structlog.PrintLogger(cast(TextIO, out)),
         processors=[

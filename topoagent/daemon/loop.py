@@ -95,8 +95,16 @@ def default_sample(config: Config) -> dict[str, LinkInfo]:
 
 
 class _Job:
-    def __init__(self, ident: int, kind: str, trigger: str, fn: Callable[[], Any], done: queue.SimpleQueue[Any],
-                 wake: Callable[[], None], clock: Clock) -> None:
+    def __init__(
+        self,
+        ident: int,
+        kind: str,
+        trigger: str,
+        fn: Callable[[], Any],
+        done: queue.SimpleQueue[Any],
+        wake: Callable[[], None],
+        clock: Clock,
+    ) -> None:
         self.ident, self.kind, self.trigger = ident, kind, trigger
         self.started = clock.monotonic()
         self.started_wall = clock.time()
@@ -124,11 +132,19 @@ class Daemon:
     (:func:`topoagent.daemon.config.provenance`), for the ``config`` event.
     """
 
-    def __init__(self, config: Config, *, log: Any = None, notifier: Notifier | None = None,
-                 scan: Callable[[Config], ScanResult] | None = None,
-                 sample: Callable[[Config], Mapping[str, LinkInfo]] | None = None,
-                 reload: Callable[[], Config] | None = None, install_signals: bool = True,
-                 clock: Clock | None = None, explain: Callable[[], Provenance] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        log: Any = None,
+        notifier: Notifier | None = None,
+        scan: Callable[[Config], ScanResult] | None = None,
+        sample: Callable[[Config], Mapping[str, LinkInfo]] | None = None,
+        reload: Callable[[], Config] | None = None,
+        install_signals: bool = True,
+        clock: Clock | None = None,
+        explain: Callable[[], Provenance] | None = None,
+    ) -> None:
         self.config = config
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._explain_fn = explain
@@ -234,12 +250,22 @@ class Daemon:
             self._http = http.start((host, port), self, self.log)
         except OSError as exc:
             self._release()
-            raise SetupError(f"cannot listen on {cfg.listen}: {exc.strerror or exc}"
-                             + (" (another topoagent daemon?)" if exc.errno == errno.EADDRINUSE else "")) from None
+            raise SetupError(
+                f"cannot listen on {cfg.listen}: {exc.strerror or exc}"
+                + (" (another topoagent daemon?)" if exc.errno == errno.EADDRINUSE else "")
+            ) from None
         self._udev = UdevWatch.open(self.log, live=cfg.live, enabled=cfg.udev)
-        self.log.info("started", listen=cfg.listen, root=cfg.root, state_dir=cfg.state_dir,
-                      nfd_dir=cfg.nfd_dir, textfile_dir=cfg.textfile_dir, interval=cfg.interval,
-                      pid=os.getpid(), watchdog=self.notifier.watchdog_interval())
+        self.log.info(
+            "started",
+            listen=cfg.listen,
+            root=cfg.root,
+            state_dir=cfg.state_dir,
+            nfd_dir=cfg.nfd_dir,
+            textfile_dir=cfg.textfile_dir,
+            interval=cfg.interval,
+            pid=os.getpid(),
+            watchdog=self.notifier.watchdog_interval(),
+        )
         self._log_config()
 
     def _release(self) -> None:
@@ -343,8 +369,7 @@ class Daemon:
         events = self._udev.drain()
         if not events:
             return
-        self.log.info("udev_events", count=len(events),
-                      events=[f"{a} {s} {n}" for a, s, n in events[:5]])
+        self.log.info("udev_events", count=len(events), events=[f"{a} {s} {n}" for a, s, n in events[:5]])
         # Debounce: wait for the burst to end, but not past MAX_DEBOUNCE from its first event.
         if self._burst_started is None:
             self._burst_started = now
@@ -387,8 +412,7 @@ class Daemon:
                 self.log.warning("config_sources_unknown", error=str(exc))
         for key, file_value in (prov.shadowed if prov is not None else {}).items():
             if file_value != getattr(self.config, key):
-                self.log.warning("config_flag_overrides_file", key=key, flag=getattr(self.config, key),
-                                 file=file_value)
+                self.log.warning("config_flag_overrides_file", key=key, flag=getattr(self.config, key), file=file_value)
         fields: dict[str, Any] = {"settings": msgspec.structs.asdict(self.config)}
         if prov is not None:
             fields["sources"] = prov.sources
@@ -497,27 +521,53 @@ class Daemon:
         self._record(changes)
         st = self.status
         new = msgspec.structs.replace(
-            st, result=result, good_at=attempt.at, good_duration=attempt.duration, last=attempt,
-            scans_total=st.scans_total + 1, changes_total=st.changes_total + len(changes), judgements=judgements,
-            names=pin_names(st.names, result.topology.devices))
+            st,
+            result=result,
+            good_at=attempt.at,
+            good_duration=attempt.duration,
+            last=attempt,
+            scans_total=st.scans_total + 1,
+            changes_total=st.changes_total + len(changes),
+            judgements=judgements,
+            names=pin_names(st.names, result.topology.devices),
+        )
         topo = result.topology
         worst = result.worst()
-        self.log.info("scan_done", trigger=attempt.trigger, seconds=round(attempt.duration, 3),
-                      devices=len(topo.devices), gpus=len(topo.gpus), nics=len(topo.nics),
-                      findings=len(result.findings), worst=worst.label if worst is not None else None,
-                      changes=len(changes), degraded_links=list(new.degraded))
-        self._after_attempt(new, f"{len(topo.gpus)} GPUs, {len(topo.nics)} NICs, "
-                                 f"{len(result.findings)} findings, {len(changes)} changes")
+        self.log.info(
+            "scan_done",
+            trigger=attempt.trigger,
+            seconds=round(attempt.duration, 3),
+            devices=len(topo.devices),
+            gpus=len(topo.gpus),
+            nics=len(topo.nics),
+            findings=len(result.findings),
+            worst=worst.label if worst is not None else None,
+            changes=len(changes),
+            degraded_links=list(new.degraded),
+        )
+        self._after_attempt(
+            new,
+            f"{len(topo.gpus)} GPUs, {len(topo.nics)} NICs, {len(result.findings)} findings, {len(changes)} changes",
+        )
 
     def _failed(self, attempt: Attempt) -> None:
         st = self.status
-        new = msgspec.structs.replace(st, last=attempt, scans_total=st.scans_total + 1,
-                                  failures_total=st.failures_total + 1)
-        self.log.error("scan_failed", trigger=attempt.trigger, error=attempt.error,
-                       seconds=round(attempt.duration, 3), failures=new.failures_total,
-                       serving="the last good scan" if st.result is not None else "no scan yet")
-        self._after_attempt(new, f"scan failed ({attempt.error}); "
-                                 + ("serving the last good scan" if st.result is not None else "no good scan yet"))
+        new = msgspec.structs.replace(
+            st, last=attempt, scans_total=st.scans_total + 1, failures_total=st.failures_total + 1
+        )
+        self.log.error(
+            "scan_failed",
+            trigger=attempt.trigger,
+            error=attempt.error,
+            seconds=round(attempt.duration, 3),
+            failures=new.failures_total,
+            serving="the last good scan" if st.result is not None else "no scan yet",
+        )
+        self._after_attempt(
+            new,
+            f"scan failed ({attempt.error}); "
+            + ("serving the last good scan" if st.result is not None else "no good scan yet"),
+        )
 
     def _after_attempt(self, status: Status, summary: str) -> None:
         """Write the exports of a new status, then publish it (so /metrics never runs ahead of
@@ -558,9 +608,15 @@ class Daemon:
         last = st.last
         return {
             "started_at": iso_time(st.started_at),
-            "last_scan": None if last is None else {
-                "at": iso_time(last.at), "success": last.success, "trigger": last.trigger,
-                "duration_seconds": round(last.duration, 6), "error": last.error},
+            "last_scan": None
+            if last is None
+            else {
+                "at": iso_time(last.at),
+                "success": last.success,
+                "trigger": last.trigger,
+                "duration_seconds": round(last.duration, 6),
+                "error": last.error,
+            },
             "scans_total": st.scans_total,
             "scan_failures_total": st.failures_total,
             "links": [j.as_dict() for j in st.judgements.values()],
@@ -573,8 +629,13 @@ class Daemon:
         cfg = self.config
         st = msgspec.structs.replace(st, interval=cfg.interval, expected_gpus=self._expected_gpus(st))
         if st.result is not None:
-            doc = state_document(st.result, scanned_at=st.good_at or 0.0, duration=st.good_duration or 0.0,
-                                 changes=list(self.recent), daemon=self._daemon_section(st))
+            doc = state_document(
+                st.result,
+                scanned_at=st.good_at or 0.0,
+                duration=st.good_duration or 0.0,
+                changes=list(self.recent),
+                daemon=self._daemon_section(st),
+            )
             self.exporter.write_json("state", os.path.join(cfg.state_dir, STATE_FILE), doc)
             if cfg.nfd_dir:
                 scan_ok = st.last is None or st.last.success
@@ -605,7 +666,9 @@ class Daemon:
         return self.config.expected_gpus if self.config.expected_gpus is not None else self._most_gpus
 
     def _with_exports(self, st: Status) -> Status:
-        return msgspec.structs.replace(st, exports=FrozenMap({n: s.ok for n, s in sorted(self.exporter.status.items())}))
+        return msgspec.structs.replace(
+            st, exports=FrozenMap({n: s.ok for n, s in sorted(self.exporter.status.items())})
+        )
 
 
 def _describe(exc: BaseException) -> str:

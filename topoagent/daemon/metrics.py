@@ -36,8 +36,9 @@ def families(status: Status) -> list[Any]:
 
     out: list[Any] = []
 
-    def gauge(name: str, doc: str, labels: Iterable[str] = (),
-              rows: Iterable[tuple[Iterable[str], float]] = ()) -> None:
+    def gauge(
+        name: str, doc: str, labels: Iterable[str] = (), rows: Iterable[tuple[Iterable[str], float]] = ()
+    ) -> None:
         g = GaugeMetricFamily(name, doc, labels=list(labels))
         for values, value in rows:
             g.add_metric(list(values), value)
@@ -46,16 +47,28 @@ def families(status: Status) -> list[Any]:
     gauge("topoagent_build_info", "topoagent's version (always 1).", ["version"], [([__version__], 1)])
     last = status.last
     if last is not None:
-        gauge("topoagent_scan_success", "Whether the last scan succeeded (1) or failed or timed out (0).",
-              rows=[((), 1 if last.success else 0)])
-        gauge("topoagent_scan_duration_seconds", "How long the last scan took (the timeout, if it hung).",
-              rows=[((), last.duration)])
+        gauge(
+            "topoagent_scan_success",
+            "Whether the last scan succeeded (1) or failed or timed out (0).",
+            rows=[((), 1 if last.success else 0)],
+        )
+        gauge(
+            "topoagent_scan_duration_seconds",
+            "How long the last scan took (the timeout, if it hung).",
+            rows=[((), last.duration)],
+        )
     if status.interval is not None:
-        gauge("topoagent_scan_interval_seconds", "The configured seconds between timer scans (alerts on "
-              "stale scans scale with it).", rows=[((), status.interval)])
+        gauge(
+            "topoagent_scan_interval_seconds",
+            "The configured seconds between timer scans (alerts on stale scans scale with it).",
+            rows=[((), status.interval)],
+        )
     if status.good_at is not None:
-        gauge("topoagent_last_scan_timestamp_seconds",
-              "When the last successful scan started, in seconds since the epoch.", rows=[((), status.good_at)])
+        gauge(
+            "topoagent_last_scan_timestamp_seconds",
+            "When the last successful scan started, in seconds since the epoch.",
+            rows=[((), status.good_at)],
+        )
     scans = CounterMetricFamily("topoagent_scans", "Scans attempted since the daemon started.")
     scans.add_metric([], status.scans_total)
     failures = CounterMetricFamily("topoagent_scan_failures", "Scans that raised or timed out.")
@@ -63,8 +76,12 @@ def families(status: Status) -> list[Any]:
     changes = CounterMetricFamily("topoagent_changes", "Changes (events) seen between scans.")
     changes.add_metric([], status.changes_total)
     out += [scans, failures, changes]
-    gauge("topoagent_export_ok", "Whether the last write of each export file worked.", ["export"],
-          [((name,), 1 if ok else 0) for name, ok in sorted(status.exports.items())])
+    gauge(
+        "topoagent_export_ok",
+        "Whether the last write of each export file worked.",
+        ["export"],
+        [((name,), 1 if ok else 0) for name, ok in sorted(status.exports.items())],
+    )
     if status.result is not None:
         _result_families(status, gauge)
         out.append(_aer_family(status))
@@ -79,9 +96,12 @@ def _aer_family(status: Status) -> Any:
 
     r = status.result
     assert r is not None
-    fam = CounterMetricFamily("topoagent_pcie_aer_errors", "PCIe AER errors the kernel counted on each "
-                              "function since boot (aer_dev_fatal, aer_dev_nonfatal, aer_dev_correctable).",
-                              labels=["bdf", "kind", "severity"])
+    fam = CounterMetricFamily(
+        "topoagent_pcie_aer_errors",
+        "PCIe AER errors the kernel counted on each "
+        "function since boot (aer_dev_fatal, aer_dev_nonfatal, aer_dev_correctable).",
+        labels=["bdf", "kind", "severity"],
+    )
     # GPUs, NICs and the bridges on their paths always (a counter is best exported from zero,
     # so the first error shows in rate()); any other function once it has counted.
     watched = watched_links(r)
@@ -103,29 +123,53 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
     r = status.result
     assert r is not None
     topo, snap = r.topology, r.snapshot
-    gauge("topoagent_source_up", "Whether each source gave evidence in the last good scan.", ["source"],
-          [((s.name,), 1 if s.status in _UP else 0) for s in snap.sources])
+    gauge(
+        "topoagent_source_up",
+        "Whether each source gave evidence in the last good scan.",
+        ["source"],
+        [((s.name,), 1 if s.status in _UP else 0) for s in snap.sources],
+    )
     # One series per source, as node_exporter's node_scrape_collector_duration_seconds{collector}.
-    gauge("topoagent_source_duration_seconds", "Seconds each source took in the last good scan "
-          '(source="analyse": building and analysing the tree).', ["source"],
-          [((name,), seconds) for name, seconds in r.timings.items()])
-    gauge("topoagent_probe_errors", "Probes (files, calls) that failed in the last good scan.",
-          rows=[((), len(snap.probe_errors))])
+    gauge(
+        "topoagent_source_duration_seconds",
+        'Seconds each source took in the last good scan (source="analyse": building and analysing the tree).',
+        ["source"],
+        [((name,), seconds) for name, seconds in r.timings.items()],
+    )
+    gauge(
+        "topoagent_probe_errors",
+        "Probes (files, calls) that failed in the last good scan.",
+        rows=[((), len(snap.probe_errors))],
+    )
     counts = {k.value: 0 for k in DeviceKind}
     for d in topo.devices:
         counts[d.kind.value] += 1
-    gauge("topoagent_devices", "PCI functions of each kind in the last good scan.", ["kind"],
-          [((k,), n) for k, n in counts.items()])
-    gauge("topoagent_gpus", "Physical GPUs (no virtual functions) in the last good scan.",
-          rows=[((), sum(1 for g in topo.gpus if not g.is_vf))])
+    gauge(
+        "topoagent_devices",
+        "PCI functions of each kind in the last good scan.",
+        ["kind"],
+        [((k,), n) for k, n in counts.items()],
+    )
+    gauge(
+        "topoagent_gpus",
+        "Physical GPUs (no virtual functions) in the last good scan.",
+        rows=[((), sum(1 for g in topo.gpus if not g.is_vf))],
+    )
     if status.expected_gpus is not None:
-        gauge("topoagent_gpus_expected", "Physical GPUs this node should have: expected_gpus from the "
-              "configuration, else the most the daemon has seen (kept across restarts).",
-              rows=[((), status.expected_gpus)])
+        gauge(
+            "topoagent_gpus_expected",
+            "Physical GPUs this node should have: expected_gpus from the "
+            "configuration, else the most the daemon has seen (kept across restarts).",
+            rows=[((), status.expected_gpus)],
+        )
     facts = r.baseline
-    gauge("topoagent_topology_info", "1, labelled with the host's hardware class and topology fingerprint "
-          "(docs/fleet.md): hosts of one class with another fingerprint differ from their siblings.",
-          ["hw_class", "fingerprint"], [((facts.hw_class, facts.fingerprint), 1)])
+    gauge(
+        "topoagent_topology_info",
+        "1, labelled with the host's hardware class and topology fingerprint "
+        "(docs/fleet.md): hosts of one class with another fingerprint differ from their siblings.",
+        ["hw_class", "fingerprint"],
+        [((facts.hw_class, facts.fingerprint), 1)],
+    )
     numa = {g.numa_node for g in topo.gpus if g.numa_node is not None}
     gauge("topoagent_gpu_numa_nodes", "NUMA nodes that have at least one GPU.", rows=[((), len(numa))])
 
@@ -133,13 +177,18 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
     for f in r.findings:
         for subject in finding_keys(r, f) or ("",):
             rows[(f.code, f.severity.label, subject)] = 1
-    gauge("topoagent_finding", "1 for each active finding and each device it names (subject = BDF).",
-          ["code", "severity", "subject"], [(k, v) for k, v in sorted(rows.items())])
+    gauge(
+        "topoagent_finding",
+        "1 for each active finding and each device it names (subject = BDF).",
+        ["code", "severity", "subject"],
+        [(k, v) for k, v in sorted(rows.items())],
+    )
     per_sev = {s.label: 0 for s in sorted(Severity, reverse=True)}
     for f in r.findings:
         per_sev[f.severity.label] += 1
-    gauge("topoagent_findings", "Active findings of each severity.", ["severity"],
-          [((s,), n) for s, n in per_sev.items()])
+    gauge(
+        "topoagent_findings", "Active findings of each severity.", ["severity"], [((s,), n) for s, n in per_sev.items()]
+    )
 
     rails = []
 
@@ -154,8 +203,12 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
                 continue
             p = r.path(rail.gpu, nic_id)
             rails.append(((name(g), g.key, name(n), n.key, p.token if p is not None else "unknown"), 1))
-    gauge("topoagent_rail_info", "1 for each GPU -> rail NIC pair, with its path class.",
-          ["gpu", "gpu_bdf", "nic", "nic_bdf", "path_class"], rails)
+    gauge(
+        "topoagent_rail_info",
+        "1 for each GPU -> rail NIC pair, with its path class.",
+        ["gpu", "gpu_bdf", "nic", "nic_bdf", "path_class"],
+        rails,
+    )
 
     width, speed, degraded = [], [], []
     for key, w in watched_links(r).items():
@@ -165,24 +218,40 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
         j = status.judgements.get(key)
         cur_w = j.current_width if j is not None else dev.link.current_width
         cur_s = j.current_gts if j is not None else dev.link.current_gts
-        for state, wv, sv in (("current", cur_w, cur_s), ("max", dev.link.max_width, dev.link.max_gts),
-                              ("capability", w.max_width, w.max_gts),
-                              ("max_seen", j.max_seen_width if j else None, j.max_seen_gts if j else None)):
+        for state, wv, sv in (
+            ("current", cur_w, cur_s),
+            ("max", dev.link.max_width, dev.link.max_gts),
+            ("capability", w.max_width, w.max_gts),
+            ("max_seen", j.max_seen_width if j else None, j.max_seen_gts if j else None),
+        ):
             if wv is not None:
                 width.append(((w.bdf, w.kind, state), wv))
             if sv is not None:
                 speed.append(((w.bdf, w.kind, state), sv * TRANSFERS_PER_GT))
         if j is not None:
             degraded.append(((w.bdf, w.kind, w.link), 1 if j.degraded else 0))
-    gauge("topoagent_pcie_link_width", "PCIe link width in lanes of GPUs, NICs and the bridges on their "
-          "paths (state: current; max = this end's own maximum; capability = what the link can train "
-          "to, the lower of both ends' maxima, to compare current with; max_seen = the widest seen).",
-          ["bdf", "kind", "state"], width)
-    gauge("topoagent_pcie_link_speed_transfers_per_second", "PCIe link speed per lane in transfers per "
-          "second (32e9 = 32 GT/s, Gen5; states as for the width).", ["bdf", "kind", "state"], speed)
-    gauge("topoagent_pcie_link_degraded", "1 when the link runs below its capability, judged over time (a "
-          "GPU only if it stayed below under load); link = the BDF of the link's lower end, shared by "
-          "both ends that report it.", ["bdf", "kind", "link"], degraded)
+    gauge(
+        "topoagent_pcie_link_width",
+        "PCIe link width in lanes of GPUs, NICs and the bridges on their "
+        "paths (state: current; max = this end's own maximum; capability = what the link can train "
+        "to, the lower of both ends' maxima, to compare current with; max_seen = the widest seen).",
+        ["bdf", "kind", "state"],
+        width,
+    )
+    gauge(
+        "topoagent_pcie_link_speed_transfers_per_second",
+        "PCIe link speed per lane in transfers per second (32e9 = 32 GT/s, Gen5; states as for the width).",
+        ["bdf", "kind", "state"],
+        speed,
+    )
+    gauge(
+        "topoagent_pcie_link_degraded",
+        "1 when the link runs below its capability, judged over time (a "
+        "GPU only if it stayed below under load); link = the BDF of the link's lower end, shared by "
+        "both ends that report it.",
+        ["bdf", "kind", "link"],
+        degraded,
+    )
 
 
 class StatusCollector:

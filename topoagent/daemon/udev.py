@@ -39,13 +39,18 @@ class UdevWatch:
             log.info("udev_disabled", reason="udev = false in the configuration; rescans on the timer only")
             return None
         if not live:
-            log.info("udev_disabled", reason="--root reads another tree; udev events describe this host, "
-                                             "so rescans are on the timer only")
+            log.info(
+                "udev_disabled",
+                reason="--root reads another tree; udev events describe this host, so rescans are on the timer only",
+            )
             return None
         if not os.path.exists(control):
-            log.warning("udev_unavailable", error=f"{control} is missing",
-                        reason="udevd is not running or, in a container, the host's /run/udev is not "
-                               "mounted (read-only is enough): no hotplug events; rescans on the timer only")
+            log.warning(
+                "udev_unavailable",
+                error=f"{control} is missing",
+                reason="udevd is not running or, in a container, the host's /run/udev is not "
+                "mounted (read-only is enough): no hotplug events; rescans on the timer only",
+            )
             return None
         try:
             import pyudev
@@ -55,8 +60,11 @@ class UdevWatch:
                 monitor.filter_by(subsystem)
             monitor.start()
         except Exception as exc:  # ImportError, no libudev (OSError/ImportError), no netlink permission
-            log.warning("udev_unavailable", error=f"{type(exc).__name__}: {exc}",
-                        reason="no hotplug events; rescans on the timer only")
+            log.warning(
+                "udev_unavailable",
+                error=f"{type(exc).__name__}: {exc}",
+                reason="no hotplug events; rescans on the timer only",
+            )
             return None
         return cls(monitor)
 

@@ -40,8 +40,9 @@ def formats(command: str) -> tuple[str, ...]:
 
 
 #: The formats read by people on a terminal: control characters in them are shown, not sent.
-TEXT_FORMATS = frozenset({("scan", "tree"), ("scan", "matrix"), ("plan", "text"), ("plan", "env"),
-                          ("plan", "slurm"), ("vms", "text")})
+TEXT_FORMATS = frozenset(
+    {("scan", "tree"), ("scan", "matrix"), ("plan", "text"), ("plan", "env"), ("plan", "slurm"), ("vms", "text")}
+)
 
 
 def renderer(command: str, fmt: str) -> Callable[..., str]:

@@ -58,14 +58,29 @@ from topoagent.topology import Device, DeviceKind
 
 __all__ = ["quote", "render"]
 
-_FILL = {"gpu": "#e8f5e9", "compute": "#e3f2fd", "storage": "#f3e5f5", "management": "#f5f5f5",
-         "vf": "#f1f8fe", "accelerator": "#fffde7"}
-_LINE = {"gpu": "#2e7d32", "compute": "#1565c0", "storage": "#6a1b9a", "management": "#757575",
-         "vf": "#64b5f6", "accelerator": "#f9a825"}
+_FILL = {
+    "gpu": "#e8f5e9",
+    "compute": "#e3f2fd",
+    "storage": "#f3e5f5",
+    "management": "#f5f5f5",
+    "vf": "#f1f8fe",
+    "accelerator": "#fffde7",
+}
+_LINE = {
+    "gpu": "#2e7d32",
+    "compute": "#1565c0",
+    "storage": "#6a1b9a",
+    "management": "#757575",
+    "vf": "#64b5f6",
+    "accelerator": "#f9a825",
+}
 _TIE = {"good": "#2e7d32", "warn": "#f9a825", "bad": "#d32f2f"}
 #: A tie's label badge, as the SVG draws it: fill, border, text.
-_BADGE = {"good": ("#e8f5e9", "#2e7d32", "#1b5e20"), "warn": ("#fff8e1", "#f9a825", "#8d6e00"),
-          "bad": ("#d32f2f", "#b71c1c", "#ffffff")}
+_BADGE = {
+    "good": ("#e8f5e9", "#2e7d32", "#1b5e20"),
+    "warn": ("#fff8e1", "#f9a825", "#8d6e00"),
+    "bad": ("#d32f2f", "#b71c1c", "#ffffff"),
+}
 _SEVERITY = {"critical": "#b71c1c", "warning": "#e65100", "info": "#455a64"}
 #: Invisible ordering edges: no arrow, no ink, no pull on the horizontal placement.
 _INVIS = "[style=invis, weight=0]"
@@ -86,8 +101,10 @@ def _lines(placed: list[tuple[Rect, _Part]], rows: bool) -> list[list[_Part]]:
     groups: dict[float, list[tuple[Rect, _Part]]] = {}
     for rect, part in placed:
         groups.setdefault(rect.y if rows else rect.x, []).append((rect, part))
-    return [[p for _, p in sorted(g, key=lambda rp: (rp[0].x, rp[0].y) if rows else (rp[0].y, rp[0].x))]
-            for _, g in sorted(groups.items())]
+    return [
+        [p for _, p in sorted(g, key=lambda rp: (rp[0].x, rp[0].y) if rows else (rp[0].y, rp[0].x))]
+        for _, g in sorted(groups.items())
+    ]
 
 
 def quote(text: str) -> str:
@@ -134,8 +151,7 @@ class _Dot:
 
     def pos(self, r: Rect) -> str:
         """A node's place and size from the layout (points; ``neato -n2`` keeps them)."""
-        return (f'pos="{r.cx:.1f},{self.height - r.cy:.1f}", width={r.w / 72:.3f}, height={r.h / 72:.3f}, '
-                "fixedsize=true")
+        return f'pos="{r.cx:.1f},{self.height - r.cy:.1f}", width={r.w / 72:.3f}, height={r.h / 72:.3f}, fixedsize=true'
 
     def bb(self, r: Rect) -> str:
         return f'bb="{r.x:.1f},{self.height - r.bottom:.1f},{r.right:.1f},{self.height - r.y:.1f}"'
@@ -144,11 +160,19 @@ class _Dot:
         """Open a cluster for a region of the layout: its title and subtitle, its box."""
         self.clusters += 1
         region = self.regions.get(ident)
-        label = f"{region.title}\n{region.subtitle}" if region is not None and region.subtitle else \
-            region.title if region is not None else fallback
+        label = (
+            f"{region.title}\n{region.subtitle}"
+            if region is not None and region.subtitle
+            else region.title
+            if region is not None
+            else fallback
+        )
         self.emit(depth, f"subgraph cluster_{self.clusters} {{")
-        self.emit(depth + 1, f"label={_left(label)}; labeljust=l; fontsize={size}; {style}"
-                             + (f" {self.bb(region.rect)};" if region is not None else ""))
+        self.emit(
+            depth + 1,
+            f"label={_left(label)}; labeljust=l; fontsize={size}; {style}"
+            + (f" {self.bb(region.rect)};" if region is not None else ""),
+        )
 
     def anchor(self, depth: int) -> str:
         """A new invisible node of no size: what a row hangs from."""
@@ -217,17 +241,22 @@ class _Dot:
         if placed is not None:  # the layout's lines (role, rail, NUMA node), fitted to its tile
             label = _left(chr(10).join(placed.lines))
             extra = f", {self.pos(placed.rect)}{extra}"
-        self.emit(depth, f'{quote(d.key)} [label={label}, fillcolor="{_FILL[kind]}", color="{_LINE[kind]}", '
-                         f"id={quote('tile-' + d.id)}{extra}];")
+        self.emit(
+            depth,
+            f'{quote(d.key)} [label={label}, fillcolor="{_FILL[kind]}", color="{_LINE[kind]}", '
+            f"id={quote('tile-' + d.id)}{extra}];",
+        )
 
     def box(self, depth: int, b: SceneBox) -> _Part:
         label = b.title
         if b.device is not None and b.ident not in self.regions:
             link = compact_link(b.device.link)
             label += f"\n{b.device.name}" + (f"\n{'⚠ ' if b.device.id in self.degraded else ''}{link}" if link else "")
-        style = {"switch": 'style="rounded,filled"; fillcolor="#eceff1"; color="#546e7a";',
-                 "hostbridge": 'style="rounded"; color="#b0bec5";',
-                 "group": 'style="rounded,dashed"; color="#b0bec5";'}[b.kind]
+        style = {
+            "switch": 'style="rounded,filled"; fillcolor="#eceff1"; color="#546e7a";',
+            "hostbridge": 'style="rounded"; color="#b0bec5";',
+            "group": 'style="rounded,dashed"; color="#b0bec5";',
+        }[b.kind]
         self.cluster(depth, b.ident, label, style)
         placed: list[tuple[Rect, _Part]] = []
         for c in b.children:
@@ -237,7 +266,9 @@ class _Dot:
             elif isinstance(c, SceneChip):
                 chip = self.chips.get(c.ident)
                 where = f", {self.pos(chip.rect)}" if chip is not None else ""
-                self.emit(depth + 1, f'{quote(c.ident)} [label={quote(c.label)}, shape=note, fillcolor="#fafafa"{where}];')
+                self.emit(
+                    depth + 1, f'{quote(c.ident)} [label={quote(c.label)}, shape=note, fillcolor="#fafafa"{where}];'
+                )
                 placed.append((self.rects[c.ident], _Part(quote(c.ident), (quote(c.ident),))))
             else:
                 placed.append((self.rects[c.ident], self.box(depth + 1, c)))
@@ -248,8 +279,11 @@ class _Dot:
             mark = self.marks.get(br.id)
             text = "ACS redirect " + (br.bdf or br.id)
             where = f", tooltip={quote(text)}, fontsize=7, {self.pos(mark)}" if mark is not None else ""
-            self.emit(depth + 1, f"{ident} [label={quote('ACS' if mark is not None else text)}, "
-                                 f'shape=octagon, style=filled, fillcolor="#d32f2f", fontcolor="white"{where}];')
+            self.emit(
+                depth + 1,
+                f"{ident} [label={quote('ACS' if mark is not None else text)}, "
+                f'shape=octagon, style=filled, fillcolor="#d32f2f", fontcolor="white"{where}];',
+            )
             cols[-1].append(_Part(ident, (ident,)))
         part = self.columns(depth + 1, cols)
         self.emit(depth, "}")
@@ -263,10 +297,20 @@ class _Dot:
         return part
 
     def socket(self, depth: int, s: SceneSocket) -> _Part:
-        self.cluster(depth, s.ident, f"{s.title}\n{s.subtitle}" if s.subtitle else s.title,
-                     'style="rounded,filled"; fillcolor="#f5f7fa"; color="#37474f"; penwidth=2;', 11)
-        placed = [(self.rects[n.ident], self.node(depth + 1, n, 'style="rounded,filled"; fillcolor="#ffffff"; color="#90a4ae";'))
-                  for n in s.nodes]
+        self.cluster(
+            depth,
+            s.ident,
+            f"{s.title}\n{s.subtitle}" if s.subtitle else s.title,
+            'style="rounded,filled"; fillcolor="#f5f7fa"; color="#37474f"; penwidth=2;',
+            11,
+        )
+        placed = [
+            (
+                self.rects[n.ident],
+                self.node(depth + 1, n, 'style="rounded,filled"; fillcolor="#ffffff"; color="#90a4ae";'),
+            )
+            for n in s.nodes
+        ]
         part = self.rows(depth + 1, _lines(placed, rows=True)) if placed else self.point(depth + 1, s.ident)
         self.emit(depth, "}")
         return part
@@ -285,27 +329,37 @@ def render(result: ScanResult, **_: Any) -> str:
     width = max(lay.width, key.right + MARGIN, found.right + MARGIN)
     g = _Dot(result, lay, height)
     g.emit(0, "digraph topoagent {")
-    g.emit(1, f'graph [label={_left(lay.title + chr(10) + lay.subtitle)}, labelloc=t, labeljust=l, '
-              f'fontname="DejaVu Sans Mono", fontsize=12, bb="0,0,{width:.1f},{height:.1f}", '
-              'compound=true, newrank=true, rankdir=TB, nodesep=0.25, ranksep=0.35];')
+    g.emit(
+        1,
+        f"graph [label={_left(lay.title + chr(10) + lay.subtitle)}, labelloc=t, labeljust=l, "
+        f'fontname="DejaVu Sans Mono", fontsize=12, bb="0,0,{width:.1f},{height:.1f}", '
+        "compound=true, newrank=true, rankdir=TB, nodesep=0.25, ranksep=0.35];",
+    )
     g.emit(1, 'node [shape=box, style="rounded,filled", fontname="DejaVu Sans Mono", fontsize=9];')
     g.emit(1, 'edge [fontname="DejaVu Sans Mono", fontsize=9, dir=none, penwidth=2];')
     placed = [(g.rects[s.ident], g.socket(1, s)) for s in sc.sockets]
     if sc.unknown is not None:
-        placed.append((g.rects[sc.unknown.ident],
-                       g.node(1, sc.unknown, 'style="rounded,dashed,filled"; fillcolor="#fff8e1"; color="#ef6c00";')))
+        placed.append(
+            (
+                g.rects[sc.unknown.ident],
+                g.node(1, sc.unknown, 'style="rounded,dashed,filled"; fillcolor="#fff8e1"; color="#ef6c00";'),
+            )
+        )
     rows = _lines(placed, rows=True)
     # The legend, then the findings, each a row of its own below the host.
     for ident, label, r in (("legend", legend, key), ("findings", findings, found)):
         where = f'pos="{r.cx:.1f},{height - r.cy:.1f}"'
-        g.emit(1, f'{quote(ident)} [shape=plain, style=solid, fontsize=10, {where}, label=<{label}>];')
+        g.emit(1, f"{quote(ident)} [shape=plain, style=solid, fontsize=10, {where}, label=<{label}>];")
         rows.append([_Part(quote(ident), (quote(ident),))])
     g.rows(1, rows)
     for band in lay.regions:  # the socket interconnect between sockets, where the layout draws it
         if band.kind == "interconnect":
             text = band.title if band.rect.w > band.rect.h else ""  # Graphviz cannot turn a label upright
-            g.emit(1, f"{quote(band.ident)} [label={quote(text)}, tooltip={quote(band.title or 'socket interconnect')}, "
-                      f'shape=box, style=filled, fillcolor="#cfd8dc", color="#78909c", fontsize=10, {g.pos(band.rect)}];')
+            g.emit(
+                1,
+                f"{quote(band.ident)} [label={quote(text)}, tooltip={quote(band.title or 'socket interconnect')}, "
+                f'shape=box, style=filled, fillcolor="#cfd8dc", color="#78909c", fontsize=10, {g.pos(band.rect)}];',
+            )
     drawn = {(t.gpu, t.nic): t for t in lay.ties}
     topo = result.topology
     tie_finding = tie_findings(result)
@@ -321,16 +375,23 @@ def render(result: ScanResult, **_: Any) -> str:
         grade = TIE_GRADE.get(rail.cls.name if rail.cls else "SYS", "bad")
         color = _TIE[grade]
         fill, border, ink = _BADGE[grade]
-        badge = (f'<<TABLE BORDER="1" CELLBORDER="0" CELLPADDING="1" CELLSPACING="0" COLOR="{border}" BGCOLOR="{fill}">'
-                 f'<TR><TD><FONT COLOR="{ink}"><B>{escape(token)}</B></FONT></TD></TR></TABLE>>')
+        badge = (
+            f'<<TABLE BORDER="1" CELLBORDER="0" CELLPADDING="1" CELLSPACING="0" COLOR="{border}" BGCOLOR="{fill}">'
+            f'<TR><TD><FONT COLOR="{ink}"><B>{escape(token)}</B></FONT></TD></TR></TABLE>>'
+        )
         tip = f"{rail.gpu} -> {rail.nic}: {token}" + (f" ({f.code})" if f else "")
         tie = drawn.get((rail.gpu, rail.nic))
         route = "" if tie is None else f", {_route(tie, height)}"
-        g.emit(1, f"{quote(gd.key)} -> {quote(nd.key)} [label={badge}, color=\"{color}\", "
-                  f"fontcolor=\"{color}\", tooltip={quote(tip)}, id={quote(f'tie-{rail.gpu}-{rail.nic}')}"
-                  + (", penwidth=3.5" if f and rail.cls and rail.cls.name == "SYS" else "")
-                  # Only a tie within one column may rank its NIC; others would undo the rows.
-                  + ("" if (quote(gd.key), quote(nd.key)) in g.stacked else ", constraint=false") + route + "];")
+        g.emit(
+            1,
+            f'{quote(gd.key)} -> {quote(nd.key)} [label={badge}, color="{color}", '
+            f'fontcolor="{color}", tooltip={quote(tip)}, id={quote(f"tie-{rail.gpu}-{rail.nic}")}'
+            + (", penwidth=3.5" if f and rail.cls and rail.cls.name == "SYS" else "")
+            # Only a tie within one column may rank its NIC; others would undo the rows.
+            + ("" if (quote(gd.key), quote(nd.key)) in g.stacked else ", constraint=false")
+            + route
+            + "];",
+        )
     g.emit(0, "}")
     return "\n".join(g.lines) + "\n"
 
@@ -342,15 +403,20 @@ def _route(tie: Tie, height: float) -> str:
     spline = [pts[0]]
     for a, b in pairwise(pts):
         spline += [a, b, b]
-    return (f'pos="{" ".join(f"{x:.1f},{y:.1f}" for x, y in spline)}", '
-            f'lp="{tie.label.cx:.1f},{height - tie.label.cy:.1f}"')
+    return (
+        f'pos="{" ".join(f"{x:.1f},{y:.1f}" for x, y in spline)}", lp="{tie.label.cx:.1f},{height - tie.label.cy:.1f}"'
+    )
 
 
 def _swatch(kind: str) -> str:
     """The legend's sample of one kind of mark, as the DOT draws it (an HTML-like table cell)."""
     cell = '<TD WIDTH="32" HEIGHT="16" FIXEDSIZE="TRUE" CELLPADDING="0"'
-    fills = {"gpu": _FILL["gpu"], "nic-compute": _FILL["compute"], "nic-storage": _FILL["storage"],
-             "nic-management": _FILL["management"]}
+    fills = {
+        "gpu": _FILL["gpu"],
+        "nic-compute": _FILL["compute"],
+        "nic-storage": _FILL["storage"],
+        "nic-management": _FILL["management"],
+    }
     if kind in fills:
         return f'{cell} BORDER="1" COLOR="black" BGCOLOR="{fills[kind]}" STYLE="rounded"></TD>'
     if kind == "switch":
@@ -379,10 +445,14 @@ def _legend_label(lay: Layout) -> tuple[str, float, float]:
         per_row -= 1
     rows = []
     for i in range(0, len(LEGEND), per_row):
-        cells = "".join(f'{_swatch(kind)}<TD ALIGN="LEFT">{escape(text)}</TD>' for kind, text in LEGEND[i:i + per_row])
+        cells = "".join(
+            f'{_swatch(kind)}<TD ALIGN="LEFT">{escape(text)}</TD>' for kind, text in LEGEND[i : i + per_row]
+        )
         rows.append(f"<TR>{cells}</TR>")
-    label = (f'<TABLE BORDER="1" COLOR="#b0bec5" CELLBORDER="0" CELLSPACING="4" CELLPADDING="2" STYLE="rounded">'
-             f'<TR><TD COLSPAN="{2 * per_row}" ALIGN="LEFT"><B>Legend</B></TD></TR>{"".join(rows)}</TABLE>')
+    label = (
+        f'<TABLE BORDER="1" COLOR="#b0bec5" CELLBORDER="0" CELLSPACING="4" CELLPADDING="2" STYLE="rounded">'
+        f'<TR><TD COLSPAN="{2 * per_row}" ALIGN="LEFT"><B>Legend</B></TD></TR>{"".join(rows)}</TABLE>'
+    )
     return label, wide(per_row), (len(rows) + 1) * (_LINE_H + 4) + (len(rows) + 2) * 4 + 2
 
 
@@ -393,8 +463,11 @@ def _findings_label(result: ScanResult, lay: Layout) -> tuple[str, float, float]
     head = f'<TR><TD COLSPAN="4" ALIGN="LEFT"><B>Findings ({len(result.findings)})</B></TD></TR>'
     table = '<TABLE BORDER="1" COLOR="#b0bec5" CELLBORDER="0" CELLSPACING="4" STYLE="rounded">'
     if not result.findings:
-        return (f'{table}{head}<TR><TD ALIGN="LEFT"><FONT COLOR="#607d8b">No findings.</FONT></TD></TR></TABLE>',
-                14 * _GLYPH + 16, 2 * _LINE_H + 16)
+        return (
+            f'{table}{head}<TR><TD ALIGN="LEFT"><FONT COLOR="#607d8b">No findings.</FONT></TD></TR></TABLE>',
+            14 * _GLYPH + 16,
+            2 * _LINE_H + 16,
+        )
     code_w = max(len(f.code) for f in result.findings)
     what_w = max(40, int((lay.width - 2 * MARGIN - 48) / _GLYPH) - 8 - code_w - 24)
 
@@ -409,14 +482,24 @@ def _findings_label(result: ScanResult, lay: Layout) -> tuple[str, float, float]
     widths = [0, code_w, 0, 0]  # characters in each column
     for f in result.findings:
         sev = f.severity.label
-        subjects, what, remedy = wrap(", ".join(f.subjects), 24), wrap(f.message, what_w), wrap("remedy: " + f.remedy, what_w)
+        subjects, what, remedy = (
+            wrap(", ".join(f.subjects), 24),
+            wrap(f.message, what_w),
+            wrap("remedy: " + f.remedy, what_w),
+        )
         high += max(len(subjects), len(what) + len(remedy)) * _LINE_H + 8
-        widths = [max(widths[0], len(sev)), code_w, max(widths[2], *map(len, subjects)),
-                  max(widths[3], *map(len, what + remedy))]
-        rows.append(f'<TR><TD ALIGN="LEFT" VALIGN="TOP"><FONT COLOR="{_SEVERITY[sev]}"><B>{sev}</B></FONT></TD>'
-                    f'<TD ALIGN="LEFT" VALIGN="TOP">{escape(f.code)}</TD>'
-                    f'<TD ALIGN="LEFT" VALIGN="TOP" BALIGN="LEFT">{cell(subjects)}</TD>'
-                    f'<TD ALIGN="LEFT" VALIGN="TOP" BALIGN="LEFT">{cell(what)}'
-                    f'<FONT COLOR="#607d8b">{cell(remedy)}</FONT></TD></TR>')
+        widths = [
+            max(widths[0], len(sev)),
+            code_w,
+            max(widths[2], *map(len, subjects)),
+            max(widths[3], *map(len, what + remedy)),
+        ]
+        rows.append(
+            f'<TR><TD ALIGN="LEFT" VALIGN="TOP"><FONT COLOR="{_SEVERITY[sev]}"><B>{sev}</B></FONT></TD>'
+            f'<TD ALIGN="LEFT" VALIGN="TOP">{escape(f.code)}</TD>'
+            f'<TD ALIGN="LEFT" VALIGN="TOP" BALIGN="LEFT">{cell(subjects)}</TD>'
+            f'<TD ALIGN="LEFT" VALIGN="TOP" BALIGN="LEFT">{cell(what)}'
+            f'<FONT COLOR="#607d8b">{cell(remedy)}</FONT></TD></TR>'
+        )
     wide = sum(widths) * _GLYPH + 4 * 4 + 5 * 4 + 2  # glyphs, cell padding, cell spacing, border
-    return f'{table}{"".join(rows)}</TABLE>', wide, high
+    return f"{table}{''.join(rows)}</TABLE>", wide, high

@@ -137,7 +137,9 @@ def device_details(result: ScanResult) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _rows(result: ScanResult, d: Device, cpus: dict[str, Any], findings: dict[str, list[str]]) -> list[list[str] | None]:
+def _rows(
+    result: ScanResult, d: Device, cpus: dict[str, Any], findings: dict[str, list[str]]
+) -> list[list[str] | None]:
     rail = result.rails.rail(d.id)
     role = result.rails.roles.get(d.id)
     users = result.rails.users(d.id)
@@ -156,8 +158,13 @@ def _rows(result: ScanResult, d: Device, cpus: dict[str, Any], findings: dict[st
         _row("RDMA", d.rdma_devices),
         _row("IOMMU group", None if d.iommu_group is None else f"{d.iommu_group} ({d.iommu_type or '?'})"),
         _row("VF of", d.physfn),
-        _row("rail", None if rail is None or rail.nic is None else
-             f"{rail.nic} ({rail.cls.name if rail.cls else '?'})" + (f", shared with {', '.join(rail.shared_with)}" if rail.shared_with else "")),
+        _row(
+            "rail",
+            None
+            if rail is None or rail.nic is None
+            else f"{rail.nic} ({rail.cls.name if rail.cls else '?'})"
+            + (f", shared with {', '.join(rail.shared_with)}" if rail.shared_with else ""),
+        ),
         _row("NIC role", role.value if role is not None else None),
         _row("rail for", users),
         _row("findings", tuple(dict.fromkeys(findings.get(d.id, ())))),
@@ -167,13 +174,16 @@ def _rows(result: ScanResult, d: Device, cpus: dict[str, Any], findings: dict[st
 def _findings_table(result: ScanResult) -> str:
     if not result.findings:
         return '<p class="ta-muted">No findings.</p>'
-    rows = ["<table class=\"ta-findings\"><tr><th>severity</th><th>code</th><th>devices</th><th>what</th><th>remedy</th></tr>"]
+    rows = [
+        '<table class="ta-findings"><tr><th>severity</th><th>code</th><th>devices</th><th>what</th><th>remedy</th></tr>'
+    ]
     for f in result.findings:
         evidence = "\n".join(f"{e.path} = {e.value if e.value is not None else '(none)'}" for e in f.evidence)
         rows.append(
             f'<tr data-subjects="{escape(" ".join(f.subjects))}" title="{escape(evidence)}">'
             f'<td class="ta-sev-{f.severity.label}">{f.severity.label}</td><td>{escape(f.code)}</td>'
-            f"<td>{escape(', '.join(f.subjects))}</td><td>{escape(f.message)}</td><td>{escape(f.remedy)}</td></tr>")
+            f"<td>{escape(', '.join(f.subjects))}</td><td>{escape(f.message)}</td><td>{escape(f.remedy)}</td></tr>"
+        )
     rows.append("</table>")
     return "".join(rows)
 
@@ -184,8 +194,10 @@ def _matrix_table(result: ScanResult) -> str:
     if not m.devices:
         return '<p class="ta-muted">No GPUs or NICs.</p>'
     ids = [ident for ident, _ in behind]  # the device behind each row
-    head = "".join(f'<th data-subjects="{escape(i)}" data-ids="{escape(i)}" title="{escape(i)}">{escape(d.label)}</th>'
-                   for d, i in zip(m.devices, ids, strict=True))
+    head = "".join(
+        f'<th data-subjects="{escape(i)}" data-ids="{escape(i)}" title="{escape(i)}">{escape(d.label)}</th>'
+        for d, i in zip(m.devices, ids, strict=True)
+    )
     rows = [f'<table class="ta-matrix"><tr><th></th>{head}</tr>']
     for dev, i, cells in zip(m.devices, ids, m.cells, strict=True):
         tds = "".join(f'<td class="m-{"NV" if c.startswith("NV") else escape(c)}">{escape(c)}</td>' for c in cells)
@@ -198,16 +210,22 @@ def render(result: ScanResult, **_: Any) -> str:
     """``draw --format html``: the page (picture, findings, matrix, device details)."""
     lay = layout(result)
     details = json.dumps(device_details(result), sort_keys=True, ensure_ascii=True).replace("<", "\\u003c")
-    return "".join([
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
-        f"<title>{escape(lay.title)}</title><style>{_CSS}</style></head><body>\n",
-        f"<header><h1>{escape(lay.title)}</h1><p>{escape(lay.subtitle)}</p></header>\n",
-        "<main><div class=\"ta-figure\">\n", svg_of(lay), "</div>\n",
-        ("<aside id=\"ta-detail\"><h3>Details</h3><p class=\"ta-muted\">Hover a GPU, NIC, switch or rail; "
-         "click to pin.</p></aside></main>\n"),
-        f"<section><h2>Findings ({len(result.findings)})</h2>{_findings_table(result)}</section>\n",
-        f"<section><h2>Path classes (as nvidia-smi topo -m)</h2>{_matrix_table(result)}</section>\n",
-        f"<script type=\"application/json\" id=\"ta-devices\">{details}</script>\n",
-        f"<script>{_JS}</script>\n</body></html>\n",
-    ])
+    return "".join(
+        [
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{escape(lay.title)}</title><style>{_CSS}</style></head><body>\n",
+            f"<header><h1>{escape(lay.title)}</h1><p>{escape(lay.subtitle)}</p></header>\n",
+            '<main><div class="ta-figure">\n',
+            svg_of(lay),
+            "</div>\n",
+            (
+                '<aside id="ta-detail"><h3>Details</h3><p class="ta-muted">Hover a GPU, NIC, switch or rail; '
+                "click to pin.</p></aside></main>\n"
+            ),
+            f"<section><h2>Findings ({len(result.findings)})</h2>{_findings_table(result)}</section>\n",
+            f"<section><h2>Path classes (as nvidia-smi topo -m)</h2>{_matrix_table(result)}</section>\n",
+            f'<script type="application/json" id="ta-devices">{details}</script>\n',
+            f"<script>{_JS}</script>\n</body></html>\n",
+        ]
+    )

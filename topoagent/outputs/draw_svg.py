@@ -78,6 +78,7 @@ STYLE = """
 .ta-hl>rect{stroke-width:3}
 """
 
+
 def _n(v: float) -> str:
     """A coordinate, short and stable (``12``, ``12.5``)."""
     s = f"{v:.1f}"
@@ -111,8 +112,11 @@ def _regions(lay: Layout) -> list[str]:
         if r.kind == "interconnect":
             if r.title:
                 vertical = r.rect.h > r.rect.w
-                extra = (f' text-anchor="middle" transform="rotate(-90 {_n(r.rect.cx)} {_n(r.rect.cy)})"'
-                         if vertical else ' text-anchor="middle"')
+                extra = (
+                    f' text-anchor="middle" transform="rotate(-90 {_n(r.rect.cx)} {_n(r.rect.cy)})"'
+                    if vertical
+                    else ' text-anchor="middle"'
+                )
                 parts.append(_text(r.rect.cx, r.rect.cy + 4, r.title, "", extra))
         else:
             big = r.kind in ("socket", "node", "unknown")
@@ -120,8 +124,14 @@ def _regions(lay: Layout) -> list[str]:
             parts.append(_text(r.rect.x + pad, r.rect.y + (17 if big else 13), r.title, "ta-region-title"))
             if r.subtitle:
                 warn = r.subtitle.startswith("⚠")
-                parts.append(_text(r.rect.x + pad, r.rect.y + (17 if big else 13) + LINE_H + (2 if big else 0),
-                                   r.subtitle, "ta-warn" if warn else "ta-sub"))
+                parts.append(
+                    _text(
+                        r.rect.x + pad,
+                        r.rect.y + (17 if big else 13) + LINE_H + (2 if big else 0),
+                        r.subtitle,
+                        "ta-warn" if warn else "ta-sub",
+                    )
+                )
         parts.append("</g>")
         out.append("".join(parts))
     return out
@@ -131,8 +141,10 @@ def _wires(lay: Layout) -> list[str]:
     out = []
     for w in lay.wires:
         cls = f"ta-{w.kind}" + (" ta-degraded ta-finding" if w.finding else "")
-        attrs = (f'class="{cls}" x1="{_n(w.x1)}" y1="{_n(w.y1)}" x2="{_n(w.x2)}" y2="{_n(w.y2)}" '
-                 f'stroke-width="{_n(w.width)}"')
+        attrs = (
+            f'class="{cls}" x1="{_n(w.x1)}" y1="{_n(w.y1)}" x2="{_n(w.x2)}" y2="{_n(w.y2)}" '
+            f'stroke-width="{_n(w.width)}"'
+        )
         if w.device is not None:
             attrs += f' data-id="{_a(w.device)}" data-bdf="{_a(w.bdf)}"'
         if w.finding:
@@ -145,11 +157,16 @@ def _wires(lay: Layout) -> list[str]:
 def _tiles(lay: Layout) -> list[str]:
     out = []
     for t in lay.tiles:
-        cls = f"ta-tile ta-{t.kind}" + (f" ta-role-{t.role}" if t.role else "") + (
-            " ta-numa-unknown" if t.numa_unknown else "")
-        attrs = (f'class="{cls}" id="tile-{_a(t.device)}" data-id="{_a(t.device)}" data-key="{_a(t.key)}" '
-                 f'data-bdf="{_a(t.bdf)}" data-kind="{_a(t.kind)}" data-role="{_a(t.role)}" '
-                 f'data-findings="{_a(" ".join(t.findings))}"')
+        cls = (
+            f"ta-tile ta-{t.kind}"
+            + (f" ta-role-{t.role}" if t.role else "")
+            + (" ta-numa-unknown" if t.numa_unknown else "")
+        )
+        attrs = (
+            f'class="{cls}" id="tile-{_a(t.device)}" data-id="{_a(t.device)}" data-key="{_a(t.key)}" '
+            f'data-bdf="{_a(t.bdf)}" data-kind="{_a(t.kind)}" data-role="{_a(t.role)}" '
+            f'data-findings="{_a(" ".join(t.findings))}"'
+        )
         parts = [f"<g {attrs}>", _rect(t.rect, 5)]
         for i, line in enumerate(t.lines):
             y = t.rect.y + 5 + FONT + i * LINE_H - 1
@@ -159,9 +176,11 @@ def _tiles(lay: Layout) -> list[str]:
         parts.append("</g>")
         out.append("".join(parts))
     for c in lay.chips:
-        out.append(f'<g class="ta-chip" id="{_a(c.ident)}" data-ids="{_a(" ".join(c.devices))}" '
-                   f'data-bdfs="{_a(" ".join(c.bdfs))}">{_rect(c.rect, 4)}'
-                   f"{_text(c.rect.x + 6, c.rect.y + 15, c.text)}</g>")
+        out.append(
+            f'<g class="ta-chip" id="{_a(c.ident)}" data-ids="{_a(" ".join(c.devices))}" '
+            f'data-bdfs="{_a(" ".join(c.bdfs))}">{_rect(c.rect, 4)}'
+            f"{_text(c.rect.x + 6, c.rect.y + 15, c.text)}</g>"
+        )
     return out
 
 
@@ -170,44 +189,54 @@ def _ties(lay: Layout) -> list[str]:
     for t in lay.ties:
         kind = TIE_GRADE.get(t.cls, "bad")
         cls = f"ta-tie ta-cls-{kind}" + (" ta-finding" if t.finding else "")
-        attrs = (f'class="{cls}" id="tie-{_a(t.gpu)}-{_a(t.nic)}" data-gpu="{_a(t.gpu)}" data-nic="{_a(t.nic)}" '
-                 f'data-gpu-bdf="{_a(t.gpu_bdf)}" data-nic-bdf="{_a(t.nic_bdf)}" data-class="{_a(t.cls)}" '
-                 f'data-token="{_a(t.token)}"')
+        attrs = (
+            f'class="{cls}" id="tie-{_a(t.gpu)}-{_a(t.nic)}" data-gpu="{_a(t.gpu)}" data-nic="{_a(t.nic)}" '
+            f'data-gpu-bdf="{_a(t.gpu_bdf)}" data-nic-bdf="{_a(t.nic_bdf)}" data-class="{_a(t.cls)}" '
+            f'data-token="{_a(t.token)}"'
+        )
         if t.finding:
             attrs += f' data-finding="{_a(t.finding)}" data-severity="{_a(t.severity)}"'
         d = "M" + " L".join(f"{_n(x)} {_n(y)}" for x, y in t.points)
         what = f"{t.gpu} → {t.nic}: {t.token}" + (f" ({t.finding})" if t.finding else "")
-        out.append(f"<g {attrs}><title>{escape(what)}</title><path d=\"{d}\"/>{_rect(t.label, 3)}"
-                   f"{_text(t.label.cx, t.label.bottom - 3.5, t.token)}</g>")
+        out.append(
+            f'<g {attrs}><title>{escape(what)}</title><path d="{d}"/>{_rect(t.label, 3)}'
+            f"{_text(t.label.cx, t.label.bottom - 3.5, t.token)}</g>"
+        )
     return out
 
 
 def _marks(lay: Layout) -> list[str]:
     out = []
     for m in lay.marks:
-        out.append(f'<g class="ta-mark ta-acs ta-finding" data-finding="{_a(m.finding)}" data-id="{_a(m.device)}" '
-                   f'data-bdf="{_a(m.bdf)}" data-subjects="{_a(" ".join(m.subjects))}">'
-                   f"<title>{escape(f'{m.finding} on {m.bdf}')}</title>{_rect(m.rect, 3)}"
-                   f"{_text(m.rect.cx, m.rect.bottom - 3, m.text)}</g>")
+        out.append(
+            f'<g class="ta-mark ta-acs ta-finding" data-finding="{_a(m.finding)}" data-id="{_a(m.device)}" '
+            f'data-bdf="{_a(m.bdf)}" data-subjects="{_a(" ".join(m.subjects))}">'
+            f"<title>{escape(f'{m.finding} on {m.bdf}')}</title>{_rect(m.rect, 3)}"
+            f"{_text(m.rect.cx, m.rect.bottom - 3, m.text)}</g>"
+        )
     return out
 
 
 def _legend(lay: Layout) -> list[str]:
     b = lay.legend_box
-    parts = ['<g class="ta-legend" id="legend">', _rect(b, 6),
-             _text(b.x + 10, b.y + 16, "Legend", "ta-region-title")]
+    parts = ['<g class="ta-legend" id="legend">', _rect(b, 6), _text(b.x + 10, b.y + 16, "Legend", "ta-region-title")]
     for e in lay.legend:
         r = e.rect
         k = e.kind
         if k.startswith("tie-"):
             cls = {"tie-good": "good", "tie-warn": "warn", "tie-bad": "bad"}[k]
-            parts.append(f'<g class="ta-tie ta-cls-{cls}"><path d="M{_n(r.x)} {_n(r.cy)} L{_n(r.right)} {_n(r.cy)}"/></g>')
+            parts.append(
+                f'<g class="ta-tie ta-cls-{cls}"><path d="M{_n(r.x)} {_n(r.cy)} L{_n(r.right)} {_n(r.cy)}"/></g>'
+            )
         elif k == "acs":
-            parts.append(f'<g class="ta-acs">{_rect(Rect(r.x + 4, r.y + 1, 20, 12), 3)}'
-                         f"{_text(r.x + 14, r.y + 10, 'ACS')}</g>")
+            parts.append(
+                f'<g class="ta-acs">{_rect(Rect(r.x + 4, r.y + 1, 20, 12), 3)}{_text(r.x + 14, r.y + 10, "ACS")}</g>'
+            )
         elif k == "degraded":
-            parts.append(f'<line class="ta-link ta-degraded" x1="{_n(r.x)}" y1="{_n(r.cy)}" x2="{_n(r.right)}" '
-                         f'y2="{_n(r.cy)}" stroke-width="1.2"/>')
+            parts.append(
+                f'<line class="ta-link ta-degraded" x1="{_n(r.x)}" y1="{_n(r.cy)}" x2="{_n(r.right)}" '
+                f'y2="{_n(r.cy)}" stroke-width="1.2"/>'
+            )
         elif k == "numa-unknown":
             parts.append(f'<g class="ta-tile ta-gpu ta-numa-unknown">{_rect(r, 3)}</g>')
         elif k == "switch":
@@ -224,9 +253,11 @@ def _legend(lay: Layout) -> list[str]:
 def svg_of(lay: Layout) -> str:
     """The SVG text of a layout."""
     w, h = _n(lay.width), _n(lay.height)
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" class="ta-draw" width="{w}" height="{h}" '
-            f'viewBox="0 0 {w} {h}" font-family="DejaVu Sans Mono, Menlo, Consolas, Liberation Mono, monospace" '
-            f'font-size="{_n(FONT)}">')
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="ta-draw" width="{w}" height="{h}" '
+        f'viewBox="0 0 {w} {h}" font-family="DejaVu Sans Mono, Menlo, Consolas, Liberation Mono, monospace" '
+        f'font-size="{_n(FONT)}">'
+    )
     body = [
         head,
         f"<title>{escape(lay.title)}</title>",
@@ -234,11 +265,21 @@ def svg_of(lay: Layout) -> str:
         f'<rect class="ta-bg" x="0" y="0" width="{w}" height="{h}"/>',
         _text(16, 24, lay.title, "ta-title"),
         _text(16, 24 + LINE_H + 4, lay.subtitle, "ta-sub"),
-        '<g id="regions">', *_regions(lay), "</g>",
-        '<g id="wires">', *_wires(lay), "</g>",
-        '<g id="tiles">', *_tiles(lay), "</g>",
-        '<g id="ties">', *_ties(lay), "</g>",
-        '<g id="marks">', *_marks(lay), "</g>",
+        '<g id="regions">',
+        *_regions(lay),
+        "</g>",
+        '<g id="wires">',
+        *_wires(lay),
+        "</g>",
+        '<g id="tiles">',
+        *_tiles(lay),
+        "</g>",
+        '<g id="ties">',
+        *_ties(lay),
+        "</g>",
+        '<g id="marks">',
+        *_marks(lay),
+        "</g>",
         *_legend(lay),
         "</svg>",
     ]

@@ -26,8 +26,9 @@ _CONTROL_IN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 #: discourages (section 2.2): none of it is a name a person can read.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 _XML_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
-_XML_ATTR = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;",
-                           "\t": "&#9;", "\n": "&#10;", "\r": "&#13;"})
+_XML_ATTR = str.maketrans(
+    {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;", "\t": "&#9;", "\n": "&#10;", "\r": "&#13;"}
+)
 
 
 def _hex(m: re.Match[str]) -> str:

@@ -50,8 +50,9 @@ def report(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> FleetReport:
     return FleetReport(
         hosts=v.hosts,
         classes=[ClassEntry(c.hw_class, c.fingerprint, list(c.hosts), c.expected) for c in v.classes],
-        outliers=[OutlierEntry(o.host, o.hw_class, o.fingerprint, [finding_entry(f) for f in o.findings])
-                  for o in v.outliers],
+        outliers=[
+            OutlierEntry(o.host, o.hw_class, o.fingerprint, [finding_entry(f) for f in o.findings]) for o in v.outliers
+        ],
         unreadable=[Unreadable(f, e) for f, e in unreadable],
     )
 
@@ -69,8 +70,13 @@ def _hosts(names: tuple[str, ...], most: int = 5) -> str:
 def render_text(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
     """``fleet``: the classes with their fingerprints, then each outlier and why."""
     classes = list(dict.fromkeys(c.hw_class for c in v.classes))
-    lines = [(f"{v.hosts} host(s), {len(classes)} hardware class(es), {len(v.classes)} fingerprint(s), "
-              f"{len(v.outliers)} outlier(s)"), ""]
+    lines = [
+        (
+            f"{v.hosts} host(s), {len(classes)} hardware class(es), {len(v.classes)} fingerprint(s), "
+            f"{len(v.outliers)} outlier(s)"
+        ),
+        "",
+    ]
     for hw in classes:
         groups = [c for c in v.classes if c.hw_class == hw]
         lines.append(f"class {hw}: {sum(len(c.hosts) for c in groups)} host(s)")
@@ -107,24 +113,34 @@ def render_html(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
     each outlier's differences (nothing to fetch)."""
     from html import escape
 
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           "<title>topoagent fleet</title>", f"<style>{_CSS}</style></head><body>",
-           f"<header><h1>topoagent fleet: {v.hosts} host(s), {len(v.classes)} fingerprint(s), "
-           f"{len(v.outliers)} outlier(s)</h1></header>",
-           "<section><h2>Classes</h2><table><tr><th>hardware class</th><th>fingerprint</th><th>hosts</th>"
-           "<th></th><th>names</th></tr>"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>topoagent fleet</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<header><h1>topoagent fleet: {v.hosts} host(s), {len(v.classes)} fingerprint(s), "
+        f"{len(v.outliers)} outlier(s)</h1></header>",
+        "<section><h2>Classes</h2><table><tr><th>hardware class</th><th>fingerprint</th><th>hosts</th>"
+        "<th></th><th>names</th></tr>",
+    ]
     for c in v.classes:
         mark = '<span class="ok">expected</span>' if c.expected else '<span class="critical">outlier</span>'
-        out.append(f"<tr><td>{escape(c.hw_class)}</td><td><code>{c.fingerprint}</code></td><td>{len(c.hosts)}</td>"
-                   f"<td>{mark}</td><td>{escape(_hosts(c.hosts, 20))}</td></tr>")
+        out.append(
+            f"<tr><td>{escape(c.hw_class)}</td><td><code>{c.fingerprint}</code></td><td>{len(c.hosts)}</td>"
+            f"<td>{mark}</td><td>{escape(_hosts(c.hosts, 20))}</td></tr>"
+        )
     out.append("</table></section>")
     for o in v.outliers:
-        out.append(f"<section><h2>{escape(o.host)} <code>{o.fingerprint}</code></h2><table>"
-                   "<tr><th>severity</th><th>code</th><th>difference</th><th>expected / seen</th></tr>")
+        out.append(
+            f"<section><h2>{escape(o.host)} <code>{o.fingerprint}</code></h2><table>"
+            "<tr><th>severity</th><th>code</th><th>difference</th><th>expected / seen</th></tr>"
+        )
         for f in o.findings:
             ev = "<br>".join(f"<code>{escape(e.path)}</code>: {escape(e.value or '')}" for e in f.evidence)
-            out.append(f'<tr><td class="{f.severity.label}">{f.severity.label}</td><td><code>{f.code}</code></td>'
-                       f"<td>{escape(f.message)}<br><small>{escape(f.remedy)}</small></td><td>{ev}</td></tr>")
+            out.append(
+                f'<tr><td class="{f.severity.label}">{f.severity.label}</td><td><code>{f.code}</code></td>'
+                f"<td>{escape(f.message)}<br><small>{escape(f.remedy)}</small></td><td>{ev}</td></tr>"
+            )
         out.append("</table></section>")
     if unreadable:
         out.append("<section><h2>Unreadable</h2><ul>")

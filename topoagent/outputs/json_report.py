@@ -62,14 +62,27 @@ class Host(msgspec.Struct, frozen=True):
     modules: list[str]
     memory_peers: list[str]
     driver_version: str | None
-    hw_class: Annotated[str | None, msgspec.Meta(description=(
-        "What the host is meant to be: DMI vendor and product, CPU count and model, GPU and NIC "
-        "models (docs/fleet.md)."))] = None
-    fingerprint: Annotated[Fingerprint | None, msgspec.Meta(description=(
-        "Hash of the facts identical builds share: peer_memory and slots (docs/fleet.md)."))] = None
-    peer_memory: Annotated[bool | None, msgspec.Meta(description=(
-        "GPUDirect RDMA peer memory present (nvidia_peermem or /sys/kernel/mm/memory_peers); "
-        "null: unknown."))] = None
+    hw_class: Annotated[
+        str | None,
+        msgspec.Meta(
+            description=(
+                "What the host is meant to be: DMI vendor and product, CPU count and model, GPU and NIC "
+                "models (docs/fleet.md)."
+            )
+        ),
+    ] = None
+    fingerprint: Annotated[
+        Fingerprint | None,
+        msgspec.Meta(description=("Hash of the facts identical builds share: peer_memory and slots (docs/fleet.md).")),
+    ] = None
+    peer_memory: Annotated[
+        bool | None,
+        msgspec.Meta(
+            description=(
+                "GPUDirect RDMA peer memory present (nvidia_peermem or /sys/kernel/mm/memory_peers); null: unknown."
+            )
+        ),
+    ] = None
 
 
 class SocketEntry(msgspec.Struct, frozen=True):
@@ -84,8 +97,9 @@ class NumaNodeEntry(msgspec.Struct, frozen=True):
     """A NUMA node: its CPUs, socket, memory and distances."""
 
     id: NodeId
-    cpus: Annotated[CpuList | None, msgspec.Meta(
-        description="null: the source names the node but not its CPUs (lspci)")]
+    cpus: Annotated[
+        CpuList | None, msgspec.Meta(description="null: the source names the node but not its CPUs (lspci)")
+    ]
     socket: int | None
     memory_bytes: NodeId | None
     distances: list[int | None]
@@ -112,10 +126,13 @@ class LinkEntry(msgspec.Struct, frozen=True):
     current_width: int | None = None
     max_gts: float | None = None
     max_width: int | None = None
-    cap_gts: Annotated[float | None, msgspec.Meta(
-        description="What the link can train to: the lower of both ends' maximum speeds (GT/s).")] = None
-    cap_width: Annotated[int | None, msgspec.Meta(
-        description="What the link can train to: the lower of both ends' maximum widths.")] = None
+    cap_gts: Annotated[
+        float | None,
+        msgspec.Meta(description="What the link can train to: the lower of both ends' maximum speeds (GT/s)."),
+    ] = None
+    cap_width: Annotated[
+        int | None, msgspec.Meta(description="What the link can train to: the lower of both ends' maximum widths.")
+    ] = None
 
 
 class DeviceEntry(msgspec.Struct, frozen=True):
@@ -146,9 +163,12 @@ class DeviceEntry(msgspec.Struct, frozen=True):
     physfn: str | None
     virtfns: list[str]
     acs_control: list[str] | None
-    notes: Annotated[list[str], msgspec.Meta(description=(
-        "How the device was placed where the evidence was incomplete (a parent bridge not listed)."
-    ))]
+    notes: Annotated[
+        list[str],
+        msgspec.Meta(
+            description=("How the device was placed where the evidence was incomplete (a parent bridge not listed).")
+        ),
+    ]
 
 
 class EvidenceEntry(msgspec.Struct, frozen=True):
@@ -239,20 +259,34 @@ class ScanReport(msgspec.Struct, frozen=True, omit_defaults=True):
     numa_nodes: list[NumaNodeEntry]
     host_bridges: list[HostBridgeEntry]
     devices: list[DeviceEntry]
-    paths: Annotated[list[PathEntry], msgspec.Meta(description=(
-        f"Every GPU-GPU and GPU-NIC pair of physical functions, a before b in device order; every NIC-NIC pair "
-        f"too while the host has at most {NIC_PAIR_LIMIT} physical NICs (beyond, paths_omitted counts them)."
-    ))]
+    paths: Annotated[
+        list[PathEntry],
+        msgspec.Meta(
+            description=(
+                f"Every GPU-GPU and GPU-NIC pair of physical functions, a before b in device order; every NIC-NIC pair "
+                f"too while the host has at most {NIC_PAIR_LIMIT} physical NICs (beyond, paths_omitted counts them)."
+            )
+        ),
+    ]
     rails: list[RailEntry]
     findings: list[FindingEntry]
     recommendations: Recommendations
     probe_errors: list[ProbeError]
-    slots: Annotated[list[SlotFacts], msgspec.Meta(description=(
-        "Every physical device's slot facts (docs/fleet.md): what the fingerprint hashes and "
-        "what topoagent baseline, scan --expect and topoagent fleet compare."))]
-    paths_omitted: Annotated[PathsOmitted | None, msgspec.Meta(description=(
-        "Present only when paths leaves pairs out: a host with more physical NICs than the limit."
-    ))] = None
+    slots: Annotated[
+        list[SlotFacts],
+        msgspec.Meta(
+            description=(
+                "Every physical device's slot facts (docs/fleet.md): what the fingerprint hashes and "
+                "what topoagent baseline, scan --expect and topoagent fleet compare."
+            )
+        ),
+    ]
+    paths_omitted: Annotated[
+        PathsOmitted | None,
+        msgspec.Meta(
+            description=("Present only when paths leaves pairs out: a host with more physical NICs than the limit.")
+        ),
+    ] = None
 
 
 def str_or_none(value: object) -> str | None:
@@ -298,8 +332,14 @@ def device_entry(d: Device, roles: Mapping[str, NicRole], cap: LinkCapability | 
 
 def finding_entry(f: Finding) -> FindingEntry:
     """One finding as the contract's ``findings[]`` entry."""
-    return FindingEntry(f.code, f.severity.label, list(f.subjects), f.message,  # type: ignore[arg-type]
-                        [EvidenceEntry(e.path, e.value) for e in f.evidence], f.remedy)
+    return FindingEntry(
+        f.code,
+        f.severity.label,  # type: ignore[arg-type]
+        list(f.subjects),
+        f.message,
+        [EvidenceEntry(e.path, e.value) for e in f.evidence],
+        f.remedy,
+    )
 
 
 def numa_entries(topo: Topology) -> list[NumaNodeEntry]:
@@ -343,16 +383,32 @@ def report(result: ScanResult) -> ScanReport:
         numa_nodes=numa_entries(topo),
         host_bridges=[HostBridgeEntry(h.name, h.numa_node, h.socket) for h in topo.host_bridges],
         devices=[device_entry(d, result.rails.roles, capability(topo, d)) for d in topo.devices],
-        paths=[PathEntry(p.a, p.b, p.token, p.pcie.name, p.nvlinks, p.same_socket,  # type: ignore[arg-type]
-                         p.locality_known) for p in result.paths],
-        rails=[RailEntry(r.gpu, r.nic, r.cls.name if r.cls is not None else None, list(r.nics),
-                         list(r.shared_with)) for r in result.rails.rails],
+        paths=[
+            PathEntry(
+                p.a,
+                p.b,
+                p.token,
+                p.pcie.name,  # type: ignore[arg-type]
+                p.nvlinks,
+                p.same_socket,
+                p.locality_known,
+            )
+            for p in result.paths
+        ],
+        rails=[
+            RailEntry(r.gpu, r.nic, r.cls.name if r.cls is not None else None, list(r.nics), list(r.shared_with))
+            for r in result.rails.rails
+        ],
         findings=[finding_entry(f) for f in result.findings],
         recommendations=Recommendations(
-            gpus=[GpuRecommendation(g.gpu, g.bdf, g.numa_node, str_or_none(g.cpus), list(g.nics), dict(g.env),
-                                    g.numactl) for g in result.plan.gpus],
-            numa_groups=[NumaGroupEntry(n.numa_node, list(n.gpus), n.cuda_visible_devices, str_or_none(n.cpus))
-                         for n in result.plan.numa_groups],
+            gpus=[
+                GpuRecommendation(g.gpu, g.bdf, g.numa_node, str_or_none(g.cpus), list(g.nics), dict(g.env), g.numactl)
+                for g in result.plan.gpus
+            ],
+            numa_groups=[
+                NumaGroupEntry(n.numa_node, list(n.gpus), n.cuda_visible_devices, str_or_none(n.cpus))
+                for n in result.plan.numa_groups
+            ],
         ),
         probe_errors=list(snap.probe_errors),
         slots=list(facts.slots),
@@ -366,9 +422,13 @@ def paths_omitted(topo: Topology) -> PathsOmitted | None:
     if not pairs:
         return None
     nics = sum(1 for d in paired_devices(topo) if d.kind is DeviceKind.NIC)
-    return PathsOmitted(pairs, nics, NIC_PAIR_LIMIT,
-                        f"{nics} physical NICs: NIC-NIC pairs are listed up to {NIC_PAIR_LIMIT} NICs "
-                        "(the pairs grow as the square); GPU-GPU and GPU-NIC pairs are all listed")
+    return PathsOmitted(
+        pairs,
+        nics,
+        NIC_PAIR_LIMIT,
+        f"{nics} physical NICs: NIC-NIC pairs are listed up to {NIC_PAIR_LIMIT} NICs "
+        "(the pairs grow as the square); GPU-GPU and GPU-NIC pairs are all listed",
+    )
 
 
 def encode(doc: Any, *, pretty: bool = False) -> str:

@@ -48,31 +48,51 @@ from topoagent.snapshot import LinkInfo
 from topoagent.topology import BridgeRole, Device, DeviceKind, Node, Topology, id_key
 
 __all__ = [
-    "CROSS_CODES", "DEGRADED_CODES", "Chip", "Layout", "LegendEntry", "Mark", "Rect", "Region", "Scene",
-    "SceneBox", "SceneChip", "SceneNode", "SceneSocket", "SceneTile", "Tie", "Tile", "Wire", "compact_link",
-    "fit", "layout", "nic_role", "scene", "tie_findings",
+    "CROSS_CODES",
+    "DEGRADED_CODES",
+    "Chip",
+    "Layout",
+    "LegendEntry",
+    "Mark",
+    "Rect",
+    "Region",
+    "Scene",
+    "SceneBox",
+    "SceneChip",
+    "SceneNode",
+    "SceneSocket",
+    "SceneTile",
+    "Tie",
+    "Tile",
+    "Wire",
+    "compact_link",
+    "fit",
+    "layout",
+    "nic_role",
+    "scene",
+    "tie_findings",
 ]
 
 # -- geometry constants (SVG user units) ---------------------------------------------------
 
-FONT = 11.0            #: tile and header text size
-CHAR_W = FONT * 0.6    #: advance of one monospace glyph at FONT
+FONT = 11.0  #: tile and header text size
+CHAR_W = FONT * 0.6  #: advance of one monospace glyph at FONT
 LINE_H = 13.0
 TILE_W = 190.0
 TILE_LINES = 4
 TILE_H = TILE_LINES * LINE_H + 10
 CHIP_H = 22.0
-GAP = 10.0             #: between stacked items in a container
-TIE_GAP = 26.0         #: between a GPU and the NIC tied to it: holds the tie's label
-GUTTER = 22.0          #: a container's left margin: bus, link stubs, ACS marks
+GAP = 10.0  #: between stacked items in a container
+TIE_GAP = 26.0  #: between a GPU and the NIC tied to it: holds the tie's label
+GUTTER = 22.0  #: a container's left margin: bus, link stubs, ACS marks
 PAD = 5.0
 COL_GAP = 8.0
-MAX_ROWS = 6           #: items per column in a container before it wraps
+MAX_ROWS = 6  #: items per column in a container before it wraps
 REGION_PAD = 10.0
 REGION_GAP = 12.0
 REGION_HEAD = 2 * LINE_H + 8
-BAND = 44.0            #: width (or height) of the inter-socket interconnect band
-MAX_WIDTH = 1640.0     #: sockets side by side only up to this width; rows wrap at it
+BAND = 44.0  #: width (or height) of the inter-socket interconnect band
+MAX_WIDTH = 1640.0  #: sockets side by side only up to this width; rows wrap at it
 MARGIN = 16.0
 LABEL_H = 14.0
 
@@ -113,8 +133,12 @@ class Rect(msgspec.Struct, frozen=True):
 
     def overlaps(self, other: Rect, margin: float = 0.0) -> bool:
         """True when the two rectangles share interior area (touching edges do not count)."""
-        return (self.x < other.right + margin and other.x < self.right + margin
-                and self.y < other.bottom + margin and other.y < self.bottom + margin)
+        return (
+            self.x < other.right + margin
+            and other.x < self.right + margin
+            and self.y < other.bottom + margin
+            and other.y < self.bottom + margin
+        )
 
 
 def fit(text: str, width: float, size: float = FONT) -> str:
@@ -216,7 +240,9 @@ def _containers(topo: Topology, d: Device) -> list[Device]:
     return out
 
 
-def _order(children: list[SceneTile | SceneChip | SceneBox], rail_of: dict[str, str]) -> list[SceneTile | SceneChip | SceneBox]:
+def _order(
+    children: list[SceneTile | SceneChip | SceneBox], rail_of: dict[str, str]
+) -> list[SceneTile | SceneChip | SceneBox]:
     """Children in PCI order, each GPU followed by its rail NIC when that NIC is a sibling."""
     tiles = {c.device.id: c for c in children if isinstance(c, SceneTile)}
     placed: set[int] = set()
@@ -243,7 +269,9 @@ def scene(result: ScanResult) -> Scene:
     boxes = _Boxes(result)
     sockets: list[SceneSocket] = []
     placed: set[int] = set()
-    groups: list[tuple[int | None, list[Node]]] = [(s.id, [n for n in topo.nodes if n.socket == s.id]) for s in topo.sockets]
+    groups: list[tuple[int | None, list[Node]]] = [
+        (s.id, [n for n in topo.nodes if n.socket == s.id]) for s in topo.sockets
+    ]
     rest = [n for n in topo.nodes if n.socket is None or n.socket not in {s.id for s in topo.sockets}]
     if rest:
         groups.append((None, rest))
@@ -312,7 +340,10 @@ class _Boxes:
 
     def node(self, node_id: int | None, title: str, subtitle: str, ident: str) -> SceneNode:
         """A node's boxes: host bridges in bus order, then the groups without a PCI tree."""
-        keys = sorted(self.top.get(node_id, ()), key=lambda k: (k.startswith("group:"), root_bus_key(k) if not k.startswith("group:") else (0, 0)))
+        keys = sorted(
+            self.top.get(node_id, ()),
+            key=lambda k: (k.startswith("group:"), root_bus_key(k) if not k.startswith("group:") else (0, 0)),
+        )
         return SceneNode(ident, title, subtitle, node_id, tuple(self.box(k) for k in keys))
 
 
@@ -327,8 +358,13 @@ def _socket(topo: Topology, sid: int | None, nodes: list[Node], boxes: _Boxes) -
     if memory_only:
         sub_parts.append("memory-only NUMA nodes " + ",".join(str(i) for i in memory_only))
     subtitle = " · ".join(p for p in sub_parts if p)
-    return SceneSocket(f"socket-{sid if sid is not None else 'unknown'}", title, subtitle, sid,
-                       tuple(boxes.node(n.id, f"NUMA node {n.id}", _node_subtitle(n), f"node-{n.id}") for n in shown))
+    return SceneSocket(
+        f"socket-{sid if sid is not None else 'unknown'}",
+        title,
+        subtitle,
+        sid,
+        tuple(boxes.node(n.id, f"NUMA node {n.id}", _node_subtitle(n), f"node-{n.id}") for n in shown),
+    )
 
 
 def _unknown_node(boxes: _Boxes, placed: set[int]) -> SceneNode | None:
@@ -356,7 +392,7 @@ def nic_role(result: ScanResult, d: Device) -> str:
 def _short_name(name: str) -> str:
     for prefix in _VENDOR_PREFIXES:
         if name.startswith(prefix):
-            return name[len(prefix):]
+            return name[len(prefix) :]
     return name
 
 
@@ -583,8 +619,15 @@ class _Placer:
         if isinstance(item, SceneTile):
             self.place_tile(item.device, r)
         elif isinstance(item, SceneChip):
-            self.chips.append(Chip(item.ident, r, fit(item.label, w - 10), tuple(d.id for d in item.devices),
-                                   tuple(d.bdf or "" for d in item.devices)))
+            self.chips.append(
+                Chip(
+                    item.ident,
+                    r,
+                    fit(item.label, w - 10),
+                    tuple(d.id for d in item.devices),
+                    tuple(d.bdf or "" for d in item.devices),
+                )
+            )
             for d in item.devices:
                 self.where[d.id] = r
         else:
@@ -600,10 +643,19 @@ class _Placer:
             if dev.id in self.degraded:
                 subtitle = f"⚠ {subtitle}"
             self.where[dev.id] = r
-        self.regions.append(Region(
-            box.kind, box.ident, r, fit(box.title, r.w - 2 * PAD), fit(subtitle, r.w - 2 * PAD),
-            dev.id if dev else None, dev.bdf if dev else None, Rect(r.x, r.y, r.w, head),
-            tuple(f.code for f in self.findings_of.get(dev.id, ())) if dev else ()))
+        self.regions.append(
+            Region(
+                box.kind,
+                box.ident,
+                r,
+                fit(box.title, r.w - 2 * PAD),
+                fit(subtitle, r.w - 2 * PAD),
+                dev.id if dev else None,
+                dev.bdf if dev else None,
+                Rect(r.x, r.y, r.w, head),
+                tuple(f.code for f in self.findings_of.get(dev.id, ())) if dev else (),
+            )
+        )
         x = r.x
         for col in self.columns(box):
             cw, _ = self.col_size(col)
@@ -653,8 +705,12 @@ class _Placer:
         numa = "NUMA node unknown" if numa_unknown else f"NUMA {d.numa_node}" if d.numa_node is not None else "NUMA ?"
         if d.kind is DeviceKind.GPU:
             rail = self.result.rails.rail(d.id)
-            lines = [f"{d.id} {name}", where, link,
-                     numa + (f" · rail {rail.nic}" if rail is not None and rail.nic else "")]
+            lines = [
+                f"{d.id} {name}",
+                where,
+                link,
+                numa + (f" · rail {rail.nic}" if rail is not None and rail.nic else ""),
+            ]
         elif d.kind is DeviceKind.NIC:
             names = " ".join(d.rdma_devices + d.netdevs) or "no netdev"
             users = self.result.rails.users(d.id)
@@ -662,14 +718,27 @@ class _Placer:
             lines = [f"{d.id} {name}", where, f"{link} · {numa}" if numa_unknown else link, f"{tag} · {names}"]
         else:
             lines = [f"{d.id} {name}", where, link, numa]
-        self.tiles.append(Tile(
-            d.id, d.key, d.bdf, d.kind.value, role, r, tuple(fit(t, room) for t in lines[:TILE_LINES]),
-            numa_unknown, degraded, tuple(dict.fromkeys(f.code for f in self.findings_of.get(d.id, ())))))
+        self.tiles.append(
+            Tile(
+                d.id,
+                d.key,
+                d.bdf,
+                d.kind.value,
+                role,
+                r,
+                tuple(fit(t, room) for t in lines[:TILE_LINES]),
+                numa_unknown,
+                degraded,
+                tuple(dict.fromkeys(f.code for f in self.findings_of.get(d.id, ()))),
+            )
+        )
         self.where[d.id] = r
         self.top_of[d.id] = self.tops[-1]
 
     # -- regions ----------------------------------------------------------------------------
-    def flow(self, sizes: list[tuple[float, float]], limit: float, gap: float) -> tuple[list[tuple[float, float]], float, float]:
+    def flow(
+        self, sizes: list[tuple[float, float]], limit: float, gap: float
+    ) -> tuple[list[tuple[float, float]], float, float]:
         """Offsets of boxes in rows that wrap at ``limit``; and the total width and height."""
         out: list[tuple[float, float]] = []
         x = y = row_h = width = 0.0
@@ -691,8 +760,16 @@ class _Placer:
     def place_node(self, node: SceneNode, x: float, y: float, limit: float, kind: str = "node") -> Rect:
         w, h = self.node_size(node, limit)
         r = Rect(x, y, w, h)
-        self.regions.append(Region(kind, node.ident, r, fit(node.title, w - 2 * REGION_PAD, 12),
-                                   fit(node.subtitle, w - 2 * REGION_PAD), head=Rect(x, y, w, REGION_HEAD)))
+        self.regions.append(
+            Region(
+                kind,
+                node.ident,
+                r,
+                fit(node.title, w - 2 * REGION_PAD, 12),
+                fit(node.subtitle, w - 2 * REGION_PAD),
+                head=Rect(x, y, w, REGION_HEAD),
+            )
+        )
         offsets, _, _ = self.flow([self.size(b) for b in node.boxes], limit - 2 * REGION_PAD, REGION_GAP)
         for b, (ox, oy) in zip(node.boxes, offsets, strict=True):
             box = Rect(x + REGION_PAD + ox, y + REGION_HEAD + oy, *self.size(b))
@@ -709,8 +786,16 @@ class _Placer:
     def place_socket(self, s: SceneSocket, x: float, y: float, limit: float) -> Rect:
         w, h = self.socket_size(s, limit)
         r = Rect(x, y, w, h)
-        self.regions.append(Region("socket", s.ident, r, fit(s.title, w - 2 * REGION_PAD, 13),
-                                   fit(s.subtitle, w - 2 * REGION_PAD), head=Rect(x, y, w, REGION_HEAD)))
+        self.regions.append(
+            Region(
+                "socket",
+                s.ident,
+                r,
+                fit(s.title, w - 2 * REGION_PAD, 13),
+                fit(s.subtitle, w - 2 * REGION_PAD),
+                head=Rect(x, y, w, REGION_HEAD),
+            )
+        )
         inner = limit - 2 * REGION_PAD
         sizes = [self.node_size(n, inner) for n in s.nodes]
         offsets, _, _ = self.flow(sizes, inner, REGION_GAP)
@@ -746,8 +831,9 @@ def tie_findings(result: ScanResult) -> dict[tuple[str, str], Finding]:
     return out
 
 
-def _route(g: Rect, n: Rect, gtop: Rect, ntop: Rect, n_frac: float,
-           tiles: Sequence[Rect], tops: Sequence[Rect]) -> tuple[Point, ...]:
+def _route(
+    g: Rect, n: Rect, gtop: Rect, ntop: Rect, n_frac: float, tiles: Sequence[Rect], tops: Sequence[Rect]
+) -> tuple[Point, ...]:
     """The polyline of a tie from GPU tile ``g`` to NIC tile ``n``.
 
     Adjacent in one column: a straight line through the gap between them.  Otherwise the tie
@@ -806,9 +892,21 @@ def layout(result: ScanResult) -> Layout:
     width = max(right + MARGIN, 760.0)
     entries, legend_box = _legend(width, bottom + 2 * REGION_GAP)
     height = legend_box.bottom + MARGIN
-    return Layout(width, height, fit(title, width - 2 * MARGIN, 14), fit(subtitle, width - 2 * MARGIN),
-                  tuple(p.regions), tuple(p.tiles), tuple(p.chips), tuple(p.wires), tuple(ties), tuple(marks),
-                  tuple(entries), legend_box, FrozenMap(p.where))
+    return Layout(
+        width,
+        height,
+        fit(title, width - 2 * MARGIN, 14),
+        fit(subtitle, width - 2 * MARGIN),
+        tuple(p.regions),
+        tuple(p.tiles),
+        tuple(p.chips),
+        tuple(p.wires),
+        tuple(ties),
+        tuple(marks),
+        tuple(entries),
+        legend_box,
+        FrozenMap(p.where),
+    )
 
 
 def _place_sockets(sc: Scene, p: _Placer, limit: float, top: float) -> list[Rect]:
@@ -833,7 +931,11 @@ def _place_sockets(sc: Scene, p: _Placer, limit: float, top: float) -> list[Rect
             band = Rect(MARGIN + REGION_PAD, a.bottom + 8, max(a.w, b.w) - 2 * REGION_PAD, BAND - 16)
         long_side = max(band.w, band.h) - 8
         text = "socket interconnect (QPI/UPI, Infinity Fabric)" if long_side > 420 else "socket interconnect"
-        p.regions.append(Region("interconnect", f"interconnect-{i}", band, fit(text, long_side) if long_side > 80 else "", "", head=band))
+        p.regions.append(
+            Region(
+                "interconnect", f"interconnect-{i}", band, fit(text, long_side) if long_side > 80 else "", "", head=band
+            )
+        )
     return socket_rects
 
 
@@ -847,8 +949,11 @@ def _ties(result: ScanResult, p: _Placer) -> list[Tie]:
     for rail in result.rails.rails:
         if rail.nic is not None and rail.gpu in p.top_of and rail.nic in p.top_of:
             by_nic[rail.nic].append(rail)
-    obstacles: list[Rect] = tile_rects + [c.rect for c in p.chips] + [
-        r.head for r in p.regions if r.head is not None and r.kind != "interconnect"]
+    obstacles: list[Rect] = (
+        tile_rects
+        + [c.rect for c in p.chips]
+        + [r.head for r in p.regions if r.head is not None and r.kind != "interconnect"]
+    )
     ties: list[Tie] = []
     labels: list[Rect] = []
     for rail in result.rails.rails:
@@ -864,9 +969,20 @@ def _ties(result: ScanResult, p: _Placer) -> list[Tie]:
         labels.append(label)
         f = tie_finding.get((rail.gpu, rail.nic))
         gd, nd = topo.by_id(rail.gpu), topo.by_id(rail.nic)
-        ties.append(Tie(rail.gpu, rail.nic, gd.bdf if gd else None, nd.bdf if nd else None, token,
-                        rail.cls.name if rail.cls else "?", pts, label,
-                        f.code if f else None, f.severity.label if f else None))
+        ties.append(
+            Tie(
+                rail.gpu,
+                rail.nic,
+                gd.bdf if gd else None,
+                nd.bdf if nd else None,
+                token,
+                rail.cls.name if rail.cls else "?",
+                pts,
+                label,
+                f.code if f else None,
+                f.severity.label if f else None,
+            )
+        )
     return ties
 
 
@@ -887,11 +1003,15 @@ def _titles(result: ScanResult) -> tuple[str, str]:
     snap = result.snapshot
     crit = sum(1 for f in result.findings if f.severity is Severity.CRITICAL)
     warn = sum(1 for f in result.findings if f.severity is Severity.WARNING)
-    where = f"host {snap.hostname or '?'}" if snap.from_host_tree else "offline: " + ", ".join(s.name for s in snap.sources)
+    where = (
+        f"host {snap.hostname or '?'}" if snap.from_host_tree else "offline: " + ", ".join(s.name for s in snap.sources)
+    )
     title = f"topoagent draw · {where}"
-    subtitle = (f"{len(topo.sockets) or '?'} socket(s) · {len(topo.nodes)} NUMA node(s) · {len(topo.gpus)} GPU(s) · "
-                f"{len(topo.nics)} NIC(s) · findings: {crit} critical, {warn} warning, "
-                f"{len(result.findings) - crit - warn} info")
+    subtitle = (
+        f"{len(topo.sockets) or '?'} socket(s) · {len(topo.nodes)} NUMA node(s) · {len(topo.gpus)} GPU(s) · "
+        f"{len(topo.nics)} NIC(s) · findings: {crit} critical, {warn} warning, "
+        f"{len(result.findings) - crit - warn} info"
+    )
     return title, subtitle
 
 
@@ -921,7 +1041,9 @@ def _acs_marks(result: ScanResult, p: _Placer) -> list[Mark]:
         br = topo.by_id(f.subjects[0])
         if br is None:
             continue
-        below = sorted((d.id for d in topo.devices if d.parent == br.bdf and d.id in p.stub_y), key=lambda i: p.stub_y[i][1])
+        below = sorted(
+            (d.id for d in topo.devices if d.parent == br.bdf and d.id in p.stub_y), key=lambda i: p.stub_y[i][1]
+        )
         if br.id in p.stub_y:  # a switch's own upstream port
             below = [br.id]
         if below:

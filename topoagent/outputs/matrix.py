@@ -56,18 +56,14 @@ def _affinity(device: TopoDevice, numa_columns: bool) -> str:
 
 def render_topo_matrix(m: TopoMatrix) -> str:
     """Text of ``m`` in the layout of ``nvidia-smi topo -m`` (ends with a newline)."""
-    numa_columns = any(
-        d.numa_affinity is not None or d.gpu_numa_id is not None for d in m.devices
-    )
+    numa_columns = any(d.numa_affinity is not None or d.gpu_numa_id is not None for d in m.devices)
     titles = ["CPU Affinity"] + (["NUMA Affinity", "GPU NUMA ID"] if numa_columns else [])
     lines = ["\t" + "\t".join([d.label for d in m.devices] + titles)]
     for device, row in zip(m.devices, m.cells, strict=True):
         cells = [" X " if c == "X" else c for c in row]
         line = device.label + "\t" + "\t".join(cells)
         has_values = (
-            device.cpu_affinity is not None
-            or device.numa_affinity is not None
-            or device.gpu_numa_id is not None
+            device.cpu_affinity is not None or device.numa_affinity is not None or device.gpu_numa_id is not None
         )
         # GPU rows always carry the affinity columns; NIC rows never do in nvidia-smi, so a NIC
         # gets them only when it has values to show.
@@ -75,9 +71,7 @@ def render_topo_matrix(m: TopoMatrix) -> str:
             line += "\t" + _affinity(device, numa_columns)
         lines.append(line)
     text = "\n".join(lines) + "\n\n" + LEGEND
-    named = [
-        d for d in m.devices if d.kind == "nic" and d.rdma_name and d.label != d.rdma_name
-    ]
+    named = [d for d in m.devices if d.kind == "nic" and d.rdma_name and d.label != d.rdma_name]
     if named:
         text += "\nNIC Legend:\n\n" + "".join(f"  {d.label}: {d.rdma_name}\n" for d in named)
     return text
@@ -122,15 +116,25 @@ def matrix_rows(result: ScanResult) -> tuple[tuple[str, TopoDevice], ...]:
     rows: list[tuple[str, TopoDevice]] = []
     for g in topo.gpus:
         given_cpus = not snap.from_host_tree and g.label is not None and g.local_cpus is not None
-        rows.append((g.id, TopoDevice(
-            label=f"GPU{len(rows)}", kind="gpu", cpu_affinity=g.local_cpus if given_cpus else cpus.get(g.id),
-            numa_affinity=str(g.numa_node) if g.numa_node is not None else None,
-            gpu_numa_id=_gpu_numa_id(nvml_numa, given_memory, g))))
+        rows.append(
+            (
+                g.id,
+                TopoDevice(
+                    label=f"GPU{len(rows)}",
+                    kind="gpu",
+                    cpu_affinity=g.local_cpus if given_cpus else cpus.get(g.id),
+                    numa_affinity=str(g.numa_node) if g.numa_node is not None else None,
+                    gpu_numa_id=_gpu_numa_id(nvml_numa, given_memory, g),
+                ),
+            )
+        )
     n = 0
     for nic in topo.nics if nic_rows(result) <= NIC_PAIR_LIMIT else ():
         # A NIC the source calls RDMA-capable without naming its RDMA device still has a row.
         for rdma in nic.rdma_devices or ((None,) if nic.rdma else ()):
-            rows.append((nic.id, TopoDevice(label=f"NIC{n}", kind="nic", rdma_name=None if rdma is None else shown(rdma))))
+            rows.append(
+                (nic.id, TopoDevice(label=f"NIC{n}", kind="nic", rdma_name=None if rdma is None else shown(rdma)))
+            )
             n += 1
     return tuple(rows)
 
@@ -146,6 +150,8 @@ def render(result: ScanResult, **_: Any) -> str:
     text = render_topo_matrix(matrix_of(result))
     nics = nic_rows(result)
     if nics > NIC_PAIR_LIMIT:
-        text += (f"\nNICs left out: {nics} RDMA devices, more than {NIC_PAIR_LIMIT} columns; each GPU's path to "
-                 "every NIC is in scan --format json, its rail NICs in plan --format rails.\n")
+        text += (
+            f"\nNICs left out: {nics} RDMA devices, more than {NIC_PAIR_LIMIT} columns; each GPU's path to "
+            "every NIC is in scan --format json, its rail NICs in plan --format rails.\n"
+        )
     return text

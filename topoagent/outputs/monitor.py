@@ -88,5 +88,5 @@ def npd_text(result: ScanResult, fail_on: Severity) -> tuple[str, int]:
     rest = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
     text = head + rest
     if len(text) > NPD_LIMIT:  # the fault's code and first device always fit
-        text = text[:NPD_LIMIT - 3].rstrip() + "..."
+        text = text[: NPD_LIMIT - 3].rstrip() + "..."
     return text + "\n", 1

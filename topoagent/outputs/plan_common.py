@@ -22,7 +22,13 @@ def nic_words(r: Any) -> str:
     """A rail NIC the way a person reads it: ``nic2 mlx5_0 ibp24s0 PIX``, remote ones marked."""
     words = [r.nic, *map(shown, (*r.rdma, *r.netdevs)), r.kind or "?"]
     if r.remote:
-        where = ", ".join(x for x in (f"node {r.numa_node}" if r.numa_node is not None else "",
-                                      f"socket {r.socket}" if r.socket is not None else "") if x)
+        where = ", ".join(
+            x
+            for x in (
+                f"node {r.numa_node}" if r.numa_node is not None else "",
+                f"socket {r.socket}" if r.socket is not None else "",
+            )
+            if x
+        )
         words.append(f"remote ({where})" if where else "remote")
     return " ".join(words)

@@ -71,8 +71,11 @@ def attributes(d: Device) -> dict[str, Attribute]:
 def report(result: ScanResult) -> DraReport:
     """The attributes of every GPU and NIC."""
     topo = result.topology
-    devices = [DraDevice(d.id, d.key, d.kind.value, attributes(d))
-               for d in topo.devices if d.kind in (DeviceKind.GPU, DeviceKind.NIC)]
+    devices = [
+        DraDevice(d.id, d.key, d.kind.value, attributes(d))
+        for d in topo.devices
+        if d.kind in (DeviceKind.GPU, DeviceKind.NIC)
+    ]
     return DraReport(topo.snapshot.hostname, devices)
 
 

@@ -17,8 +17,9 @@ from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
 
 
-def render(result: ScanResult, plan: Plan | None = None, gpu: int | None = None,
-           local_rank: int | None = None, **_: Any) -> str:
+def render(
+    result: ScanResult, plan: Plan | None = None, gpu: int | None = None, local_rank: int | None = None, **_: Any
+) -> str:
     """Export lines for the rank chosen by ``gpu`` or ``local_rank``."""
     p = plan_of(result, plan)
     if gpu is None and local_rank is None:
@@ -43,8 +44,10 @@ def render(result: ScanResult, plan: Plan | None = None, gpu: int | None = None,
         lines.append("# no CPU of this GPU is allowed to the caller: nothing to bind to (see notes)")
     for r in g.rails:
         if r.remote:
-            lines.append(f"# {r.nic} ({', '.join(map(shown, r.rdma + r.netdevs))}) is remote: {r.kind} from {g.gpu}; "
-                         "GPUDirect RDMA is off for it (see topoagent plan for what to do)")
+            lines.append(
+                f"# {r.nic} ({', '.join(map(shown, r.rdma + r.netdevs))}) is remote: {r.kind} from {g.gpu}; "
+                "GPUDirect RDMA is off for it (see topoagent plan for what to do)"
+            )
     seen = {(n.code, n.subjects) for n in g.notes}
     plan_notes = [n for n in p.notes if g.gpu in n.subjects and (n.code, n.subjects) not in seen]
     for n in (*g.notes, *plan_notes):

@@ -73,8 +73,9 @@ class GpuEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cuda_index: NodeId
     numa_node: int | None
     socket: int | None
-    cpus: Annotated[CpuList | None, msgspec.Meta(
-        description="NUMA-local CPUs, allowed, not reserved; empty: none allowed.")]
+    cpus: Annotated[
+        CpuList | None, msgspec.Meta(description="NUMA-local CPUs, allowed, not reserved; empty: none allowed.")
+    ]
     nics: list[RailNic]
     env: dict[str, str]
     numactl: str | None
@@ -100,17 +101,24 @@ class PlanReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     schema_version: Literal[1]
     tool: Tool
     host: PlanHost
-    allowed_cpus: Annotated[CpuList | None, msgspec.Meta(
-        description="The caller's CPUs every set was intersected with; null: unknown.")]
-    reserved_cpus: Annotated[CpuList, msgspec.Meta(
-        description="Whole cores kept for the OS and daemons (--reserve-cores).")]
+    allowed_cpus: Annotated[
+        CpuList | None, msgspec.Meta(description="The caller's CPUs every set was intersected with; null: unknown.")
+    ]
+    reserved_cpus: Annotated[
+        CpuList, msgspec.Meta(description="Whole cores kept for the OS and daemons (--reserve-cores).")
+    ]
     ranks_per_gpu: Annotated[int, msgspec.Meta(ge=1)]
     gpus: list[GpuEntry]
     numa_groups: list[NumaGroupEntry]
-    split: Annotated[list[SplitEntry], msgspec.Meta(
-        description="--split N: disjoint GPU groups; empty without --split.")]
-    notes: Annotated[list[FindingEntry], msgspec.Meta(description=(
-        "The plan's own notes (CPUSET_EMPTY, RANKS_SHARE_CORES, SPLIT_CROSSES_NUMA, SPLIT_UNEVEN)."))]
+    split: Annotated[
+        list[SplitEntry], msgspec.Meta(description="--split N: disjoint GPU groups; empty without --split.")
+    ]
+    notes: Annotated[
+        list[FindingEntry],
+        msgspec.Meta(
+            description=("The plan's own notes (CPUSET_EMPTY, RANKS_SHARE_CORES, SPLIT_CROSSES_NUMA, SPLIT_UNEVEN).")
+        ),
+    ]
 
 
 def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
@@ -123,15 +131,36 @@ def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
         for sub in range(p.ranks_per_gpu):
             _, cpus, env = gpu_rank_env(p, g, sub)
             ranks.append(Rank(g.cuda_index * p.ranks_per_gpu + sub, str(cpus), env))
-        gpus.append(GpuEntry(
-            gpu=g.gpu, key=g.key, bdf=g.bdf, cuda_index=g.cuda_index, numa_node=g.numa_node,
-            socket=g.socket, cpus=str_or_none(g.cpus),
-            nics=[RailNic(nic=r.nic, key=r.key, bdf=r.bdf, rdma=list(r.rdma), port=r.port,
-                          netdevs=list(r.netdevs), kind=r.kind, remote=r.remote,
-                          numa_node=r.numa_node, socket=r.socket) for r in g.rails],
-            env=dict(g.env), numactl=g.numactl, ranks=ranks,
-            notes=[finding_entry(n) for n in g.notes],
-        ))
+        gpus.append(
+            GpuEntry(
+                gpu=g.gpu,
+                key=g.key,
+                bdf=g.bdf,
+                cuda_index=g.cuda_index,
+                numa_node=g.numa_node,
+                socket=g.socket,
+                cpus=str_or_none(g.cpus),
+                nics=[
+                    RailNic(
+                        nic=r.nic,
+                        key=r.key,
+                        bdf=r.bdf,
+                        rdma=list(r.rdma),
+                        port=r.port,
+                        netdevs=list(r.netdevs),
+                        kind=r.kind,
+                        remote=r.remote,
+                        numa_node=r.numa_node,
+                        socket=r.socket,
+                    )
+                    for r in g.rails
+                ],
+                env=dict(g.env),
+                numactl=g.numactl,
+                ranks=ranks,
+                notes=[finding_entry(n) for n in g.notes],
+            )
+        )
     return PlanReport(
         schema_version=SCHEMA_VERSION,
         tool=Tool("topoagent", __version__),
@@ -140,10 +169,16 @@ def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
         reserved_cpus=str(p.reserved),
         ranks_per_gpu=p.ranks_per_gpu,
         gpus=gpus,
-        numa_groups=[NumaGroupEntry(n.numa_node, list(n.gpus), n.cuda_visible_devices, str_or_none(n.cpus))
-                     for n in p.numa_groups],
-        split=[SplitEntry(s.index, list(s.gpus), s.cuda_visible_devices, list(s.numa_nodes), str(s.cpus),
-                          list(s.nics), s.crosses) for s in p.split],
+        numa_groups=[
+            NumaGroupEntry(n.numa_node, list(n.gpus), n.cuda_visible_devices, str_or_none(n.cpus))
+            for n in p.numa_groups
+        ],
+        split=[
+            SplitEntry(
+                s.index, list(s.gpus), s.cuda_visible_devices, list(s.numa_nodes), str(s.cpus), list(s.nics), s.crosses
+            )
+            for s in p.split
+        ],
         notes=[finding_entry(n) for n in p.notes],
     )
 

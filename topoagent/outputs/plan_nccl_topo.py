@@ -79,14 +79,19 @@ def _pci(topo: Topology, d: Device) -> Element:
     parent = topo.by_bdf(d.parent) if d.parent else None
     speeds = [x for x in (d.link.max_gts, parent.link.max_gts if parent else None) if x]
     widths = [x for x in (d.link.max_width, parent.link.max_width if parent else None) if x]
-    attrs = [("busid", d.bdf or ""),
-             ("class", f"0x{d.class_code:06x}" if d.class_code is not None else "0x000000")]
-    for name, value in (("vendor", d.vendor_id), ("device", d.device_id),
-                        ("subsystem_vendor", d.subsystem_vendor_id), ("subsystem_device", d.subsystem_device_id)):
+    attrs = [("busid", d.bdf or ""), ("class", f"0x{d.class_code:06x}" if d.class_code is not None else "0x000000")]
+    for name, value in (
+        ("vendor", d.vendor_id),
+        ("device", d.device_id),
+        ("subsystem_vendor", d.subsystem_vendor_id),
+        ("subsystem_device", d.subsystem_device_id),
+    ):
         if value is not None:
             attrs.append((name, f"0x{value:04x}"))
-    attrs += [("link_speed", link_speed(min(speeds) if speeds else None)),
-              ("link_width", str(min(widths) if widths else 0))]
+    attrs += [
+        ("link_speed", link_speed(min(speeds) if speeds else None)),
+        ("link_width", str(min(widths) if widths else 0)),
+    ]
     return Element("pci", attrs)
 
 
@@ -115,8 +120,9 @@ def build(result: ScanResult, cpu: Mapping[str, str] | None = None) -> Element:
     """The <system> element of a scanned host."""
     topo = result.topology
     nvml = {g.bdf: g for g in topo.snapshot.nvml_gpus}
-    wanted = [d for d in topo.devices if d.bdf is not None and not d.is_vf
-              and d.kind in (DeviceKind.GPU, DeviceKind.NIC)]
+    wanted = [
+        d for d in topo.devices if d.bdf is not None and not d.is_vf and d.kind in (DeviceKind.GPU, DeviceKind.NIC)
+    ]
     if not any(d.kind is DeviceKind.GPU for d in wanted):
         raise InputError("an NCCL topology needs GPUs with PCI addresses (a sysfs tree, a capture or lspci output)")
     elements: dict[str, Element] = {}
@@ -158,8 +164,9 @@ def build(result: ScanResult, cpu: Mapping[str, str] | None = None) -> Element:
                 for link in nv.nvlinks:
                     peer = topo.by_bdf(link.peer_bdf)
                     tclass = f"0x{peer.class_code:06x}" if peer is not None and peer.class_code else "0x068000"
-                    gpu.children.append(Element("nvlink", [("target", link.peer_bdf), ("count", str(link.count)),
-                                                           ("tclass", tclass)]))
+                    gpu.children.append(
+                        Element("nvlink", [("target", link.peer_bdf), ("count", str(link.count)), ("tclass", tclass)])
+                    )
             el.children.append(gpu)
         else:
             nets = _nets(d, rates, speed_of_netdev)
@@ -193,7 +200,7 @@ def _cpu_node(topo: Topology, d: Device) -> int:
 def _natural(name: str) -> tuple[str, int]:
     """``mlx5_10`` after ``mlx5_9``: the order RDMA devices are numbered in."""
     head = name.rstrip("0123456789")
-    return (head, int(name[len(head):]) if len(head) < len(name) else -1)
+    return (head, int(name[len(head) :]) if len(head) < len(name) else -1)
 
 
 def cpu_identity_attrs(cpu: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -212,8 +219,7 @@ def cpu_identity_attrs(cpu: Mapping[str, str]) -> list[tuple[str, str]]:
 
 
 #: What NCCL reads from sysfs for a ``<pci>`` when unset (xml.cc ``ncclTopoGetXmlFromSys``).
-PCI_ATTRS = ("busid", "class", "vendor", "device", "subsystem_vendor", "subsystem_device", "link_speed",
-             "link_width")
+PCI_ATTRS = ("busid", "class", "vendor", "device", "subsystem_vendor", "subsystem_device", "link_speed", "link_width")
 
 
 def _check_fusable(cpus: Collection[Element], pcis: Iterable[Element]) -> None:
@@ -227,19 +233,25 @@ def _check_fusable(cpus: Collection[Element], pcis: Iterable[Element]) -> None:
                 f"an NCCL topology needs {', '.join(missing)} on every <pci> (NCCL completes only the "
                 f"path above each rank's own GPU, and ranks' files that differ fuse into duplicate "
                 f"switches); this input does not say them for {a['busid']}: give lspci -vvvnn output, "
-                f"a capture, or run plan on the host")
+                f"a capture, or run plan on the host"
+            )
     if len(cpus) < 2:
         return  # one <cpu>: every rank completes it alike
     for el in cpus:
         a = dict(el.attrs)
-        missing = [k for k in CPU_ATTRS
-                   if k not in a and not (k == "affinity" and a["numaid"] == "-1")
-                   and not (k in CPU_ATTRS[3:] and a.get("arch") not in (None, "x86_64"))]
+        missing = [
+            k
+            for k in CPU_ATTRS
+            if k not in a
+            and not (k == "affinity" and a["numaid"] == "-1")
+            and not (k in CPU_ATTRS[3:] and a.get("arch") not in (None, "x86_64"))
+        ]
         if missing:
             raise InputError(
                 f"an NCCL topology of several NUMA nodes needs {', '.join(missing)} on every <cpu> "
                 f"(NCCL fills them only above each rank's own GPU, and ranks' files that differ fuse "
-                f"into duplicate CPUs); this input does not say them: run plan on the host or on a capture")
+                f"into duplicate CPUs); this input does not say them: run plan on the host or on a capture"
+            )
 
 
 def serialize(el: Element, indent: int = 0) -> str:

@@ -48,8 +48,11 @@ class GpuRails(msgspec.Struct, frozen=True, rename={"pci_address": "pciAddress"}
     rails: dict[str, list[RailNic]]
 
 
-class RailRecord(msgspec.Struct, frozen=True, rename={"schema_version": "schemaVersion", "node_uid": "nodeUID",
-                                                       "rail_source": "railSource"}):
+class RailRecord(
+    msgspec.Struct,
+    frozen=True,
+    rename={"schema_version": "schemaVersion", "node_uid": "nodeUID", "rail_source": "railSource"},
+):
     """One node's record, as the proposal's shared ConfigMap holds it under the Node's name."""
 
     schema_version: str
@@ -85,8 +88,9 @@ def record(result: ScanResult, node_uid: str | None = None) -> RailRecord:
             assert path is not None  # every GPU-NIC pair has a path (analysis.paths.scan_paths)
             rails[f"rail{i}"] = [RailNic(address(n), path.token)]
         gpus[(uuids.get(g.bdf) if g.bdf else None) or address(g)] = GpuRails(address(g), rails)
-    return RailRecord(SCHEMA_VERSION, node_uid, RAIL_SOURCE,
-                      {address(n): [f"rail{i}"] for i, n in enumerate(nics)}, gpus)
+    return RailRecord(
+        SCHEMA_VERSION, node_uid, RAIL_SOURCE, {address(n): [f"rail{i}"] for i, n in enumerate(nics)}, gpus
+    )
 
 
 def render(result: ScanResult, node_uid: str | None = None, **_: Any) -> str:

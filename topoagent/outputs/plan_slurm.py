@@ -93,17 +93,21 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
     nvml = {g.bdf: g for g in topo.snapshot.nvml_gpus}
     package = {c.id: c.package for c in topo.snapshot.cpus}
     host = shown(topo.snapshot.hostname or "this host")
-    lines = [f"# gres.conf for {host}: topoagent plan --format slurm --gres-cores {gres_cores}",
-             "# For AutoDetect=off (add that line where gres.conf sets AutoDetect for all nodes). Beside",
-             "# AutoDetect=nvml every value must equal what slurmd detects, or slurmd ignores the line.",
-             "# Cores= are Slurm's abstract core indices (lstopo -l 'Core L#'), not Linux CPU ids."]
+    lines = [
+        f"# gres.conf for {host}: topoagent plan --format slurm --gres-cores {gres_cores}",
+        "# For AutoDetect=off (add that line where gres.conf sets AutoDetect for all nodes). Beside",
+        "# AutoDetect=nvml every value must equal what slurmd detects, or slurmd ignores the line.",
+        "# Cores= are Slurm's abstract core indices (lstopo -l 'Core L#'), not Linux CPU ids.",
+    ]
     if gres_cores == "socket":
         lines.append("# Cores= cover whole sockets: Slurm >= 24.05.5 rejects a range that splits one.")
         order = list(p.cores)
     else:
-        lines += ["# Cores= are the GPU's NUMA node, each NUMA node counted as a socket (cores numbered node",
-                  "# by node): right only with this line in slurm.conf (not here), on every such node:",
-                  "#   SlurmdParameters=numa_node_as_socket"]
+        lines += [
+            "# Cores= are the GPU's NUMA node, each NUMA node counted as a socket (cores numbered node",
+            "# by node): right only with this line in slurm.conf (not here), on every such node:",
+            "#   SlurmdParameters=numa_node_as_socket",
+        ]
         node_of = {c: n.id for n in topo.nodes for c in n.cpus}
         order = list(numa_order(p.cores, node_of))
         if p.allowed is not None:
@@ -136,7 +140,11 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
             line += f"  # {g.gpu}: no {missing}, Cores= left out"
         lines.append(line)
     if p.gpus and not every_nvml:
-        lines.append("# Type= and Links= left out: NVML did not name every GPU (slurmd's names and link counts come from NVML)")
+        lines.append(
+            "# Type= and Links= left out: NVML did not name every GPU (slurmd's names and link counts come from NVML)"
+        )
     if guessed and p.gpus:
-        lines.append("# /dev/nvidiaN numbers are the PCI-order indices (NVML not asked): check nvidia-smi -q | grep Minor")
+        lines.append(
+            "# /dev/nvidiaN numbers are the PCI-order indices (NVML not asked): check nvidia-smi -q | grep Minor"
+        )
     return "\n".join(lines) + "\n"

@@ -16,8 +16,10 @@ def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
     p = plan_of(result, plan)
     snap = result.snapshot
     k = p.ranks_per_gpu
-    head = (f"Plan for {shown(snap.hostname or 'host')} (root {snap.root or 'pasted output'}): {len(p.gpus)} GPU(s), "
-            f"allowed CPUs {p.allowed if p.allowed is not None else 'unknown'}, {k} rank(s) per GPU")
+    head = (
+        f"Plan for {shown(snap.hostname or 'host')} (root {snap.root or 'pasted output'}): {len(p.gpus)} GPU(s), "
+        f"allowed CPUs {p.allowed if p.allowed is not None else 'unknown'}, {k} rank(s) per GPU"
+    )
     lines = [head]
     if p.reserved:
         lines.append(f"Reserved for the OS and daemons: CPUs {p.reserved}")
@@ -26,22 +28,32 @@ def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
     else:
         rows = [["GPU", "BDF", "NODE", "CPUs", "RANK CPUs" if k == 1 else f"RANK CPUs (x{k})", "RAIL NICs"]]
         for g in p.gpus:
-            rows.append([g.gpu, g.bdf or "-", str(g.numa_node) if g.numa_node is not None else "?",
-                         str(g.cpus) or "NONE", " | ".join(str(c) or "NONE" for c in g.rank_cpus),
-                         "; ".join(nic_words(r) for r in g.rails) or "none"])
+            rows.append(
+                [
+                    g.gpu,
+                    g.bdf or "-",
+                    str(g.numa_node) if g.numa_node is not None else "?",
+                    str(g.cpus) or "NONE",
+                    " | ".join(str(c) or "NONE" for c in g.rank_cpus),
+                    "; ".join(nic_words(r) for r in g.rails) or "none",
+                ]
+            )
         lines += [""] + columns(rows)
         lines += ["", "NUMA groups (one job per node):"]
         for ng in p.numa_groups:
             node = f"node {ng.numa_node}" if ng.numa_node is not None else "node ?"
-            lines.append(f"  {node}: {' '.join(ng.gpus)}  CUDA_VISIBLE_DEVICES={ng.cuda_visible_devices}  "
-                         f"CPUs {ng.cpus if ng.cpus else 'NONE'}")
+            lines.append(
+                f"  {node}: {' '.join(ng.gpus)}  CUDA_VISIBLE_DEVICES={ng.cuda_visible_devices}  "
+                f"CPUs {ng.cpus if ng.cpus else 'NONE'}"
+            )
     if p.split:
         lines += ["", f"Split into {len(p.split)} group(s):"]
         for s in p.split:
             nics = ", ".join(r for r in s.nics) or "no NIC"
-            lines.append(f"  group {s.index}: {' '.join(s.gpus)}  CUDA_VISIBLE_DEVICES={s.cuda_visible_devices}  "
-                         f"CPUs {s.cpus or 'NONE'}  NICs {nics}"
-                         + (f"  crosses {s.crosses}" if s.crosses else ""))
+            lines.append(
+                f"  group {s.index}: {' '.join(s.gpus)}  CUDA_VISIBLE_DEVICES={s.cuda_visible_devices}  "
+                f"CPUs {s.cpus or 'NONE'}  NICs {nics}" + (f"  crosses {s.crosses}" if s.crosses else "")
+            )
     notes = {(n.code, n.subjects): n for g in p.gpus for n in g.notes}
     notes.update({(n.code, n.subjects): n for n in p.notes})
     if notes:

@@ -102,8 +102,7 @@ class _Tree:
         with ``--all``, which draws every function)."""
         out: list[Device] = []
         for c in self.topo.children(d.bdf):
-            if (not self.show_all and d.role is BridgeRole.SWITCH_UPSTREAM
-                    and c.role is BridgeRole.SWITCH_DOWNSTREAM):
+            if not self.show_all and d.role is BridgeRole.SWITCH_UPSTREAM and c.role is BridgeRole.SWITCH_DOWNSTREAM:
                 out.extend(self.topo.children(c.bdf))
             else:
                 out.append(c)
@@ -172,8 +171,10 @@ class _Tree:
 
 def _summary(hidden: list[Device]) -> str:
     kinds = Counter(
-        "empty port" if d.role is not None
-        else CLASSES.get((d.class_code or 0) >> 8, "unclassified") if d.class_code is not None
+        "empty port"
+        if d.role is not None
+        else CLASSES.get((d.class_code or 0) >> 8, "unclassified")
+        if d.class_code is not None
         else "unclassified"
         for d in hidden
     )

@@ -29,9 +29,15 @@ SCHEMA_VERSION: Literal[1] = 1
 
 #: setting -> value: libvirt paths (``vcpu.cpuset``, ``numatune.memory.nodeset``,
 #: ``cputune.vcpupin.N`` ...) or .vmx keys (``numa.nodeAffinity`` ...).
-Settings = Annotated[dict[str, str], msgspec.Meta(description=(
-    "setting -> value: libvirt paths (vcpu.cpuset, numatune.memory.nodeset, cputune.vcpupin.N ...) "
-    "or .vmx keys (numa.nodeAffinity ...)"))]
+Settings = Annotated[
+    dict[str, str],
+    msgspec.Meta(
+        description=(
+            "setting -> value: libvirt paths (vcpu.cpuset, numatune.memory.nodeset, cputune.vcpupin.N ...) "
+            "or .vmx keys (numa.nodeAffinity ...)"
+        )
+    ),
+]
 
 
 class VmDeviceEntry(msgspec.Struct, frozen=True):
@@ -81,8 +87,10 @@ def vm_entry(vm: VmAdvice) -> VmEntry:
         platform=vm.platform,  # type: ignore[arg-type]  # "kvm" or "vmware"
         vcpus=vm.vcpus,
         memory_bytes=vm.memory_bytes,
-        devices=[VmDeviceEntry(d.bdf, d.kind, d.numa_node, d.ref, d.name, list(d.rail_nics), d.note)  # type: ignore[arg-type]
-                 for d in vm.devices],
+        devices=[
+            VmDeviceEntry(d.bdf, d.kind, d.numa_node, d.ref, d.name, list(d.rail_nics), d.note)  # type: ignore[arg-type]
+            for d in vm.devices
+        ],
         current=dict(vm.current),
         verdict=vm.verdict,
         recommend=dict(vm.recommend),

@@ -43,8 +43,7 @@ def cells_xml(vcpus: int, memory: int | None, nodes: tuple[int, ...], shares: tu
         mem = f" memory='{per_cell_kib}' unit='KiB'" if per_cell_kib else ""
         lines.append(f"    <cell id='{i}' cpus='{first}-{first + share - 1}'{mem}/>")
         first += share
-    lines += ["  </numa>", "</cpu>", "<numatune>",
-              f"  <memory mode='strict' nodeset='{nodes_text(nodes)}'/>"]
+    lines += ["  </numa>", "</cpu>", "<numatune>", f"  <memory mode='strict' nodeset='{nodes_text(nodes)}'/>"]
     lines += [f"  <memnode cellid='{i}' mode='strict' nodeset='{n}'/>" for i, n in enumerate(nodes)]
     lines.append("</numatune>")
     return "\n".join(lines)

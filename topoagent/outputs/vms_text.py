@@ -60,8 +60,15 @@ def _rows(vm: VmAdvice) -> list[tuple[str, ...]]:
             address = f"{d.ref} ({d.bdf})" if d.bdf else d.ref
         node = "?" if d.numa_node is None else str(d.numa_node)
         first = i == 0
-        row = (vm.name if first else "", vm.state if first else "", address, _clip(device, _DEVICE_WIDTH), node,
-               current_summary(vm) if first else "", vm.verdict.value if first else "")
+        row = (
+            vm.name if first else "",
+            vm.state if first else "",
+            address,
+            _clip(device, _DEVICE_WIDTH),
+            node,
+            current_summary(vm) if first else "",
+            vm.verdict.value if first else "",
+        )
         rows.append(tuple(shown(c) for c in row))  # a name or .vmx value is one cell, never a row
     return rows
 
@@ -71,8 +78,7 @@ def _rail_notes(vm: VmAdvice) -> list[str]:
     out = []
     for d in vm.devices:
         if d.kind == "gpu" and d.rail_nics:
-            rails = ", ".join(f"{n} ({'passed through' if n in passed else 'not passed through'})"
-                              for n in d.rail_nics)
+            rails = ", ".join(f"{n} ({'passed through' if n in passed else 'not passed through'})" for n in d.rail_nics)
             out.append(f"GPU {d.bdf} rail NIC: {rails}")
     return out
 
@@ -82,8 +88,10 @@ def _details(vm: VmAdvice) -> list[str]:
     lines += [f"  - {shown(n)}" for n in (*vm.notes, *_rail_notes(vm))]
     if vm.snippet:
         if vm.platform == "kvm":
-            how = (f"add to the domain (virsh edit {shown(vm.name)}; or topoagent vms --apply {shown(vm.name)} "
-                   f"on the shut-off domain):")
+            how = (
+                f"add to the domain (virsh edit {shown(vm.name)}; or topoagent vms --apply {shown(vm.name)} "
+                f"on the shut-off domain):"
+            )
         else:
             how = "set in the .vmx (with the VM powered off):"
         lines.append(f"  {how}")

@@ -147,8 +147,7 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
     )
 
 
-def _subsystem(data: bytes, header_type: int, ssvid: tuple[int, int] | None,
-               listed: bool) -> tuple[int, int] | None:
+def _subsystem(data: bytes, header_type: int, ssvid: tuple[int, int] | None, listed: bool) -> tuple[int, int] | None:
     """The subsystem ids the kernel shows in sysfs (drivers/pci/probe.c, pci_setup_device):
     a type-0 header's registers at 0x2C; a bridge's from its SSVID capability, 0 and 0 when it
     has none -- known only when the whole capability list could be read.  None: ask sysfs."""

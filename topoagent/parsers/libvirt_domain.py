@@ -57,11 +57,20 @@ __all__ = [
 MAX_XML_BYTES = 4 * 1024 * 1024
 
 _UNITS = {
-    "b": 1, "bytes": 1,
-    "kb": 1000, "k": 1024, "kib": 1024,
-    "mb": 1000**2, "m": 1024**2, "mib": 1024**2,
-    "gb": 1000**3, "g": 1024**3, "gib": 1024**3,
-    "tb": 1000**4, "t": 1024**4, "tib": 1024**4,
+    "b": 1,
+    "bytes": 1,
+    "kb": 1000,
+    "k": 1024,
+    "kib": 1024,
+    "mb": 1000**2,
+    "m": 1024**2,
+    "mib": 1024**2,
+    "gb": 1000**3,
+    "g": 1024**3,
+    "gib": 1024**3,
+    "tb": 1000**4,
+    "t": 1024**4,
+    "tib": 1024**4,
 }  # libvirt's scaled integers (formatdomain.html#memory-allocation); the default unit is KiB
 
 
@@ -233,8 +242,9 @@ def _address_bdf(addr: Element, where: str) -> str:
     slot = _c_int(addr.get("slot"), f"{where}: address slot")
     fn = _c_int(addr.get("function"), f"{where}: address function")
     if not (0 <= dom <= 0xFFFFFFFF and 0 <= bus <= 0xFF and 0 <= slot <= 0x1F and 0 <= fn <= 7):
-        raise DomainXmlError(f"{where}: PCI address out of range "
-                             f"(domain {dom:#x}, bus {bus:#x}, slot {slot:#x}, function {fn})")
+        raise DomainXmlError(
+            f"{where}: PCI address out of range (domain {dom:#x}, bus {bus:#x}, slot {slot:#x}, function {fn})"
+        )
     return f"{dom:04x}:{bus:02x}:{slot:02x}.{fn:x}"
 
 
@@ -262,8 +272,13 @@ def _hostdevs(root: Element) -> tuple[HostdevPci, ...]:
         addr = iface.find("source/address")
         if addr is None or addr.get("type", "pci") != "pci":
             continue  # a USB or other non-PCI hostdev interface: not ours
-        out.append(HostdevPci(_address_bdf(addr, f"interface #{n + 1} (type hostdev)"),
-                              _managed(iface.get("managed")), via="interface"))
+        out.append(
+            HostdevPci(
+                _address_bdf(addr, f"interface #{n + 1} (type hostdev)"),
+                _managed(iface.get("managed")),
+                via="interface",
+            )
+        )
     return tuple(out)
 
 
@@ -300,16 +315,21 @@ def parse_domain(text: str) -> Domain:
     numatune = root.find("numatune")
     nmem = numatune.find("memory") if numatune is not None else None
     memnodes = tuple(
-        MemNode(_c_int(m.get("cellid"), "<memnode cellid>"), m.get("mode"),
-                _checked_set(m.get("nodeset"), "<memnode> nodeset") or "")
+        MemNode(
+            _c_int(m.get("cellid"), "<memnode cellid>"),
+            m.get("mode"),
+            _checked_set(m.get("nodeset"), "<memnode> nodeset") or "",
+        )
         for m in (numatune.findall("memnode") if numatune is not None else ())
     )
     cputune = root.find("cputune")
     emu = cputune.find("emulatorpin") if cputune is not None else None
     cells = tuple(
-        GuestCell(_int_or_none(c.get("id"), "<cell id>") or 0 if c.get("id") is not None else i,
-                  _checked_set(c.get("cpus"), "<cell> cpus") or "",
-                  _bytes(c.get("memory"), c.get("unit"), "<cell memory>"))
+        GuestCell(
+            _int_or_none(c.get("id"), "<cell id>") or 0 if c.get("id") is not None else i,
+            _checked_set(c.get("cpus"), "<cell> cpus") or "",
+            _bytes(c.get("memory"), c.get("unit"), "<cell memory>"),
+        )
         for i, c in enumerate(root.findall("cpu/numa/cell"))
     )
     return Domain(

@@ -41,5 +41,3 @@ def split_ids(text: str) -> tuple[int | None, int | None, str]:
     if not m:
         return None, None, text
     return int(m.group(1), 16), int(m.group(2), 16), body[: m.start()].rstrip()
-
-

@@ -300,8 +300,9 @@ def _read(text: str, lenient: bool) -> LspciTree:
             raise LspciParseError("no lspci tree found")
         return LspciTree(())
     if reader.later_root:
-        notes.append("the excerpt starts at a root bus drawn as a branch (+-[dddd:bb]): "
-                     "the root buses before it are not shown")
+        notes.append(
+            "the excerpt starts at a root bus drawn as a branch (+-[dddd:bb]): the root buses before it are not shown"
+        )
     roots = tuple(_freeze(n) for n in reader.roots)
     orphans: list[LspciTreeNode] = []
     unnamed = 0
@@ -309,8 +310,10 @@ def _read(text: str, lenient: bool) -> LspciTree:
         unnamed += 1
         orphans.extend(_freeze(c) for c in parent.children)
     if unnamed:
-        notes.append(f"the excerpt starts below its root-bus line: {unnamed} function(s) on an unnamed bus "
-                     "are left out, the subtrees under them kept (domain 0000 assumed) with their place unknown")
+        notes.append(
+            f"the excerpt starts below its root-bus line: {unnamed} function(s) on an unnamed bus "
+            "are left out, the subtrees under them kept (domain 0000 assumed) with their place unknown"
+        )
     if lenient and not roots and not orphans:
         raise LspciParseError("no lspci tree found")
     return LspciTree(roots, tuple(orphans), tuple(merge_skipped(skipped)), tuple(notes))

@@ -112,9 +112,7 @@ _PROG_IF = re.compile(r"\(prog-if [^()]*(?:\([^()]*\)[^()]*)*\)\s*$")
 _REV = re.compile(r"\(rev ([0-9a-fA-F]{2})\)")
 _EXPRESS = re.compile(r"\[[0-9a-fA-F]+(?: v[0-9]+)?\]\s+Express\s+(?:\(v[0-9]+\)\s+)?(?P<type>.*)$")
 # "Speed 16GT/s (downgraded)", "Speed 8GT/s (ok)", "Speed 2.5GT/s", "Speed unknown".
-_SPEED = re.compile(
-    r"Speed\s+(?:(?P<gts>[0-9.]{1,8})GT/s|(?P<unknown>unknown))(?:\s*\((?P<flag>[^)]*)\))?"
-)
+_SPEED = re.compile(r"Speed\s+(?:(?P<gts>[0-9.]{1,8})GT/s|(?P<unknown>unknown))(?:\s*\((?P<flag>[^)]*)\))?")
 _WIDTH = re.compile(r"Width\s+x(?P<w>[0-9]{1,4})\b(?:\s*\((?P<flag>[^)]*)\))?")
 
 
@@ -165,12 +163,41 @@ class LspciListing(msgspec.Struct, frozen=True):
 _HEX_DUMP = re.compile(r"^[0-9a-fA-F]{2,3}:(?: [0-9a-fA-F]{2}){1,16}\s*$")
 # Fields lspci prints one tab in, which pastes sometimes lose (``Kernel driver in use:`` at
 # column 0): an unindented line starting with one of these is still a field.
-_FIELD_KEYS = frozenset((
-    "Subsystem", "Physical Slot", "Flags", "Control", "Status", "Latency", "Interrupt", "NUMA node",
-    "IOMMU group", "Region", "Expansion ROM at", "Bus", "Capabilities", "Kernel driver in use",
-    "Kernel modules", "DevCap", "DevCtl", "DevSta", "LnkCap", "LnkCtl", "LnkSta", "LnkCap2", "LnkCtl2",
-    "LnkSta2", "SltCap", "SltCtl", "SltSta", "ACSCap", "ACSCtl", "DevCap2", "DevCtl2",
-))
+_FIELD_KEYS = frozenset(
+    (
+        "Subsystem",
+        "Physical Slot",
+        "Flags",
+        "Control",
+        "Status",
+        "Latency",
+        "Interrupt",
+        "NUMA node",
+        "IOMMU group",
+        "Region",
+        "Expansion ROM at",
+        "Bus",
+        "Capabilities",
+        "Kernel driver in use",
+        "Kernel modules",
+        "DevCap",
+        "DevCtl",
+        "DevSta",
+        "LnkCap",
+        "LnkCtl",
+        "LnkSta",
+        "LnkCap2",
+        "LnkCtl2",
+        "LnkSta2",
+        "SltCap",
+        "SltCtl",
+        "SltSta",
+        "ACSCap",
+        "ACSCtl",
+        "DevCap2",
+        "DevCtl2",
+    )
+)
 # What a person puts before a device line: indentation (a markdown code block, a quote) or a
 # list item's marker ("- 00:01.0 …", "* …", "1. …").  No field line lspci prints goes on with
 # "bb:dd.f " after these, so such a line is a device line at any indentation.
@@ -250,8 +277,13 @@ def _read(text: str, lenient: bool) -> LspciListing:
     return LspciListing(tuple(out.values()), tuple(merge_skipped(skipped)), tuple(notes))
 
 
-def _finish(cur: dict[str, Any] | None, acs: list[int | None], sriov: dict[str, int],
-            out: dict[str, LspciFunction], repeated: list[str]) -> None:
+def _finish(
+    cur: dict[str, Any] | None,
+    acs: list[int | None],
+    sriov: dict[str, int],
+    out: dict[str, LspciFunction],
+    repeated: list[str],
+) -> None:
     """The function read so far into ``out``: merged with an earlier record of the same BDF
     (outputs concatenated), which ``repeated`` counts."""
     if cur is None:
@@ -281,32 +313,39 @@ def _orphan_field(line: str, orphan_fields: dict[str, int]) -> int:
     return 0
 
 
-def _listing_notes(repeated: list[str], orphan_fields: dict[str, int], orphan_redirect: int,
-                   any_function: bool) -> list[str]:
+def _listing_notes(
+    repeated: list[str], orphan_fields: dict[str, int], orphan_redirect: int, any_function: bool
+) -> list[str]:
     """Notes on functions listed twice and on fields no device line introduces."""
     notes: list[str] = []
     if repeated:
-        notes.append(f"{len(repeated)} function(s) listed more than once (outputs concatenated): "
-                     f"records merged (first: {repeated[0]})")
+        notes.append(
+            f"{len(repeated)} function(s) listed more than once (outputs concatenated): "
+            f"records merged (first: {repeated[0]})"
+        )
     if orphan_fields and not any_function:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(orphan_fields.items()))
         extra = ""
         if "ACSCtl" in orphan_fields:
             extra = f" ({orphan_redirect} of them with P2P redirect bits set: ReqRedir+, CmpltRedir+ or EgressCtrl+)"
-        notes.append(f"no device line: {counts} line(s){extra} cannot be placed on any function "
-                     "(filtered output, such as lspci -vvv | grep ACSCtl)")
+        notes.append(
+            f"no device line: {counts} line(s){extra} cannot be placed on any function "
+            "(filtered output, such as lspci -vvv | grep ACSCtl)"
+        )
     return notes
 
 
 def _merge(first: LspciFunction, again: LspciFunction) -> LspciFunction:
     """One record of a function listed twice: the fields the first lacks from the second."""
-    updates = {name: getattr(again, name) for name in first.__struct_fields__
-               if getattr(first, name) in (None, ()) and getattr(again, name) not in (None, ())}
+    updates = {
+        name: getattr(again, name)
+        for name in first.__struct_fields__
+        if getattr(first, name) in (None, ()) and getattr(again, name) not in (None, ())
+    }
     return msgspec.structs.replace(first, **updates) if updates else first
 
 
-def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int],
-           acs: list[int | None]) -> str | None:
+def _field(body: str, cur: dict[str, Any], cap: str | None, sriov: dict[str, int], acs: list[int | None]) -> str | None:
     """Read one field line into ``cur``; the capability whose body follows."""
     # Depth 1 fields (one tab; pastes turn it into spaces) and capability headers.
     key, sep, value = body.partition(":")
@@ -328,9 +367,8 @@ def _capability_header(value: str, cur: dict[str, Any]) -> str | None:
     if cur.get("capabilities_readable") is None:
         cur["capabilities_readable"] = True
     m = _EXPRESS.match(value)
-    cap = "pcie" if m else (
-        "acs" if "Access Control Services" in value
-        else "sriov" if "(SR-IOV)" in value else "other"
+    cap = (
+        "pcie" if m else ("acs" if "Access Control Services" in value else "sriov" if "(SR-IOV)" in value else "other")
     )
     if m:
         kind = m.group("type")
@@ -347,8 +385,9 @@ def _capability_header(value: str, cur: dict[str, Any]) -> str | None:
 
 
 #: The fields of the function itself (outside any capability's body).
-_DEVICE_FIELDS = frozenset(("Subsystem", "Physical Slot", "NUMA node", "IOMMU group", "Bus",
-                            "Kernel driver in use", "Kernel modules"))
+_DEVICE_FIELDS = frozenset(
+    ("Subsystem", "Physical Slot", "NUMA node", "IOMMU group", "Bus", "Kernel driver in use", "Kernel modules")
+)
 
 
 def _device_field(key: str, value: str, cur: dict[str, Any], cap: str | None) -> str | None:
@@ -374,8 +413,16 @@ def _device_field(key: str, value: str, cur: dict[str, Any], cap: str | None) ->
     return cap
 
 
-def _capability_field(key: str, sep: str, value: str, body: str, cur: dict[str, Any], cap: str | None,
-                      sriov: dict[str, int], acs: list[int | None]) -> None:
+def _capability_field(
+    key: str,
+    sep: str,
+    value: str,
+    body: str,
+    cur: dict[str, Any],
+    cap: str | None,
+    sriov: dict[str, int],
+    acs: list[int | None],
+) -> None:
     """A line of a capability's body: the PCIe link, the ACS registers, the SR-IOV counts."""
     if key == "LnkCap" and sep and cap == "pcie":
         gts, _, width, _ = _link(value)
@@ -448,9 +495,15 @@ def _function_header(m: re.Match[str]) -> dict[str, Any]:
     if n:  # lspci -n: "0302: 10de:2330 (rev a1)"
         r = _REV.search(n.group("rest"))
         code = int(n.group("cls"), 16)
-        return {"bdf": bdf, "class_name": CLASSES.get(code, f"Class {code:04x}"), "class_code": code,
-                "description": "", "vendor_id": int(n.group("v"), 16), "device_id": int(n.group("d"), 16),
-                "revision": int(r.group(1), 16) if r else None}
+        return {
+            "bdf": bdf,
+            "class_name": CLASSES.get(code, f"Class {code:04x}"),
+            "class_code": code,
+            "description": "",
+            "vendor_id": int(n.group("v"), 16),
+            "device_id": int(n.group("d"), 16),
+            "revision": int(r.group(1), 16) if r else None,
+        }
     c = _CLASS.match(rest)
     if not c:
         raise LineError("device line without 'class: name'")

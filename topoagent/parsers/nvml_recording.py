@@ -105,11 +105,18 @@ def parse_nvml_recording(text: str) -> tuple[tuple[NvmlGpu, ...], str | None, st
             affinity = CpuSet.parse(g["cpu_affinity"]) if isinstance(g.get("cpu_affinity"), str) else None
         except CpuSetError:
             affinity = None
-        gpus.append(NvmlGpu(
-            index=index, bdf=bdf, name=_text(g.get("name")), uuid=_text(g.get("uuid")),
-            minor=_int(g.get("minor")), numa_node=_int(g.get("numa_node")),
-            cpu_affinity=affinity or None,
-            nvlinks=tuple(NvLink(peer, count) for peer, count in sorted(peers.items())),
-            p2p_ok=tuple(sorted(ok)), p2p_not_ok=tuple(sorted(not_ok)),
-        ))
+        gpus.append(
+            NvmlGpu(
+                index=index,
+                bdf=bdf,
+                name=_text(g.get("name")),
+                uuid=_text(g.get("uuid")),
+                minor=_int(g.get("minor")),
+                numa_node=_int(g.get("numa_node")),
+                cpu_affinity=affinity or None,
+                nvlinks=tuple(NvLink(peer, count) for peer, count in sorted(peers.items())),
+                p2p_ok=tuple(sorted(ok)),
+                p2p_not_ok=tuple(sorted(not_ok)),
+            )
+        )
     return tuple(gpus), _text(doc.driver_version), None

@@ -365,9 +365,7 @@ def _tail_tokens(text: str) -> list[str]:
     return text.replace("N/A", " N/A ").split()
 
 
-def _assignments(
-    tokens: list[str], fields: list[str]
-) -> Iterator[tuple[tuple[object, ...], bool, bool]]:
+def _assignments(tokens: list[str], fields: list[str]) -> Iterator[tuple[tuple[object, ...], bool, bool]]:
     """Every way to read ``tokens`` as the affinity ``fields``.
 
     A field takes a whole token, or a piece of a token glued to the next field (split between
@@ -375,8 +373,9 @@ def _assignments(
     whether a field was assumed empty, and whether a token was split.
     """
 
-    def walk(fi: int, ti: int, off: int, acc: tuple[object, ...], empty: bool,
-             split: bool) -> Iterator[tuple[tuple[object, ...], bool, bool]]:
+    def walk(
+        fi: int, ti: int, off: int, acc: tuple[object, ...], empty: bool, split: bool
+    ) -> Iterator[tuple[tuple[object, ...], bool, bool]]:
         if fi == len(fields):
             if ti == len(tokens):
                 yield acc, empty, split
@@ -511,8 +510,11 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
         numbered[header_at + 1 :], labels, numbered[header_at][0], warnings
     )
     skipped = list(cleaned.skipped) if lenient else []
-    skipped += [Skipped(number, number, f"not a matrix row: {_short(line, 60)}")
-                for number, line in odd_lines if number < last_row]
+    skipped += [
+        Skipped(number, number, f"not a matrix row: {_short(line, 60)}")
+        for number, line in odd_lines
+        if number < last_row
+    ]
     _check_missing_rows(labels, row_text, lenient, warnings)
     readings, raw_tails, unresolved = _all_readings(labels, row_text, fields, warnings)
     chosen = _choose_readings(labels, readings, raw_tails, unresolved, fields, warnings)
@@ -616,18 +618,17 @@ def _read_rows(
     return legend, row_text, legacy, odd_lines, last_row
 
 
-def _check_missing_rows(labels: list[str], row_text: dict[str, str], lenient: bool,
-                        warnings: list[str]) -> None:
+def _check_missing_rows(labels: list[str], row_text: dict[str, str], lenient: bool, warnings: list[str]) -> None:
     """Raise (strict) or warn (lenient) when header devices have no row."""
     n = len(labels)
     missing = [lb for lb in labels if lb not in row_text]
     if missing and not lenient:
-        raise TopoParseError(
-            f"header names {n} devices but {len(missing)} have no row (first: {missing[0]})"
-        )
+        raise TopoParseError(f"header names {n} devices but {len(missing)} have no row (first: {missing[0]})")
     if missing:
-        warnings.append(f"{len(missing)} of {n} devices have no row (the paste ends early or rows were left out; "
-                        f"first: {missing[0]}): their own cells and affinities are unknown")
+        warnings.append(
+            f"{len(missing)} of {n} devices have no row (the paste ends early or rows were left out; "
+            f"first: {missing[0]}): their own cells and affinities are unknown"
+        )
 
 
 def _all_readings(
@@ -652,10 +653,7 @@ def _all_readings(
             rs = [_Reading(cells, None, True)]
             if raw or is_gpu:
                 cols = ", ".join(_FIELD_NAMES[f] for f in fields) or "(none)"
-                warnings.append(
-                    f"{label}: affinity text {_short(raw)} does not fit the columns {cols}; "
-                    "left unknown"
-                )
+                warnings.append(f"{label}: affinity text {_short(raw)} does not fit the columns {cols}; left unknown")
                 unresolved[label] = raw
         readings[label] = rs
     return readings, raw_tails, unresolved
@@ -673,8 +671,10 @@ def _evidence(known: list[dict[str, object]]) -> tuple[tuple[str, Callable[[dict
         ),
         (
             "the CPU count of another row",
-            lambda v: _cpu_count(_str(v["cpu"])) is not None
-            and any(_cpu_count(_str(v["cpu"])) == _cpu_count(_str(k["cpu"])) for k in known),
+            lambda v: (
+                _cpu_count(_str(v["cpu"])) is not None
+                and any(_cpu_count(_str(v["cpu"])) == _cpu_count(_str(k["cpu"])) for k in known)
+            ),
         ),
     )
 
@@ -691,9 +691,7 @@ def _choose_readings(
     still ambiguous keeps what its readings agree on (and joins ``unresolved``)."""
     settled = {lb: rs[0] for lb, rs in readings.items() if len(rs) == 1}
     known = [
-        _values_key(r.values, fields)
-        for lb, r in settled.items()
-        if r.values is not None and lb not in unresolved
+        _values_key(r.values, fields) for lb, r in settled.items() if r.values is not None and lb not in unresolved
     ]
     evidence = _evidence(known)
     chosen: dict[str, _Reading] = dict(settled)
@@ -758,10 +756,7 @@ def _agreed_reading(
 ) -> _Reading:
     """A row still ambiguous: keep what every reading agrees on, leave the rest unknown."""
     n = len(labels)
-    agreed = tuple(
-        pool[0].cells[j] if all(r.cells[j] == pool[0].cells[j] for r in pool) else "?"
-        for j in range(n)
-    )
+    agreed = tuple(pool[0].cells[j] if all(r.cells[j] == pool[0].cells[j] for r in pool) else "?" for j in range(n))
     for j in range(n):
         if agreed[j] == "?" and pool[0].cells[j] != "?":
             options = " or ".join(sorted({r.cells[j] for r in pool}))
@@ -827,7 +822,5 @@ def _consistency_warnings(labels: list[str], rows: list[tuple[str, ...]]) -> lis
         for j in range(i + 1, n):
             a, b = rows[i][j], rows[j][i]
             if a != b and "?" not in (a, b):
-                warnings.append(
-                    f"{labels[i]}/{labels[j]} is {a} but {labels[j]}/{labels[i]} is {b}"
-                )
+                warnings.append(f"{labels[i]}/{labels[j]} is {a} but {labels[j]}/{labels[i]} is {b}")
     return warnings

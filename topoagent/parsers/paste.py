@@ -50,30 +50,45 @@ __all__ = [
 # ``\x1b(B`` that ``tput sgr0`` emits, and lone escapes.
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\][^\x07\x1b]{0,256}(?:\x07|\x1b\\)|\([A-Za-z0-9]|.?)")
 # Characters that a copy from a browser or a Windows console adds and no tool prints.
-_INVISIBLE = str.maketrans({"\ufeff": None, "\u200b": None, "\u200e": None, "\u200f": None,
-                            "\u00a0": " ", "\u2007": " ", "\u202f": " ", "\r": None})
+_INVISIBLE = str.maketrans(
+    {
+        "\ufeff": None,
+        "\u200b": None,
+        "\u200e": None,
+        "\u200f": None,
+        "\u00a0": " ",
+        "\u2007": " ",
+        "\u202f": " ",
+        "\r": None,
+    }
+)
 
 # Commands that appear at prompts in these reports; a ``#`` or ``$`` line that starts with one
 # of them is a typed command, not output (``# GPU0`` in a hash-prefixed matrix is output).
-_COMMANDS = frozenset("""
+_COMMANDS = frozenset(
+    """
 awk bash cat cd column docker egrep echo export for grep head hwloc-ls ibstat ibv_devinfo
 kubectl less ls lscpu lspci lstopo more nvidia-smi numactl python python3 sed setpci sh ssh
 sudo tail tee topoagent uname watch xargs zsh dmesg lsmod modinfo srun salloc
-""".split())
+""".split()
+)
 _PROMPT_FULL = re.compile(
-    r"^\s*(?:\([^()\s]{1,64}\)\s*)?"                   # (venv) or (base)
-    r"(?:\[[^\[\]]{1,128}\]\s*[#$%>]"                   # [root@node ~]#
+    r"^\s*(?:\([^()\s]{1,64}\)\s*)?"  # (venv) or (base)
+    r"(?:\[[^\[\]]{1,128}\]\s*[#$%>]"  # [root@node ~]#
     r"|[\w.-]{1,64}@[\w.-]{1,128}(?::[^\s#$%]{0,256})?\s*[#$%>]"  # user@host:~$
-    r"|[➜❯→λ»](?:\s+\S{1,256})?"                        # zsh / fish themes: ➜  ~
-    r"|PS [A-Za-z]:\\[^>]{0,256}>)"                     # PowerShell
-    r"(?:\s|$)")
+    r"|[➜❯→λ»](?:\s+\S{1,256})?"  # zsh / fish themes: ➜  ~
+    r"|PS [A-Za-z]:\\[^>]{0,256}>)"  # PowerShell
+    r"(?:\s|$)"
+)
 _PROMPT_SHORT = re.compile(r"^\s*[$#%>]\s*(?:sudo\s+)?(?:\S*/)?([a-z][\w.+-]*)(?:\s|$)")
 _PROMPT_ALONE = re.compile(r"^\s*[$#%>]\s*$")
 _FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$|^\s*</?(?:details|summary|pre|code)\b[^>]*>.*$", re.I)
 _TOOL_MESSAGE = re.compile(
     r"^\s*(?:pcilib|libkmod|lspci|setpci|lstopo|nvidia-smi|sudo|bash|zsh|sh)\s*:\s+\S"
     r"|^\s*(?:NVIDIA-SMI has failed|Failed to initialize NVML|No devices were found|"
-    r"Unable to determine the device handle)", re.I)
+    r"Unable to determine the device handle)",
+    re.I,
+)
 # An author's elision: a line that is only dots, an ellipsis, a tree branch followed by dots,
 # or a bracketed note that something was left out.  No two adjacent parts can both match a
 # space (``[\s|`]*\s*`` would be quadratic in a long run of spaces).
@@ -81,7 +96,8 @@ _ELISION = re.compile(
     r"^[\s|`]*(?:[+\\]-+\s*)?(?:\.{2,}|…+)\s*$"
     r"|^\s*[(\[<]\s*(?:\.{2,}|…|omitted|snip(?:ped)?|truncated|cut|more|redacted)[^)\]>]{0,80}[)\]>]\s*$"
     r"|^\s*(?:\.{2,}|…)\s*(?:(?:\(\s*)?(?:omitted|snip(?:ped)?|truncated|more|and so on|etc\.?)[^)]{0,80}\)?)\s*$",
-    re.I)
+    re.I,
+)
 
 
 # A marker that a person's editor or mail client puts before every line of a block; "#" only
@@ -224,8 +240,9 @@ def _block_unprefixed(block: list[tuple[int, str]]) -> list[tuple[int, str]]:
     if len(body) < 2 or len(markers) != 1 or None in markers:
         return block
     (marker,) = markers
-    if marker == "|" and (all(t.rstrip().endswith("|") for _, t in body)
-                          or any(_TREE_DRAWING.match(t[1:]) for _, t in body)):
+    if marker == "|" and (
+        all(t.rstrip().endswith("|") for _, t in body) or any(_TREE_DRAWING.match(t[1:]) for _, t in body)
+    ):
         return block  # a markdown table, or a piece of an lspci tree: read as such
     if marker != "*" and len(body) < len(block):
         return block  # "/*" ... "*/" around lines that are no C comment's
@@ -247,12 +264,17 @@ def decode_text(data: bytes) -> str:
     """Text of a pasted file: UTF-8 (a BOM dropped), or UTF-16/32 with a BOM, or UTF-16 without
     one when every other byte is NUL (a Windows console's redirect).  Raises
     :class:`InputError` for bytes that are none of these."""
-    boms = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
-            (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"), (b"\xef\xbb\xbf", "utf-8"))
+    boms = (
+        (b"\xff\xfe\x00\x00", "utf-32-le"),
+        (b"\x00\x00\xfe\xff", "utf-32-be"),
+        (b"\xff\xfe", "utf-16-le"),
+        (b"\xfe\xff", "utf-16-be"),
+        (b"\xef\xbb\xbf", "utf-8"),
+    )
     for bom, codec in boms:
         if data.startswith(bom):
             try:
-                return data[len(bom):].decode(codec)
+                return data[len(bom) :].decode(codec)
             except UnicodeDecodeError:
                 break  # bytes that merely start like a BOM: judge them as UTF-8 below
     head = data[:4096]

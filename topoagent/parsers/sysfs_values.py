@@ -197,5 +197,5 @@ def parse_aer_stats(text: str, total: str | None = None) -> tuple[int, tuple[tup
     m = re.fullmatch(f"(?:{_AER_LINE})*({last}) ([0-9]{{1,20}})\n", body)
     if m is None:
         raise ValueError(f"not an AER counter file ending in {total or 'TOTAL_...'}: {text.strip()[-60:]!r}")
-    counts = tuple((name, int(n)) for name, n in re.findall(_AER_NONZERO, body[:m.start(1)]))
+    counts = tuple((name, int(n)) for name, n in re.findall(_AER_NONZERO, body[: m.start(1)]))
     return int(m.group(2)), counts

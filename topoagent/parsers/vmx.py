@@ -109,8 +109,10 @@ def parse_passthru_id(text: str) -> tuple[tuple[str, ...], str | None]:
         bdf = _bdf(*(int(g, 16) for g in linux.groups()))
         if bdf is None:
             raise VmxError(f"pciPassthru id {value!r}: out of range for a PCI address")
-        return (bdf,), (f"id {value!r} is written as a Linux (hex) BDF; ESXi writes ids as "
-                        f"%05d:%03d:%02d.%d decimal and refuses this one at power-on")
+        return (bdf,), (
+            f"id {value!r} is written as a Linux (hex) BDF; ESXi writes ids as "
+            f"%05d:%03d:%02d.%d decimal and refuses this one at power-on"
+        )
     short = _SHORT.match(value)
     if short is not None:
         readings: list[str] = []
@@ -123,11 +125,16 @@ def parse_passthru_id(text: str) -> tuple[tuple[str, ...], str | None]:
             readings.append(hexed)
         if not readings:
             raise VmxError(f"pciPassthru id {value!r}: out of range for a PCI address")
-        warning = (None if len(readings) == 1 else
-                   f"id {value!r} has no segment: read as decimal ({readings[0]}) or hex ({readings[1]})")
+        warning = (
+            None
+            if len(readings) == 1
+            else f"id {value!r} has no segment: read as decimal ({readings[0]}) or hex ({readings[1]})"
+        )
         return tuple(readings), warning
-    raise VmxError(f"pciPassthru id {value!r} is not a PCI address ESXi writes "
-                   f"(expected e.g. \"00000:059:00.0\", decimal %05d:%03d:%02d.%d)")
+    raise VmxError(
+        f"pciPassthru id {value!r} is not a PCI address ESXi writes "
+        f'(expected e.g. "00000:059:00.0", decimal %05d:%03d:%02d.%d)'
+    )
 
 
 def _unquote(raw: str, line_no: int) -> str:
@@ -162,7 +169,7 @@ def parse_vmx(text: str) -> VmxConfig:
             continue
         m = _LINE.fullmatch(line)
         if m is None:
-            raise VmxError(f"line {no}: {line[:60]!r} is not a `key = \"value\"` setting")
+            raise VmxError(f'line {no}: {line[:60]!r} is not a `key = "value"` setting')
         settings[m.group(1).lower()] = _unquote(m.group(2), no)
     if not settings:
         raise VmxError("no settings found: not a .vmx file")
@@ -172,8 +179,10 @@ def parse_vmx(text: str) -> VmxConfig:
         pm = _PASSTHRU.match(key)
         if pm is not None:
             if len(pm.group(1)) > 1 and pm.group(1).startswith("0"):  # keys are exact: 00 is not 0
-                raise VmxError(f"{key}: a pciPassthru number with a leading zero is not one VMware writes "
-                               f"(ambiguous with pciPassthru{int(pm.group(1))}): refused")
+                raise VmxError(
+                    f"{key}: a pciPassthru number with a leading zero is not one VMware writes "
+                    f"(ambiguous with pciPassthru{int(pm.group(1))}): refused"
+                )
             entries.setdefault(int(pm.group(1)), {})[pm.group(2)] = value
     devices = []
     for index in sorted(entries):
@@ -185,19 +194,26 @@ def parse_vmx(text: str) -> VmxConfig:
         bdfs: tuple[str, ...] = ()
         warning = None
         if ident is None:
-            warning = (f"{where} has no id: the device is chosen at power-on (Dynamic DirectPath "
-                       f"I/O or vGPU), so its NUMA node is not known from the .vmx")
+            warning = (
+                f"{where} has no id: the device is chosen at power-on (Dynamic DirectPath "
+                f"I/O or vGPU), so its NUMA node is not known from the .vmx"
+            )
         else:
             try:
                 bdfs, warning = parse_passthru_id(ident)
             except VmxError as exc:
                 raise VmxError(f"{where}.id: {exc}") from None
-        devices.append(PassthruDevice(
-            index=index, id=ident, bdfs=bdfs,
-            vendor_id=_int(entry.get("vendorid"), f"{where}.vendorId"),
-            device_id=_int(entry.get("deviceid"), f"{where}.deviceId"),
-            system_id=entry.get("systemid"), warning=warning,
-        ))
+        devices.append(
+            PassthruDevice(
+                index=index,
+                id=ident,
+                bdfs=bdfs,
+                vendor_id=_int(entry.get("vendorid"), f"{where}.vendorId"),
+                device_id=_int(entry.get("deviceid"), f"{where}.deviceId"),
+                system_id=entry.get("systemid"),
+                warning=warning,
+            )
+        )
     mem_mib = _int(settings.get("memsize"), "memSize")
     return VmxConfig(
         display_name=settings.get("displayname") or None,

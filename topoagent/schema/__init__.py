@@ -25,49 +25,75 @@ def scan_schema() -> dict[str, Any]:
     """The schema of ``scan --format json`` (draft 2020-12)."""
     from topoagent.outputs.json_report import SCHEMA_VERSION, ScanReport
 
-    return _document(ScanReport, "scan.schema.json", "topoagent scan --format json",
-                     f"Schema version {SCHEMA_VERSION}. Additive changes keep the version; breaking ones bump it.")
+    return _document(
+        ScanReport,
+        "scan.schema.json",
+        "topoagent scan --format json",
+        f"Schema version {SCHEMA_VERSION}. Additive changes keep the version; breaking ones bump it.",
+    )
 
 
 def plan_schema() -> dict[str, Any]:
     """The schema of ``plan --format json``."""
     from topoagent.outputs.plan_json import SCHEMA_VERSION, PlanReport
 
-    return _document(PlanReport, "plan.schema.json", "topoagent plan --format json",
-                     f"Schema version {SCHEMA_VERSION}. Additive changes keep the version; breaking ones bump it. "
-                     "Device ids (gpu0, nic2) and keys (BDFs) are those of topoagent scan --format json.")
+    return _document(
+        PlanReport,
+        "plan.schema.json",
+        "topoagent plan --format json",
+        f"Schema version {SCHEMA_VERSION}. Additive changes keep the version; breaking ones bump it. "
+        "Device ids (gpu0, nic2) and keys (BDFs) are those of topoagent scan --format json.",
+    )
 
 
 def vms_schema() -> dict[str, Any]:
     """The schema of ``vms --format json``."""
     from topoagent.outputs.vms_json import VmsReport
 
-    return _document(VmsReport, "vms.schema.json", "topoagent vms --format json",
-                     "NUMA affinity of VMs with PCI passthrough devices (libvirt/KVM domains or VMware .vmx "
-                     "files). Additive fields keep schema_version; breaking changes bump it.")
+    return _document(
+        VmsReport,
+        "vms.schema.json",
+        "topoagent vms --format json",
+        "NUMA affinity of VMs with PCI passthrough devices (libvirt/KVM domains or VMware .vmx "
+        "files). Additive fields keep schema_version; breaking changes bump it.",
+    )
 
 
 def baseline_schema() -> dict[str, Any]:
     """The schema of ``topoagent baseline`` (the expected topology ``scan --expect`` reads)."""
     from topoagent.analysis.fingerprint import BASELINE_VERSION, Baseline
 
-    return _document(Baseline, "baseline.schema.json", "topoagent baseline",
-                     f"Schema version {BASELINE_VERSION}. The expected topology of a hardware class: its "
-                     "per-slot facts (docs/fleet.md). Links are minimums; every other fact must be equal.")
+    return _document(
+        Baseline,
+        "baseline.schema.json",
+        "topoagent baseline",
+        f"Schema version {BASELINE_VERSION}. The expected topology of a hardware class: its "
+        "per-slot facts (docs/fleet.md). Links are minimums; every other fact must be equal.",
+    )
 
 
 #: File name -> the function that makes its schema.
-GENERATED = {"scan.schema.json": scan_schema, "plan.schema.json": plan_schema, "vms.schema.json": vms_schema,
-             "baseline.schema.json": baseline_schema}
+GENERATED = {
+    "scan.schema.json": scan_schema,
+    "plan.schema.json": plan_schema,
+    "vms.schema.json": vms_schema,
+    "baseline.schema.json": baseline_schema,
+}
 
 
 def _document(root: type, name: str, title: str, description: str) -> dict[str, Any]:
-    (_, ), defs = msgspec.json.schema_components([root], ref_template="#/$defs/{name}")
+    (_,), defs = msgspec.json.schema_components([root], ref_template="#/$defs/{name}")
     body = defs.pop(root.__name__)
     body.pop("title", None)
     body.pop("description", None)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": _BASE + name,
-            "title": title, "description": description, **body, "$defs": dict(sorted(defs.items()))}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": _BASE + name,
+        "title": title,
+        "description": description,
+        **body,
+        "$defs": dict(sorted(defs.items())),
+    }
 
 
 def schema_text(name: str) -> str:

@@ -189,4 +189,3 @@ def define_and_read_back(uri: str, path: str, name: str) -> str:
     if complaints:
         raise LibvirtError(f"virsh -c {uri} define {path}: {' '.join(complaints)}")
     return _checked(out)
-

@@ -160,9 +160,7 @@ class _Prober:
         try:
             return convert(raw)
         except (TypeError, ValueError) as exc:
-            self.errors.append(
-                ProbeError(_path(fn_name, where), f"unexpected value {raw!r}: {_describe(exc)}")
-            )
+            self.errors.append(ProbeError(_path(fn_name, where), f"unexpected value {raw!r}: {_describe(exc)}"))
             return None
 
     # -- per GPU ----------------------------------------------------------------------------
@@ -179,9 +177,7 @@ class _Prober:
         try:  # the numeric fields; the function number is not among them
             return f"{int(info.domain):04x}:{int(info.bus):02x}:{int(info.device):02x}.0"
         except (AttributeError, TypeError, ValueError):
-            self.errors.append(
-                ProbeError(_path("nvmlDeviceGetPciInfo", where), "no usable PCI bus id")
-            )
+            self.errors.append(ProbeError(_path("nvmlDeviceGetPciInfo", where), "no usable PCI bus id"))
             return None
 
     def numa_node(self, where: str, handle: Any) -> int | None:
@@ -190,9 +186,7 @@ class _Prober:
         return node if node is not None and node >= 0 else None
 
     def cpu_affinity(self, where: str, handle: Any) -> CpuSet | None:
-        words = self.value(
-            where, "nvmlDeviceGetCpuAffinity", handle, _cpuset_words(), convert=list
-        )
+        words = self.value(where, "nvmlDeviceGetCpuAffinity", handle, _cpuset_words(), convert=list)
         if words is None:
             return None
         # All-zero words: NVML does not know (no CPU is never a real affinity).
@@ -206,9 +200,7 @@ class _Prober:
         for link in range(max_links):
             at = f"{where},link{link}"
             try:
-                state = self.call(
-                    at, "nvmlDeviceGetNvLinkState", handle, link, silent=_NO_SUCH_LINK
-                )
+                state = self.call(at, "nvmlDeviceGetNvLinkState", handle, link, silent=_NO_SUCH_LINK)
             except _Skip:
                 continue
             if _const_int_value(state) != enabled:
@@ -310,7 +302,9 @@ def replay_recording(fs: HostFS) -> NvmlProbe | None:
         return NvmlProbe((), None, SourceStatus(SOURCE, "error", f"{NVML_RECORDING}: {exc}"), errors)
     if why_not is not None:
         return NvmlProbe((), None, SourceStatus(SOURCE, "unavailable", why_not), errors)
-    return NvmlProbe(gpus, driver, SourceStatus(SOURCE, "ok", f"{len(gpus)} GPU(s), replayed from the capture's recording"), errors)
+    return NvmlProbe(
+        gpus, driver, SourceStatus(SOURCE, "ok", f"{len(gpus)} GPU(s), replayed from the capture's recording"), errors
+    )
 
 
 def collect(c: Collection) -> None:

@@ -60,9 +60,11 @@ _MAY_BE_SRIOV = (None, PORT_CODES["endpoint"], PORT_CODES["rc_integrated_endpoin
 
 #: A function's AER counter files: (file, severity, its last line's name).  The kernel makes
 #: them for every function with an AER capability (drivers/pci/pcie/aer.c, aer_stats_attrs).
-_AER = (("aer_dev_fatal", "fatal", "TOTAL_ERR_FATAL"),
-        ("aer_dev_nonfatal", "nonfatal", "TOTAL_ERR_NONFATAL"),
-        ("aer_dev_correctable", "correctable", "TOTAL_ERR_COR"))
+_AER = (
+    ("aer_dev_fatal", "fatal", "TOTAL_ERR_FATAL"),
+    ("aer_dev_nonfatal", "nonfatal", "TOTAL_ERR_NONFATAL"),
+    ("aer_dev_correctable", "correctable", "TOTAL_ERR_COR"),
+)
 AER_FILES = tuple(name for name, _, _ in _AER)
 #: A function's directory is listed before reading its optional files only when more than this
 #: many are wanted: a listing costs about as much as four failed opens (measured on a DGX
@@ -74,10 +76,11 @@ SYS_DEVICES = "sys/devices"
 def numbered(name: str, prefix: str) -> int | None:
     """The number of a numbered sysfs directory (``node3`` -> 3 with prefix ``node``), as the
     kernel writes it (ASCII digits, no leading zero); None for any other name."""
-    digits = name[len(prefix):] if name.startswith(prefix) else ""
+    digits = name[len(prefix) :] if name.startswith(prefix) else ""
     if is_decimal(digits) and len(digits) <= 7 and (digits == "0" or digits[0] != "0"):
         return int(digits)
     return None
+
 
 #: Kernel modules whose presence matters for GPUDirect RDMA: the peer-memory modules NCCL
 #: checks for (NVIDIA/nccl src/transport/net_ib.cc, ncclIbGdrSupport) and their drivers.
@@ -93,8 +96,20 @@ MODULES_OF_INTEREST = (
 )
 
 #: DMI vendors/products of hypervisors (``/sys/class/dmi/id``).
-_VM_DMI = ("qemu", "kvm", "vmware", "virtualbox", "xen", "microsoft corporation", "amazon ec2",
-           "google compute engine", "openstack", "bochs", "parallels", "innotek")
+_VM_DMI = (
+    "qemu",
+    "kvm",
+    "vmware",
+    "virtualbox",
+    "xen",
+    "microsoft corporation",
+    "amazon ec2",
+    "google compute engine",
+    "openstack",
+    "bochs",
+    "parallels",
+    "innotek",
+)
 
 
 _UNREAD = object()
@@ -122,8 +137,7 @@ class SysfsReader:
         #: Functions whose config header reads all ones and that are no SR-IOV VF.
         self._fell_off: set[str] = set()
 
-    def _value(self, rel: str, parse: Callable[[str], T], *, quiet: bool = False,
-               required: bool = False) -> T | None:
+    def _value(self, rel: str, parse: Callable[[str], T], *, quiet: bool = False, required: bool = False) -> T | None:
         """Read and parse one attribute file; None when absent, unreadable or unparsable.
 
         An absent *optional* file is normal (None, nothing recorded); an absent *required* one
@@ -136,15 +150,18 @@ class SysfsReader:
         path = self.fs.host_path(rel)
         return any(e.path == path for e in self.fs.errors)
 
-    def _parsed(self, rel: str, text: str | None, parse: Callable[[str], T], *,
-                required: bool = False) -> T | None:
+    def _parsed(self, rel: str, text: str | None, parse: Callable[[str], T], *, required: bool = False) -> T | None:
         """:meth:`_value` for text already read."""
         if text is None:
             if required and not self._lost(rel):
                 # A read that failed is lost whatever a later look finds: a file that is back
                 # by now went away while it was read (hotplug, a driver rebinding).
-                self.fs.record(rel, "missing (every PCI function has this file)" if not self.fs.exists(rel)
-                               else "missing when read, present after: changed during the scan")
+                self.fs.record(
+                    rel,
+                    "missing (every PCI function has this file)"
+                    if not self.fs.exists(rel)
+                    else "missing when read, present after: changed during the scan",
+                )
             return None
         try:
             return parse(text)
@@ -208,8 +225,14 @@ class SysfsReader:
         cfg_link = config.link if config is not None else None
         return not virtual_function and not (cfg_link is not None and cfg_link.complete)
 
-    def link(self, d: str, config: ConfigSpace | None, *, virtual_function: bool = False,
-             texts: Mapping[str, str | None] | None = None) -> LinkInfo:
+    def link(
+        self,
+        d: str,
+        config: ConfigSpace | None,
+        *,
+        virtual_function: bool = False,
+        texts: Mapping[str, str | None] | None = None,
+    ) -> LinkInfo:
         """A function's link: config space's Link registers, holes filled from the sysfs link
         files where they are needed (``texts``: those files, already read)."""
         cfg_link = config.link if config is not None else None
@@ -246,8 +269,11 @@ class SysfsReader:
         # seen); the link from config space where it is complete (see link()).
         config, physfn = self._config_and_physfn(d, bdf)
         vf = physfn is not None
-        sriov = config is None or EXT_CAP_ID_SRIOV in config.extended_caps or (
-            not config.extended_readable and config.pcie_port_type in _MAY_BE_SRIOV)
+        sriov = (
+            config is None
+            or EXT_CAP_ID_SRIOV in config.extended_caps
+            or (not config.extended_readable and config.pcie_port_type in _MAY_BE_SRIOV)
+        )
         # AER counters where config space lists AER or cannot show it; not a VF's: a VF is never
         # a rail, and a host with 16 NICs x 250 VFs would read 12,000 more files for them.
         aer = not vf and (config is None or not config.extended_readable or EXT_CAP_ID_AER in config.extended_caps)
@@ -262,10 +288,12 @@ class SysfsReader:
             self._vf_ids[bdf] = (config.vendor_device[0], config.sriov.vf_device)
             self._expect_vfs(bdf, config.sriov)
         subsystem = config.subsystem if config is not None else None
-        optional = ((("subsystem_vendor", "subsystem_device") if subsystem is None else ())
-                    + (_LINK_FILES if self.needs_link_files(config, vf) else ())
-                    + (_SRIOV_FILES if sriov else ())
-                    + (AER_FILES if aer else ()))
+        optional = (
+            (("subsystem_vendor", "subsystem_device") if subsystem is None else ())
+            + (_LINK_FILES if self.needs_link_files(config, vf) else ())
+            + (_SRIOV_FILES if sriov else ())
+            + (AER_FILES if aer else ())
+        )
         present = None
         if len(optional) > _LIST_ABOVE:
             # Config space that shows no capabilities (the 64-byte header an unprivileged
@@ -313,8 +341,9 @@ class SysfsReader:
             parsed = self._parsed(f"{d}/{name}", texts.get(name), partial(sv.parse_aer_stats, total=total_name))
             totals[severity] = parsed[0] if parsed is not None else None
             errors.extend((severity, error, count) for error, count in (parsed[1] if parsed else ()))
-        return AerCounts(fatal=totals["fatal"], nonfatal=totals["nonfatal"],
-                         correctable=totals["correctable"], errors=tuple(errors))
+        return AerCounts(
+            fatal=totals["fatal"], nonfatal=totals["nonfatal"], correctable=totals["correctable"], errors=tuple(errors)
+        )
 
     def _local_cpus(self, d: str, cpulist: str | None) -> CpuSet | None:
         if cpulist is not None and cpulist in self._cpu_lists:
@@ -486,8 +515,7 @@ class SysfsReader:
             # Listed nothing but exists: unreadable (the listing recorded why).  The nodes are
             # still named by each CPU's node link; never fold them into one implied node.
             return tuple(
-                NumaNode(id=i, cpus=cpus, memory_bytes=None)
-                for i, cpus in sorted(self._cpus_by_node_link().items())
+                NumaNode(id=i, cpus=cpus, memory_bytes=None) for i, cpus in sorted(self._cpus_by_node_link().items())
             )
         ids = sorted({i for n in names if (i := numbered(n, "node")) is not None})
         online = self.online_cpus()
@@ -538,8 +566,13 @@ class SysfsReader:
         core; a package the kernel numbers -1 (s390, some POWER) is numbered by its CPU set."""
         base = "sys/devices/system/cpu"
         online = self.online_cpus()
-        ids = sorted({i for n in self.fs.listdir(base) if (i := numbered(n, "cpu")) is not None
-                      and (online is None or i in online)})
+        ids = sorted(
+            {
+                i
+                for n in self.fs.listdir(base)
+                if (i := numbered(n, "cpu")) is not None and (online is None or i in online)
+            }
+        )
         # One read per core and two per package, not per CPU: a CPU's thread_siblings_list names
         # its core's threads and package_cpus_list (core_siblings_list before Linux 5.3,
         # Documentation/ABI/stable/sysfs-devices-system-cpu) its package's CPUs.
@@ -649,7 +682,8 @@ class SysfsReader:
         else:
             reasons = sorted({no_extended_reason(c) for c in configs if not c.extended_readable})
             config_status = SourceStatus(
-                "configspace", "partial",
+                "configspace",
+                "partial",
                 f"extended config space not seen on some functions ({'; '.join(reasons)}): ACS unknown there",
             )
         snap = Snapshot(

@@ -130,9 +130,7 @@ def run_tool(
             # Still holding the pipes (a child outside the group, or stuck in the kernel):
             # give up on its output rather than hang the scan.
             out, err = b"", b""
-        return ToolResult(
-            args, None, _decode(out), _decode(err), f"timed out after {_seconds(timeout)}"
-        )
+        return ToolResult(args, None, _decode(out), _decode(err), f"timed out after {_seconds(timeout)}")
     except BaseException:
         _kill_group(proc)
         proc.wait()

@@ -212,8 +212,9 @@ def _link_target(name: str, target: str) -> str:
     return target
 
 
-def _refuse_under_links(dirs: list[str], files: list[tuple[str, tarfile.TarInfo]],
-                        links: list[tuple[str, str]]) -> None:
+def _refuse_under_links(
+    dirs: list[str], files: list[tuple[str, tarfile.TarInfo]], links: list[tuple[str, str]]
+) -> None:
     """Refuse a member whose path goes through one of the links."""
     link_names = {n for n, _ in links}
     for name in [*dirs, *(n for n, _ in files), *link_names]:
@@ -224,8 +225,13 @@ def _refuse_under_links(dirs: list[str], files: list[tuple[str, tarfile.TarInfo]
             parent = posixpath.dirname(parent)
 
 
-def _write_members(tar: tarfile.TarFile, out: str, dirs: list[str],
-                   files: list[tuple[str, tarfile.TarInfo]], links: list[tuple[str, str]]) -> None:
+def _write_members(
+    tar: tarfile.TarFile,
+    out: str,
+    dirs: list[str],
+    files: list[tuple[str, tarfile.TarInfo]],
+    links: list[tuple[str, str]],
+) -> None:
     """Create the checked members under ``out``: directories, files, then links (so nothing is
     written through a link), then check where chains of links resolve."""
     for name in dirs:

@@ -22,7 +22,8 @@ The allow-list (host paths, relative to ``/``):
 * ``sys/kernel/iommu_groups/*/type``, ``sys/module/<m>`` for the modules a scan asks about,
   ``sys/kernel/mm/memory_peers/*/version``, ``sys/hypervisor/type``;
 * ``proc/cmdline``, the first CPU's ``flags`` and identity lines (vendor, family, model, model
-  name) of ``proc/cpuinfo``, the ``Cpus_allowed_list`` line of ``proc/self/status``, ``proc/driver/nvidia/gpus/*/numa_status``,
+  name) of ``proc/cpuinfo``, the ``Cpus_allowed_list`` line of ``proc/self/status``,
+  ``proc/driver/nvidia/gpus/*/numa_status``,
   ``proc/sys/kernel/hostname``, ``sys/class/dmi/id/{sys_vendor,product_name}``.
 
 What is scrubbed is listed in :mod:`.scrub`.
@@ -48,9 +49,23 @@ CAPTURE_FORMAT = "topoagent-capture/1"
 #: The manifest at the top of a capture: what was recorded, by which version, what was scrubbed.
 MANIFEST = "topoagent-capture.json"
 
-_PCI_ATTRS = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "numa_node",
-              "local_cpulist", "local_cpus", "current_link_speed", "current_link_width", "max_link_speed",
-              "max_link_width", "sriov_totalvfs", "sriov_numvfs", *AER_FILES)
+_PCI_ATTRS = (
+    "class",
+    "vendor",
+    "device",
+    "subsystem_vendor",
+    "subsystem_device",
+    "numa_node",
+    "local_cpulist",
+    "local_cpus",
+    "current_link_speed",
+    "current_link_width",
+    "max_link_speed",
+    "max_link_width",
+    "sriov_totalvfs",
+    "sriov_numvfs",
+    *AER_FILES,
+)
 _PCI_LINKS = ("driver", "iommu_group", "physfn")
 
 
@@ -90,8 +105,9 @@ def _relative(link: str, target: str) -> str:
     return posixpath.relpath(target, posixpath.dirname(link) or ".")
 
 
-def _copy_file(fs: HostFS, cap: Capture, rel: str, *, limit: int = ATTR_LIMIT,
-               transform: Callable[[bytes], bytes] | None = None) -> bytes | None:
+def _copy_file(
+    fs: HostFS, cap: Capture, rel: str, *, limit: int = ATTR_LIMIT, transform: Callable[[bytes], bytes] | None = None
+) -> bytes | None:
     data = fs.bytes(rel, limit=limit, quiet=True)
     if data is None:
         return None
@@ -137,14 +153,24 @@ def _class_devices(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
         cap.add(Entry(base, "dir"))
         _copy_file(fs, cap, f"{base}/operstate", limit=256)
         _copy_file(fs, cap, f"{base}/speed", limit=256)
-        _copy_file(fs, cap, f"{base}/address", limit=256,
-                   transform=lambda b: scrub.hw_address(b.decode("ascii", "replace")).encode())
+        _copy_file(
+            fs,
+            cap,
+            f"{base}/address",
+            limit=256,
+            transform=lambda b: scrub.hw_address(b.decode("ascii", "replace")).encode(),
+        )
         _copy_link(fs, cap, f"{base}/device")
     for name in fs.listdir("sys/class/infiniband"):
         base = f"sys/class/infiniband/{name}"
         cap.add(Entry(base, "dir"))
-        _copy_file(fs, cap, f"{base}/node_guid", limit=256,
-                   transform=lambda b: scrub.guid(b.decode("ascii", "replace")).encode())
+        _copy_file(
+            fs,
+            cap,
+            f"{base}/node_guid",
+            limit=256,
+            transform=lambda b: scrub.guid(b.decode("ascii", "replace")).encode(),
+        )
         _copy_link(fs, cap, f"{base}/device")
         for port in fs.listdir(f"{base}/ports"):
             for attr in ("state", "rate", "link_layer"):
@@ -176,8 +202,9 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     _copy_file(fs, cap, "sys/hypervisor/type", limit=256)
     for attr in ("sys_vendor", "product_name"):
         _copy_file(fs, cap, f"sys/class/dmi/id/{attr}", limit=256)
-    _copy_file(fs, cap, "proc/cmdline", limit=8192,
-               transform=lambda b: scrub.cmdline(b.decode("utf-8", "replace")).encode())
+    _copy_file(
+        fs, cap, "proc/cmdline", limit=8192, transform=lambda b: scrub.cmdline(b.decode("utf-8", "replace")).encode()
+    )
     if fs.text("proc/sys/kernel/hostname") is not None:
         cap.add(Entry("proc/sys/kernel/hostname", "file", b"captured-host\n"))
     cpuinfo = fs.text("proc/cpuinfo", truncate=True)  # as the scan reads it: the first CPU's block
@@ -232,8 +259,9 @@ def _tools(cap: Capture, scrub: Scrubber, timeout: float, step: Callable[[str], 
             cap.tools["nvml"] = f"not recorded: {result.error}"
 
 
-def collect_capture(root: str = "/", *, tools: bool = True, tool_timeout: float = 30.0,
-                    step: Callable[[str], None] | None = None) -> Capture:
+def collect_capture(
+    root: str = "/", *, tools: bool = True, tool_timeout: float = 30.0, step: Callable[[str], None] | None = None
+) -> Capture:
     """The scrubbed entries of a capture of the host below ``root`` (tools run only for ``/``).
     ``step`` is told the phase now running (the CLI's progress line)."""
     from topoagent.version import __version__
@@ -256,8 +284,8 @@ def collect_capture(root: str = "/", *, tools: bool = True, tool_timeout: float 
         "tools": cap.tools,
         "scrubbed": dict(sorted(scrub.counts.items())),
         "scrubbing": "host name -> captured-host; MAC -> 00:00:00:00:00:NN; GUIDs -> zeros; device serial numbers "
-                     "(config space DSN, lspci) -> zeros; NVML UUIDs -> GPU-00000000-...-NN; UUID= on the kernel "
-                     "command line -> zeros, init's arguments after -- dropped; DMI serials not read",
+        "(config space DSN, lspci) -> zeros; NVML UUIDs -> GPU-00000000-...-NN; UUID= on the kernel "
+        "command line -> zeros, init's arguments after -- dropped; DMI serials not read",
         "unreadable": [f"{e.path}: {e.error}" for e in fs.errors],
     }
     cap.add(Entry(MANIFEST, "file", (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()))

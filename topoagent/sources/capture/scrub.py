@@ -45,7 +45,11 @@ class Scrubber:
 
     def text(self, text: str) -> str:
         """MAC addresses, GUIDs, serial numbers and UUIDs in free text (tool output)."""
-        text = re.sub(r"(Device Serial Number )\S+", lambda m: self._zero(m.group(1) + "00-00-00-00-00-00-00-00", "serial number"), text)
+        text = re.sub(
+            r"(Device Serial Number )\S+",
+            lambda m: self._zero(m.group(1) + "00-00-00-00-00-00-00-00", "serial number"),
+            text,
+        )
         text = re.sub(r"(\[SN\] Serial number: ).*", lambda m: self._zero(m.group(1) + "0", "serial number"), text)
         text = _MAC.sub(lambda m: self.mac(m.group()), text)
         text = re.sub(r"(GPU-)[0-9a-fA-F-]{36}", lambda m: self.uuid(m.group()), text)
@@ -91,7 +95,11 @@ class Scrubber:
             words = words[: words.index("--")]
             self._count("init arguments")
         out = " ".join(words)
-        out = re.sub(r"(UUID=)[0-9a-fA-F-]+", lambda m: self._zero(m.group(1) + "00000000-0000-0000-0000-000000000000", "UUID"), out)
+        out = re.sub(
+            r"(UUID=)[0-9a-fA-F-]+",
+            lambda m: self._zero(m.group(1) + "00000000-0000-0000-0000-000000000000", "UUID"),
+            out,
+        )
         return out + "\n"
 
 
@@ -108,10 +116,10 @@ def scrub_config(data: bytes) -> bytes:
     offset, seen = 0x100, set()
     while 0x100 <= offset <= len(out) - 12 and offset not in seen:
         seen.add(offset)
-        header = int.from_bytes(out[offset:offset + 4], "little")
+        header = int.from_bytes(out[offset : offset + 4], "little")
         if header in (0, 0xFFFFFFFF):
             break
         if header & 0xFFFF == 0x0003:
-            out[offset + 4:offset + 12] = bytes(8)
+            out[offset + 4 : offset + 12] = bytes(8)
         offset = (header >> 20) & 0xFFC
     return bytes(out)

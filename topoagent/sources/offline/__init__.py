@@ -88,8 +88,11 @@ def combine(
         # matrix still describes every GPU and NIC with its path classes: analyse it alone and
         # say why lspci's facts were set aside, rather than refuse the whole input.
         why = f"not joined to the nvidia-smi matrix: {exc}; analysed from the matrix alone"
-        return msgspec.structs.replace(m, sources=m.sources + tuple(
-            msgspec.structs.replace(s, status="unavailable", detail=why) for s in lspci.sources))
+        return msgspec.structs.replace(
+            m,
+            sources=m.sources
+            + tuple(msgspec.structs.replace(s, status="unavailable", detail=why) for s in lspci.sources),
+        )
 
 
 #: Input name -> (source name, tool as people call it).
@@ -100,8 +103,9 @@ _TOOLS = {
 }
 
 
-def read_offline(nvidia_smi_topo: str | None = None, lspci_tree: str | None = None,
-                 lspci_verbose: str | None = None) -> Snapshot:
+def read_offline(
+    nvidia_smi_topo: str | None = None, lspci_tree: str | None = None, lspci_verbose: str | None = None
+) -> Snapshot:
     """A snapshot from pasted tool output instead of a host tree: the *texts* of
     ``nvidia-smi topo -m``, ``lspci -tv`` and ``lspci -vvv`` (any combination, at least one).
 
@@ -148,8 +152,9 @@ def read_offline(nvidia_smi_topo: str | None = None, lspci_tree: str | None = No
     snap = combine(matrix, tree, verbose, names=names)
     if failures:
         errors = tuple(ProbeError(path=_TOOLS[name][1], error=f"nothing read: {exc}") for name, exc in failures)
-        status = tuple(SourceStatus(_TOOLS[name][0], "unavailable", f"{_TOOLS[name][1]}: {exc}")
-                       for name, exc in failures)
+        status = tuple(
+            SourceStatus(_TOOLS[name][0], "unavailable", f"{_TOOLS[name][1]}: {exc}") for name, exc in failures
+        )
         snap = msgspec.structs.replace(snap, sources=snap.sources + status, probe_errors=snap.probe_errors + errors)
     return snap
 

@@ -36,8 +36,9 @@ MAX_VFS = 65535
 MAX_VF_IDS = 1 << 20
 
 
-def _walk_tree(tree: Iterable[LspciTreeNode], orphans: Iterable[LspciTreeNode] = ()
-               ) -> Iterator[tuple[LspciTreeNode, str | None]]:
+def _walk_tree(
+    tree: Iterable[LspciTreeNode], orphans: Iterable[LspciTreeNode] = ()
+) -> Iterator[tuple[LspciTreeNode, str | None]]:
     """Every node with its sysfs-like path (``pci0000:00/0000:00:01.0/0000:01:00.0``).
 
     Iterative (any depth).  Orphans -- subtrees whose parent the paste shows on an unnamed bus
@@ -72,8 +73,11 @@ def _paths_from_bus_numbers(fns: tuple[LspciFunction, ...]) -> dict[str, str | N
     every such function's when a listed bridge has no bus numbers (plain ``lspci``, ``-v``).
     Iterative; a loop in corrupt bus numbers leaves the functions on it unplaced.
     """
-    bridges = [(f, f.secondary_bus, f.subordinate_bus) for f in fns
-               if f.secondary_bus is not None and f.subordinate_bus is not None]
+    bridges = [
+        (f, f.secondary_bus, f.subordinate_bus)
+        for f in fns
+        if f.secondary_bus is not None and f.subordinate_bus is not None
+    ]
     # A bridge listed without its bus numbers (plain ``lspci``, ``-v``: no ``Bus:`` line) may
     # be the parent of any function: then no function is known to sit on a root bus.
     blind = any(f.secondary_bus is None and _is_bridge(f) for f in fns)
@@ -236,10 +240,13 @@ def snapshot_from_lspci(
     nodes = sorted({f.numa_node for f in fns if f.numa_node is not None})
     status = SourceStatus("lspci", "partial" if warnings else "ok", "; ".join(warnings) or None)
     return Snapshot(
-        hostname=None, root=None,
+        hostname=None,
+        root=None,
         # lspci names a device's node, never the node's CPUs
         numa_nodes=tuple(NumaNode(id=n, cpus=None) for n in nodes),
-        pci=tuple(fns), sources=(status,), probe_errors=errors,
+        pci=tuple(fns),
+        sources=(status,),
+        probe_errors=errors,
     )
 
 
@@ -304,8 +311,11 @@ def _ids(
     from the description (``Device 2330``, a part number); the last value says what of the
     description the ids came from, None when they were printed."""
     desc = (v.description if v is not None else None) or (t.description if t is not None else None)
-    vendor = (v.vendor_id if v is not None else None) or (t.vendor_id if t is not None else None) \
+    vendor = (
+        (v.vendor_id if v is not None else None)
+        or (t.vendor_id if t is not None else None)
         or pci.vendor_from_name(desc)
+    )
     device = (v.device_id if v is not None else None) or (t.device_id if t is not None else None)
     id_from_name = None
     if device is None:
@@ -375,23 +385,33 @@ def _notes(
     if named_only:
         warnings.append(f"kind of {len(named_only)} function(s) inferred from device names (no class in lspci -t)")
     if from_name:
-        warnings.append(f"ids of {len(from_name)} function(s) read from their names (lspci printed 'Device XXXX' "
-                        f"or a part number; first: {from_name[0]})")
+        warnings.append(
+            f"ids of {len(from_name)} function(s) read from their names (lspci printed 'Device XXXX' "
+            f"or a part number; first: {from_name[0]})"
+        )
     if from_pciids:
-        warnings.append(f"names of {len(from_pciids)} function(s) from this machine's pci.ids (first: {from_pciids[0]})")
+        warnings.append(
+            f"names of {len(from_pciids)} function(s) from this machine's pci.ids (first: {from_pciids[0]})"
+        )
     if inferred:
-        warnings.append(f"kind of {len(inferred)} function(s) INFERRED from the vendor alone (NVIDIA function 0 -> GPU, "
-                        f"Mellanox -> NIC; the device id is not in topoagent's table): {', '.join(inferred[:4])}"
-                        + (f" … {len(inferred) - 4} more" if len(inferred) > 4 else ""))
+        warnings.append(
+            f"kind of {len(inferred)} function(s) INFERRED from the vendor alone (NVIDIA function 0 -> GPU, "
+            f"Mellanox -> NIC; the device id is not in topoagent's table): {', '.join(inferred[:4])}"
+            + (f" … {len(inferred) - 4} more" if len(inferred) > 4 else "")
+        )
     if no_tree and verbose is not None:
         warnings.append("no lspci -tv: parents from the bridges' bus numbers")
     if tally["placed_nowhere"]:
-        warnings.append(f"{len(tally['placed_nowhere'])} function(s) placed nowhere: their bridge is not in the listing "
-                        "or shows no bus numbers (plain lspci, -v)")
+        warnings.append(
+            f"{len(tally['placed_nowhere'])} function(s) placed nowhere: their bridge is not in the listing "
+            "or shows no bus numbers (plain lspci, -v)"
+        )
     orphan_bdfs = {n.bdf for o in orphans for n in o.walk()}
     if orphan_bdfs:
-        warnings.append(f"{len(orphan_bdfs)} function(s) of a tree excerpt hang below a function whose bus the paste "
-                        "does not name: their place above it is unknown")
+        warnings.append(
+            f"{len(orphan_bdfs)} function(s) of a tree excerpt hang below a function whose bus the paste "
+            "does not name: their place above it is unknown"
+        )
     if tally["not_in_tree"]:
         warnings.append(f"{len(tally['not_in_tree'])} function(s) of lspci -vvv are not in the tree")
     return warnings
@@ -402,8 +422,10 @@ def _access_notes(verbose: tuple[LspciFunction, ...] | None, errors: tuple[Probe
     warnings: list[str] = []
     denied = sum(1 for f in verbose or () if f.capabilities_readable is False)
     if denied:
-        warnings.append(f"capabilities <access denied> on {denied} function(s) (lspci run without root): "
-                        "links, port types and ACS unknown there")
+        warnings.append(
+            f"capabilities <access denied> on {denied} function(s) (lspci run without root): "
+            "links, port types and ACS unknown there"
+        )
     if errors:
         warnings.append(f"{len(errors)} line range(s) of the paste not read (listed among the lost probes)")
     return warnings

@@ -65,19 +65,31 @@ def snapshot_from_topo_matrix(m: TopoMatrix) -> Snapshot:
     for d in m.devices:
         if d.kind == "gpu":
             numa = _cpu_node(d)
-            fns.append(PciFunction(
-                bdf=None, label=d.label, kind="gpu",
-                # nvidia-smi lists NVIDIA GPUs only; the model is not in the matrix.
-                vendor_id=NVIDIA, name="NVIDIA GPU (model not in the matrix)",
-                numa_node=numa, numa_source="nvidia-smi" if numa is not None else None,
-                local_cpus=d.cpu_affinity,
-            ))
+            fns.append(
+                PciFunction(
+                    bdf=None,
+                    label=d.label,
+                    kind="gpu",
+                    # nvidia-smi lists NVIDIA GPUs only; the model is not in the matrix.
+                    vendor_id=NVIDIA,
+                    name="NVIDIA GPU (model not in the matrix)",
+                    numa_node=numa,
+                    numa_source="nvidia-smi" if numa is not None else None,
+                    local_cpus=d.cpu_affinity,
+                )
+            )
         else:
             # A NIC row is an RDMA device: nvidia-smi lists NICs through ibverbs.
-            fns.append(PciFunction(
-                bdf=None, label=d.label, kind="nic", name="RDMA NIC",
-                rdma_names=(d.rdma_name,) if d.rdma_name else (), rdma=True,
-            ))
+            fns.append(
+                PciFunction(
+                    bdf=None,
+                    label=d.label,
+                    kind="nic",
+                    name="RDMA NIC",
+                    rdma_names=(d.rdma_name,) if d.rdma_name else (),
+                    rdma=True,
+                )
+            )
 
     given: list[GivenPath] = []
     for i, j in combinations(range(len(m.devices)), 2):
@@ -101,10 +113,14 @@ def snapshot_from_topo_matrix(m: TopoMatrix) -> Snapshot:
     errors = tuple(ProbeError(path=f"nvidia-smi topo -m {s.where}", error=s.why) for s in m.skipped)
     if errors:
         warnings.append(f"{len(errors)} line range(s) of the paste not read (listed among the lost probes)")
-    status = SourceStatus("nvidia-smi", "partial" if warnings else "ok",
-                          summary(warnings) if warnings else None)
+    status = SourceStatus("nvidia-smi", "partial" if warnings else "ok", summary(warnings) if warnings else None)
     return Snapshot(
-        hostname=None, root=None, numa_nodes=tuple(nodes[n] for n in sorted(nodes)),
-        pci=tuple(fns), gpu_memory_nodes=tuple(memory), sources=(status,), given_paths=tuple(given),
+        hostname=None,
+        root=None,
+        numa_nodes=tuple(nodes[n] for n in sorted(nodes)),
+        pci=tuple(fns),
+        gpu_memory_nodes=tuple(memory),
+        sources=(status,),
+        given_paths=tuple(given),
         probe_errors=errors,
     )

@@ -62,7 +62,8 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
     if l_gpus and len(l_gpus) != len(m_gpus):
         raise OfflineInputError(
             f"the nvidia-smi matrix has {len(m_gpus)} GPU(s) but lspci shows {len(l_gpus)} NVIDIA GPU "
-            "function(s): not the same host, or lspci was filtered (-s); give them separately")
+            "function(s): not the same host, or lspci was filtered (-s); give them separately"
+        )
     # No pairs when lspci shows no NVIDIA GPU (checked above: otherwise the counts agree).
     pairs: list[tuple[PciFunction, PciFunction]] = list(zip(m_gpus, l_gpus, strict=False))
     notes = []
@@ -73,7 +74,8 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
             counts = ", ".join(f"{len(fs)} {how}" for how, fs in candidates)
             raise OfflineInputError(
                 f"the nvidia-smi matrix has {len(m_nics)} NIC(s) but lspci shows {counts}: "
-                "cannot match them; give the outputs separately")
+                "cannot match them; give the outputs separately"
+            )
         if fit is not None and fit[1]:
             pairs += list(zip(m_nics, fit[1], strict=True))
             if fit[0] != candidates[0][0]:
@@ -87,13 +89,18 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
         elif numa is not None and m.numa_node is not None and numa != m.numa_node:
             notes.append(f"{m.label}: NUMA node {m.numa_node} in the matrix, {numa} in lspci (lspci kept)")
         by_bdf[f.bdf] = msgspec.structs.replace(  # type: ignore[index]
-            f, label=m.label, rdma_names=m.rdma_names, rdma=m.rdma or f.rdma,
+            f,
+            label=m.label,
+            rdma_names=m.rdma_names,
+            rdma=m.rdma or f.rdma,
             local_cpus=m.local_cpus if m.local_cpus is not None else f.local_cpus,
-            numa_node=numa, numa_source=source,
+            numa_node=numa,
+            numa_source=source,
         )
     matched = {m.label for m, _ in pairs}
     pci = tuple(by_bdf.get(f.bdf, f) for f in lspci.pci) + tuple(  # type: ignore[arg-type]
-        f for f in matrix.pci if f.label not in matched)
+        f for f in matrix.pci if f.label not in matched
+    )
 
     bdf_of = {m.label: f.bdf for m, f in pairs}
     memory = tuple(msgspec.structs.replace(g, bdf=bdf_of.get(g.label)) for g in matrix.gpu_memory_nodes)
@@ -107,6 +114,10 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
             s = msgspec.structs.replace(s, detail=detail)
         status.append(s)
     return msgspec.structs.replace(
-        matrix, pci=pci, numa_nodes=tuple(nodes[n] for n in sorted(nodes)), gpu_memory_nodes=memory,
-        sources=tuple(status) + lspci.sources, probe_errors=matrix.probe_errors + lspci.probe_errors,
+        matrix,
+        pci=pci,
+        numa_nodes=tuple(nodes[n] for n in sorted(nodes)),
+        gpu_memory_nodes=memory,
+        sources=tuple(status) + lspci.sources,
+        probe_errors=matrix.probe_errors + lspci.probe_errors,
     )
