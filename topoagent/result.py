@@ -19,7 +19,6 @@ from typing import Any
 import msgspec
 
 from topoagent.advice.plan import Plan, PlanOptions, make_plan, plan_for
-from topoagent.analysis.expect import compare
 from topoagent.analysis.findings import Finding, Severity, find_all, sort_findings
 from topoagent.analysis.fingerprint import Baseline, baseline, slot_names
 from topoagent.analysis.given import matrix_vs_tree
@@ -140,6 +139,8 @@ def with_timings(result: ScanResult, timings: Mapping[str, float]) -> ScanResult
 def with_expected(result: ScanResult, expected: Baseline) -> ScanResult:
     """``result`` with every difference from an expected topology added to its findings
     (``scan --expect``, the daemon's ``expect``; :func:`topoagent.analysis.expect.compare`)."""
+    from topoagent.analysis.expect import compare  # only a scan given an expectation compares
+
     found = compare(expected, result.baseline)
     if not found:
         return result

@@ -13,7 +13,6 @@ docs/fleet.md lists them.  :func:`fingerprint` hashes their canonical msgspec JS
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from typing import Literal
 
@@ -192,12 +191,16 @@ def fingerprint(peer_memory: bool | None, slots: list[SlotFacts]) -> str:
     """The first 16 hex digits of the SHA-256 of the facts' canonical JSON (msgspec, fields in
     declaration order, slots sorted by name, defaults written out)."""
     data = msgspec.json.encode({"peer_memory": peer_memory, "slots": slots})
+    import hashlib  # ~3 ms (OpenSSL): only outputs that show the fingerprint pay it
+
     return hashlib.sha256(data).hexdigest()[:16]
 
 
 def class_hash(hw_class: str) -> str:
     """A hardware class as 16 hex digits (SHA-256 of its string): for a Kubernetes label value,
     which cannot hold the readable string."""
+    import hashlib
+
     return hashlib.sha256(hw_class.encode()).hexdigest()[:16]
 
 
