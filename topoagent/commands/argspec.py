@@ -85,3 +85,33 @@ def click_options(opts: Sequence[Opt]) -> Callable[[Any], Any]:
         return fn
 
     return decorate
+
+
+def fast_runner(
+    options: Callable[[], Sequence[Opt]], run: Callable[[dict[str, Any]], None]
+) -> Callable[[Sequence[str]], bool]:
+    """A command's ``fast(argv)``: run a plain command line without click; False leaves it to
+    click (a line :func:`parse` does not take)."""
+
+    def fast(argv: Sequence[str]) -> bool:
+        params = parse(options(), argv)
+        if params is None:
+            return False
+        run(params)
+        return True
+
+    return fast
+
+
+def click_command(
+    name: str, help_text: str, options: Callable[[], Sequence[Opt]], run: Callable[[dict[str, Any]], None]
+) -> Any:
+    """The click command of the same rows: help, errors, and every line the fast path leaves."""
+    import click
+
+    @click.command(name=name, help=help_text)
+    @click_options(options())
+    def command(**params: Any) -> None:
+        run(params)
+
+    return command

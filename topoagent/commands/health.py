@@ -21,10 +21,9 @@ import re
 import socket
 import sys
 import threading
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from topoagent.commands.argspec import Opt, click_options, parse
+from topoagent.commands.argspec import Opt, click_command, fast_runner
 from topoagent.commands.common import EXIT_ERROR, EXIT_OK, emit, fail
 from topoagent.commands.options import INPUT_OPTIONS, run_scan, take_inputs
 
@@ -172,22 +171,10 @@ def run(params: dict[str, Any]) -> None:
     sys.exit(EXIT_OK)
 
 
-def fast(argv: Sequence[str]) -> bool:
-    """Run ``health`` with ``argv`` if it is a plain command line; False leaves it to click."""
-    params = parse(options(), argv)
-    if params is None:
-        return False
-    run(params)
-    return True
+#: ``health`` without click for a plain command line (see :mod:`topoagent.commands.argspec`).
+fast = fast_runner(options, run)
 
 
 def command() -> click.Command:
     """The click command (help, errors, and every command line :func:`fast` leaves alone)."""
-    import click
-
-    @click.command(name="health", help=HELP)
-    @click_options(options())
-    def health(**params: Any) -> None:
-        run(params)
-
-    return health
+    return click_command("health", HELP, options, run)

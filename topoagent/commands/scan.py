@@ -9,10 +9,9 @@ the same option rows and call the same :func:`run`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from topoagent.commands.argspec import Opt, click_options, parse
+from topoagent.commands.argspec import Opt, click_command, fast_runner
 from topoagent.commands.common import EXIT_FINDINGS, EXIT_OK, emit
 from topoagent.commands.options import input_options, run_scan, take_inputs
 from topoagent.outputs import formats, renderer
@@ -119,22 +118,10 @@ def expect_from(name: str, result: ScanResult) -> ScanResult:
         fail(f"--expect {exc}")
 
 
-def fast(argv: Sequence[str]) -> bool:
-    """Run ``scan`` with ``argv`` if it is a plain command line; False leaves it to click."""
-    params = parse(options(), argv)
-    if params is None:
-        return False
-    run(params)
-    return True
+#: ``scan`` without click for a plain command line (see :mod:`topoagent.commands.argspec`).
+fast = fast_runner(options, run)
 
 
 def command() -> click.Command:
     """The click command (help, errors, and every command line :func:`fast` leaves alone)."""
-    import click
-
-    @click.command(name="scan", help=HELP)
-    @click_options(options())
-    def scan(**params: Any) -> None:
-        run(params)
-
-    return scan
+    return click_command("scan", HELP, options, run)
