@@ -37,8 +37,9 @@ class Outside(TopoagentError, OSError):
 def beneath(root: str, rel: str, *, live: bool, create_dirs: bool = False) -> Iterator[tuple[int, list[str]]]:
     """The directory holding ``rel``'s last component, opened beneath ``root``, and the names
     still to walk: ``[name]`` normally, ``[missing_dir, ..., name]`` when directories on the way
-    do not exist (made with mode 0755 when ``create_dirs``).  The last name is never a link
-    (a link there is resolved too).  Raises :class:`Outside` for a path leading out of a fake
+    do not exist (made with mode 0755 when ``create_dirs``).  Links are followed on the way
+    (sysfs's ``devices/<bdf>``), never as the last name: a link there is handed back as it is,
+    for the caller's ``O_NOFOLLOW`` open to refuse.  Raises :class:`Outside` for a path leading out of a fake
     root (on the live host ``..`` stops at ``/``, as the kernel's does) and :class:`OSError`."""
     stack = [os.open(root, DIR_FLAGS)]
     try:
@@ -72,6 +73,8 @@ def _walk(stack: list[int], parts: list[str], *, live: bool, create: bool) -> li
             os.mkdir(name, 0o755, dir_fd=stack[-1])
             st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
         if stat.S_ISLNK(st.st_mode):
+            if not parts:
+                return [name]  # the file itself: never resolved, so an O_NOFOLLOW open refuses it
             links += 1
             if links > MAX_LINKS:
                 raise OSError(errno.ELOOP, "too many levels of symbolic links")
