@@ -112,6 +112,7 @@ def test_irqs_round_trip_on_a_fake_proc_irq(dgx_copy, tmp_path):
 
     done = topoagent("apply", "--root", str(dgx_copy), "--irqs", "--yes", "--state-dir", state)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert f"undo: topoagent apply --undo --yes --root {dgx_copy} --state-dir" in done.stdout  # a runnable hint
     after = irq_lists(dgx_copy, nic0 + nic8)
     assert {after[i] for i in nic0} == {"0-55,112-167"} and {after[i] for i in nic8} == {"56-111,168-223"}
     storage = dgx_copy / "sys/bus/pci/devices/0000:29:00.0/msi_irqs"  # storage NIC: not a rail, untouched

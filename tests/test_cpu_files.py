@@ -194,3 +194,21 @@ def test_numa_evidence_quotes_the_file(dgx, text, quoted):
     values = [e.value for e in f.evidence]
     assert "-1" not in values
     assert any(quoted in v for v in values), values
+
+
+def test_a_capture_keeps_what_the_cpu_fallbacks_read(dgx, tmp_path):
+    # cpumap-only nodes, an unreadable node, offline CPUs: the capture replays to the same nodes.
+    from topoagent.sources.capture import collect_capture, entries_to_tar, replay_root
+
+    for node in ("node0", "node1"):
+        (dgx / NODE / node / "cpulist").unlink()
+    (dgx / NODE / "node1" / "cpumap").unlink()
+    (dgx / CPU / "online").write_text("0-15,56-71\n")
+    live = scan(dgx)
+    archive = tmp_path / "cap.tar.gz"
+    with open(archive, "wb") as fh:
+        entries_to_tar(collect_capture(str(dgx), tools=False).ordered(), fh)
+    replayed = scan(replay_root(str(archive))[0])
+    assert (
+        nodes(replayed) == nodes(live) == {0: NODE0 & CpuSet.parse("0-15,56-71"), 1: NODE1 & CpuSet.parse("0-15,56-71")}
+    )

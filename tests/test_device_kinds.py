@@ -79,3 +79,9 @@ def test_nvswitches_numbered_apart_and_never_a_hop(fixture_root):
     bdfs = {d.bdf for d in switches}
     assert not any(bdfs & set(d.ancestors) for d in topo.devices)
     assert all(not topo.children(b) for b in bdfs)
+
+
+def test_an_nvswitch_named_in_a_paste_is_an_nvswitch():
+    # lspci -tv has no class code: the name says what kind_of says from class 0x0680
+    assert kind_from_name("NVIDIA Corporation GH100 [H100 NVSwitch]", NVIDIA, None) == "nvswitch"
+    assert kind_of(0x068000, NVIDIA) is DeviceKind.NVSWITCH

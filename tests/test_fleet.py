@@ -329,3 +329,17 @@ def test_daemon_exports_the_fingerprint_and_compares_with_its_expect_file(roots,
     conf.write_text(f'expect = "{tmp_path / "absent.json"}"\nroot = "{roots["good"]}"\nnvml = false\n')
     with pytest.raises(Exception, match="absent.json"):
         default_scan(cfgmod.load(str(conf)))
+
+
+def test_fleet_outputs_treat_a_hostile_fingerprint_as_data():
+    """A fingerprint (and a host name) comes from files nobody here wrote: the HTML page escapes
+    it and the text shows no raw control character."""
+    from topoagent.analysis.fleet import FleetClass, FleetVerdict, Outlier
+    from topoagent.outputs.fleet_report import render_html, render_text
+
+    evil = "<script>x</script>\x1b[31m"
+    v = FleetVerdict(1, (FleetClass("c", evil, ("h\x1b[2J",), False),), (Outlier("h\x1b[2J", "c", evil, ()),))
+    page = render_html(v, [])
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    text = render_text(v, [])
+    assert "\x1b" not in text and "\\x1b" in text

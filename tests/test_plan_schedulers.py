@@ -131,3 +131,15 @@ def test_dra_finding_when_the_rail_nic_is_under_another_root(fixture_root):
     assert f.subjects == ("gpu0", "nic0")
     assert "its rail NIC nic0 (mlx5_0) is under pci0000:00, the GPU under pci0009:00" in f.message
     assert [e.value for e in f.evidence] == ["../../../devices/pci0009:00/...", "../../../devices/pci0000:00/..."]
+
+
+def test_dra_document_decodes_as_its_own_type(fixture_root):
+    """The attribute's ``int`` field is named like the builtin: the type must still decode."""
+    import msgspec
+
+    from topoagent.outputs import plan_dra
+
+    text = CliRunner().invoke(cli, ["plan", "--root", str(fixture_root("dgx-h100")), "--format", "dra"]).output
+    devices = json.loads(text)["devices"]
+    decoded = msgspec.convert(devices, list[plan_dra.DraDevice])
+    assert any(a.int == 0 for d in decoded for a in d.attributes.values())

@@ -410,3 +410,38 @@ def test_virsh_domain_names_follow_double_dash():
         domain_state("test:///default", "--domain=test")  # before: answered 'running' for 'test'
     with pytest.raises(LibvirtError):
         dumpxml("test:///default", "--domain=test")
+
+
+def test_a_link_as_the_last_name_is_refused_not_followed(tmp_path):
+    """A configuration file that is a link (to /etc/shadow, say) is neither replaced through
+    the link nor removed on undo: the writer resolves links on the way, never the last name."""
+    root = tmp_path / "root"
+    (root / "etc/modules-load.d").mkdir(parents=True)
+    victim = root / "etc/shadow"
+    victim.write_text("precious\n")
+    os.symlink("../shadow", root / "etc/modules-load.d/nvidia-peermem.conf")
+    writer = HostWriter(str(root))
+    with pytest.raises(WriteError):
+        writer.replace_file("etc/modules-load.d/nvidia-peermem.conf", "nvidia-peermem\n")
+    with pytest.raises(WriteError):
+        writer.remove_file("etc/modules-load.d/nvidia-peermem.conf")
+    assert victim.read_text() == "precious\n"
+    assert os.path.islink(root / "etc/modules-load.d/nvidia-peermem.conf")
+
+
+def test_a_hard_linked_lock_is_refused(tmp_path):
+    from topoagent.daemon.lock import LockRefused, StateLock
+
+    state, victim = tmp_path / "state", tmp_path / "victim"
+    state.mkdir()
+    victim.write_text("precious\n")
+    os.link(victim, state / "topoagent.lock")
+    with pytest.raises(LockRefused, match="hard link"):
+        StateLock(str(state)).acquire()
+    assert victim.read_text() == "precious\n"
+
+
+def test_baseline_o_refuses_a_device(tiny_root):
+    out = topoagent("baseline", "--root", str(tiny_root), "-o", "/dev/null")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "refused" in out.stderr
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")

@@ -623,6 +623,8 @@ def kind_from_name(text: str | None, vendor: int | None, device: int | None) -> 
         return None
     if re.search(_NVME_NAME, text):
         return "nvme"
+    if vendor == NVIDIA and "NVSwitch" in text:
+        return "nvswitch"  # as kind_of names an NVIDIA 0x0680 function: offline and live agree
     if re.search(_NIC_NAME, text):
         return "nic"
     if vendor == NVIDIA and not re.search(_NOT_A_GPU, text) and (known or re.search(_NVIDIA_GPU_CHIP, text)):

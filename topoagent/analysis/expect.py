@@ -23,7 +23,7 @@ from topoagent.pci import DeviceKind
 __all__ = ["compare"]
 
 #: Kinds whose loss costs a GPU, a rail or the fabric: their absence is critical.
-_VITAL = (DeviceKind.GPU, DeviceKind.NIC)
+_VITAL = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.NVSWITCH)
 
 
 def _finding(

@@ -130,6 +130,7 @@ def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> list
     not build, and are left out)."""
     names = slot_names(topo)
     nics = [n for n in topo.nics if not n.is_vf]
+    nvml = {g.bdf.lower() for g in topo.snapshot.nvml_gpus}
     by_pair = {(p.a, p.b): p for p in paths}
 
     def path(a: str, b: str) -> Path | None:
@@ -149,7 +150,8 @@ def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> list
             rail = rails.rail(d.id)
             nic_paths = {names[n.id]: p.token for n in nics if (p := path(d.id, n.id)) is not None}
             gpu = {
-                "nvlinks": sum(links),
+                # NVLinks are known only from NVML: without it, unknown rather than none
+                "nvlinks": sum(links) if d.bdf in nvml else None,
                 "rail": names.get(rail.nic) if rail is not None and rail.nic is not None else None,
                 "rail_path": rail.cls.name if rail is not None and rail.cls is not None else None,
                 "nic_paths": dict(sorted(nic_paths.items())),

@@ -4,6 +4,7 @@ shown first (dry run by default), journalled before each change, undoable."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -75,7 +76,9 @@ def run_changes(changes: Sequence[Any], root: str, state_dir: str, yes: bool, *,
     refused = [o for o in outcomes if o.status == REFUSED]
     if refused:
         click.echo(f"{len(refused)} change(s) refused by the kernel (not an error: left as they were).")
-    click.echo(f"Journal: {journal.path}  (undo: topoagent apply --undo --yes --state-dir {state_dir})")
+    # undo takes only the records of the root it is given (apply/validate.py): name it
+    where = "" if os.path.realpath(root) == "/" else f" --root {shlex.quote(root)}"
+    click.echo(f"Journal: {journal.path}  (undo: topoagent apply --undo --yes{where} --state-dir {state_dir})")
     return EXIT_FINDINGS if any(o.status == FAILED for o in outcomes) else EXIT_OK
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from topoagent.commands.common import emit, fail
+from topoagent.commands.common import emit, fail, write_output
 from topoagent.commands.options import run_scan, scan_inputs
 from topoagent.inputs import Inputs
 
@@ -42,8 +42,4 @@ def baseline(inputs: Inputs, from_json: str | None, output: str | None) -> None:
     if output is None:
         emit(text)
         return
-    try:
-        with open(output, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as exc:
-        fail(f"--output {output}: {exc.strerror or exc}")
+    write_output(output, text.encode("utf-8"))

@@ -51,7 +51,7 @@ def dot_to_png(dot_text: str) -> bytes:
     default="svg",
     show_default=True,
     help="svg: the picture; html: picture, findings and matrix in one page; dot: Graphviz source; "
-    "png: the DOT drawn by Graphviz (needs dot).",
+    "png: the DOT drawn by Graphviz (needs neato).",
 )
 @click.option("-o", "--output", "output", metavar="FILE", help="Write to FILE instead of stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on a terminal (shown for --format png).")

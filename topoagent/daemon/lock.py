@@ -50,10 +50,14 @@ class StateLock:
                     "not a regular file: refused (remove it)"
                 ) from None
             raise
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise LockRefused(f"{self.path}: not a regular file: refused (remove it)")
+        if st.st_nlink != 1 or st.st_uid != os.geteuid():
+            # a hard link planted here would have its other name truncated below
+            os.close(fd)
+            raise LockRefused(f"{self.path}: a hard link or another user's file, not this daemon's lock: refused")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from topoagent.analysis.fleet import FleetVerdict
+from topoagent.outputs.escape import text_output
 from topoagent.outputs.json_report import FindingEntry, encode, finding_entry
 
 __all__ = ["FleetReport", "render_html", "render_json", "render_text"]
@@ -91,7 +92,8 @@ def render_text(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
             lines.extend(f"           {e.path}: {e.value}" for e in f.evidence[:4])
     for name, why in unreadable:
         lines.append(f"unreadable: {name}: {why}")
-    return "\n".join(lines).rstrip("\n") + "\n"
+    # names, classes and messages come from other hosts' files: no control character reaches the terminal
+    return text_output("\n".join(lines).rstrip("\n") + "\n")
 
 
 _CSS = """
@@ -111,7 +113,7 @@ code{font-family:DejaVu Sans Mono,monospace}
 def render_html(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
     """``fleet --format html``: one self-contained page, the classes with their fingerprints and
     each outlier's differences (nothing to fetch)."""
-    from html import escape
+    from topoagent.outputs.escape import xml_text as escape
 
     out = [
         "<!DOCTYPE html>",
@@ -126,13 +128,13 @@ def render_html(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
     for c in v.classes:
         mark = '<span class="ok">expected</span>' if c.expected else '<span class="critical">outlier</span>'
         out.append(
-            f"<tr><td>{escape(c.hw_class)}</td><td><code>{c.fingerprint}</code></td><td>{len(c.hosts)}</td>"
+            f"<tr><td>{escape(c.hw_class)}</td><td><code>{escape(c.fingerprint)}</code></td><td>{len(c.hosts)}</td>"
             f"<td>{mark}</td><td>{escape(_hosts(c.hosts, 20))}</td></tr>"
         )
     out.append("</table></section>")
     for o in v.outliers:
         out.append(
-            f"<section><h2>{escape(o.host)} <code>{o.fingerprint}</code></h2><table>"
+            f"<section><h2>{escape(o.host)} <code>{escape(o.fingerprint)}</code></h2><table>"
             "<tr><th>severity</th><th>code</th><th>difference</th><th>expected / seen</th></tr>"
         )
         for f in o.findings:

@@ -20,6 +20,7 @@ the ``DRA_PCIE_ROOT_MISMATCH`` finding's question.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import msgspec
@@ -37,7 +38,7 @@ class Attribute(msgspec.Struct, frozen=True, omit_defaults=True):
     """A ResourceSlice device attribute value: exactly one of its typed fields is set."""
 
     string: str | None = None
-    int: int | None = None
+    int: builtins.int | None = None  # the builtin: this field is named like it
 
 
 class DraDevice(msgspec.Struct, frozen=True):

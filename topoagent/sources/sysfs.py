@@ -578,7 +578,7 @@ class SysfsReader:
         # Documentation/ABI/stable/sysfs-devices-system-cpu) its package's CPUs.
         core_of: dict[int, CpuSet] = {}
         package_of: dict[int, int | None] = {}
-        unnumbered: dict[CpuSet, list[int]] = {}  # package CPU set -> CPUs, where the id is -1
+        unnumbered: set[CpuSet] = set()  # packages whose id the kernel writes as -1
         for i in ids:
             t = f"{base}/cpu{i}/topology"
             if i not in core_of:
@@ -586,12 +586,15 @@ class SysfsReader:
                 if siblings is not None and i in siblings:
                     core_of.update(dict.fromkeys(siblings, siblings))
             if i not in package_of:
-                package = self._value(f"{t}/physical_package_id", sv.parse_numa_node)  # -1: none
+                text = self.fs.text(f"{t}/physical_package_id")
+                package = self._parsed(f"{t}/physical_package_id", text, sv.parse_numa_node)  # -1: none
                 members = self._package_cpus(t)
                 cpus = members if members is not None and i in members else CpuSet((i,))
                 package_of.update(dict.fromkeys(cpus, package))
-                if package is None and members is not None and i in members:
-                    unnumbered[members] = list(members)
+                # Only the kernel's own -1 is numbered here: an unreadable file stays unknown
+                # rather than making a socket of its own.
+                if text == "-1" and members is not None and i in members:
+                    unnumbered.add(members)
         if unnumbered:
             # hwloc makes these packages too (with an unknown index): number them after the
             # known ids, in the order of their first CPU, so every CPU keeps a socket.

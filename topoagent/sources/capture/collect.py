@@ -17,8 +17,9 @@ The allow-list (host paths, relative to ``/``):
 * ``sys/class/net/*``: ``operstate speed address`` and the ``device`` link;
   ``sys/class/infiniband/*``: ``node_guid``, ``ports/*/{state,rate,link_layer}`` and the
   ``device`` link;
-* ``sys/devices/system/node/node*/{cpulist,meminfo,distance}``,
-  ``sys/devices/system/cpu/cpu*/topology/{thread_siblings_list,physical_package_id,package_cpus_list,core_siblings_list}``;
+* ``sys/devices/system/node/node*/{cpulist,cpumap,meminfo,distance}``, ``sys/devices/system/cpu/online``,
+  ``sys/devices/system/cpu/cpu*/topology/{thread_siblings_list,physical_package_id,package_cpus_list,core_siblings_list}``
+  and the ``cpu*/node*`` links;
 * ``sys/kernel/iommu_groups/*/type``, ``sys/module/<m>`` for the modules a scan asks about,
   ``sys/kernel/mm/memory_peers/*/version``, ``sys/hypervisor/type``;
 * ``proc/cmdline``, the first CPU's ``flags`` and identity lines (vendor, family, model, model
@@ -183,13 +184,18 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     base = "sys/devices/system/node"
     for name in fs.listdir(base):
         if numbered(name, "node") is not None:
-            for attr in ("cpulist", "meminfo", "distance"):
+            for attr in ("cpulist", "cpumap", "meminfo", "distance"):
                 _copy_file(fs, cap, f"{base}/{name}/{attr}")
     base = "sys/devices/system/cpu"
+    _copy_file(fs, cap, f"{base}/online", limit=4096)
     for name in fs.listdir(base):
         if numbered(name, "cpu") is not None:
             for attr in ("thread_siblings_list", "physical_package_id", "package_cpus_list", "core_siblings_list"):
                 _copy_file(fs, cap, f"{base}/{name}/topology/{attr}", limit=4096)
+            # the CPU's node link: the scan's fallback where a node's own CPU files fail
+            for entry in fs.names(f"{base}/{name}") or ():
+                if numbered(entry, "node") is not None:
+                    _copy_link(fs, cap, f"{base}/{name}/{entry}")
     for group in fs.listdir("sys/kernel/iommu_groups"):
         _copy_file(fs, cap, f"sys/kernel/iommu_groups/{group}/type", limit=256)
     for module in MODULES_OF_INTEREST:
