@@ -60,9 +60,11 @@ def scan(root: str | os.PathLike[str] = "/", *, nvml: Any = NVML_AUTO) -> ScanRe
     """Read and analyse the host tree at ``root`` (``nvml`` as in :class:`Inputs`): a directory,
     or a capture archive (``topoagent capture``), unpacked into a temporary directory removed at
     exit and named by its own path in the result."""
-    from topoagent.sources.capture.archive import replay_root
+    path, shown = os.fspath(root), None
+    if not os.path.isdir(path):  # a directory is read as it is: only an archive needs the unpacker
+        from topoagent.sources.capture.archive import replay_root
 
-    path, shown = replay_root(os.fspath(root))
+        path, shown = replay_root(path)
     return run(Inputs(root=path, nvml=nvml, shown_root=shown))
 
 
