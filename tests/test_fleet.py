@@ -99,6 +99,7 @@ def _slot(**kw) -> SlotFacts:
         "numa_node": 0,
         "socket": 0,
         "link": SlotLink(16, 16, 32.0),
+        "acs": [],  # read as root: no ACS bit set
         "nvlinks": 18,
         "rail": NIC0,
         "rail_path": "PIX",
@@ -119,7 +120,7 @@ def _baseline(*slots: SlotFacts, peers: bool | None = True) -> Baseline:
         (_slot(numa_node=1, socket=1), "EXPECT_PLACEMENT", "expected 0, seen 1"),
         (_slot(rail_path="PXB"), "EXPECT_PATH", "expected PIX, seen PXB"),
         (_slot(nic_paths={NIC0: "SYS"}), "EXPECT_PATH", "expected PIX, seen SYS"),
-        (_slot(acs=["ReqRedir", "CmpltRedir"]), "EXPECT_STATE", "expected None, seen [ReqRedir,CmpltRedir]"),
+        (_slot(acs=["ReqRedir", "CmpltRedir"]), "EXPECT_STATE", "expected [], seen [ReqRedir,CmpltRedir]"),
         (_slot(iommu="DMA"), "EXPECT_STATE", "expected None, seen DMA"),
         (_slot(nvlinks=12), "EXPECT_LINK", "expected 18, seen 12"),
     ],
@@ -134,6 +135,48 @@ def test_compare_table(seen, code, evidence):
 def test_compare_links_are_minimums_and_equal_hosts_give_nothing():
     assert compare(_baseline(_slot()), _baseline(_slot())) == ()
     assert compare(_baseline(_slot(link=SlotLink(8, 16, 16.0))), _baseline(_slot())) == ()
+
+
+@pytest.mark.parametrize("expected, seen", [([], None), (None, []), (None, ["ReqRedir"]), (["ReqRedir"], None)])
+def test_compare_skips_acs_unknown_on_either_side(expected, seen):
+    # None: the extended config space was unreadable (a scan without root), not "no ACS"
+    assert compare(_baseline(_slot(acs=expected)), _baseline(_slot(acs=seen))) == ()
+
+
+def test_unprivileged_scan_tells_acs_unknown_and_matches_a_root_baseline(results, tmp_path):
+    from tests.fakesysfs import generate
+
+    desc = description("good", hostname="dgx-unprivileged")
+    desc["machine"]["config"] = 64  # what a reader without root gets of each config file
+    seen = scan(str(generate(desc, tmp_path / "unprivileged")), nvml="off").baseline
+    good = results["good"].baseline
+    acs = {s.slot: s.acs for s in good.slots}
+    assert acs[GPU0] == [] and acs[GPU0.rsplit("/", 1)[0]] == []  # root: none set, and no capability
+    assert all(s.acs is None for s in seen.slots)  # unknown, not none
+    assert seen.fingerprint != good.fingerprint  # scans made alike compare alike (docs/fleet.md)
+    assert compare(good, seen) == ()
+
+
+def test_compare_a_moved_device_compares_its_other_facts():
+    nic = SlotFacts(
+        slot=NIC0, kind=DeviceKind.NIC, model="15b3:1021", numa_node=0, socket=0, link=SlotLink(16, 16, 32), acs=[]
+    )
+    moved = msgspec.structs.replace(nic, slot="s1.r7/01.0/00.0", link=SlotLink(8, 16, 32), acs=["ReqRedir"])
+    # the GPU moved too, with fewer NVLinks; its rail is the moved NIC, as expected
+    gpu = _slot(slot="s0.r2/01.0/00.0", nvlinks=12, rail=moved.slot, nic_paths={moved.slot: "PIX"})
+    found = compare(_baseline(_slot(), nic), _baseline(moved, gpu))
+    by_code = sorted((f.code, f.subjects) for f in found)
+    assert by_code == [
+        ("EXPECT_LINK", ("s0.r2/01.0/00.0",)),
+        ("EXPECT_LINK", ("s1.r7/01.0/00.0",)),
+        ("EXPECT_PLACEMENT", (NIC0, "s1.r7/01.0/00.0")),
+        ("EXPECT_PLACEMENT", (GPU0, "s0.r2/01.0/00.0")),
+        ("EXPECT_STATE", ("s1.r7/01.0/00.0",)),
+    ]
+    values = {e.path: e.value for f in found for e in f.evidence}
+    assert values["slot s1.r7/01.0/00.0: link width"] == "expected 16, seen 8"
+    assert values["slot s1.r7/01.0/00.0: acs"] == "expected [], seen [ReqRedir]"
+    assert values["slot s0.r2/01.0/00.0: nvlinks"] == "expected 18, seen 12"
 
 
 def test_compare_missing_extra_moved_and_peer_memory():

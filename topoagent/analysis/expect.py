@@ -66,9 +66,11 @@ def _link_short(exp: SlotLink, seen: SlotLink) -> list[tuple[str, object, object
     return short
 
 
-def _same_slot(e: SlotFacts, s: SlotFacts, moved: dict[str, str]) -> Iterator[Finding]:
-    slot = e.slot
-    if (e.socket, e.numa_node) != (s.socket, s.numa_node):
+def _same_slot(e: SlotFacts, s: SlotFacts, moved: dict[str, str], *, placement: bool = True) -> Iterator[Finding]:
+    """The differences of one device, at slot ``s.slot`` on the host seen: its expected slot,
+    or another for a moved device (whose placement the move's finding already names)."""
+    slot = s.slot
+    if placement and (e.socket, e.numa_node) != (s.socket, s.numa_node):
         yield _finding(
             "EXPECT_PLACEMENT",
             (slot,),
@@ -99,7 +101,10 @@ def _same_slot(e: SlotFacts, s: SlotFacts, moved: dict[str, str]) -> Iterator[Fi
             "Check the NVLink/NVSwitch fabric (nvidia-smi nvlink -s) and the fabric manager.",
             Severity.CRITICAL,
         )
-    state = [(f, x, v) for f, x, v in (("acs", e.acs, s.acs), ("iommu", e.iommu, s.iommu)) if x != v]
+    # ACS unknown on either side (a scan without root reads no extended config space) is no
+    # difference, as NVLinks unknown without NVML are not.
+    acs = [("acs", e.acs, s.acs)] if e.acs is not None and s.acs is not None else []
+    state = [(f, x, v) for f, x, v in (*acs, ("iommu", e.iommu, s.iommu)) if x != v]
     if state:
         yield _finding(
             "EXPECT_STATE",
@@ -119,7 +124,7 @@ def _fmt(value: object) -> str:
 
 
 def _rail(e: SlotFacts, s: SlotFacts, moved: dict[str, str]) -> Iterator[Finding]:
-    slot = e.slot
+    slot = s.slot
     rail = moved.get(e.rail, e.rail) if e.rail is not None else None
     if (rail, e.rail_path) != (s.rail, s.rail_path):
         yield _finding(
@@ -136,7 +141,7 @@ def _path_changes(e: SlotFacts, s: SlotFacts, moved: dict[str, str]) -> list[tup
     """(GPU slot, NIC slot, expected, seen) for each GPU-NIC path class that changed."""
     exp = {moved.get(k, k): v for k, v in (e.nic_paths or {}).items()}
     got = s.nic_paths or {}
-    return [(e.slot, nic, exp[nic], got[nic]) for nic in sorted(exp) if nic in got and exp[nic] != got[nic]]
+    return [(s.slot, nic, exp[nic], got[nic]) for nic in sorted(exp) if nic in got and exp[nic] != got[nic]]
 
 
 def _paths_finding(diff: list[tuple[str, str, str, str]]) -> Finding:
@@ -224,10 +229,12 @@ def compare(expected: Baseline, seen: Baseline) -> tuple[Finding, ...]:
             )
         )
     paths = []
-    for k in same:
-        out.extend(_same_slot(exp[k], got[k], moved))
-        if exp[k].kind is DeviceKind.GPU:
-            paths.extend(_path_changes(exp[k], got[k], moved))
+    # A moved device's other facts (link, NVLinks, ACS/IOMMU, rail, paths) are compared too.
+    pairs = [(exp[k], got[k], True) for k in same] + [(e, s, False) for e, s in moves]
+    for e, s, placed in pairs:
+        out.extend(_same_slot(e, s, moved, placement=placed))
+        if e.kind is DeviceKind.GPU:
+            paths.extend(_path_changes(e, s, moved))
     if paths:
         out.append(_paths_finding(paths))
     return sort_findings(out)

@@ -63,7 +63,8 @@ class SlotFacts(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     numa_node: int | None
     socket: int | None
     link: SlotLink
-    #: ACS control bits set (lspci's names); None where ACS is absent or unreadable.
+    #: ACS control bits set (lspci's names); ``[]`` none (or no ACS capability), None unknown
+    #: (extended config space unreadable: a scan without root).
     acs: list[str] | None = None
     #: The IOMMU domain type of the device's group (``identity``, ``DMA`` ...).
     iommu: str | None = None
@@ -122,7 +123,13 @@ def _model(d: Device) -> str | None:
 
 
 def _acs(d: Device) -> list[str] | None:
-    return list(d.config.acs.enabled()) if d.config is not None and d.config.acs is not None else None
+    """The ACS control bits set: ``[]`` where none are or the device has no ACS capability in
+    a readable extended config space; None where that space is unreadable (a scan without
+    root reads only the 64-byte header), so unknown is never taken for none."""
+    cfg = d.config
+    if cfg is not None and cfg.acs is not None:
+        return list(cfg.acs.enabled())
+    return [] if cfg is not None and cfg.extended_readable else None
 
 
 def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> list[SlotFacts]:
