@@ -25,6 +25,30 @@ def test_two_results_that_differ_only_in_timings_compare_equal(dgx):
     assert "timings" not in msgspec.structs.asdict(a) and "_timings" not in msgspec.structs.asdict(a)
 
 
+def test_timings_and_an_expectation_keep_the_cached_baseline(dgx, monkeypatch):
+    """``with_timings``/``with_expected`` change no fact: the baseline (slot facts and their
+    hash) is computed once, not again for the copy."""
+    import topoagent.result as result_mod
+    from topoagent.analysis.fingerprint import baseline
+
+    calls = []
+
+    def counted(*args):
+        calls.append(args)
+        return baseline(*args)
+
+    monkeypatch.setattr(result_mod, "baseline", counted)
+    fresh = msgspec.structs.replace(dgx)  # no cache yet
+    timed = result_mod.with_timings(fresh, {"sysfs": 0.5})
+    good = timed.baseline
+    expected = msgspec.structs.replace(good, slots=good.slots[1:])  # one slot fewer: a finding
+    out = result_mod.with_expected(timed, expected)
+    assert any(f.code == "EXPECT_DEVICE_EXTRA" for f in out.findings)
+    assert out.baseline is good and dict(out.timings) == {"sysfs": 0.5}
+    assert result_mod.with_timings(out, {}).baseline is good
+    assert len(calls) == 1
+
+
 def test_a_run_is_timed_and_an_untimed_result_has_no_timings(dgx):
     assert {"sysfs", "analyse"} <= set(dgx.timings)
     assert dict(msgspec.structs.replace(dgx).timings) == {}

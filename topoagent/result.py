@@ -129,9 +129,18 @@ def analyse(snapshot: Snapshot, *, tool_findings: Any = None) -> ScanResult:
     return ScanResult(topo, paths, rails, findings, make_plan(topo, rails))
 
 
+def _replace(result: ScanResult, **changes: Any) -> ScanResult:
+    """``msgspec.structs.replace`` that keeps what is kept beside the fields: the timings and
+    the cached baseline and path index.  Only for changes that leave the facts (topology,
+    paths, rails) as they are: the cache is derived from those alone."""
+    out = msgspec.structs.replace(result, **changes)
+    out.__dict__.update(result.__dict__)
+    return out
+
+
 def with_timings(result: ScanResult, timings: Mapping[str, float]) -> ScanResult:
     """A copy of ``result`` that carries ``timings`` (outside its value; see :class:`ScanResult`)."""
-    timed = msgspec.structs.replace(result)
+    timed = _replace(result)
     timed.__dict__["_timings"] = FrozenMap(timings)
     return timed
 
@@ -148,10 +157,7 @@ def with_expected(result: ScanResult, expected: Baseline) -> ScanResult:
     # the message and evidence keep the slots.
     ids = {slot: ident for ident, slot in slot_names(result.topology).items()}
     found = tuple(msgspec.structs.replace(f, subjects=tuple(ids.get(s, s) for s in f.subjects)) for f in found)
-    out = msgspec.structs.replace(result, findings=sort_findings((*result.findings, *found)))
-    if "_timings" in result.__dict__:
-        out.__dict__["_timings"] = result.__dict__["_timings"]
-    return out
+    return _replace(result, findings=sort_findings((*result.findings, *found)))
 
 
 def _note_on(snap: Snapshot, source: str, note: str) -> Snapshot:
