@@ -317,6 +317,44 @@ def test_fleet_reads_captures_and_names_unreadable_files(roots, fleet_dir, tmp_p
     assert p.returncode == 2 and "no host could be read" in p.stderr
 
 
+def test_fleet_compares_the_readable_hosts_and_names_each_unreadable_one(fleet_dir, tmp_path):
+    (tmp_path / "junk.json").write_text("not json")
+    names = [str(fleet_dir / "node-000.json"), str(tmp_path / "junk.json"), str(tmp_path / "absent.json")]
+    p = run_cli("fleet", *names, str(fleet_dir / "node-001.json"), "--format", "json")
+    assert p.returncode == 1, p.stderr  # not 2: two hosts were read and compared
+    doc = json.loads(p.stdout)
+    assert doc["hosts"] == 2 and doc["outliers"] == []
+    assert [u["file"] for u in doc["unreadable"]] == names[1:]
+    lines = p.stderr.splitlines()
+    assert len(lines) == 2 and all(ln.startswith("topoagent: fleet: cannot read ") for ln in lines)
+    assert names[1] in lines[0] and names[2] in lines[1] and "No such file" in lines[1]
+    p = run_cli("fleet", names[0], str(fleet_dir / "node-001.json"))
+    assert p.returncode == 0 and p.stderr == ""
+
+
+def test_fleet_reads_only_the_magic_bytes_of_a_capture(monkeypatch, tmp_path):
+    import os
+
+    from topoagent.commands import fleet as fleet_cmd
+
+    big = tmp_path / "host.tar.gz"
+    with open(big, "wb") as fh:
+        fh.write(b"\x1f\x8b\x08")
+        fh.truncate(65 * 1024 * 1024)  # sparse: larger than any host's JSON may be
+    read = []
+    real_read = os.read
+
+    def counted(fd, n):
+        data = real_read(fd, n)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(os, "read", counted)
+    monkeypatch.setattr(fleet_cmd, "_scan_capture", lambda path: b"{}")  # the unpacker reads the rest
+    assert fleet_cmd._read(str(big)) == (b"{}", True)
+    assert sum(read) <= 2
+
+
 def test_fleet_tally_decodes_facts_once_per_fingerprint(results):
     t = FleetTally()
     calls = []

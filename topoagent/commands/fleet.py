@@ -16,7 +16,7 @@ import msgspec
 
 from topoagent.analysis.fingerprint import Baseline, read_expectation, read_head
 from topoagent.analysis.fleet import FleetTally
-from topoagent.commands.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, emit, fail
+from topoagent.commands.common import EXIT_FINDINGS, EXIT_OK, emit, fail
 
 #: The most one host's JSON may hold (a state.json of the largest host is a few MB).
 MAX_HOST_BYTES = 64 * 1024 * 1024
@@ -68,16 +68,23 @@ def _scan_capture(path: str) -> bytes:
 
 
 def _read(path: str) -> tuple[bytes, bool]:
-    """The host's JSON and whether it came from a capture (whose host name is scrubbed)."""
-    from topoagent.sources.textinput import read_regular
+    """The host's JSON and whether it came from a capture (whose host name is scrubbed).  Of a
+    capture tarball only the magic bytes are read here (the unpacker reads the rest)."""
+    from topoagent.sources.textinput import open_regular, read_fd
 
     if os.path.isdir(path):
         return _scan_capture(path), True
-    data = read_regular(path, MAX_HOST_BYTES)
-    if len(data) > MAX_HOST_BYTES:
-        raise ValueError("larger than 64 MiB: not a host's JSON")
+    fd = open_regular(path)
+    try:
+        data = read_fd(fd, len(_GZIP) - 1)  # at most len(_GZIP) bytes
+        if not data.startswith(_GZIP):
+            data += read_fd(fd, MAX_HOST_BYTES - len(data))
+    finally:
+        os.close(fd)
     if data.startswith(_GZIP):
         return _scan_capture(path), True
+    if len(data) > MAX_HOST_BYTES:
+        raise ValueError("larger than 64 MiB: not a host's JSON")
     return data, False
 
 
@@ -125,9 +132,12 @@ def fleet(inputs: tuple[str, ...], expect: str | None, fmt: str, pretty: bool) -
 
     Reads scan JSON files (scan --format json), daemon state.json files and captures
     (topoagent capture), named as files or directories, or one path a line on stdin (none
-    given, or -).  Exit status: 0 no outlier, 1 outliers, 2 nothing readable.
+    given, or -).  An input that cannot be read is named on stderr (and in the output) and the
+    rest are compared.  Exit status: 0 no outlier and every input read, 1 outliers or
+    unreadable inputs, 2 a usage error or nothing readable.
     """
     from topoagent.errors import InputError
+    from topoagent.outputs.escape import text_output
     from topoagent.outputs.fleet_report import render_html, render_json, render_text
 
     expected = None
@@ -145,6 +155,8 @@ def fleet(inputs: tuple[str, ...], expect: str | None, fmt: str, pretty: bool) -
     if t.count == 0:
         detail = f": {bad[0][0]}: {bad[0][1]}" if bad else ""
         fail(f"no host could be read ({len(bad)} input(s)){detail}")
+    for path, why in bad:  # one line each; the readable hosts are still compared
+        click.echo(text_output(f"topoagent: fleet: cannot read {path}: {why}"), err=True)
     v = t.verdict()
     emit(
         render_json(v, bad, pretty=pretty)
@@ -153,4 +165,4 @@ def fleet(inputs: tuple[str, ...], expect: str | None, fmt: str, pretty: bool) -
         if fmt == "html"
         else render_text(v, bad)
     )
-    sys.exit(EXIT_FINDINGS if v.outliers else EXIT_ERROR if bad else EXIT_OK)
+    sys.exit(EXIT_FINDINGS if v.outliers or bad else EXIT_OK)

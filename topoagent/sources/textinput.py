@@ -13,7 +13,7 @@ import sys
 
 from topoagent.errors import InputError
 
-__all__ = ["MAX_INPUT_BYTES", "read_fd", "read_regular", "read_text_input"]
+__all__ = ["MAX_INPUT_BYTES", "open_regular", "read_fd", "read_regular", "read_text_input"]
 
 #: The most a pasted input may hold.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -43,14 +43,25 @@ def _read_bounded(fd: int, limit: int) -> bytes:
 read_fd = _read_bounded
 
 
-def read_regular(path: str, limit: int) -> bytes:
-    """The bytes of the regular file ``path``, at most ``limit + 1`` (more than ``limit``: the
-    caller refuses it).  Opened non-blocking, so a FIFO or a device named instead cannot stall
-    it; such a file raises :class:`InputError`, and ``open`` errors raise :class:`OSError`."""
+def open_regular(path: str) -> int:
+    """A read-only descriptor of the regular file ``path`` (the caller closes it).  Opened
+    non-blocking, so a FIFO or a device named instead cannot stall it; such a file raises
+    :class:`InputError`, and ``open`` errors raise :class:`OSError`."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise InputError("not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit + 1`` (more than ``limit``: the
+    caller refuses it); errors as :func:`open_regular`."""
+    fd = open_regular(path)
+    try:
         return _read_bounded(fd, limit)
     finally:
         os.close(fd)
