@@ -487,6 +487,29 @@ def test_metrics_export_each_source_duration(dgx):
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_aer_counters_exist_from_the_first_scan_for_every_function_with_aer_files(dgx):
+    """A counter that appears at its first error is no increase to Prometheus (increase() needs
+    two samples of one series): every function whose AER files exist is exported from the first
+    scan at its current value, zeros included -- not only GPUs, NICs and their bridges."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from topoagent.daemon.metrics import render_text
+
+    fams = {f.name: f for f in text_string_to_metric_families(render_text(_status(dgx)).decode())}
+    fam = fams["topoagent_pcie_aer_errors"]
+    assert fam.type == "counter"
+    got = {(s.labels["bdf"], s.labels["severity"]): s.value for s in fam.samples if s.name.endswith("_total")}
+    with_aer = [f for f in dgx.snapshot.pci if f.aer is not None and f.bdf is not None]
+    assert with_aer
+    for f in with_aer:
+        for severity in ("fatal", "nonfatal", "correctable"):
+            if getattr(f.aer, severity) is not None:
+                assert got[(f.bdf, severity)] == getattr(f.aer, severity), (f.bdf, severity)
+    watched = watched_links(dgx)
+    off_path = {bdf for bdf, _ in got} - set(watched)
+    assert off_path and all(got[(bdf, "fatal")] == 0 for bdf in off_path)  # e.g. NVMe drives, at 0
+
+
 def test_metrics_before_the_first_scan_and_after_failures(dgx):
     from prometheus_client.parser import text_string_to_metric_families
 
