@@ -248,8 +248,8 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
     gauge(
         "topoagent_pcie_link_degraded",
         "1 when the link runs below its capability, judged over time (a "
-        "GPU only if it stayed below under load); link = the BDF of the link's lower end, shared by "
-        "both ends that report it.",
+        "GPU only if it stayed below under load); link = the BDF of function 0 at the link's lower "
+        "end, shared by every function that reports the link (both ends; each function of a multi-function device).",
         ["bdf", "kind", "link"],
         degraded,
     )
