@@ -13,6 +13,7 @@ from topoagent.api import scan
 from topoagent.changes import (
     Change,
     ChangeKind,
+    device_faults,
     diff,
     finding_keys,
     link_verdict_changes,
@@ -161,3 +162,23 @@ def test_a_lost_nvswitch_is_a_warning(base, dgx):
     assert [(c.subject, c.device_kind, c.severity, c.before) for c in removed] == [
         ("0000:e8:00.0", "nvswitch", "warning", "nvswitch1")
     ]
+
+
+def test_device_faults_are_one_event_per_device_listing_its_findings(fixture_root):
+    """gpu0 of the faults fixture fell off the bus and counted a fatal AER error: one
+    device_fault event for it (both codes, both messages), not one per finding."""
+    faults = scan(fixture_root("dgx-h100-faults"), nvml="off")
+    events = device_faults(None, faults)
+    subjects = [c.subject for c in events]
+    assert len(subjects) == len(set(subjects))
+    gpu0 = next(c for c in events if c.subject == "0000:1b:00.0")
+    assert gpu0.kind is ChangeKind.DEVICE_FAULT and gpu0.severity == "critical"
+    assert gpu0.after == "FELL_OFF_BUS,PCIE_AER_ERRORS" and gpu0.keys == ("0000:1b:00.0",)
+    assert gpu0.message.startswith("FELL_OFF_BUS: gpu0 (0000:1b:00.0") and "; PCIE_AER_ERRORS: " in gpu0.message
+    by_subject = {c.subject: c.after for c in events}
+    assert by_subject == {
+        "0000:1b:00.0": "FELL_OFF_BUS,PCIE_AER_ERRORS",
+        "0000:40:00.0": "PCIE_AER_ERRORS",
+        "0000:52:00.0": "probe_error",
+    }
+    assert device_faults(faults, faults) == ()  # nothing new: nothing logged

@@ -20,10 +20,11 @@ from topoagent.daemon import config as cfgmod
 from topoagent.daemon.config import (
     Config,
     ConfigError,
+    ConfigReader,
     changed_keys,
     load,
+    load_explained,
     parse_listen,
-    provenance,
 )
 from topoagent.daemon.exports import (
     Exporter,
@@ -84,7 +85,8 @@ def test_config_provenance_says_default_file_or_flag(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text("interval = 5\nlink_window = 600\n")
     flags = {"interval": 2.0, "state_dir": "/s", "root": None}
-    c, prov = load(str(f), flags), provenance(str(f), flags)
+    c, prov = load_explained(str(f), flags)
+    assert c == load(str(f), flags)
     assert c.interval == 2.0
     assert prov.sources["interval"] == "flag" and prov.shadowed == {"interval": 5.0}
     assert prov.sources["link_window"] == "file" and prov.sources["state_dir"] == "flag"
@@ -152,13 +154,49 @@ def test_nonfinite_config_refused(tmp_path, text, message):
     f.write_text(text + "\n")
     with pytest.raises(ConfigError, match=message):
         load(str(f))
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
     with pytest.raises(ConfigError, match="command line: interval = inf"):
-        load("/dev/null", {"interval": float("inf")})
+        load(str(empty), {"interval": float("inf")})
 
 
-def test_flags_are_checked_like_the_file():
+def test_flags_are_checked_like_the_file(tmp_path):
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
     with pytest.raises(ConfigError, match="command line: interval"):
-        load("/dev/null", {"interval": 0.0})
+        load(str(empty), {"interval": 0.0})
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_a_config_that_is_not_a_regular_file_is_refused(tmp_path, kind):
+    """A FIFO (which would hang a blocking read, or read as empty), a directory or a device
+    given as the configuration is one clear line, never an empty configuration."""
+    path = {"fifo": tmp_path / "c.toml", "directory": tmp_path, "device": Path("/dev/null")}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    with pytest.raises(ConfigError, match=f"^config {re.escape(str(path))}: not a regular file: not a configuration$"):
+        load(str(path))
+    assert isinstance(ConfigError("x"), TopoagentError)
+
+
+def test_the_config_file_is_read_once_per_load_with_its_provenance(tmp_path, monkeypatch):
+    """A (re)load reads the file once; where each value came from is told from that read, so a
+    file changed (or broken) since still explains the configuration the daemon runs."""
+    f = tmp_path / "c.toml"
+    f.write_text("interval = 5\n")
+    reads: list[str] = []
+    real = cfgmod._read_toml
+    monkeypatch.setattr(cfgmod, "_read_toml", lambda path: reads.append(path) or real(path))
+    reader = ConfigReader(str(f), {"link_window": 600.0, "root": None})
+    config = reader.load()
+    f.write_text("interval = [broken\n")  # changed under the daemon after the load
+    prov = reader.explain()
+    assert reads == [str(f)]
+    assert config.interval == 5.0 and prov.sources["interval"] == "file"
+    assert prov.sources["link_window"] == "flag" and prov.sources["root"] == "default"
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        reader.load()
+    assert reader.explain() is prov  # a failed reload keeps the running configuration's
 
 
 @pytest.mark.parametrize(
@@ -447,6 +485,29 @@ def test_metrics_export_each_source_duration(dgx):
             ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, check=False, timeout=60
         )
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_aer_counters_exist_from_the_first_scan_for_every_function_with_aer_files(dgx):
+    """A counter that appears at its first error is no increase to Prometheus (increase() needs
+    two samples of one series): every function whose AER files exist is exported from the first
+    scan at its current value, zeros included -- not only GPUs, NICs and their bridges."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from topoagent.daemon.metrics import render_text
+
+    fams = {f.name: f for f in text_string_to_metric_families(render_text(_status(dgx)).decode())}
+    fam = fams["topoagent_pcie_aer_errors"]
+    assert fam.type == "counter"
+    got = {(s.labels["bdf"], s.labels["severity"]): s.value for s in fam.samples if s.name.endswith("_total")}
+    with_aer = [f for f in dgx.snapshot.pci if f.aer is not None and f.bdf is not None]
+    assert with_aer
+    for f in with_aer:
+        for severity in ("fatal", "nonfatal", "correctable"):
+            if getattr(f.aer, severity) is not None:
+                assert got[(f.bdf, severity)] == getattr(f.aer, severity), (f.bdf, severity)
+    watched = watched_links(dgx)
+    off_path = {bdf for bdf, _ in got} - set(watched)
+    assert off_path and all(got[(bdf, "fatal")] == 0 for bdf in off_path)  # e.g. NVMe drives, at 0
 
 
 def test_metrics_before_the_first_scan_and_after_failures(dgx):

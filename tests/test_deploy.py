@@ -8,6 +8,8 @@ for, and the image is the one deploy/Containerfile builds (topoagent is on no pa
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -17,6 +19,12 @@ yaml = pytest.importorskip("yaml")
 
 DAEMONSET = REPO / "deploy/kubernetes/topoagent-daemonset.yaml"
 CONTAINERFILE = REPO / "deploy/Containerfile"
+PODMONITOR = REPO / "deploy/kubernetes/topoagent-podmonitor.yaml"
+RULES = REPO / "deploy/prometheus/topoagent-rules.yml"
+SCRAPE_CONFIGS = [
+    REPO / "deploy/prometheus/topoagent-scrape-kubernetes.yml",
+    REPO / "deploy/prometheus/topoagent-scrape-static.yml",
+]
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +78,76 @@ def test_the_image_is_built_from_the_source_tree(ds):
         for path in src.split():
             assert (REPO / path).exists(), path
     assert "libudev1" in cf and 'ENTRYPOINT ["topoagent"]' in cf
+
+
+# -- the scrape: the job the rules match ------------------------------------------------------
+
+
+def _rules_job() -> str:
+    """The one job every shipped rule reads (``job="..."`` in each expression)."""
+    jobs = set(re.findall(r'\bjob="([^"]+)"', RULES.read_text()))
+    assert len(jobs) == 1, jobs
+    return jobs.pop()
+
+
+def test_the_podmonitor_scrapes_the_daemonset_as_the_rules_job(ds):
+    """prometheus-operator takes the job from the pod label jobLabel names (else it is
+    "<namespace>/<name>"): that label's value on the DaemonSet's pods must be the rules' job,
+    and the PodMonitor must select those pods, in their namespace, on their metrics port."""
+    docs = [d for d in yaml.safe_load_all(PODMONITOR.read_text()) if d]
+    assert len(docs) == 1
+    pm = docs[0]
+    assert pm["apiVersion"] == "monitoring.coreos.com/v1" and pm["kind"] == "PodMonitor"
+    pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels[pm["spec"]["jobLabel"]] == _rules_job() == "topoagent"
+    assert pm["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert pm["spec"]["namespaceSelector"]["matchNames"] == [ds["metadata"]["namespace"]]
+    ports = {p["name"] for c in ds["spec"]["template"]["spec"]["containers"] for p in c["ports"]}
+    assert [e["port"] for e in pm["spec"]["podMetricsEndpoints"]] == ["metrics"] and "metrics" in ports
+
+
+def test_the_daemonset_is_not_scraped_by_an_annotation_job_as_well(ds):
+    """An annotation-driven job (kubernetes-pods) would scrape the pods under another job name,
+    which no rule reads: one scrape, by the topoagent job."""
+    annotations = ds["spec"]["template"]["metadata"].get("annotations") or {}
+    assert not any(k.startswith("prometheus.io/") for k in annotations)
+
+
+def test_the_scrape_configs_name_the_rules_job_and_load_the_rules(ds):
+    for path in SCRAPE_CONFIGS:
+        config = yaml.safe_load(path.read_text())
+        assert [j["job_name"] for j in config["scrape_configs"]] == [_rules_job()], path
+        assert [(path.parent / f).resolve() for f in config["rule_files"]] == [RULES.resolve()]
+    kube = yaml.safe_load(SCRAPE_CONFIGS[0].read_text())["scrape_configs"][0]
+    keep = {tuple(r["source_labels"]): r["regex"] for r in kube["relabel_configs"] if r.get("action") == "keep"}
+    assert keep[("__meta_kubernetes_pod_label_app_kubernetes_io_name",)] == "topoagent"
+    assert ds["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "topoagent"
+    assert keep[("__meta_kubernetes_pod_container_port_name",)] == "metrics"
+
+
+def _promtool_has_kubernetes_sd(tmp_path) -> bool:
+    """Debian's promtool is built without kubernetes_sd (it refuses the key)."""
+    probe = tmp_path / "probe.yml"
+    probe.write_text("scrape_configs:\n  - job_name: p\n    kubernetes_sd_configs:\n      - role: pod\n")
+    p = subprocess.run(["promtool", "check", "config", str(probe)], capture_output=True, text=True, timeout=60)
+    return p.returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (Debian package prometheus)")
+@pytest.mark.parametrize("path", SCRAPE_CONFIGS, ids=lambda p: p.name)
+def test_the_scrape_configs_pass_promtool_check_config(path, tmp_path):
+    """promtool check config on each shipped scrape configuration (with the rules it loads).
+    Where promtool lacks kubernetes_sd, the file is checked with its service discovery replaced
+    by one static target: every other key (relabelling included) is still checked."""
+    checked = path
+    if "kubernetes_sd_configs" in path.read_text() and not _promtool_has_kubernetes_sd(tmp_path):
+        config = yaml.safe_load(path.read_text())
+        for job in config["scrape_configs"]:
+            del job["kubernetes_sd_configs"]
+            job["static_configs"] = [{"targets": ["node-1:9464"]}]
+        config["rule_files"] = [str(RULES)]
+        checked = tmp_path / path.name
+        checked.write_text(yaml.safe_dump(config))
+    p = subprocess.run(["promtool", "check", "config", str(checked)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "SUCCESS" in p.stdout + p.stderr and "1 rule files found" in p.stdout + p.stderr

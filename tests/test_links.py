@@ -3,6 +3,12 @@ maxima), and the scan's link findings, the daemon's link watch and its metrics j
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from test_bad_input import BDF, minimal_tree
@@ -11,6 +17,7 @@ from topoagent.api import scan
 from topoagent.daemon.linkwatch import LinkWatch, watched_links
 
 PORT = "0000:16:01.0"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _nic_below_port(tmp_path, nic: dict[str, str], port: dict[str, str], device: str = "0x1572"):
@@ -99,3 +106,87 @@ def test_the_watch_honours_link_quirks_as_the_findings_do(tmp_path):
     assert BDF not in watched_links(r)
     assert _degraded(r) == {}
     assert capability(r.topology, r.topology.by_bdf(PORT)) == LinkCapability()
+
+
+def _dual_port_nic_below_port(tmp_path):
+    """A dual-port ConnectX-6 Dx (functions .0 and .1, one x16 link) trained x4 below its
+    root port: every end of the one link reads x4 of x16."""
+    low = _link(4, 16, "16.0", "16.0")
+    r0 = _nic_below_port(tmp_path, low, low, device="0x101d")
+    second = tmp_path / f"sys/devices/pci0000:16/{PORT}/{BDF[:-1]}1"
+    second.mkdir()
+    for name, value in {"class": "0x020000", "vendor": "0x15b3", "device": "0x101d", **low}.items():
+        (second / name).write_text(value + "\n")
+    (tmp_path / "sys/devices" / f"pci0000:16/{PORT}/{BDF}" / "vendor").write_text("0x15b3\n")
+    links = tmp_path / "sys/bus/pci/devices"
+    os.symlink(os.path.relpath(second, links), links / second.name)
+    assert r0 is not None
+    return scan(tmp_path, nvml="off")
+
+
+def test_a_multi_function_device_shares_one_link_name(tmp_path):
+    """A dual-port NIC's .0 and .1 and the port above them report one physical link: one
+    ``link`` name (function 0 of the lower end), not one per function."""
+    r = _dual_port_nic_below_port(tmp_path)
+    second = BDF[:-1] + "1"
+    assert r.topology.by_bdf(second) is not None
+    links = watched_links(r)
+    assert {PORT, BDF, second} <= set(links)
+    assert {links[k].link for k in (PORT, BDF, second)} == {BDF}
+    assert set(_degraded(r)) == {PORT, BDF, second}  # all three ends read x4 of x16
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (Debian package prometheus)")
+def test_one_degraded_link_under_a_dual_port_nic_is_one_alert(tmp_path):
+    """The daemon's own exposition of the dual-port NIC, fed to promtool against the shipped
+    rules (HTTP scrape and textfile copy both present): TopoagentPcieLinkDegraded fires once."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from test_daemon_parts import _status
+    from topoagent.daemon.metrics import render_text
+
+    r = _dual_port_nic_below_port(tmp_path / "tree")
+    fams = {f.name: f for f in text_string_to_metric_families(render_text(_status(r)).decode())}
+    degraded = [s for s in fams["topoagent_pcie_link_degraded"].samples if s.value == 1]
+    assert len(degraded) == 3
+    series = []
+    for job, instance in (("topoagent", "n1:9464"), ("node", "n1:9100")):
+        for s in degraded:
+            labels = ", ".join(f'{k}="{v}"' for k, v in sorted({**s.labels, "job": job, "instance": instance}.items()))
+            series.append({"series": f"{s.name}{{{labels}}}", "values": "1x30"})
+    case = {
+        "rule_files": [str(REPO / "deploy/prometheus/topoagent-rules.yml")],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {
+                        "eval_time": "20m",
+                        "alertname": "TopoagentPcieLinkDegraded",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "warning",
+                                    "job": "topoagent",
+                                    "instance": "n1:9464",
+                                    "link": BDF,
+                                },
+                                "exp_annotations": {
+                                    "summary": f"Degraded PCIe link {BDF} on n1:9464",
+                                    "description": f"The PCIe link of {BDF} on n1:9464 runs below the width or speed "
+                                    "both its ends support. Reseat the card or riser; check BIOS bifurcation and PCIe "
+                                    "generation.",
+                                },
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "case.yml"
+    path.write_text(json.dumps(case))  # JSON is YAML
+    p = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr

@@ -200,36 +200,31 @@ def _findings(old: ScanResult, new: ScanResult) -> list[Change]:
     return out
 
 
-#: Findings that are a device's own fault (not its placement): each is also one
-#: ``device_fault`` event per device, keyed by its BDF.
+#: Findings that are a device's own fault (not its placement): a device's fault findings are
+#: one ``device_fault`` event per device, keyed by its BDF.
 FAULT_CODES = ("FELL_OFF_BUS", "PCIE_AER_ERRORS")
 
 
-def device_faults(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]:
-    """Faults of devices that ``new`` shows and ``old`` did not (everything ``new`` shows
-    when ``old`` is None: the daemon's first scan logs the faults it starts with): a fault
-    finding raised or changed (AER counts that grew), and a probe error on a PCI function's
-    own file (a class file that could not be parsed).  One change per device, keyed by its
-    BDF, at the finding's severity (at least ``warning``)."""
+class _Fault(msgspec.Struct, frozen=True):
+    """One fault of one device (a finding or a probe error), before they are grouped."""
+
+    code: str
+    critical: bool
+    text: str
+    keys: tuple[str, ...]
+
+
+def _new_faults(old: ScanResult | None, new: ScanResult) -> dict[str, list[_Fault]]:
+    """The faults ``new`` shows and ``old`` did not, by device key, in the result's order."""
     before = {(f.code, finding_keys(old, f)): f.message for f in old.findings} if old is not None else {}
-    out: list[Change] = []
+    out: dict[str, list[_Fault]] = {}
     for f in new.findings:
         keys = finding_keys(new, f)
         if f.code not in FAULT_CODES or before.get((f.code, keys)) == f.message:
             continue
-        severity = f.severity.label if f.severity.label != "info" else "warning"
         for key in keys:
-            d = new.topology.by_key(key)
-            out.append(
-                Change(
-                    ChangeKind.DEVICE_FAULT,
-                    key,
-                    severity,
-                    f"{f.code}: {f.message}",
-                    d.kind.value if d is not None else None,
-                    after=f.code,
-                    keys=keys,
-                )
+            out.setdefault(key, []).append(
+                _Fault(f.code, f.severity.label == "critical", f"{f.code}: {f.message}", keys)
             )
     seen = {p.path for p in old.snapshot.probe_errors} if old is not None else set()
     for p in new.snapshot.probe_errors:
@@ -237,15 +232,31 @@ def device_faults(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]
         d = new.topology.by_key(owner.lower()) if owner else None
         if d is None or p.path in seen:
             continue
+        out.setdefault(d.key, []).append(_Fault("probe_error", False, f"{_describe(d)}: {p.path}: {p.error}", (d.key,)))
+    return out
+
+
+def device_faults(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]:
+    """Faults of devices that ``new`` shows and ``old`` did not (everything ``new`` shows
+    when ``old`` is None: the daemon's first scan logs the faults it starts with): a fault
+    finding raised or changed (AER counts that grew), and a probe error on a PCI function's
+    own file (a class file that could not be parsed).  One change per device, keyed by its
+    BDF, listing all of that device's new faults (``after``: their codes, comma-separated;
+    the message: each fault's, ``; ``-separated), at the most severe fault's severity (at
+    least ``warning``): a GPU that fell off the bus and counted AER errors is one event."""
+    out: list[Change] = []
+    for key, faults in _new_faults(old, new).items():
+        d = new.topology.by_key(key)
+        codes = dict.fromkeys(f.code for f in faults)
         out.append(
             Change(
                 ChangeKind.DEVICE_FAULT,
-                d.key,
-                "warning",
-                f"{_describe(d)}: {p.path}: {p.error}",
-                d.kind.value,
-                after="probe_error",
-                keys=(d.key,),
+                key,
+                "critical" if any(f.critical for f in faults) else "warning",
+                "; ".join(f.text for f in faults),
+                d.kind.value if d is not None else None,
+                after=",".join(codes),
+                keys=tuple(dict.fromkeys(k for f in faults for k in (key, *f.keys))),
             )
         )
     return tuple(out)

@@ -61,11 +61,8 @@ def daemon(
     except ImportError:
         fail("the daemon needs the prometheus_client package: pip install prometheus-client")
     from topoagent.daemon.config import (
-        Config,
         ConfigError,
-        Provenance,
-        load,
-        provenance,
+        ConfigReader,
     )
     from topoagent.daemon.loop import Daemon, SetupError
 
@@ -79,19 +76,14 @@ def daemon(
         "nvml": False if no_nvml else None,
     }
 
-    def reload() -> Config:
-        return load(config_file, overrides)
-
-    def explain() -> Provenance:
-        return provenance(config_file, overrides)
-
+    reader = ConfigReader(config_file, overrides)  # one read per (re)load, provenance included
     try:
-        config = reload()
+        config = reader.load()
     except ConfigError as exc:
         fail(str(exc))
     _check_root(config.root)
     try:
-        code = Daemon(config, reload=reload, explain=explain).run()
+        code = Daemon(config, reload=reader.load, explain=reader.explain).run()
     except SetupError as exc:
         fail(str(exc))
     sys.exit(code)

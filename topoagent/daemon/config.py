@@ -29,6 +29,7 @@ import msgspec
 
 from topoagent.apply.journal import DEFAULT_STATE_DIR
 from topoagent.errors import InputError
+from topoagent.sources.textinput import read_regular
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -36,9 +37,11 @@ __all__ = [
     "KEYS",
     "Config",
     "ConfigError",
+    "ConfigReader",
     "Provenance",
     "changed_keys",
     "load",
+    "load_explained",
     "parse_listen",
     "provenance",
 ]
@@ -225,13 +228,12 @@ def _read_toml(path: str) -> dict[str, Any]:
     """The keys a configuration file sets (typed by :class:`ConfigFile`); ConfigError naming
     the file, and the key at fault, for anything else."""
     try:
-        # Non-blocking and bounded: a FIFO or a device named by mistake cannot stall or exhaust
-        # the daemon (/dev/null, an empty configuration, still reads as one).
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            data = os.read(fd, MAX_CONFIG_BYTES + 1)
-        finally:
-            os.close(fd)
+        # The project's one reader of named input files: non-blocking, bounded and regular files
+        # only, so a FIFO, a device or a directory named by mistake is refused with one line
+        # rather than read as an empty configuration (or left to hang).
+        data = read_regular(path, MAX_CONFIG_BYTES)
+    except InputError as exc:
+        raise ConfigError(f"config {path}: {exc}: not a configuration") from None
     except FileNotFoundError:
         raise ConfigError(f"config {path}: no such file") from None
     except OSError as exc:
@@ -294,16 +296,28 @@ def load(path: str | None = None, overrides: Mapping[str, Any] | None = None) ->
     ``path`` None reads :data:`DEFAULT_CONFIG` if it exists; a named file must exist.
     Raises :class:`ConfigError` naming the file and key at fault.
     """
-    values: dict[str, Any] = {}
+    return load_explained(path, overrides)[0]
+
+
+def _file_values(path: str | None) -> dict[str, Any]:
+    """The checked keys the configuration file sets (read once); {} when ``path`` is None and
+    :data:`DEFAULT_CONFIG` does not exist."""
     file = path if path is not None else DEFAULT_CONFIG
-    if path is not None or os.path.exists(file):
-        table = _read_toml(file)
-        check_ranges(table, f"config {file}")
-        values.update(_check(table, f"config {file}"))
+    if path is None and not os.path.exists(file):
+        return {}
+    table = _read_toml(file)
+    check_ranges(table, f"config {file}")
+    return _check(table, f"config {file}")
+
+
+def load_explained(path: str | None = None, overrides: Mapping[str, Any] | None = None) -> tuple[Config, Provenance]:
+    """The configuration :func:`load` gives and its :func:`provenance`, from one read of the
+    file (so the provenance describes exactly the configuration returned)."""
+    in_file = _file_values(path)
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     check_ranges(given, "command line")
-    values.update(_check(given, "command line"))
-    return Config(**values)
+    flags = _check(given, "command line")
+    return Config(**{**in_file, **flags}), provenance(in_file, flags)
 
 
 # -- where each value came from (logged at start and on each reload) --------------------------
@@ -317,18 +331,39 @@ class Provenance(msgspec.Struct, frozen=True):
     shadowed: dict[str, Any]
 
 
-def provenance(path: str | None = None, overrides: Mapping[str, Any] | None = None) -> Provenance:
-    """Where the configuration :func:`load` gives for the same arguments took each value from
-    (flags win over the file, the file over the defaults).  Raises :class:`ConfigError` as
-    :func:`load` does."""
-    file = path if path is not None else DEFAULT_CONFIG
-    in_file = _check(_read_toml(file), f"config {file}") if path is not None or os.path.exists(file) else {}
+def provenance(in_file: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> Provenance:
+    """Where a configuration took each value from, given the keys its file set (as read for
+    it: the file is not read again) and the flags (flags win over the file, the file over the
+    defaults; a flag of None is not given)."""
     flags = {k for k, v in (overrides or {}).items() if v is not None}
     sources = {
         f.name: "flag" if f.name in flags else "file" if f.name in in_file else "default"
         for f in msgspec.structs.fields(Config)
     }
     return Provenance(sources, {k: v for k, v in in_file.items() if k in flags})
+
+
+class ConfigReader:
+    """The daemon's configuration edge: :meth:`load` reads the file once per (re)load and keeps
+    where each value came from; :meth:`explain` answers from that, never re-reading the file
+    (which may have changed, or become unreadable, since)."""
+
+    def __init__(self, path: str | None, overrides: Mapping[str, Any] | None = None) -> None:
+        self.path = path
+        self.overrides = dict(overrides or {})
+        self._provenance: Provenance | None = None
+
+    def load(self) -> Config:
+        """The configuration now (:class:`ConfigError` as :func:`load`; the last provenance stays)."""
+        config, self._provenance = load_explained(self.path, self.overrides)
+        return config
+
+    def explain(self) -> Provenance:
+        """Where the values of the last configuration loaded came from."""
+        if self._provenance is None:
+            self.load()
+        assert self._provenance is not None
+        return self._provenance
 
 
 def changed_keys(old: Config, new: Config) -> dict[str, list[Any]]:

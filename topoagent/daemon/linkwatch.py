@@ -43,9 +43,9 @@ from topoagent.analysis.links import (
 )
 from topoagent.result import ScanResult
 from topoagent.snapshot import LinkInfo
-from topoagent.topology import BridgeRole, Device, DeviceKind
+from topoagent.topology import BridgeRole, Device, DeviceKind, Topology
 
-__all__ = ["Judgement", "LinkWatch", "WatchedLink", "watched_links"]
+__all__ = ["Judgement", "LinkWatch", "WatchedLink", "link_name", "watched_links"]
 
 
 _DOWNSTREAM_FACING = (BridgeRole.ROOT_PORT, BridgeRole.SWITCH_DOWNSTREAM)
@@ -57,9 +57,9 @@ class WatchedLink(msgspec.Struct, frozen=True):
     ``gpu`` is the stable key of the GPU on the link (the device itself, or the one below a
     downstream-facing port), None for other links.  ``max_gts``/``max_width`` are the link's
     capability (:func:`topoagent.analysis.links.capability`): the lower of both ends' maxima
-    where both are known.  ``link`` names the link
-    itself by the BDF of its lower end, so a NIC and the switch port above it, which report
-    one link, share it (one cause, one alert).
+    where both are known.  ``link`` names the physical link (:func:`link_name`: the BDF of
+    function 0 at its lower end), so a NIC, the switch port above it and the NIC's other
+    functions, which all report one link, share it (one cause, one alert).
     """
 
     key: str
@@ -108,9 +108,25 @@ def watched_links(result: ScanResult) -> dict[str, WatchedLink]:
             gpu.key if gpu is not None else None,
             cap.gts,
             cap.width,
-            link=(p.bdf if d.role in _DOWNSTREAM_FACING and p is not None and p.bdf else d.bdf) or d.key,
+            link=link_name(topo, d),
         )
     return out
+
+
+def link_name(topo: Topology, d: Device) -> str:
+    """The physical link ``d`` reports, named by the first function below its downstream-facing
+    port (function 0 of the device at the link's lower end): the port, and every function of a
+    multi-function device below it (a dual-port NIC's .0 and .1), report one link and so share
+    one name.  Without a known port above: function 0 of ``d``'s own device where it exists."""
+    port = d if d.role in _DOWNSTREAM_FACING else topo.by_bdf(d.parent) if d.parent else None
+    if port is not None and port.role in _DOWNSTREAM_FACING and port.bdf:
+        below = sorted(c.bdf for c in topo.children(port.bdf) if c.bdf and not c.is_vf)
+        if below:
+            return below[0]
+    if d.bdf is None:
+        return d.key
+    first = d.bdf.rsplit(".", 1)[0] + ".0"
+    return first if topo.by_bdf(first) is not None else d.bdf
 
 
 class Sample(msgspec.Struct, frozen=True):

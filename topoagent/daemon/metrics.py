@@ -91,7 +91,7 @@ def families(status: Status) -> list[Any]:
 def _aer_family(status: Status) -> Any:
     """``topoagent_pcie_aer_errors_total``: the kernel's AER totals per function and severity
     (counters since boot, so ``rate()`` and ``increase()`` work; correctable errors matter
-    only as a rate, see docs/daemon.md)."""
+    only as a rate, see docs/daemon.md), for every function with AER files."""
     from prometheus_client.core import CounterMetricFamily
 
     r = status.result
@@ -102,14 +102,15 @@ def _aer_family(status: Status) -> Any:
         "function since boot (aer_dev_fatal, aer_dev_nonfatal, aer_dev_correctable).",
         labels=["bdf", "kind", "severity"],
     )
-    # GPUs, NICs and the bridges on their paths always (a counter is best exported from zero,
-    # so the first error shows in rate()); any other function once it has counted.
-    watched = watched_links(r)
+    # Every function whose AER files exist, from the first scan on, at its current value (0
+    # included).  A series that first appears at 1 is no increase: increase() and rate() need
+    # two samples of one series, so the first error of a counter exported only once it has
+    # counted is never seen.  Prometheus's instrumentation practices, "Avoid missing metrics":
+    # export 0 for any series known to exist in advance
+    # (https://prometheus.io/docs/practices/instrumentation/#avoid-missing-metrics).
     for f in r.snapshot.pci:
         d = r.topology.by_key(f.bdf) if f.bdf is not None and f.aer is not None else None
         if d is None or f.aer is None:
-            continue
-        if d.key not in watched and not any(getattr(f.aer, s) for s in ("fatal", "nonfatal", "correctable")):
             continue
         for severity in ("fatal", "nonfatal", "correctable"):
             value = getattr(f.aer, severity)
@@ -247,8 +248,8 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
     gauge(
         "topoagent_pcie_link_degraded",
         "1 when the link runs below its capability, judged over time (a "
-        "GPU only if it stayed below under load); link = the BDF of the link's lower end, shared by "
-        "both ends that report it.",
+        "GPU only if it stayed below under load); link = the BDF of function 0 at the link's lower "
+        "end, shared by every function that reports the link (both ends; each function of a multi-function device).",
         ["bdf", "kind", "link"],
         degraded,
     )
