@@ -175,6 +175,7 @@ def test_device_faults_are_one_event_per_device_listing_its_findings(fixture_roo
     assert gpu0.kind is ChangeKind.DEVICE_FAULT and gpu0.severity == "critical"
     assert gpu0.after == "FELL_OFF_BUS,PCIE_AER_ERRORS" and gpu0.keys == ("0000:1b:00.0",)
     assert gpu0.message.startswith("FELL_OFF_BUS: gpu0 (0000:1b:00.0") and "; PCIE_AER_ERRORS: " in gpu0.message
+    assert ".;" not in gpu0.message
     by_subject = {c.subject: c.after for c in events}
     assert by_subject == {
         "0000:1b:00.0": "FELL_OFF_BUS,PCIE_AER_ERRORS",

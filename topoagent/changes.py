@@ -236,6 +236,11 @@ def _new_faults(old: ScanResult | None, new: ScanResult) -> dict[str, list[_Faul
     return out
 
 
+def _join_sentences(texts: list[str]) -> str:
+    """Sentences joined by ``; ``: each but the last without its full stop."""
+    return "; ".join([*(t.removesuffix(".") for t in texts[:-1]), texts[-1]])
+
+
 def device_faults(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]:
     """Faults of devices that ``new`` shows and ``old`` did not (everything ``new`` shows
     when ``old`` is None: the daemon's first scan logs the faults it starts with): a fault
@@ -253,7 +258,7 @@ def device_faults(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]
                 ChangeKind.DEVICE_FAULT,
                 key,
                 "critical" if any(f.critical for f in faults) else "warning",
-                "; ".join(f.text for f in faults),
+                _join_sentences([f.text for f in faults]),
                 d.kind.value if d is not None else None,
                 after=",".join(codes),
                 keys=tuple(dict.fromkeys(k for f in faults for k in (key, *f.keys))),
