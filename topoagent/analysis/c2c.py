@@ -6,7 +6,8 @@ between the GPU and every NIC, those of its own Grace too (sgl-project/sglang#11
 GB200 tray's matrix).  NCCL tells them apart (NVIDIA/nccl src/graph/paths.cc,
 ``ncclTopoComputePaths``): the GPU's path to its CPU is ``PATH_C2C``, the CPU's to a NIC on it
 ``PATH_PHB``, and ``mergePathType`` makes the GPU -> NIC path ``PATH_P2C`` for the NICs closest
-to the GPU -- those of its own CPU; a NIC of the other CPU stays ``PATH_SYS``.
+to the GPU -- those of its own CPU; a NIC of the other CPU stays ``PATH_SYS``.  (src/graph/topo.h
+orders them ``PATH_PXB`` 5 < ``PATH_P2C`` 6 < ``PATH_PHB`` 8 < ``PATH_SYS`` 9.)
 
 :func:`is_c2c` says which GPUs these are; :func:`own_cpu_nic` says whether a NIC hangs off the
 GPU's own CPU.  Findings (``GPU_NIC_CROSS_SOCKET``), rails (which NICs come first) and the
