@@ -127,6 +127,9 @@ class Node(msgspec.Struct, frozen=True):
     distances: tuple[int, ...]
     nearest_cpu_node: int | None
     cpus_known: bool = True
+    #: The id of the GPU whose own memory this CPU-less node is (Grace: the driver's
+    #: ``numa_status``, NVML, or a matrix's ``GPU NUMA ID``); None otherwise.
+    gpu: str | None = None
 
     @property
     def cpu_less(self) -> bool:
@@ -640,10 +643,15 @@ def _own_memory_nodes(nodes: tuple[Node, ...], snap: Snapshot, devices: list[Dev
         m.node: by_bdf.get(m.bdf) if m.bdf is not None else by_label.get(m.label)  # type: ignore[arg-type]
         for m in snap.gpu_memory_nodes
     }
+    for g in snap.nvml_gpus:  # NVML's NUMA id of a GPU is its memory's node (Grace)
+        if g.numa_node is not None:
+            owner.setdefault(g.numa_node, by_bdf.get(g.bdf))
     cpu_node = {n.id: n for n in nodes if n.cpus}
     out = []
     for n in nodes:
         gpu = owner.get(n.id)
+        if n.cpu_less and gpu is not None:
+            n = msgspec.structs.replace(n, gpu=gpu.id)
         if n.cpu_less and gpu is not None and gpu.numa_node in cpu_node and gpu.numa_node != n.id:
             n = msgspec.structs.replace(n, nearest_cpu_node=gpu.numa_node, socket=cpu_node[gpu.numa_node].socket)
         out.append(n)

@@ -1472,6 +1472,10 @@ def write_tree(machine: Machine, out_root: Path) -> None:
             w.text(f"sys/module/{name}/version", str(version))
     for name, version in sorted(dict(s.get("memory_peers", {})).items()):
         w.text(f"sys/kernel/mm/memory_peers/{name}/version", str(version))
+    # GPU memory onlined as a NUMA node (Grace): the NVIDIA driver's procfs file, a "Node:" and a
+    # "Status:" line (NVIDIA/open-gpu-kernel-modules kernel-open/nvidia/nv-procfs.c, numa_status).
+    for bdf, node in sorted(dict(s.get("gpu_memory", {})).items()):
+        w.text(f"proc/driver/nvidia/gpus/{bdf}/numa_status", f"Node: {int(node)}\nStatus: online")
 
     # ---- DMI -------------------------------------------------------------------------------
     dmi = list(s.get("dmi", ["Unknown", "Unknown"]))

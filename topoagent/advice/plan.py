@@ -40,11 +40,17 @@ class RailNic(msgspec.Struct, frozen=True):
     numa_node: int | None
     socket: int | None
     driver: str | None = None
+    #: The path as NCCL names it where that differs from ``kind``: ``P2C`` for a Grace GPU's NIC
+    #: on its own CPU (``kind`` is then SYS, as nvidia-smi prints it; analysis.c2c).
+    nccl_path: str | None = None
+    #: Whether NCCL uses GPUDirect RDMA to this NIC by default (analysis.paths.gdr_by_default).
+    gdr: bool | None = None
 
     @property
     def remote(self) -> bool:
-        """Reached only across the SMP interconnect (SYS): a NIC on another node or socket."""
-        return self.kind == "SYS"
+        """Reached only across the SMP interconnect (SYS): a NIC on another node or socket --
+        not a Grace GPU's NIC on its own CPU (P2C)."""
+        return self.kind == "SYS" and self.nccl_path != "P2C"
 
 
 class SplitGroup(msgspec.Struct, frozen=True):
@@ -206,12 +212,27 @@ PLAN_CODES = {
 }
 
 
-def _rail_nic(topo: Topology, nic: Device, token: str | None) -> RailNic:
+def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None) -> RailNic:
+    from topoagent.analysis.paths import gdr_by_default, nccl_path_type
+
     ports = [p for r in topo.snapshot.rdma if r.name in nic.rdma_devices for p in r.ports]
     active = [p.port for p in ports if (p.state or "").upper() == "ACTIVE"]
     port = active[0] if active else (ports[0].port if ports else (1 if nic.rdma_devices else None))
+    token = path.token if path is not None and path.shown else None
+    nccl = nccl_path_type(topo, gpu, nic, path) if token is not None and path is not None else None
     return RailNic(
-        nic.id, nic.key, nic.bdf, nic.rdma_devices, port, nic.netdevs, token, nic.numa_node, nic.socket, nic.driver
+        nic.id,
+        nic.key,
+        nic.bdf,
+        nic.rdma_devices,
+        port,
+        nic.netdevs,
+        token,
+        nic.numa_node,
+        nic.socket,
+        nic.driver,
+        nccl if nccl != token else None,
+        gdr_by_default(topo, gpu, nic, path) if token is not None and path is not None else None,
     )
 
 
@@ -381,7 +402,7 @@ def plan_for(
         node_cores = usable.get(group(g), ())
         cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
         rails = tuple(
-            _rail_nic(topo, n, p.token if (p := by_pair.get((d.id, n.id))) and p.shown else None)
+            _rail_nic(topo, topo.physical(d), n, by_pair.get((d.id, n.id)))
             for nid in g.nics
             if (n := topo.by_id(nid)) is not None
         )

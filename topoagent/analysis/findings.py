@@ -12,9 +12,9 @@ from enum import IntEnum
 import msgspec
 
 from topoagent.analysis import links
+from topoagent.analysis.c2c import is_c2c, own_cpu_nic
 from topoagent.analysis.paths import Path, PathClass, path_index
 from topoagent.analysis.rails import NicRole, RailPlan
-from topoagent.pci import C2C_GPUS
 from topoagent.snapshot import (
     UNPRIVILEGED,
     AcsInfo,
@@ -27,6 +27,7 @@ from topoagent.topology import (
     BridgeRole,
     Device,
     DeviceKind,
+    Node,
     Topology,
     common_ancestors,
     id_key,
@@ -240,10 +241,8 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
             continue  # NUMA_UNKNOWN explains it; the class is only the worst case
         if not p.locality_known and c.offline:
             continue  # the pasted output does not place them (the source status says so)
-        if rail.cls <= PathClass.NODE and _c2c(c.topo, g):
-            continue  # Grace: GPU <-> NIC through the same CPU is P2C, GPUDirect RDMA on
-        if rail.cls is PathClass.SYS and _c2c(c.topo, g):
-            out += _c2c_cross_grace(c, g, n, ev)
+        if is_c2c(c.topo, g):
+            out += _c2c_cross_grace(c, g, n, ev)  # Grace: only a NIC on the other CPU is remote
             continue
         if rail.cls is PathClass.SYS and p.same_socket is False:
             out.append(
@@ -300,16 +299,14 @@ def check_gpu_nic_placement(c: _Ctx) -> list[Finding]:
 
 
 def _c2c_cross_grace(c: _Ctx, g: Device, n: Device, ev: list[Evidence]) -> list[Finding]:
-    """GPU_NIC_CROSS_SOCKET for a GPU on NVLink-C2C whose nearest RDMA NIC is ``SYS`` from it.
+    """GPU_NIC_CROSS_SOCKET for a GPU on NVLink-C2C whose nearest RDMA NIC hangs off another CPU.
 
     nvidia-smi prints ``SYS`` between a C2C GPU and every NIC, also those of the GPU's own Grace;
-    NCCL calls that path ``P2C`` (GPU -> C2C -> CPU -> PCIe -> NIC; NVIDIA/nccl
-    src/graph/topo.h ``PATH_P2C``, set in src/graph/paths.cc when the GPU's CPU is the NIC's)
-    and keeps GPUDirect RDMA on.  Only a NIC known to hang off another CPU -- another NUMA node
-    than the GPU's CPU node -- is a cross-socket placement; where the NIC's node is unknown the
-    ``SYS`` says nothing of it.
+    NCCL calls the path to those ``P2C`` and keeps GPUDirect RDMA on (analysis.c2c).  Only a NIC
+    known to hang off another CPU is a cross-socket placement; where the NIC's node is unknown
+    the ``SYS`` says nothing of it.
     """
-    if g.numa_node is None or n.numa_node is None or g.numa_node == n.numa_node:
+    if own_cpu_nic(c.topo, g, n) is not False:
         return []
     return [
         c.finding(
@@ -323,16 +320,6 @@ def _c2c_cross_grace(c: _Ctx, g: Device, n: Device, ev: list[Evidence]) -> list[
             "node's rail plan); a Grace with no RDMA NIC of its own needs one.",
         )
     ]
-
-
-def _c2c(topo: Topology, gpu: Device) -> bool:
-    """A GPU on NVLink-C2C to a Grace CPU: a known part, or NVML giving it a memory node."""
-    if (gpu.vendor_id, gpu.device_id) in C2C_GPUS:
-        return True
-    if any(n.bdf == gpu.bdf and n.numa_node is not None for n in topo.snapshot.nvml_gpus):
-        return True
-    # A pasted matrix's numeric "GPU NUMA ID": the GPU's memory is a NUMA node, as on Grace.
-    return gpu.label is not None and any(m.label == gpu.label for m in topo.snapshot.gpu_memory_nodes)
 
 
 def check_no_rdma_nic(c: _Ctx) -> list[Finding]:
@@ -675,19 +662,36 @@ def check_numa(c: _Ctx) -> list[Finding]:
             )
         )
     out.extend(_check_overlap(c))
-    by_target: dict[int | None, list[int]] = {}
-    for n in topo.nodes:
-        if n.cpu_less:
-            by_target.setdefault(n.nearest_cpu_node, []).append(n.id)
-    for target, ids in sorted(by_target.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+    out.extend(_check_cpu_less(c))
+    return out
+
+
+def _check_cpu_less(c: _Ctx) -> list[Finding]:
+    """CPU_LESS_NUMA_NODE: nodes with memory and no CPUs, grouped by the CPU node to bind to;
+    a GPU's own memory (Grace) is named as such.  A node without memory either (Grace's empty
+    nodes for MIG memory partitions, ``memory_bytes`` 0) holds nothing to bind to: left out."""
+    groups: dict[tuple[int | None, bool], list[Node]] = {}
+    for n in c.topo.nodes:
+        if n.cpu_less and n.memory_bytes != 0:
+            groups.setdefault((n.nearest_cpu_node, n.gpu is not None), []).append(n)
+    out = []
+    for (target, gpu_memory), nodes in sorted(
+        groups.items(), key=lambda kv: (kv[0][0] is None, kv[0][0] or 0, kv[0][1])
+    ):
+        ids = [n.id for n in nodes]
         names = ", ".join(str(i) for i in ids)
         bind = f"bind CPUs to node {target} instead" if target is not None else "no node has CPUs"
+        what = (
+            f"are the own memory of {', '.join(str(n.gpu) for n in nodes)} (a GPU on NVLink-C2C: nvidia-smi's "
+            "GPU NUMA ID) and have no CPUs"
+            if gpu_memory
+            else "have memory but no CPUs (GPU memory on Grace, CXL or HBM)"
+        )
         out.append(
             c.finding(
                 "CPU_LESS_NUMA_NODE",
                 [f"node{i}" for i in ids],
-                f"NUMA node(s) {names} have memory but no CPUs (GPU memory on Grace, CXL or HBM): "
-                f"binding a process's CPUs there fails; {bind}.",
+                f"NUMA node(s) {names} {what}: binding a process's CPUs there fails; {bind}.",
                 [_node_cpus_evidence(c, i) for i in ids[:8]]
                 if not c.offline
                 else [Evidence("nvidia-smi topo -m: GPU NUMA ID", str(i)) for i in ids[:8]],
@@ -906,7 +910,7 @@ def check_dra_pcie_root(c: _Ctx) -> list[Finding]:
     Two ways: the rail NIC sits under another root (the root is too fine: the match finds no
     NIC, or not this one), or the GPU's root also holds compute NICs farther from the GPU than
     its rail (too coarse: the match may hand it one of those).  Judged for GPUs whose rail is
-    within one NUMA node (NODE or better; SYS is GPU_NIC_CROSS_SOCKET/NUMA's) and where the
+    within one NUMA node (NODE or better, or a Grace GPU's P2C; SYS is GPU_NIC_CROSS_SOCKET/NUMA's) and where the
     tree names every root (not pasted tool output).
     """
     if c.offline:
@@ -914,7 +918,8 @@ def check_dra_pcie_root(c: _Ctx) -> list[Finding]:
     compute = [n for n in c.topo.nics if not n.is_vf and c.rails.roles.get(n.id) is NicRole.COMPUTE]
     off: list[tuple[Device, Device, str]] = []
     for rail in c.rails.rails:
-        if rail.nic is None or rail.cls is None or rail.cls > PathClass.NODE:
+        # a Grace GPU's NIC on its own CPU is within one NUMA node too: SYS as nvidia-smi prints it, P2C
+        if rail.nic is None or rail.cls is None or (rail.cls > PathClass.NODE and rail.nccl_path != "P2C"):
             continue
         g, n = c.topo.physical(c.dev(rail.gpu)), c.dev(rail.nic)
         if g.root_bus is None or n.root_bus is None:

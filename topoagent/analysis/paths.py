@@ -33,6 +33,7 @@ from enum import IntEnum
 import msgspec
 
 from topoagent import pci
+from topoagent.analysis.c2c import is_c2c, own_cpu_nic
 from topoagent.digits import is_decimal
 from topoagent.topology import (
     BridgeRole,
@@ -168,6 +169,10 @@ def pcie_class(topo: Topology, a: Device, b: Device) -> tuple[PathClass, bool]:
 
 
 def _between_host_bridges(topo: Topology, a: Device, b: Device) -> tuple[PathClass, bool]:
+    if is_c2c(topo, a) or is_c2c(topo, b):
+        # A GPU on NVLink-C2C has no PCIe path to another root bus: nvidia-smi prints SYS to
+        # every NIC, its own Grace's too (analysis.c2c; NCCL's P2C is gdr_by_default's business).
+        return PathClass.SYS, a.root_bus is not None and b.root_bus is not None
     if len(topo.nodes) <= 1:
         # One NUMA node: different root buses (or an unknown tree) meet inside it.
         return PathClass.NODE, a.root_bus is not None and b.root_bus is not None
@@ -236,6 +241,29 @@ def path(topo: Topology, a: Device, b: Device) -> Path:
         same_socket = _same_socket(a, b)
     links = nvlink_count(topo, a, b) if a.kind is DeviceKind.GPU and b.kind is DeviceKind.GPU else 0
     return Path(a.id, b.id, cls, links, same_socket, known and shown, shown)
+
+
+#: NCCL's default GPUDirect RDMA distance (``netGdrLevel`` in NVIDIA/nccl src/graph/paths.cc
+#: ``ncclTopoCheckGdr``): PXB, and P2C where NCCL_NET_GDR_C2C is on -- its default since NCCL
+#: 2.27 (0 in 2.26).  An NCCL_NET_GDR_LEVEL setting replaces the default outright, so PXB or
+#: below turns GPUDirect off on a C2C GPU's P2C path.
+GDR_DEFAULT_LEVEL = PathClass.PXB
+
+
+def nccl_path_type(topo: Topology, gpu: Device, nic: Device, p: Path) -> str:
+    """The GPU -> NIC path as NCCL names it: ``P2C`` for a C2C GPU and a NIC on its own CPU
+    (analysis.c2c), else the class of ``p`` (``PIX`` ... ``SYS``; ``NV#`` never occurs here)."""
+    if p.cls is PathClass.SYS and own_cpu_nic(topo, gpu, nic):
+        return "P2C"
+    return p.token
+
+
+def gdr_by_default(topo: Topology, gpu: Device, nic: Device, p: Path) -> bool:
+    """Whether NCCL, with its defaults, uses GPUDirect RDMA between ``gpu`` and ``nic``: the
+    distance test of ``ncclTopoCheckGdr`` (NVIDIA/nccl src/graph/paths.cc), path type at most
+    ``netGdrLevel`` -- PXB, or P2C for a C2C GPU's NIC on its own Grace (NCCL >= 2.27).  Only the
+    distance: peer memory, ACS and the IOMMU are findings of their own."""
+    return p.locality_known and (p.cls <= GDR_DEFAULT_LEVEL or nccl_path_type(topo, gpu, nic, p) == "P2C")
 
 
 def path_index(paths: tuple[Path, ...]) -> dict[tuple[str, str], Path]:

@@ -14,7 +14,8 @@ from enum import Enum
 
 import msgspec
 
-from topoagent.analysis.paths import Path, PathClass, path_index
+from topoagent.analysis.c2c import own_cpu_nic
+from topoagent.analysis.paths import Path, PathClass, gdr_by_default, nccl_path_type, path_index
 from topoagent.frozen import FrozenMap
 from topoagent.topology import Device, Topology, id_key
 
@@ -40,6 +41,12 @@ class Rail(msgspec.Struct, frozen=True):
     nics: tuple[str, ...]
     #: Other GPUs whose primary NIC is the same.
     shared_with: tuple[str, ...] = ()
+    #: Whether NCCL uses GPUDirect RDMA to ``nic`` by default (analysis.paths.gdr_by_default):
+    #: PXB or better, or a C2C GPU's NIC on its own Grace (P2C); None without a NIC.
+    gdr: bool | None = None
+    #: The path to ``nic`` as NCCL names it where that differs from ``cls``: ``P2C`` for a C2C
+    #: GPU's NIC on its own Grace (``cls`` is SYS, as nvidia-smi prints it).
+    nccl_path: str | None = None
 
 
 class RailPlan(msgspec.Struct, frozen=True):
@@ -119,10 +126,10 @@ def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
         own = topo.physical(g).id  # a GPU VF's paths are its PF's (analysis.paths.scan_paths)
         cls = min(idx[(own, n.id)].cls for n in compute)
         same = [n for n in compute if idx[(own, n.id)].cls == cls]
-        if cls is PathClass.SYS and g.numa_node is not None:
+        if cls is PathClass.SYS:
             # nvidia-smi prints SYS from a Grace GPU (NVLink-C2C) to every NIC: those of its own
-            # CPU's node come first -- NCCL's P2C path, GPUDirect RDMA on (analysis.findings)
-            same = [n for n in same if n.numa_node == g.numa_node] or same
+            # CPU come first -- NCCL's P2C path, GPUDirect RDMA on (analysis.c2c)
+            same = [n for n in same if own_cpu_nic(topo, g, n)] or same
         top = max(bw[n.id] for n in same)
         best[g.id] = [n.id for n in same if bw[n.id] == top]
         best_cls[g.id] = cls
@@ -147,5 +154,11 @@ def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
         extra = [n for n in best[g.id] if n != nic and n not in primaries]
         nics = ((nic,) if nic else ()) + tuple(extra)
         shared = tuple(o.id for o in topo.gpus if o.id != g.id and nic and primary[o.id] == nic)
-        rails.append(Rail(g.id, nic, best_cls[g.id], nics, shared))
+        dev = topo.by_id(nic) if nic else None
+        phys = topo.physical(g)
+        p = idx[(phys.id, dev.id)] if dev is not None else None
+        gdr = gdr_by_default(topo, phys, dev, p) if dev is not None and p is not None else None
+        name = nccl_path_type(topo, phys, dev, p) if dev is not None and p is not None else None
+        nccl = name if p is not None and name != p.token else None
+        rails.append(Rail(g.id, nic, best_cls[g.id], nics, shared, gdr, nccl))
     return RailPlan(roles, tuple(rails))

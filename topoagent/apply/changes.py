@@ -214,7 +214,7 @@ class PeermemNeed(msgspec.Struct, frozen=True):
 
 def peermem_need(topo: Topology, rails: RailPlan, *, dmabuf: bool | None) -> PeermemNeed:
     """GPUDirect RDMA needs a peer-memory module when NVIDIA GPUs sit next to RDMA NICs
-    (a rail at PXB or better: NCCL would use GDR there), none is loaded, and DMA-BUF (kernel
+    (a rail NCCL uses GDR on by default: PXB or better, or a Grace GPU's P2C path), none is loaded, and DMA-BUF (kernel
     >= 5.12 with the open GPU kernel module) is not available (REFERENCE §5)."""
     snap = topo.snapshot
     if not any(g.vendor_id == 0x10DE for g in topo.gpus):
@@ -222,21 +222,19 @@ def peermem_need(topo: Topology, rails: RailPlan, *, dmabuf: bool | None) -> Pee
     near = [
         r
         for r in rails.rails
-        if r.nic is not None
-        and r.cls is not None
-        and r.cls <= PathClass.PXB
-        and (n := topo.by_id(r.nic)) is not None
-        and n.rdma_capable
+        if r.nic is not None and r.gdr and (n := topo.by_id(r.nic)) is not None and n.rdma_capable
     ]
     if not near:
-        return PeermemNeed(False, "no GPU shares a PCIe switch with an RDMA NIC: GPUDirect RDMA is not used")
+        return PeermemNeed(
+            False, "no GPU shares a PCIe switch (or, on Grace, its CPU) with an RDMA NIC: GPUDirect RDMA is not used"
+        )
     if {"nvidia_peermem", "nv_peer_mem"} & set(snap.modules) or snap.memory_peers:
         return PeermemNeed(False, "a peer-memory module is already loaded")
     if dmabuf:
         return PeermemNeed(False, "DMA-BUF is available (kernel >= 5.12, open GPU kernel module): NCCL uses it")
     return PeermemNeed(
         True,
-        f"{len(near)} GPU(s) have an RDMA NIC under their PCIe switch, no peer-memory module is "
+        f"{len(near)} GPU(s) have an RDMA NIC under their PCIe switch (or Grace), no peer-memory module is "
         "loaded and DMA-BUF is not available",
     )
 

@@ -22,7 +22,6 @@ from typing import Any
 import msgspec
 
 from topoagent.analysis.fingerprint import class_hash
-from topoagent.analysis.paths import PathClass
 from topoagent.apply.files import write_atomically
 from topoagent.errors import InputError, TopoagentError
 from topoagent.result import ScanResult
@@ -150,8 +149,9 @@ def _gdr_ready(result: ScanResult) -> bool:
         return False
     for g in gpus:
         rail = result.rails.rail(g.id)
-        # NCCL's default NCCL_NET_GDR_LEVEL is PXB: the GPU and its NIC must share a switch.
-        if rail is None or rail.nic is None or rail.cls is None or rail.cls > PathClass.PXB:
+        # NCCL's default GDR distance: PXB (GPU and NIC share a switch), or P2C for a Grace
+        # GPU's NIC on its own CPU (analysis.paths.gdr_by_default).
+        if rail is None or rail.nic is None or not rail.gdr:
             return False
     return not any(f.code in _GDR_BLOCKERS for f in result.findings)
 

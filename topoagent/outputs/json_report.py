@@ -105,6 +105,13 @@ class NumaNodeEntry(msgspec.Struct, frozen=True):
     distances: list[int | None]
     cpu_less: bool | None
     nearest_cpu_node: int | None
+    gpu: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="The GPU whose own memory this node is (Grace: GH200/GB200, nvidia-smi's GPU NUMA "
+            "ID); its CPUs are nearest_cpu_node's. null: not a GPU's memory, or not known to be."
+        ),
+    ] = None
 
 
 class HostBridgeEntry(msgspec.Struct, frozen=True):
@@ -218,6 +225,20 @@ class RailEntry(msgspec.Struct, frozen=True):
     kind: str | None
     nics: list[str]
     shared_with: list[str]
+    nccl_path: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="The path to nic as NCCL names it where that differs from kind: P2C for a Grace "
+            "GPU's NIC on its own CPU (kind SYS, as nvidia-smi prints it); null otherwise."
+        ),
+    ] = None
+    gdr: Annotated[
+        bool | None,
+        msgspec.Meta(
+            description="Whether NCCL uses GPUDirect RDMA to nic by default (PXB or better, or P2C with "
+            "NCCL >= 2.27, NVIDIA/nccl ncclTopoCheckGdr); null without a nic."
+        ),
+    ] = None
 
 
 class GpuRecommendation(msgspec.Struct, frozen=True):
@@ -353,6 +374,7 @@ def numa_entries(topo: Topology) -> list[NumaNodeEntry]:
             distances=list(n.distances),
             cpu_less=n.cpu_less if n.cpus_known else None,
             nearest_cpu_node=n.nearest_cpu_node,
+            gpu=n.gpu,
         )
         for n in topo.nodes
     ]
@@ -396,7 +418,15 @@ def report(result: ScanResult) -> ScanReport:
             for p in result.paths
         ],
         rails=[
-            RailEntry(r.gpu, r.nic, r.cls.name if r.cls is not None else None, list(r.nics), list(r.shared_with))
+            RailEntry(
+                r.gpu,
+                r.nic,
+                r.cls.name if r.cls is not None else None,
+                list(r.nics),
+                list(r.shared_with),
+                r.nccl_path,
+                r.gdr,
+            )
             for r in result.rails.rails
         ],
         findings=[finding_entry(f) for f in result.findings],

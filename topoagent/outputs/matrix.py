@@ -109,7 +109,11 @@ def matrix_rows(result: ScanResult) -> tuple[tuple[str, TopoDevice], ...]:
     thousands of columns wide is no use to a person (:func:`render` says so)."""
     topo = result.topology
     snap = topo.snapshot
-    nvml_numa = {g.bdf: g.numa_node for g in snap.nvml_gpus}
+    # A GPU's memory node: NVML's, else the driver's numa_status (sysfs source), by BDF.
+    nvml_numa: dict[str, int | None] = {
+        m.bdf: m.node for m in snap.gpu_memory_nodes if m.bdf is not None and snap.from_host_tree
+    }
+    nvml_numa.update({g.bdf: g.numa_node for g in snap.nvml_gpus if g.numa_node is not None})
     cpus = {p.gpu: p.cpus for p in result.plan.gpus}
     # Offline (a pasted matrix): a GPU's CPU Affinity and GPU NUMA ID are printed as given.
     given_memory = {} if snap.from_host_tree else {m.label: m.node for m in snap.gpu_memory_nodes}

@@ -21,6 +21,8 @@ def plan_of(result: ScanResult, plan: Plan | None = None) -> Plan:
 def nic_words(r: Any) -> str:
     """A rail NIC the way a person reads it: ``nic2 mlx5_0 ibp24s0 PIX``, remote ones marked."""
     words = [r.nic, *map(shown, (*r.rdma, *r.netdevs)), r.kind or "?"]
+    if getattr(r, "nccl_path", None):
+        words.append(f"(NCCL {r.nccl_path}, GPUDirect RDMA {'on' if r.gdr else 'off'})")  # Grace: SYS here is P2C
     if r.remote:
         where = ", ".join(
             x

@@ -54,6 +54,20 @@ class RailNic(msgspec.Struct, frozen=True):
     remote: bool
     numa_node: int | None
     socket: int | None
+    nccl_path: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="The path as NCCL names it where that differs from kind: P2C for a Grace GPU's "
+            "NIC on its own CPU (kind SYS, as nvidia-smi prints it); null otherwise."
+        ),
+    ] = None
+    gdr: Annotated[
+        bool | None,
+        msgspec.Meta(
+            description="Whether NCCL uses GPUDirect RDMA to this NIC by default (path PXB or better, or "
+            "P2C with NCCL >= 2.27); null: the path is unknown."
+        ),
+    ] = None
 
 
 class Rank(msgspec.Struct, frozen=True):
@@ -152,6 +166,8 @@ def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
                         remote=r.remote,
                         numa_node=r.numa_node,
                         socket=r.socket,
+                        nccl_path=r.nccl_path,
+                        gdr=r.gdr,
                     )
                     for r in g.rails
                 ],
