@@ -49,7 +49,7 @@ import msgspec
 from topoagent.errors import InputError
 from topoagent.outputs.escape import xml_attr
 from topoagent.result import ScanResult
-from topoagent.snapshot import RdmaDevice
+from topoagent.snapshot import RdmaDevice, active_port
 from topoagent.topology import Device, DeviceKind, Topology
 
 #: Attribute order of a <cpu> and a <pci>, as NCCL's own topology dumps write them.
@@ -105,7 +105,7 @@ def _nets(nic: Device, rates: Mapping[str, RdmaDevice], speed_of_netdev: Mapping
         port = None
         if r is not None and r.ports:
             speed = max((p.rate_gbps or 0) for p in r.ports) * 1000 or None
-            port = r.ports[0].port
+            port = active_port(r.ports)
         elif speed_of_netdev.get(name):
             speed = speed_of_netdev[name]
         if speed:

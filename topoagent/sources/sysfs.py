@@ -27,6 +27,7 @@ from topoagent.parsers.configspace import (
 )
 from topoagent.pci import PORT_CODES
 from topoagent.snapshot import (
+    PEER_MEMORY_MODULES,
     AerCounts,
     ConfigSpace,
     Cpu,
@@ -86,8 +87,7 @@ def numbered(name: str, prefix: str) -> int | None:
 #: checks for (NVIDIA/nccl src/transport/net_ib.cc, ncclIbGdrSupport) and their drivers.
 MODULES_OF_INTEREST = (
     "nvidia",
-    "nvidia_peermem",
-    "nv_peer_mem",
+    *PEER_MEMORY_MODULES,
     "nvidia_uvm",
     "ib_core",
     "mlx5_core",
