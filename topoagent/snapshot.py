@@ -267,6 +267,17 @@ class RdmaDevice(msgspec.Struct, frozen=True):
     ports: tuple[RdmaPort, ...] = ()
 
 
+class CpuIdentity(msgspec.Struct, frozen=True):
+    """The first CPU's identity as NCCL's topology XML names it (``<cpu arch vendor familyid
+    modelid>``, NCCL src/graph/xml.cc ``ncclTopoGetXmlFromCpu``), from ``/proc/cpuinfo``;
+    None where cpuinfo does not state it."""
+
+    arch: str | None = None
+    vendor: str | None = None
+    familyid: str | None = None
+    modelid: str | None = None
+
+
 class NumaNode(msgspec.Struct, frozen=True):
     """A NUMA node: its CPUs (may be empty; None where the source does not say), memory and
     distance row."""
@@ -383,6 +394,8 @@ class Snapshot(msgspec.Struct, frozen=True):
     dmi_vendor: str | None = None
     dmi_product: str | None = None
     cpu_model: str | None = None
+    #: The first CPU's identity (``/proc/cpuinfo``); None where not read.
+    cpu_identity: CpuIdentity | None = None
 
     @property
     def from_host_tree(self) -> bool:

@@ -707,6 +707,7 @@ class SysfsReader:
             dmi_vendor=self.dmi[0],
             dmi_product=self.dmi[1],
             cpu_model=sv.parse_cpuinfo_model(self.cpuinfo) if self.cpuinfo else None,
+            cpu_identity=sv.parse_cpu_identity(self.cpuinfo) if self.cpuinfo else None,
         )
         status = "partial" if self.fs.errors else "ok"
         detail = f"{len(self.fs.errors)} probe(s) failed" if self.fs.errors else None
