@@ -445,3 +445,48 @@ def test_baseline_o_refuses_a_device(tiny_root):
     out = topoagent("baseline", "--root", str(tiny_root), "-o", "/dev/null")
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "refused" in out.stderr
     assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+
+
+def _backup(tmp_path) -> tuple[str, str]:
+    from topoagent.apply.libvirt_backup import save_backup
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    path, written = save_backup(str(state), "vm1", "<domain><name>vm1</name></domain>")
+    assert written
+    return str(state), path
+
+
+def test_libvirt_backup_writable_by_others_is_refused_as_the_journal_is(tmp_path):
+    """Undo defines what the backup holds: a backup (or its directories) that group or others
+    may write is refused by the journal's own check (apply.files.untrusted)."""
+    from topoagent.apply.libvirt_backup import BackupError, load_backup
+
+    state, path = _backup(tmp_path)
+    assert load_backup(state, "vm1")[1] == "<domain><name>vm1</name></domain>"
+    for target, mode, back in ((path, 0o620, 0o600), (os.path.dirname(path), 0o770, 0o700), (state, 0o707, 0o700)):
+        os.chmod(target, mode)
+        with pytest.raises(BackupError, match=r"is writable by other users \(mode 0[67][0-7][0-7]\): not trusted"):
+            load_backup(state, "vm1")
+        os.chmod(target, back)
+    assert load_backup(state, "vm1")[0] == path
+
+
+def test_libvirt_backup_that_is_a_link_is_refused(tmp_path):
+    from topoagent.apply.libvirt_backup import BackupError, load_backup
+
+    state, path = _backup(tmp_path)
+    os.rename(path, path + ".real")
+    os.symlink(path + ".real", path)
+    with pytest.raises(BackupError, match="symbolic link"):
+        load_backup(state, "vm1")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_libvirt_backup_of_another_user_is_refused(tmp_path):
+    from topoagent.apply.libvirt_backup import BackupError, load_backup
+
+    state, path = _backup(tmp_path)
+    os.chown(path, 4242, 4242)
+    with pytest.raises(BackupError, match="owned by uid 4242"):
+        load_backup(state, "vm1")
