@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import html
 import re
 import shutil
 import struct
@@ -400,17 +399,18 @@ def test_dot_dgx_reads_in_bus_order(scans) -> None:
 
 
 def test_dot_legend_and_findings(scans) -> None:
+    from topoagent.outputs.escape import xml_text
     from topoagent.outputs.layout import LEGEND
 
     result = scans("wrong-socket-nic")
     text = renderer("draw", "dot")(result)
     legend = next(line for line in text.splitlines() if line.strip().startswith('"legend" ['))
     for _, words in LEGEND:
-        assert html.escape(words) in legend
+        assert xml_text(words) in legend
     found = next(line for line in text.splitlines() if line.strip().startswith('"findings" ['))
     assert f"Findings ({len(result.findings)})" in found
     for f in result.findings:
-        assert f.code in found and html.escape(f.message.split(":")[0]) in found
+        assert f.code in found and xml_text(f.message.split(":")[0]) in found
     assert "No findings." in renderer("draw", "dot")(scans("dgx-h100"))
 
 
@@ -449,3 +449,22 @@ def test_cli_png_without_graphviz(fixture_root, monkeypatch) -> None:
     )
     assert res.exit_code == 2
     assert "needs Graphviz" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot not installed (apt-get install graphviz)")
+def test_dot_html_labels_hold_control_characters_as_data(scans) -> None:
+    """A finding's text in the DOT's HTML-like labels goes through the one XML escaper
+    (outputs/escape.py): Graphviz parses those labels as XML, which has no C0/C1 controls."""
+    import msgspec
+
+    from topoagent.analysis.findings import Finding, Severity
+
+    hostile = "mlx5_0\x01\x08\x1b[31m<b>&amp;\x7f\x85\ufffe\t\r"
+    f = Finding("NO_PEER_MEMORY", Severity.WARNING, (hostile,), f"name {hostile} here", (), f"fix {hostile}")
+    result = msgspec.structs.replace(scans("workstation"), findings=(f,))
+    text = renderer("draw", "dot")(result)
+    assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe]", text)
+    proc = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0 and "Error" not in proc.stderr, proc.stderr
+    svg = "".join(ET.fromstring(proc.stdout).itertext())
+    assert "mlx5_0" in svg and "<b>&amp;" in svg  # the markup stays text

@@ -83,16 +83,6 @@ def hostile_tree(base: Path, where: Path, host: str, dmi: str, netdev: str, rdma
     return root
 
 
-def cpu_option(fmt: str, root: Path) -> dict[str, object]:
-    """The CPU identity the plan command reads for the NCCL file (every <cpu> carries it)."""
-    if fmt != "nccl-topo":
-        return {}
-    from topoagent.hostfs import HostFS
-    from topoagent.sources.kernel import cpu_identity
-
-    return {"cpu": cpu_identity(HostFS(str(root)))}
-
-
 def check_text(fmt: str, out: str, benign: str) -> None:
     assert not RAW_CONTROL.search(out), (fmt, out)
     assert out.count("\n") == benign.count("\n"), fmt  # no line added by a name
@@ -109,7 +99,7 @@ def test_hostile_host_names_in_every_scan_plan_and_draw_format(base, tmp_path, h
         for fmt in formats(command):
             if fmt == "env":  # one rank's: tested through the CLI below
                 continue
-            out = renderer(command, fmt)(result, **cpu_option(fmt, root))
+            out = renderer(command, fmt)(result)
             if fmt in ("json", "rails", "dra"):  # JSON documents: names are JSON strings
                 json.loads(out)
             elif fmt in ("svg", "nccl-topo"):
@@ -134,7 +124,7 @@ def test_hostname_newline_adds_no_slurm_line(base, tmp_path):
 
 def test_rdma_name_with_quote_makes_well_formed_nccl_topo(base, tmp_path):
     root = hostile_tree(base, tmp_path, "h", "d", "ibp24s0", 'mlx5_0" evil="1<&')
-    doc = ET.fromstring(renderer("plan", "nccl-topo")(scan(str(root), nvml="off"), **cpu_option("nccl-topo", root)))
+    doc = ET.fromstring(renderer("plan", "nccl-topo")(scan(str(root), nvml="off")))
     assert 'mlx5_0" evil="1<&' in [e.get("name") for e in doc.iter("net")]
     assert all(e.get("evil") is None for e in doc.iter())
 

@@ -341,3 +341,26 @@ def test_every_local_rank_of_a_node_gets_the_same_nccl_ib_hca(fixture_root, mach
         assert len(compute) == 8 and envs[0]["UCX_NET_DEVICES"] != envs[2]["UCX_NET_DEVICES"]
     if machine == "dgx-h100":
         assert others == {"mlx5_1", "mlx5_2", "mlx5_7", "mlx5_8"}  # the storage ports
+
+
+def test_every_output_names_the_active_port_of_a_dual_port_hca(tmp_path):
+    """mlx5_0's port 1 is down and its port 2 up: the scan's summary env, the plan's rail and
+    env, and the NCCL topology file all name port 2 (one helper for the UCX device name)."""
+    import xml.etree.ElementTree as ET
+
+    from tests.fakesysfs import generate
+    from topoagent.outputs.plan_nccl_topo import render
+
+    root = generate(tiny(gpus=1), tmp_path / "tiny")
+    ports = root / "sys/class/infiniband/mlx5_0/ports"
+    (ports / "1/state").write_text("1: DOWN\n")
+    (ports / "2").mkdir()
+    for name, value in (("state", "4: ACTIVE"), ("phys_state", "5: LinkUp"), ("rate", "400 Gb/sec (4X NDR)")):
+        (ports / "2" / name).write_text(value + "\n")
+    (ports / "2/link_layer").write_text((ports / "1/link_layer").read_text())
+    result = scan(root=str(root), nvml=False)
+    assert [g.env["UCX_NET_DEVICES"] for g in result.plan.gpus] == ["mlx5_0:2"]
+    planned = result.plan_with().gpus[0]
+    assert planned.rails[0].port == 2 and planned.env["UCX_NET_DEVICES"] == "mlx5_0:2"
+    net = next(e for e in ET.fromstring(render(result)).iter("net") if e.get("name") == "mlx5_0")
+    assert net.get("port") == "2"

@@ -212,3 +212,53 @@ def test_pastes_without_pci_ids_are_refused(tmp_path):
     sample = Path(__file__).parent / "offline_samples" / "plx4_v100_tv.txt"
     out = topoagent("plan", "--lspci-tree", str(sample), "--format", "nccl-topo")
     assert out.returncode == 2 and "on every <pci>" in out.stderr and "lspci -vvvnn" in out.stderr
+
+
+def test_a_capture_replayed_elsewhere_names_the_captured_cpu(tmp_path):
+    """The CPU identity is a fact of the snapshot (read by the sysfs source, kept by capture):
+    the file made from a capture names the captured CPU, whatever CPU replays it."""
+    from click.testing import CliRunner
+
+    from tests.fakesysfs import generate
+    from tests.plan_helpers import tiny
+    from topoagent.cli import cli
+    from topoagent.outputs.plan_nccl_topo import render
+    from topoagent.snapshot import CpuIdentity
+
+    root = generate(tiny(gpus=1), tmp_path / "tiny")
+    (root / "proc/cpuinfo").write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+        "model name\t: AMD EPYC 9654 96-Core Processor\nflags\t\t: fpu\n\n"
+    )
+    archive = tmp_path / "c.tar.gz"
+    out = CliRunner().invoke(cli, ["capture", "-o", str(archive), "--root", str(root)])
+    assert out.exit_code == 0, out.output
+    result = scan(str(archive), nvml="off")
+    want = CpuIdentity(arch="x86_64", vendor="AuthenticAMD", familyid="25", modelid="17")
+    assert result.snapshot.cpu_identity == want
+    for text in (render(result), run_cli("plan", "--root", str(archive), "--format", "nccl-topo").stdout):
+        cpu = ET.fromstring(text).find("cpu")
+        assert (cpu.get("arch"), cpu.get("vendor"), cpu.get("familyid"), cpu.get("modelid")) == (
+            "x86_64",
+            "AuthenticAMD",
+            "25",
+            "17",
+        )
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n", ("x86_64", "GenuineIntel", "6", "143")),
+        ("CPU implementer\t: 0x41\nCPU part\t: 0xd4f\n", ("arm64", None, None, None)),
+        ("cpu\t\t: POWER9 (raw), altivec supported\n", ("ppc64", None, None, None)),
+        ("vendor_id\t: GenuineIntel\ncpu family\t: six\nmodel\t\t: \n", ("x86_64", "GenuineIntel", None, None)),
+        ("processor\t: 0\n\nvendor_id\t: GenuineIntel\n", (None, None, None, None)),  # first CPU only
+        ("", (None, None, None, None)),
+    ],
+)
+def test_parse_cpu_identity(text, want):
+    from topoagent.parsers.sysfs_values import parse_cpu_identity
+
+    c = parse_cpu_identity(text)
+    assert (c.arch, c.vendor, c.familyid, c.modelid) == want

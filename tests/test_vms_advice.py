@@ -197,3 +197,44 @@ def test_host_from_a_fixture_scan(fixture_root):
     assert (gpu.kind, gpu.numa_node, gpu.rail_nics) == ("gpu", 1, ("0000:9a:00.0",))
     assert str(host.node_cpus[1]) == "56-111,168-223"
     assert CpuSet((56, 168)) in host.cores  # whole cores, from thread_siblings_list
+
+
+@pytest.mark.parametrize(
+    ("memory", "cells", "want"),
+    [
+        (16 << 30, 2, (8 << 20, 8 << 20)),
+        ((16 << 30) + 1024, 2, (8 << 20, (8 << 20) + 1)),  # the odd KiB goes to the last cell
+        (10 << 20, 3, (3413, 3413, 3414)),
+        (1 << 20, 1, (1024,)),
+        (None, 2, ()),
+        (0, 2, ()),
+    ],
+)
+def test_cell_memory_sums_to_the_domain_memory(memory, cells, want):
+    kib = vms_libvirt.cell_memory_kib(memory, cells)
+    assert kib == want and (not kib or sum(kib) == memory // 1024)
+
+
+def test_split_cells_add_up_to_the_domains_memory_and_validate(tmp_path):
+    """QEMU refuses NUMA nodes whose memory does not add up to the guest's RAM: the cells the
+    advice writes sum exactly to <memory> (16 GiB + 1 KiB over two nodes), and the domain with
+    them is valid libvirt XML (virt-xml-validate where installed)."""
+    import re
+    import shutil
+
+    xml = domain("0000:1b:00.0", "0000:9d:00.0", vcpus=6).replace(
+        "<memory unit='GiB'>16</memory>", "<memory unit='KiB'>16777217</memory>"
+    )
+    vm = advise(xml)
+    cells = [int(m) for m in re.findall(r"<cell id='\d+' cpus='[^']*' memory='(\d+)' unit='KiB'/>", vm.snippet)]
+    assert len(cells) == 2 and sum(cells) == 16777217, vm.snippet
+    if shutil.which("virt-xml-validate") and shutil.which("xmllint"):
+        from topoagent.sources.tools import run_tool
+
+        path = tmp_path / "split.xml"
+        path.write_text(
+            "<domain type='kvm'><name>vm</name><memory unit='KiB'>16777217</memory>"
+            f"<vcpu placement='static'>6</vcpu><os><type>hvm</type></os>{vm.snippet}</domain>"
+        )
+        out = run_tool(["virt-xml-validate", str(path), "domain"])
+        assert out.ok, out.stdout + (out.error or "")

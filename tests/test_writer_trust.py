@@ -375,29 +375,36 @@ def test_symlinked_lock_refused(tmp_path):
 
 
 def test_pid_threads_started_meanwhile_are_bound_and_unbound_named(monkeypatch, capsys):
+    """The first bind and the rounds after it are one loop (commands.apply.bind_threads): the
+    threads listed first, then those started meanwhile, each tried once; a dry run lists once."""
     from topoagent.commands import apply as cmd
     from topoagent.cpuset import CpuSet
     from topoagent.sources import process
     from topoagent.sources.process import ThreadAffinity
 
     target, other = CpuSet({0, 1}), CpuSet({0})
-    listings = iter([[1, 2, 3, 4, 5]])  # 4 and 5 started after the first listing (1, 2, 3)
     bound: list[int] = []
+    calls: list[tuple[tuple[int, ...], bool]] = []
 
-    def threads(pid):
-        tids = next(listings, [1, 2, 3, 4, 5])
+    def listing(pid, tids):
         return tuple(ThreadAffinity(pid, t, target if t in bound or t == 1 else other, 100 + t) for t in tids)
 
     def run_changes(changes, root, state_dir, yes, *, needs):
-        bound.extend(c.target["tid"] for c in changes if c.target["tid"] != 5)  # the kernel refuses tid 5
+        calls.append((tuple(c.target["tid"] for c in changes), yes))
+        if yes:
+            bound.extend(c.target["tid"] for c in changes if c.target["tid"] not in (3, 5))  # the kernel refuses 3, 5
         return 0
 
-    monkeypatch.setattr(process, "threads", threads)
+    # 4 and 5 started after the first listing (1, 2, 3); 1 is on the target already
+    monkeypatch.setattr(process, "threads", lambda pid: listing(pid, [1, 2, 3, 4, 5]))
     monkeypatch.setattr(cmd, "run_changes", run_changes)
-    status = cmd.converge(42, target, {1, 2, 3}, "/", "/nonexistent")
-    assert bound == [4]  # 2 and 3 were already tried; 5 is refused
-    assert status == 1
-    assert "not bound: 3 thread(s) of pid 42 are not on CPUs 0-1: 2 3 5" in capsys.readouterr().out
+    assert cmd.bind_threads(42, target, listing(42, [1, 2, 3]), "/", "/nonexistent", False) == 0
+    assert calls == [((2, 3), False)] and bound == []  # shown once, nothing listed again
+    calls.clear()
+    status = cmd.bind_threads(42, target, listing(42, [1, 2, 3]), "/", "/nonexistent", True)
+    assert calls == [((2, 3), True), ((4, 5), True)]  # 3 was tried already: not again
+    assert bound == [2, 4] and status == 1
+    assert "not bound: 2 thread(s) of pid 42 are not on CPUs 0-1: 3 5" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(shutil.which("virsh") is None, reason="virsh is not installed")
@@ -445,3 +452,48 @@ def test_baseline_o_refuses_a_device(tiny_root):
     out = topoagent("baseline", "--root", str(tiny_root), "-o", "/dev/null")
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "refused" in out.stderr
     assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+
+
+def _backup(tmp_path) -> tuple[str, str]:
+    from topoagent.apply.libvirt_backup import save_backup
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    path, written = save_backup(str(state), "vm1", "<domain><name>vm1</name></domain>")
+    assert written
+    return str(state), path
+
+
+def test_libvirt_backup_writable_by_others_is_refused_as_the_journal_is(tmp_path):
+    """Undo defines what the backup holds: a backup (or its directories) that group or others
+    may write is refused by the journal's own check (apply.files.untrusted)."""
+    from topoagent.apply.libvirt_backup import BackupError, load_backup
+
+    state, path = _backup(tmp_path)
+    assert load_backup(state, "vm1")[1] == "<domain><name>vm1</name></domain>"
+    for target, mode, back in ((path, 0o620, 0o600), (os.path.dirname(path), 0o770, 0o700), (state, 0o707, 0o700)):
+        os.chmod(target, mode)
+        with pytest.raises(BackupError, match=r"is writable by other users \(mode 0[67][0-7][0-7]\): not trusted"):
+            load_backup(state, "vm1")
+        os.chmod(target, back)
+    assert load_backup(state, "vm1")[0] == path
+
+
+def test_libvirt_backup_that_is_a_link_is_refused(tmp_path):
+    from topoagent.apply.libvirt_backup import BackupError, load_backup
+
+    state, path = _backup(tmp_path)
+    os.rename(path, path + ".real")
+    os.symlink(path + ".real", path)
+    with pytest.raises(BackupError, match="symbolic link"):
+        load_backup(state, "vm1")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_libvirt_backup_of_another_user_is_refused(tmp_path):
+    from topoagent.apply.libvirt_backup import BackupError, load_backup
+
+    state, path = _backup(tmp_path)
+    os.chown(path, 4242, 4242)
+    with pytest.raises(BackupError, match="owned by uid 4242"):
+        load_backup(state, "vm1")

@@ -10,6 +10,7 @@ of ``Unknown`` or a width of 0/255 into ``None`` ("unknown"), never into a guess
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
@@ -245,12 +246,36 @@ class RdmaPort(msgspec.Struct, frozen=True):
     link_layer: str | None = None
 
 
+#: The kernel modules that give GPUDirect RDMA its peer memory: NVIDIA's ``nvidia_peermem`` and
+#: the older Mellanox ``nv_peer_mem`` (NVIDIA/nccl src/transport/net_ib.cc, ncclIbGdrSupport).
+PEER_MEMORY_MODULES = ("nvidia_peermem", "nv_peer_mem")
+
+
+def active_port(ports: Iterable[RdmaPort]) -> int | None:
+    """The port a consumer (UCX, NCCL) should use: the first ACTIVE one, else the first
+    listed; None without ports.  A dual-port HCA may have port 1 down and port 2 up."""
+    ports = tuple(ports)
+    active = [p.port for p in ports if (p.state or "").upper() == "ACTIVE"]
+    return active[0] if active else (ports[0].port if ports else None)
+
+
 class RdmaDevice(msgspec.Struct, frozen=True):
     """An RDMA device (``mlx5_0``, ``rdmap16s27``) and the PCI function behind it."""
 
     name: str
     bdf: str | None
     ports: tuple[RdmaPort, ...] = ()
+
+
+class CpuIdentity(msgspec.Struct, frozen=True):
+    """The first CPU's identity as NCCL's topology XML names it (``<cpu arch vendor familyid
+    modelid>``, NCCL src/graph/xml.cc ``ncclTopoGetXmlFromCpu``), from ``/proc/cpuinfo``;
+    None where cpuinfo does not state it."""
+
+    arch: str | None = None
+    vendor: str | None = None
+    familyid: str | None = None
+    modelid: str | None = None
 
 
 class NumaNode(msgspec.Struct, frozen=True):
@@ -369,11 +394,22 @@ class Snapshot(msgspec.Struct, frozen=True):
     dmi_vendor: str | None = None
     dmi_product: str | None = None
     cpu_model: str | None = None
+    #: The first CPU's identity (``/proc/cpuinfo``); None where not read.
+    cpu_identity: CpuIdentity | None = None
 
     @property
     def from_host_tree(self) -> bool:
         """Read from a host tree (sysfs), so absent modules and cmdline mean absent."""
         return self.root is not None
+
+    @property
+    def peer_memory(self) -> bool | None:
+        """GPUDirect RDMA's peer memory: a peer-memory module loaded (:data:`PEER_MEMORY_MODULES`)
+        or a client registered in ``/sys/kernel/mm/memory_peers``; None where the snapshot is not
+        from a host tree (pasted tool output does not say which modules are loaded)."""
+        if not self.from_host_tree:
+            return None
+        return bool(self.memory_peers) or any(m in PEER_MEMORY_MODULES for m in self.modules)
 
 
 # -- (de)serialisation ----------------------------------------------------------------------

@@ -153,7 +153,7 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
         env = base_env(index)
         env.update(node_hca_env(topo, rails))
         ucx = [
-            f"{name}:1"
+            ucx_device(name, nic_port(topo, d))
             for n in nics
             if (d := topo.by_id(n)) is not None and d.driver != "efa"
             for name in d.rdma_devices
@@ -212,12 +212,24 @@ PLAN_CODES = {
 }
 
 
+def nic_port(topo: Topology, nic: Device) -> int | None:
+    """The port a rank uses on a NIC's RDMA devices (:func:`topoagent.snapshot.active_port`),
+    1 where their ports were not read; None for a NIC without RDMA."""
+    from topoagent.snapshot import active_port
+
+    port = active_port(p for r in topo.snapshot.rdma if r.name in nic.rdma_devices for p in r.ports)
+    return port if port is not None else (1 if nic.rdma_devices else None)
+
+
+def ucx_device(rdma: str, port: int | None) -> str:
+    """One UCX_NET_DEVICES entry: ``DEVICE:PORT`` (``mlx5_0:1``, as in the UCX FAQ), port 1
+    when unknown."""
+    return f"{rdma}:{port or 1}"
+
+
 def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None) -> RailNic:
     from topoagent.analysis.paths import gdr_by_default, nccl_path_type
 
-    ports = [p for r in topo.snapshot.rdma if r.name in nic.rdma_devices for p in r.ports]
-    active = [p.port for p in ports if (p.state or "").upper() == "ACTIVE"]
-    port = active[0] if active else (ports[0].port if ports else (1 if nic.rdma_devices else None))
     token = path.token if path is not None and path.shown else None
     nccl = nccl_path_type(topo, gpu, nic, path) if token is not None and path is not None else None
     return RailNic(
@@ -225,7 +237,7 @@ def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None) -> Ra
         nic.key,
         nic.bdf,
         nic.rdma_devices,
-        port,
+        nic_port(topo, nic),
         nic.netdevs,
         token,
         nic.numa_node,
@@ -264,7 +276,7 @@ def rail_env(rails: tuple[RailNic, ...]) -> dict[str, str]:
     Per rank, unlike NCCL_IB_HCA (see :func:`node_hca_env`): UCX uses the devices a rank
     lists.  ``NCCL_SOCKET_IFNAME`` is left unset (:data:`SOCKET_IFNAME_NOTE`).
     """
-    ucx = [f"{name}:{r.port or 1}" for r in rails if r.driver != "efa" for name in r.rdma]
+    ucx = [ucx_device(name, r.port) for r in rails if r.driver != "efa" for name in r.rdma]
     return {"UCX_NET_DEVICES": ",".join(ucx)} if ucx else {}
 
 

@@ -353,12 +353,9 @@ def check_no_rdma_nic(c: _Ctx) -> list[Finding]:
 
 def check_peer_memory(c: _Ctx) -> list[Finding]:
     """NO_PEER_MEMORY: NVIDIA GPUs and RDMA NICs without a peer-memory module."""
-    snap = c.topo.snapshot
     nvidia = [g for g in c.topo.gpus if g.vendor_id == 0x10DE]
-    if not nvidia or not c.rdma_nics or c.offline:
-        return []  # (pasted tool output does not say which modules are loaded)
-    if {"nvidia_peermem", "nv_peer_mem"} & set(snap.modules) or snap.memory_peers:
-        return []
+    if not nvidia or not c.rdma_nics or c.topo.snapshot.peer_memory is not False:
+        return []  # (None: pasted tool output does not say which modules are loaded)
     return [
         c.finding(
             "NO_PEER_MEMORY",

@@ -215,10 +215,7 @@ def class_hash(hw_class: str) -> str:
 
 def peer_memory(topo: Topology) -> bool | None:
     """Whether GPUDirect RDMA's peer memory is there (None from pasted output: unknown)."""
-    snap = topo.snapshot
-    if not snap.from_host_tree:
-        return None
-    return bool(snap.memory_peers) or any(m in ("nvidia_peermem", "nv_peer_mem") for m in snap.modules)
+    return topo.snapshot.peer_memory
 
 
 def baseline(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> Baseline:

@@ -216,7 +216,6 @@ def peermem_need(topo: Topology, rails: RailPlan, *, dmabuf: bool | None) -> Pee
     """GPUDirect RDMA needs a peer-memory module when NVIDIA GPUs sit next to RDMA NICs
     (a rail NCCL uses GDR on by default: PXB or better, or a Grace GPU's P2C path), none is loaded, and DMA-BUF (kernel
     >= 5.12 with the open GPU kernel module) is not available (REFERENCE §5)."""
-    snap = topo.snapshot
     if not any(g.vendor_id == 0x10DE for g in topo.gpus):
         return PeermemNeed(False, "no NVIDIA GPU")
     near = [
@@ -228,7 +227,7 @@ def peermem_need(topo: Topology, rails: RailPlan, *, dmabuf: bool | None) -> Pee
         return PeermemNeed(
             False, "no GPU shares a PCIe switch (or, on Grace, its CPU) with an RDMA NIC: GPUDirect RDMA is not used"
         )
-    if {"nvidia_peermem", "nv_peer_mem"} & set(snap.modules) or snap.memory_peers:
+    if topo.snapshot.peer_memory:
         return PeermemNeed(False, "a peer-memory module is already loaded")
     if dmabuf:
         return PeermemNeed(False, "DMA-BUF is available (kernel >= 5.12, open GPU kernel module): NCCL uses it")

@@ -21,7 +21,7 @@ import tempfile
 
 from topoagent.apply.beneath import DIR_FLAGS
 
-__all__ = ["kind_of", "unlink_quietly", "write_atomically", "write_in", "write_new"]
+__all__ = ["kind_of", "unlink_quietly", "untrusted", "write_atomically", "write_in", "write_new"]
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _KINDS = {
@@ -37,6 +37,17 @@ _KINDS = {
 def kind_of(mode: int) -> str:
     """``a FIFO``, ``a directory``…: what a non-regular file is, for a refusal."""
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def untrusted(st: os.stat_result) -> str | None:
+    """Why a file or directory of topoagent's own state (the journal, libvirt backups) must not
+    be read back -- another user owns it, or group or others may write it, so someone else could
+    have put words in topoagent's mouth -- or None when it is this user's own."""
+    if st.st_uid != os.geteuid():
+        return f"is owned by uid {st.st_uid}, not by this user ({os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"is writable by other users (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
 
 
 def write_new(directory: str, prefix: str, data: bytes, *, mode: int = 0o600) -> str:

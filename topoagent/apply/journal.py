@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from topoagent.apply.files import untrusted
 from topoagent.errors import TopoagentError
 from topoagent.sources.textinput import read_fd
 
@@ -239,16 +240,9 @@ class Journal:
 
 def _owned(st: os.stat_result, what: str) -> None:
     """Refuse a state directory or journal that another user owns or others may write."""
-    if st.st_uid != os.geteuid():
-        raise JournalError(
-            f"{what} is owned by uid {st.st_uid}, not by this user ({os.geteuid()}): "
-            "not trusted, nothing read or written"
-        )
-    if st.st_mode & 0o022:
-        raise JournalError(
-            f"{what} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}): "
-            "not trusted, nothing read or written"
-        )
+    why = untrusted(st)
+    if why is not None:
+        raise JournalError(f"{what} {why}: not trusted, nothing read or written")
 
 
 def _why(exc: OSError) -> str:

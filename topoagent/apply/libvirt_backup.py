@@ -11,12 +11,14 @@ readable by the owner only: a definition can hold secrets (VNC passwords, disk p
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
-from topoagent.apply.files import unlink_quietly, write_atomically, write_new
-from topoagent.errors import InputError, TopoagentError
+from topoagent.apply.files import unlink_quietly, untrusted, write_atomically, write_new
+from topoagent.errors import TopoagentError
 from topoagent.parsers.libvirt_domain import MAX_XML_BYTES
-from topoagent.sources.textinput import read_regular
+from topoagent.sources.textinput import read_fd
 
 __all__ = [
     "BackupError",
@@ -75,11 +77,33 @@ def discard_staged(path: str) -> None:
     unlink_quietly(path)
 
 
+def _read_trusted(path: str) -> bytes:
+    """The backup's bytes, refused -- as the journal is (:func:`~topoagent.apply.files.untrusted`)
+    -- when it, its directory or the state directory is another user's or writable by others,
+    or when it is a link: undo defines what it holds."""
+    for d in (os.path.dirname(os.path.dirname(path)), os.path.dirname(path)):
+        why = untrusted(os.stat(d))
+        if why is not None:
+            raise BackupError(f"{d} {why}: not trusted, nothing read")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BackupError(f"{path}: not a regular file")
+        why = untrusted(st)
+        if why is not None:
+            raise BackupError(f"{path} {why}: not trusted, nothing read")
+        return read_fd(fd, MAX_XML_BYTES)
+    finally:
+        os.close(fd)
+
+
 def load_backup(state_dir: str, domain: str) -> tuple[str, str]:
-    """(path, text) of the domain's backup; :class:`BackupError` when there is none."""
+    """(path, text) of the domain's backup; :class:`BackupError` when there is none or it is
+    not to be trusted."""
     path = backup_path(state_dir, domain)
     try:
-        data = read_regular(path, MAX_XML_BYTES)
+        data = _read_trusted(path)
         if len(data) > MAX_XML_BYTES:
             raise BackupError(f"{path}: larger than {MAX_XML_BYTES // (1024 * 1024)} MiB: not a domain definition")
         return path, data.decode("utf-8")
@@ -87,8 +111,11 @@ def load_backup(state_dir: str, domain: str) -> tuple[str, str]:
         raise BackupError(
             f"no backup of {domain} in {os.path.dirname(path)} (nothing was applied to it, or it was undone already)"
         ) from None
-    except (OSError, UnicodeDecodeError, InputError) as exc:
-        raise BackupError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
+    except OSError as exc:
+        why = "a symbolic link: refused" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        raise BackupError(f"{path}: {why}") from None
+    except UnicodeDecodeError as exc:
+        raise BackupError(f"{path}: {exc}") from None
 
 
 def remove_backup(state_dir: str, domain: str) -> None:

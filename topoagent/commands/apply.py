@@ -118,7 +118,6 @@ def apply(
 
 
 def _pid(inputs: Inputs, pid: int, gpu: int | None, node: int | None, state_dir: str, yes: bool) -> int:
-    from topoagent.apply.changes import thread_changes
     from topoagent.commands.plan import make_plan
     from topoagent.sources.process import ProcessError, cgroup_cpus, owner_uid, threads
 
@@ -155,47 +154,35 @@ def _pid(inputs: Inputs, pid: int, gpu: int | None, node: int | None, state_dir:
     click.echo(f"pid {pid} ({len(current)} thread(s)) -> {where}: CPUs {target}")
     if yes and os.geteuid() != 0 and owner_uid(pid) != os.getuid():
         fail(f"pid {pid} belongs to another user: changing its affinity needs root: nothing changed")
-    status = run_changes(
-        thread_changes(pid, [(t.tid, t.cpus) for t in current], target, {t.tid: t.start for t in current}),
-        inputs.root,
-        state_dir,
-        yes,
-        needs="root",
-    )
-    if not yes:
-        return status
-    return max(status, converge(pid, target, {t.tid for t in current}, inputs.root, state_dir))
+    return bind_threads(pid, target, current, inputs.root, state_dir, yes)
 
 
 #: How many times ``apply --pid`` lists the threads again for ones started meanwhile.
 CONVERGE_ROUNDS = 10
 
 
-def converge(pid: int, target: Any, tried: set[int], root: str, state_dir: str) -> int:
-    """Bind threads ``pid`` started while it was being bound: list them again until no new
-    one appears (at most :data:`CONVERGE_ROUNDS` times), then name every thread still off
-    ``target`` (the kernel refused it, or it kept starting threads).  Returns the exit status."""
+def bind_threads(pid: int, target: Any, current: Sequence[Any], root: str, state_dir: str, yes: bool) -> int:
+    """Show (and with ``yes`` make) the changes that move ``current`` -- ``pid``'s threads as
+    listed -- onto ``target``.  With ``yes``, then bind the threads it started meanwhile: list
+    them again until no new one appears (at most :data:`CONVERGE_ROUNDS` times), and name every
+    thread still off ``target`` (the kernel refused it, or it kept starting threads).  Every
+    round, the first included, goes through this one loop.  Returns the exit status."""
     from topoagent.apply.changes import thread_changes
     from topoagent.sources.process import ProcessError, threads
 
-    status = EXIT_OK
+    status, tried, batch = EXIT_OK, set[int](), list(current)
     try:
-        for _ in range(CONVERGE_ROUNDS):
-            new = [t for t in threads(pid) if t.tid not in tried and t.cpus != target]
-            if not new:
-                break
-            click.echo(f"pid {pid} started {len(new)} thread(s) meanwhile: binding them too")
-            tried.update(t.tid for t in new)
-            status = max(
-                status,
-                run_changes(
-                    thread_changes(pid, [(t.tid, t.cpus) for t in new], target, {t.tid: t.start for t in new}),
-                    root,
-                    state_dir,
-                    True,
-                    needs="root",
-                ),
-            )
+        for round_ in range(CONVERGE_ROUNDS + 1):
+            if round_:
+                batch = [t for t in threads(pid) if t.tid not in tried and t.cpus != target]
+                if not batch:
+                    break
+                click.echo(f"pid {pid} started {len(batch)} thread(s) meanwhile: binding them too")
+            tried.update(t.tid for t in batch)
+            changes = thread_changes(pid, [(t.tid, t.cpus) for t in batch], target, {t.tid: t.start for t in batch})
+            status = max(status, run_changes(changes, root, state_dir, yes, needs="root"))
+            if not yes:
+                return status
         off = [t.tid for t in threads(pid) if t.cpus != target]
     except ProcessError:
         return status  # the process ended: nothing left to bind

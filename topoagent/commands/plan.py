@@ -216,11 +216,6 @@ def plan(
         "gres_cores": gres_cores,
         "node_uid": node_uid,
     }
-    if fmt == "nccl-topo" and not inputs.offline:
-        from topoagent.hostfs import HostFS
-        from topoagent.sources.kernel import cpu_identity
-
-        options["cpu"] = cpu_identity(HostFS(inputs.root))
     try:
         text = renderer("plan", fmt)(result, **options)
     except TopoagentError as exc:

@@ -25,14 +25,13 @@ drawings of one host diff cleanly.  See https://graphviz.org/doc/info/lang.html 
 from __future__ import annotations
 
 import textwrap
-from html import escape
 from itertools import pairwise
 from typing import Any
 
 import msgspec
 
 from topoagent.analysis.paths import switch_of
-from topoagent.outputs.escape import text_output
+from topoagent.outputs.escape import text_output, xml_text
 from topoagent.outputs.layout import (
     DEGRADED_CODES,
     LEGEND,
@@ -377,7 +376,7 @@ def render(result: ScanResult, **_: Any) -> str:
         fill, border, ink = _BADGE[grade]
         badge = (
             f'<<TABLE BORDER="1" CELLBORDER="0" CELLPADDING="1" CELLSPACING="0" COLOR="{border}" BGCOLOR="{fill}">'
-            f'<TR><TD><FONT COLOR="{ink}"><B>{escape(token)}</B></FONT></TD></TR></TABLE>>'
+            f'<TR><TD><FONT COLOR="{ink}"><B>{xml_text(token)}</B></FONT></TD></TR></TABLE>>'
         )
         tip = f"{rail.gpu} -> {rail.nic}: {token}" + (f" ({f.code})" if f else "")
         tie = drawn.get((rail.gpu, rail.nic))
@@ -446,7 +445,7 @@ def _legend_label(lay: Layout) -> tuple[str, float, float]:
     rows = []
     for i in range(0, len(LEGEND), per_row):
         cells = "".join(
-            f'{_swatch(kind)}<TD ALIGN="LEFT">{escape(text)}</TD>' for kind, text in LEGEND[i : i + per_row]
+            f'{_swatch(kind)}<TD ALIGN="LEFT">{xml_text(text)}</TD>' for kind, text in LEGEND[i : i + per_row]
         )
         rows.append(f"<TR>{cells}</TR>")
     label = (
@@ -475,7 +474,7 @@ def _findings_label(result: ScanResult, lay: Layout) -> tuple[str, float, float]
         return textwrap.wrap(text, cols) or [""]
 
     def cell(lines: list[str]) -> str:
-        return "".join(escape(t) + '<BR ALIGN="LEFT"/>' for t in lines)
+        return "".join(xml_text(t) + '<BR ALIGN="LEFT"/>' for t in lines)
 
     rows = [head]
     high = _LINE_H + 8
@@ -496,7 +495,7 @@ def _findings_label(result: ScanResult, lay: Layout) -> tuple[str, float, float]
         ]
         rows.append(
             f'<TR><TD ALIGN="LEFT" VALIGN="TOP"><FONT COLOR="{_SEVERITY[sev]}"><B>{sev}</B></FONT></TD>'
-            f'<TD ALIGN="LEFT" VALIGN="TOP">{escape(f.code)}</TD>'
+            f'<TD ALIGN="LEFT" VALIGN="TOP">{xml_text(f.code)}</TD>'
             f'<TD ALIGN="LEFT" VALIGN="TOP" BALIGN="LEFT">{cell(subjects)}</TD>'
             f'<TD ALIGN="LEFT" VALIGN="TOP" BALIGN="LEFT">{cell(what)}'
             f'<FONT COLOR="#607d8b">{cell(remedy)}</FONT></TD></TR>'

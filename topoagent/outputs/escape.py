@@ -6,7 +6,8 @@ Everything a host can name -- its host name, DMI strings, netdev and RDMA names,
 * text for people (:func:`shown`, :func:`text_output`): control characters are shown as
   ``\\x1b``, so a name cannot move the cursor, recolour the terminal or, with :func:`shown`
   on a single field, start a line of its own (a fake ``gres.conf`` line, a fake table row);
-* XML (:func:`xml_text`, :func:`xml_attr`: SVG, HTML, NCCL's topology file, libvirt XML):
+* XML (:func:`xml_text`, :func:`xml_attr`: SVG, HTML, NCCL's topology file, libvirt XML,
+  Graphviz's HTML-like labels, which Graphviz parses as XML with expat):
   ``& < > " '`` escaped, and the characters XML 1.0 does not allow (C0 controls but tab,
   newline and return; DEL and C1; U+FFFE, U+FFFF, lone surrogates) replaced by U+FFFD, so the document
   parses and holds the name as data (XML 1.0, section 2.2 "Characters").

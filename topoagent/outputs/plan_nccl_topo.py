@@ -49,7 +49,7 @@ import msgspec
 from topoagent.errors import InputError
 from topoagent.outputs.escape import xml_attr
 from topoagent.result import ScanResult
-from topoagent.snapshot import RdmaDevice
+from topoagent.snapshot import CpuIdentity, RdmaDevice, active_port
 from topoagent.topology import Device, DeviceKind, Topology
 
 #: Attribute order of a <cpu> and a <pci>, as NCCL's own topology dumps write them.
@@ -105,7 +105,7 @@ def _nets(nic: Device, rates: Mapping[str, RdmaDevice], speed_of_netdev: Mapping
         port = None
         if r is not None and r.ports:
             speed = max((p.rate_gbps or 0) for p in r.ports) * 1000 or None
-            port = r.ports[0].port
+            port = active_port(r.ports)
         elif speed_of_netdev.get(name):
             speed = speed_of_netdev[name]
         if speed:
@@ -116,7 +116,7 @@ def _nets(nic: Device, rates: Mapping[str, RdmaDevice], speed_of_netdev: Mapping
     return out
 
 
-def build(result: ScanResult, cpu: Mapping[str, str] | None = None) -> Element:
+def build(result: ScanResult) -> Element:
     """The <system> element of a scanned host."""
     topo = result.topology
     nvml = {g.bdf: g for g in topo.snapshot.nvml_gpus}
@@ -146,7 +146,7 @@ def build(result: ScanResult, cpu: Mapping[str, str] | None = None) -> Element:
                 n = topo.node(d.numa_node)
                 if n is not None and n.cpus:
                     attrs.append(("affinity", n.cpus.mask()))
-                attrs += cpu_identity_attrs(cpu or {})
+                attrs += cpu_identity_attrs(topo.snapshot.cpu_identity)
                 cpus[node] = Element("cpu", attrs)
             cpus[node].children.append(el)
         return el
@@ -203,19 +203,18 @@ def _natural(name: str) -> tuple[str, int]:
     return (head, int(name[len(head) :]) if len(head) < len(name) else -1)
 
 
-def cpu_identity_attrs(cpu: Mapping[str, str]) -> list[tuple[str, str]]:
+def cpu_identity_attrs(cpu: CpuIdentity | None) -> list[tuple[str, str]]:
     """The identity attributes of a ``<cpu>``: ``arch``, and on x86 ``vendor``, ``familyid`` and
     ``modelid`` -- all of them or none, for NCCL to fill from its own CPUID where unset (xml.cc
-    ``ncclTopoGetXmlFromCpu``)."""
-    arch = cpu.get("arch")
-    if arch is None:
+    ``ncclTopoGetXmlFromCpu``).  From the snapshot: a capture replayed elsewhere names the
+    captured CPU, not the replaying one."""
+    if cpu is None or cpu.arch is None:
         return []
-    if arch != "x86_64":
-        return [("arch", arch)]  # NCCL reads no vendor/family/model off x86
-    keys = CPU_ATTRS[3:]
-    if not all(cpu.get(k) for k in keys):
+    if cpu.arch != "x86_64":
+        return [("arch", cpu.arch)]  # NCCL reads no vendor/family/model off x86
+    if not (cpu.vendor and cpu.familyid and cpu.modelid):
         return []
-    return [("arch", arch), *((k, cpu[k]) for k in keys)]
+    return [("arch", cpu.arch), ("vendor", cpu.vendor), ("familyid", cpu.familyid), ("modelid", cpu.modelid)]
 
 
 #: What NCCL reads from sysfs for a ``<pci>`` when unset (xml.cc ``ncclTopoGetXmlFromSys``).
@@ -264,6 +263,6 @@ def serialize(el: Element, indent: int = 0) -> str:
     return head + ">\n" + "".join(serialize(c, indent + 2) for c in el.children) + " " * indent + f"</{el.name}>\n"
 
 
-def render(result: ScanResult, cpu: Mapping[str, str] | None = None, **_: Any) -> str:
+def render(result: ScanResult, **_: Any) -> str:
     """``plan --format nccl-topo``: the XML for NCCL_TOPO_FILE."""
-    return serialize(build(result, cpu))
+    return serialize(build(result))

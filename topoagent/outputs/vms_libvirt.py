@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from topoagent.advice.vms import Affinity
     from topoagent.parsers.libvirt_domain import Domain
 
-__all__ = ["affinity_xml", "cells_xml"]
+__all__ = ["affinity_xml", "cell_memory_kib", "cells_xml"]
 
 
 def affinity_xml(dom: Domain, aff: Affinity) -> str:
@@ -33,14 +33,26 @@ def affinity_xml(dom: Domain, aff: Affinity) -> str:
     return "\n".join(lines)
 
 
+def cell_memory_kib(memory: int | None, cells: int) -> tuple[int, ...]:
+    """The domain's memory (bytes) split over ``cells`` guest NUMA cells in KiB: evenly, the
+    remainder to the last cell, so the cells add up to exactly the domain's ``<memory>``
+    (QEMU refuses to start a guest whose NUMA nodes do not: "total memory for NUMA nodes ...
+    should equal RAM size").  () when the memory is unknown."""
+    if not memory or cells < 1:
+        return ()
+    total = memory // 1024
+    each = total // cells
+    return (each,) * (cells - 1) + (total - each * (cells - 1),)
+
+
 def cells_xml(vcpus: int, memory: int | None, nodes: tuple[int, ...], shares: tuple[int, ...]) -> str:
     """The guest NUMA cells (``<cpu><numa>``) of ``shares`` vCPUs, one per node, memory split
     evenly, and the ``<numatune>`` that binds each cell to its node."""
     lines = ["<cpu>", "  <numa>"]
     first = 0
-    per_cell_kib = (memory // len(nodes)) // 1024 if memory else None
+    kib = cell_memory_kib(memory, len(shares))
     for i, share in enumerate(shares):
-        mem = f" memory='{per_cell_kib}' unit='KiB'" if per_cell_kib else ""
+        mem = f" memory='{kib[i]}' unit='KiB'" if kib and kib[i] else ""
         lines.append(f"    <cell id='{i}' cpus='{first}-{first + share - 1}'{mem}/>")
         first += share
     lines += ["  </numa>", "</cpu>", "<numatune>", f"  <memory mode='strict' nodeset='{nodes_text(nodes)}'/>"]

@@ -13,6 +13,7 @@ import re
 from topoagent.cpuset import CpuSet
 from topoagent.digits import is_decimal, is_hex, parse_decimal
 from topoagent.errors import InputError
+from topoagent.snapshot import CpuIdentity
 
 
 def parse_int(text: str) -> int:
@@ -164,6 +165,31 @@ def parse_cpuinfo_model(text: str) -> str | None:
         if line.startswith("model name") and ":" in line:
             return " ".join(line.split(":", 1)[1].split()) or None
     return None
+
+
+def parse_cpu_identity(text: str) -> CpuIdentity:
+    """``arch``, ``vendor``, ``familyid``, ``modelid`` of the first CPU in ``/proc/cpuinfo``
+    text (only those it states)."""
+    fields = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    arch = None
+    # The field only each architecture's cpuinfo has -> the ``arch`` NCCL's XML reader knows.
+    if "vendor_id" in fields:
+        arch = "x86_64"
+    elif "CPU implementer" in fields:
+        arch = "arm64"
+    elif fields.get("cpu", "").startswith("POWER"):
+        arch = "ppc64"
+    family, model = fields.get("cpu family", ""), fields.get("model", "")
+    return CpuIdentity(
+        arch=arch,
+        vendor=fields.get("vendor_id") or None,
+        familyid=family if is_decimal(family) else None,
+        modelid=model if is_decimal(model) else None,
+    )
 
 
 def parse_nvidia_numa_status(text: str) -> int | None:

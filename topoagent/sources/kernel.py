@@ -1,7 +1,5 @@
-"""Kernel and CPU facts that a plan or a fix needs beyond the scan's snapshot (reads only).
+"""Kernel facts that a fix needs beyond the scan's snapshot (reads only).
 
-* the CPU's identity from ``/proc/cpuinfo`` (arch, vendor, family, model), as NCCL's
-  topology XML names it (NCCL src/graph/xml.cc, ``ncclTopoGetXmlFromCpu``);
 * the kernel release and whether the NVIDIA kernel module is the open one (DMA-BUF for
   GPUDirect RDMA needs kernel >= 5.12 and the open module);
 * a PCI function's config space bytes, fresh, before a fix writes to it.
@@ -9,40 +7,9 @@
 
 from __future__ import annotations
 
-from topoagent.digits import is_decimal, parse_decimal
+from topoagent.digits import parse_decimal
 from topoagent.errors import TopoagentError
 from topoagent.hostfs import HostFS
-
-
-def parse_cpu_identity(text: str) -> dict[str, str]:
-    """``arch``, ``vendor``, ``familyid``, ``modelid`` of the first CPU in ``/proc/cpuinfo``
-    text (only those it states).  Pure."""
-    fields = {}
-    for line in text.split("\n\n", 1)[0].splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            fields[key.strip()] = value.strip()
-    out: dict[str, str] = {}
-    # The field only each architecture's cpuinfo has -> the ``arch`` NCCL's XML reader knows.
-    if "vendor_id" in fields:
-        out["arch"] = "x86_64"
-    elif "CPU implementer" in fields:
-        out["arch"] = "arm64"
-    elif fields.get("cpu", "").startswith("POWER"):
-        out["arch"] = "ppc64"
-    if fields.get("vendor_id"):
-        out["vendor"] = fields["vendor_id"]
-    if is_decimal(fields.get("cpu family", "")):
-        out["familyid"] = fields["cpu family"]
-    if is_decimal(fields.get("model", "")):
-        out["modelid"] = fields["model"]
-    return out
-
-
-def cpu_identity(fs: HostFS) -> dict[str, str]:
-    """The CPU identity of the host below ``fs`` ({} when cpuinfo cannot be read)."""
-    text = fs.text("proc/cpuinfo", truncate=True)  # the first CPU's block is enough
-    return parse_cpu_identity(text) if text else {}
 
 
 def kernel_release(fs: HostFS) -> tuple[int, int] | None:

@@ -27,6 +27,7 @@ from topoagent.parsers.configspace import (
 )
 from topoagent.pci import PORT_CODES
 from topoagent.snapshot import (
+    PEER_MEMORY_MODULES,
     AerCounts,
     ConfigSpace,
     Cpu,
@@ -86,8 +87,7 @@ def numbered(name: str, prefix: str) -> int | None:
 #: checks for (NVIDIA/nccl src/transport/net_ib.cc, ncclIbGdrSupport) and their drivers.
 MODULES_OF_INTEREST = (
     "nvidia",
-    "nvidia_peermem",
-    "nv_peer_mem",
+    *PEER_MEMORY_MODULES,
     "nvidia_uvm",
     "ib_core",
     "mlx5_core",
@@ -707,6 +707,7 @@ class SysfsReader:
             dmi_vendor=self.dmi[0],
             dmi_product=self.dmi[1],
             cpu_model=sv.parse_cpuinfo_model(self.cpuinfo) if self.cpuinfo else None,
+            cpu_identity=sv.parse_cpu_identity(self.cpuinfo) if self.cpuinfo else None,
         )
         status = "partial" if self.fs.errors else "ok"
         detail = f"{len(self.fs.errors)} probe(s) failed" if self.fs.errors else None
