@@ -189,13 +189,23 @@ def config(tmp_path, fixture_root) -> Config:
     )
 
 
+def in_turn(results: list):
+    """A daemon scan function returning ``results`` one per scan, the last one ever after.
+
+    It counts its own calls: the daemon thread may scan before the test has bound the
+    ``Running`` it is building (a closure reading ``d.daemon`` raised NameError there, a failed
+    first scan that left the metrics without the result's series)."""
+    calls = iter(range(len(results)))
+    return lambda cfg: results[next(calls, len(results) - 1)]
+
+
 def _rail_labels(fams) -> dict[str, str]:
     return {s.labels["gpu_bdf"]: s.labels["gpu"] for s in fams["topoagent_rail_info"]}
 
 
 def test_daemon_logs_faults_by_bdf_and_exports_aer_counters(config, dgx, faults):
     results = [dgx, faults]
-    d = Running(config, scan=lambda cfg: results[min(d.daemon.status.scans_total, 1)])
+    d = Running(config, scan=in_turn(results))
     try:
         d.scans(1)
         before = _rail_labels(d.metrics())
@@ -247,7 +257,7 @@ def test_rail_info_labels_do_not_renumber_when_a_gpu_disappears(config, dgx, fix
     fewer = scan(tree, nvml="off")
     assert fewer.topology.by_key("0000:43:00.0").id == "gpu0"
     results = [dgx, fewer]
-    d = Running(config, scan=lambda cfg: results[min(d.daemon.status.scans_total, 1)])
+    d = Running(config, scan=in_turn(results))
     try:
         d.scans(1)
         before = _rail_labels(d.metrics())
@@ -270,7 +280,7 @@ def test_daemon_keeps_the_last_known_identity_of_a_device_that_fell_off(config, 
     assert len(alone.topology.gpus) == 7  # a scan on its own cannot know what it was
     assert [f.severity.label for f in alone.findings if f.code == "FELL_OFF_BUS"] == ["warning"]
     results = [dgx, alone]
-    d = Running(config, scan=lambda cfg: results[min(d.daemon.status.scans_total, 1)])
+    d = Running(config, scan=in_turn(results))
     try:
         d.scans(1)
         d.daemon.request_reload()
