@@ -20,6 +20,7 @@ import msgspec
 
 from topoagent.analysis.paths import Path
 from topoagent.analysis.rails import RailPlan
+from topoagent.digest import short_sha256
 from topoagent.pci import DeviceKind
 from topoagent.topology import Device, Topology
 
@@ -199,18 +200,13 @@ def hw_class(topo: Topology) -> str:
 def fingerprint(peer_memory: bool | None, slots: list[SlotFacts]) -> str:
     """The first 16 hex digits of the SHA-256 of the facts' canonical JSON (msgspec, fields in
     declaration order, slots sorted by name, defaults written out)."""
-    data = msgspec.json.encode({"peer_memory": peer_memory, "slots": slots})
-    import hashlib  # ~3 ms (OpenSSL): only outputs that show the fingerprint pay it
-
-    return hashlib.sha256(data).hexdigest()[:16]
+    return short_sha256(msgspec.json.encode({"peer_memory": peer_memory, "slots": slots}))
 
 
 def class_hash(hw_class: str) -> str:
     """A hardware class as 16 hex digits (SHA-256 of its string): for a Kubernetes label value,
     which cannot hold the readable string."""
-    import hashlib
-
-    return hashlib.sha256(hw_class.encode()).hexdigest()[:16]
+    return short_sha256(hw_class.encode())
 
 
 def peer_memory(topo: Topology) -> bool | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import stat
@@ -23,6 +22,7 @@ from typing import Any
 import msgspec
 
 from topoagent.apply.files import untrusted
+from topoagent.digest import short_sha256
 from topoagent.errors import TopoagentError
 from topoagent.sources.textinput import read_fd
 
@@ -62,7 +62,7 @@ def _canonical(record: dict[str, Any]) -> bytes:
 
 
 def _checksum(record: dict[str, Any]) -> str:
-    return hashlib.sha256(_canonical(record)).hexdigest()[:16]
+    return short_sha256(_canonical(record))
 
 
 def seal(record: dict[str, Any]) -> bytes:
