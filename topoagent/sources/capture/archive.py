@@ -81,7 +81,7 @@ class _CappedStream(io.RawIOBase):
         elif magic.startswith(b"BZh"):
             self.stream = bz2.BZ2File(self.raw, "rb")
         elif magic.startswith(b"\xfd7zXZ\x00"):
-            self.stream = lzma.LZMAFile(self.raw, "rb")
+            self.stream = lzma.LZMAFile(self.raw, "rb")  # noqa: SIM115  closed by close()
         else:
             self.stream = self.raw
         self.path = path
