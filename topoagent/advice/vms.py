@@ -225,8 +225,8 @@ def join_device(bdf: str, ref: str, host: HostView) -> DeviceReport:
     """A VM's passthrough device ``bdf`` (``ref``: how the VM names it) joined with what the host knows of it."""
     d = host.devices.get(bdf)
     if d is None:
-        note = f"{ref}: no such device on this host ({host.source})"
-        return DeviceReport(bdf, ref, DeviceKind.OTHER, None, None, note=note)
+        missing = f"{ref}: no such device on this host ({host.source})"
+        return DeviceReport(bdf, ref, DeviceKind.OTHER, None, None, note=missing)
     note = None if d.numa_node is not None else f"{bdf}: the host does not know its NUMA node"
     return DeviceReport(bdf, ref, d.kind, d.numa_node, d.name, d.rail_nics, note)
 
