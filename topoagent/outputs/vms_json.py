@@ -89,8 +89,7 @@ def vm_entry(vm: VmAdvice) -> VmEntry:
         vcpus=vm.vcpus,
         memory_bytes=vm.memory_bytes,
         devices=[
-            VmDeviceEntry(d.bdf, d.kind, d.numa_node, d.ref, d.name, list(d.rail_nics), d.note)
-            for d in vm.devices
+            VmDeviceEntry(d.bdf, d.kind, d.numa_node, d.ref, d.name, list(d.rail_nics), d.note) for d in vm.devices
         ],
         current=dict(vm.current),
         verdict=vm.verdict,
