@@ -344,3 +344,39 @@ def test_a_replayed_capture_is_named_by_its_archive(tmp_path, fixture_root):
     assert scan(str(tb)).snapshot.root == path  # the API too
     config = Config(root=str(tb), nvml=False, state_dir=str(tmp_path / "st"))
     assert default_scan(config).snapshot.root == path and len(default_sample(config)) > 10
+
+
+@pytest.mark.parametrize("compress", ["", "gz", "bz2", "xz"])
+def test_a_tarball_is_opened_once(tmp_path, monkeypatch, compress):
+    """The magic is peeked from the one open file the decompressor reads; it is closed after."""
+    import builtins
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        info = tarfile.TarInfo("sys/hypervisor/type")
+        info.size = 4
+        tar.addfile(info, io.BytesIO(b"kvm\n"))
+    path = tmp_path / "c.tar"
+    if compress:
+        import bz2
+        import gzip
+        import lzma
+
+        pack = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[compress]
+        path.write_bytes(pack(raw.getvalue()))
+    else:
+        path.write_bytes(raw.getvalue())
+    opened = []
+    real_open = builtins.open
+
+    def counting_open(file, *args, **kwargs):
+        fh = real_open(file, *args, **kwargs)
+        if isinstance(file, (str, os.PathLike)) and os.fspath(file) == str(path):
+            opened.append(fh)
+        return fh
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    out = unpack_capture(str(path), str(tmp_path / "out"))
+    monkeypatch.undo()
+    assert (Path(out) / "sys/hypervisor/type").read_text() == "kvm\n"
+    assert len(opened) == 1 and opened[0].closed

@@ -195,3 +195,31 @@ def test_the_live_root_reads_only_regular_files_outside_sysfs_and_procfs(tmp_pat
     fs = HostFS("/")
     assert fs.text(str(fifo).lstrip("/")) is None
     assert [e.error for e in fs.errors] == ["not a regular file (a FIFO)"]
+
+
+@pytest.mark.parametrize("size", [10_000, 4 * 1024 * 1024, 4 * 1024 * 1024 + 1])
+def test_a_short_read_never_truncates_an_undo_copy(tmp_path, monkeypatch, size):
+    """read(2) may return fewer bytes than asked (NFS, FUSE, a signal): the copy a fix saves for
+    its undo is read to the end (or refused past the limit), never cut at the first short read."""
+    import topoagent.hostfs as hostfs
+    from topoagent.sources.kernel import MAX_SAVED_FILE, UnsavableFile, file_text
+
+    conf = tmp_path / "etc/modules-load.d/x.conf"
+    conf.parent.mkdir(parents=True)
+    text = ("nvidia_peermem\n" * (size // 15 + 1))[:size]
+    conf.write_text(text)
+    real_read = os.read
+    calls = []
+
+    def short_read(fd, n):
+        calls.append(n)
+        return real_read(fd, min(n, 4096))  # a file system that hands out 4 KiB per read
+
+    monkeypatch.setattr(hostfs.os, "read", short_read)
+    fs = HostFS(str(tmp_path))
+    if size > MAX_SAVED_FILE:
+        with pytest.raises(UnsavableFile):
+            file_text(fs, "etc/modules-load.d/x.conf")
+    else:
+        assert file_text(fs, "etc/modules-load.d/x.conf") == text
+    assert len(calls) > 1

@@ -19,16 +19,17 @@ from topoagent.frozen import FrozenMap
 from topoagent.outputs import vms_libvirt
 from topoagent.parsers.libvirt_domain import parse_domain
 from topoagent.parsers.vmx import parse_vmx
+from topoagent.pci import DeviceKind
 
 #: Two nodes of 4 cores x 2 threads: node 0 = 0-3,8-11, node 1 = 4-7,12-15.
 HOST = HostView(
     source="test host",
     devices=FrozenMap(
         {
-            "0000:1b:00.0": HostDevice("0000:1b:00.0", "gpu", 0, "H100", 0x10DE, 0x2330, ("0000:18:00.0",)),
-            "0000:18:00.0": HostDevice("0000:18:00.0", "nic", 0, "ConnectX-7", 0x15B3, 0x1021),
-            "0000:9d:00.0": HostDevice("0000:9d:00.0", "gpu", 1, "H100", 0x10DE, 0x2330),
-            "0000:c1:00.0": HostDevice("0000:c1:00.0", "nic", None, "ConnectX-7", 0x15B3, 0x1021),
+            "0000:1b:00.0": HostDevice("0000:1b:00.0", DeviceKind.GPU, 0, "H100", 0x10DE, 0x2330, ("0000:18:00.0",)),
+            "0000:18:00.0": HostDevice("0000:18:00.0", DeviceKind.NIC, 0, "ConnectX-7", 0x15B3, 0x1021),
+            "0000:9d:00.0": HostDevice("0000:9d:00.0", DeviceKind.GPU, 1, "H100", 0x10DE, 0x2330),
+            "0000:c1:00.0": HostDevice("0000:c1:00.0", DeviceKind.NIC, None, "ConnectX-7", 0x15B3, 0x1021),
         }
     ),
     node_cpus=FrozenMap({0: CpuSet.parse("0-3,8-11"), 1: CpuSet.parse("4-7,12-15")}),
@@ -194,7 +195,7 @@ def test_host_from_a_fixture_scan(fixture_root):
     result = scan(fixture_root("dgx-h100"), nvml="off")
     host = host_from_scan(result.topology, result.rails, source="dgx")
     gpu = host.devices["0000:9d:00.0"]
-    assert (gpu.kind, gpu.numa_node, gpu.rail_nics) == ("gpu", 1, ("0000:9a:00.0",))
+    assert (gpu.kind, gpu.numa_node, gpu.rail_nics) == (DeviceKind.GPU, 1, ("0000:9a:00.0",))
     assert str(host.node_cpus[1]) == "56-111,168-223"
     assert CpuSet((56, 168)) in host.cores  # whole cores, from thread_siblings_list
 
@@ -238,3 +239,23 @@ def test_split_cells_add_up_to_the_domains_memory_and_validate(tmp_path):
         )
         out = run_tool(["virt-xml-validate", str(path), "domain"])
         assert out.ok, out.stdout + (out.error or "")
+
+
+def test_vms_json_kind_is_the_device_kind_enum():
+    # one enum from the host model to the contract: the schema names DeviceKind, and every kind
+    # the advice gives (a host device's, or "other" for a device the host does not have) decodes
+    import json
+
+    import msgspec
+
+    from topoagent.advice.vms import VmReport
+    from topoagent.outputs import vms_json
+    from topoagent.schema import HERE
+
+    schema = json.loads((HERE / "vms.schema.json").read_text())
+    assert schema["$defs"]["DeviceKind"]["enum"] == sorted(k.value for k in DeviceKind)
+    vms = (advise(domain("0000:1b:00.0", "0000:18:00.0")), advise(domain("0000:77:00.0")))
+    text = vms_json.render(vms=VmReport("test", "host", vms))
+    back = msgspec.json.decode(text, type=vms_json.VmsReport)
+    kinds = [d.kind for vm in back.vms for d in vm.devices]
+    assert kinds == [DeviceKind.GPU, DeviceKind.NIC, DeviceKind.OTHER]

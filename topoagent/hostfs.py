@@ -247,11 +247,14 @@ class HostFS:
                 fd = os.open(real, _OPEN_FLAGS | _NOFOLLOW)
             try:
                 # sysfs and procfs hold no FIFOs or devices; a capture, and /etc, may
+                size = None
                 if not self._live or not rel.startswith(("sys/", "proc/")):
-                    kind = stat.S_IFMT(os.fstat(fd).st_mode)
+                    st = os.fstat(fd)
+                    kind = stat.S_IFMT(st.st_mode)
                     if kind != stat.S_IFREG:
                         raise _Fail(f"not a regular file ({_KINDS.get(kind, 'special file')})")
-                data = _read_bounded(fd, limit)
+                    size = st.st_size
+                data = _read_bounded(fd, limit, size)
             finally:
                 os.close(fd)
         except _ABSENT:
@@ -445,8 +448,22 @@ class HostFS:
         return rel_real
 
 
-def _read_bounded(fd: int, limit: int) -> bytes:
+def _read_bounded(fd: int, limit: int, size: int | None = None) -> bytes:
     """At most ``limit + 1`` bytes (one more than allowed tells the caller it was too large),
-    in one ``read``: the kernel fills a sysfs attribute's whole page at once, and a regular
-    file gives what it has up to the count (unlike a pipe: see textinput)."""
-    return os.read(fd, limit + 1)
+    in one ``read``: the kernel fills a sysfs attribute's whole page at once.  A regular file
+    of ``size`` bytes (``fstat``) whose first read came back short -- read(2) may return fewer
+    bytes than asked (a network or FUSE file system, a signal) -- is read on to its end or the
+    limit, so a short read never truncates it (a fix's undo copy: :func:`~topoagent.sources.kernel.file_text`)."""
+    want = limit + 1
+    data = os.read(fd, want)
+    if size is None or not data or len(data) >= min(size, want):
+        return data  # the common case: one read, no extra call to see the end
+    chunks = [data]
+    got = len(data)
+    while got < want:
+        chunk = os.read(fd, min(want - got, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)

@@ -296,10 +296,54 @@ def test_cells_of_missing_rows_are_unknown_in_every_output():
     paths = {(p["a"], p["b"]): p for p in json.loads(json_report.render(result))["paths"]}
     assert paths[("gpu0", "gpu1")]["locality_known"] is False
     assert paths[("gpu0", "nic0")]["locality_known"] is True
+    assert paths[("gpu0", "gpu1")]["shown"] is False and paths[("gpu2", "gpu3")]["shown"] is False
+    assert paths[("gpu0", "nic0")]["shown"] is True and paths[("nic0", "nic1")]["shown"] is True
     assert not any(p.shown for p in result.paths if p.a.startswith("gpu") and p.b.startswith("gpu"))
     # the matrix printed parses back with the same unknown cells
     again = read_topo_matrix(render_topo_matrix(m))
     assert again.cell("GPU0", "GPU1") == "?"
+
+
+def _cut_after_gpu3() -> str:
+    """The DGX A100 matrix pasted cut short: GPU0-GPU3's rows only (GPU4-7 and the NIC rows lost),
+    the legend kept.  GPU4-7's cells to every NIC are shown nowhere (NV12/PXB on the host)."""
+    lines = decode_text(CLEAN["nvidia_smi_topo"].read_bytes()).split("\n")
+    legend = lines.index("Legend:")
+    return "\n".join(lines[:6] + [""] + lines[legend:])
+
+
+def test_a_rail_no_source_shows_has_no_class_anywhere():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from topoagent.analysis.rails import NicRole
+    from topoagent.daemon.metrics import render_text
+    from topoagent.daemon.status import Status
+    from topoagent.outputs import plan_rails, tree
+
+    result = analyse(read_offline(nvidia_smi_topo=_cut_after_gpu3()))
+    assert not any(p.shown for p in result.paths if p.a == "gpu4" and p.b.startswith("nic"))
+    assert result.path("gpu0", "nic4").shown  # GPU0's row shows its SYS cell to nic4
+    # the rail to an unshown NIC has no class (it was SYS, the placeholder), in the scan JSON too
+    rail4 = result.rails.rail("gpu4")
+    assert rail4 is not None and rail4.nic is not None and rail4.cls is None
+    assert result.rails.rail("gpu0").cls is not None and result.rails.rail("gpu0").cls.name == "PXB"
+    rails = {r["gpu"]: r for r in json.loads(json_report.render(result))["rails"]}
+    assert rails["gpu4"]["kind"] is None and rails["gpu0"]["kind"] == "PXB"
+    # no NIC is called storage for placeholder paths (GPU4-7 may well sit next to nic4-nic11)
+    assert all(result.rails.roles[f"nic{i}"] is NicRole.COMPUTE for i in range(12))
+    assert f"gpu4 NVIDIA GPU (model not in the matrix)  · NUMA unknown · rail {rail4.nic}" in tree.render(result)
+    assert "(SYS)" not in tree.render(result)
+    # the metrics, the rails record and the slot facts carry no placeholder class either
+    fams = {f.name: f for f in text_string_to_metric_families(render_text(Status(0.0, result)).decode())}
+    by_gpu = {s.labels["gpu"]: s.labels["path_class"] for s in fams["topoagent_rail_info"].samples}
+    assert by_gpu["gpu4"] == "unknown" and by_gpu["gpu0"] == "PXB"
+    record = plan_rails.record(result)
+    gpu4 = next(g for g in record.gpus.values() if g.pci_address == "nvidia-smi:GPU4")
+    gpu0 = next(g for g in record.gpus.values() if g.pci_address == "nvidia-smi:GPU0")
+    assert {r[0].path for r in gpu4.rails.values()} == {"?"} and gpu0.rails["rail0"][0].path == "PXB"
+    facts = {s.slot: s for s in result.baseline.slots}
+    gpu_facts = [s for s in facts.values() if s.nic_paths is not None]
+    assert sorted(len(s.nic_paths) for s in gpu_facts) == [0, 0, 0, 0, 12, 12, 12, 12]
 
 
 def test_a_pasted_tree_shows_the_cell_the_matrix_lacks():

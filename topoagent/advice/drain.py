@@ -33,7 +33,6 @@ MAX_REASON = 100
 #: ``slurm_sprint_node_table``): the reason runs to the end of its line, then who set it, when.
 _REASON = re.compile(r"(?:^|\s)Reason=(.*)$", re.MULTILINE)
 _SETTER = re.compile(r"\s*\[[^\[\]]*@[^\[\]]*\]\s*$")
-_STATE = re.compile(r"(?:^|\s)State=(\S+)")
 #: What a reason may hold: one line of plain printable ASCII, safe inside double quotes in a shell.
 _UNSAFE = re.compile(r"[^A-Za-z0-9 _.,:;()+/=@%-]")
 
@@ -55,9 +54,8 @@ class Decision(msgspec.Struct, frozen=True):
 
 
 class NodeState(msgspec.Struct, frozen=True):
-    """What ``scontrol show node`` says of the node: its state and current reason, if any."""
+    """What ``scontrol show node`` says of the node that the decision needs: its current reason, if any."""
 
-    state: str | None
     reason: str | None
 
 
@@ -83,12 +81,11 @@ def drain_reason(findings: Sequence[Finding], fail_on: Severity) -> str | None:
 
 
 def parse_show_node(text: str) -> NodeState:
-    """The state and reason in ``scontrol show node NAME`` output (reason without its
-    ``[user@time]`` suffix; None when the node has none)."""
-    state = _STATE.search(text)
+    """The reason in ``scontrol show node NAME`` output (without its ``[user@time]`` suffix;
+    None when the node has none)."""
     m = _REASON.search(text)
     reason = _SETTER.sub("", m.group(1)).strip() if m else ""
-    return NodeState(state.group(1) if state else None, reason or None)
+    return NodeState(reason or None)
 
 
 def is_ours(reason: str | None) -> bool:

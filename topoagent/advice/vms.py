@@ -38,6 +38,7 @@ import msgspec
 from topoagent.cpuset import CpuSet
 from topoagent.errors import InputError
 from topoagent.frozen import FrozenMap
+from topoagent.pci import DeviceKind
 
 if TYPE_CHECKING:
     from topoagent.analysis.rails import RailPlan
@@ -84,7 +85,7 @@ class HostDevice(msgspec.Struct, frozen=True):
     """A host PCI function as the VM advice needs it."""
 
     bdf: str
-    kind: str
+    kind: DeviceKind
     numa_node: int | None
     name: str
     vendor_id: int | None = None
@@ -117,7 +118,7 @@ def host_from_scan(topo: Topology, rails_plan: RailPlan, *, source: str) -> Host
         rail = rails_plan.rail(d.id)
         if rail is not None:
             rails = tuple(n.bdf for nid in rail.nics if (n := topo.by_id(nid)) is not None and n.bdf)
-        devices[d.bdf] = HostDevice(d.bdf, d.kind.value, d.numa_node, d.name, d.vendor_id, d.device_id, rails)
+        devices[d.bdf] = HostDevice(d.bdf, d.kind, d.numa_node, d.name, d.vendor_id, d.device_id, rails)
     return HostView(
         source=source,
         devices=FrozenMap(devices),
@@ -133,7 +134,7 @@ def host_from_esxcli(devices: tuple[EsxPciDevice, ...], *, source: str) -> HostV
 
     out = {}
     for d in devices:
-        kind = pci.kind_of(d.class_code, d.vendor_id).value
+        kind = pci.kind_of(d.class_code, d.vendor_id)
         name = d.device_name or pci.device_name(d.vendor_id, d.device_id, d.class_code)
         out[d.bdf] = HostDevice(d.bdf, kind, d.numa_node, name, d.vendor_id, d.device_id)
     return HostView(source=source, devices=FrozenMap(out))
@@ -163,7 +164,7 @@ class DeviceReport(msgspec.Struct, frozen=True):
 
     bdf: str | None
     ref: str
-    kind: str
+    kind: DeviceKind
     numa_node: int | None
     name: str | None
     rail_nics: tuple[str, ...] = ()
@@ -224,7 +225,8 @@ def join_device(bdf: str, ref: str, host: HostView) -> DeviceReport:
     """A VM's passthrough device ``bdf`` (``ref``: how the VM names it) joined with what the host knows of it."""
     d = host.devices.get(bdf)
     if d is None:
-        return DeviceReport(bdf, ref, "other", None, None, note=f"{ref}: no such device on this host ({host.source})")
+        missing = f"{ref}: no such device on this host ({host.source})"
+        return DeviceReport(bdf, ref, DeviceKind.OTHER, None, None, note=missing)
     note = None if d.numa_node is not None else f"{bdf}: the host does not know its NUMA node"
     return DeviceReport(bdf, ref, d.kind, d.numa_node, d.name, d.rail_nics, note)
 

@@ -19,6 +19,7 @@ from topoagent.advice.vms import (
 )
 from topoagent.errors import InputError
 from topoagent.frozen import FrozenMap
+from topoagent.pci import DeviceKind
 
 if TYPE_CHECKING:
     from topoagent.parsers.vmx import VmxConfig
@@ -49,7 +50,7 @@ def _vmx_device(
 ) -> DeviceReport:
     label = ref or f"pciPassthru{dev_index} (no id)"
     if not bdfs:
-        return DeviceReport(None, label, "other", None, None, note=warning)
+        return DeviceReport(None, label, DeviceKind.OTHER, None, None, note=warning)
     found = [b for b in bdfs if b in host.devices]
     if vendor is not None and device is not None and len(found) > 1:
         found = [
@@ -62,7 +63,7 @@ def _vmx_device(
         return DeviceReport(
             bdfs[0] if len(bdfs) == 1 else None,
             label,
-            "other",
+            DeviceKind.OTHER,
             None,
             None,
             note=f"pciPassthru{dev_index}.id {ref!r} ({' or '.join(bdfs)}) {why} ({host.source})",

@@ -156,7 +156,8 @@ def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> list
                 if d.id in (p.a, p.b) and (topo.by_id(p.b if p.a == d.id else p.a) or d).kind is DeviceKind.GPU
             ]
             rail = rails.rail(d.id)
-            nic_paths = {names[n.id]: p.token for n in nics if (p := path(d.id, n.id)) is not None}
+            # a path no source shows (a partial paste) is left out: its class is unknown, not a fact
+            nic_paths = {names[n.id]: p.token for n in nics if (p := path(d.id, n.id)) is not None and p.shown}
             gpu = {
                 # NVLinks are known only from NVML: without it, unknown rather than none
                 "nvlinks": sum(links) if d.bdf in nvml else None,

@@ -36,6 +36,8 @@ class Rail(msgspec.Struct, frozen=True):
 
     gpu: str
     nic: str | None
+    #: The class to ``nic``: None without a NIC, or where no source shows the path (a pasted
+    #: matrix's missing row): unknown, never the placeholder.
     cls: PathClass | None
     #: All rail NICs for this GPU, best first (``nic`` first).
     nics: tuple[str, ...]
@@ -102,10 +104,14 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
         """Whether any GPU reaches the NIC within one PCIe switch hierarchy (PXB or better)."""
         return any(paths[(g.id, n.id)].cls <= PathClass.PXB for g in gpus)
 
+    def far(n: Device) -> bool:
+        """Whether every GPU's path to the NIC is shown and worse than PXB (an unshown one may be near)."""
+        return all((p := paths[(g.id, n.id)]).shown and p.cls > PathClass.PXB for g in gpus)
+
     compute = [n for n in nics if roles[n.id] is NicRole.COMPUTE]
     if gpus and any(near(n) for n in compute):
         for n in compute:
-            if not near(n):
+            if far(n):
                 roles[n.id] = NicRole.STORAGE
     return FrozenMap(roles)
 
@@ -124,15 +130,18 @@ def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
             best[g.id], best_cls[g.id] = [], None
             continue
         own = topo.physical(g).id  # a GPU VF's paths are its PF's (analysis.paths.scan_paths)
-        cls = min(idx[(own, n.id)].cls for n in compute)
-        same = [n for n in compute if idx[(own, n.id)].cls == cls]
+        # A path no source shows has only a placeholder class: the best shown class decides;
+        # with none shown every NIC is a candidate and the class is unknown (None), not a guess.
+        shown = [n for n in compute if idx[(own, n.id)].shown]
+        cls = min(idx[(own, n.id)].cls for n in shown or compute)
+        same = [n for n in shown if idx[(own, n.id)].cls == cls] or compute
         if cls is PathClass.SYS:
             # nvidia-smi prints SYS from a Grace GPU (NVLink-C2C) to every NIC: those of its own
             # CPU come first -- NCCL's P2C path, GPUDirect RDMA on (analysis.c2c)
             same = [n for n in same if own_cpu_nic(topo, g, n)] or same
         top = max(bw[n.id] for n in same)
         best[g.id] = [n.id for n in same if bw[n.id] == top]
-        best_cls[g.id] = cls
+        best_cls[g.id] = cls if shown else None
 
     # Most constrained GPU first, each to its least-loaded candidate (ties: lowest id).
     load: dict[str, int] = defaultdict(int)

@@ -76,10 +76,6 @@ class HostWriter:
             return str(self._fail(rel, exc))
         return None
 
-    def can_write(self, rel: str) -> bool:
-        """Whether ``rel`` (or, for a file still to be made, its nearest existing parent) is writable."""
-        return self.why_not(rel) is None
-
     # -- files ----------------------------------------------------------------------------
     def _open(self, rel: str, flags: int) -> int:
         """An existing regular file below the root, opened for writing."""

@@ -203,7 +203,8 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
             if g is None or n is None:
                 continue
             p = r.path(rail.gpu, nic_id)
-            rails.append(((name(g), g.key, name(n), n.key, p.token if p is not None else "unknown"), 1))
+            cls = p.token if p is not None and p.shown else "unknown"  # no source shows it: no placeholder
+            rails.append(((name(g), g.key, name(n), n.key, cls), 1))
     gauge(
         "topoagent_rail_info",
         "1 for each GPU -> rail NIC pair, with its path class.",

@@ -206,6 +206,16 @@ class PathEntry(msgspec.Struct, frozen=True):
     nvlinks: NodeId
     same_socket: bool | None
     locality_known: bool
+    shown: Annotated[
+        bool,
+        msgspec.Meta(
+            description=(
+                "False when no source shows the pair (a pasted matrix's missing row or unreadable cell, "
+                "no tree placing both ends): the class is unknown, `kind`/`pcie` are only placeholders "
+                "(the worst case) and the text outputs print `?`."
+            )
+        ),
+    ]
 
 
 class PathsOmitted(msgspec.Struct, frozen=True):
@@ -414,6 +424,7 @@ def report(result: ScanResult) -> ScanReport:
                 p.nvlinks,
                 p.same_socket,
                 p.locality_known,
+                p.shown,
             )
             for p in result.paths
         ],

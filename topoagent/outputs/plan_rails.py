@@ -86,7 +86,7 @@ def record(result: ScanResult, node_uid: str | None = None) -> RailRecord:
         for i, n in enumerate(nics):
             path = result.path(g.id, n.id)
             assert path is not None  # every GPU-NIC pair has a path (analysis.paths.scan_paths)
-            rails[f"rail{i}"] = [RailNic(address(n), path.token)]
+            rails[f"rail{i}"] = [RailNic(address(n), path.cell)]  # ? where no source shows the path
         gpus[(uuids.get(g.bdf) if g.bdf else None) or address(g)] = GpuRails(address(g), rails)
     return RailRecord(
         SCHEMA_VERSION, node_uid, RAIL_SOURCE, {address(n): [f"rail{i}"] for i, n in enumerate(nics)}, gpus

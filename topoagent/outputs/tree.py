@@ -186,8 +186,8 @@ def _rail_labels(result: ScanResult) -> dict[str, str]:
     """``rail nic0 (PIX)`` on GPUs, ``rail for gpu0`` / ``storage`` on NICs."""
     labels: dict[str, str] = {}
     for r in result.rails.rails:
-        if r.nic is not None and r.cls is not None:
-            labels[r.gpu] = f"rail {','.join(r.nics)} ({r.cls.name})"
+        if r.nic is not None:  # the class is ? where no source shows the path (a partial paste)
+            labels[r.gpu] = f"rail {','.join(r.nics)} ({r.cls.name if r.cls is not None else '?'})"
     for nic, role in result.rails.roles.items():
         users = result.rails.users(nic)
         labels[nic] = f"rail for {','.join(users)}" if users else f"{role.value} NIC"

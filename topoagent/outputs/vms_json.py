@@ -24,6 +24,7 @@ import msgspec
 
 from topoagent.advice.vms import Verdict, VmAdvice, VmReport
 from topoagent.outputs.json_report import Bdf, NodeId, encode
+from topoagent.pci import DeviceKind
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -44,7 +45,7 @@ class VmDeviceEntry(msgspec.Struct, frozen=True):
     """A passthrough device of a VM, as the host knows it."""
 
     bdf: Bdf | None
-    kind: Literal["gpu", "nic", "nvme", "accelerator", "nvswitch", "bridge", "other"]  # a DeviceKind value
+    kind: DeviceKind
     numa_node: NodeId | None
     ref: str
     name: str | None
@@ -88,8 +89,7 @@ def vm_entry(vm: VmAdvice) -> VmEntry:
         vcpus=vm.vcpus,
         memory_bytes=vm.memory_bytes,
         devices=[
-            VmDeviceEntry(d.bdf, d.kind, d.numa_node, d.ref, d.name, list(d.rail_nics), d.note)  # type: ignore[arg-type]
-            for d in vm.devices
+            VmDeviceEntry(d.bdf, d.kind, d.numa_node, d.ref, d.name, list(d.rail_nics), d.note) for d in vm.devices
         ],
         current=dict(vm.current),
         verdict=vm.verdict,

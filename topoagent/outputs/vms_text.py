@@ -16,6 +16,7 @@ from typing import Any
 from topoagent.advice.vms import VmAdvice, VmReport
 from topoagent.outputs.columns import columns
 from topoagent.outputs.escape import shown
+from topoagent.pci import DeviceKind
 
 HEADERS = ("VM", "state", "passthrough", "device", "NUMA", "current affinity", "verdict")
 _DEVICE_WIDTH = 34
@@ -54,7 +55,7 @@ def current_summary(vm: VmAdvice) -> str:
 def _rows(vm: VmAdvice) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for i, d in enumerate(vm.devices):
-        device = d.kind + (f" {d.name}" if d.name else "")
+        device = d.kind.value + (f" {d.name}" if d.name else "")
         address = d.bdf or "?"
         if d.ref != d.bdf:
             address = f"{d.ref} ({d.bdf})" if d.bdf else d.ref
@@ -77,7 +78,7 @@ def _rail_notes(vm: VmAdvice) -> list[str]:
     passed = {d.bdf for d in vm.devices}
     out = []
     for d in vm.devices:
-        if d.kind == "gpu" and d.rail_nics:
+        if d.kind is DeviceKind.GPU and d.rail_nics:
             rails = ", ".join(f"{n} ({'passed through' if n in passed else 'not passed through'})" for n in d.rail_nics)
             out.append(f"GPU {d.bdf} rail NIC: {rails}")
     return out

@@ -72,17 +72,18 @@ class _CappedStream(io.RawIOBase):
         import lzma
 
         super().__init__()
-        with open(path, "rb") as fh:
-            magic = fh.read(6)
+        # The file is opened once: the magic is peeked from it and the decompressor reads it.
+        self.raw: io.BufferedReader = open(path, "rb")  # noqa: SIM115  closed by close()
+        magic = self.raw.peek(6)[:6]
         self.stream: io.BufferedIOBase
         if magic.startswith(b"\x1f\x8b"):
-            self.stream = gzip.GzipFile(path, "rb")
+            self.stream = gzip.GzipFile(fileobj=self.raw, mode="rb")
         elif magic.startswith(b"BZh"):
-            self.stream = bz2.BZ2File(path, "rb")
+            self.stream = bz2.BZ2File(self.raw, "rb")
         elif magic.startswith(b"\xfd7zXZ\x00"):
-            self.stream = lzma.LZMAFile(path, "rb")  # noqa: SIM115  closed by close()
+            self.stream = lzma.LZMAFile(self.raw, "rb")  # noqa: SIM115  closed by close()
         else:
-            self.stream = open(path, "rb")  # noqa: SIM115  closed by close()
+            self.stream = self.raw
         self.path = path
         # Each member: its header, a PAX header for a long name, its data's padding.
         self.limit = MAX_TOTAL_BYTES + (MAX_MEMBERS + 1) * 4 * tarfile.BLOCKSIZE
@@ -112,6 +113,7 @@ class _CappedStream(io.RawIOBase):
 
     def close(self) -> None:
         self.stream.close()
+        self.raw.close()  # a decompressor given a file object leaves it open
         super().close()
 
 
