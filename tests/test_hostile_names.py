@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from topoagent.api import scan
@@ -150,6 +150,9 @@ def vmx_escape(text: str) -> str:
 @FUZZ
 @given(name=names, value=names)
 def test_hostile_vm_names_and_vmx_values(tmp_path, name, value):
+    # An affinity that is empty once NULs are gone is no hostile value but no affinity at all,
+    # which rightly drops the affinity note: the line count below compares like with like.
+    assume(value.replace("\x00", "").strip())
     vmx = tmp_path / "vm.vmx"
     vmx.write_text(VMX.format(name=vmx_escape(name.replace("\x00", "")), value=vmx_escape(value.replace("\x00", ""))))
     benign = tmp_path / "ok.vmx"
