@@ -264,13 +264,31 @@ def _remove(tree: Tree, label: str) -> None:
 # -- start-up -------------------------------------------------------------------------------------
 
 
+#: The modules a ``scan --format json`` process imports (its fast path, the sources, the analysis
+#: and the JSON report): importing them alone is the start-up a scan pays before any work.
+SCAN_IMPORTS = ", ".join(
+    (
+        "topoagent.cli",
+        "topoagent.commands.scan",
+        "topoagent.api",
+        "topoagent.sources.sysfs",
+        "topoagent.outputs.json_report",
+    )
+)
+
+
 def startup(reps: int, dgx_root: Path) -> list[str]:
-    """Median wall time of a bare interpreter, ``--version`` and the DGX scan; importtime top."""
+    """Median wall time of a bare interpreter, of importing msgspec (the floor under any process
+    that uses the model) and everything a scan imports, ``--version``, the DGX scan and lstopo
+    on the same tree; the importtime top."""
     cases = [
         ("`python -c pass` (bare interpreter)", [sys.executable, "-c", "pass"]),
         ("`python -S -c pass`", [sys.executable, "-S", "-c", "pass"]),
+        ("`python -c 'import msgspec'` (the model's library)", [sys.executable, "-c", "import msgspec"]),
+        ("`python -c 'import <what scan imports>'`", [sys.executable, "-c", f"import {SCAN_IMPORTS}"]),
         ("`topoagent --version`", [*topoagent_cmd(), "--version"]),
         ("`scan --root dgx-h100 --format json`", topoagent_argv(dgx_root)),
+        ("`lstopo -i dgx-h100 --of xml --whole-io`", lstopo_argv(dgx_root)),
     ]
     times: dict[str, list[float]] = {label: [] for label, _ in cases}
     rss: dict[str, int] = {label: 0 for label, _ in cases}

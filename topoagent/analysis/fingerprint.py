@@ -13,8 +13,9 @@ docs/fleet.md lists them.  :func:`fingerprint` hashes their canonical msgspec JS
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -268,14 +269,17 @@ class Doc(Head, frozen=True):
     slots: list[SlotFacts] | None = None
 
 
-_HEAD = msgspec.json.Decoder(Head)
-_DOC = msgspec.json.Decoder(Doc)
+@functools.cache
+def _decoder(kind: type[Head]) -> msgspec.json.Decoder[Any]:
+    """The decoder for ``kind``, made on first use: making one resolves every annotation of
+    the types it reaches (~1 ms), which a scan that never reads a document must not pay."""
+    return msgspec.json.Decoder(kind)
 
 
 def read_head(data: bytes) -> Head:
     """A document's :class:`Head` (the rest is skipped, not decoded). Raises
     ``msgspec.DecodeError`` (or ``ValidationError``) for anything else."""
-    return _HEAD.decode(data)
+    return _decoder(Head).decode(data)
 
 
 def read_expectation(data: bytes) -> Baseline:
@@ -283,7 +287,7 @@ def read_expectation(data: bytes) -> Baseline:
 
     Raises ``msgspec.DecodeError`` when the bytes are not such JSON, ``ValueError`` when they
     carry no slot facts (a scan JSON from before they were written)."""
-    doc = _DOC.decode(data)
+    doc: Doc = _decoder(Doc).decode(data)
     hw, fp, peers = doc.identity
     if doc.slots is None or hw is None or fp is None:
         raise ValueError("no hw_class, fingerprint and slots: not a baseline, scan JSON or state.json with slot facts")
