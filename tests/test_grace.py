@@ -34,9 +34,14 @@ def _codes(result, code: str) -> list[tuple[str, ...]]:
     return [f.subjects for f in result.findings if f.code == code]
 
 
-def _tray(tmp_path, *, nics_on_grace1: bool = True, peermem: bool = True):
-    """The gb200-tray description, optionally without Grace 1's NICs or nvidia_peermem."""
+def _tray(tmp_path, *, nics_on_grace1: bool = True, peermem: bool = True, slow_dpu: bool = False):
+    """The gb200-tray description, optionally without Grace 1's NICs or nvidia_peermem, or with
+    a single-port 200G ConnectX-6 in the BlueField-3's place on Grace 0."""
     desc = load_machine("gb200-tray")
+    if slow_dpu:
+        for rb in desc["rootbus"]:
+            if rb["id"] == "0006:00":
+                rb["tree"] = "00.0 grace-rp > cx6-ib"
     if not nics_on_grace1:
         desc["rootbus"] = [rb for rb in desc["rootbus"] if rb["id"] != ["0010:00", "0012:00"]]
     if not peermem:
@@ -87,6 +92,21 @@ def test_cross_socket_for_a_nic_on_the_other_grace(tmp_path):
     far = [x for x in r.rails.rails if x.gpu in ("gpu2", "gpu3")]
     assert [(x.nccl_path, x.gdr) for x in far] == [(None, False), (None, False)]
     assert nfd_features(r, degraded_links=False)["topoagent.gdr.ready"] == "false"
+
+
+def test_a_slower_nic_of_the_own_grace_is_phb_not_p2c(tmp_path):
+    """NCCL gives P2C only to the GPU's local NICs, the fastest (ncclTopoGetLocal): a 200G NIC
+    beside 400G ones on the same Grace keeps PHB, and GPUDirect RDMA is off to it.  The
+    BlueField-3's two 200G ports count as one 400G NIC (NCCL merges a device's ports)."""
+    slow = _tray(tmp_path, slow_dpu=True)
+    topo = slow.topology
+    g = topo.gpus[0]
+    cx6 = next(n for n in topo.nics if n.bdf == "0006:01:00.0")
+    cx7 = next(n for n in topo.nics if n.bdf == "0000:01:00.0")
+    assert own_cpu_nic(topo, g, cx6) and own_cpu_nic(topo, g, cx7)
+    p6, p7 = slow.path(g.id, cx6.id), slow.path(g.id, cx7.id)
+    assert (nccl_path_type(topo, g, cx6, p6), gdr_by_default(topo, g, cx6, p6)) == ("PHB", False)
+    assert (nccl_path_type(topo, g, cx7, p7), gdr_by_default(topo, g, cx7, p7)) == ("P2C", True)
 
 
 def test_grace_hopper_nic_is_p2c_too(fixture_root):
@@ -154,7 +174,15 @@ def test_peer_memory_is_needed_for_gdr_over_p2c(tmp_path):
 
 
 def test_nfd_gdr_ready_on_the_tray(tray):
-    assert nfd_features(tray, degraded_links=False)["topoagent.gdr.ready"] == "true"
+    nfd = nfd_features(tray, degraded_links=False)
+    # The worst rail is NCCL's P2C, not nvidia-smi's SYS: a selector that keeps pods off
+    # cross-socket rails (worst-path != SYS) must not also keep them off every Grace node.
+    assert (nfd["topoagent.gdr.ready"], nfd["topoagent.rail.worst-path"]) == ("true", "P2C")
+
+
+def test_nfd_worst_path_is_sys_for_a_nic_on_the_other_grace(tmp_path):
+    nfd = nfd_features(_tray(tmp_path, nics_on_grace1=False), degraded_links=False)
+    assert (nfd["topoagent.gdr.ready"], nfd["topoagent.rail.worst-path"]) == ("false", "SYS")
 
 
 # -- nvidia-smi's view: the matrix and --cross-check ---------------------------------------------

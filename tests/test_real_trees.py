@@ -315,6 +315,21 @@ def test_gpu_memory_nodes_follow_their_gpu(real_tree_roots: dict[str, Path], sca
     assert not wrong, f"(memory node, GPU, GPU's node, nearest_cpu_node, socket): {wrong}"
 
 
+def test_power9_gpus_with_memory_nodes_are_not_nvlink_c2c(real_tree_roots: dict[str, Path], scans) -> None:
+    """POWER9 onlines its V100s' memory as NUMA nodes, as Grace does, but reaches them over
+    NVLink 2.0, not C2C: no GPU there is C2C, and the GPU-GPU classes stay the tree's."""
+    from topoagent.analysis.c2c import is_c2c
+
+    name = "nvidiagpunumanodes"
+    if name not in real_tree_roots:
+        pytest.skip(f"{name}.tar.bz2 is not in {realtrees.real_sysfs_dir()}")
+    result = scans(real_tree_roots[name])
+    topo = result.topology
+    assert topo.snapshot.cpu_identity is not None and topo.snapshot.cpu_identity.arch == "ppc64"
+    assert topo.snapshot.gpu_memory_nodes and not any(is_c2c(topo, g) for g in topo.gpus)
+    assert not any("NVLink-C2C" in f.message for f in result.findings)
+
+
 # -- the helpers ------------------------------------------------------------------------------
 
 

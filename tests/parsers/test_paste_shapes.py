@@ -326,6 +326,7 @@ def test_a_rail_no_source_shows_has_no_class_anywhere():
     # the rail to an unshown NIC has no class (it was SYS, the placeholder), in the scan JSON too
     rail4 = result.rails.rail("gpu4")
     assert rail4 is not None and rail4.nic is not None and rail4.cls is None
+    assert (rail4.gdr, rail4.nccl_path) == (None, None)  # no verdict on a placeholder either
     assert result.rails.rail("gpu0").cls is not None and result.rails.rail("gpu0").cls.name == "PXB"
     rails = {r["gpu"]: r for r in json.loads(json_report.render(result))["rails"]}
     assert rails["gpu4"]["kind"] is None and rails["gpu0"]["kind"] == "PXB"

@@ -40,8 +40,9 @@ class RailNic(msgspec.Struct, frozen=True):
     numa_node: int | None
     socket: int | None
     driver: str | None = None
-    #: The path as NCCL names it where that differs from ``kind``: ``P2C`` for a Grace GPU's NIC
-    #: on its own CPU (``kind`` is then SYS, as nvidia-smi prints it; analysis.c2c).
+    #: The path as NCCL names it where that differs from ``kind``: for a Grace GPU's NIC on its
+    #: own CPU ``P2C`` (one of its fastest NICs) or ``PHB`` (a slower one); ``kind`` is then SYS,
+    #: as nvidia-smi prints it (analysis.c2c).
     nccl_path: str | None = None
     #: Whether NCCL uses GPUDirect RDMA to this NIC by default (analysis.paths.gdr_by_default).
     gdr: bool | None = None
@@ -49,8 +50,8 @@ class RailNic(msgspec.Struct, frozen=True):
     @property
     def remote(self) -> bool:
         """Reached only across the SMP interconnect (SYS): a NIC on another node or socket --
-        not a Grace GPU's NIC on its own CPU (P2C)."""
-        return self.kind == "SYS" and self.nccl_path != "P2C"
+        not a Grace GPU's NIC on its own CPU (P2C, or PHB for a slower one)."""
+        return self.kind == "SYS" and self.nccl_path not in ("P2C", "PHB")
 
 
 class SplitGroup(msgspec.Struct, frozen=True):

@@ -679,8 +679,8 @@ def _check_cpu_less(c: _Ctx) -> list[Finding]:
         names = ", ".join(str(i) for i in ids)
         bind = f"bind CPUs to node {target} instead" if target is not None else "no node has CPUs"
         what = (
-            f"are the own memory of {', '.join(str(n.gpu) for n in nodes)} (a GPU on NVLink-C2C: nvidia-smi's "
-            "GPU NUMA ID) and have no CPUs"
+            f"are the own memory of {', '.join(str(n.gpu) for n in nodes)} (GPU memory onlined as a NUMA node, "
+            "Grace's C2C or POWER9's NVLink: nvidia-smi's GPU NUMA ID) and have no CPUs"
             if gpu_memory
             else "have memory but no CPUs (GPU memory on Grace, CXL or HBM)"
         )

@@ -33,7 +33,7 @@ from enum import IntEnum
 import msgspec
 
 from topoagent import pci
-from topoagent.analysis.c2c import is_c2c, own_cpu_nic
+from topoagent.analysis.c2c import is_c2c, own_cpu_nic, p2c_nic
 from topoagent.digits import is_decimal
 from topoagent.topology import (
     BridgeRole,
@@ -251,10 +251,11 @@ GDR_DEFAULT_LEVEL = PathClass.PXB
 
 
 def nccl_path_type(topo: Topology, gpu: Device, nic: Device, p: Path) -> str:
-    """The GPU -> NIC path as NCCL names it: ``P2C`` for a C2C GPU and a NIC on its own CPU
-    (analysis.c2c), else the class of ``p`` (``PIX`` ... ``SYS``; ``NV#`` never occurs here)."""
-    if p.cls is PathClass.SYS and own_cpu_nic(topo, gpu, nic):
-        return "P2C"
+    """The GPU -> NIC path as NCCL names it: for a C2C GPU and a NIC on its own CPU ``P2C``
+    where the NIC is one of the GPU's local (fastest) NICs, else ``PHB`` (analysis.c2c); else
+    the class of ``p`` (``PIX`` ... ``SYS``; ``NV#`` never occurs here)."""
+    if p.shown and p.cls is PathClass.SYS and own_cpu_nic(topo, gpu, nic):
+        return "P2C" if p2c_nic(topo, gpu, nic) else "PHB"
     return p.token
 
 

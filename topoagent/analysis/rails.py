@@ -15,6 +15,7 @@ from enum import Enum
 import msgspec
 
 from topoagent.analysis.c2c import own_cpu_nic
+from topoagent.analysis.nicspeed import nic_bandwidth_gbps
 from topoagent.analysis.paths import Path, PathClass, gdr_by_default, nccl_path_type, path_index
 from topoagent.frozen import FrozenMap
 from topoagent.topology import Device, Topology, id_key
@@ -44,10 +45,12 @@ class Rail(msgspec.Struct, frozen=True):
     #: Other GPUs whose primary NIC is the same.
     shared_with: tuple[str, ...] = ()
     #: Whether NCCL uses GPUDirect RDMA to ``nic`` by default (analysis.paths.gdr_by_default):
-    #: PXB or better, or a C2C GPU's NIC on its own Grace (P2C); None without a NIC.
+    #: PXB or better, or a C2C GPU's local NIC on its own Grace (P2C); None without a NIC or
+    #: where no source shows the path.
     gdr: bool | None = None
-    #: The path to ``nic`` as NCCL names it where that differs from ``cls``: ``P2C`` for a C2C
-    #: GPU's NIC on its own Grace (``cls`` is SYS, as nvidia-smi prints it).
+    #: The path to ``nic`` as NCCL names it where that differs from ``cls``: ``P2C`` (or ``PHB``
+    #: for a slower one) for a C2C GPU's NIC on its own Grace (``cls`` is SYS, as nvidia-smi
+    #: prints it).
     nccl_path: str | None = None
 
 
@@ -64,20 +67,6 @@ class RailPlan(msgspec.Struct, frozen=True):
     def users(self, nic: str) -> tuple[str, ...]:
         """The GPUs whose primary NIC is ``nic``."""
         return tuple(r.gpu for r in self.rails if r.nic == nic)
-
-
-def nic_bandwidth_gbps(topo: Topology, nic: Device) -> float:
-    """A NIC's port speed: RDMA port rate, else netdev speed, else PCIe link (per direction)."""
-    names = set(nic.rdma_devices)
-    rates = [p.rate_gbps for r in topo.snapshot.rdma if r.name in names for p in r.ports if p.rate_gbps]
-    if rates:
-        return max(rates)
-    speeds = [n.speed_mbps / 1000 for n in topo.snapshot.netdevs if n.bdf == nic.bdf and n.speed_mbps]
-    if speeds:
-        return max(speeds)
-    link = nic.link
-    gts, width = link.max_gts or link.current_gts, link.max_width or link.current_width
-    return (gts or 0.0) * (width or 0)
 
 
 def _is_fabric(topo: Topology, nic: Device) -> bool:
@@ -166,8 +155,10 @@ def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
         dev = topo.by_id(nic) if nic else None
         phys = topo.physical(g)
         p = idx[(phys.id, dev.id)] if dev is not None else None
-        gdr = gdr_by_default(topo, phys, dev, p) if dev is not None and p is not None else None
-        name = nccl_path_type(topo, phys, dev, p) if dev is not None and p is not None else None
+        # A path no source shows has no class, so no NCCL name or GDR verdict either.
+        gdr = name = None
+        if dev is not None and p is not None and p.shown:
+            gdr, name = gdr_by_default(topo, phys, dev, p), nccl_path_type(topo, phys, dev, p)
         nccl = name if p is not None and name != p.token else None
         rails.append(Rail(g.id, nic, best_cls[g.id], nics, shared, gdr, nccl))
     return RailPlan(roles, tuple(rails))

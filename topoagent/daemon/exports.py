@@ -156,19 +156,29 @@ def _gdr_ready(result: ScanResult) -> bool:
     return not any(f.code in _GDR_BLOCKERS for f in result.findings)
 
 
+#: GPU -> NIC paths best to worst, NCCL's ``P2C`` (a Grace GPU's NIC on its own CPU, GPUDirect
+#: RDMA on) between ``PXB`` and ``PHB`` as NVIDIA/nccl src/graph/topo.h orders its path types.
+_RAIL_ORDER = ("X", "NV", "PIX", "PXB", "P2C", "PHB", "NODE", "SYS")
+
+
+def _rail_rank(name: str) -> tuple[int, str]:
+    return _RAIL_ORDER.index(name) if name in _RAIL_ORDER else len(_RAIL_ORDER), name
+
+
 def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = True) -> dict[str, str]:
     """The node features, name (without namespace) -> value, every value valid for NFD.
 
     ``gpu.numa-nodes`` lists nodes joined by ``_`` (``0_1``): commas are not allowed in a
     label value.  ``rail.worst-path`` is the worst GPU-to-rail-NIC class (``none``: no GPU
-    has a rail NIC).  ``acs.blocking`` is ``unknown`` when ACS could not be read.
+    has a rail NIC), NCCL's ``P2C`` where nvidia-smi's ``SYS`` is a Grace GPU's own-CPU path.
+    ``acs.blocking`` is ``unknown`` when ACS could not be read.
     ``scan-ok`` is ``false`` while the latest scan failed: the other labels are then the last
     good scan's, until the file expires (:data:`NFD_EXPIRY_INTERVALS`).
     """
     topo = result.topology
     gpus = [g for g in topo.gpus if not g.is_vf]
     nodes = sorted({g.numa_node for g in gpus if g.numa_node is not None})
-    classes = [r.cls for r in result.rails.rails if r.nic is not None and r.cls is not None]
+    classes = [_rail_rank(r.nccl_path or r.cls.name) for r in result.rails.rails if r.nic is not None and r.cls]
     codes = {f.code for f in result.findings}
     acs = "true" if "ACS_REDIRECT" in codes else "unknown" if "ACS_UNKNOWN" in codes else "false"
     worst = result.worst()
@@ -177,7 +187,7 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
         "topoagent.gpu.numa-nodes": "_".join(map(str, nodes)) if nodes else "none",
         "topoagent.nvswitch.count": str(len(topo.of_kind(DeviceKind.NVSWITCH))),
         "topoagent.nic.rdma-count": str(sum(1 for n in topo.nics if n.rdma_capable and not n.is_vf)),
-        "topoagent.rail.worst-path": max(classes).name if classes else "none",
+        "topoagent.rail.worst-path": max(classes)[1] if classes else "none",
         "topoagent.gdr.ready": "true" if _gdr_ready(result) else "false",
         "topoagent.acs.blocking": acs,
         "topoagent.pcie.degraded-links": "true" if degraded_links else "false",

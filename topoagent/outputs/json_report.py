@@ -238,15 +238,17 @@ class RailEntry(msgspec.Struct, frozen=True):
     nccl_path: Annotated[
         str | None,
         msgspec.Meta(
-            description="The path to nic as NCCL names it where that differs from kind: P2C for a Grace "
-            "GPU's NIC on its own CPU (kind SYS, as nvidia-smi prints it); null otherwise."
+            description="The path to nic as NCCL names it where that differs from kind: for a Grace "
+            "GPU's NIC on its own CPU P2C (one of the GPU's fastest NICs, NCCL's ncclTopoGetLocal) or PHB "
+            "(a slower one); kind is then SYS, as nvidia-smi prints it; null otherwise."
         ),
     ] = None
     gdr: Annotated[
         bool | None,
         msgspec.Meta(
             description="Whether NCCL uses GPUDirect RDMA to nic by default (PXB or better, or P2C with "
-            "NCCL >= 2.27, NVIDIA/nccl ncclTopoCheckGdr); null without a nic."
+            "NCCL >= 2.27, NVIDIA/nccl ncclTopoCheckGdr), for the direct path (NCCL's PXN through an "
+            "NVLinked peer GPU aside); null without a nic or where no source shows the path."
         ),
     ] = None
 

@@ -57,8 +57,9 @@ class RailNic(msgspec.Struct, frozen=True):
     nccl_path: Annotated[
         str | None,
         msgspec.Meta(
-            description="The path as NCCL names it where that differs from kind: P2C for a Grace GPU's "
-            "NIC on its own CPU (kind SYS, as nvidia-smi prints it); null otherwise."
+            description="The path as NCCL names it where that differs from kind: for a Grace GPU's NIC "
+            "on its own CPU P2C (one of the GPU's fastest NICs) or PHB (a slower one); kind is then SYS, "
+            "as nvidia-smi prints it; null otherwise."
         ),
     ] = None
     gdr: Annotated[
