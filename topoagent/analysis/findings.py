@@ -313,8 +313,10 @@ def _c2c_cross_grace(c: _Ctx, g: Device, n: Device, ev: list[Evidence]) -> list[
             "GPU_NIC_CROSS_SOCKET",
             [g.id, n.id],
             f"{g.id} reaches its CPU (NUMA node {g.numa_node}) over NVLink-C2C, but its nearest RDMA NIC "
-            f"{_nic_label(n)} hangs off the other CPU (node {n.numa_node}): traffic crosses the CPU-to-CPU "
-            f"link and {_GDR}.",
+            f"{_nic_label(n)} hangs off the other CPU (node {n.numa_node}): the direct path crosses the "
+            "CPU-to-CPU link with GPUDirect RDMA off (NCCL's P2C default covers only a NIC of the GPU's own "
+            "CPU), so NCCL stages through host memory or routes through an NVLinked GPU of the other Grace "
+            "(PXN), which then carries that GPU's traffic too.",
             ev,
             "Give each GPU's ranks a NIC of the GPU's own Grace (NCCL_IB_HCA, or the NIC order of the "
             "node's rail plan); a Grace with no RDMA NIC of its own needs one.",
