@@ -155,6 +155,15 @@ def test_unprivileged_scan_tells_acs_unknown_and_matches_a_root_baseline(results
     assert all(s.acs is None for s in seen.slots)  # unknown, not none
     assert seen.fingerprint != good.fingerprint  # scans made alike compare alike (docs/fleet.md)
     assert compare(good, seen) == ()
+    # In a fleet its group keeps its own fingerprint but is no odd host: nothing to act on.
+    t = FleetTally()
+    for i, b in enumerate([good] * 3 + [seen]):
+        t.add(f"h{i}", b.hw_class, b.fingerprint, lambda b=b: b)
+    verdict = t.verdict()
+    assert verdict.outliers == () and [(c.fingerprint, c.expected, c.matches) for c in verdict.classes] == [
+        (good.fingerprint, True, True),
+        (seen.fingerprint, False, True),
+    ]
 
 
 def test_compare_a_moved_device_compares_its_other_facts():

@@ -29,6 +29,10 @@ class FleetClass(msgspec.Struct, frozen=True):
     hosts: tuple[str, ...]
     #: Whether this is the class's expected fingerprint (its majority, or the --expect file's).
     expected: bool
+    #: Whether its facts agree with the expectation wherever both sides know them: true for the
+    #: expected fingerprint, and for one that differs only in facts a side could not read
+    #: (a scan without root or NVML); such hosts are no outliers.
+    matches: bool = True
 
 
 class Outlier(msgspec.Struct, frozen=True):
@@ -86,11 +90,11 @@ class FleetTally:
             sizes[hw] = sizes.get(hw, 0) + len(names)
         for (hw, fp), names in sorted(self.hosts.items(), key=lambda kv: (-sizes[kv[0][0]], kv[0][0], -len(kv[1]))):
             want = self._expectation(hw)
-            ok = fp == want.fingerprint
-            classes.append(FleetClass(hw, fp, tuple(names), ok))
-            if ok:
-                continue
-            found = compare(want, self.facts[(hw, fp)])
-            outliers.extend(Outlier(h, hw, fp, found) for h in names)
+            # Another fingerprint with no difference where both sides are known (a scan without
+            # root reads no ACS, one without NVML counts no NVLinks) is no odd host: nothing to
+            # act on.  Its class still shows its own fingerprint.
+            found = () if fp == want.fingerprint else compare(want, self.facts[(hw, fp)])
+            classes.append(FleetClass(hw, fp, tuple(names), fp == want.fingerprint, not found))
+            outliers.extend(Outlier(h, hw, fp, found) for h in names if found)
         outliers.sort(key=lambda o: (o.hw_class, o.host))
         return FleetVerdict(self.count, tuple(classes), tuple(outliers))

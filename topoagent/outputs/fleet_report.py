@@ -1,6 +1,7 @@
 """``topoagent fleet``'s outputs: text for a person, JSON for automation, an HTML page.
 
-JSON: ``{"hosts": N, "classes": [{"hw_class", "fingerprint", "hosts": [...], "expected"}],
+JSON: ``{"hosts": N, "classes": [{"hw_class", "fingerprint", "hosts": [...], "expected",
+"matches"}],
 "outliers": [{"host", "hw_class", "fingerprint", "findings": [...]}], "unreadable": [...]}``,
 findings as in ``scan --format json``.
 """
@@ -21,6 +22,8 @@ class ClassEntry(msgspec.Struct, frozen=True):
     fingerprint: str
     hosts: list[str]
     expected: bool
+    #: Agrees with the expected facts wherever both sides know them (no outlier).
+    matches: bool
 
 
 class OutlierEntry(msgspec.Struct, frozen=True):
@@ -50,7 +53,7 @@ def report(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> FleetReport:
     """The verdict as the JSON document."""
     return FleetReport(
         hosts=v.hosts,
-        classes=[ClassEntry(c.hw_class, c.fingerprint, list(c.hosts), c.expected) for c in v.classes],
+        classes=[ClassEntry(c.hw_class, c.fingerprint, list(c.hosts), c.expected, c.matches) for c in v.classes],
         outliers=[
             OutlierEntry(o.host, o.hw_class, o.fingerprint, [finding_entry(f) for f in o.findings]) for o in v.outliers
         ],
@@ -82,7 +85,7 @@ def render_text(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
         groups = [c for c in v.classes if c.hw_class == hw]
         lines.append(f"class {hw}: {sum(len(c.hosts) for c in groups)} host(s)")
         for c in groups:
-            mark = "expected" if c.expected else "outlier "
+            mark = "expected" if c.expected else "matches " if c.matches else "outlier "
             lines.append(f"  {c.fingerprint}  {mark} {len(c.hosts):6d}  {_hosts(c.hosts)}")
     lines.append("")
     for o in v.outliers:
@@ -126,7 +129,13 @@ def render_html(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
         "<th></th><th>names</th></tr>",
     ]
     for c in v.classes:
-        mark = '<span class="ok">expected</span>' if c.expected else '<span class="critical">outlier</span>'
+        mark = (
+            '<span class="ok">expected</span>'
+            if c.expected
+            else '<span class="ok">matches where known</span>'
+            if c.matches
+            else '<span class="critical">outlier</span>'
+        )
         out.append(
             f"<tr><td>{escape(c.hw_class)}</td><td><code>{escape(c.fingerprint)}</code></td><td>{len(c.hosts)}</td>"
             f"<td>{mark}</td><td>{escape(_hosts(c.hosts, 20))}</td></tr>"
