@@ -108,7 +108,7 @@ def check_svg(result: ScanResult, text: str) -> None:
     for t in ties:
         g, n = topo.by_id(t.get("data-gpu")), topo.by_id(t.get("data-nic"))
         assert t.get("data-gpu-bdf") == (g.bdf or "") and t.get("data-nic-bdf") == (n.bdf or "")
-        assert t.find(f"{SVG}text").text == result.path(g.id, n.id).token
+        assert t.find(f"{SVG}text").text == result.path(g.id, n.id).cell  # "?" where no input shows it
 
     for code in ("GPU_NIC_CROSS_SOCKET", "GPU_NIC_CROSS_NUMA", "ACS_REDIRECT"):
         expected = [f for f in result.findings if f.code == code]
@@ -468,3 +468,32 @@ def test_dot_html_labels_hold_control_characters_as_data(scans) -> None:
     assert proc.returncode == 0 and "Error" not in proc.stderr, proc.stderr
     svg = "".join(ET.fromstring(proc.stdout).itertext())
     assert "mlx5_0" in svg and "<b>&amp;" in svg  # the markup stays text
+
+
+def test_a_rail_no_input_shows_is_drawn_unknown_not_bad() -> None:
+    """A partial paste (the DGX A100 matrix cut after GPU3's row: GPU4-7's cells to every NIC
+    are shown nowhere) gives GPU4-7 rails labelled ``?``: grey and dashed in the SVG and the DOT,
+    with a legend entry, never the red of their placeholder class (SYS)."""
+    from topoagent.api import analyse, read_offline
+    from topoagent.outputs.escape import xml_text
+    from topoagent.parsers.paste import decode_text
+
+    lines = decode_text((TESTS / "parsers/samples/nvsmi/dgx_a100_nv12_12nic_spaces.txt").read_bytes()).split("\n")
+    legend = lines.index("Legend:")
+    result = analyse(read_offline(nvidia_smi_topo="\n".join(lines[:6] + [""] + lines[legend:])))
+    unknown = {t.gpu for t in layout(result).ties if t.cls == "?"}
+    assert unknown == {"gpu4", "gpu5", "gpu6", "gpu7"}
+    svg = renderer("draw", "svg")(result)
+    check_svg(result, svg)
+    for t in groups(svg_root(svg), "ta-tie"):
+        if t.get("id", "").startswith("tie-"):
+            assert ("ta-cls-unknown" in t.get("class", "")) is (t.get("data-gpu") in unknown), t.attrib
+            assert ("ta-cls-bad" in t.get("class", "")) is False  # the shown rails are PXB
+    assert ".ta-cls-unknown path{stroke:#9e9e9e;stroke-dasharray" in svg
+    assert 'class="ta-tie ta-cls-unknown"><path' in svg  # the legend's swatch
+    dot = renderer("draw", "dot")(result)
+    edges = {g: line for line in dot.splitlines() for g in ("gpu0", "gpu4") if f'id="tie-{g}-' in line}
+    assert 'color="#9e9e9e"' in edges["gpu4"] and "style=dashed" in edges["gpu4"] and ">?<" in edges["gpu4"]
+    assert 'color="#d32f2f"' not in edges["gpu4"] and "style=dashed" not in edges["gpu0"]
+    key = next(line for line in dot.splitlines() if line.strip().startswith('"legend" ['))
+    assert xml_text("rail the input does not show: ?") in key

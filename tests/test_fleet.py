@@ -100,6 +100,7 @@ def _slot(**kw) -> SlotFacts:
         "socket": 0,
         "link": SlotLink(16, 16, 32.0),
         "acs": [],  # read as root: no ACS bit set
+        "iommu": "identity",  # read from a host tree
         "nvlinks": 18,
         "rail": NIC0,
         "rail_path": "PIX",
@@ -121,7 +122,8 @@ def _baseline(*slots: SlotFacts, peers: bool | None = True) -> Baseline:
         (_slot(rail_path="PXB"), "EXPECT_PATH", "expected PIX, seen PXB"),
         (_slot(nic_paths={NIC0: "SYS"}), "EXPECT_PATH", "expected PIX, seen SYS"),
         (_slot(acs=["ReqRedir", "CmpltRedir"]), "EXPECT_STATE", "expected [], seen [ReqRedir,CmpltRedir]"),
-        (_slot(iommu="DMA"), "EXPECT_STATE", "expected None, seen DMA"),
+        (_slot(iommu="DMA"), "EXPECT_STATE", "expected identity, seen DMA"),
+        (_slot(iommu="none"), "EXPECT_STATE", "expected identity, seen none"),  # IOMMU turned off
         (_slot(nvlinks=12), "EXPECT_LINK", "expected 18, seen 12"),
     ],
 )
@@ -141,6 +143,23 @@ def test_compare_links_are_minimums_and_equal_hosts_give_nothing():
 def test_compare_skips_acs_unknown_on_either_side(expected, seen):
     # None: the extended config space was unreadable (a scan without root), not "no ACS"
     assert compare(_baseline(_slot(acs=expected)), _baseline(_slot(acs=seen))) == ()
+
+
+@pytest.mark.parametrize("expected, seen", [("identity", None), (None, "DMA"), ("none", None), (None, "none")])
+def test_compare_skips_iommu_unknown_on_either_side(expected, seen):
+    # None: pasted output shows no IOMMU; "none": a host tree shows the device in no IOMMU group
+    assert compare(_baseline(_slot(iommu=expected)), _baseline(_slot(iommu=seen))) == ()
+
+
+def test_iommu_is_none_from_a_host_tree_without_groups_and_unknown_from_a_paste(tmp_path):
+    from tests.fakesysfs import generate
+    from topoagent.api import analyse, read_offline
+
+    no_iommu = scan(str(generate("cloud-vm", tmp_path / "vm")), nvml="off").baseline  # iommu = "none"
+    assert no_iommu.slots and all(s.iommu == "none" for s in no_iommu.slots)
+    paste = (REPO / "tests/parsers/samples/nvsmi/dgx_a100_nv12_12nic_spaces.txt").read_text()
+    pasted = analyse(read_offline(nvidia_smi_topo=paste)).baseline
+    assert pasted.slots and all(s.iommu is None for s in pasted.slots)
 
 
 def test_unprivileged_scan_tells_acs_unknown_and_matches_a_root_baseline(results, tmp_path):

@@ -20,6 +20,7 @@ from topoagent.daemon.exports import nfd_features
 from topoagent.outputs.json_report import report
 from topoagent.outputs.matrix import matrix_of, render_topo_matrix
 from topoagent.parsers.nvsmi_topo import parse_topo_matrix
+from topoagent.pci import C2C_GPUS, NVIDIA, DeviceKind, kind_from_name, kind_of
 
 # `nvidia-smi topo -m` of the gb200-tray fixture.  The header and the GPU rows are verbatim the
 # GB200 tray pasted in sgl-project/sglang#11208 (NV18 between the GPUs, SYS from every GPU to
@@ -236,3 +237,25 @@ def test_cross_check_against_nvidia_smi_agrees(fixture_root):
         )
     )
     assert _codes(checked, "SOURCES_DISAGREE") == [("gpu0", "nic0")]
+
+
+# -- the C2C parts: GB300 and GB10 as pci.ids names them ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("device", "lspci_name"),
+    [
+        (0x31C2, "NVIDIA Corporation GB110 [GB300]"),
+        (0x31C3, "NVIDIA Corporation GB110 [GB300]"),
+        (0x31A1, "NVIDIA Corporation GB110 [GB300 MaxQ]"),
+        (0x2E12, "NVIDIA Corporation GB20B [GB10]"),
+    ],
+)
+def test_gb300_and_gb10_are_c2c_gpus(device, lspci_name):
+    # pci.ids (github.com/pciutils/pciids): 10de:31c2/31c3 "GB110 [GB300]", 31a1 "GB110 [GB300
+    # MaxQ]", 2e12 "GB20B [GB10]" (DGX Spark); a 3D/VGA controller, so kind gpu by class
+    assert (NVIDIA, device) in C2C_GPUS
+    assert kind_of(0x030200, NVIDIA) is DeviceKind.GPU
+    assert kind_from_name(lspci_name, NVIDIA, None) == "gpu"  # a name without ids (lspci -tv)
+    assert kind_from_name(lspci_name, NVIDIA, device) == "gpu"
+    assert kind_from_name("NVIDIA Corporation GB20B PCI bridge", NVIDIA, None) is None

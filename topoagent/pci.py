@@ -144,6 +144,9 @@ DEVICES = {
     (0x10DE, 0x29BC): "B100",
     (0x10DE, 0x2941): "GB200",
     (0x10DE, 0x31C2): "GB300",
+    (0x10DE, 0x31C3): "GB300",
+    (0x10DE, 0x31A1): "GB300 MaxQ",
+    (0x10DE, 0x2E12): "GB10",
     (0x10DE, 0x20B1): "A100 PCIe 40GB",
     (0x10DE, 0x20B3): "A100 SXM 64GB",
     (0x10DE, 0x20B7): "A30",
@@ -318,10 +321,24 @@ CLASSES = {
 }
 
 
-#: GPUs attached to a Grace CPU over NVLink-C2C (GH200, GB200).  NCCL calls their path to a
-#: NIC on the same CPU "P2C" and enables GPUDirect RDMA there by default (NCCL_NET_GDR_LEVEL
-#: defaults to P2C on Grace: NVIDIA/nccl src/graph/paths.cc).
-C2C_GPUS = frozenset({(NVIDIA, 0x2342), (NVIDIA, 0x2348), (NVIDIA, 0x2941)})
+#: GPUs attached to a Grace CPU over NVLink-C2C (GH200, GB200, GB300, GB10).  NCCL calls their
+#: path to a NIC on the same CPU "P2C" and enables GPUDirect RDMA there by default
+#: (NCCL_NET_GDR_LEVEL defaults to P2C on Grace: NVIDIA/nccl src/graph/paths.cc).  The ids are
+#: the PCI ID Repository's (pci.ids, github.com/pciutils/pciids): 2342 "GH100 [GH200 120GB /
+#: 480GB]", 2348 "GH100 [GH200 144G HBM3e]", 2941 "GB100 [HGX GB200]", 31c2 and 31c3 "GB110
+#: [GB300]", 31a1 "GB110 [GB300 MaxQ]", 2e12 "GB20B [GB10]" (DGX Spark); nvidia-smi names them
+#: "NVIDIA GB300", "NVIDIA GB10".
+C2C_GPUS = frozenset(
+    {
+        (NVIDIA, 0x2342),
+        (NVIDIA, 0x2348),
+        (NVIDIA, 0x2941),
+        (NVIDIA, 0x31C2),
+        (NVIDIA, 0x31C3),
+        (NVIDIA, 0x31A1),
+        (NVIDIA, 0x2E12),
+    }
+)
 
 #: Vendors whose display controllers are BMC or emulated consoles, not compute GPUs: an
 #: ASPEED AST2500 on every server board must not become ``gpu0`` and shift the numbering that
@@ -449,7 +466,8 @@ VENDOR_ALIASES = (
 
 # Patterns of device names, read only for pasted lspci output: kept as text and compiled on first
 # use (``re``'s cache), so that importing this module -- every scan does -- compiles none.
-_NVIDIA_GPU_CHIP = r"\b(?:G[KMPVAHB][0-9]{3}|TU[0-9]{3}|AD[0-9]{3}|GB[0-9]{3})"
+# GB20B/GB10B (GB10, Jetson Thor) end in a letter: pci.ids "GB20B [GB10]".
+_NVIDIA_GPU_CHIP = r"\b(?:G[KMPVAHB][0-9]{3}|TU[0-9]{3}|AD[0-9]{3}|GB[0-9]{3}|GB[0-9]{2}B)"
 _NOT_A_GPU = r"(?i)NVSwitch|Audio|USB|UCSI|Serial|SMBus|Bridge"
 _NIC_NAME = (
     r"ConnectX|Infiniband|InfiniBand|Ethernet|Network Connection|NetXtreme|Elastic Fabric Adapter"

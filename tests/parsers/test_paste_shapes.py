@@ -493,3 +493,20 @@ def test_gb200_cross_socket_only_for_a_nic_of_the_other_grace(nodes, cross):
     for subjects in _cross(result):
         nic = result.topology.by_id(subjects[1])
         assert nic.numa_node == 0 and "other CPU" in next(f.message for f in result.findings if f.subjects == subjects)
+
+
+def test_no_idle_nic_finding_rests_on_a_cell_the_paste_does_not_show():
+    # only NIC0's row is pasted: GPU0/GPU1 share NIC0 (NODE, shown); their cells to NIC1 are
+    # shown nowhere, so NIC1 being "as close" would rest on a placeholder class
+    header = "        GPU0    GPU1    NIC0    NIC1    CPU Affinity    NUMA Affinity   GPU NUMA ID"
+    legend = "\n\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_1\n"
+    row0 = "NIC0    NODE    NODE     X      NODE"
+    result = analyse(read_offline(nvidia_smi_topo=f"{header}\n{row0}{legend}"))
+    assert [r.nic for r in result.rails.rails] == ["nic0", "nic0"]
+    assert not result.path("gpu0", "nic1").shown
+    assert "NIC_SHARED_WHILE_IDLE" not in {f.code for f in result.findings}
+    # with NIC1's row pasted too, NIC1 is shown as close and the rails spread over both NICs
+    # (the finding on a shown idle NIC: the epyc-nps2-mixed golden)
+    row1 = "NIC1    NODE    NODE    NODE     X"
+    full = analyse(read_offline(nvidia_smi_topo=f"{header}\n{row0}\n{row1}{legend}"))
+    assert sorted(r.nic for r in full.rails.rails) == ["nic0", "nic1"]

@@ -1,4 +1,4 @@
-"""GPUs on NVLink-C2C to a Grace CPU (GH200, GB200, GB10): the one place for their rule.
+"""GPUs on NVLink-C2C to a Grace CPU (GH200, GB200, GB300, GB10): the one place for their rule.
 
 Such a GPU reaches its CPU over NVLink-C2C, not PCIe: its PCI function sits alone under its own
 root port, and the NICs hang off Grace's PCIe.  ``nvidia-smi topo -m`` therefore prints ``SYS``

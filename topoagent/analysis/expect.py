@@ -101,10 +101,10 @@ def _same_slot(e: SlotFacts, s: SlotFacts, moved: dict[str, str], *, placement: 
             "Check the NVLink/NVSwitch fabric (nvidia-smi nvlink -s) and the fabric manager.",
             Severity.CRITICAL,
         )
-    # ACS unknown on either side (a scan without root reads no extended config space) is no
-    # difference, as NVLinks unknown without NVML are not.
-    acs = [("acs", e.acs, s.acs)] if e.acs is not None and s.acs is not None else []
-    state = [(f, x, v) for f, x, v in (*acs, ("iommu", e.iommu, s.iommu)) if x != v]
+    # ACS or IOMMU unknown on either side (a scan without root reads no extended config space;
+    # pasted output shows no IOMMU) is no difference, as NVLinks unknown without NVML are not.
+    both = (("acs", e.acs, s.acs), ("iommu", e.iommu, s.iommu))
+    state = [(f, x, v) for f, x, v in both if x is not None and v is not None and x != v]
     if state:
         yield _finding(
             "EXPECT_STATE",

@@ -770,7 +770,14 @@ def check_rails(c: _Ctx) -> list[Finding]:
         if len(users) < 2:
             continue
         for other in idle:
-            close = [g for g in users if c.path(g, other.id).cls == c.path(g, n.id).cls]
+            # only paths a source shows: an unshown one's class is a placeholder (a partial paste)
+            close = [
+                g
+                for g in users
+                if (to_idle := c.path(g, other.id)).shown
+                and (to_shared := c.path(g, n.id)).shown
+                and to_idle.cls == to_shared.cls
+            ]
             if close:
                 out.append(
                     c.finding(

@@ -68,7 +68,9 @@ class SlotFacts(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     #: ACS control bits set (lspci's names); ``[]`` none (or no ACS capability), None unknown
     #: (extended config space unreadable: a scan without root).
     acs: list[str] | None = None
-    #: The IOMMU domain type of the device's group (``identity``, ``DMA`` ...).
+    #: The IOMMU domain type of the device's group (``identity``, ``DMA`` ...); ``none`` when a
+    #: host tree shows the device in no IOMMU group (no IOMMU translates it); None unknown
+    #: (pasted output, or a kernel without the group's ``type`` file).
     iommu: str | None = None
     #: A GPU's NVLinks to the other GPUs, in all; None for other kinds.
     nvlinks: int | None = None
@@ -134,6 +136,16 @@ def _acs(d: Device) -> list[str] | None:
     return [] if cfg is not None and cfg.extended_readable else None
 
 
+def _iommu(topo: Topology, d: Device) -> str | None:
+    """The IOMMU domain type of the device's group; ``none`` where a host tree shows it in no
+    group (sysfs links ``iommu_group`` only for a device an IOMMU translates); None where that
+    is unknown -- pasted output says nothing of IOMMUs, and kernels before 5.11 write no group
+    ``type`` file -- so unknown is never taken for none, as :func:`_acs` does for ACS."""
+    if d.iommu_type is not None:
+        return d.iommu_type
+    return "none" if topo.snapshot.from_host_tree and d.iommu_group is None else None
+
+
 def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> list[SlotFacts]:
     """The facts of every physical device's slot, in slot order (SR-IOV VFs are configuration,
     not build, and are left out)."""
@@ -177,7 +189,7 @@ def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> list
                 socket=d.socket,
                 link=SlotLink(link.current_width, link.max_width, link.max_gts),
                 acs=_acs(d),
-                iommu=d.iommu_type,
+                iommu=_iommu(topo, d),
                 **gpu,  # type: ignore[arg-type]  # the GPU-only fields
             )
         )

@@ -37,7 +37,6 @@ from topoagent.outputs.layout import (
     LEGEND,
     MARGIN,
     REGION_GAP,
-    TIE_GRADE,
     Layout,
     Rect,
     SceneBox,
@@ -51,6 +50,7 @@ from topoagent.outputs.layout import (
     nic_role,
     scene,
     tie_findings,
+    tie_grade,
 )
 from topoagent.result import ScanResult
 from topoagent.topology import Device, DeviceKind
@@ -73,12 +73,13 @@ _LINE = {
     "vf": "#64b5f6",
     "accelerator": "#f9a825",
 }
-_TIE = {"good": "#2e7d32", "warn": "#f9a825", "bad": "#d32f2f"}
+_TIE = {"good": "#2e7d32", "warn": "#f9a825", "bad": "#d32f2f", "unknown": "#9e9e9e"}
 #: A tie's label badge, as the SVG draws it: fill, border, text.
 _BADGE = {
     "good": ("#e8f5e9", "#2e7d32", "#1b5e20"),
     "warn": ("#fff8e1", "#f9a825", "#8d6e00"),
     "bad": ("#d32f2f", "#b71c1c", "#ffffff"),
+    "unknown": ("#f5f5f5", "#9e9e9e", "#616161"),
 }
 _SEVERITY = {"critical": "#b71c1c", "warning": "#e65100", "info": "#455a64"}
 #: Invisible ordering edges: no arrow, no ink, no pull on the horizontal placement.
@@ -371,7 +372,8 @@ def render(result: ScanResult, **_: Any) -> str:
         path = result.path(rail.gpu, rail.nic)
         token = path.cell if path is not None else "?"
         f = tie_finding.get((rail.gpu, rail.nic))
-        grade = TIE_GRADE.get(rail.cls.name if rail.cls else "SYS", "bad")
+        # a rail no input shows (a partial paste) is unknown: neutral, not its placeholder's red
+        grade = tie_grade(rail.cls.name if rail.cls and (path is None or path.shown) else "?")
         color = _TIE[grade]
         fill, border, ink = _BADGE[grade]
         badge = (
@@ -386,6 +388,7 @@ def render(result: ScanResult, **_: Any) -> str:
             f'{quote(gd.key)} -> {quote(nd.key)} [label={badge}, color="{color}", '
             f'fontcolor="{color}", tooltip={quote(tip)}, id={quote(f"tie-{rail.gpu}-{rail.nic}")}'
             + (", penwidth=3.5" if f and rail.cls and rail.cls.name == "SYS" else "")
+            + (", style=dashed" if grade == "unknown" else "")
             # Only a tie within one column may rank its NIC; others would undo the rows.
             + ("" if (quote(gd.key), quote(nd.key)) in g.stacked else ", constraint=false")
             + route
@@ -422,7 +425,8 @@ def _swatch(kind: str) -> str:
         return f'{cell} BORDER="1" COLOR="#546e7a" BGCOLOR="#eceff1" STYLE="rounded"></TD>'
     if kind.startswith("tie-"):
         color = _TIE[kind[4:]]
-        return f'{cell}><FONT COLOR="{color}" POINT-SIZE="10">━━━</FONT></TD>'
+        line = "╍╍╍" if kind == "tie-unknown" else "━━━"  # dashed, as the edge is drawn
+        return f'{cell}><FONT COLOR="{color}" POINT-SIZE="10">{line}</FONT></TD>'
     if kind == "acs":
         return f'{cell} BGCOLOR="#d32f2f"><FONT COLOR="white">ACS</FONT></TD>'
     if kind == "degraded":

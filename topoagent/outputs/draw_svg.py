@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from topoagent.outputs.escape import xml_attr as escape
-from topoagent.outputs.layout import FONT, LINE_H, TIE_GRADE, Layout, Rect, layout
+from topoagent.outputs.layout import FONT, LINE_H, Layout, Rect, layout, tie_grade
 from topoagent.result import ScanResult
 
 __all__ = ["STYLE", "render", "svg_of"]
@@ -71,6 +71,9 @@ STYLE = """
 .ta-cls-bad path{stroke:#d32f2f;stroke-width:3.5}
 .ta-cls-bad rect{fill:#d32f2f;stroke:#b71c1c}
 .ta-cls-bad text{fill:#ffffff}
+.ta-cls-unknown path{stroke:#9e9e9e;stroke-dasharray:6 4}
+.ta-cls-unknown rect{fill:#f5f5f5;stroke:#9e9e9e}
+.ta-cls-unknown text{fill:#616161}
 .ta-acs rect{fill:#d32f2f;stroke:#7f0000}
 .ta-acs text{fill:#ffffff;font-size:7.5px;font-weight:bold;text-anchor:middle}
 .ta-legend>rect{fill:#ffffff;stroke:#bdbdbd}
@@ -187,7 +190,7 @@ def _tiles(lay: Layout) -> list[str]:
 def _ties(lay: Layout) -> list[str]:
     out = []
     for t in lay.ties:
-        kind = TIE_GRADE.get(t.cls, "bad")
+        kind = tie_grade(t.cls)
         cls = f"ta-tie ta-cls-{kind}" + (" ta-finding" if t.finding else "")
         attrs = (
             f'class="{cls}" id="tie-{_a(t.gpu)}-{_a(t.nic)}" data-gpu="{_a(t.gpu)}" data-nic="{_a(t.nic)}" '
@@ -224,7 +227,7 @@ def _legend(lay: Layout) -> list[str]:
         r = e.rect
         k = e.kind
         if k.startswith("tie-"):
-            cls = {"tie-good": "good", "tie-warn": "warn", "tie-bad": "bad"}[k]
+            cls = k.removeprefix("tie-")
             parts.append(
                 f'<g class="ta-tie ta-cls-{cls}"><path d="M{_n(r.x)} {_n(r.cy)} L{_n(r.right)} {_n(r.cy)}"/></g>'
             )

@@ -71,6 +71,7 @@ __all__ = [
     "nic_role",
     "scene",
     "tie_findings",
+    "tie_grade",
 ]
 
 # -- geometry constants (SVG user units) ---------------------------------------------------
@@ -101,6 +102,12 @@ CROSS_CODES = ("GPU_NIC_CROSS_SOCKET", "GPU_NIC_CROSS_NUMA", "GPU_NIC_VIA_HOST_B
 DEGRADED_CODES = ("LINK_WIDTH_DEGRADED", "LINK_SPEED_DEGRADED")
 #: Path class of a rail -> how it is painted (``good``, ``warn``; ``bad`` for any other).
 TIE_GRADE = {"NV": "good", "PIX": "good", "PXB": "good", "PHB": "warn", "NODE": "warn", "SYS": "bad"}
+
+
+def tie_grade(cls: str) -> str:
+    """How a rail is painted: by :data:`TIE_GRADE`; ``unknown`` (neutral grey, dashed) for a rail
+    no input shows (class ``?``: a partial paste), never a colour its placeholder class would earn."""
+    return "unknown" if cls == "?" else TIE_GRADE.get(cls, "bad")
 
 
 class Rect(msgspec.Struct, frozen=True):
@@ -543,6 +550,7 @@ LEGEND: tuple[tuple[str, str], ...] = (
     ("tie-good", "rail GPU→NIC: PIX/PXB"),
     ("tie-warn", "rail through the CPU: PHB/NODE"),
     ("tie-bad", "rail across the interconnect: SYS"),
+    ("tie-unknown", "rail the input does not show: ?"),
     ("acs", "ACS redirects peer traffic"),
     ("degraded", "link below its maximum"),
     ("numa-unknown", "NUMA node unknown"),
@@ -976,7 +984,7 @@ def _ties(result: ScanResult, p: _Placer) -> list[Tie]:
                 gd.bdf if gd else None,
                 nd.bdf if nd else None,
                 token,
-                rail.cls.name if rail.cls else "?",
+                rail.cls.name if rail.cls and (path is None or path.shown) else "?",
                 pts,
                 label,
                 f.code if f else None,
