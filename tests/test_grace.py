@@ -259,3 +259,14 @@ def test_gb300_and_gb10_are_c2c_gpus(device, lspci_name):
     assert kind_from_name(lspci_name, NVIDIA, None) == "gpu"  # a name without ids (lspci -tv)
     assert kind_from_name(lspci_name, NVIDIA, device) == "gpu"
     assert kind_from_name("NVIDIA Corporation GB20B PCI bridge", NVIDIA, None) is None
+
+
+def test_drawings_grade_a_p2c_rail_good_not_sys_red(tray):
+    """A Grace GPU's rail to its own CPU's NIC reads SYS (nvidia-smi's cell) but is NCCL's P2C
+    with GPUDirect RDMA on: the drawings paint it as a good rail, not a cross-socket one."""
+    from topoagent.outputs.layout import layout, rail_class, tie_grade
+
+    for rail in tray.rails.rails:
+        assert rail_class(rail, tray.path(rail.gpu, rail.nic)) == "P2C"
+    ties = layout(tray).ties
+    assert ties and {(t.token, t.cls, tie_grade(t.cls)) for t in ties} == {("SYS", "P2C", "good")}

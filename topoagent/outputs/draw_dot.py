@@ -48,6 +48,7 @@ from topoagent.outputs.layout import (
     compact_link,
     layout,
     nic_role,
+    rail_class,
     scene,
     tie_findings,
     tie_grade,
@@ -373,7 +374,7 @@ def render(result: ScanResult, **_: Any) -> str:
         token = path.cell if path is not None else "?"
         f = tie_finding.get((rail.gpu, rail.nic))
         # a rail no input shows (a partial paste) is unknown: neutral, not its placeholder's red
-        grade = tie_grade(rail.cls.name if rail.cls and (path is None or path.shown) else "?")
+        grade = tie_grade(rail_class(rail, path))
         color = _TIE[grade]
         fill, border, ink = _BADGE[grade]
         badge = (

@@ -38,7 +38,7 @@ from itertools import pairwise
 import msgspec
 
 from topoagent.analysis.findings import Finding, Severity
-from topoagent.analysis.paths import switch_of
+from topoagent.analysis.paths import Path, switch_of
 from topoagent.analysis.rails import Rail
 from topoagent.bdf import bdf_key, root_bus_key
 from topoagent.frozen import FrozenMap
@@ -71,6 +71,7 @@ __all__ = [
     "nic_role",
     "scene",
     "tie_findings",
+    "rail_class",
     "tie_grade",
 ]
 
@@ -101,7 +102,16 @@ LABEL_H = 14.0
 CROSS_CODES = ("GPU_NIC_CROSS_SOCKET", "GPU_NIC_CROSS_NUMA", "GPU_NIC_VIA_HOST_BRIDGE")
 DEGRADED_CODES = ("LINK_WIDTH_DEGRADED", "LINK_SPEED_DEGRADED")
 #: Path class of a rail -> how it is painted (``good``, ``warn``; ``bad`` for any other).
-TIE_GRADE = {"NV": "good", "PIX": "good", "PXB": "good", "PHB": "warn", "NODE": "warn", "SYS": "bad"}
+TIE_GRADE = {"NV": "good", "PIX": "good", "PXB": "good", "P2C": "good", "PHB": "warn", "NODE": "warn", "SYS": "bad"}
+
+
+def rail_class(rail: Rail, path: Path | None) -> str:
+    """The class a rail is graded by: ``?`` where no input shows it; NCCL's name where it differs
+    from nvidia-smi's (a Grace GPU's own-CPU NIC: ``P2C``, GPUDirect RDMA on, though the cell
+    reads ``SYS``); else its class."""
+    if rail.cls is None or (path is not None and not path.shown):
+        return "?"
+    return rail.nccl_path or rail.cls.name
 
 
 def tie_grade(cls: str) -> str:
@@ -984,7 +994,7 @@ def _ties(result: ScanResult, p: _Placer) -> list[Tie]:
                 gd.bdf if gd else None,
                 nd.bdf if nd else None,
                 token,
-                rail.cls.name if rail.cls and (path is None or path.shown) else "?",
+                rail_class(rail, path),
                 pts,
                 label,
                 f.code if f else None,
