@@ -207,36 +207,30 @@ def _tool(argv, stdout="", error=None):
     return ToolResult(tuple(argv), None if error else 0, stdout, "", error)
 
 
-def test_cross_check_against_nvidia_smi_agrees(fixture_root):
-    checked = run(
+def _cross_checked(root, nvsmi: str):
+    """A scan of ``root`` cross-checked against ``nvsmi`` as nvidia-smi's output (no lspci)."""
+    return run(
         Inputs(
-            root=str(fixture_root("gb200-tray")),
+            root=str(root),
             nvml="off",
             cross_check=True,
             runners={
-                "nvidia-smi": lambda: _tool(["nvidia-smi", "topo", "-m"], GB200_NVSMI),
+                "nvidia-smi": lambda: _tool(["nvidia-smi", "topo", "-m"], nvsmi),
                 "lspci": lambda: _tool(["lspci", "-D", "-vvv", "-nn"], error="not installed"),
             },
         )
     )
+
+
+def test_cross_check_against_nvidia_smi_agrees(fixture_root):
+    checked = _cross_checked(fixture_root("gb200-tray"), GB200_NVSMI)
     assert {s.name: s.status for s in checked.snapshot.sources}["nvidia-smi"] == "ok"
     assert _codes(checked, "SOURCES_DISAGREE") == []
     # and it does disagree where the tree does: a GPU-NIC cell nvidia-smi would print NODE
     bad = GB200_NVSMI.replace(
         "GPU0     X      NV18    NV18    NV18    SYS", "GPU0     X      NV18    NV18    NV18    NODE"
     )
-    checked = run(
-        Inputs(
-            root=str(fixture_root("gb200-tray")),
-            nvml="off",
-            cross_check=True,
-            runners={
-                "nvidia-smi": lambda: _tool(["nvidia-smi", "topo", "-m"], bad),
-                "lspci": lambda: _tool(["lspci", "-D", "-vvv", "-nn"], error="not installed"),
-            },
-        )
-    )
-    assert _codes(checked, "SOURCES_DISAGREE") == [("gpu0", "nic0")]
+    assert _codes(_cross_checked(fixture_root("gb200-tray"), bad), "SOURCES_DISAGREE") == [("gpu0", "nic0")]
 
 
 # -- the C2C parts: GB300 and GB10 as pci.ids names them ---------------------------------------
