@@ -67,7 +67,7 @@ def p2c_nic(topo: Topology, gpu: Device, nic: Device) -> bool:
     if not own_cpu_nic(topo, gpu, nic):
         return False
     rdma = [n for n in topo.nics if n.rdma_capable and not n.is_vf]
-    if nic not in rdma:
+    if nic.id not in {n.id for n in rdma}:
         return False
     # Among the fastest, an own-CPU NIC (PHB) comes before another CPU's (SYS), so an own-CPU
     # NIC at the top speed is always local.
