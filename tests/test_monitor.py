@@ -116,9 +116,12 @@ def _duration(text: str) -> float:
 
 
 def test_npd_config_is_valid_for_the_custom_plugin_monitor():
-    """The checks of NPD's pkg/custompluginmonitor/types/config.go (Validate) and its fields."""
+    """The checks of NPD's pkg/custompluginmonitor/types/config.go (Validate) and the JSON tags of
+    its structs (CustomPluginConfig, pluginGlobalConfig there; CustomRule in types.go): a key
+    outside them is silently ignored by Go's decoder, so a misspelt one would never take effect."""
     cfg = json.loads((REPO / "deploy/node-problem-detector/topoagent-custom-plugin-monitor.json").read_text())
-    assert cfg["plugin"] == "custom"
+    assert set(cfg) <= {"plugin", "pluginConfig", "source", "conditions", "rules", "metricsReporting"}
+    assert cfg["source"] and cfg["plugin"] == "custom"
     g = cfg["pluginConfig"]
     assert set(g) <= {
         "invoke_interval",
@@ -132,7 +135,7 @@ def test_npd_config_is_valid_for_the_custom_plugin_monitor():
     assert g["max_output_length"] >= 80 and g["concurrency"] >= 1
     conditions = {c["type"] for c in cfg["conditions"]}
     for rule in cfg["rules"]:
-        assert set(rule) <= {"type", "condition", "reason", "path", "args", "timeout"}
+        assert set(rule) <= {"type", "condition", "reason", "path", "args", "timeout", "invoke_interval"}
         assert rule["type"] in ("temporary", "permanent")
         if rule["type"] == "permanent":
             assert rule["condition"] in conditions
