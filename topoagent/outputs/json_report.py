@@ -215,7 +215,7 @@ class PathEntry(msgspec.Struct, frozen=True):
                 "(the worst case) and the text outputs print `?`."
             )
         ),
-    ]
+    ] = True
 
 
 class PathsOmitted(msgspec.Struct, frozen=True):
