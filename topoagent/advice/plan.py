@@ -229,10 +229,10 @@ def ucx_device(rdma: str, port: int | None) -> str:
 
 
 def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None) -> RailNic:
-    from topoagent.analysis.paths import gdr_by_default, nccl_path_type
+    from topoagent.analysis.paths import nccl_view
 
     token = path.token if path is not None and path.shown else None
-    nccl = nccl_path_type(topo, gpu, nic, path) if token is not None and path is not None else None
+    nccl, gdr = nccl_view(topo, gpu, nic, path)
     return RailNic(
         nic.id,
         nic.key,
@@ -244,8 +244,8 @@ def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None) -> Ra
         nic.numa_node,
         nic.socket,
         nic.driver,
-        nccl if nccl != token else None,
-        gdr_by_default(topo, gpu, nic, path) if token is not None and path is not None else None,
+        nccl,
+        gdr,
     )
 
 

@@ -264,7 +264,21 @@ def gdr_by_default(topo: Topology, gpu: Device, nic: Device, p: Path) -> bool:
     distance test of ``ncclTopoCheckGdr`` (NVIDIA/nccl src/graph/paths.cc), path type at most
     ``netGdrLevel`` -- PXB, or P2C for a C2C GPU's NIC on its own Grace (NCCL >= 2.27).  Only the
     distance: peer memory, ACS and the IOMMU are findings of their own."""
-    return p.locality_known and (p.cls <= GDR_DEFAULT_LEVEL or nccl_path_type(topo, gpu, nic, p) == "P2C")
+    return _gdr(p, nccl_path_type(topo, gpu, nic, p))
+
+
+def _gdr(p: Path, name: str) -> bool:
+    return p.locality_known and (p.cls <= GDR_DEFAULT_LEVEL or name == "P2C")
+
+
+def nccl_view(topo: Topology, gpu: Device, nic: Device, p: Path | None) -> tuple[str | None, bool | None]:
+    """NCCL's view of a GPU -> NIC path for a rail: its name where that differs from ``p``'s
+    class (``P2C``/``PHB`` on Grace, else None) and the GPUDirect RDMA verdict; ``(None, None)``
+    where no source shows the path (its class is a placeholder)."""
+    if p is None or not p.shown:
+        return None, None
+    name = nccl_path_type(topo, gpu, nic, p)
+    return (name if name != p.token else None), _gdr(p, name)
 
 
 def path_index(paths: tuple[Path, ...]) -> dict[tuple[str, str], Path]:

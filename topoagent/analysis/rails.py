@@ -16,7 +16,7 @@ import msgspec
 
 from topoagent.analysis.c2c import own_cpu_nic
 from topoagent.analysis.nicspeed import nic_bandwidth_gbps
-from topoagent.analysis.paths import Path, PathClass, gdr_by_default, nccl_path_type, path_index
+from topoagent.analysis.paths import Path, PathClass, nccl_view, path_index
 from topoagent.frozen import FrozenMap
 from topoagent.topology import Device, Topology, id_key
 
@@ -30,6 +30,12 @@ class NicRole(str, Enum):
     COMPUTE = "compute"
     STORAGE = "storage"
     MANAGEMENT = "management"
+
+
+#: GPU -> NIC path names from best to worst, NCCL's ``P2C`` (a Grace GPU's NIC on its own CPU,
+#: GPUDirect RDMA on) between ``PXB`` and ``PHB`` as NVIDIA/nccl src/graph/topo.h orders its
+#: path types; the rest in :class:`PathClass` order.
+RAIL_ORDER = ("X", "NV", "PIX", "PXB", "P2C", "PHB", "NODE", "SYS")
 
 
 class Rail(msgspec.Struct, frozen=True):
@@ -52,6 +58,12 @@ class Rail(msgspec.Struct, frozen=True):
     #: for a slower one) for a C2C GPU's NIC on its own Grace (``cls`` is SYS, as nvidia-smi
     #: prints it).
     nccl_path: str | None = None
+
+    @property
+    def nccl_class(self) -> str | None:
+        """The class to rank and grade the rail by: NCCL's name where it differs from
+        nvidia-smi's (``P2C`` on Grace), else ``cls``'s; None where the class is unknown."""
+        return self.nccl_path or (self.cls.name if self.cls is not None else None)
 
 
 class RailPlan(msgspec.Struct, frozen=True):
@@ -156,9 +168,6 @@ def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
         phys = topo.physical(g)
         p = idx[(phys.id, dev.id)] if dev is not None else None
         # A path no source shows has no class, so no NCCL name or GDR verdict either.
-        gdr = name = None
-        if dev is not None and p is not None and p.shown:
-            gdr, name = gdr_by_default(topo, phys, dev, p), nccl_path_type(topo, phys, dev, p)
-        nccl = name if p is not None and name != p.token else None
+        nccl, gdr = nccl_view(topo, phys, dev, p) if dev is not None else (None, None)
         rails.append(Rail(g.id, nic, best_cls[g.id], nics, shared, gdr, nccl))
     return RailPlan(roles, tuple(rails))

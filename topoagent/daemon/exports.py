@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from topoagent.analysis.fingerprint import class_hash
+from topoagent.analysis.rails import RAIL_ORDER
 from topoagent.apply.files import write_atomically
 from topoagent.errors import InputError, TopoagentError
 from topoagent.result import ScanResult
@@ -156,13 +157,8 @@ def _gdr_ready(result: ScanResult) -> bool:
     return not any(f.code in _GDR_BLOCKERS for f in result.findings)
 
 
-#: GPU -> NIC paths best to worst, NCCL's ``P2C`` (a Grace GPU's NIC on its own CPU, GPUDirect
-#: RDMA on) between ``PXB`` and ``PHB`` as NVIDIA/nccl src/graph/topo.h orders its path types.
-_RAIL_ORDER = ("X", "NV", "PIX", "PXB", "P2C", "PHB", "NODE", "SYS")
-
-
 def _rail_rank(name: str) -> tuple[int, str]:
-    return _RAIL_ORDER.index(name) if name in _RAIL_ORDER else len(_RAIL_ORDER), name
+    return RAIL_ORDER.index(name) if name in RAIL_ORDER else len(RAIL_ORDER), name
 
 
 def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = True) -> dict[str, str]:
@@ -178,7 +174,7 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
     topo = result.topology
     gpus = [g for g in topo.gpus if not g.is_vf]
     nodes = sorted({g.numa_node for g in gpus if g.numa_node is not None})
-    classes = [_rail_rank(r.nccl_path or r.cls.name) for r in result.rails.rails if r.nic is not None and r.cls]
+    classes = [_rail_rank(c) for r in result.rails.rails if r.nic is not None and (c := r.nccl_class) is not None]
     codes = {f.code for f in result.findings}
     acs = "true" if "ACS_REDIRECT" in codes else "unknown" if "ACS_UNKNOWN" in codes else "false"
     worst = result.worst()

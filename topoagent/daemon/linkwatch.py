@@ -118,11 +118,10 @@ def link_name(topo: Topology, d: Device) -> str:
     port (function 0 of the device at the link's lower end): the port, and every function of a
     multi-function device below it (a dual-port NIC's .0 and .1), report one link and so share
     one name.  Without a known port above: function 0 of ``d``'s own device where it exists."""
-    port = d if d.role in _DOWNSTREAM_FACING else topo.by_bdf(d.parent) if d.parent else None
-    if port is not None and port.role in _DOWNSTREAM_FACING and port.bdf:
-        below = sorted(c.bdf for c in topo.children(port.bdf) if c.bdf and not c.is_vf)
-        if below:
-            return below[0]
+    port = d if d.role in _DOWNSTREAM_FACING else link_partner(topo, d)
+    lower = link_partner(topo, port) if port is not None and port.role in _DOWNSTREAM_FACING else None
+    if lower is not None and lower.bdf:
+        return lower.bdf
     if d.bdf is None:
         return d.key
     first = d.bdf.rsplit(".", 1)[0] + ".0"

@@ -109,9 +109,9 @@ def rail_class(rail: Rail, path: Path | None) -> str:
     """The class a rail is graded by: ``?`` where no input shows it; NCCL's name where it differs
     from nvidia-smi's (a Grace GPU's own-CPU NIC: ``P2C``, GPUDirect RDMA on, though the cell
     reads ``SYS``); else its class."""
-    if rail.cls is None or (path is not None and not path.shown):
+    if rail.nccl_class is None or (path is not None and not path.shown):
         return "?"
-    return rail.nccl_path or rail.cls.name
+    return rail.nccl_class
 
 
 def tie_grade(cls: str) -> str:
@@ -557,7 +557,7 @@ LEGEND: tuple[tuple[str, str], ...] = (
     ("nic-storage", "NIC: storage"),
     ("nic-management", "NIC: management"),
     ("switch", "PCIe switch"),
-    ("tie-good", "rail GPU→NIC: PIX/PXB"),
+    ("tie-good", "rail GPU→NIC: PIX/PXB; Grace's own-CPU SYS (NCCL P2C)"),
     ("tie-warn", "rail through the CPU: PHB/NODE"),
     ("tie-bad", "rail across the interconnect: SYS"),
     ("tie-unknown", "rail the input does not show: ?"),

@@ -4,9 +4,7 @@ per-rank format is asked for."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from topoagent.advice.plan import Plan
+from topoagent.advice.plan import Plan, RailNic
 from topoagent.outputs.escape import shown
 from topoagent.result import ScanResult
 
@@ -18,10 +16,10 @@ def plan_of(result: ScanResult, plan: Plan | None = None) -> Plan:
     return result.plan_with()
 
 
-def nic_words(r: Any) -> str:
+def nic_words(r: RailNic) -> str:
     """A rail NIC the way a person reads it: ``nic2 mlx5_0 ibp24s0 PIX``, remote ones marked."""
     words = [r.nic, *map(shown, (*r.rdma, *r.netdevs)), r.kind or "?"]
-    if getattr(r, "nccl_path", None):
+    if r.nccl_path:
         words.append(f"(NCCL {r.nccl_path}, GPUDirect RDMA {'on' if r.gdr else 'off'})")  # Grace: SYS here is P2C
     if r.remote:
         where = ", ".join(
