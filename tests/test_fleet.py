@@ -185,6 +185,24 @@ def test_unprivileged_scan_tells_acs_unknown_and_matches_a_root_baseline(results
     ]
 
 
+def test_a_majority_scanned_without_root_does_not_hide_a_root_hosts_acs_fault():
+    """Against an expectation that knows no ACS, a root host's ACS redirect is no difference
+    compare() can show, but the host knows more than the expectation: it stays an outlier
+    (with nothing listed) instead of matching, while the unprivileged twins match."""
+    unknown = _baseline(_slot(acs=None))
+    good, bad = _baseline(_slot()), _baseline(_slot(acs=["ReqRedir", "CmpltRedir"]))
+    t = FleetTally()
+    for i, b in enumerate([unknown] * 3 + [good] * 2 + [bad]):
+        t.add(f"h{i}", b.hw_class, b.fingerprint, lambda b=b: b)
+    verdict = t.verdict()
+    assert {c.fingerprint: c.matches for c in verdict.classes} == {
+        unknown.fingerprint: True,
+        good.fingerprint: False,
+        bad.fingerprint: False,
+    }
+    assert [o.host for o in verdict.outliers] == ["h3", "h4", "h5"]
+
+
 def test_compare_a_moved_device_compares_its_other_facts():
     nic = SlotFacts(
         slot=NIC0, kind=DeviceKind.NIC, model="15b3:1021", numa_node=0, socket=0, link=SlotLink(16, 16, 32), acs=[]

@@ -171,6 +171,21 @@ def _pair_moves(missing: list[SlotFacts], extra: list[SlotFacts]) -> list[tuple[
     return pairs
 
 
+def knows_more(seen: Baseline, expected: Baseline) -> bool:
+    """Whether ``seen`` knows a fact :func:`compare` would skip because ``expected`` leaves it
+    unknown (peer memory; a slot's ACS, IOMMU or NVLinks): then an empty comparison proves
+    nothing about it -- a root scan's ACS redirect against a baseline taken without root."""
+    if expected.peer_memory is None and seen.peer_memory is not None:
+        return True
+    got = {s.slot: s for s in seen.slots}
+    return any(
+        getattr(e, f) is None and getattr(s, f) is not None
+        for e in expected.slots
+        if (s := got.get(e.slot)) is not None
+        for f in ("acs", "iommu", "nvlinks")
+    )
+
+
 def compare(expected: Baseline, seen: Baseline) -> tuple[Finding, ...]:
     """Every difference between ``expected`` and ``seen``, as findings (none when the
     fingerprints are equal; links are minimums, so a wider link than expected is no fault)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from topoagent.analysis.expect import compare
+from topoagent.analysis.expect import compare, knows_more
 from topoagent.analysis.findings import Finding
 from topoagent.analysis.fingerprint import Baseline
 
@@ -30,8 +30,9 @@ class FleetClass(msgspec.Struct, frozen=True):
     #: Whether this is the class's expected fingerprint (its majority, or the --expect file's).
     expected: bool
     #: Whether its facts agree with the expectation wherever both sides know them: true for the
-    #: expected fingerprint, and for one that differs only in facts a side could not read
-    #: (a scan without root or NVML); such hosts are no outliers.
+    #: expected fingerprint, and for one that differs only in facts it could not read itself
+    #: (a scan without root or NVML); such hosts are no outliers.  A class that knows a fact the
+    #: expectation leaves unknown never matches (its fault there could not be seen).
     matches: bool = True
 
 
@@ -92,9 +93,15 @@ class FleetTally:
             want = self._expectation(hw)
             # Another fingerprint with no difference where both sides are known (a scan without
             # root reads no ACS, one without NVML counts no NVLinks) is no odd host: nothing to
-            # act on.  Its class still shows its own fingerprint.
-            found = () if fp == want.fingerprint else compare(want, self.facts[(hw, fp)])
-            classes.append(FleetClass(hw, fp, tuple(names), fp == want.fingerprint, not found))
-            outliers.extend(Outlier(h, hw, fp, found) for h in names if found)
+            # act on.  Its class still shows its own fingerprint.  Not so a group that knows
+            # what the expectation does not (root scans against a majority scanned without
+            # root): its silence would hide a fault, so it stays an outlier.
+            facts = self.facts[(hw, fp)]
+            ok = fp == want.fingerprint
+            found = () if ok else compare(want, facts)
+            matches = ok or (not found and not knows_more(facts, want))
+            classes.append(FleetClass(hw, fp, tuple(names), ok, matches))
+            if not matches:
+                outliers.extend(Outlier(h, hw, fp, found) for h in names)
         outliers.sort(key=lambda o: (o.hw_class, o.host))
         return FleetVerdict(self.count, tuple(classes), tuple(outliers))
