@@ -497,3 +497,18 @@ def test_libvirt_backup_of_another_user_is_refused(tmp_path):
     os.chown(path, 4242, 4242)
     with pytest.raises(BackupError, match="owned by uid 4242"):
         load_backup(state, "vm1")
+
+
+def test_a_backup_saved_under_a_loose_umask_is_trusted_by_undo(tmp_path):
+    """os.makedirs gives its mode to the last directory only: a state directory made on the way
+    under umask 002 came out 0775, and undo then refused the backup apply had just written."""
+    from topoagent.apply.libvirt_backup import load_backup, save_backup
+
+    state = tmp_path / "fresh" / "state"
+    old = os.umask(0o002)
+    try:
+        path, written = save_backup(str(state), "vm1", "<domain/>")
+    finally:
+        os.umask(old)
+    assert written and stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert load_backup(str(state), "vm1") == (path, "<domain/>")

@@ -44,13 +44,22 @@ def backup_path(state_dir: str, domain: str) -> str:
     return os.path.join(state_dir, SUBDIR, f"{domain}.xml")
 
 
-def _write_private(directory: str, prefix: str, text: str) -> str:
-    """``text`` in a new file of ``directory`` (made 0700 if missing), mode 0600 and fsynced: its path."""
+def _backup_dir(state_dir: str) -> str:
+    """``<state_dir>/vms``, each of the two made 0700 where missing.  ``os.makedirs`` gives its
+    ``mode`` only to the last directory (Python >= 3.7; the ones on the way get 0777 & ~umask),
+    and a state directory made 0775 under umask 002 would fail the trust check undo applies."""
+    directory = os.path.join(state_dir, SUBDIR)
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    return directory
+
+
+def _write_private(state_dir: str, prefix: str, text: str) -> str:
+    """``text`` in a new file of the backup directory, mode 0600 and fsynced: its path."""
     try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        return write_new(directory, prefix, text.encode("utf-8"), mode=0o600)
+        return write_new(_backup_dir(state_dir), prefix, text.encode("utf-8"), mode=0o600)
     except OSError as exc:
-        raise BackupError(f"{directory}: {exc.strerror or exc}") from None
+        raise BackupError(f"{state_dir}: {exc.strerror or exc}") from None
 
 
 def save_backup(state_dir: str, domain: str, xml: str) -> tuple[str, bool]:
@@ -59,7 +68,7 @@ def save_backup(state_dir: str, domain: str, xml: str) -> tuple[str, bool]:
     if os.path.exists(path):
         return path, False
     try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        _backup_dir(state_dir)
         write_atomically(path, xml.encode("utf-8"), mode=0o600)
     except OSError as exc:
         raise BackupError(f"{path}: {exc.strerror or exc}") from None
@@ -69,7 +78,8 @@ def save_backup(state_dir: str, domain: str, xml: str) -> tuple[str, bool]:
 def stage_definition(state_dir: str, domain: str, xml: str) -> str:
     """The new definition ``--apply --yes`` hands to ``virsh define``, written beside the
     backups (owner only, like them); the caller removes it with :func:`discard_staged`."""
-    return _write_private(os.path.dirname(backup_path(state_dir, domain)), f".{domain}.new.", xml)
+    backup_path(state_dir, domain)  # refuses a name unfit for a file
+    return _write_private(state_dir, f".{domain}.new.", xml)
 
 
 def discard_staged(path: str) -> None:
