@@ -629,6 +629,7 @@ def test_nfd_features_say_what_matters(fixture_root, dgx):
         ("-x", False),
         ("x.", False),
         ("", False),
+        ("true\n", False),  # `$` matches before a final newline: a full match only
     ],
 )
 def test_nfd_value_rule(value, ok):

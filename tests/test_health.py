@@ -198,7 +198,12 @@ def test_a_failed_show_changes_nothing(tmp_path, fixture_root):
 
 @pytest.mark.parametrize(
     ("args", "complaint"),
-    [(["--node", "a b"], "not a node name"), (["--timeout", "0"], "--timeout"), (["--timeout", "soon"], "--timeout")],
+    [
+        (["--node", "a b"], "not a node name"),
+        (["--node", "gpu1\n"], "not a node name"),  # `$` matches before a final newline: a full match only
+        (["--timeout", "0"], "--timeout"),
+        (["--timeout", "soon"], "--timeout"),
+    ],
 )
 def test_bad_options_are_one_line(fixture_root, args, complaint):
     proc = topoagent("health", "--root", str(fixture_root("dgx-h100")), *args)
@@ -232,3 +237,24 @@ def test_fast_path_reads_like_click(argv):
 
     ctx = load_command("health").make_context("health", list(argv))
     assert parse(health.options(), argv) == dict(ctx.params)
+
+
+def test_a_node_name_with_a_trailing_newline_never_reaches_scontrol(tmp_path, fixture_root):
+    root = fixture_root("wrong-socket-nic")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "scontrol"
+    fake.write_text(FAKE_SCONTROL)
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    log, show_file = tmp_path / "calls.log", tmp_path / "show.txt"
+    log.write_text("")
+    show_file.write_text(SHOW_IDLE)
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "FAKE_SCONTROL_LOG": str(log),
+        "FAKE_SCONTROL_SHOW": str(show_file),
+        "SLURMD_NODENAME": "gpu1\n",
+    }
+    proc = topoagent("health", "--root", str(root), "--yes", env=env)
+    assert proc.returncode == 2 and "not a node name" in proc.stderr
+    assert log.read_text() == ""

@@ -9,6 +9,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -179,3 +181,87 @@ def test_hostile_vm_names_and_vmx_values(tmp_path, name, value):
 )
 def test_one_rule_per_format(fn, raw, want):
     assert fn(raw) == want
+
+
+# A two-line marker in every name a host or an input sets: the second line is a command that
+# would leave a file behind if any output let it start a line of its own.
+def _marker(field: str) -> str:
+    return f"{field}\ntouch PWNED-{field} #"
+
+
+@pytest.fixture
+def planted(tmp_path, tmp_path_factory):
+    from tests.fakesysfs import generate
+
+    base = generate("wrong-socket-nic", tmp_path_factory.mktemp("planted") / "w")
+    nic = next(p for p in (base / "sys/class/infiniband").iterdir())
+    bdf = os.path.basename(os.path.realpath(nic / "device"))
+    dev = Path(os.path.realpath(base / f"sys/bus/pci/devices/{bdf}"))
+    netdev = next((dev / "net").iterdir()).name
+    root = base
+    (root / "proc/sys/kernel/hostname").write_text(_marker("host") + "\n")
+    (root / "sys/class/dmi/id/product_name").write_text(_marker("dmi") + "\n")
+    new_net, new_rdma = _marker("netdev"), _marker("rdma")
+    os.rename(dev / "net" / netdev, dev / "net" / new_net)
+    os.rename(dev / "infiniband" / nic.name, dev / "infiniband" / new_rdma)
+    os.rename(root / "sys/class/net" / netdev, root / "sys/class/net" / new_net)
+    os.rename(root / "sys/class/infiniband" / nic.name, root / "sys/class/infiniband" / new_rdma)
+    return root
+
+
+def _no_planted_line(out: str) -> None:
+    assert not any(line.lstrip().startswith("touch ") for line in out.splitlines()), out
+
+
+def test_planted_markers_start_no_line_in_any_scan_plan_or_draw_format(planted):
+    result = scan(str(planted), nvml="off")
+    assert any("rdma" in f.message for f in result.findings)  # a message quotes the NIC's name
+    for command in ("scan", "plan", "draw"):
+        for fmt in formats(command):
+            if fmt == "env":  # quoted values may hold a newline: run by the shell below instead
+                continue
+            out = renderer(command, fmt)(result)
+            if fmt in ("json", "rails", "dra"):
+                json.loads(out)
+            elif fmt in ("svg", "nccl-topo"):
+                ET.fromstring(out)
+            else:
+                _no_planted_line(out)
+
+
+def test_eval_of_plan_env_runs_nothing_a_name_carries(planted, tmp_path):
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash")
+    for rank in range(4):
+        out = CliRunner().invoke(
+            cli, ["plan", "--root", str(planted), "--no-nvml", "--format", "env", "--local-rank", str(rank)]
+        )
+        assert out.exit_code == 0, out.output
+        comments = [line for line in out.output.splitlines() if line.startswith("#")]
+        assert any("rdma\\x0atouch" in line for line in comments), out.output  # the name, on its comment line
+        subprocess.run([bash, "-c", 'eval "$1"', "_", out.output], check=True, cwd=tmp_path)
+    assert not list(tmp_path.glob("PWNED*"))
+
+
+def test_exec_dry_run_keeps_a_hostile_cuda_visible_devices_on_one_comment_line(planted, tmp_path):
+    env = {"CUDA_VISIBLE_DEVICES": "0\n\n,1", "SLURM_LOCALID": "0"}  # accepted: CUDA strips the blanks
+    out = CliRunner().invoke(
+        cli, ["exec", "--root", str(planted), "--no-nvml", "--auto", "--dry-run", "--", "true"], env=env
+    )
+    assert "# CUDA_VISIBLE_DEVICES=0\\x0a\\x0a,1 kept" in out.output, out.output
+    assert not any(line.startswith(",1") or not line for line in out.output.splitlines()), out.output
+
+
+def test_fleet_text_and_stderr_keep_hostile_names_on_their_lines(planted, tmp_path):
+    doc = CliRunner().invoke(cli, ["scan", "--root", str(planted), "--no-nvml", "--format", "json"])
+    good = tmp_path / "good.json"
+    good.write_text(doc.output)
+    bad = tmp_path / _marker("file")
+    bad.write_text("{not json")
+    run = subprocess.run(
+        [sys.executable, "-m", "topoagent", "fleet", str(good), str(bad)], capture_output=True, text=True
+    )
+    _no_planted_line(run.stdout)
+    _no_planted_line(run.stderr)
+    assert len(run.stderr.splitlines()) == 1, run.stderr

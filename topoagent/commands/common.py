@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
+from topoagent.outputs.escape import shown
+
 if TYPE_CHECKING:
     from topoagent.result import ScanResult
 
@@ -47,7 +49,7 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     Under a monitoring mode an error (exit 2) is instead the check's UNKNOWN: the line also
     goes to stdout (``TOPOAGENT UNKNOWN - ...`` for Nagios) and the exit code is 3.
     """
-    line = " ".join(message.split())
+    line = shown(" ".join(message.split()))
     for progress in tuple(_SHOWN):  # the error on a line of its own, not after a progress line
         progress.close()
     _write(sys.stderr, f"topoagent: {line}\n")

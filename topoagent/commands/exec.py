@@ -20,10 +20,11 @@ from topoagent.commands.options import run_scan, scan_inputs
 from topoagent.commands.plan import make_plan, plan_options
 from topoagent.digits import is_decimal
 from topoagent.inputs import Inputs
+from topoagent.outputs.escape import comment, shown
 
 
 def _say(message: str) -> None:
-    click.echo(f"topoagent: {message}", err=True)
+    click.echo(f"topoagent: {shown(message)}", err=True)
 
 
 class _ExecCommand(click.Command):
@@ -175,7 +176,7 @@ def exec_(
     who = f"{g.gpu} ({g.bdf or g.key})" + (f", rank {sub} of {k}" if k > 1 else "")
 
     if dry_run:
-        lines = [f"# {who}, NUMA node {node if node is not None else 'unknown'}"]
+        lines = [comment(f"{who}, NUMA node {node if node is not None else 'unknown'}")]
         lines.append(
             f"cpu affinity: {cpus}"
             if cpus
@@ -185,8 +186,10 @@ def exec_(
         lines.append(f"memory policy: {_mem_words(mem, node)}")
         if alloc is not None and narrow is None and "CUDA_VISIBLE_DEVICES" in os.environ:
             lines.append(
-                f"# CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} kept as the job's "
-                f"(the command's device {rank // k if rank is not None else 0} is {g.gpu})"
+                comment(
+                    f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} kept as the job's "
+                    f"(the command's device {rank // k if rank is not None else 0} is {g.gpu})"
+                )
             )
         lines += [f"export {key}={shlex.quote(value)}" for key, value in env.items()]
         lines.append("exec " + " ".join(shlex.quote(c) for c in command))

@@ -137,7 +137,7 @@ def fleet(inputs: tuple[str, ...], expect: str | None, fmt: str, pretty: bool) -
     unreadable inputs, 2 a usage error or nothing readable.
     """
     from topoagent.errors import InputError
-    from topoagent.outputs.escape import text_output
+    from topoagent.outputs.escape import shown
     from topoagent.outputs.fleet_report import render_html, render_json, render_text
 
     expected = None
@@ -156,7 +156,7 @@ def fleet(inputs: tuple[str, ...], expect: str | None, fmt: str, pretty: bool) -
         detail = f": {bad[0][0]}: {bad[0][1]}" if bad else ""
         fail(f"no host could be read ({len(bad)} input(s)){detail}")
     for path, why in bad:  # one line each; the readable hosts are still compared
-        click.echo(text_output(f"topoagent: fleet: cannot read {path}: {why}"), err=True)
+        click.echo(f"topoagent: fleet: cannot read {shown(path)}: {shown(why)}", err=True)
     v = t.verdict()
     emit(
         render_json(v, bad, pretty=pretty)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 #: calls of at most SCONTROL_TIMEOUT after it.
 DEFAULT_TIMEOUT = 30.0
 SCONTROL_TIMEOUT = 10.0
-_NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # fullmatch: `$` would let a trailing newline in
 
 HELP = """Drain this Slurm node on a critical finding; resume it once healthy.
 
@@ -80,7 +80,7 @@ def node_name(given: str | None) -> str:
     """The node to act on: ``--node``, else ``$SLURMD_NODENAME`` (set by slurmd for the
     programs it runs), else the short host name (one line and exit 2 if it is no node name)."""
     name = given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
-    if not _NODE_NAME.match(name):
+    if not _NODE_NAME.fullmatch(name):
         fail(f"--node {name!r}: not a node name")
     return name
 

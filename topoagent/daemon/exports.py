@@ -62,18 +62,18 @@ NFD_EXPIRY_INTERVALS = 3
 
 # NFD label values: at most 63 characters of [A-Za-z0-9_.-], alphanumeric at both ends
 # (the Kubernetes label-value rule); names (after the "namespace/") the same, non-empty.
-_NFD_TOKEN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
+_NFD_TOKEN = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?")  # fullmatch only
 
 
 def valid_nfd_value(value: str) -> bool:
     """Whether ``value`` is a valid NFD label value (the Kubernetes label-value rule)."""
-    return bool(_NFD_TOKEN.match(value))
+    return bool(_NFD_TOKEN.fullmatch(value))
 
 
 def valid_nfd_name(name: str) -> bool:
     """``namespace/name`` with a label-valid name."""
     namespace, sep, local = name.rpartition("/")
-    return bool(sep and namespace and _NFD_TOKEN.match(local))
+    return bool(sep and namespace and _NFD_TOKEN.fullmatch(local))
 
 
 def atomic_write(path: str, data: bytes, mode: int = 0o644) -> bool:
@@ -194,7 +194,7 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
         "topoagent.hw-class": class_hash(result.baseline.hw_class),
         "topoagent.fingerprint": result.baseline.fingerprint,
     }
-    return {k: v for k, v in features.items() if valid_nfd_value(v) and _NFD_TOKEN.match(k)}
+    return {k: v for k, v in features.items() if valid_nfd_value(v) and _NFD_TOKEN.fullmatch(k)}
 
 
 class ExportError(TopoagentError):

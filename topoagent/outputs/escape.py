@@ -6,6 +6,9 @@ Everything a host can name -- its host name, DMI strings, netdev and RDMA names,
 * text for people (:func:`shown`, :func:`text_output`): control characters are shown as
   ``\\x1b``, so a name cannot move the cursor, recolour the terminal or, with :func:`shown`
   on a single field, start a line of its own (a fake ``gres.conf`` line, a fake table row);
+* a shell comment (:func:`comment`): ``# `` and the text as :func:`shown` shows it, so a
+  name with a newline cannot end the comment and run the rest of itself under ``eval``
+  (``plan --format env``, ``exec --dry-run``);
 * XML (:func:`xml_text`, :func:`xml_attr`: SVG, HTML, NCCL's topology file, libvirt XML,
   Graphviz's HTML-like labels, which Graphviz parses as XML with expat):
   ``& < > " '`` escaped, and the characters XML 1.0 does not allow (C0 controls but tab,
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["shown", "text_output", "xml_attr", "xml_text"]
+__all__ = ["comment", "shown", "text_output", "xml_attr", "xml_text"]
 
 #: Control characters (C0, DEL, C1) and lone surrogates (undecodable bytes, PEP 383).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -40,6 +43,11 @@ def _hex(m: re.Match[str]) -> str:
 def shown(value: object) -> str:
     """One field of text output: every control character (newline too) as ``\\xNN``."""
     return _CONTROL.sub(_hex, str(value))
+
+
+def comment(text: object) -> str:
+    """One shell comment line (``# text``): nothing in ``text`` can end it."""
+    return "# " + shown(text)
 
 
 def text_output(text: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from topoagent.analysis.fleet import FleetVerdict
-from topoagent.outputs.escape import text_output
+from topoagent.outputs.escape import shown, text_output
 from topoagent.outputs.json_report import FindingEntry, encode, finding_entry
 
 __all__ = ["FleetReport", "render_html", "render_json", "render_text"]
@@ -67,8 +67,8 @@ def render_json(v: FleetVerdict, unreadable: list[tuple[str, str]], *, pretty: b
 
 
 def _hosts(names: tuple[str, ...], most: int = 5) -> str:
-    shown = ", ".join(names[:most])
-    return shown + (f", ... ({len(names) - most} more)" if len(names) > most else "")
+    listed = ", ".join(map(shown, names[:most]))
+    return listed + (f", ... ({len(names) - most} more)" if len(names) > most else "")
 
 
 def render_text(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
@@ -83,19 +83,20 @@ def render_text(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
     ]
     for hw in classes:
         groups = [c for c in v.classes if c.hw_class == hw]
-        lines.append(f"class {hw}: {sum(len(c.hosts) for c in groups)} host(s)")
+        lines.append(f"class {shown(hw)}: {sum(len(c.hosts) for c in groups)} host(s)")
         for c in groups:
             mark = "expected" if c.expected else "matches " if c.matches else "outlier "
-            lines.append(f"  {c.fingerprint}  {mark} {len(c.hosts):6d}  {_hosts(c.hosts)}")
+            lines.append(f"  {shown(c.fingerprint)}  {mark} {len(c.hosts):6d}  {_hosts(c.hosts)}")
     lines.append("")
     for o in v.outliers:
-        lines.append(f"{o.host}: fingerprint {o.fingerprint} ({len(o.findings)} difference(s))")
+        lines.append(f"{shown(o.host)}: fingerprint {shown(o.fingerprint)} ({len(o.findings)} difference(s))")
         for f in o.findings:
-            lines.append(f"  {f.severity.label.upper():8s} [{f.code}] {f.message}")
-            lines.extend(f"           {e.path}: {e.value}" for e in f.evidence[:4])
+            lines.append(f"  {f.severity.label.upper():8s} [{f.code}] {shown(f.message)}")
+            lines.extend(f"           {shown(e.path)}: {shown(e.value)}" for e in f.evidence[:4])
     for name, why in unreadable:
-        lines.append(f"unreadable: {name}: {why}")
-    # names, classes and messages come from other hosts' files: no control character reaches the terminal
+        lines.append(f"unreadable: {shown(name)}: {shown(why)}")
+    # names, classes and messages come from other hosts' files: each is one field (`shown`), so
+    # none adds a line or sends a control character to the terminal
     return text_output("\n".join(lines).rstrip("\n") + "\n")
 
 

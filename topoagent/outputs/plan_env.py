@@ -12,7 +12,7 @@ from typing import Any
 
 from topoagent.advice.plan import SOCKET_IFNAME_NOTE, Plan, gpu_rank_env, rank_env
 from topoagent.errors import InputError
-from topoagent.outputs.escape import shown
+from topoagent.outputs.escape import comment
 from topoagent.outputs.plan_common import plan_of
 from topoagent.result import ScanResult
 
@@ -37,22 +37,23 @@ def render(
     except IndexError as exc:
         raise InputError(str(exc)) from None
     node = f"NUMA node {g.numa_node}" if g.numa_node is not None else "NUMA node unknown"
-    lines = [f"# topoagent plan: {who} -> {g.gpu} ({g.bdf or g.key}), {node}"]
+    # Every comment line goes through `comment`: a name in it cannot end the comment under `eval`.
+    notes = [f"topoagent plan: {who} -> {g.gpu} ({g.bdf or g.key}), {node}"]
     if cpus:
-        lines.append(f"# bind: taskset -c {cpus} ...   or: topoagent exec --gpu {g.cuda_index} -- ...")
+        notes.append(f"bind: taskset -c {cpus} ...   or: topoagent exec --gpu {g.cuda_index} -- ...")
     else:
-        lines.append("# no CPU of this GPU is allowed to the caller: nothing to bind to (see notes)")
+        notes.append("no CPU of this GPU is allowed to the caller: nothing to bind to (see notes)")
     for r in g.rails:
         if r.remote:
-            lines.append(
-                f"# {r.nic} ({', '.join(map(shown, r.rdma + r.netdevs))}) is remote: {r.kind} from {g.gpu}; "
+            notes.append(
+                f"{r.nic} ({', '.join(r.rdma + r.netdevs)}) is remote: {r.kind} from {g.gpu}; "
                 "GPUDirect RDMA is off for it (see topoagent plan for what to do)"
             )
     seen = {(n.code, n.subjects) for n in g.notes}
     plan_notes = [n for n in p.notes if g.gpu in n.subjects and (n.code, n.subjects) not in seen]
-    for n in (*g.notes, *plan_notes):
-        lines.append(f"# {n.severity.label}: {n.code}: {n.message}")
+    notes += [f"{n.severity.label}: {n.code}: {n.message}" for n in (*g.notes, *plan_notes)]
     if any(r.netdevs for r in g.rails):
-        lines.append(f"# {SOCKET_IFNAME_NOTE}")
+        notes.append(SOCKET_IFNAME_NOTE)
+    lines = [comment(n) for n in notes]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
     return "\n".join(lines) + "\n"

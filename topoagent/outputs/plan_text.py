@@ -59,6 +59,6 @@ def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
     if notes:
         lines += ["", "What is wrong, and what to do:"]
         for n in sorted(notes.values(), key=lambda f: (-f.severity, f.code, f.subjects)):
-            lines.append(f"  [{n.severity.label}] {n.code} ({', '.join(n.subjects)}): {n.message}")
-            lines.append(f"      do: {n.remedy}")
+            lines.append(f"  [{n.severity.label}] {n.code} ({shown(', '.join(n.subjects))}): {shown(n.message)}")
+            lines.append(f"      do: {shown(n.remedy)}")
     return "\n".join(lines) + "\n"

@@ -293,11 +293,13 @@ def render_findings(result: ScanResult) -> list[str]:
             continue
         lines.append(f"  {sev.label.upper()} ({len(group)})")
         for f in group:
-            lines.append(f"    [{f.code}] {f.message}")
-            lines.append(f"        subjects: {', '.join(f.subjects)}")
+            lines.append(f"    [{f.code}] {shown(f.message)}")
+            lines.append(f"        subjects: {shown(', '.join(f.subjects))}")
             for e in f.evidence[:4]:
-                lines.append(f"        evidence: {e.path} = {e.value if e.value is not None else '(none)'}")
+                lines.append(
+                    f"        evidence: {shown(e.path)} = {shown(e.value if e.value is not None else '(none)')}"
+                )
             if len(f.evidence) > 4:
                 lines.append(f"        evidence: ... {len(f.evidence) - 4} more in --format json")
-            lines.append(f"        remedy:   {f.remedy}")
+            lines.append(f"        remedy:   {shown(f.remedy)}")
     return lines
