@@ -45,8 +45,8 @@ print(n)
 def make_fleet(n: int, out: Path) -> Path:
     """``out/hosts-N``: N scan JSON files (N - 3 copies of the good host, 3 faulty ones)."""
     from tests.fleet_hosts import host_root
-    from topoagent.api import scan
-    from topoagent.outputs.json_report import render
+    from topoagent.core.api import scan
+    from topoagent.core.render.json_report import render
 
     d = out / f"hosts-{n}"
     if d.is_dir() and len(os.listdir(d)) == n:

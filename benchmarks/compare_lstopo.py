@@ -11,7 +11,7 @@ For each tree, each repetition runs, in an order that alternates between repetit
   process, as a person or a scheduler prolog pays it (interpreter, imports, sysfs walk,
   analysis, JSON);
 * ``lstopo -i ROOT --of xml --whole-io`` -- hwloc's whole run (C), the yardstick;
-* ``topoagent.api.run(Inputs(root=ROOT, nvml="off"))`` in this process -- discover + analyse,
+* ``topoagent.core.api.run(Inputs(root=ROOT, nvml="off"))`` in this process -- discover + analyse,
   the library call the daemon and API users make (imports already paid).
 
 It prints medians (this machine drifts by +-30 %, so only medians of interleaved runs mean
@@ -151,8 +151,8 @@ def _lstopo_env() -> dict[str, str]:
 
 def inprocess(root: Path) -> tuple[float, dict[str, float]]:
     """Seconds for discover + analyse in this process, and the result's own phase timings."""
-    from topoagent.api import run
-    from topoagent.inputs import Inputs
+    from topoagent.core.api import run
+    from topoagent.core.inputs import Inputs
 
     gc.collect()
     t0 = time.perf_counter()
@@ -269,10 +269,10 @@ def _remove(tree: Tree, label: str) -> None:
 SCAN_IMPORTS = ", ".join(
     (
         "topoagent.cli",
-        "topoagent.commands.scan",
-        "topoagent.api",
-        "topoagent.sources.sysfs",
-        "topoagent.outputs.json_report",
+        "topoagent.core.command.scan",
+        "topoagent.core.api",
+        "topoagent.core.read.sysfs",
+        "topoagent.core.render.json_report",
     )
 )
 

@@ -1,7 +1,7 @@
 """A stand-in for the ``pynvml`` module, driven by a JSON recording.
 
 :func:`make_fake` returns a real module object carrying the subset of the nvidia-ml-py API
-that :mod:`topoagent.sources.nvml` uses.  Constants and exception classes are the installed
+that :mod:`topoagent.core.read.nvml` uses.  Constants and exception classes are the installed
 ``pynvml``'s own (so ``NVML_P2P_CAPS_INDEX_READ`` keeps its real ``(0,)`` spelling and the
 adapter's ``except`` clauses meet real ``NVMLError_*`` classes); return values are the real
 ctypes types (``nvmlPciInfo_t``, arrays of ``c_ulonglong``).
@@ -50,7 +50,7 @@ from typing import Any
 
 import pynvml
 
-from topoagent.cpuset import parse_cpulist
+from topoagent.core.cpuset import parse_cpulist
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
 FORMAT = "topoagent-nvml-recording/1"

@@ -36,7 +36,7 @@ def tiny(gpus: int = 2, **machine: Any) -> dict[str, Any]:
     }
 
 
-#: The variables that allocate GPUs to a process (topoagent/advice/allocation.py).
+#: The variables that allocate GPUs to a process (topoagent/core/advice/allocation.py).
 ALLOCATION_VARS = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "NVIDIA_VISIBLE_DEVICES")
 
 

@@ -30,14 +30,14 @@ def test_import_contract_holds():
 @pytest.mark.parametrize(
     "module, bad_import",
     [
-        ("topoagent/outputs/tree.py", "from topoagent.sources import sysfs as _sysfs  # noqa"),
-        ("topoagent/analysis/paths.py", "import subprocess as _subprocess  # noqa"),
-        ("topoagent/topology.py", "from topoagent.result import ScanResult as _R  # noqa"),
+        ("topoagent/core/render/tree.py", "from topoagent.core.read import sysfs as _sysfs  # noqa"),
+        ("topoagent/core/analysis/paths.py", "import subprocess as _subprocess  # noqa"),
+        ("topoagent/core/topology.py", "from topoagent.core.result import ScanResult as _R  # noqa"),
         # an import for the type checker only counts too (exclude_type_checking_imports = false)
         (
-            "topoagent/advice/cores.py",
+            "topoagent/core/advice/cores.py",
             "from typing import TYPE_CHECKING as _TC\n"
-            "if _TC:\n    from topoagent.result import ScanResult as _R  # noqa",
+            "if _TC:\n    from topoagent.core.result import ScanResult as _R  # noqa",
         ),
     ],
 )
@@ -69,7 +69,7 @@ def test_public_api_is_exported_lazily():
     assert set(topoagent.__all__) == {"__version__", *topoagent._EXPORTS}  # kept in step with the table
 
     code = (
-        "import sys, topoagent; assert 'topoagent.api' not in sys.modules; "
+        "import sys, topoagent; assert 'topoagent.core.api' not in sys.modules; "
         "r = topoagent.scan; assert callable(r); "
         "assert all(getattr(topoagent, n) is not None for n in topoagent.__all__); print('ok')"
     )

@@ -13,7 +13,7 @@ How a doc line becomes a runnable one, the same for every line:
   with the libvirt definitions of tests/fixtures/libvirt/qemu under ``etc/libvirt/qemu``) unless
   it names a root or pasted input itself; commands that change things get ``--state-dir TMP``;
 * placeholders become real samples (:data:`SAMPLES`): ``topo.txt``, ``tree.txt``, ``vvv.txt``
-  (tests/parsers/samples), ``pci.txt`` and the ``.vmx`` files (tests/vms_samples), a capture
+  (tests/core/parse/samples), ``pci.txt`` and the ``.vmx`` files (tests/vms_samples), a capture
   (``host.tar.gz``, ``capture.tar.gz``, ``/path/to/capture``: one made in this test from the
   small ``cloud-vm`` fixture; ``dir``: it unpacked), ``DOMAIN`` (a shut-off domain of
   libvirt's test driver), ``/copy`` (the fixture, with its libvirt files), ``4242`` (a
@@ -48,7 +48,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-SAMPLES = REPO / "tests" / "parsers" / "samples"
+SAMPLES = REPO / "tests" / "core" / "parse" / "samples"
 VMS = REPO / "tests" / "vms_samples"
 LIBVIRT_XML = REPO / "tests" / "fixtures" / "libvirt" / "dgx-h100-node.xml"
 
@@ -206,11 +206,9 @@ def world(tmp_path_factory):
     """The fixture root (dgx-h100 with libvirt definitions), a capture of it, the capture
     unpacked, a private state directory, and a process for ``apply --pid`` to bind."""
     from tests.fakesysfs import generate
-    from topoagent.sources.capture import (
-        collect_capture,
-        entries_to_tar,
-        unpack_capture,
-    )
+    from topoagent.core.read.archive import unpack_capture
+    from topoagent.features.capture.collect import collect_capture
+    from topoagent.features.capture.pack import entries_to_tar
 
     base = tmp_path_factory.mktemp("docs")
     root = generate("dgx-h100", base / "root")

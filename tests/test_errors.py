@@ -1,5 +1,5 @@
 """One error base in fact: every exception class the package defines for callers derives from
-:class:`topoagent.errors.TopoagentError`, so ``except TopoagentError`` catches every deliberate
+:class:`topoagent.core.errors.TopoagentError`, so ``except TopoagentError`` catches every deliberate
 error and lets bugs through."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import pkgutil
 import pytest
 
 import topoagent
-from topoagent.errors import InputError, TopoagentError
+from topoagent.core.errors import InputError, TopoagentError
 
 #: Exceptions that never leave the module that raises them (control flow inside a parser or
 #: reader).
 INTERNAL = {
-    "topoagent.hostfs._Fail",
-    "topoagent.sources.nvml._Skip",
-    "topoagent.parsers.lspci_common.LineError",
+    "topoagent.core.hostfs._Fail",
+    "topoagent.core.read.nvml._Skip",
+    "topoagent.core.parse.lspci_common.LineError",
 }
 
 
@@ -42,7 +42,7 @@ def test_every_exception_class_derives_from_the_base():
 
 
 def test_mempolicy_error_is_both_ours_and_an_os_error():
-    from topoagent.apply.mempolicy import MempolicyError
+    from topoagent.features.act.mempolicy import MempolicyError
 
     exc = MempolicyError(22, "set_mempolicy: Invalid argument")
     assert isinstance(exc, TopoagentError) and isinstance(exc, OSError)
@@ -52,12 +52,12 @@ def test_mempolicy_error_is_both_ours_and_an_os_error():
 @pytest.mark.parametrize(
     "module, function, args",
     [
-        ("topoagent.advice.cores", "split_cores", ((), 0)),
-        ("topoagent.daemon.config", "parse_listen", ("nowhere",)),
-        ("topoagent.daemon.config", "parse_listen", ("[::zz]:9464",)),
-        ("topoagent.daemon.config", "parse_listen", ("127.0.0.1:70000",)),
-        ("topoagent.digits", "parse_decimal", ("12a",)),
-        ("topoagent.parsers.sysfs_values", "parse_hex_id", ("12",)),
+        ("topoagent.core.advice.cores", "split_cores", ((), 0)),
+        ("topoagent.features.daemon.config", "parse_listen", ("nowhere",)),
+        ("topoagent.features.daemon.config", "parse_listen", ("[::zz]:9464",)),
+        ("topoagent.features.daemon.config", "parse_listen", ("127.0.0.1:70000",)),
+        ("topoagent.core.digits", "parse_decimal", ("12a",)),
+        ("topoagent.core.parse.sysfs_values", "parse_hex_id", ("12",)),
     ],
 )
 def test_bad_values_raise_input_errors_that_are_still_value_errors(module, function, args):

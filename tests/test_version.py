@@ -1,4 +1,4 @@
-"""The version is written once and says what a release is: ``topoagent/version.py`` holds it,
+"""The version is written once and says what a release is: ``topoagent/core/version.py`` holds it,
 ``pyproject.toml`` reads it, ``topoagent --version`` prints it, and CHANGELOG.md has its
 section (Keep a Changelog: ``[Unreleased]`` on top, then ``[X.Y.Z] - date``)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from topoagent.version import __version__
+from topoagent.core.version import __version__
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def test_pyproject_reads_the_version_module():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert "version" not in project["project"]  # written in one place only
     assert "version" in project["project"]["dynamic"]
-    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "topoagent.version.__version__"}
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "topoagent.core.version.__version__"}
     config = pytest.importorskip("setuptools.config.pyprojecttoml")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # setuptools calls its [tool.setuptools] table beta

@@ -1,8 +1,8 @@
 """topoagent: host topology discovery and NUMA/affinity agent for GPU servers.
 
 Data flows one way: sources -> snapshot -> topology -> analysis -> advice -> result -> outputs.
-Only :mod:`topoagent.sources` (through :class:`topoagent.hostfs.HostFS`) reads the host and only
-:mod:`topoagent.apply` writes to it.
+Only :mod:`topoagent.core.read` (through :class:`topoagent.core.hostfs.HostFS`) reads the host and only
+:mod:`topoagent.features.act` writes to it.
 
 The public API, importable from here::
 
@@ -18,30 +18,30 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from topoagent.version import __version__
+from topoagent.core.version import __version__
 
 #: public name -> module that defines it
 _EXPORTS = {
-    "scan": "topoagent.api",
-    "run": "topoagent.api",
-    "read_host": "topoagent.api",
-    "read_offline": "topoagent.api",
-    "analyse": "topoagent.result",
-    "ScanResult": "topoagent.result",
-    "Inputs": "topoagent.inputs",
-    "Snapshot": "topoagent.snapshot",
-    "Topology": "topoagent.topology",
-    "Device": "topoagent.topology",
-    "DeviceKind": "topoagent.pci",
-    "Path": "topoagent.analysis.paths",
-    "PathClass": "topoagent.analysis.paths",
-    "Finding": "topoagent.analysis.findings",
-    "Severity": "topoagent.analysis.findings",
-    "Plan": "topoagent.advice.plan",
-    "CpuSet": "topoagent.cpuset",
-    "FrozenMap": "topoagent.frozen",
-    "TopoagentError": "topoagent.errors",
-    "InputError": "topoagent.errors",
+    "scan": "topoagent.core.api",
+    "run": "topoagent.core.api",
+    "read_host": "topoagent.core.api",
+    "read_offline": "topoagent.core.api",
+    "analyse": "topoagent.core.result",
+    "ScanResult": "topoagent.core.result",
+    "Inputs": "topoagent.core.inputs",
+    "Snapshot": "topoagent.core.snapshot",
+    "Topology": "topoagent.core.topology",
+    "Device": "topoagent.core.topology",
+    "DeviceKind": "topoagent.core.pci",
+    "Path": "topoagent.core.analysis.paths",
+    "PathClass": "topoagent.core.analysis.paths",
+    "Finding": "topoagent.core.analysis.findings",
+    "Severity": "topoagent.core.analysis.findings",
+    "Plan": "topoagent.core.advice.plan",
+    "CpuSet": "topoagent.core.cpuset",
+    "FrozenMap": "topoagent.core.frozen",
+    "TopoagentError": "topoagent.core.errors",
+    "InputError": "topoagent.core.errors",
 }
 
 __all__ = [
@@ -69,18 +69,18 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from topoagent.advice.plan import Plan
-    from topoagent.analysis.findings import Finding, Severity
-    from topoagent.analysis.paths import Path, PathClass
-    from topoagent.api import read_host, read_offline, run, scan
-    from topoagent.cpuset import CpuSet
-    from topoagent.errors import InputError, TopoagentError
-    from topoagent.frozen import FrozenMap
-    from topoagent.inputs import Inputs
-    from topoagent.pci import DeviceKind
-    from topoagent.result import ScanResult, analyse
-    from topoagent.snapshot import Snapshot
-    from topoagent.topology import Device, Topology
+    from topoagent.core.advice.plan import Plan
+    from topoagent.core.analysis.findings import Finding, Severity
+    from topoagent.core.analysis.paths import Path, PathClass
+    from topoagent.core.api import read_host, read_offline, run, scan
+    from topoagent.core.cpuset import CpuSet
+    from topoagent.core.errors import InputError, TopoagentError
+    from topoagent.core.frozen import FrozenMap
+    from topoagent.core.inputs import Inputs
+    from topoagent.core.pci import DeviceKind
+    from topoagent.core.result import ScanResult, analyse
+    from topoagent.core.snapshot import Snapshot
+    from topoagent.core.topology import Device, Topology
 
 
 def __getattr__(name: str) -> Any:

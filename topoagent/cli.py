@@ -1,9 +1,9 @@
 """Command-line interface.  Thin: each command parses its options, asks
-:func:`topoagent.api.run` for a result, renders it and exits.
+:func:`topoagent.core.api.run` for a result, renders it and exits.
 
-Commands live in :mod:`topoagent.commands`, one module each, imported only when invoked, so
+Commands live in :mod:`topoagent.core.command`, one module each, imported only when invoked, so
 ``topoagent scan`` pays for no other command.  A plain ``scan`` command line does not import
-click at all (:data:`FAST`; :mod:`topoagent.commands.argspec` says why and how).  Exit codes:
+click at all (:data:`FAST`; :mod:`topoagent.core.command.argspec` says why and how).  Exit codes:
 0 ok, 1 findings at or above ``--fail-on``, 2 usage error or nothing scannable.
 """
 
@@ -21,22 +21,22 @@ if TYPE_CHECKING:
 
 #: command name -> "module:attribute" of its click command, or of a function that makes it.
 COMMANDS = {
-    "scan": "topoagent.commands.scan:command",
-    "plan": "topoagent.commands.plan:plan",
-    "exec": "topoagent.commands.exec:exec_",
-    "apply": "topoagent.commands.apply:apply",
-    "fix": "topoagent.commands.fix:fix",
-    "draw": "topoagent.commands.draw:draw",
-    "vms": "topoagent.commands.vms:vms",
-    "daemon": "topoagent.commands.daemon:daemon",
-    "capture": "topoagent.commands.capture:capture",
-    "health": "topoagent.commands.health:command",
-    "baseline": "topoagent.commands.baseline:baseline",
-    "fleet": "topoagent.commands.fleet:fleet",
+    "scan": "topoagent.core.command.scan:command",
+    "plan": "topoagent.features.plan.command:plan",
+    "exec": "topoagent.features.act.exec:exec_",
+    "apply": "topoagent.features.act.apply:apply",
+    "fix": "topoagent.features.act.fix:fix",
+    "draw": "topoagent.features.draw.command:draw",
+    "vms": "topoagent.features.vms.command:vms",
+    "daemon": "topoagent.features.daemon.command:daemon",
+    "capture": "topoagent.features.capture.command:capture",
+    "health": "topoagent.features.act.health:command",
+    "baseline": "topoagent.features.fleet.baseline:baseline",
+    "fleet": "topoagent.features.fleet.command:fleet",
 }
 
 #: command name -> module whose ``fast(argv) -> bool`` runs a plain command line without click.
-FAST = {"scan": "topoagent.commands.scan", "health": "topoagent.commands.health"}
+FAST = {"scan": "topoagent.core.command.scan", "health": "topoagent.features.act.health"}
 
 
 def load_command(name: str) -> click.Command:
@@ -54,7 +54,7 @@ def group() -> click.Group:
     """The ``topoagent`` click group, made on first use (click is imported only then)."""
     import click
 
-    from topoagent.version import __version__
+    from topoagent.core.version import __version__
 
     class LazyGroup(click.Group):
         """A group that imports a command's module only when that command is used."""
@@ -84,7 +84,7 @@ def __getattr__(name: str) -> Any:
 def _click_main(args: list[str]) -> None:
     import click
 
-    from topoagent.commands.common import EXIT_ERROR, fail
+    from topoagent.core.command.common import EXIT_ERROR, fail
 
     if not args:
         # Bare ``topoagent``: the whole help, as ``--help`` prints it, but on stderr and exit 2
@@ -98,7 +98,7 @@ def _click_main(args: list[str]) -> None:
         # click answers a reader gone away (EPIPE from click.echo) with exit 1 after wrapping
         # stdout; every command ends quietly with 0 there instead, as scan's own output does
         if exc.code == 1 and type(sys.stdout).__name__ in ("PacifyFlushWrapper", "_PacifyFlushWrapper"):
-            from topoagent.commands.common import quiet_stdout
+            from topoagent.core.command.common import quiet_stdout
 
             quiet_stdout()
             sys.exit(0)
@@ -133,15 +133,15 @@ _ran_fast = False
 def main(argv: Sequence[str] | None = None) -> None:
     """Run a command line; never lets a traceback reach a person."""
     global _ran_fast
-    from topoagent.commands.common import EXIT_ERROR, EXIT_OK, fail, monitor, quiet_stdout
+    from topoagent.core.command.common import EXIT_ERROR, EXIT_OK, fail, monitor, quiet_stdout
 
     args = list(sys.argv[1:] if argv is None else argv)
     _ran_fast = False
     monitor["mode"] = monitor_mode(args)
     try:
         if args == ["--version"]:  # click's answer, without importing click (~20 ms)
-            from topoagent.commands.common import emit
-            from topoagent.version import __version__
+            from topoagent.core.command.common import emit
+            from topoagent.core.version import __version__
 
             emit(f"topoagent, version {__version__}\n")
             return

@@ -85,7 +85,7 @@ def _as_description(src: Any) -> dict:
 # ------------------------------------------------------------------------------------------
 # CPU lists and masks, the kernel's formats
 # ------------------------------------------------------------------------------------------
-# Written independently of topoagent.cpuset on purpose: the fixtures are the oracle the reader
+# Written independently of topoagent.core.cpuset on purpose: the fixtures are the oracle the reader
 # is tested against, so they must not share its code (a shared bug would pass both ways).
 def fmt_cpulist(cpus) -> str:
     """``[0,1,2,5]`` -> ``"0-2,5"``; empty -> ``""``."""

@@ -4,7 +4,8 @@ and the cross-view check that no device is lost or doubled.
 Size: ``TOPOAGENT_FUZZ_EXAMPLES`` (default :data:`DEFAULT_EXAMPLES`) is the number of generated
 inputs *per property*; CI keeps the default, a long sitting raises it::
 
-    TOPOAGENT_FUZZ_EXAMPLES=2000 .venv/bin/python -m pytest -q tests/test_fuzz_parsers.py tests/test_fuzz_trees.py
+    TOPOAGENT_FUZZ_EXAMPLES=2000 .venv/bin/python -m pytest -q \
+        tests/core/test_fuzz_parsers.py tests/core/test_fuzz_trees.py
 
 Every property is derandomized (hypothesis draws from a seed fixed by the test itself, no example
 database), so a CI run is deterministic: a failure is found again on every run until fixed.
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, settings
 
-from topoagent.errors import TopoagentError
+from topoagent.core.errors import TopoagentError
 
 __all__ = [
     "ABSURD_SECONDS",

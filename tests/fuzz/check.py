@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fuzz import ABSURD_SECONDS, views_agree
-from topoagent.errors import TopoagentError
+from topoagent.core.errors import TopoagentError
 
 __all__ = ["read_paths", "scan_and_check"]
 
@@ -18,9 +18,9 @@ __all__ = ["read_paths", "scan_and_check"]
 def scan_and_check(root: Path) -> list[str]:
     """Problems with the scan of ``root``: views that disagree, an absurd time.  A
     :class:`TopoagentError` (nothing to scan) is no problem; any other exception propagates."""
-    from topoagent.api import run
-    from topoagent.inputs import Inputs
-    from topoagent.outputs import renderer
+    from tests.formats import renderer
+    from topoagent.core.api import run
+    from topoagent.core.inputs import Inputs
 
     start = time.perf_counter()
     try:
@@ -40,9 +40,9 @@ def scan_and_check(root: Path) -> list[str]:
 def read_paths(root: Path) -> set[str]:
     """The root-relative paths a clean scan of ``root`` asks the reader for (where damage
     matters most)."""
-    from topoagent.api import run
-    from topoagent.hostfs import HostFS
-    from topoagent.inputs import Inputs
+    from topoagent.core.api import run
+    from topoagent.core.hostfs import HostFS
+    from topoagent.core.inputs import Inputs
 
     seen: set[str] = set()
     names = ("bytes", "listdir", "link_name", "resolve", "exists", "isdir")

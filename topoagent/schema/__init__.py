@@ -2,8 +2,8 @@
 
 ``python -m topoagent.schema`` writes ``scan.schema.json``, ``plan.schema.json`` and
 ``vms.schema.json`` (and ``baseline.schema.json``) beside this file from the types the outputs encode
-(:class:`~topoagent.outputs.json_report.ScanReport`, :class:`~topoagent.outputs.plan_json.PlanReport`,
-:class:`~topoagent.outputs.vms_json.VmsReport`); a test regenerates them and fails when a file
+(:class:`~topoagent.core.render.json_report.ScanReport`, :class:`~topoagent.features.plan.report.PlanReport`,
+:class:`~topoagent.features.vms.report.VmsReport`); a test regenerates them and fails when a file
 differs, so a schema cannot drift from its output.
 """
 
@@ -23,7 +23,7 @@ _BASE = "https://github.com/topoagent/topoagent/schema/"
 
 def scan_schema() -> dict[str, Any]:
     """The schema of ``scan --format json`` (draft 2020-12)."""
-    from topoagent.outputs.json_report import SCHEMA_VERSION, ScanReport
+    from topoagent.core.render.json_report import SCHEMA_VERSION, ScanReport
 
     return _document(
         ScanReport,
@@ -35,7 +35,7 @@ def scan_schema() -> dict[str, Any]:
 
 def plan_schema() -> dict[str, Any]:
     """The schema of ``plan --format json``."""
-    from topoagent.outputs.plan_json import SCHEMA_VERSION, PlanReport
+    from topoagent.features.plan.report import SCHEMA_VERSION, PlanReport
 
     return _document(
         PlanReport,
@@ -48,7 +48,7 @@ def plan_schema() -> dict[str, Any]:
 
 def vms_schema() -> dict[str, Any]:
     """The schema of ``vms --format json``."""
-    from topoagent.outputs.vms_json import VmsReport
+    from topoagent.features.vms.report import VmsReport
 
     return _document(
         VmsReport,
@@ -61,7 +61,7 @@ def vms_schema() -> dict[str, Any]:
 
 def baseline_schema() -> dict[str, Any]:
     """The schema of ``topoagent baseline`` (the expected topology ``scan --expect`` reads)."""
-    from topoagent.analysis.fingerprint import BASELINE_VERSION, Baseline
+    from topoagent.core.analysis.fingerprint import BASELINE_VERSION, Baseline
 
     return _document(
         Baseline,

@@ -1,0 +1,123 @@
+"""`topoagent fix acs` and `fix peermem`: dry run by default, journalled, undoable, and
+refusing where a fix would do harm."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.plan_helpers import run_cli
+from topoagent.core.api import scan
+from topoagent.core.parse.configspace import parse_config_space
+from topoagent.core.pci import ACS_P2P_REDIRECT_MASK as ACS_REDIRECT_MASK
+from topoagent.features.act.changes import acs_plan
+
+BRIDGE = "0000:17:01.0"  # faulty-gpu-node: the downstream port with ReqRedir+ CmpltRedir+ above GPU0
+
+
+@pytest.fixture
+def faulty(fixture_root, tmp_path):
+    root = tmp_path / "faulty"
+    shutil.copytree(fixture_root("faulty-gpu-node"), root, symlinks=True)
+    return root
+
+
+def acs_control(root, bdf=BRIDGE) -> int:
+    data = (root / f"sys/bus/pci/devices/{bdf}/config").read_bytes()
+    return parse_config_space(data).acs.control
+
+
+def test_acs_fix_round_trip(faulty, tmp_path):
+    state = str(tmp_path / "state")
+    config = faulty / f"sys/bus/pci/devices/{BRIDGE}/config"
+    original = config.read_bytes()
+    assert acs_control(faulty) & ACS_REDIRECT_MASK
+
+    shown = run_cli("fix", "acs", "--root", str(faulty), "--state-dir", state)
+    assert shown.returncode == 0 and "Dry run" in shown.stdout and BRIDGE in shown.stdout
+    assert config.read_bytes() == original
+    assert f'"pci=disable_acs_redir={BRIDGE}"' in shown.stdout
+
+    done = run_cli("fix", "acs", "--root", str(faulty), "--state-dir", state, "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert acs_control(faulty) & ACS_REDIRECT_MASK == 0
+    changed = [i for i, (a, b) in enumerate(zip(original, config.read_bytes(), strict=True)) if a != b]
+    offset = parse_config_space(original).acs.offset + 6  # the ACS Control register
+    assert changed and set(changed) <= {offset, offset + 1}  # only the ACS Control register
+    rescan = scan(faulty, nvml="off")
+    assert not [f for f in rescan.findings if f.code == "ACS_REDIRECT"]
+
+    undone = run_cli("apply", "--undo", "--yes", "--root", str(faulty), "--state-dir", state)
+    assert undone.returncode == 0 and config.read_bytes() == original
+
+
+def test_acs_only_on_peer_path_bridges(fixture_root):
+    result = scan(fixture_root("faulty-gpu-node"), nvml="off")
+    configs = {
+        d.bdf: (fixture_root("faulty-gpu-node") / f"sys/bus/pci/devices/{d.bdf}/config").read_bytes()
+        for d in result.topology.devices
+        if d.bdf
+    }
+    plan = acs_plan(result.topology, result.paths, configs)
+    assert [c.target["bdf"] for c in plan.changes] == [BRIDGE]
+    assert plan.kernel_parameter == f"pci=disable_acs_redir={BRIDGE}"
+
+
+def test_acs_refused_inside_a_vm(fixture_root):
+    out = run_cli("fix", "acs", "--root", str(fixture_root("cloud-vm")))
+    assert out.returncode == 1 and "virtual machine" in out.stdout
+
+
+def test_acs_refused_above_a_passthrough_device(tmp_path):
+    from tests.fakesysfs import generate
+
+    desc = {
+        "machine": {"hostname": "vfio", "config": 4096},
+        "cpu": {"sockets": 1, "cores": 2, "threads": 1},
+        "rootbus": [
+            {
+                "id": "0000:10",
+                "node": 0,
+                "tree": (
+                    "01.0 spr-rp\n"
+                    "  pex890\n"
+                    "    pex890 acs=ReqRedir,CmpltRedir > cx7-ib driver=vfio-pci\n"
+                    "    pex890 acs=ReqRedir,CmpltRedir > h100\n"
+                ),
+            }
+        ],
+    }
+    root = generate(desc, tmp_path / "vfio")
+    out = run_cli("fix", "acs", "--root", str(root), "--state-dir", str(tmp_path / "s"))
+    assert out.returncode == 0, out.stderr
+    refused = [line for line in out.stdout.splitlines() if "refused" in line]
+    assert len(refused) == 1 and "vfio-pci" in refused[0]
+    changing = [line for line in out.stdout.splitlines() if "ACS control of" in line]
+    assert len(changing) == 1 and "vfio" not in changing[0]  # the GPU's port only
+
+
+def test_peermem_writes_the_boot_entry_and_undoes_it(faulty, tmp_path):
+    state = str(tmp_path / "state")
+    conf = faulty / "etc/modules-load.d/nvidia-peermem.conf"
+    shown = run_cli("fix", "peermem", "--root", str(faulty), "--state-dir", state)
+    assert shown.returncode == 0 and "Needed" in shown.stdout and "modprobe is not run" in shown.stdout
+    assert not conf.exists()
+    done = run_cli("fix", "peermem", "--root", str(faulty), "--state-dir", state, "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert conf.read_text() == "nvidia_peermem\n"
+    assert run_cli("apply", "--undo", "--yes", "--root", str(faulty), "--state-dir", state).returncode == 0
+    assert not conf.exists()
+
+
+def test_peermem_not_needed_with_a_module_or_dmabuf(fixture_root, faulty):
+    out = run_cli("fix", "peermem", "--root", str(fixture_root("dgx-h100")))
+    assert out.returncode == 0 and "Not needed: a peer-memory module is already loaded" in out.stdout
+    (faulty / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
+    (faulty / "proc/sys/kernel/osrelease").write_text("6.5.0-1019-nvidia\n")
+    (faulty / "proc/driver/nvidia").mkdir(parents=True, exist_ok=True)
+    (faulty / "proc/driver/nvidia/version").write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build\n"
+    )
+    out = run_cli("fix", "peermem", "--root", str(faulty))
+    assert out.returncode == 0 and "DMA-BUF is available" in out.stdout

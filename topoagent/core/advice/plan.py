@@ -1,0 +1,580 @@
+"""Placement plans: per GPU, the NUMA node, CPUs, NICs and environment a rank should use.
+
+A plan is a value; making one changes nothing.  CPU sets are always intersected with the
+caller's allowed CPUs (a Slurm or container cpuset), never widened (REFERENCE §6.9).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from topoagent.core.cpuset import MAX_CPUS, CpuSet
+from topoagent.core.errors import InputError
+from topoagent.core.frozen import FrozenMap
+
+if TYPE_CHECKING:
+    from topoagent.core.analysis.findings import Finding
+    from topoagent.core.analysis.paths import Path
+    from topoagent.core.analysis.rails import RailPlan
+    from topoagent.core.topology import Device, Topology
+
+
+class PlanError(InputError):
+    """Options no plan can be made under (ranks per GPU out of range, more groups than GPUs)."""
+
+
+class RailNic(msgspec.Struct, frozen=True):
+    """A GPU's rail NIC as a rank uses it: RDMA devices and port (``UCX_NET_DEVICES=mlx5_0:1``),
+    netdevs and the path class."""
+
+    nic: str
+    key: str
+    bdf: str | None
+    rdma: tuple[str, ...]
+    port: int | None
+    netdevs: tuple[str, ...]
+    #: Path class GPU -> NIC (``PIX`` ... ``SYS``).
+    kind: str | None
+    numa_node: int | None
+    socket: int | None
+    driver: str | None = None
+    #: The path as NCCL names it where that differs from ``kind``: for a Grace GPU's NIC on its
+    #: own CPU ``P2C`` (one of its fastest NICs) or ``PHB`` (a slower one); ``kind`` is then SYS,
+    #: as nvidia-smi prints it (analysis.c2c).
+    nccl_path: str | None = None
+    #: Whether NCCL uses GPUDirect RDMA to this NIC by default (analysis.paths.gdr_by_default).
+    gdr: bool | None = None
+
+    @property
+    def remote(self) -> bool:
+        """Reached only across the SMP interconnect (SYS): a NIC on another node or socket --
+        not a Grace GPU's NIC on its own CPU (P2C, or PHB for a slower one)."""
+        return self.kind == "SYS" and self.nccl_path not in ("P2C", "PHB")
+
+
+class SplitGroup(msgspec.Struct, frozen=True):
+    """One of ``--split N`` disjoint groups: GPUs, their CPUs and NICs, for one job/tenant.
+
+    ``crosses`` says what the group straddles when the host does not divide evenly
+    (``NUMA nodes 0 and 1 (sockets 0 and 1)``); None for a NUMA-local group.
+    """
+
+    index: int
+    gpus: tuple[str, ...]
+    cuda_visible_devices: str
+    numa_nodes: tuple[int | None, ...]
+    cpus: CpuSet
+    nics: tuple[str, ...]
+    crosses: str | None = None
+
+
+class GpuPlan(msgspec.Struct, frozen=True):
+    """One GPU's placement: its NUMA-local CPUs, rail NICs and the environment for its ranks."""
+
+    gpu: str
+    bdf: str | None
+    #: PCI-bus-order index: what CUDA_VISIBLE_DEVICES means with CUDA_DEVICE_ORDER=PCI_BUS_ID.
+    cuda_index: int
+    numa_node: int | None
+    cpus: CpuSet | None
+    nics: tuple[str, ...]
+    env: FrozenMap[str, str] = msgspec.field(default_factory=FrozenMap)
+    numactl: str | None = None
+    # Filled by plan_for (the `plan`/`exec` commands); the scan's summary leaves them empty.
+    #: The GPU's stable key (BDF).
+    key: str | None = None
+    socket: int | None = None
+    #: The rail NICs of ``nics``, with the names a launcher needs.
+    rails: tuple[RailNic, ...] = ()
+    #: One disjoint set of whole cores per rank of this GPU (``--ranks-per-gpu``).
+    rank_cpus: tuple[CpuSet, ...] = ()
+    #: Findings about this GPU and the plan's own notes (CPUSET_EMPTY ...).
+    notes: tuple[Any, ...] = ()
+
+
+class NumaGroup(msgspec.Struct, frozen=True):
+    """GPUs that share a NUMA node: one mask per node for per-socket jobs."""
+
+    numa_node: int | None
+    gpus: tuple[str, ...]
+    cuda_visible_devices: str
+    cpus: CpuSet | None
+
+
+class Plan(msgspec.Struct, frozen=True):
+    """Every GPU's placement and the NUMA groups; plan_for adds the caller's limits, ranks and notes."""
+
+    gpus: tuple[GpuPlan, ...]
+    numa_groups: tuple[NumaGroup, ...]
+    # Filled by plan_for.
+    #: The caller's allowed CPUs every set was intersected with (None: unknown).
+    allowed: CpuSet | None = None
+    #: Cores kept back for the OS and daemons (``--reserve-cores``).
+    reserved: CpuSet = CpuSet()
+    ranks_per_gpu: int = 1
+    split: tuple[SplitGroup, ...] = ()
+    #: The plan's own notes (Finding values with PLAN_CODES codes).
+    notes: tuple[Any, ...] = ()
+    #: The host's cores in logical order (for counting threads and Slurm's Cores=).
+    cores: tuple[CpuSet, ...] = ()
+    #: Whether ``cores`` knows which threads share a core (False: pasted text; sets not cut).
+    threads_known: bool = True
+
+
+def gpu_cpus(topo: Topology, gpu: Device) -> CpuSet | None:
+    """The CPUs local to a GPU: its node's, else its socket's, else its own local CPU list."""
+    node = topo.node(gpu.numa_node)
+    if node is not None and node.cpus:
+        return node.cpus
+    if gpu.socket is not None:
+        sock = next((s for s in topo.sockets if s.id == gpu.socket), None)
+        if sock is not None and sock.cpus:
+            return sock.cpus
+    if gpu.local_cpus is not None:
+        local = gpu.local_cpus
+        if local and local != topo.all_cpus:
+            return local
+    return None
+
+
+def make_plan(topo: Topology, rails: RailPlan) -> Plan:
+    """The scan's summary plan: per GPU its local CPUs within the allowed CPUs, its rail NICs
+    and the CUDA/NCCL variables; the GPUs grouped by NUMA node."""
+    allowed = topo.snapshot.allowed_cpus
+    plans = []
+    for index, g in enumerate(topo.gpus):
+        local = gpu_cpus(topo, g)
+        cpus = local if local is not None else allowed
+        if cpus is not None and allowed is not None:
+            cpus = cpus & allowed
+        rail = rails.rail(g.id)
+        nics = rail.nics if rail else ()
+        env = base_env(index)
+        env.update(node_hca_env(topo, rails))
+        ucx = [
+            ucx_device(name, nic_port(topo, d))
+            for n in nics
+            if (d := topo.by_id(n)) is not None and d.driver != "efa"
+            for name in d.rdma_devices
+        ]
+        if ucx:
+            env["UCX_NET_DEVICES"] = ",".join(ucx)
+        node = topo.node(g.numa_node)
+        numactl = f"numactl --cpunodebind={node.id} --membind={node.id}" if node is not None and node.cpus else None
+        plans.append(GpuPlan(g.id, g.bdf, index, g.numa_node, cpus, nics, FrozenMap(env), numactl))
+    groups: dict[int | None, list[GpuPlan]] = {}
+    for p in plans:
+        groups.setdefault(p.numa_node, []).append(p)
+    numa_groups = []
+    for node_id, members in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        cpus = CpuSet().union(*(m.cpus for m in members if m.cpus)) if any(m.cpus for m in members) else None
+        numa_groups.append(
+            NumaGroup(node_id, tuple(m.gpu for m in members), ",".join(str(m.cuda_index) for m in members), cpus)
+        )
+    return Plan(tuple(plans), tuple(numa_groups))
+
+
+# -- the plan a job uses: `topoagent plan`, `exec` -------------------------------------------
+#
+# make_plan above is the scan's summary (``recommendations`` in the scan JSON).  The plan
+# below adds what a launcher needs: each rail NIC's RDMA and netdev names, whole-core CPU
+# shares per rank, reserved cores, the split of the host into jobs, and the notes that say
+# what is wrong with a GPU's placement.  Both are values; neither changes anything.
+
+
+class PlanOptions(msgspec.Struct, frozen=True):
+    """What the person asked of a plan.
+
+    ``allowed``: the caller's allowed CPUs; None = the tree's record of them
+    (``Cpus_allowed_list`` of the scanning process).  Never widened.
+    ``reserve_cores``: whole cores per NUMA node kept for the OS and daemons.
+    ``ranks_per_gpu``: ranks sharing one GPU, each with its own whole cores.
+    ``split``: cut the host into this many disjoint GPU groups (0: no split).
+    ``gpus``: the GPUs (ids) a node's cores are shared among -- a job's allocated GPUs;
+    None: all of them.  The others keep their node's CPUs but get no rank share.
+    """
+
+    allowed: CpuSet | None = None
+    reserve_cores: int = 0
+    ranks_per_gpu: int = 1
+    split: int = 0
+    gpus: tuple[str, ...] | None = None
+
+
+#: Codes of the notes a plan adds to the scan's findings (same Finding shape).
+PLAN_CODES = {
+    "CORES_UNKNOWN": "warning",
+    "CPUSET_EMPTY": "critical",
+    "RANKS_SHARE_CORES": "warning",
+    "SPLIT_CROSSES_NUMA": "warning",
+    "SPLIT_UNEVEN": "info",
+}
+
+
+def nic_port(topo: Topology, nic: Device) -> int | None:
+    """The port a rank uses on a NIC's RDMA devices (:func:`topoagent.core.snapshot.active_port`),
+    1 where their ports were not read; None for a NIC without RDMA."""
+    from topoagent.core.snapshot import active_port
+
+    port = active_port(p for r in topo.snapshot.rdma if r.name in nic.rdma_devices for p in r.ports)
+    return port if port is not None else (1 if nic.rdma_devices else None)
+
+
+def ucx_device(rdma: str, port: int | None) -> str:
+    """One UCX_NET_DEVICES entry: ``DEVICE:PORT`` (``mlx5_0:1``, as in the UCX FAQ), port 1
+    when unknown."""
+    return f"{rdma}:{port or 1}"
+
+
+def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None) -> RailNic:
+    from topoagent.core.analysis.paths import nccl_view
+
+    token = path.token if path is not None and path.shown else None
+    nccl, gdr = nccl_view(topo, gpu, nic, path)
+    return RailNic(
+        nic.id,
+        nic.key,
+        nic.bdf,
+        nic.rdma_devices,
+        nic_port(topo, nic),
+        nic.netdevs,
+        token,
+        nic.numa_node,
+        nic.socket,
+        nic.driver,
+        nccl,
+        gdr,
+    )
+
+
+def node_hca_env(topo: Topology, rails: RailPlan) -> dict[str, str]:
+    """``NCCL_IB_HCA`` for every rank of the node: the RDMA devices of all its compute NICs.
+
+    The same value on every local rank: NCCL fuses the ranks' topologies and requires it
+    (NVIDIA/nccl#1478, "You should not set NCCL_IB_HCA differently on each rank"); NCCL then
+    gives each GPU its nearest NIC itself.  Storage and management ports (analysis/rails.py
+    roles) are left out.  ``=`` makes NCCL match names exactly (src/transport/net_ib.cc: a
+    leading ``^`` excludes, ``=`` then matches whole names, so ``mlx5_1`` leaves ``mlx5_10``
+    out); no ``:port``, so every port of a listed device stays usable.  EFA devices are named
+    to NCCL by the aws-ofi-nccl plugin, not NCCL_IB_HCA.  {} where the node has none.
+    """
+    from topoagent.core.analysis.rails import NicRole
+
+    names = [
+        name
+        for n in topo.nics
+        if rails.roles.get(n.id) is NicRole.COMPUTE and n.driver != "efa"
+        for name in n.rdma_devices
+    ]
+    return {"NCCL_IB_HCA": "=" + ",".join(dict.fromkeys(names))} if names else {}
+
+
+def rail_env(rails: tuple[RailNic, ...]) -> dict[str, str]:
+    """``UCX_NET_DEVICES`` naming a rank's own rail ports (``mlx5_0:1``), nearest first.
+
+    Per rank, unlike NCCL_IB_HCA (see :func:`node_hca_env`): UCX uses the devices a rank
+    lists.  ``NCCL_SOCKET_IFNAME`` is left unset (:data:`SOCKET_IFNAME_NOTE`).
+    """
+    ucx = [ucx_device(name, r.port) for r in rails if r.driver != "efa" for name in r.rdma]
+    return {"UCX_NET_DEVICES": ",".join(ucx)} if ucx else {}
+
+
+#: Why the env leaves NCCL_SOCKET_IFNAME unset.  NCCL's own choice (src/misc/socket.cc
+#: ncclFindInterfaces) takes interfaces from getifaddrs -- only those with an address -- ``ib*``
+#: first, then any but docker/lo; a name given outright that has no address stops NCCL's
+#: bootstrap, and the snapshot does not record addresses.
+SOCKET_IFNAME_NOTE = (
+    "NCCL_SOCKET_IFNAME left unset: NCCL picks an interface that has an address "
+    "(ib* first, then any but docker/lo); topoagent does not know which have one"
+)
+
+
+def omp_env(cpus: CpuSet, cores: tuple[CpuSet, ...]) -> dict[str, str]:
+    """OpenMP for a rank bound to ``cpus``: one thread per whole core, placed on cores."""
+    from topoagent.core.advice.cores import cores_in
+
+    n = len(cores_in(cores, cpus))
+    return {"OMP_NUM_THREADS": str(max(n, 1)), "OMP_PLACES": "cores"} if cpus else {}
+
+
+def _finding(code: str, subjects: tuple[str, ...], message: str, remedy: str) -> Any:
+    from topoagent.core.analysis.findings import Finding, Severity
+
+    return Finding(code, Severity.parse(PLAN_CODES[code]), subjects, message, (), remedy)
+
+
+def plan_for(
+    topo: Topology,
+    base: Plan,
+    *,
+    paths: tuple[Path, ...],
+    findings: tuple[Finding, ...],
+    rail_plan: RailPlan,
+    options: PlanOptions = PlanOptions(),
+) -> Plan:
+    """The plan of a scanned host under ``options``.  Pure.
+
+    ``base`` is the scan's default plan (:func:`make_plan`), ``paths``, ``findings`` and
+    ``rail_plan`` the scan's: its parts, not the :class:`~topoagent.core.result.ScanResult` (advice sits
+    below it).
+
+    Per GPU: ``cpus`` = its NUMA node's CPUs, intersected with the allowed CPUs, minus the
+    reserved cores; ``rank_cpus`` = ``ranks_per_gpu`` disjoint sets of whole cores from the
+    GPU's share of its node (a node's cores are divided among its GPUs first, so ranks of
+    different GPUs never overlap).  An empty intersection is a CPUSET_EMPTY note (critical),
+    never a fallback to all CPUs.
+    """
+    from topoagent.core.advice.cores import (
+        Split,
+        cores_in,
+        host_cores,
+        reserve,
+        split_cores,
+        threads_known,
+    )
+    from topoagent.core.analysis.paths import path_index
+
+    if not 1 <= options.ranks_per_gpu <= MAX_CPUS:  # each rank gets cores; work grows with ranks
+        raise PlanError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
+    by_pair = path_index(paths)
+    recorded = topo.snapshot.allowed_cpus
+    allowed = (
+        recorded if options.allowed is None else (options.allowed if recorded is None else options.allowed & recorded)
+    )
+    cores = host_cores(topo.snapshot.cpus)
+    notes: list[Any] = []
+    # Which threads share a core is unknown (pasted nvidia-smi text, no thread_siblings_list):
+    # CPUs 0-19 and 40-59 are usually hyperthreads of the same 20 cores, so nothing is cut
+    # below the sets the evidence shows -- a node's GPUs all get its whole set.
+    whole = threads_known(topo.snapshot.cpus)
+    if not whole and base.gpus:
+        notes.append(
+            _finding(
+                "CORES_UNKNOWN",
+                tuple(g.gpu for g in base.gpus),
+                "Which CPUs are hyperthreads of one core is unknown (no thread siblings in the evidence): "
+                "GPUs that share a NUMA node get its whole CPU set, ranks are not given cores of their own, "
+                "OMP_NUM_THREADS is left unset" + (" and no cores are reserved" if options.reserve_cores else "") + ".",
+                "Plan from the host itself (or a capture, which records thread_siblings_list) to share "
+                "whole cores out among GPUs and ranks.",
+            )
+        )
+
+    # Per NUMA node: allowed cores, reservation, then the shares of the node's GPUs.
+    reserved = CpuSet()
+
+    # GPUs whose node is unknown (pasted text without NUMA Affinity) group by their CPU set.
+    def group(g: GpuPlan) -> int | str | None:
+        return g.numa_node if g.numa_node is not None or g.cpus is None else str(g.cpus)
+
+    usable: dict[int | str | None, tuple[CpuSet, ...]] = {}
+    for g in base.gpus:
+        if group(g) in usable:
+            continue
+        local = g.cpus  # already node ∩ tree's allowed
+        if local is None:
+            usable[group(g)] = ()
+            continue
+        if allowed is not None:
+            local = local & allowed
+        held, rest = reserve(cores_in(cores, local), options.reserve_cores if whole else 0)
+        reserved = reserved | held
+        usable[group(g)] = rest
+
+    by_node: dict[int | str | None, list[GpuPlan]] = {}
+    for g in base.gpus:
+        if options.gpus is None or g.gpu in options.gpus:
+            by_node.setdefault(group(g), []).append(g)
+    share: dict[str, CpuSet] = {g.gpu: CpuSet() for g in base.gpus}
+    for node, members in by_node.items():
+        node_cores = usable.get(node, ())
+        if not whole:
+            for g in members:
+                share[g.gpu] = CpuSet().union(*node_cores)
+            continue
+        split = split_cores(node_cores, len(members)) if node_cores else None
+        for i, g in enumerate(members):
+            share[g.gpu] = split.parts[i] if split is not None else CpuSet()
+        if split is not None and split.shared:
+            notes.append(
+                _finding(
+                    "RANKS_SHARE_CORES",
+                    tuple(g.gpu for g in members),
+                    f"NUMA node {node} has {len(node_cores)} allowed core(s) for {len(members)} GPU(s): "
+                    "their ranks share cores.",
+                    "Give the job more of the node's cores (or reserve fewer), or run fewer GPUs' ranks on it.",
+                )
+            )
+
+    gpus = []
+    for g in base.gpus:
+        d = topo.by_id(g.gpu)
+        assert d is not None
+        node_cores = usable.get(group(g), ())
+        cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
+        rails = tuple(
+            _rail_nic(topo, topo.physical(d), n, by_pair.get((d.id, n.id)))
+            for nid in g.nics
+            if (n := topo.by_id(nid)) is not None
+        )
+        own = cores_in(cores, share[g.gpu])
+        split = (
+            split_cores(own, options.ranks_per_gpu)
+            if whole
+            else Split(tuple(share[g.gpu] for _ in range(options.ranks_per_gpu)))
+        )
+        gpu_notes = [f for f in findings if g.gpu in f.subjects]
+        if not cpus:
+            where = f"NUMA node {g.numa_node}" if g.numa_node is not None else "its local CPUs"
+            gpu_notes.append(
+                _finding(
+                    "CPUSET_EMPTY",
+                    (g.gpu,),
+                    f"None of {g.gpu}'s CPUs ({where}: {g.cpus if g.cpus is not None else 'unknown'}) are allowed "
+                    f"to the caller (allowed: {allowed if allowed is not None else 'unknown'})"
+                    + (f" once {options.reserve_cores} core(s) per node are reserved" if options.reserve_cores else "")
+                    + ": no CPU set can be planned for it.",
+                    "Run the job with a cpuset that includes the GPU's NUMA node (Slurm: --gres-flags=enforce-binding "
+                    "or --cpu-bind=ldoms), or choose a GPU local to the CPUs you were given.",
+                )
+            )
+        elif split.shared:
+            gpu_notes.append(
+                _finding(
+                    "RANKS_SHARE_CORES",
+                    (g.gpu,),
+                    f"{g.gpu}'s share of NUMA node {g.numa_node} has {len(own)} core(s) "
+                    f"for {options.ranks_per_gpu} rank(s): some ranks share a core.",
+                    "Use fewer ranks per GPU, fewer reserved cores, or a larger cpuset.",
+                )
+            )
+        env = base_env(g.cuda_index)
+        env.update(node_hca_env(topo, rail_plan))
+        env.update(rail_env(rails))
+        gpus.append(
+            msgspec.structs.replace(
+                g,
+                key=d.key,
+                socket=d.socket,
+                cpus=cpus,
+                rails=rails,
+                rank_cpus=split.parts if cpus else tuple(CpuSet() for _ in range(options.ranks_per_gpu)),
+                env=FrozenMap(env),
+                notes=tuple(gpu_notes),
+            )
+        )
+        notes.extend(n for n in gpu_notes if n.code in PLAN_CODES)
+
+    groups = []
+    for ng in base.numa_groups:
+        members = [p for p in gpus if p.gpu in ng.gpus]
+        cpus = CpuSet().union(*(m.cpus for m in members if m.cpus))
+        groups.append(msgspec.structs.replace(ng, cpus=cpus))
+    split_groups: tuple[SplitGroup, ...] = ()
+    if options.split:
+        split_groups, split_notes = split_host(topo, tuple(gpus), share, options.split)
+        notes.extend(split_notes)
+    return Plan(
+        tuple(gpus),
+        tuple(groups),
+        allowed=allowed,
+        reserved=reserved,
+        ranks_per_gpu=options.ranks_per_gpu,
+        split=split_groups,
+        notes=tuple(notes),
+        cores=cores,
+        threads_known=whole,
+    )
+
+
+def base_env(cuda_index: int) -> dict[str, str]:
+    """The CUDA variables of a GPU's ranks (PCI bus order, as nvidia-smi numbers GPUs)."""
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(cuda_index)}
+
+
+def rank_env(plan: Plan, local_rank: int) -> tuple[GpuPlan, CpuSet, dict[str, str]]:
+    """The GPU, CPU set and environment of one local rank (``rank // ranks_per_gpu`` is the
+    GPU in PCI order).  Raises ``IndexError`` for a rank the host has no GPU for."""
+    if local_rank < 0:
+        raise IndexError(f"local rank {local_rank} is negative")
+    k = plan.ranks_per_gpu
+    index, sub = divmod(local_rank, k)
+    if index >= len(plan.gpus):
+        raise IndexError(
+            f"local rank {local_rank} needs GPU {index} ({k} rank(s) per GPU), but the host has {len(plan.gpus)} GPU(s)"
+        )
+    return gpu_rank_env(plan, plan.gpus[index], sub)
+
+
+def gpu_rank_env(plan: Plan, g: GpuPlan, sub: int = 0) -> tuple[GpuPlan, CpuSet, dict[str, str]]:
+    """The CPU set and environment of rank ``sub`` (0-based) of GPU ``g``."""
+    cpus = g.rank_cpus[sub] if sub < len(g.rank_cpus) else CpuSet()
+    env = dict(g.env)
+    env.update(omp_env(cpus, plan.cores or ()))
+    if not plan.threads_known:  # the count of cores is unknown: the OpenMP runtime counts them
+        env.pop("OMP_NUM_THREADS", None)
+    return g, cpus, env
+
+
+def split_host(
+    topo: Topology, gpus: tuple[GpuPlan, ...], share: dict[str, CpuSet], n: int
+) -> tuple[tuple[SplitGroup, ...], list[Any]]:
+    """Cut the host's GPUs into ``n`` disjoint groups, NUMA-local where the host allows.
+
+    GPUs are taken node by node in PCI order; group sizes differ by at most one.  A group's
+    CPUs are its GPUs' core shares (so groups on one node never overlap), its NICs their
+    rails.  Groups that straddle nodes are named in a SPLIT_CROSSES_NUMA note.
+    """
+    if n < 1:
+        raise PlanError("split needs at least one group")
+    if n > len(gpus):
+        raise PlanError(f"cannot split {len(gpus)} GPU(s) into {n} groups")
+    order = sorted(gpus, key=lambda g: (g.numa_node is None, g.numa_node or 0, g.cuda_index))
+    size, extra = divmod(len(order), n)
+    notes: list[Any] = []
+    groups, start = [], 0
+    for i in range(n):
+        members = order[start : start + size + (1 if i < extra else 0)]
+        start += len(members)
+        nodes = tuple(dict.fromkeys(m.numa_node for m in members))
+        crosses = None
+        if len(nodes) > 1:
+            socks = tuple(dict.fromkeys(m.socket for m in members))
+            crosses = f"NUMA nodes {' and '.join(str(x) for x in nodes)}" + (
+                f" (sockets {' and '.join(str(s) for s in socks)})" if len(socks) > 1 else " (one socket)"
+            )
+            notes.append(
+                _finding(
+                    "SPLIT_CROSSES_NUMA",
+                    tuple(m.gpu for m in members),
+                    f"Group {i} ({', '.join(m.gpu for m in members)}) crosses {crosses}: {len(gpus)} GPUs on "
+                    f"{len({g.numa_node for g in gpus})} node(s) do not divide into {n} NUMA-local groups.",
+                    "Choose a split that divides each node's GPUs evenly, or accept this group's traffic across "
+                    "the interconnect.",
+                )
+            )
+        nics = tuple(dict.fromkeys(r.nic for m in members for r in m.rails))
+        groups.append(
+            SplitGroup(
+                i,
+                tuple(m.gpu for m in members),
+                ",".join(str(m.cuda_index) for m in members),
+                nodes,
+                CpuSet().union(*(share.get(m.gpu, CpuSet()) for m in members)),
+                nics,
+                crosses,
+            )
+        )
+    if extra:
+        notes.append(
+            _finding(
+                "SPLIT_UNEVEN",
+                tuple(g.gpu for g in gpus),
+                f"{len(gpus)} GPUs do not divide into {n} equal groups: groups 0-{extra - 1} have {size + 1} GPU(s), "
+                f"the others {size}.",
+                "Split into a divisor of the GPU count for equal groups.",
+            )
+        )
+    return tuple(groups), notes

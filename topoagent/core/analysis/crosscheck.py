@@ -1,0 +1,171 @@
+"""Cross-check a scan against what ``nvidia-smi topo -m`` and ``lspci -vvv`` say of the same host.
+
+Pure: takes the parsed tool outputs and the scan; every disagreement becomes a
+``SOURCES_DISAGREE`` finding whose evidence names both sources.  GPUs are matched by NVML's
+index -> bus id where NVML answered, else by PCI bus order (nvidia-smi's own order); NICs by
+RDMA device name.  A GPU's link *speed* is not compared: idle GPUs retrain between two reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from topoagent.core.analysis.findings import Evidence, Finding, Severity, sysfs_attr
+from topoagent.core.analysis.paths import Path, below_flattened_broadcom, pair_path, path_index
+from topoagent.core.digits import is_decimal
+from topoagent.core.snapshot import host_path
+from topoagent.core.topology import DeviceKind, Topology
+
+if TYPE_CHECKING:  # the parsed views arrive as values; the parsers are not needed to compare
+    from topoagent.core.parse.lspci_verbose import LspciFunction
+    from topoagent.core.parse.nvsmi_topo import TopoMatrix
+
+CODE = "SOURCES_DISAGREE"
+_REMEDY = (
+    "Find out which source is stale or wrong: re-run both; a driver or firmware update, a "
+    "VM that hides the host tree, or a renamed RDMA device are the usual causes. "
+    "Placement advice follows sysfs."
+)
+
+
+def _finding(subjects: Iterable[str], message: str, evidence: list[Evidence]) -> Finding:
+    return Finding(CODE, Severity.WARNING, tuple(subjects), message, tuple(evidence), _REMEDY)
+
+
+def _matrix_ids(topo: Topology, m: TopoMatrix) -> dict[str, str]:
+    """Matrix label -> device id."""
+    ids: dict[str, str] = {}
+    by_index = {g.index: g.bdf for g in topo.snapshot.nvml_gpus}
+    gpus = [d for d in m.devices if d.kind == "gpu"]
+    for i, d in enumerate(gpus):
+        dev = topo.by_bdf(by_index[i]) if i in by_index else (topo.gpus[i] if i < len(topo.gpus) else None)
+        if dev is not None:
+            ids[d.label] = dev.id
+    rdma = {name: n.id for n in topo.nics for name in n.rdma_devices}
+    for d in m.devices:
+        if d.kind == "nic" and d.rdma_name in rdma:
+            ids[d.label] = rdma[d.rdma_name]
+    return ids
+
+
+def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -> list[Finding]:
+    """Findings where ``nvidia-smi topo -m`` disagrees with the scan: devices it lists that
+    sysfs does not show, path classes, and NUMA affinity."""
+    idx = path_index(paths)
+    nvlinks_known = any(p.nvlinks for p in paths)
+    ids = _matrix_ids(topo, m)
+    out: list[Finding] = []
+    labels = [d.label for d in m.devices]
+    missing = [label for label in labels if label not in ids]
+    if missing:
+        out.append(
+            _finding(
+                missing,
+                f"nvidia-smi lists {', '.join(missing)}, which sysfs does not show.",
+                [
+                    Evidence("nvidia-smi topo -m", " ".join(labels)),
+                    Evidence(
+                        host_path("sys/bus/pci/devices"),
+                        f"{len(topo.gpus)} GPU(s), {sum(len(n.rdma_devices) for n in topo.nics)} RDMA device(s)",
+                    ),
+                ],
+            )
+        )
+    for i, a in enumerate(labels):
+        for b in labels[i + 1 :]:
+            if a not in ids or b not in ids or ids[a] == ids[b]:
+                continue
+            da, db = topo.by_id(ids[a]), topo.by_id(ids[b])
+            if da is None or db is None:
+                continue
+            pa, pb = topo.physical(da), topo.physical(db)  # a VF's path is its PF's
+            if pa is pb or not {pa.kind, pb.kind} <= {DeviceKind.GPU, DeviceKind.NIC}:
+                continue
+            theirs, ours = m.cell(a, b), pair_path(topo, idx, pa, pb).token  # NIC-NIC: computed now
+            if theirs == "?" or theirs == ours:
+                continue
+            if theirs.startswith("NV") and not nvlinks_known:
+                continue  # NVLink without NVML here: sysfs alone only knows the PCIe class
+            if (theirs, ours) == ("PXB", "PIX") and (
+                below_flattened_broadcom(topo, pa) or below_flattened_broadcom(topo, pb)
+            ):
+                continue  # one Broadcom chip shown as two levels: NCCL's PIX, nvidia-smi's PXB
+            out.append(
+                _finding(
+                    [ids[a], ids[b]],
+                    f"nvidia-smi says {a}-{b} is {theirs}; the sysfs tree says {ids[a]}-{ids[b]} is {ours}.",
+                    [Evidence(f"nvidia-smi topo -m: {a}/{b}", theirs), Evidence(f"sysfs: {ids[a]}/{ids[b]}", ours)],
+                )
+            )
+    for d in m.devices:
+        dev = topo.by_id(ids.get(d.label, ""))
+        if dev is None or d.numa_affinity is None or not is_decimal(d.numa_affinity):
+            continue
+        if dev.numa_node is not None and int(d.numa_affinity) != dev.numa_node:
+            out.append(
+                _finding(
+                    [dev.id],
+                    f"nvidia-smi puts {d.label} on NUMA node {d.numa_affinity}; "
+                    f"sysfs says {dev.id} is on node {dev.numa_node}.",
+                    [
+                        Evidence(f"nvidia-smi topo -m: {d.label} NUMA Affinity", d.numa_affinity),
+                        Evidence(sysfs_attr(dev, "numa_node"), str(dev.numa_node)),
+                    ],
+                )
+            )
+    return out
+
+
+def against_lspci(topo: Topology, functions: tuple[LspciFunction, ...]) -> list[Finding]:
+    """Findings where ``lspci -vvv`` disagrees with sysfs: NUMA node and current link width."""
+    out: list[Finding] = []
+    for f in functions:
+        dev = topo.by_bdf(f.bdf)
+        if dev is None:
+            continue
+        if (
+            f.numa_node is not None
+            and dev.numa_node is not None
+            and dev.numa_source == "numa_node"
+            and f.numa_node != dev.numa_node
+        ):
+            out.append(
+                _finding(
+                    [dev.id],
+                    f"lspci says {f.bdf} is on NUMA node {f.numa_node}; sysfs says {dev.numa_node}.",
+                    [
+                        Evidence(f"lspci -vvv: {f.bdf} NUMA node", str(f.numa_node)),
+                        Evidence(sysfs_attr(dev, "numa_node"), str(dev.numa_node)),
+                    ],
+                )
+            )
+        ours = dev.link.current_width
+        if dev.kind is not DeviceKind.BRIDGE and f.link_width is not None and ours is not None and f.link_width != ours:
+            out.append(
+                _finding(
+                    [dev.id],
+                    f"lspci says {f.bdf} runs at x{f.link_width}; sysfs says x{ours}.",
+                    [
+                        Evidence(f"lspci -vvv: {f.bdf} LnkSta", f"x{f.link_width}"),
+                        Evidence(sysfs_attr(dev, "current_link_width"), str(ours)),
+                    ],
+                )
+            )
+    return out
+
+
+def compare(views: Mapping[str, Any]) -> Callable[[Topology, tuple[Path, ...]], list[Finding]]:
+    """The comparison of a scan with other tools' parsed outputs (``views``: ``nvidia-smi``
+    -> :class:`TopoMatrix`, ``lspci`` -> lspci functions), for :func:`topoagent.core.result.analyse`."""
+
+    def findings(topo: Topology, paths: tuple[Path, ...]) -> list[Finding]:
+        """The cross-check findings for one analysed host."""
+        out: list[Finding] = []
+        if "nvidia-smi" in views:
+            out += against_nvidia_smi(topo, paths, views["nvidia-smi"])
+        if "lspci" in views:
+            out += against_lspci(topo, views["lspci"])
+        return out
+
+    return findings

@@ -1,0 +1,151 @@
+"""The scan-input options every command takes, defined once: ``--root``, ``--no-nvml``, the
+offline flags, ``--cross-check``.  :func:`scan_inputs` adds them to a click command and hands it
+one :class:`~topoagent.core.inputs.Inputs` (:func:`take_inputs` does the same for the fast path);
+:func:`run_scan` runs it or fails with one line.  No click import here: ``scan`` runs without it."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from topoagent.core.command.argspec import Opt, click_options
+from topoagent.core.command.common import fail
+from topoagent.core.errors import OfflineInputError, TopoagentError
+from topoagent.core.frozen import FrozenMap
+from topoagent.core.inputs import NVML_AUTO, NVML_OFF, Inputs
+
+if TYPE_CHECKING:
+    from topoagent.core.result import ScanResult
+
+F = TypeVar("F", bound="Callable[..., Any]")
+
+#: Offline inputs: Inputs field (also the option's dest), option, the name OfflineInputError
+#: gives the argument, help.
+OFFLINE_OPTIONS = (
+    (
+        "nvidia_smi_topo_text",
+        "--nvidia-smi-topo",
+        "nvidia_smi_topo",
+        "Analyse this saved `nvidia-smi topo -m` output (- for stdin) instead of the host.",
+    ),
+    (
+        "lspci_tree_text",
+        "--lspci-tree",
+        "lspci_tree",
+        "Analyse this saved `lspci -tv` (or -t, -tvnn) output (- for stdin).",
+    ),
+    (
+        "lspci_verbose_text",
+        "--lspci-verbose",
+        "lspci_verbose",
+        "Analyse this saved `lspci -vvv` (or -vvvnn, -D -vvv; as root for ACS) output (- for stdin).",
+    ),
+)
+
+#: The scan-input options, in ``--help`` order (``--cross-check`` only where a command offers it).
+INPUT_OPTIONS = (
+    Opt(
+        "--root",
+        "root",
+        "Read the host tree below this directory (a fake or captured root).",
+        default="/",
+        metavar="DIR",
+        show_default=True,
+    ),
+    Opt("--no-nvml", "no_nvml", "Do not ask NVML (it is asked only when scanning /).", flag=True),
+    *(Opt(option, field, text, metavar="FILE") for field, option, _, text in OFFLINE_OPTIONS),
+)
+CROSS_CHECK_OPTION = Opt(
+    "--cross-check",
+    "cross_check",
+    "Also run nvidia-smi topo -m and lspci -vvv (if installed) and report "
+    "where they disagree with sysfs. Live host (/) only.",
+    flag=True,
+)
+
+
+def input_options(*, cross_check: bool) -> tuple[Opt, ...]:
+    """The scan-input rows a command takes."""
+    return INPUT_OPTIONS + ((CROSS_CHECK_OPTION,) if cross_check else ())
+
+
+def take_inputs(params: dict[str, Any]) -> Inputs:
+    """Remove the scan-input values from parsed ``params`` and build their :class:`Inputs`."""
+    files = {field: params.pop(field) for field, *_ in OFFLINE_OPTIONS}
+    return build_inputs(
+        root=params.pop("root"),
+        no_nvml=params.pop("no_nvml"),
+        files=files,
+        cross_check=params.pop("cross_check", False),
+    )
+
+
+def scan_inputs(*, cross_check: bool = True) -> Callable[[F], F]:
+    """Decorate a click command with the scan-input options; it receives ``inputs``."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            kwargs["inputs"] = take_inputs(kwargs)
+            return fn(*args, **kwargs)
+
+        return click_options(input_options(cross_check=cross_check))(command)
+
+    return wrap
+
+
+def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cross_check: bool) -> Inputs:
+    """Inputs from the options; pasted files are read here (one line and exit 2 if they cannot be)."""
+    given = {field: name for field, name in files.items() if name is not None}
+    if cross_check and (given or os.path.realpath(root) != "/"):
+        fail("--cross-check runs this host's nvidia-smi and lspci: it needs a live scan of --root /")
+    shown = None
+    if not given and not os.path.isdir(os.path.join(root, "sys")):
+        # A capture tarball (topoagent capture) replays like its unpacked directory, and the
+        # reports name the tarball, not the temporary directory it was unpacked into.
+        from topoagent.core.read.archive import replay_root
+
+        try:
+            root, shown = replay_root(root)
+        except TopoagentError as exc:
+            fail(f"--root {root}: {exc}")
+    option_of = {field: option for field, option, *_ in OFFLINE_OPTIONS}
+    stdin = [option_of[f] for f, name in given.items() if name == "-"]
+    if len(stdin) > 1:
+        fail(f"{' and '.join(stdin)} cannot both read stdin (-)")
+    texts: dict[str, str] = {}
+    if given:
+        from topoagent.core.read.textinput import read_text_input
+
+        for field, name in given.items():
+            try:
+                texts[field] = read_text_input(name)
+            except TopoagentError as exc:
+                fail(f"{option_of[field]} {name}: {exc}")
+    origins = FrozenMap({field: f"{option_of[field]} {name}" for field, name in given.items()})
+    return Inputs(
+        root=root,
+        nvml=NVML_OFF if no_nvml else NVML_AUTO,
+        cross_check=cross_check,
+        origins=origins,
+        shown_root=shown,
+        nvidia_smi_topo_text=texts.get("nvidia_smi_topo_text"),
+        lspci_tree_text=texts.get("lspci_tree_text"),
+        lspci_verbose_text=texts.get("lspci_verbose_text"),
+    )
+
+
+def run_scan(inputs: Inputs) -> ScanResult:
+    """:func:`topoagent.core.api.run`, or one line naming the input at fault and exit 2."""
+    from topoagent.core.api import run
+
+    try:
+        return run(inputs)
+    except OfflineInputError as exc:
+        origins = inputs.origins or {}
+        where = next((f"{origins[f]}: " for f, _, arg, _ in OFFLINE_OPTIONS if exc.input == arg and f in origins), "")
+        fail(where + str(exc))
+    except TopoagentError as exc:
+        fail(str(exc))

@@ -1,0 +1,36 @@
+"""Numbers as the kernel and tools write them: ASCII decimal digits only.
+
+``str.isdigit()`` and ``int()`` accept far more than the kernel ever writes: ``"²"`` passes
+``isdigit()`` and then makes ``int()`` raise; ``"١"`` (Arabic-Indic one) passes both and reads
+as 1, so a hostile capture could name a real NUMA node with it.  Every number read from input
+goes through these two functions.
+"""
+
+from __future__ import annotations
+
+from topoagent.core.errors import InputError
+
+__all__ = ["is_decimal", "is_hex", "parse_decimal"]
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def is_decimal(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII decimal digits (no sign, no spaces)."""
+    return text.isascii() and text.isdigit()  # the only ASCII digits are 0-9
+
+
+def is_hex(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII hex digits (no prefix, no sign, no ``_``)."""
+    return bool(text) and set(text) <= _HEX
+
+
+def parse_decimal(text: str, *, signed: bool = False) -> int:
+    """The integer written in ASCII decimal digits (``-`` allowed when ``signed``); surrounding
+    whitespace is ignored.  Raises :class:`~topoagent.core.errors.InputError` (a
+    :class:`ValueError`) for anything else."""
+    t = text.strip()
+    body = t[1:] if signed and t.startswith("-") else t
+    if not is_decimal(body) or len(body) > 19:
+        raise InputError(f"not a decimal number: {t[:40]!r}")
+    return int(t)

@@ -1,0 +1,73 @@
+"""What a scan is asked to read: the inputs every command hands to :func:`topoagent.core.api.run`.
+
+Plain data, no I/O: the CLI fills it from its options (reading pasted files itself), the daemon
+from its config, an API user directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = ["Inputs", "NVML_AUTO", "NVML_OFF"]
+
+#: Ask NVML only when scanning the live host (``/``): NVML always describes the machine it
+#: runs on, never a fake or captured root.
+NVML_AUTO = "auto"
+#: Never ask NVML.
+NVML_OFF = "off"
+
+
+class Inputs(msgspec.Struct, frozen=True):
+    """The inputs of one scan.
+
+    ``root`` is the host tree to read (``/``, a fake or a captured root).  ``nvml`` is
+    :data:`NVML_AUTO`, :data:`NVML_OFF`, or a module-like stand-in for ``pynvml`` (a recording,
+    in tests).  The three ``*_text`` fields hold pasted tool output; when any is set the scan is
+    *offline*: sysfs and NVML are not read.  ``cross_check`` runs this host's ``nvidia-smi`` and
+    ``lspci`` too (live host only); ``runners`` replaces those tools (tests).
+    ``shown_root`` names the root in reports where ``root`` is a capture's temporary unpacking.
+    Equality and hashing ignore ``runners``, ``origins`` and ``shown_root``.
+    """
+
+    root: str = "/"
+    nvml: Any = NVML_AUTO
+    nvidia_smi_topo_text: str | None = None
+    lspci_tree_text: str | None = None
+    lspci_verbose_text: str | None = None
+    cross_check: bool = False
+    tool_timeout: float = 10.0
+    runners: Any = None
+    #: Where each pasted text came from (``{"nvidia_smi_topo_text": "--nvidia-smi-topo t.txt"}``),
+    #: for error messages.
+    origins: Any = None
+    #: What reports call the root where ``root`` is not it: the capture archive that ``root``,
+    #: a temporary directory, was unpacked from.  None: ``root`` itself.
+    shown_root: str | None = None
+
+    def _compared(self) -> tuple[Any, ...]:
+        # What a scan reads; ``runners`` (test stand-ins), ``origins`` and ``shown_root``
+        # (labels for messages and reports) change how, not what, so equality and hashing leave them out.
+        return (
+            self.root,
+            self.nvml,
+            self.nvidia_smi_topo_text,
+            self.lspci_tree_text,
+            self.lspci_verbose_text,
+            self.cross_check,
+            self.tool_timeout,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
+
+    @property
+    def offline(self) -> bool:
+        """Pasted tool output instead of a host tree."""
+        return any(t is not None for t in (self.nvidia_smi_topo_text, self.lspci_tree_text, self.lspci_verbose_text))

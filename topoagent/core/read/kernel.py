@@ -1,0 +1,61 @@
+"""Kernel facts that a fix needs beyond the scan's snapshot (reads only).
+
+* the kernel release and whether the NVIDIA kernel module is the open one (DMA-BUF for
+  GPUDirect RDMA needs kernel >= 5.12 and the open module);
+* a PCI function's config space bytes, fresh, before a fix writes to it.
+"""
+
+from __future__ import annotations
+
+from topoagent.core.digits import parse_decimal
+from topoagent.core.errors import TopoagentError
+from topoagent.core.hostfs import HostFS
+
+
+def kernel_release(fs: HostFS) -> tuple[int, int] | None:
+    """(major, minor) of ``/proc/sys/kernel/osrelease``; None when unknown."""
+    text = fs.text("proc/sys/kernel/osrelease")
+    if not text:
+        return None
+    parts = text.split(".")
+    try:
+        return parse_decimal(parts[0]), parse_decimal(parts[1].split("-")[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def nvidia_open_module(fs: HostFS) -> bool | None:
+    """Whether the loaded NVIDIA kernel module is the open one (its version line says
+    "Open Kernel Module"); None when no NVIDIA driver version is readable."""
+    text = fs.text("proc/driver/nvidia/version")
+    if text is None:
+        return None
+    return "open kernel module" in text.lower()
+
+
+def config_bytes(fs: HostFS, bdf: str) -> bytes | None:
+    """A function's config space as readable now (4096 bytes as root, 64 otherwise)."""
+    return fs.bytes(f"sys/bus/pci/devices/{bdf}/config", limit=4096)
+
+
+#: The largest file whose content a change saves for its undo (configuration files are a few
+#: hundred bytes; a larger one is refused, never taken for absent).
+MAX_SAVED_FILE = 4 * 1024 * 1024
+
+
+class UnsavableFile(TopoagentError):
+    """A file a change would replace that cannot be saved whole for its undo."""
+
+
+def file_text(fs: HostFS, rel: str) -> str | None:
+    """A host file's content as it is now (for a fix's undo record), byte for byte: bytes that
+    are not UTF-8 as lone surrogates (``surrogateescape``, PEP 383); None when absent.  Raises
+    :class:`UnsavableFile` for one that exists but cannot be read whole (over
+    :data:`MAX_SAVED_FILE`, not a regular file, unreadable)."""
+    seen = len(fs.errors)
+    data = fs.bytes(rel, limit=MAX_SAVED_FILE)
+    if data is None:
+        if len(fs.errors) > seen:
+            raise UnsavableFile(f"/{rel}: {fs.errors[-1].error}: it cannot be saved for undo, so it is not changed")
+        return None
+    return data.decode("utf-8", errors="surrogateescape")

@@ -1,0 +1,169 @@
+"""The result of a scan and the pure analysis that makes it: ``analyse(snapshot) -> ScanResult``.
+
+This module imports no source: a snapshot read from a host, a capture or pasted text goes in,
+the tree, path classes, rails, findings and plan come out.  Everything here is immutable, so a
+result can be shared with a server thread or hashed.
+
+Identity: a device's ``id`` (``gpu0``, ``nic3``) is its position in PCI order, for people and
+for the JSON contract; its ``key`` (the BDF, or ``nvidia-smi:GPU0`` for a device known only by
+a tool's label) is stable when other devices come and go.  Events, metrics labels and undo
+journals use the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cached_property
+from typing import Any
+
+import msgspec
+
+from topoagent.core.advice.plan import Plan, PlanOptions, make_plan, plan_for
+from topoagent.core.analysis.findings import Finding, Severity, find_all, sort_findings
+from topoagent.core.analysis.fingerprint import Baseline, baseline, slot_names
+from topoagent.core.analysis.given import matrix_vs_tree
+from topoagent.core.analysis.paths import Path, pair_path, path_index, scan_paths
+from topoagent.core.analysis.rails import RailPlan, plan_rails
+from topoagent.core.frozen import FrozenMap
+from topoagent.core.snapshot import Snapshot, SourceStatus
+from topoagent.core.topology import Device, DeviceKind, Topology, build_topology
+
+__all__ = ["ScanResult", "analyse", "with_expected", "with_timings"]
+
+_UNTIMED: Mapping[str, float] = FrozenMap()
+_PAIRED = {DeviceKind.GPU, DeviceKind.NIC}
+
+
+class ScanResult(msgspec.Struct, frozen=True, dict=True):
+    """A scan and everything derived from it.
+
+    ``timings`` holds the seconds each source and the analysis took (``sysfs``, ``nvml``,
+    ``analyse`` …); they are not part of the result's value (two scans of one host compare
+    equal and diff cleanly) but the daemon exports them.  They are kept beside the fields
+    (:func:`with_timings`), as the path index is, so equality, hashing and encoding ignore them.
+    """
+
+    topology: Topology
+    #: GPU-GPU and GPU-NIC pairs, and NIC-NIC pairs up to a bound (:func:`~topoagent.core.analysis.paths.scan_paths`).
+    paths: tuple[Path, ...]
+    rails: RailPlan
+    findings: tuple[Finding, ...]
+    plan: Plan
+
+    @property
+    def timings(self) -> Mapping[str, float]:
+        """Seconds per source and for the analysis (empty when not timed)."""
+        timings: Mapping[str, float] = self.__dict__.get("_timings", _UNTIMED)
+        return timings
+
+    @cached_property
+    def baseline(self) -> Baseline:
+        """The host's hardware class, fingerprint and slot facts (:mod:`topoagent.core.analysis.fingerprint`)."""
+        return baseline(self.topology, self.paths, self.rails)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The facts the result was built from (the topology's own, never a stale copy)."""
+        return self.topology.snapshot
+
+    def plan_with(self, options: PlanOptions = PlanOptions()) -> Plan:
+        """The plan under ``options`` (what ``plan``, ``exec`` and ``apply`` hand out): per GPU
+        its CPUs, ranks' cores, rail NICs and environment.  Pure."""
+        return plan_for(
+            self.topology, self.plan, paths=self.paths, findings=self.findings, rail_plan=self.rails, options=options
+        )
+
+    def worst(self) -> Severity | None:
+        """The most severe finding's severity, or None when there are none."""
+        return max((f.severity for f in self.findings), default=None)
+
+    # -- lookups ------------------------------------------------------------------------------
+    def device(self, ref: str) -> Device | None:
+        """A device by id (``gpu0``), stable key or BDF (any case)."""
+        topo = self.topology
+        return topo.by_id(ref) or topo.by_key(ref) or topo.by_bdf(ref.lower())
+
+    def by_bdf(self, bdf: str) -> Device | None:
+        """The device at a BDF (``0000:1b:00.0``), or None."""
+        return self.topology.by_bdf(bdf.lower())
+
+    def key(self, ident: str) -> str:
+        """The stable key of a device id (``gpu3`` -> ``0000:61:00.0``)."""
+        d = self.topology.by_id(ident)
+        if d is None:
+            raise KeyError(ident)
+        return d.key
+
+    @cached_property
+    def _path_index(self) -> Mapping[tuple[str, str], Path]:
+        return FrozenMap(path_index(self.paths))
+
+    def path(self, a: str, b: str) -> Path | None:
+        """The path between two GPUs/NICs named by id, key or BDF (either order); a VF's path
+        is its PF's.  None when either is not a GPU or NIC the scan knows.  A NIC-NIC pair the
+        scan left out (:data:`~topoagent.core.analysis.paths.NIC_PAIR_LIMIT`) is computed on request."""
+        da, db = self.device(a), self.device(b)
+        if da is None or db is None:
+            return None
+        pa, pb = self.topology.physical(da), self.topology.physical(db)
+        if pa is pb or not {pa.kind, pb.kind} <= _PAIRED:
+            return None
+        return pair_path(self.topology, self._path_index, pa, pb)
+
+
+def analyse(snapshot: Snapshot, *, tool_findings: Any = None) -> ScanResult:
+    """Build the topology of a snapshot and analyse it.  Pure.
+
+    ``tool_findings`` is a callable ``(topology, paths) -> findings`` that compares the result
+    with another tool's view of the same host (``--cross-check``); its findings join the rest.
+    """
+    topo = build_topology(snapshot)
+    note = matrix_vs_tree(topo)
+    if note is not None:
+        topo = msgspec.structs.replace(topo, snapshot=_note_on(snapshot, "nvidia-smi", note))
+    paths = scan_paths(topo)
+    rails = plan_rails(topo, paths)
+    findings = find_all(topo, paths, rails)
+    if tool_findings is not None:
+        findings = sort_findings(findings + tuple(tool_findings(topo, paths)))
+    return ScanResult(topo, paths, rails, findings, make_plan(topo, rails))
+
+
+def _replace(result: ScanResult, **changes: Any) -> ScanResult:
+    """``msgspec.structs.replace`` that keeps what is kept beside the fields: the timings and
+    the cached baseline and path index.  Only for changes that leave the facts (topology,
+    paths, rails) as they are: the cache is derived from those alone."""
+    out = msgspec.structs.replace(result, **changes)
+    out.__dict__.update(result.__dict__)
+    return out
+
+
+def with_timings(result: ScanResult, timings: Mapping[str, float]) -> ScanResult:
+    """A copy of ``result`` that carries ``timings`` (outside its value; see :class:`ScanResult`)."""
+    timed = _replace(result)
+    timed.__dict__["_timings"] = FrozenMap(timings)
+    return timed
+
+
+def with_expected(result: ScanResult, expected: Baseline) -> ScanResult:
+    """``result`` with every difference from an expected topology added to its findings
+    (``scan --expect``, the daemon's ``expect``; :func:`topoagent.core.analysis.expect.compare`)."""
+    from topoagent.core.analysis.expect import compare  # only a scan given an expectation compares
+
+    found = compare(expected, result.baseline)
+    if not found:
+        return result
+    # Subjects as every other finding names them (device ids) where the slot is on this host;
+    # the message and evidence keep the slots.
+    ids = {slot: ident for ident, slot in slot_names(result.topology).items()}
+    found = tuple(msgspec.structs.replace(f, subjects=tuple(ids.get(s, s) for s in f.subjects)) for f in found)
+    return _replace(result, findings=sort_findings((*result.findings, *found)))
+
+
+def _note_on(snap: Snapshot, source: str, note: str) -> Snapshot:
+    """The snapshot with ``source``'s status turned partial and ``note`` added to its detail."""
+    sources = tuple(
+        SourceStatus(s.name, "partial", f"{s.detail}; {note}" if s.detail else note) if s.name == source else s
+        for s in snap.sources
+    )
+    return msgspec.structs.replace(snap, sources=sources)

@@ -1,0 +1,444 @@
+"""The snapshot: every fact a scan gathered, as plain frozen data.
+
+A snapshot read from a live host, a fake sysfs root, a capture, or pasted tool output is the
+same kind of value.  It serialises to JSON and back (:func:`to_dict`, :func:`from_dict`);
+everything downstream of it is pure.
+
+Kernel placeholders never reach this module: the parsers turn ``numa_node = -1``, a link speed
+of ``Unknown`` or a width of 0/255 into ``None`` ("unknown"), never into a guessed value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar, TypeVar
+
+import msgspec
+
+from topoagent.core.cpuset import CpuSet
+from topoagent.core.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK
+
+SNAPSHOT_VERSION = 1
+
+
+def host_path(rel: str) -> str:
+    """How a person reads a root-relative host path: ``sys/module/x`` -> ``/sys/module/x``.
+
+    The one spelling for paths in probe errors and evidence; reading goes through HostFS only.
+    """
+    return "/" + rel.lstrip("/")
+
+
+class ProbeError(msgspec.Struct, frozen=True):
+    """A probe that failed: the host path (or source) and what went wrong."""
+
+    path: str
+    error: str
+
+
+class SourceStatus(msgspec.Struct, frozen=True):
+    """One kind of evidence and whether it was available (``ok``, ``partial``, ``unavailable``)."""
+
+    name: str
+    status: str
+    detail: str | None = None
+
+
+class LinkInfo(msgspec.Struct, frozen=True):
+    """A PCIe link: current and maximum speed (GT/s per lane) and width (lanes)."""
+
+    current_gts: float | None = None
+    current_width: int | None = None
+    max_gts: float | None = None
+    max_width: int | None = None
+
+    def values(self) -> tuple[float | None, int | None, float | None, int | None]:
+        """The four values in field order (without a deep copy)."""
+        return self.current_gts, self.current_width, self.max_gts, self.max_width
+
+    @property
+    def known(self) -> bool:
+        """Whether any of the four values is known."""
+        return any(v is not None for v in self.values())
+
+    @property
+    def complete(self) -> bool:
+        """Whether all four values are known."""
+        return None not in self.values()
+
+    def filled_from(self, other: LinkInfo | None) -> LinkInfo:
+        """This link with its unknown values taken from ``other`` (another reading of it)."""
+        if other is None or other is self or self.complete:
+            return self
+        return LinkInfo(
+            current_gts=self.current_gts if self.current_gts is not None else other.current_gts,
+            current_width=self.current_width if self.current_width is not None else other.current_width,
+            max_gts=self.max_gts if self.max_gts is not None else other.max_gts,
+            max_width=self.max_width if self.max_width is not None else other.max_width,
+        )
+
+
+class SriovCap(msgspec.Struct, frozen=True):
+    """A physical function's SR-IOV capability (SR-IOV spec 1.1, 3.3; include/uapi/linux/
+    pci_regs.h ``PCI_SRIOV_*``): how many VFs are enabled, where they sit, their device id."""
+
+    total_vfs: int
+    num_vfs: int
+    #: First VF Offset and VF Stride: VF ``i`` is at routing ID PF + offset + i * stride.
+    first_offset: int
+    stride: int
+    vf_device: int
+
+
+class AcsInfo(msgspec.Struct, frozen=True):
+    """The ACS extended capability: capability and control registers (16 bits each)."""
+
+    capability: int
+    control: int
+    #: Where the capability sits in config space (None where the source gives no offset:
+    #: lspci text); its control register is at ``offset + 6``.
+    offset: int | None = None
+
+    #: Control-register bits (bit, lspci's name), :data:`topoagent.core.pci.ACS_FLAGS` in order.
+    BITS: ClassVar[tuple[tuple[int, str], ...]] = tuple(enumerate(ACS_FLAGS))
+
+    def enabled(self) -> tuple[str, ...]:
+        """Names (lspci's spelling) of the control bits that are set."""
+        return tuple(name for bit, name in self.BITS if self.control >> bit & 1)
+
+    @property
+    def redirects_p2p(self) -> bool:
+        """Request/Completion Redirect or Egress Control: peer traffic goes up to the root."""
+        return bool(self.control & ACS_P2P_REDIRECT_MASK)
+
+
+class ConfigSpace(msgspec.Struct, frozen=True):
+    """Facts parsed from a function's PCI configuration space.
+
+    ``size`` is how many bytes could be read: 64 without CAP_SYS_ADMIN, 256 for conventional
+    PCI, 4096 for PCIe with privilege.  ``extended_readable`` says whether the extended
+    capability list (offset 0x100 on) was visible; when it was not, ``acs`` is unknown rather
+    than absent.
+    """
+
+    size: int
+    header_type: int | None = None
+    pcie_port_type: int | None = None
+    link: LinkInfo | None = None
+    secondary_bus: int | None = None
+    subordinate_bus: int | None = None
+    extended_readable: bool = False
+    extended_caps: tuple[int, ...] = ()
+    acs: AcsInfo | None = None
+    #: Vendor and device id from the header (None on an SR-IOV VF, whose registers read 0xffff).
+    vendor_device: tuple[int, int] | None = None
+    #: Subsystem vendor and device id: a type-0 header's, or a bridge's SSVID capability's.
+    subsystem: tuple[int, int] | None = None
+    #: An SR-IOV physical function's capability: its VFs' device id (their vendor is the PF's)
+    #: and addresses, as the kernel makes them (drivers/pci/iov.c, pci_iov_add_virtfn).
+    sriov: SriovCap | None = None
+
+
+class AerCounts(msgspec.Struct, frozen=True):
+    """A function's PCIe AER counters since boot, as the kernel keeps them
+    (``aer_dev_fatal``, ``aer_dev_nonfatal``, ``aer_dev_correctable``; drivers/pci/pcie/aer.c).
+    A total is None where its file could not be read."""
+
+    fatal: int | None = None
+    nonfatal: int | None = None
+    correctable: int | None = None
+    #: The named counters that are not zero: (severity, kernel name, count), severity being
+    #: ``fatal``, ``nonfatal`` or ``correctable``.
+    errors: tuple[tuple[str, str, int], ...] = ()
+
+    def total(self, severity: str) -> int:
+        """The total of one severity (0 where unknown)."""
+        value: int | None = getattr(self, severity)
+        return value or 0
+
+
+#: Why a function's extended config space was not seen, by the bytes its config file gave.
+UNPRIVILEGED = "the extended config space is readable only with CAP_SYS_ADMIN (64 bytes readable)"
+
+
+def no_extended_reason(config: ConfigSpace | None) -> str:
+    """Why ``config`` shows no PCIe extended capabilities (ACS, SR-IOV, AER), in words.
+
+    The kernel hands a reader without CAP_SYS_ADMIN the first 64 bytes only
+    (drivers/pci/pci-sysfs.c, pci_read_config); a function whose config space is 256 bytes
+    (conventional PCI, a virtio or emulated device, a VM's bridge) has no extended space even
+    for root; anything else is a short read or a file that could not be read.
+    """
+    if config is None:
+        return "config space unreadable"
+    if config.size <= 64:
+        return UNPRIVILEGED
+    if config.size == 256:
+        return (
+            "config space is 256 bytes on this function (conventional PCI or a virtual device: no PCIe extended space)"
+        )
+    return f"config space is {config.size} bytes on this function, shorter than the 4096 of PCIe extended space"
+
+
+class PciFunction(msgspec.Struct, frozen=True):
+    """One PCI function as sysfs (or another source) describes it.
+
+    ``bdf`` is None where the source names devices without an address: a pasted
+    ``nvidia-smi topo -m`` calls them ``GPU0`` … ``NIC3`` (``label``).  The fields after
+    ``name`` are for such sources and keep their defaults for sysfs.
+    """
+
+    bdf: str | None
+    #: Real path below ``/sys/devices`` (``pci0000:00/0000:00:01.0/0000:01:00.0``); ``None``
+    #: where the source has no tree (some captures keep plain directories in bus/pci/devices).
+    sysfs_path: str | None = None
+    class_code: int | None = None
+    vendor_id: int | None = None
+    device_id: int | None = None
+    subsystem_vendor_id: int | None = None
+    subsystem_device_id: int | None = None
+    numa_node: int | None = None
+    local_cpus: CpuSet | None = None
+    link: LinkInfo = msgspec.field(default_factory=LinkInfo)
+    driver: str | None = None
+    iommu_group: int | None = None
+    physfn: str | None = None
+    sriov_totalvfs: int | None = None
+    sriov_numvfs: int | None = None
+    config: ConfigSpace | None = None
+    name: str | None = None
+    #: The name a tool's output gives the device (``GPU0``, ``NIC3`` of an nvidia-smi matrix);
+    #: the key of :attr:`Snapshot.given_paths`.
+    label: str | None = None
+    #: The device's kind (``gpu``, ``nic`` ...) where the source says what it is but gives no
+    #: class code (a matrix row); the class code decides when both are known.
+    kind: str | None = None
+    #: RDMA devices behind the function, for sources without ``/sys/class/infiniband`` (the
+    #: matrix's NIC Legend); sysfs records them in :attr:`Snapshot.rdma` instead.
+    rdma_names: tuple[str, ...] = ()
+    #: True where the source says the function is RDMA-capable without naming an RDMA device
+    #: (a NIC row of a matrix without a legend, a ConnectX in lspci); None: not said.
+    rdma: bool | None = None
+    #: Where ``numa_node`` came from when not sysfs (``lspci``, ``nvidia-smi``).
+    numa_source: str | None = None
+    #: The function's config header reads all ones although it is no SR-IOV VF: the device no
+    #: longer answers (fell off the bus, NVIDIA Xid 79); its ids are the ones sysfs kept.
+    fell_off_bus: bool = False
+    #: Its AER counters, where the kernel keeps them (None: no AER files).
+    aer: AerCounts | None = None
+
+
+class NetDevice(msgspec.Struct, frozen=True):
+    """A network interface and the PCI function behind it."""
+
+    name: str
+    bdf: str | None
+    operstate: str | None = None
+    speed_mbps: int | None = None
+
+
+class RdmaPort(msgspec.Struct, frozen=True):
+    """One port of an RDMA device (``infiniband/DEV/ports/N``): state, rate and link layer."""
+
+    port: int
+    state: str | None = None
+    rate_gbps: float | None = None
+    link_layer: str | None = None
+
+
+#: The kernel modules that give GPUDirect RDMA its peer memory: NVIDIA's ``nvidia_peermem`` and
+#: the older Mellanox ``nv_peer_mem`` (NVIDIA/nccl src/transport/net_ib.cc, ncclIbGdrSupport).
+PEER_MEMORY_MODULES = ("nvidia_peermem", "nv_peer_mem")
+
+
+def active_port(ports: Iterable[RdmaPort]) -> int | None:
+    """The port a consumer (UCX, NCCL) should use: the first ACTIVE one, else the first
+    listed; None without ports.  A dual-port HCA may have port 1 down and port 2 up."""
+    ports = tuple(ports)
+    active = [p.port for p in ports if (p.state or "").upper() == "ACTIVE"]
+    return active[0] if active else (ports[0].port if ports else None)
+
+
+class RdmaDevice(msgspec.Struct, frozen=True):
+    """An RDMA device (``mlx5_0``, ``rdmap16s27``) and the PCI function behind it."""
+
+    name: str
+    bdf: str | None
+    ports: tuple[RdmaPort, ...] = ()
+
+
+class CpuIdentity(msgspec.Struct, frozen=True):
+    """The first CPU's identity as NCCL's topology XML names it (``<cpu arch vendor familyid
+    modelid>``, NCCL src/graph/xml.cc ``ncclTopoGetXmlFromCpu``), from ``/proc/cpuinfo``;
+    None where cpuinfo does not state it."""
+
+    arch: str | None = None
+    vendor: str | None = None
+    familyid: str | None = None
+    modelid: str | None = None
+
+
+class NumaNode(msgspec.Struct, frozen=True):
+    """A NUMA node: its CPUs (may be empty; None where the source does not say), memory and
+    distance row."""
+
+    id: int
+    cpus: CpuSet | None = CpuSet()
+    memory_bytes: int | None = None
+    #: Distances to every node, in the order of :attr:`Snapshot.numa_nodes`.
+    distances: tuple[int, ...] = ()
+    #: The file the CPUs were read from where it is not ``cpulist`` (``cpumap`` on older
+    #: kernels, ``cpu/cpu*/node*`` links where the node's own files fail); evidence names it.
+    cpus_file: str | None = None
+
+
+class Cpu(msgspec.Struct, frozen=True):
+    """An online logical CPU and its package (socket): offline CPUs are not listed
+    (``cpu/online``), so nothing hands them out.  A package the kernel numbers -1 (s390, some
+    POWER) is numbered after the known ids, from its sibling list.
+
+    ``siblings`` is the CPU's core: its hardware threads (``topology/thread_siblings_list``,
+    itself included); None where the kernel does not say (offline CPUs, pasted text).
+    """
+
+    id: int
+    package: int | None = None
+    siblings: CpuSet | None = None
+
+
+class IommuGroup(msgspec.Struct, frozen=True):
+    """An IOMMU group and its type (``sys/kernel/iommu_groups/N/type``: ``identity``, ``DMA``...)."""
+
+    id: int
+    type: str | None = None
+
+
+class GpuMemoryNode(msgspec.Struct, frozen=True):
+    """A NUMA node that holds a GPU's memory (``/proc/driver/nvidia/gpus/BDF/numa_status``,
+    or the ``GPU NUMA ID`` column of a matrix, where the GPU is named by ``label``)."""
+
+    bdf: str | None
+    node: int
+    label: str | None = None
+
+
+class NvLink(msgspec.Struct, frozen=True):
+    """Bonded NVLinks from one GPU to one peer (a GPU, or an NVSwitch) identified by BDF."""
+
+    peer_bdf: str
+    count: int
+
+
+class NvmlGpu(msgspec.Struct, frozen=True):
+    """What NVML says of one GPU (``nvidia-ml-py``; only on hosts with the NVIDIA driver)."""
+
+    index: int
+    bdf: str
+    name: str | None = None
+    uuid: str | None = None
+    minor: int | None = None
+    #: ``nvmlDeviceGetNumaNodeId``: the GPU's *own memory* node on platforms where GPU memory
+    #: is a NUMA node (Grace: the CPU-less node), not the node the GPU hangs off; None on x86.
+    numa_node: int | None = None
+    #: NVML's ideal CPU affinity for the GPU, kernel list format.
+    cpu_affinity: CpuSet | None = None
+    nvlinks: tuple[NvLink, ...] = ()
+    #: Peer GPUs (BDF) for which NVML reports P2P read OK / not OK.
+    p2p_ok: tuple[str, ...] = ()
+    p2p_not_ok: tuple[str, ...] = ()
+
+
+class GivenPath(msgspec.Struct, frozen=True):
+    """A path class a source states outright: a cell of ``nvidia-smi topo -m`` (``PIX``,
+    ``NV12``, ``SYS`` ...), verbatim, between two devices named by label."""
+
+    a: str
+    b: str
+    token: str
+
+
+class Snapshot(msgspec.Struct, frozen=True):
+    """Everything one scan gathered.
+
+    ``root`` is the host tree that was read; None for a snapshot built from pasted tool output
+    (:mod:`topoagent.core.paste`), where the kernel's state -- modules, command line,
+    IOMMU types, CPUs -- is unknown rather than empty.
+    """
+
+    hostname: str | None = None
+    root: str | None = "/"
+    kernel_cmdline: str | None = None
+    virtualized: bool | None = None
+    #: The scanning process's allowed CPUs (``Cpus_allowed_list``), ``None`` when unknown.
+    allowed_cpus: CpuSet | None = None
+    numa_nodes: tuple[NumaNode, ...] = ()
+    cpus: tuple[Cpu, ...] = ()
+    pci: tuple[PciFunction, ...] = ()
+    netdevs: tuple[NetDevice, ...] = ()
+    rdma: tuple[RdmaDevice, ...] = ()
+    iommu_groups: tuple[IommuGroup, ...] = ()
+    #: Kernel modules relevant to GPUDirect that are loaded (``nvidia``, ``nvidia_peermem`` ...).
+    modules: tuple[str, ...] = ()
+    #: Entries of ``/sys/kernel/mm/memory_peers`` (``nv_mem``, ``nv_mem_nc``).
+    memory_peers: tuple[str, ...] = ()
+    gpu_memory_nodes: tuple[GpuMemoryNode, ...] = ()
+    nvml_gpus: tuple[NvmlGpu, ...] = ()
+    driver_version: str | None = None
+    sources: tuple[SourceStatus, ...] = ()
+    probe_errors: tuple[ProbeError, ...] = ()
+    version: int = SNAPSHOT_VERSION
+    #: Path classes stated by a source (an nvidia-smi matrix), keyed by device labels.
+    given_paths: tuple[GivenPath, ...] = ()
+    #: What the host is meant to be (``/sys/class/dmi/id/sys_vendor``, ``product_name``) and
+    #: its CPU model (``/proc/cpuinfo`` ``model name``); None where not read.
+    dmi_vendor: str | None = None
+    dmi_product: str | None = None
+    cpu_model: str | None = None
+    #: The first CPU's identity (``/proc/cpuinfo``); None where not read.
+    cpu_identity: CpuIdentity | None = None
+
+    @property
+    def from_host_tree(self) -> bool:
+        """Read from a host tree (sysfs), so absent modules and cmdline mean absent."""
+        return self.root is not None
+
+    @property
+    def peer_memory(self) -> bool | None:
+        """GPUDirect RDMA's peer memory: a peer-memory module loaded (:data:`PEER_MEMORY_MODULES`)
+        or a client registered in ``/sys/kernel/mm/memory_peers``; None where the snapshot is not
+        from a host tree (pasted tool output does not say which modules are loaded)."""
+        if not self.from_host_tree:
+            return None
+        return bool(self.memory_peers) or any(m in PEER_MEMORY_MODULES for m in self.modules)
+
+
+# -- (de)serialisation ----------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def enc_hook(value: Any) -> Any:
+    """msgspec's hook for the types it does not know: a CPU set as the kernel's list format."""
+    if isinstance(value, CpuSet):
+        return str(value)
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")
+
+
+def dec_hook(tp: Any, data: Any) -> Any:
+    """msgspec's hook for the types it does not know: a CPU set from the kernel's list format."""
+    if tp is CpuSet and isinstance(data, str):
+        return CpuSet.parse(data)  # CpuSetError is a ValueError: msgspec reports it as invalid
+    raise NotImplementedError(f"cannot decode {tp!r}")
+
+
+def to_dict(value: Any) -> Any:
+    """A snapshot (or any value in it) as JSON-ready plain data (CPU sets as list strings)."""
+    return msgspec.to_builtins(value, enc_hook=enc_hook)
+
+
+def from_dict(cls: type[T], data: Any) -> T:
+    """Rebuild a value of type ``cls`` from :func:`to_dict` output (unknown keys ignored).
+
+    Raises :class:`msgspec.ValidationError` when ``data`` does not fit ``cls``.
+    """
+    return msgspec.convert(data, type=cls, dec_hook=dec_hook)

@@ -1,0 +1,298 @@
+"""Collect a capture: record exactly what a scan reads on this host, scrubbed.
+
+:func:`collect_capture` walks the allow-list below (the files :mod:`topoagent.core.read.sysfs`
+reads, nothing else) through :class:`~topoagent.core.hostfs.HostFS`, runs ``lspci -tv``,
+``lspci -vvv``, ``nvidia-smi topo -m`` and, where nvidia-ml-py and ``scripts/record_nvml.py``
+are at hand, an NVML recording, and returns the entries of a capture with identifying values
+scrubbed (:mod:`.scrub`).  Writing them into a tarball is :mod:`.archive`'s job.
+
+The allow-list (host paths, relative to ``/``):
+
+* ``sys/bus/pci/devices/*`` (as relative links) and each function's directory under
+  ``sys/devices/pci*`` -- the tree structure itself -- with ``class vendor device
+  subsystem_vendor subsystem_device numa_node local_cpulist local_cpus current_link_speed
+  current_link_width max_link_speed max_link_width sriov_totalvfs sriov_numvfs aer_dev_fatal
+  aer_dev_nonfatal aer_dev_correctable config`` and the
+  ``driver``, ``iommu_group`` and ``physfn`` links;
+* ``sys/class/net/*``: ``operstate speed address`` and the ``device`` link;
+  ``sys/class/infiniband/*``: ``node_guid``, ``ports/*/{state,rate,link_layer}`` and the
+  ``device`` link;
+* ``sys/devices/system/node/node*/{cpulist,cpumap,meminfo,distance}``, ``sys/devices/system/cpu/online``,
+  ``sys/devices/system/cpu/cpu*/topology/{thread_siblings_list,physical_package_id,package_cpus_list,core_siblings_list}``
+  and the ``cpu*/node*`` links;
+* ``sys/kernel/iommu_groups/*/type``, ``sys/module/<m>`` for the modules a scan asks about,
+  ``sys/kernel/mm/memory_peers/*/version``, ``sys/hypervisor/type``;
+* ``proc/cmdline``, the first CPU's ``flags`` and identity lines (vendor, family, model, model
+  name) of ``proc/cpuinfo``, the ``Cpus_allowed_list`` line of ``proc/self/status``,
+  ``proc/driver/nvidia/gpus/*/numa_status``,
+  ``proc/sys/kernel/hostname``, ``sys/class/dmi/id/{sys_vendor,product_name}``.
+
+What is scrubbed is listed in :mod:`.scrub`.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Callable
+
+import msgspec
+
+from topoagent.core.bdf import is_bdf
+from topoagent.core.hostfs import ATTR_LIMIT, HostFS
+from topoagent.core.read import NVML_RECORDING
+from topoagent.core.read.sysfs import AER_FILES
+from topoagent.features.capture.scrub import Scrubber, scrub_config
+
+__all__ = ["CAPTURE_FORMAT", "MANIFEST", "Capture", "Entry", "collect_capture"]
+
+CAPTURE_FORMAT = "topoagent-capture/1"
+#: The manifest at the top of a capture: what was recorded, by which version, what was scrubbed.
+MANIFEST = "topoagent-capture.json"
+
+_PCI_ATTRS = (
+    "class",
+    "vendor",
+    "device",
+    "subsystem_vendor",
+    "subsystem_device",
+    "numa_node",
+    "local_cpulist",
+    "local_cpus",
+    "current_link_speed",
+    "current_link_width",
+    "max_link_speed",
+    "max_link_width",
+    "sriov_totalvfs",
+    "sriov_numvfs",
+    *AER_FILES,
+)
+_PCI_LINKS = ("driver", "iommu_group", "physfn")
+
+
+class Entry(msgspec.Struct, frozen=True):
+    """One member of a capture: a regular file (``data``), a directory, or a relative link."""
+
+    path: str  # relative, no leading slash
+    kind: str  # "file", "dir" or "link"
+    data: bytes = b""
+    target: str = ""
+
+
+class Capture(msgspec.Struct):
+    """Entries of a capture, in the order they were found, and the tools it recorded."""
+
+    entries: dict[str, Entry] = msgspec.field(default_factory=dict)
+    tools: dict[str, str] = msgspec.field(default_factory=dict)
+
+    def add(self, entry: Entry) -> None:
+        """Add an entry, and a directory entry for each parent not in the capture yet."""
+        parent = posixpath.dirname(entry.path)
+        while parent and parent not in self.entries:
+            self.entries[parent] = Entry(parent, "dir")
+            parent = posixpath.dirname(parent)
+        self.entries.setdefault(entry.path, entry)
+
+    def ordered(self) -> list[Entry]:
+        """Directories and files first (parents before children), links last."""
+        return sorted(self.entries.values(), key=lambda e: (e.kind == "link", e.path.count("/"), e.path))
+
+
+# -- collecting (reads through HostFS) ------------------------------------------------------------
+
+
+def _relative(link: str, target: str) -> str:
+    """The relative link text from ``link`` to ``target`` (both root-relative paths)."""
+    return posixpath.relpath(target, posixpath.dirname(link) or ".")
+
+
+def _copy_file(
+    fs: HostFS, cap: Capture, rel: str, *, limit: int = ATTR_LIMIT, transform: Callable[[bytes], bytes] | None = None
+) -> bytes | None:
+    data = fs.bytes(rel, limit=limit, quiet=True)
+    if data is None:
+        return None
+    if transform is not None:
+        data = transform(data)
+    cap.add(Entry(rel, "file", data))
+    return data
+
+
+def _copy_link(fs: HostFS, cap: Capture, rel: str) -> None:
+    """``rel`` as a relative link to where it resolves; a dangling link keeps its last name."""
+    real = fs.resolve(rel)
+    if real is not None and real != rel:
+        cap.add(Entry(real, "dir"))  # the target exists on the host: keep it so, empty
+        cap.add(Entry(rel, "link", target=_relative(rel, real)))
+        return
+    name = fs.link_name(rel)
+    if name is not None:
+        cap.add(Entry(rel, "link", target=name))
+
+
+def _pci(fs: HostFS, cap: Capture) -> None:
+    for entry in fs.listdir("sys/bus/pci/devices"):
+        if not is_bdf(entry):
+            continue
+        link = f"sys/bus/pci/devices/{entry}"
+        real = fs.resolve(link)
+        if real is None:
+            continue
+        if real != link:
+            cap.add(Entry(link, "link", target=_relative(link, real)))
+        cap.add(Entry(real, "dir"))
+        for attr in _PCI_ATTRS:
+            _copy_file(fs, cap, f"{real}/{attr}", limit=4096)
+        _copy_file(fs, cap, f"{real}/config", limit=4096, transform=scrub_config)
+        for name in _PCI_LINKS:
+            _copy_link(fs, cap, f"{real}/{name}")
+
+
+def _class_devices(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
+    for name in fs.listdir("sys/class/net"):
+        base = f"sys/class/net/{name}"
+        cap.add(Entry(base, "dir"))
+        _copy_file(fs, cap, f"{base}/operstate", limit=256)
+        _copy_file(fs, cap, f"{base}/speed", limit=256)
+        _copy_file(
+            fs,
+            cap,
+            f"{base}/address",
+            limit=256,
+            transform=lambda b: scrub.hw_address(b.decode("ascii", "replace")).encode(),
+        )
+        _copy_link(fs, cap, f"{base}/device")
+    for name in fs.listdir("sys/class/infiniband"):
+        base = f"sys/class/infiniband/{name}"
+        cap.add(Entry(base, "dir"))
+        _copy_file(
+            fs,
+            cap,
+            f"{base}/node_guid",
+            limit=256,
+            transform=lambda b: scrub.guid(b.decode("ascii", "replace")).encode(),
+        )
+        _copy_link(fs, cap, f"{base}/device")
+        for port in fs.listdir(f"{base}/ports"):
+            for attr in ("state", "rate", "link_layer"):
+                _copy_file(fs, cap, f"{base}/ports/{port}/{attr}", limit=256)
+
+
+def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
+    from topoagent.core.read.sysfs import MODULES_OF_INTEREST, numbered
+
+    base = "sys/devices/system/node"
+    for name in fs.listdir(base):
+        if numbered(name, "node") is not None:
+            for attr in ("cpulist", "cpumap", "meminfo", "distance"):
+                _copy_file(fs, cap, f"{base}/{name}/{attr}")
+    base = "sys/devices/system/cpu"
+    _copy_file(fs, cap, f"{base}/online", limit=4096)
+    for name in fs.listdir(base):
+        if numbered(name, "cpu") is not None:
+            for attr in ("thread_siblings_list", "physical_package_id", "package_cpus_list", "core_siblings_list"):
+                _copy_file(fs, cap, f"{base}/{name}/topology/{attr}", limit=4096)
+            # the CPU's node link: the scan's fallback where a node's own CPU files fail
+            for entry in fs.names(f"{base}/{name}") or ():
+                if numbered(entry, "node") is not None:
+                    _copy_link(fs, cap, f"{base}/{name}/{entry}")
+    for group in fs.listdir("sys/kernel/iommu_groups"):
+        _copy_file(fs, cap, f"sys/kernel/iommu_groups/{group}/type", limit=256)
+    for module in MODULES_OF_INTEREST:
+        if fs.isdir(f"sys/module/{module}"):
+            cap.add(Entry(f"sys/module/{module}", "dir"))
+    for peer in fs.listdir("sys/kernel/mm/memory_peers"):
+        _copy_file(fs, cap, f"sys/kernel/mm/memory_peers/{peer}/version", limit=256)
+    for gpu in fs.listdir("proc/driver/nvidia/gpus"):
+        _copy_file(fs, cap, f"proc/driver/nvidia/gpus/{gpu}/numa_status", limit=4096)
+    _copy_file(fs, cap, "sys/hypervisor/type", limit=256)
+    for attr in ("sys_vendor", "product_name"):
+        _copy_file(fs, cap, f"sys/class/dmi/id/{attr}", limit=256)
+    _copy_file(
+        fs, cap, "proc/cmdline", limit=8192, transform=lambda b: scrub.cmdline(b.decode("utf-8", "replace")).encode()
+    )
+    if fs.text("proc/sys/kernel/hostname") is not None:
+        cap.add(Entry("proc/sys/kernel/hostname", "file", b"captured-host\n"))
+    cpuinfo = fs.text("proc/cpuinfo", truncate=True)  # as the scan reads it: the first CPU's block
+    if cpuinfo is not None:
+        # What is read from it: the hypervisor flag (sources.sysfs) and the first CPU's identity
+        # fields (sources.kernel, for plan --format nccl-topo; the model name for the hardware
+        # class, analysis.fingerprint); nothing else of the host.
+        keep = ("flags", "vendor_id", "cpu family", "model", "model name", "CPU implementer", "cpu")
+        first = cpuinfo.split("\n\n", 1)[0].splitlines()
+        lines = [ln for ln in first if ln.partition(":")[0].strip() in keep and ":" in ln]
+        cap.add(Entry("proc/cpuinfo", "file", "".join(ln + "\n" for ln in lines).encode()))
+    status = fs.text("proc/self/status", limit=ATTR_LIMIT)
+    if status is not None:
+        line = next((ln for ln in status.splitlines() if ln.startswith("Cpus_allowed_list:")), None)
+        cap.add(Entry("proc/self/status", "file", (line + "\n").encode() if line else b""))
+
+
+_TOOLS = (
+    ("tools/lspci-tv.txt", ("lspci", "-tv")),
+    ("tools/lspci-vvv.txt", ("lspci", "-vvv")),
+    ("tools/nvidia-smi-topo-m.txt", ("nvidia-smi", "topo", "-m")),
+)
+
+
+def _tools(cap: Capture, scrub: Scrubber, timeout: float, step: Callable[[str], None]) -> None:
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from topoagent.core.read.tools import run_tool
+
+    for path, argv in _TOOLS:
+        step(f"running {' '.join(argv)}")
+        result = run_tool(list(argv), timeout=timeout)
+        if result.ok:
+            cap.add(Entry(path, "file", scrub.text(result.stdout).encode()))
+            cap.tools[" ".join(argv)] = path
+        else:
+            cap.tools[" ".join(argv)] = f"not recorded: {result.error}"
+    script = Path(__file__).resolve().parents[3] / "scripts" / "record_nvml.py"
+    if importlib.util.find_spec("pynvml") is None:
+        cap.tools["nvml"] = "not recorded: nvidia-ml-py (pynvml) is not installed"
+    elif not script.is_file():
+        cap.tools["nvml"] = "not recorded: scripts/record_nvml.py is not in this installation"
+    else:
+        step("recording NVML")
+        result = run_tool([sys.executable, str(script), "recorded by topoagent capture"], timeout=timeout)
+        if result.ok:
+            cap.add(Entry(NVML_RECORDING, "file", scrub.text(result.stdout).encode()))
+            cap.tools["nvml"] = NVML_RECORDING
+        else:
+            cap.tools["nvml"] = f"not recorded: {result.error}"
+
+
+def collect_capture(
+    root: str = "/", *, tools: bool = True, tool_timeout: float = 30.0, step: Callable[[str], None] | None = None
+) -> Capture:
+    """The scrubbed entries of a capture of the host below ``root`` (tools run only for ``/``).
+    ``step`` is told the phase now running (the CLI's progress line)."""
+    from topoagent.core.version import __version__
+
+    say = step or (lambda _: None)
+    fs = HostFS(root)
+    fs.require_sysfs()
+    cap = Capture()
+    scrub = Scrubber()
+    say("reading /sys and /proc")
+    _pci(fs, cap)
+    _class_devices(fs, cap, scrub)
+    _system(fs, cap, scrub)
+    if tools:
+        _tools(cap, scrub, tool_timeout, say)
+    manifest = {
+        "format": CAPTURE_FORMAT,
+        "topoagent": __version__,
+        "files": sum(1 for e in cap.entries.values() if e.kind == "file"),
+        "tools": cap.tools,
+        "scrubbed": dict(sorted(scrub.counts.items())),
+        "scrubbing": "host name -> captured-host; MAC -> 00:00:00:00:00:NN; GUIDs -> zeros; device serial numbers "
+        "(config space DSN, lspci) -> zeros; NVML UUIDs -> GPU-00000000-...-NN; UUID= on the kernel "
+        "command line -> zeros, init's arguments after -- dropped; DMI serials not read",
+        "unreadable": [f"{e.path}: {e.error}" for e in fs.errors],
+    }
+    cap.add(Entry(MANIFEST, "file", (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()))
+    return cap

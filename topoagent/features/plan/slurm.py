@@ -1,0 +1,150 @@
+"""``plan --format slurm``: ``gres.conf`` lines, one per GPU, as Slurm itself would accept them.
+
+``Cores=`` is in the numbering Slurm documents for gres.conf: *abstract* core indices, core 0
+being the first core of the first socket -- the "Core L#" of ``lstopo -l`` -- not Linux CPU
+ids (slurm.schedmd.com/gres.conf.html, "Cores").  By default the line lists every core of the
+GPU's socket(s): Slurm allocates GRES cores by socket anyway, and since 24.05.5 slurmd refuses
+a ``Cores=`` range that does not cover whole sockets (``_check_core_range_matches_sock`` in
+src/interfaces/gres.c) and the node goes invalid.  ``cores="numa"`` writes the GPU's NUMA
+node's cores instead, numbered with each NUMA node as a socket, which is right only with
+``SlurmdParameters=numa_node_as_socket`` in slurm.conf (the output says so).
+
+``Type=`` is Slurm's NVML name of the GPU -- ``nvmlDeviceGetName`` lower-cased with spaces as
+underscores (``gpu_common_underscorify_tolower``, src/plugins/gpu/common/gpu_common.c) -- and
+is left out where NVML did not name the GPU: a PCI database name (``GH100 [H200 ...]``, ``3D
+controller``) is not what slurmd detects.  ``Links=`` follows ``_nvml_get_nvlink_info``
+(src/plugins/gpu/nvml/gpu_nvml.c): per GPU in NVML (PCI) order, the NVLinks whose remote end
+*is that GPU*, ``-1`` for itself; links to an NVSwitch count for nothing, so an NVSwitch system
+has all zeros.  Written only where NVML reported every GPU.  ``File=/dev/nvidiaN`` uses NVML's
+minor number where known, else the PCI-order index, the nvidia driver's usual minor numbering
+(a comment says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from topoagent.core.advice.plan import GpuPlan, Plan
+from topoagent.core.cpuset import CpuSet
+from topoagent.core.render.escape import shown
+from topoagent.core.result import ScanResult
+from topoagent.core.snapshot import NvmlGpu
+from topoagent.core.topology import Topology
+from topoagent.features.plan.common import plan_of
+
+#: ``--gres-cores`` choices: whole sockets (the default) or NUMA nodes as sockets.
+CORE_MODES = ("socket", "numa")
+
+
+def slurm_type(nvml_name: str | None) -> str | None:
+    """Slurm's GRES type of a GPU NVML names: the name lower-cased, spaces as underscores
+    (``NVIDIA H100 80GB HBM3`` -> ``nvidia_h100_80gb_hbm3``); None without a usable name."""
+    if not nvml_name or not nvml_name.strip():
+        return None
+    name = nvml_name.strip().lower().replace(" ", "_")
+    # gres.conf is a key=value list split on blanks and '#': anything else would end the value.
+    if not all(ch.isprintable() and ch not in "#=\t" for ch in name):
+        return None
+    return name
+
+
+def slurm_links(gpu_bdf: str | None, nv: NvmlGpu | None, order: Sequence[str | None]) -> str | None:
+    """``Links=`` as slurmd's NVML detection computes it: for each GPU of ``order`` (PCI order)
+    the NVLinks whose remote end is that GPU, ``-1`` for the GPU itself; None without NVML."""
+    if nv is None or gpu_bdf is None:
+        return None
+    out = []
+    for bdf in order:
+        if bdf == gpu_bdf:
+            out.append("-1")
+        else:
+            out.append(str(sum(link.count for link in nv.nvlinks if bdf is not None and link.peer_bdf == bdf)))
+    return ",".join(out)
+
+
+def socket_cores(cores: Sequence[CpuSet], package: Mapping[int, int | None], sockets: set[int]) -> CpuSet:
+    """Abstract indices of every core of ``sockets`` (``cores`` in Slurm's order)."""
+    return CpuSet(i for i, core in enumerate(cores) if package.get(core.first or 0) in sockets)
+
+
+def numa_order(cores: Sequence[CpuSet], node_of: Mapping[int, int]) -> tuple[CpuSet, ...]:
+    """The cores in Slurm's order when each NUMA node is a socket: by node, then first thread."""
+    big = 1 << 30
+    return tuple(sorted(cores, key=lambda k: (node_of.get(k.first or 0, big), k.first or 0)))
+
+
+def _gpu_sockets(topo: Topology, g: GpuPlan, package: Mapping[int, int | None]) -> set[int]:
+    """The sockets a GPU's ``Cores=`` covers: its own, else those its planned CPUs touch."""
+    if g.socket is not None:
+        return {g.socket}
+    d = topo.by_id(g.gpu)
+    if d is not None and d.socket is not None:
+        return {d.socket}
+    return {p for c in (g.cpus or CpuSet()) if (p := package.get(c)) is not None}
+
+
+def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "socket", **_: Any) -> str:
+    """One ``Name=gpu`` line per GPU with Type= and Links= (with NVML), File= and Cores=."""
+    if gres_cores not in CORE_MODES:
+        raise ValueError(f"gres_cores must be one of {CORE_MODES}")
+    p = plan_of(result, plan)
+    topo = result.topology
+    nvml = {g.bdf: g for g in topo.snapshot.nvml_gpus}
+    package = {c.id: c.package for c in topo.snapshot.cpus}
+    host = shown(topo.snapshot.hostname or "this host")
+    lines = [
+        f"# gres.conf for {host}: topoagent plan --format slurm --gres-cores {gres_cores}",
+        "# For AutoDetect=off (add that line where gres.conf sets AutoDetect for all nodes). Beside",
+        "# AutoDetect=nvml every value must equal what slurmd detects, or slurmd ignores the line.",
+        "# Cores= are Slurm's abstract core indices (lstopo -l 'Core L#'), not Linux CPU ids.",
+    ]
+    if gres_cores == "socket":
+        lines.append("# Cores= cover whole sockets: Slurm >= 24.05.5 rejects a range that splits one.")
+        order = list(p.cores)
+    else:
+        lines += [
+            "# Cores= are the GPU's NUMA node, each NUMA node counted as a socket (cores numbered node",
+            "# by node): right only with this line in slurm.conf (not here), on every such node:",
+            "#   SlurmdParameters=numa_node_as_socket",
+        ]
+        node_of = {c: n.id for n in topo.nodes for c in n.cpus}
+        order = list(numa_order(p.cores, node_of))
+        if p.allowed is not None:
+            lines.append(f"# CPUs were limited to those allowed to the caller: {p.allowed}")
+    every_nvml = bool(p.gpus) and all(g.bdf in nvml for g in p.gpus)
+    bdfs = [g.bdf for g in p.gpus]
+    guessed = False
+    for g in p.gpus:
+        nv = nvml.get(g.bdf) if g.bdf else None
+        minor = nv.minor if nv is not None and nv.minor is not None else g.cuda_index
+        guessed = guessed or nv is None or nv.minor is None
+        words = ["Name=gpu"]
+        kind = slurm_type(nv.name if nv is not None else None)
+        if kind:
+            words.append(f"Type={kind}")
+        words.append(f"File=/dev/nvidia{minor}")
+        if gres_cores == "socket":
+            sockets = _gpu_sockets(topo, g, package)
+            cores = socket_cores(order, package, sockets) if sockets else CpuSet()
+        else:
+            cores = CpuSet(i for i, core in enumerate(order) if g.cpus and core & g.cpus)
+        if cores:
+            words.append(f"Cores={cores}")
+        links = slurm_links(g.bdf, nv, bdfs) if every_nvml else None
+        if links is not None:
+            words.append(f"Links={links}")
+        line = " ".join(words)
+        if not cores:
+            missing = "socket known" if gres_cores == "socket" else "allowed CPU of its own"
+            line += f"  # {g.gpu}: no {missing}, Cores= left out"
+        lines.append(line)
+    if p.gpus and not every_nvml:
+        lines.append(
+            "# Type= and Links= left out: NVML did not name every GPU (slurmd's names and link counts come from NVML)"
+        )
+    if guessed and p.gpus:
+        lines.append(
+            "# /dev/nvidiaN numbers are the PCI-order indices (NVML not asked): check nvidia-smi -q | grep Minor"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,64 @@
+"""``plan --format text``: the plan as a table a person reads, then the groups and notes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topoagent.core.advice.plan import Plan
+from topoagent.core.render.columns import columns
+from topoagent.core.render.escape import shown
+from topoagent.core.result import ScanResult
+from topoagent.features.plan.common import nic_words, plan_of
+
+
+def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
+    """The per-GPU table (GPU, BDF, node, CPUs, rank CPUs, rail NICs), groups, notes."""
+    p = plan_of(result, plan)
+    snap = result.snapshot
+    k = p.ranks_per_gpu
+    head = (
+        f"Plan for {shown(snap.hostname or 'host')} (root {snap.root or 'pasted output'}): {len(p.gpus)} GPU(s), "
+        f"allowed CPUs {p.allowed if p.allowed is not None else 'unknown'}, {k} rank(s) per GPU"
+    )
+    lines = [head]
+    if p.reserved:
+        lines.append(f"Reserved for the OS and daemons: CPUs {p.reserved}")
+    if not p.gpus:
+        lines.append("No GPUs: nothing to place.")
+    else:
+        rows = [["GPU", "BDF", "NODE", "CPUs", "RANK CPUs" if k == 1 else f"RANK CPUs (x{k})", "RAIL NICs"]]
+        for g in p.gpus:
+            rows.append(
+                [
+                    g.gpu,
+                    g.bdf or "-",
+                    str(g.numa_node) if g.numa_node is not None else "?",
+                    str(g.cpus) or "NONE",
+                    " | ".join(str(c) or "NONE" for c in g.rank_cpus),
+                    "; ".join(nic_words(r) for r in g.rails) or "none",
+                ]
+            )
+        lines += [""] + columns(rows)
+        lines += ["", "NUMA groups (one job per node):"]
+        for ng in p.numa_groups:
+            node = f"node {ng.numa_node}" if ng.numa_node is not None else "node ?"
+            lines.append(
+                f"  {node}: {' '.join(ng.gpus)}  CUDA_VISIBLE_DEVICES={ng.cuda_visible_devices}  "
+                f"CPUs {ng.cpus if ng.cpus else 'NONE'}"
+            )
+    if p.split:
+        lines += ["", f"Split into {len(p.split)} group(s):"]
+        for s in p.split:
+            nics = ", ".join(r for r in s.nics) or "no NIC"
+            lines.append(
+                f"  group {s.index}: {' '.join(s.gpus)}  CUDA_VISIBLE_DEVICES={s.cuda_visible_devices}  "
+                f"CPUs {s.cpus or 'NONE'}  NICs {nics}" + (f"  crosses {s.crosses}" if s.crosses else "")
+            )
+    notes = {(n.code, n.subjects): n for g in p.gpus for n in g.notes}
+    notes.update({(n.code, n.subjects): n for n in p.notes})
+    if notes:
+        lines += ["", "What is wrong, and what to do:"]
+        for n in sorted(notes.values(), key=lambda f: (-f.severity, f.code, f.subjects)):
+            lines.append(f"  [{n.severity.label}] {n.code} ({shown(', '.join(n.subjects))}): {shown(n.message)}")
+            lines.append(f"      do: {shown(n.remedy)}")
+    return "\n".join(lines) + "\n"
