@@ -1,115 +1,61 @@
-"""Command-line interface.  Thin: each command parses its options, asks
-:func:`topoagent.core.api.run` for a result, renders it and exits.
+"""Command-line interface: one click group, one module per command.
 
-Commands live in :mod:`topoagent.core.command`, one module each, imported only when invoked, so
-``topoagent scan`` pays for no other command.  A plain ``scan`` command line does not import
-click at all (:data:`FAST`; :mod:`topoagent.core.command.argspec` says why and how).  Exit codes:
-0 ok, 1 findings at or above ``--fail-on``, 2 usage error or nothing scannable.
+Each command parses its options, asks :func:`topoagent.core.api.run` for a result, renders it
+and exits.  :func:`main` is the one error boundary: whatever a command raises becomes one line
+on stderr and an exit code, never a traceback.  Exit codes: 0 ok, 1 findings at or above
+``--fail-on``, 2 usage error or nothing scannable (3 UNKNOWN under ``scan --exit-codes``).
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import sys
 from collections.abc import Sequence
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    import click
+import click
 
-#: command name -> "module:attribute" of its click command, or of a function that makes it.
-COMMANDS = {
-    "scan": "topoagent.core.command.scan:command",
-    "plan": "topoagent.features.plan.command:plan",
-    "exec": "topoagent.features.act.exec:exec_",
-    "apply": "topoagent.features.act.apply:apply",
-    "fix": "topoagent.features.act.fix:fix",
-    "draw": "topoagent.features.draw.command:draw",
-    "vms": "topoagent.features.vms.command:vms",
-    "daemon": "topoagent.features.daemon.command:daemon",
-    "capture": "topoagent.features.capture.command:capture",
-    "health": "topoagent.features.act.health:command",
-    "baseline": "topoagent.features.fleet.baseline:baseline",
-    "fleet": "topoagent.features.fleet.command:fleet",
-}
+from topoagent.core.command.common import EXIT_ERROR, EXIT_OK, fail, quiet_stdout
+from topoagent.core.command.scan import scan
+from topoagent.core.version import __version__
+from topoagent.features.act.apply import apply
+from topoagent.features.act.exec import exec_
+from topoagent.features.act.fix import fix
+from topoagent.features.act.health import health
+from topoagent.features.capture.command import capture
+from topoagent.features.daemon.command import daemon
+from topoagent.features.draw.command import draw
+from topoagent.features.fleet.baseline import baseline
+from topoagent.features.fleet.command import fleet
+from topoagent.features.plan.command import plan
+from topoagent.features.vms.command import vms
 
-#: command name -> module whose ``fast(argv) -> bool`` runs a plain command line without click.
-FAST = {"scan": "topoagent.core.command.scan", "health": "topoagent.features.act.health"}
+__all__ = ["cli", "entry", "main"]
 
-
-def load_command(name: str) -> click.Command:
-    """The click command ``name`` from :data:`COMMANDS` (imported now)."""
-    import click
-
-    module, _, attr = COMMANDS[name].partition(":")
-    obj = getattr(import_module(module), attr)
-    command: click.Command = obj if isinstance(obj, click.Command) else obj()
-    return command
-
-
-@functools.cache
-def group() -> click.Group:
-    """The ``topoagent`` click group, made on first use (click is imported only then)."""
-    import click
-
-    from topoagent.core.version import __version__
-
-    class LazyGroup(click.Group):
-        """A group that imports a command's module only when that command is used."""
-
-        def list_commands(self, ctx: click.Context) -> list[str]:
-            return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
-
-        def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-            if cmd_name in COMMANDS:
-                return load_command(cmd_name)
-            return super().get_command(ctx, cmd_name)
-
-    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-    @click.version_option(__version__, prog_name="topoagent")
-    def cli() -> None:
-        """Host topology discovery and NUMA/affinity agent for GPU servers."""
-
-    return cli
+#: Every command, in the order ``topoagent --help`` lists them (alphabetical, as click sorts).
+COMMANDS: tuple[click.Command, ...] = (
+    scan,
+    plan,
+    exec_,
+    apply,
+    fix,
+    draw,
+    vms,
+    daemon,
+    capture,
+    health,
+    baseline,
+    fleet,
+)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "cli":  # topoagent.cli.cli, the group, as before it was made lazily
-        return group()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="topoagent")
+def cli() -> None:
+    """Host topology discovery and NUMA/affinity agent for GPU servers."""
 
 
-def _click_main(args: list[str]) -> None:
-    import click
-
-    from topoagent.core.command.common import EXIT_ERROR, fail
-
-    if not args:
-        # Bare ``topoagent``: the whole help, as ``--help`` prints it, but on stderr and exit 2
-        # (a usage error), as click >= 8.2 and git do -- whatever click version is installed.
-        with group().make_context("topoagent", [], resilient_parsing=True) as ctx:
-            click.echo(ctx.get_help(), err=True)
-        sys.exit(EXIT_ERROR)
-    try:
-        group().main(args=args, prog_name="topoagent", standalone_mode=False)
-    except SystemExit as exc:
-        # click answers a reader gone away (EPIPE from click.echo) with exit 1 after wrapping
-        # stdout; every command ends quietly with 0 there instead, as scan's own output does
-        if exc.code == 1 and type(sys.stdout).__name__ in ("PacifyFlushWrapper", "_PacifyFlushWrapper"):
-            from topoagent.core.command.common import quiet_stdout
-
-            quiet_stdout()
-            sys.exit(0)
-        raise
-    except click.exceptions.Abort:
-        fail("aborted")
-    except click.exceptions.UsageError as exc:
-        # One line, not click's usage block: the command's --help says the rest.
-        fail(f"{exc.format_message()} (see {exc.ctx.command_path if exc.ctx else 'topoagent'} --help)")
-    except click.exceptions.ClickException as exc:
-        fail(exc.format_message())
+for _command in COMMANDS:
+    cli.add_command(_command)
 
 
 def monitor_mode(args: Sequence[str]) -> str | None:
@@ -126,37 +72,39 @@ def monitor_mode(args: Sequence[str]) -> str | None:
     return mode if mode in ("nagios", "npd") else None
 
 
-#: Set when a command line ran on its fast path (no click): see :func:`entry`.
-_ran_fast = False
+def _run(args: list[str], mode: str | None) -> None:
+    if not args:
+        # Bare ``topoagent``: the whole help, as ``--help`` prints it, but on stderr and exit 2
+        # (a usage error), as click >= 8.2 and git do -- whatever click version is installed.
+        with cli.make_context("topoagent", [], resilient_parsing=True) as ctx:
+            click.echo(ctx.get_help(), err=True)
+        sys.exit(EXIT_ERROR)
+    if sys.stdout is None and args[0] in ("apply", "fix") and "--help" not in args:
+        fail(f"{args[0]} reports each change on stdout, and stdout is closed: nothing changed", monitor=mode)
+    try:
+        cli.main(args=args, prog_name="topoagent", standalone_mode=False, obj={"monitor": mode})
+    except SystemExit as exc:
+        # click answers a reader gone away (EPIPE from click.echo) with exit 1 after wrapping
+        # stdout; every command ends quietly with 0 there instead, as scan's own output does
+        if exc.code == 1 and type(sys.stdout).__name__ in ("PacifyFlushWrapper", "_PacifyFlushWrapper"):
+            quiet_stdout()
+            sys.exit(EXIT_OK)
+        raise
+    except click.exceptions.Abort:
+        fail("aborted", monitor=mode)
+    except click.exceptions.UsageError as exc:
+        # One line, not click's usage block: the command's --help says the rest.
+        fail(f"{exc.format_message()} (see {exc.ctx.command_path if exc.ctx else 'topoagent'} --help)", monitor=mode)
+    except click.exceptions.ClickException as exc:
+        fail(exc.format_message(), monitor=mode)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run a command line; never lets a traceback reach a person."""
-    global _ran_fast
-    from topoagent.core.command.common import EXIT_ERROR, EXIT_OK, fail, monitor, quiet_stdout
-
     args = list(sys.argv[1:] if argv is None else argv)
-    _ran_fast = False
-    monitor["mode"] = monitor_mode(args)
+    mode = monitor_mode(args)
     try:
-        if args == ["--version"]:  # click's answer, without importing click (~20 ms)
-            from topoagent.core.command.common import emit
-            from topoagent.core.version import __version__
-
-            emit(f"topoagent, version {__version__}\n")
-            return
-        fast = FAST.get(args[0]) if args else None
-        handled = False
-        if fast is not None:
-            try:
-                handled = import_module(fast).fast(args[1:])
-            except SystemExit:  # a fast path ends by exiting with its verdict
-                _ran_fast = True
-                raise
-        if not handled:
-            if sys.stdout is None and args and args[0] in ("apply", "fix") and "--help" not in args:
-                fail(f"{args[0]} reports each change on stdout, and stdout is closed: nothing changed")
-            _click_main(args)
+        _run(args, mode)
     except SystemExit:
         raise
     except BrokenPipeError:
@@ -164,43 +112,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(EXIT_OK)
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EBADF):
-            fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_ERROR)
+            fail(f"internal error: {type(exc).__name__}: {exc}", monitor=mode)
         quiet_stdout()  # a report that could not be written (a full disk, /dev/full): one line, exit 2
-        fail(f"cannot write the output: {exc.strerror or exc}", EXIT_ERROR)
+        fail(f"cannot write the output: {exc.strerror or exc}", monitor=mode)
     except KeyboardInterrupt:
-        fail("interrupted", 130)
+        fail("interrupted", 130, monitor=mode)
     except Exception as exc:  # the last line of defence: one line, exit 2
-        fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_ERROR)
+        fail(f"internal error: {type(exc).__name__}: {exc}", monitor=mode)
 
 
 def entry() -> None:
-    """The console script (and ``python -m topoagent``): :func:`main`, then, after a plain
-    ``scan``, an exit that skips the interpreter's teardown.
-
-    Tearing down frees every module and object one by one: ~4 ms on a 2-vCPU VM, a tenth of
-    a whole scan of a small host.  A plain scan has by then written and flushed its report and
-    holds no open files; where nothing else needs the teardown (no exit handler registered, no
-    other thread) stdout and stderr are flushed and the process ends with ``os._exit``.  Any
-    other command, or any doubt, exits the ordinary way.
-    """
-    try:
-        main()
-    except SystemExit as exc:
-        if _ran_fast and isinstance(exc.code, int) and _nothing_to_tear_down():
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            except (OSError, ValueError, AttributeError):
-                raise exc from None  # the ordinary exit reports it as before
-            import os
-
-            os._exit(exc.code)
-        raise
-
-
-def _nothing_to_tear_down() -> bool:
-    import atexit
-
-    handlers = getattr(atexit, "_ncallbacks", None)  # CPython's count of registered handlers
-    threading = sys.modules.get("threading")
-    return handlers is not None and handlers() == 0 and (threading is None or threading.active_count() == 1)
+    """The console script (and ``python -m topoagent``)."""
+    main()

@@ -1,5 +1,4 @@
-"""The hand-written checks that replaced regular expressions on the scan path read exactly
-what the patterns read (the patterns stay here, as the specification)."""
+"""The digit and name checks read exactly what their specifications (the patterns here) read."""
 
 from __future__ import annotations
 

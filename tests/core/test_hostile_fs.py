@@ -19,15 +19,17 @@ from topoagent.core.hostfs import HostFS
 DEV = f"sys/devices/pci0000:16/0000:16:01.0/{BDF}"
 SECRET = "TOPOAGENT_SECRET_CANARY"
 
-#: Run a scan under an audit hook that records every file the process opens or lists.
+#: Run a scan under an audit hook that records every file the process opens or lists once
+#: the CLI is imported (libraries read what they read at import: prometheus_client's process
+#: collector reads this host's /proc/stat; what is audited is the scan of the hostile root).
 _AUDITED = r"""
 import json, os, sys
+from topoagent.cli import main
 seen = []
 def hook(event, args):
     if event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes)):
         seen.append(os.fsdecode(args[0]))
 sys.addaudithook(hook)
-from topoagent.cli import main
 try:
     main(sys.argv[1:])
 except SystemExit as exc:

@@ -69,9 +69,6 @@ def test_usage_and_scan_errors_are_unknown_not_critical(args, mode, word):
 
 def test_internal_error_is_unknown(monkeypatch, capsys):
     from topoagent import cli
-    from topoagent.core.command.common import monitor
-
-    monkeypatch.setitem(monitor, "mode", None)  # restored afterwards: no other test runs "in nagios"
 
     def boom(*_a, **_k):
         raise RuntimeError("boom")

@@ -7,7 +7,7 @@
 
 :func:`run` is the one orchestration: ``scan``, ``plan``, ``exec``, ``draw``, ``vms`` and the
 daemon all get their :class:`~topoagent.core.result.ScanResult` from it.  It runs the registered
-sources (:data:`topoagent.core.read.SOURCES`) that the inputs call for, times each, and hands
+sources (:data:`SOURCES`) that the inputs call for, times each, and hands
 the snapshot to the pure :func:`~topoagent.core.result.analyse`.
 """
 
@@ -15,14 +15,50 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
+from topoagent.core.analysis.crosscheck import compare
 from topoagent.core.inputs import NVML_AUTO, Inputs
-from topoagent.core.read import SOURCES, Collection
+from topoagent.core.paste import collect as paste_collect
+from topoagent.core.paste import read_offline as read
+from topoagent.core.read import Collection, nvml, sysfs, tools
+from topoagent.core.read.archive import replay_root
 from topoagent.core.result import ScanResult, analyse, with_timings
 from topoagent.core.snapshot import Snapshot
 
-__all__ = ["Inputs", "ScanResult", "analyse", "collect", "read_host", "read_offline", "run", "scan"]
+__all__ = [
+    "SOURCES",
+    "Inputs",
+    "ScanResult",
+    "Source",
+    "analyse",
+    "collect",
+    "read_host",
+    "read_offline",
+    "run",
+    "scan",
+]
+
+
+class Source(msgspec.Struct, frozen=True):
+    """A source of evidence: its name (in timings and statuses), what it does, when it runs."""
+
+    name: str
+    collect: Callable[[Collection], None]
+    wanted: Callable[[Inputs], bool]
+
+
+#: The sources, in the order they run: the primary one (sysfs, or pasted text) sets the
+#: snapshot, the others enrich it.
+SOURCES: tuple[Source, ...] = (
+    Source("sysfs", sysfs.collect, lambda i: not i.offline),
+    Source("offline", paste_collect, lambda i: i.offline),
+    Source("nvml", nvml.collect, nvml.wanted),
+    Source("cross-check", tools.collect, lambda i: i.cross_check),
+)
 
 
 def collect(inputs: Inputs) -> tuple[Collection, dict[str, float]]:
@@ -37,7 +73,7 @@ def collect(inputs: Inputs) -> tuple[Collection, dict[str, float]]:
     for source in SOURCES:
         if source.wanted(inputs):
             start = time.perf_counter()
-            source.collector()(c)
+            source.collect(c)
             timings[source.name] = time.perf_counter() - start
     return c, timings
 
@@ -47,8 +83,6 @@ def run(inputs: Inputs) -> ScanResult:
     c, timings = collect(inputs)
     tool_findings = None
     if c.views:
-        from topoagent.core.analysis.crosscheck import compare
-
         tool_findings = compare(c.views)
     start = time.perf_counter()
     result = analyse(c.require_snapshot(), tool_findings=tool_findings)
@@ -62,8 +96,6 @@ def scan(root: str | os.PathLike[str] = "/", *, nvml: Any = NVML_AUTO) -> ScanRe
     exit and named by its own path in the result."""
     path, shown = os.fspath(root), None
     if not os.path.isdir(path):  # a directory is read as it is: only an archive needs the unpacker
-        from topoagent.core.read.archive import replay_root
-
         path, shown = replay_root(path)
     return run(Inputs(root=path, nvml=nvml, shown_root=shown))
 
@@ -78,6 +110,4 @@ def read_offline(
     nvidia_smi_topo: str | None = None, lspci_tree: str | None = None, lspci_verbose: str | None = None
 ) -> Snapshot:
     """The snapshot of pasted ``nvidia-smi topo -m`` / ``lspci -tv`` / ``lspci -vvv`` text."""
-    from topoagent.core.paste import read_offline as read
-
     return read(nvidia_smi_topo, lspci_tree, lspci_verbose)

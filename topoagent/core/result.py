@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from topoagent.core.advice.plan import Plan, PlanOptions, make_plan, plan_for
+from topoagent.core.analysis.expect import compare
 from topoagent.core.analysis.findings import Finding, Severity, find_all, sort_findings
 from topoagent.core.analysis.fingerprint import Baseline, baseline, slot_names
 from topoagent.core.analysis.given import matrix_vs_tree
@@ -148,8 +149,6 @@ def with_timings(result: ScanResult, timings: Mapping[str, float]) -> ScanResult
 def with_expected(result: ScanResult, expected: Baseline) -> ScanResult:
     """``result`` with every difference from an expected topology added to its findings
     (``scan --expect``, the daemon's ``expect``; :func:`topoagent.core.analysis.expect.compare`)."""
-    from topoagent.core.analysis.expect import compare  # only a scan given an expectation compares
-
     found = compare(expected, result.baseline)
     if not found:
         return result

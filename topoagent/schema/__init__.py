@@ -15,6 +15,13 @@ from typing import Any
 
 import msgspec
 
+from topoagent.core.analysis.fingerprint import BASELINE_VERSION, Baseline
+from topoagent.core.render.json_report import SCHEMA_VERSION as SCAN_VERSION
+from topoagent.core.render.json_report import ScanReport
+from topoagent.features.plan.report import SCHEMA_VERSION as PLAN_VERSION
+from topoagent.features.plan.report import PlanReport
+from topoagent.features.vms.report import VmsReport
+
 __all__ = ["GENERATED", "generate", "schema_text", "write"]
 
 HERE = Path(__file__).resolve().parent
@@ -23,33 +30,27 @@ _BASE = "https://github.com/topoagent/topoagent/schema/"
 
 def scan_schema() -> dict[str, Any]:
     """The schema of ``scan --format json`` (draft 2020-12)."""
-    from topoagent.core.render.json_report import SCHEMA_VERSION, ScanReport
-
     return _document(
         ScanReport,
         "scan.schema.json",
         "topoagent scan --format json",
-        f"Schema version {SCHEMA_VERSION}. Additive changes keep the version; breaking ones bump it.",
+        f"Schema version {SCAN_VERSION}. Additive changes keep the version; breaking ones bump it.",
     )
 
 
 def plan_schema() -> dict[str, Any]:
     """The schema of ``plan --format json``."""
-    from topoagent.features.plan.report import SCHEMA_VERSION, PlanReport
-
     return _document(
         PlanReport,
         "plan.schema.json",
         "topoagent plan --format json",
-        f"Schema version {SCHEMA_VERSION}. Additive changes keep the version; breaking ones bump it. "
+        f"Schema version {PLAN_VERSION}. Additive changes keep the version; breaking ones bump it. "
         "Device ids (gpu0, nic2) and keys (BDFs) are those of topoagent scan --format json.",
     )
 
 
 def vms_schema() -> dict[str, Any]:
     """The schema of ``vms --format json``."""
-    from topoagent.features.vms.report import VmsReport
-
     return _document(
         VmsReport,
         "vms.schema.json",
@@ -61,8 +62,6 @@ def vms_schema() -> dict[str, Any]:
 
 def baseline_schema() -> dict[str, Any]:
     """The schema of ``topoagent baseline`` (the expected topology ``scan --expect`` reads)."""
-    from topoagent.core.analysis.fingerprint import BASELINE_VERSION, Baseline
-
     return _document(
         Baseline,
         "baseline.schema.json",

@@ -221,24 +221,6 @@ def test_a_scan_past_its_time_limit_changes_nothing(tmp_path, fixture_root):
     assert calls == []
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["--yes", "--node", "n1"],
-        ["--fail-on=warning", "--timeout", "20", "--root", "/tmp/x"],
-        ["--no-nvml"],
-        [],
-    ],
-)
-def test_fast_path_reads_like_click(argv):
-    from topoagent.cli import load_command
-    from topoagent.core.command.argspec import parse
-    from topoagent.features.act import health
-
-    ctx = load_command("health").make_context("health", list(argv))
-    assert parse(health.options(), argv) == dict(ctx.params)
-
-
 def test_a_node_name_with_a_trailing_newline_never_reaches_scontrol(tmp_path, fixture_root):
     root = fixture_root("wrong-socket-nic")
     bin_dir = tmp_path / "bin"

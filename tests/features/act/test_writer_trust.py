@@ -378,7 +378,6 @@ def test_pid_threads_started_meanwhile_are_bound_and_unbound_named(monkeypatch, 
     """The first bind and the rounds after it are one loop (commands.apply.bind_threads): the
     threads listed first, then those started meanwhile, each tried once; a dry run lists once."""
     from topoagent.core.cpuset import CpuSet
-    from topoagent.core.read import process
     from topoagent.core.read.process import ThreadAffinity
     from topoagent.features.act import apply as cmd
 
@@ -396,7 +395,7 @@ def test_pid_threads_started_meanwhile_are_bound_and_unbound_named(monkeypatch, 
         return 0
 
     # 4 and 5 started after the first listing (1, 2, 3); 1 is on the target already
-    monkeypatch.setattr(process, "threads", lambda pid: listing(pid, [1, 2, 3, 4, 5]))
+    monkeypatch.setattr(cmd, "threads", lambda pid: listing(pid, [1, 2, 3, 4, 5]))
     monkeypatch.setattr(cmd, "run_changes", run_changes)
     assert cmd.bind_threads(42, target, listing(42, [1, 2, 3]), "/", "/nonexistent", False) == 0
     assert calls == [((2, 3), False)] and bound == []  # shown once, nothing listed again

@@ -10,9 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from topoagent.core.advice.cores import Split, cores_in, host_cores, reserve, split_cores, threads_known
+from topoagent.core.analysis.findings import Finding, Severity
+from topoagent.core.analysis.paths import nccl_view, path_index
+from topoagent.core.analysis.rails import NicRole
 from topoagent.core.cpuset import MAX_CPUS, CpuSet
 from topoagent.core.errors import InputError
 from topoagent.core.frozen import FrozenMap
+from topoagent.core.snapshot import active_port
 
 if TYPE_CHECKING:
     from topoagent.core.analysis.findings import Finding
@@ -216,8 +221,6 @@ PLAN_CODES = {
 def nic_port(topo: Topology, nic: Device) -> int | None:
     """The port a rank uses on a NIC's RDMA devices (:func:`topoagent.core.snapshot.active_port`),
     1 where their ports were not read; None for a NIC without RDMA."""
-    from topoagent.core.snapshot import active_port
-
     port = active_port(p for r in topo.snapshot.rdma if r.name in nic.rdma_devices for p in r.ports)
     return port if port is not None else (1 if nic.rdma_devices else None)
 
@@ -229,8 +232,6 @@ def ucx_device(rdma: str, port: int | None) -> str:
 
 
 def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None) -> RailNic:
-    from topoagent.core.analysis.paths import nccl_view
-
     token = path.token if path is not None and path.shown else None
     nccl, gdr = nccl_view(topo, gpu, nic, path)
     return RailNic(
@@ -260,8 +261,6 @@ def node_hca_env(topo: Topology, rails: RailPlan) -> dict[str, str]:
     out); no ``:port``, so every port of a listed device stays usable.  EFA devices are named
     to NCCL by the aws-ofi-nccl plugin, not NCCL_IB_HCA.  {} where the node has none.
     """
-    from topoagent.core.analysis.rails import NicRole
-
     names = [
         name
         for n in topo.nics
@@ -293,15 +292,11 @@ SOCKET_IFNAME_NOTE = (
 
 def omp_env(cpus: CpuSet, cores: tuple[CpuSet, ...]) -> dict[str, str]:
     """OpenMP for a rank bound to ``cpus``: one thread per whole core, placed on cores."""
-    from topoagent.core.advice.cores import cores_in
-
     n = len(cores_in(cores, cpus))
     return {"OMP_NUM_THREADS": str(max(n, 1)), "OMP_PLACES": "cores"} if cpus else {}
 
 
 def _finding(code: str, subjects: tuple[str, ...], message: str, remedy: str) -> Any:
-    from topoagent.core.analysis.findings import Finding, Severity
-
     return Finding(code, Severity.parse(PLAN_CODES[code]), subjects, message, (), remedy)
 
 
@@ -326,16 +321,6 @@ def plan_for(
     different GPUs never overlap).  An empty intersection is a CPUSET_EMPTY note (critical),
     never a fallback to all CPUs.
     """
-    from topoagent.core.advice.cores import (
-        Split,
-        cores_in,
-        host_cores,
-        reserve,
-        split_cores,
-        threads_known,
-    )
-    from topoagent.core.analysis.paths import path_index
-
     if not 1 <= options.ranks_per_gpu <= MAX_CPUS:  # each rank gets cores; work grows with ranks
         raise PlanError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
     by_pair = path_index(paths)

@@ -13,9 +13,8 @@ docs/fleet.md lists them.  :func:`fingerprint` hashes their canonical msgspec JS
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
@@ -281,17 +280,14 @@ class Doc(Head, frozen=True):
     slots: list[SlotFacts] | None = None
 
 
-@functools.cache
-def _decoder(kind: type[Head]) -> msgspec.json.Decoder[Any]:
-    """The decoder for ``kind``, made on first use: making one resolves every annotation of
-    the types it reaches (~1 ms), which a scan that never reads a document must not pay."""
-    return msgspec.json.Decoder(kind)
+_HEAD = msgspec.json.Decoder(Head)
+_DOC = msgspec.json.Decoder(Doc)
 
 
 def read_head(data: bytes) -> Head:
     """A document's :class:`Head` (the rest is skipped, not decoded). Raises
     ``msgspec.DecodeError`` (or ``ValidationError``) for anything else."""
-    return _decoder(Head).decode(data)
+    return _HEAD.decode(data)
 
 
 def read_expectation(data: bytes) -> Baseline:
@@ -299,7 +295,7 @@ def read_expectation(data: bytes) -> Baseline:
 
     Raises ``msgspec.DecodeError`` when the bytes are not such JSON, ``ValueError`` when they
     carry no slot facts (a scan JSON from before they were written)."""
-    doc: Doc = _decoder(Doc).decode(data)
+    doc: Doc = _DOC.decode(data)
     hw, fp, peers = doc.identity
     if doc.slots is None or hw is None or fp is None:
         raise ValueError("no hw_class, fingerprint and slots: not a baseline, scan JSON or state.json with slot facts")

@@ -92,7 +92,7 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
     roles: dict[str, NicRole] = {}
     for n in nics:
         names = " ".join(n.rdma_devices + n.netdevs)
-        if re.search("stor", names, re.IGNORECASE):  # compiled on first use
+        if re.search("stor", names, re.IGNORECASE):
             roles[n.id] = NicRole.STORAGE
         elif not _is_fabric(topo, n):
             roles[n.id] = NicRole.MANAGEMENT

@@ -5,10 +5,15 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
+import click
+
 from topoagent.core.render.escape import shown
+from topoagent.core.render.monitor import nagios_unknown
+from topoagent.core.write.files import write_atomically
 
 if TYPE_CHECKING:
     from topoagent.core.result import ScanResult
@@ -38,25 +43,36 @@ _ASCII = str.maketrans(
 #: Exit code of a monitoring check that could not run (Nagios UNKNOWN; node-problem-detector
 #: reads any code but 0 and 1 as Unknown).
 EXIT_UNKNOWN = 3
-#: Set by the CLI while a ``scan --exit-codes nagios|npd`` runs: errors are then the check's
-#: UNKNOWN, on stdout where the monitor reads it (see :func:`fail`).
-monitor: dict[str, str | None] = {"mode": None}
 
 
-def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+def monitoring() -> str | None:
+    """``nagios`` or ``npd`` while a ``scan --exit-codes nagios|npd`` runs (the CLI puts it in
+    the click context's ``obj``; ``scan`` does too for its own option), else None."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_object(dict) if ctx is not None else None
+    return obj.get("monitor") if obj else None
+
+
+def set_monitoring(mode: str | None) -> None:
+    """Make the running command's errors the monitor's UNKNOWN (see :func:`fail`)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.ensure_object(dict)["monitor"] = mode
+
+
+def fail(message: str, code: int = EXIT_ERROR, *, monitor: str | None = None) -> NoReturn:
     """Print ``topoagent: <message>`` on stderr (one line) and exit ``code``.
 
-    Under a monitoring mode an error (exit 2) is instead the check's UNKNOWN: the line also
-    goes to stdout (``TOPOAGENT UNKNOWN - ...`` for Nagios) and the exit code is 3.
+    Under a monitoring mode (``monitor``, else the running command's: :func:`monitoring`) an
+    error (exit 2) is instead the check's UNKNOWN: the line also goes to stdout (``TOPOAGENT
+    UNKNOWN - ...`` for Nagios) and the exit code is 3.
     """
     line = shown(" ".join(message.split()))
     for progress in tuple(_SHOWN):  # the error on a line of its own, not after a progress line
         progress.close()
     _write(sys.stderr, f"topoagent: {line}\n")
-    mode = monitor["mode"]
+    mode = monitor or monitoring()
     if mode is not None and code == EXIT_ERROR:
-        from topoagent.core.render.monitor import nagios_unknown
-
         try:
             _write(sys.stdout, nagios_unknown(line) if mode == "nagios" else f"topoagent: {line}\n")
         except OSError:
@@ -112,8 +128,6 @@ def write_output(path: str, data: bytes) -> None:
     if path == "-":
         emit_bytes(data)
         return
-    from topoagent.core.write.files import write_atomically
-
     try:
         write_atomically(path, data)
     except OSError as exc:
@@ -200,8 +214,6 @@ class Progress:
 
     def count(self, done: int, total: int | None = None, unit: str = "") -> None:
         """Show ``done/total unit`` (throttled; the last item always shows)."""
-        import time
-
         now = time.monotonic()
         if not self.enabled or (now - self._last < self.INTERVAL and done != total):
             return

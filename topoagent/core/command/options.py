@@ -1,20 +1,23 @@
 """The scan-input options every command takes, defined once: ``--root``, ``--no-nvml``, the
 offline flags, ``--cross-check``.  :func:`scan_inputs` adds them to a click command and hands it
-one :class:`~topoagent.core.inputs.Inputs` (:func:`take_inputs` does the same for the fast path);
-:func:`run_scan` runs it or fails with one line.  No click import here: ``scan`` runs without it."""
+one :class:`~topoagent.core.inputs.Inputs`; :func:`run_scan` runs it or fails with one line."""
 
 from __future__ import annotations
 
 import functools
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from topoagent.core.command.argspec import Opt, click_options
+import click
+
+from topoagent.core.api import run
 from topoagent.core.command.common import fail
 from topoagent.core.errors import OfflineInputError, TopoagentError
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.inputs import NVML_AUTO, NVML_OFF, Inputs
+from topoagent.core.read.archive import replay_root
+from topoagent.core.read.textinput import read_text_input
 
 if TYPE_CHECKING:
     from topoagent.core.result import ScanResult
@@ -44,31 +47,35 @@ OFFLINE_OPTIONS = (
     ),
 )
 
-#: The scan-input options, in ``--help`` order (``--cross-check`` only where a command offers it).
-INPUT_OPTIONS = (
-    Opt(
-        "--root",
-        "root",
-        "Read the host tree below this directory (a fake or captured root).",
-        default="/",
-        metavar="DIR",
-        show_default=True,
-    ),
-    Opt("--no-nvml", "no_nvml", "Do not ask NVML (it is asked only when scanning /).", flag=True),
-    *(Opt(option, field, text, metavar="FILE") for field, option, _, text in OFFLINE_OPTIONS),
-)
-CROSS_CHECK_OPTION = Opt(
-    "--cross-check",
-    "cross_check",
-    "Also run nvidia-smi topo -m and lspci -vvv (if installed) and report "
-    "where they disagree with sysfs. Live host (/) only.",
-    flag=True,
-)
 
+def input_options(*, cross_check: bool) -> Callable[[F], F]:
+    """Decorate a click command with the scan-input options (``--cross-check`` only where the
+    command offers it), in ``--help`` order; the command receives their raw values."""
 
-def input_options(*, cross_check: bool) -> tuple[Opt, ...]:
-    """The scan-input rows a command takes."""
-    return INPUT_OPTIONS + ((CROSS_CHECK_OPTION,) if cross_check else ())
+    def decorate(fn: F) -> F:
+        if cross_check:
+            fn = click.option(
+                "--cross-check",
+                "cross_check",
+                is_flag=True,
+                help="Also run nvidia-smi topo -m and lspci -vvv (if installed) and report "
+                "where they disagree with sysfs. Live host (/) only.",
+            )(fn)
+        for field, option, _, text in reversed(OFFLINE_OPTIONS):
+            fn = click.option(option, field, metavar="FILE", help=text)(fn)
+        fn = click.option(
+            "--no-nvml", "no_nvml", is_flag=True, help="Do not ask NVML (it is asked only when scanning /)."
+        )(fn)
+        return click.option(
+            "--root",
+            "root",
+            default="/",
+            metavar="DIR",
+            show_default=True,
+            help="Read the host tree below this directory (a fake or captured root).",
+        )(fn)
+
+    return decorate
 
 
 def take_inputs(params: dict[str, Any]) -> Inputs:
@@ -91,7 +98,7 @@ def scan_inputs(*, cross_check: bool = True) -> Callable[[F], F]:
             kwargs["inputs"] = take_inputs(kwargs)
             return fn(*args, **kwargs)
 
-        return click_options(input_options(cross_check=cross_check))(command)
+        return input_options(cross_check=cross_check)(cast(F, command))
 
     return wrap
 
@@ -105,8 +112,6 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
     if not given and not os.path.isdir(os.path.join(root, "sys")):
         # A capture tarball (topoagent capture) replays like its unpacked directory, and the
         # reports name the tarball, not the temporary directory it was unpacked into.
-        from topoagent.core.read.archive import replay_root
-
         try:
             root, shown = replay_root(root)
         except TopoagentError as exc:
@@ -117,8 +122,6 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
         fail(f"{' and '.join(stdin)} cannot both read stdin (-)")
     texts: dict[str, str] = {}
     if given:
-        from topoagent.core.read.textinput import read_text_input
-
         for field, name in given.items():
             try:
                 texts[field] = read_text_input(name)
@@ -139,8 +142,6 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
 
 def run_scan(inputs: Inputs) -> ScanResult:
     """:func:`topoagent.core.api.run`, or one line naming the input at fault and exit 2."""
-    from topoagent.core.api import run
-
     try:
         return run(inputs)
     except OfflineInputError as exc:

@@ -1,25 +1,22 @@
-"""``topoagent scan``: read the host (or pasted output), report its tree, paths and findings.
-
-The command people, prologs and monitoring checks run most, so it runs without click when its
-command line is plain (:func:`fast`; see :mod:`topoagent.core.command.argspec`); :func:`command`
-makes the click command, for ``--help``, errors and ``topoagent``'s command list.  Both parse
-the same option rows and call the same :func:`run`.
-"""
+"""``topoagent scan``: read the host (or pasted output), report its tree, paths and findings."""
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
 
-from topoagent.core.command.argspec import Opt, click_command, fast_runner
-from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit
-from topoagent.core.command.options import input_options, run_scan, take_inputs
+import click
+
+from topoagent.core.analysis.findings import Severity
+from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail, require_gpus, set_monitoring
+from topoagent.core.command.options import run_scan, scan_inputs
+from topoagent.core.errors import InputError
+from topoagent.core.inputs import Inputs
+from topoagent.core.read.expectation import load_expectation
 from topoagent.core.render import FORMATS
+from topoagent.core.render.monitor import nagios_text, npd_text
+from topoagent.core.result import ScanResult, with_expected
 
-if TYPE_CHECKING:
-    import click
-
-    from topoagent.core.result import ScanResult
+__all__ = ["scan"]
 
 SEVERITIES = ("critical", "warning", "info")
 EXIT_CODES = ("default", "nagios", "npd")
@@ -38,90 +35,66 @@ finding at or above --fail-on, 3 Unknown.  Both print that text instead of --for
 """
 
 
-def options() -> tuple[Opt, ...]:
-    """``scan``'s option rows, in ``--help`` order."""
-    return (
-        Opt(
-            "--exit-codes",
-            "exit_codes",
-            "nagios: a Nagios plugin's status line and 0 OK, 1 WARNING, 2 CRITICAL "
-            "(the worst finding; --fail-on is ignored), 3 UNKNOWN (the scan could not run); npd: a "
-            "node-problem-detector plugin's message and 0 OK, 1 a finding at or above --fail-on, 3 Unknown.",
-            default="default",
-            choices=EXIT_CODES,
-            show_default=True,
-        ),
-        *input_options(cross_check=True),
-        Opt("--format", "fmt", "Output format.", default="tree", choices=tuple(FORMATS), show_default=True),
-        Opt("--all", "show_all", "Show every PCI function in the tree.", flag=True),
-        Opt("--pretty", "pretty", "Indent the JSON for a person (compact by default).", flag=True),
-        Opt(
-            "--expect",
-            "expect",
-            "Compare with this expected topology (topoagent baseline, or a good host's scan "
-            "JSON): every difference is an EXPECT_* finding.",
-            metavar="FILE",
-        ),
-        Opt(
-            "--fail-on",
-            "fail_on",
-            "Exit 1 when a finding at or above this severity is raised.",
-            default="critical",
-            choices=SEVERITIES,
-            show_default=True,
-        ),
-    )
-
-
-def run(params: dict[str, Any]) -> None:
-    """Scan, print, and exit with the verdict (``params`` as the option rows name them).
+@click.command("scan", help=HELP)
+@click.option(
+    "--exit-codes",
+    "exit_codes",
+    type=click.Choice(EXIT_CODES),
+    default="default",
+    show_default=True,
+    help="nagios: a Nagios plugin's status line and 0 OK, 1 WARNING, 2 CRITICAL "
+    "(the worst finding; --fail-on is ignored), 3 UNKNOWN (the scan could not run); npd: a "
+    "node-problem-detector plugin's message and 0 OK, 1 a finding at or above --fail-on, 3 Unknown.",
+)
+@scan_inputs(cross_check=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(tuple(FORMATS)), default="tree", show_default=True, help="Output format."
+)
+@click.option("--all", "show_all", is_flag=True, help="Show every PCI function in the tree.")
+@click.option("--pretty", is_flag=True, help="Indent the JSON for a person (compact by default).")
+@click.option(
+    "--expect",
+    metavar="FILE",
+    help="Compare with this expected topology (topoagent baseline, or a good host's scan "
+    "JSON): every difference is an EXPECT_* finding.",
+)
+@click.option(
+    "--fail-on",
+    "fail_on",
+    type=click.Choice(SEVERITIES),
+    default="critical",
+    show_default=True,
+    help="Exit 1 when a finding at or above this severity is raised.",
+)
+def scan(
+    inputs: Inputs, exit_codes: str, fmt: str, show_all: bool, pretty: bool, expect: str | None, fail_on: str
+) -> None:
+    """Scan, print, and exit with the verdict.
 
     Under a monitoring mode an error exits 3 with the check's UNKNOWN text
-    (:func:`topoagent.core.command.common.fail`; the CLI sets the mode before parsing).
+    (:func:`topoagent.core.command.common.fail`).
     """
-    from topoagent.core.analysis.findings import Severity
-    from topoagent.core.command.common import monitor
-
-    mode = params["exit_codes"]
-    if mode != "default":
-        monitor["mode"] = mode
-    result = run_scan(take_inputs(params))
-    if params.get("expect"):
-        result = expect_from(params["expect"], result)
-    fail_on = Severity.parse(params["fail_on"])
-    if mode != "default":
-        from topoagent.core.render.monitor import nagios_text, npd_text
-
-        text, code = nagios_text(result) if mode == "nagios" else npd_text(result, fail_on)
+    if exit_codes != "default":
+        set_monitoring(exit_codes)
+    result = run_scan(inputs)
+    if expect:
+        result = expect_from(expect, result)
+    threshold = Severity.parse(fail_on)
+    if exit_codes != "default":
+        text, code = nagios_text(result) if exit_codes == "nagios" else npd_text(result, threshold)
         emit(text)
         sys.exit(code)
-    if params["fmt"] == "matrix":
-        from topoagent.core.command.common import require_gpus
-
+    if fmt == "matrix":
         require_gpus(result, "the GPU matrix")
-    emit(FORMATS[params["fmt"]](result, show_all=params["show_all"], pretty=params["pretty"]))
+    emit(FORMATS[fmt](result, show_all=show_all, pretty=pretty))
     worst = result.worst()
-    sys.exit(EXIT_FINDINGS if worst is not None and worst >= fail_on else EXIT_OK)
+    sys.exit(EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK)
 
 
 def expect_from(name: str, result: ScanResult) -> ScanResult:
     """``result`` with the differences from the expected topology in file ``name`` (one line
     and exit 2 when it cannot be read)."""
-    from topoagent.core.command.common import fail
-    from topoagent.core.errors import InputError
-    from topoagent.core.read.expectation import load_expectation
-    from topoagent.core.result import with_expected
-
     try:
         return with_expected(result, load_expectation(name))
     except InputError as exc:
         fail(f"--expect {exc}")
-
-
-#: ``scan`` without click for a plain command line (see :mod:`topoagent.core.command.argspec`).
-fast = fast_runner(options, run)
-
-
-def command() -> click.Command:
-    """The click command (help, errors, and every command line :func:`fast` leaves alone)."""
-    return click_command("scan", HELP, options, run)

@@ -45,7 +45,7 @@ def parse_numa_node(text: str) -> int | None:
     return value if value >= 0 else None
 
 
-_SPEED = r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s\b"  # compiled on first use (re caches it)
+_SPEED = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s\b")
 
 
 def parse_link_speed(text: str) -> float | None:
@@ -58,7 +58,7 @@ def parse_link_speed(text: str) -> float | None:
     t = text.strip()
     if not t or t.lower().startswith("unknown"):
         return None
-    m = re.match(_SPEED, t)
+    m = _SPEED.match(t)
     if not m:
         raise InputError(f"not a link speed: {t!r}")
     value = float(m.group(1))

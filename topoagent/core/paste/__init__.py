@@ -35,13 +35,14 @@ from typing import TypeVar
 import msgspec
 
 from topoagent.core.errors import InputError, OfflineInputError
-from topoagent.core.parse.lspci_tree import LspciTree, LspciTreeNode
-from topoagent.core.parse.lspci_verbose import LspciFunction, LspciListing
-from topoagent.core.parse.nvsmi_topo import TopoMatrix
+from topoagent.core.parse.lspci_tree import LspciTree, LspciTreeNode, read_lspci_tree
+from topoagent.core.parse.lspci_verbose import LspciFunction, LspciListing, read_lspci_verbose
+from topoagent.core.parse.nvsmi_topo import TopoMatrix, read_topo_matrix
 from topoagent.core.paste.lspci import snapshot_from_lspci
 from topoagent.core.paste.matrix import snapshot_from_topo_matrix
 from topoagent.core.paste.merge import MATCH_ASSUMPTION, merge
 from topoagent.core.read import Collection
+from topoagent.core.read.pciids_db import lookup
 from topoagent.core.snapshot import ProbeError, Snapshot, SourceStatus
 
 T = TypeVar("T")
@@ -116,10 +117,6 @@ def read_offline(
     fault; the parser's error is its ``__cause__``), as it is for outputs that cannot be one
     host.
     """
-    from topoagent.core.parse.lspci_tree import read_lspci_tree
-    from topoagent.core.parse.lspci_verbose import read_lspci_verbose
-    from topoagent.core.parse.nvsmi_topo import read_topo_matrix
-
     failures: list[tuple[str, OfflineInputError]] = []
 
     def parse(name: str, text: str | None, parser: Callable[[str], T]) -> T | None:
@@ -146,8 +143,6 @@ def read_offline(
         raise OfflineInputError("no output given")
     names = None
     if _needs_names(tree, verbose):
-        from topoagent.core.read.pciids_db import lookup
-
         names = lookup
     snap = combine(matrix, tree, verbose, names=names)
     if failures:

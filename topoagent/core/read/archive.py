@@ -8,12 +8,19 @@ link that resolves outside the capture, size caps).
 
 from __future__ import annotations
 
+import atexit
+import bz2
+import gzip
 import io
+import lzma
 import os
 import posixpath
 import re
+import shutil
 import stat
 import tarfile
+import tempfile
+import zlib
 
 from topoagent.core.errors import InputError
 
@@ -62,10 +69,6 @@ class _CappedStream(io.RawIOBase):
     """
 
     def __init__(self, path: str) -> None:
-        import bz2
-        import gzip
-        import lzma
-
         super().__init__()
         # The file is opened once: the magic is peeked from it and the decompressor reads it.
         self.raw: io.BufferedReader = open(path, "rb")  # noqa: SIM115  closed by close()
@@ -127,11 +130,6 @@ def unpack_capture(path: str, dest: str | None = None) -> str:
     :data:`MAX_MEMBER_BYTES` or a total over :data:`MAX_TOTAL_BYTES`.  Links are created last, so
     nothing is ever written through one.
     """
-    import lzma
-    import shutil
-    import tempfile
-    import zlib
-
     stream, tar = _open_tarball(path)
     created = dest is None
     out = os.path.realpath(dest or tempfile.mkdtemp(prefix="topoagent-capture-"))
@@ -152,9 +150,6 @@ def unpack_capture(path: str, dest: str | None = None) -> str:
 def _open_tarball(path: str) -> tuple[_CappedStream, tarfile.TarFile]:
     """The capped stream of ``path`` and the tarfile reading it; :class:`CaptureError` when
     the file is no tarball (the stream closed)."""
-    import lzma
-    import zlib
-
     stream = None
     try:
         stream = _CappedStream(path)
@@ -273,10 +268,6 @@ def resolve_root(root: str) -> str:
     subdirectory holding ``sys/`` (a tarball unpacked by hand).  Anything else is returned
     unchanged for the scan to judge.  Raises :class:`CaptureError` for a tarball that cannot be
     unpacked safely."""
-    import atexit
-    import shutil
-    import tempfile
-
     try:
         st = os.stat(root)
     except OSError:

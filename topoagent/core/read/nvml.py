@@ -38,7 +38,8 @@ import msgspec
 from topoagent.core.bdf import normalize_bus_id
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.hostfs import HostFS
-from topoagent.core.inputs import NVML_AUTO
+from topoagent.core.inputs import NVML_AUTO, NVML_OFF, Inputs
+from topoagent.core.parse.nvml_recording import MAX_RECORDING_BYTES, NvmlRecordingError, parse_nvml_recording
 from topoagent.core.read import NVML_RECORDING, Collection, is_live
 from topoagent.core.snapshot import NvLink, NvmlGpu, ProbeError, SourceStatus
 
@@ -286,11 +287,6 @@ def replay_recording(fs: HostFS) -> NvmlProbe | None:
     source status, never a guess."""
     if not fs.exists(NVML_RECORDING):
         return None
-    from topoagent.core.parse.nvml_recording import (
-        MAX_RECORDING_BYTES,
-        NvmlRecordingError,
-        parse_nvml_recording,
-    )
 
     text = fs.text(NVML_RECORDING, limit=MAX_RECORDING_BYTES)
     errors = tuple(fs.errors)
@@ -305,6 +301,16 @@ def replay_recording(fs: HostFS) -> NvmlProbe | None:
     return NvmlProbe(
         gpus, driver, SourceStatus(SOURCE, "ok", f"{len(gpus)} GPU(s), replayed from the capture's recording"), errors
     )
+
+
+def wanted(inputs: Inputs) -> bool:
+    """Whether a scan asks NVML: the live host unless ``--no-nvml``; under another root, a
+    capture's recording where it holds one (without one the source would add nothing)."""
+    if inputs.offline or inputs.nvml in (NVML_OFF, None, False):
+        return False
+    if inputs.nvml == NVML_AUTO and not is_live(inputs):
+        return HostFS(inputs.root).exists(NVML_RECORDING)
+    return True
 
 
 def collect(c: Collection) -> None:

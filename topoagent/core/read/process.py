@@ -3,13 +3,13 @@ counters: everything read through psutil lives here (reads only).
 
 The CPUs a caller may use are the intersection of its affinity (``sched_getaffinity``) and
 its cgroup's ``cpuset.cpus.effective`` (cgroup v2; ``cpuset.effective_cpus`` on v1): a Slurm
-job or a container is confined by both.  psutil is imported only when another process's
-threads are read.
+job or a container is confined by both.
 """
 
 from __future__ import annotations
 
 import os
+from types import ModuleType
 
 import msgspec
 
@@ -20,6 +20,15 @@ from topoagent.core.hostfs import HostFS
 
 class ProcessError(TopoagentError):
     """A process that is not there or cannot be read."""
+
+
+def _psutil() -> ModuleType:
+    """psutil, imported when a process or NIC counter is read: importing it reads the running
+    host's ``/proc`` (``/proc/stat`` among others, in psutil/_pslinux.py), which a scan of a
+    captured or fake root must never do (tests/core/test_hostile_fs.py)."""
+    import psutil
+
+    return psutil
 
 
 def cgroup_cpus(fs: HostFS | None = None, pid: int | str = "self") -> CpuSet | None:
@@ -66,8 +75,7 @@ class ThreadAffinity(msgspec.Struct, frozen=True):
 
 def threads(pid: int) -> tuple[ThreadAffinity, ...]:
     """Every thread of ``pid`` with its current affinity (psutil lists the threads)."""
-    import psutil
-
+    psutil = _psutil()
     try:
         proc = psutil.Process(pid)
         tids = sorted(t.id for t in proc.threads())
@@ -108,8 +116,7 @@ def thread_affinity(tid: int) -> CpuSet | None:
 
 def owner_uid(pid: int) -> int | None:
     """The real uid of a process (None when it cannot be read)."""
-    import psutil
-
+    psutil = _psutil()
     try:
         return int(psutil.Process(pid).uids().real)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -119,9 +126,7 @@ def owner_uid(pid: int) -> int | None:
 def interface_bytes() -> dict[str, int]:
     """Bytes sent plus received so far per network interface ({} when psutil cannot say)."""
     try:
-        import psutil
-
-        counters = psutil.net_io_counters(pernic=True)
-    except Exception:  # psutil missing or /proc/net/dev unreadable: no counters
+        counters = _psutil().net_io_counters(pernic=True)
+    except OSError:  # /proc/net/dev unreadable: no counters
         return {}
     return {name: c.bytes_sent + c.bytes_recv for name, c in counters.items()}

@@ -12,6 +12,7 @@ import stat
 import sys
 
 from topoagent.core.errors import InputError
+from topoagent.core.parse.paste import decode_text
 
 __all__ = ["MAX_INPUT_BYTES", "open_regular", "read_fd", "read_regular", "read_text_input"]
 
@@ -21,8 +22,6 @@ MAX_INPUT_BYTES = 64 * 1024 * 1024
 
 def _decode(data: bytes) -> str:
     """UTF-8 (a BOM from a Windows editor dropped) or UTF-16 (a Windows console's redirect)."""
-    from topoagent.core.parse.paste import decode_text
-
     return decode_text(data)
 
 

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from topoagent.core.errors import TopoagentError
+from topoagent.core.parse.lspci_verbose import parse_lspci_verbose
+from topoagent.core.parse.nvsmi_topo import parse_topo_matrix
 from topoagent.core.read import Collection
 from topoagent.core.snapshot import SourceStatus
 
@@ -166,8 +168,8 @@ def lspci_verbose(*, timeout: float = DEFAULT_TIMEOUT) -> ToolResult:
 
 #: The tools a cross-check runs, their parsers, and the view each parsed output becomes.
 _CROSS_CHECKS = (
-    ("nvidia-smi", nvidia_smi_topo, "topoagent.core.parse.nvsmi_topo:parse_topo_matrix"),
-    ("lspci", lspci_verbose, "topoagent.core.parse.lspci_verbose:parse_lspci_verbose"),
+    ("nvidia-smi", nvidia_smi_topo, parse_topo_matrix),
+    ("lspci", lspci_verbose, parse_lspci_verbose),
 )
 
 
@@ -178,20 +180,17 @@ def collect(c: Collection) -> None:
     when its output cannot be read) and, when read, its parsed output to ``c.views``; the
     analysis compares those views with the scan (:func:`topoagent.core.analysis.crosscheck.compare`).
     """
-    import importlib
-
     snap = c.require_snapshot()
     runners = c.inputs.runners or {}
     statuses = []
-    for name, default_run, parser_ref in _CROSS_CHECKS:
+    for name, default_run, parse in _CROSS_CHECKS:
         out = runners[name]() if name in runners else default_run(timeout=c.inputs.tool_timeout)
         command = " ".join(out.argv)
         if out.error is not None:
             statuses.append(SourceStatus(name, "unavailable", f"{command}: {out.error}"))
             continue
-        module, _, fn = parser_ref.partition(":")
         try:
-            c.views[name] = getattr(importlib.import_module(module), fn)(out.stdout)
+            c.views[name] = parse(out.stdout)
         except TopoagentError as exc:
             statuses.append(SourceStatus(name, "error", f"{command}: {exc}"))
             continue

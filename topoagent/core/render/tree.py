@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from topoagent.core.analysis.findings import Severity
 from topoagent.core.pci import CLASSES, is_nvswitch_or_other_bridge
 from topoagent.core.render.escape import shown
 from topoagent.core.result import ScanResult
@@ -281,8 +282,6 @@ def _node_title(n: Node) -> str:
 
 def render_findings(result: ScanResult) -> list[str]:
     """Findings grouped by severity, most severe first."""
-    from topoagent.core.analysis.findings import Severity
-
     lines = [""]
     if not result.findings:
         return lines + ["Findings: none"]

@@ -13,13 +13,20 @@ import click
 
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, fail
 from topoagent.core.command.options import run_scan, scan_inputs
+from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import Inputs
+from topoagent.core.read.process import ProcessError, cgroup_cpus, owner_uid, threads
+from topoagent.core.write.files import DEFAULT_STATE_DIR
+from topoagent.features.act.changes import irq_changes, rail_nics, thread_changes
+from topoagent.features.act.execute import FAILED, LEFT, REFUSED, SKIPPED, apply_changes, describe, target_rel, undo
+from topoagent.features.act.irqs import device_irqs, irq_affinity, irqbalance_pids
+from topoagent.features.act.journal import Journal, JournalError
+from topoagent.features.act.writer import HostWriter
+from topoagent.features.plan.command import make_plan
 
 
 def state_dir_option(f: Any) -> Any:
     """``--state-dir`` (where the undo journal lives) and ``--yes`` (act, not just show)."""
-    from topoagent.core.write.files import DEFAULT_STATE_DIR
-
     f = click.option("--yes", is_flag=True, help="Make the changes (without it: show them, change nothing).")(f)
     return click.option(
         "--state-dir",
@@ -45,10 +52,6 @@ def show(changes: Sequence[Any]) -> None:
 def run_changes(changes: Sequence[Any], root: str, state_dir: str, yes: bool, *, needs: str) -> int:
     """Show the changes; with ``yes`` check privileges, then make them through the writer
     and journal.  Returns the exit status (0 all made or refused by the kernel, 1 a failure)."""
-    from topoagent.features.act.execute import FAILED, REFUSED, apply_changes, target_rel
-    from topoagent.features.act.journal import Journal, JournalError
-    from topoagent.features.act.writer import HostWriter
-
     if not changes:
         click.echo("Nothing to change.")
         return EXIT_OK
@@ -118,9 +121,6 @@ def apply(
 
 
 def _pid(inputs: Inputs, pid: int, gpu: int | None, node: int | None, state_dir: str, yes: bool) -> int:
-    from topoagent.core.read.process import ProcessError, cgroup_cpus, owner_uid, threads
-    from topoagent.features.plan.command import make_plan
-
     if (gpu is None) == (node is None):
         fail("--pid needs one of --gpu N or --node N")
     try:
@@ -167,9 +167,6 @@ def bind_threads(pid: int, target: Any, current: Sequence[Any], root: str, state
     them again until no new one appears (at most :data:`CONVERGE_ROUNDS` times), and name every
     thread still off ``target`` (the kernel refused it, or it kept starting threads).  Every
     round, the first included, goes through this one loop.  Returns the exit status."""
-    from topoagent.core.read.process import ProcessError, threads
-    from topoagent.features.act.changes import thread_changes
-
     status, tried, batch = EXIT_OK, set[int](), list(current)
     try:
         for round_ in range(CONVERGE_ROUNDS + 1):
@@ -194,10 +191,6 @@ def bind_threads(pid: int, target: Any, current: Sequence[Any], root: str, state
 
 
 def _irqs(inputs: Inputs, state_dir: str, yes: bool) -> int:
-    from topoagent.core.hostfs import HostFS
-    from topoagent.features.act.changes import irq_changes, rail_nics
-    from topoagent.features.act.irqs import device_irqs, irq_affinity, irqbalance_pids
-
     if inputs.offline:
         fail("--irqs changes a host: it needs a host tree (--root), not pasted output")
     result = run_scan(inputs)
@@ -223,9 +216,6 @@ def _irqs(inputs: Inputs, state_dir: str, yes: bool) -> int:
 
 
 def _undo(root: str, state_dir: str, yes: bool) -> int:
-    from topoagent.features.act.execute import FAILED, LEFT, SKIPPED, describe, undo
-    from topoagent.features.act.journal import Journal, JournalError
-
     journal = Journal(state_dir)
     try:
         entries = journal.to_undo()

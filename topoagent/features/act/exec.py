@@ -15,11 +15,16 @@ from typing import Any, NoReturn
 
 import click
 
+from topoagent.core.advice.allocation import allocated_gpus, allocation_from
+from topoagent.core.advice.plan import PLAN_CODES, gpu_rank_env, rank_env
+from topoagent.core.advice.ranks import local_rank_from
 from topoagent.core.command.common import EXIT_ERROR, fail
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.digits import is_decimal
+from topoagent.core.errors import InputError
 from topoagent.core.inputs import Inputs
 from topoagent.core.render.escape import comment, shown
+from topoagent.features.act.mempolicy import MODES, MempolicyError, set_policy
 from topoagent.features.plan.command import make_plan, plan_options
 
 
@@ -44,7 +49,7 @@ class _ExecCommand(click.Command):
         return rest
 
 
-@click.command(cls=_ExecCommand)
+@click.command("exec", cls=_ExecCommand)
 @scan_inputs(cross_check=False)
 @click.option("--gpu", metavar="N", help="The GPU: index in PCI bus order (or gpu id / BDF).")
 @click.option(
@@ -107,11 +112,6 @@ def exec_(
     only).  The plan's CPUs are intersected with this process's own (affinity and cgroup
     cpuset), also when it comes from --root: an empty intersection stops here, exit 2.
     """
-    from topoagent.core.advice.allocation import allocated_gpus, allocation_from
-    from topoagent.core.advice.plan import PLAN_CODES, gpu_rank_env, rank_env
-    from topoagent.core.advice.ranks import local_rank_from
-    from topoagent.core.errors import InputError
-
     command = _checked_usage(gpu, local_rank, auto, keep_visible, narrow_visible, command)
     rank, source = local_rank, "--local-rank"
     if auto:
@@ -298,7 +298,6 @@ def _set_memory(mem: str, node: int | None) -> None:
     if node is None:
         _say("memory policy left alone: the GPU's NUMA node is unknown")
         return
-    from topoagent.features.act.mempolicy import MODES, MempolicyError, set_policy
 
     try:
         set_policy(MODES[mem], {node})

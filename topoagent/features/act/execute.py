@@ -16,8 +16,13 @@ import msgspec
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import TopoagentError
 from topoagent.core.hostfs import HostFS
+from topoagent.core.read import kernel, process
+from topoagent.core.read.process import thread_start
+from topoagent.features.act import irqs
 from topoagent.features.act.changes import FILE, IRQ, MODULE, PCI_CONFIG, THREAD, Change
+from topoagent.features.act.irqs import affinity_rel
 from topoagent.features.act.journal import Entry, Journal
+from topoagent.features.act.validate import entry_problem
 from topoagent.features.act.writer import HostWriter, WriteError
 
 APPLIED, FAILED, REFUSED = "applied", "failed", "refused"
@@ -37,9 +42,6 @@ class Outcome(msgspec.Struct, frozen=True):
 
 def current(fs: HostFS, kind: str, target: Any) -> str | None:
     """The value a change's target holds now, in the change's own spelling."""
-    from topoagent.core.read import kernel, process
-    from topoagent.features.act import irqs
-
     if kind == IRQ:
         cpus = irqs.irq_affinity(fs, int(target["irq"]))
         return None if cpus is None else str(cpus)
@@ -60,8 +62,6 @@ def current(fs: HostFS, kind: str, target: Any) -> str | None:
 def target_rel(kind: str, target: Any) -> str | None:
     """The host file (root-relative) a change of ``kind`` writes; None for a thread, a module
     or an unknown kind."""
-    from topoagent.features.act.irqs import affinity_rel
-
     if kind == IRQ:
         return affinity_rel(int(target["irq"]))
     if kind == PCI_CONFIG:
@@ -154,8 +154,6 @@ def undo(journal: Journal, entries: Sequence[Entry], root: str) -> list[Outcome]
     value is restored only where the target still holds what apply wrote: a later change is
     reported and left; a thread is the one changed only if its start time matches (a reused
     tid is left alone).  One bad record never stops the others."""
-    from topoagent.features.act.validate import entry_problem
-
     out = []
     writer = HostWriter(root)
     for e in entries:
@@ -181,8 +179,6 @@ def _undo_one(writer: HostWriter, e: Entry) -> tuple[str, str | None]:
     if e.before is None and e.kind in (IRQ, THREAD, PCI_CONFIG):
         return FAILED, "no previous value recorded"
     if e.kind == THREAD:
-        from topoagent.core.read.process import thread_start
-
         started = thread_start(int(e.target["tid"]))
         if started is None:
             return APPLIED, "the thread has ended: nothing to restore"

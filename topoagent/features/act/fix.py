@@ -9,8 +9,19 @@ import click
 
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, fail
 from topoagent.core.command.options import run_scan, scan_inputs
+from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import Inputs
+from topoagent.core.read import is_live
+from topoagent.core.read.kernel import UnsavableFile, config_bytes, file_text, kernel_release, nvidia_open_module
 from topoagent.features.act.apply import run_changes, state_dir_option
+from topoagent.features.act.changes import (
+    PEERMEM_CONF,
+    PEERMEM_MODULE,
+    acs_plan,
+    peer_path_bridges,
+    peermem_changes,
+    peermem_need,
+)
 
 
 @click.group()
@@ -28,10 +39,6 @@ def acs(inputs: Inputs, state_dir: str, yes: bool) -> None:
     prints the pci=disable_acs_redir= kernel parameter that does the same at every boot.
     Refuses inside a VM and on bridges above a device bound to vfio-pci.
     """
-    from topoagent.core.hostfs import HostFS
-    from topoagent.core.read.kernel import config_bytes
-    from topoagent.features.act.changes import acs_plan, peer_path_bridges
-
     if inputs.offline:
         fail("fix acs changes a host: it needs a host tree (--root), not pasted output")
     result = run_scan(inputs)
@@ -58,16 +65,6 @@ def acs(inputs: Inputs, state_dir: str, yes: bool) -> None:
 def peermem(inputs: Inputs, state_dir: str, yes: bool) -> None:
     """Load nvidia_peermem when GPUDirect RDMA needs it and DMA-BUF is not available,
     and list it in /etc/modules-load.d so it loads at boot."""
-    from topoagent.core.hostfs import HostFS
-    from topoagent.core.read import is_live
-    from topoagent.core.read.kernel import UnsavableFile, file_text, kernel_release, nvidia_open_module
-    from topoagent.features.act.changes import (
-        PEERMEM_CONF,
-        PEERMEM_MODULE,
-        peermem_changes,
-        peermem_need,
-    )
-
     if inputs.offline:
         fail("fix peermem changes a host: it needs a host tree (--root), not pasted output")
     result = run_scan(inputs)

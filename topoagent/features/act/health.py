@@ -21,16 +21,25 @@ import re
 import socket
 import sys
 import threading
-from typing import TYPE_CHECKING
 
-from topoagent.core.command.argspec import Opt, click_command, fast_runner
+import click
+
+from topoagent.core.analysis.findings import Severity
 from topoagent.core.command.common import EXIT_ERROR, EXIT_OK, emit, fail
-from topoagent.core.command.options import INPUT_OPTIONS, run_scan, take_inputs
+from topoagent.core.command.options import run_scan, scan_inputs
+from topoagent.core.inputs import Inputs
+from topoagent.core.read.tools import run_tool
+from topoagent.features.act.drain import (
+    Action,
+    NodeState,
+    decide,
+    drain_reason,
+    parse_show_node,
+    scontrol_argv,
+    shell_line,
+)
 
-if TYPE_CHECKING:
-    from typing import Any
-
-    import click
+__all__ = ["health"]
 
 #: The scan's time limit by default: Slurm kills the program at 60 s, and scontrol needs two
 #: calls of at most SCONTROL_TIMEOUT after it.
@@ -49,31 +58,6 @@ runs them only with --yes.
 Exit status: 0 done (drained, resumed, nothing to do, or a dry run), 2 the scan or
 scontrol failed or an option is wrong (nothing changed).
 """
-
-
-def options() -> tuple[Opt, ...]:
-    """``health``'s option rows, in ``--help`` order."""
-    return (
-        Opt("--yes", "yes", "Run the scontrol lines (without it: print them only).", flag=True),
-        Opt("--node", "node", "Slurm node name [default: $SLURMD_NODENAME, else the short host name].", metavar="NAME"),
-        Opt(
-            "--fail-on",
-            "fail_on",
-            "Drain on a finding at or above this severity.",
-            default="critical",
-            choices=("critical", "warning", "info"),
-            show_default=True,
-        ),
-        Opt(
-            "--timeout",
-            "timeout",
-            "Give up the scan after this many seconds (changing nothing); Slurm kills a health program at 60 s.",
-            default=str(int(DEFAULT_TIMEOUT)),
-            metavar="SECONDS",
-            show_default=True,
-        ),
-        *INPUT_OPTIONS,
-    )
 
 
 def node_name(given: str | None) -> str:
@@ -113,45 +97,47 @@ def _watchdog(seconds: float) -> threading.Timer:
     return timer
 
 
-def current_state(node: str) -> tuple[Any, str | None]:
+def current_state(node: str) -> tuple[NodeState | None, str | None]:
     """The node's state and reason from ``scontrol show node`` (None and the error if it failed)."""
-    from topoagent.core.read.tools import run_tool
-    from topoagent.features.act.drain import parse_show_node
-
     shown = run_tool(["scontrol", "show", "node", node], timeout=SCONTROL_TIMEOUT)
     if not shown.ok:
         return None, shown.error
     return parse_show_node(shown.stdout), None
 
 
-def run(params: dict[str, Any]) -> None:
+@click.command("health", help=HELP)
+@click.option("--yes", is_flag=True, help="Run the scontrol lines (without it: print them only).")
+@click.option("--node", metavar="NAME", help="Slurm node name [default: $SLURMD_NODENAME, else the short host name].")
+@click.option(
+    "--fail-on",
+    "fail_on",
+    type=click.Choice(("critical", "warning", "info")),
+    default="critical",
+    show_default=True,
+    help="Drain on a finding at or above this severity.",
+)
+@click.option(
+    "--timeout",
+    default=str(int(DEFAULT_TIMEOUT)),
+    metavar="SECONDS",
+    show_default=True,
+    help="Give up the scan after this many seconds (changing nothing); Slurm kills a health program at 60 s.",
+)
+@scan_inputs(cross_check=False)
+def health(inputs: Inputs, yes: bool, node: str | None, fail_on: str, timeout: str) -> None:
     """Scan, decide, print the scontrol line, run it under --yes, exit."""
-    from topoagent.core.analysis.findings import Severity
-    from topoagent.core.read.tools import run_tool
-    from topoagent.features.act.drain import (
-        Action,
-        decide,
-        drain_reason,
-        scontrol_argv,
-        shell_line,
-    )
-
-    node = node_name(params["node"])
-    limit = _seconds(params["timeout"])
-    inputs = take_inputs(dict(params))
+    node = node_name(node)
+    limit = _seconds(timeout)
     timer = _watchdog(limit)
     try:
         result = run_scan(inputs)
     finally:
         timer.cancel()
-    wanted = drain_reason(result.findings, Severity.parse(params["fail_on"]))
+    wanted = drain_reason(result.findings, Severity.parse(fail_on))
     state, error = current_state(node)
-    lines = [
-        f"# node {node}: "
-        + (wanted.removeprefix("topoagent: ") if wanted else f"nothing at or above {params['fail_on']}")
-    ]
+    lines = [f"# node {node}: " + (wanted.removeprefix("topoagent: ") if wanted else f"nothing at or above {fail_on}")]
     if state is None:
-        if params["yes"]:
+        if yes:
             emit("\n".join(lines) + "\n")
             fail(f"health: scontrol show node {node}: {error}; nothing changed")
         lines.append(f"# current reason unknown (scontrol show node: {error}); shown as if the node had none")
@@ -160,21 +146,12 @@ def run(params: dict[str, Any]) -> None:
     argv = scontrol_argv(node, decision)
     if argv is not None:
         lines.append(shell_line(argv))
-        if not params["yes"]:
+        if not yes:
             lines.append("# dry run: nothing changed; --yes runs the line above")
     emit("\n".join(lines) + "\n")
-    if argv is not None and params["yes"]:
+    if argv is not None and yes:
         done = run_tool(list(argv), timeout=SCONTROL_TIMEOUT)
         if not done.ok:
             fail(f"health: {shell_line(argv)}: {done.error}")
         emit(f"# {'drained' if decision.action is Action.DRAIN else 'resumed'} {node}\n")
     sys.exit(EXIT_OK)
-
-
-#: ``health`` without click for a plain command line (see :mod:`topoagent.core.command.argspec`).
-fast = fast_runner(options, run)
-
-
-def command() -> click.Command:
-    """The click command (help, errors, and every command line :func:`fast` leaves alone)."""
-    return click_command("health", HELP, options, run)

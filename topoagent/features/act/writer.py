@@ -16,6 +16,7 @@ from typing import Any
 
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import TopoagentError
+from topoagent.core.read.tools import run_tool
 from topoagent.core.write.beneath import Outside, beneath
 from topoagent.core.write.files import kind_of, write_in
 
@@ -151,7 +152,6 @@ class HostWriter:
         """Load (or unload) a kernel module with modprobe; live host only."""
         if not self.live:
             raise WriteError(f"modprobe {module}: not run, the root {self.root} is not this host")
-        from topoagent.core.read.tools import run_tool
 
         out = run_tool(["modprobe", *(["-r"] if remove else []), "--", module], timeout=60)
         if not out.ok:

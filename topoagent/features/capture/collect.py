@@ -32,16 +32,21 @@ What is scrubbed is listed in :mod:`.scrub`.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import posixpath
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 
 from topoagent.core.bdf import is_bdf
 from topoagent.core.hostfs import ATTR_LIMIT, HostFS
 from topoagent.core.read import NVML_RECORDING
-from topoagent.core.read.sysfs import AER_FILES
+from topoagent.core.read.sysfs import AER_FILES, MODULES_OF_INTEREST, numbered
+from topoagent.core.read.tools import run_tool
+from topoagent.core.version import __version__
 from topoagent.features.capture.scrub import Scrubber, scrub_config
 
 __all__ = ["CAPTURE_FORMAT", "MANIFEST", "Capture", "Entry", "collect_capture"]
@@ -179,8 +184,6 @@ def _class_devices(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
 
 
 def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
-    from topoagent.core.read.sysfs import MODULES_OF_INTEREST, numbered
-
     base = "sys/devices/system/node"
     for name in fs.listdir(base):
         if numbered(name, "node") is not None:
@@ -236,12 +239,6 @@ _TOOLS = (
 
 
 def _tools(cap: Capture, scrub: Scrubber, timeout: float, step: Callable[[str], None]) -> None:
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    from topoagent.core.read.tools import run_tool
-
     for path, argv in _TOOLS:
         step(f"running {' '.join(argv)}")
         result = run_tool(list(argv), timeout=timeout)
@@ -270,8 +267,6 @@ def collect_capture(
 ) -> Capture:
     """The scrubbed entries of a capture of the host below ``root`` (tools run only for ``/``).
     ``step`` is told the phase now running (the CLI's progress line)."""
-    from topoagent.core.version import __version__
-
     say = step or (lambda _: None)
     fs = HostFS(root)
     fs.require_sysfs()

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 
 import click
 
 from topoagent.core.command.common import EXIT_OK, Progress, fail, write_output
+from topoagent.core.errors import TopoagentError
+from topoagent.features.capture.collect import collect_capture
+from topoagent.features.capture.pack import entries_to_tar
 
 
 @click.command()
@@ -32,12 +36,6 @@ from topoagent.core.command.common import EXIT_OK, Progress, fail, write_output
 def capture(output: str, root: str, no_tools: bool, tool_timeout: float, quiet: bool) -> None:
     """Record the allow-listed /sys and /proc files a scan reads, plus lspci and nvidia-smi output,
     with host names, MACs, GUIDs and serial numbers scrubbed, into a .tar.gz."""
-    import sys
-
-    from topoagent.core.errors import TopoagentError
-    from topoagent.features.capture.collect import collect_capture
-    from topoagent.features.capture.pack import entries_to_tar
-
     live = os.path.realpath(root) == "/"
     with Progress("capture", quiet=quiet) as progress:
         try:

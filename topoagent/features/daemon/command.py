@@ -8,6 +8,10 @@ import sys
 import click
 
 from topoagent.core.command.common import fail
+from topoagent.core.errors import TopoagentError
+from topoagent.core.read.archive import resolve_root
+from topoagent.features.daemon.config import ConfigError, ConfigReader
+from topoagent.features.daemon.loop import Daemon, SetupError
 
 
 @click.command()
@@ -56,16 +60,6 @@ def daemon(
     node-feature-discovery feature file.  SIGHUP reloads the configuration; SIGTERM stops.
     Flags override the configuration file.  Under systemd it speaks sd_notify (Type=notify).
     """
-    try:
-        import prometheus_client  # noqa: F401  (checked here so that a missing one is one line)
-    except ImportError:
-        fail("the daemon needs the prometheus_client package: pip install prometheus-client")
-    from topoagent.features.daemon.config import (
-        ConfigError,
-        ConfigReader,
-    )
-    from topoagent.features.daemon.loop import Daemon, SetupError
-
     overrides = {
         "root": root,
         "listen": listen,
@@ -92,9 +86,6 @@ def daemon(
 def _check_root(root: str) -> None:
     """One line and exit 2 unless ``root`` is a directory or a capture archive that unpacks (into
     a temporary directory the daemon reads on every scan and removes when it exits)."""
-    from topoagent.core.errors import TopoagentError
-    from topoagent.core.read.archive import resolve_root
-
     try:
         resolved = resolve_root(root)
     except TopoagentError as exc:

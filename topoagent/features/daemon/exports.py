@@ -25,7 +25,9 @@ from topoagent.core.analysis.fingerprint import class_hash
 from topoagent.core.analysis.rails import RAIL_ORDER
 from topoagent.core.errors import InputError, TopoagentError
 from topoagent.core.read.textinput import read_regular
+from topoagent.core.render.json_report import encode, report
 from topoagent.core.result import ScanResult
+from topoagent.core.snapshot import enc_hook
 from topoagent.core.topology import DeviceKind
 from topoagent.core.write.files import write_atomically
 
@@ -127,9 +129,6 @@ def state_document(
     """The state file: the ``scan --format json`` contract plus ``scanned_at``,
     ``scan_duration_seconds``, ``changes`` (recent events, oldest first) and ``daemon``
     (the last attempt, counters, link judgements)."""
-    from topoagent.core.render.json_report import report
-    from topoagent.core.snapshot import enc_hook
-
     doc: dict[str, Any] = msgspec.to_builtins(report(result), enc_hook=enc_hook)
     doc["scanned_at"] = iso_time(scanned_at)
     doc["scan_duration_seconds"] = round(duration, 6)
@@ -278,6 +277,4 @@ class Exporter:
 
     def write_json(self, export: str, path: str, doc: Mapping[str, Any]) -> bool:
         """Write ``doc`` as indented JSON, as :meth:`write` does; True when the file changed."""
-        from topoagent.core.render.json_report import encode
-
         return self.write(export, path, encode(doc, pretty=True).encode())

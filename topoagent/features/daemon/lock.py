@@ -8,6 +8,7 @@ holder's PID, for the one-line message a second instance prints.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat
 
@@ -36,8 +37,6 @@ class StateLock:
 
     def acquire(self) -> None:
         """Take the lock, or raise :class:`AlreadyRunning` (held) / :class:`OSError` (cannot create)."""
-        import fcntl
-
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         # never through a link (a planted one would be followed and its target truncated),
         # never a FIFO or device: a regular file, checked on the descriptor itself

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any, TextIO, cast
 
+import structlog
+
 if TYPE_CHECKING:
     from topoagent.features.daemon.changes import Change
 
@@ -37,8 +39,6 @@ def wants_json(fmt: str, stream: IO[str], environ: Mapping[str, str] | None = No
 
 def make_logger(fmt: str = "auto", stream: IO[str] | None = None, level: str = "info") -> Any:
     """A structlog logger writing one event per line to ``stream`` (stderr by default)."""
-    import structlog
-
     out = stream if stream is not None else sys.stderr
     renderer: Any = (
         structlog.processors.JSONRenderer(default=str)

@@ -27,11 +27,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
+from prometheus_client.exposition import choose_encoder
 
+from topoagent.core.api import run
 from topoagent.core.errors import TopoagentError
 from topoagent.core.frozen import FrozenMap
-from topoagent.core.result import ScanResult
+from topoagent.core.inputs import NVML_AUTO, NVML_OFF, Inputs
+from topoagent.core.read.archive import replay_root, resolve_root
+from topoagent.core.read.expectation import load_expectation
+from topoagent.core.read.sysfs import read_links
+from topoagent.core.result import ScanResult, with_expected
 from topoagent.core.snapshot import LinkInfo
+from topoagent.features.daemon import http
 from topoagent.features.daemon.changes import Change, device_faults, diff, link_verdict_changes
 from topoagent.features.daemon.clock import Clock, SystemClock
 from topoagent.features.daemon.config import Config, ConfigError, Provenance, changed_keys
@@ -53,9 +60,12 @@ from topoagent.features.daemon.identity import recall_identity
 from topoagent.features.daemon.labels import pin_names
 from topoagent.features.daemon.linkwatch import LinkWatch, rail_netdevs
 from topoagent.features.daemon.load import LoadProbe
+from topoagent.features.daemon.lock import AlreadyRunning, LockRefused, StateLock
 from topoagent.features.daemon.log import log_change, make_logger
+from topoagent.features.daemon.metrics import make_registry, render_text
 from topoagent.features.daemon.notify import Notifier
 from topoagent.features.daemon.status import Attempt, Status
+from topoagent.features.daemon.udev import UdevWatch
 from topoagent.features.draw import html as draw_html
 
 __all__ = ["Daemon", "SetupError", "default_sample", "default_scan"]
@@ -71,16 +81,9 @@ class SetupError(TopoagentError):
 def default_scan(config: Config) -> ScanResult:
     """The one orchestration, with the inputs a daemon has: a root (a directory or a capture
     archive, unpacked once per process and named by its own path), and NVML on or off."""
-    from topoagent.core.api import run
-    from topoagent.core.inputs import NVML_AUTO, NVML_OFF, Inputs
-    from topoagent.core.read.archive import replay_root
-
     root, shown = replay_root(config.root)
     result = run(Inputs(root=root, nvml=NVML_AUTO if config.nvml else NVML_OFF, shown_root=shown))
     if config.expect:
-        from topoagent.core.read.expectation import load_expectation
-        from topoagent.core.result import with_expected
-
         # Read at each scan: a new baseline dropped in place counts from the next scan; one
         # that cannot be read fails the scan, with the reason, like any other scan error.
         result = with_expected(result, load_expectation(config.expect))
@@ -89,9 +92,6 @@ def default_scan(config: Config) -> ScanResult:
 
 def default_sample(config: Config) -> dict[str, LinkInfo]:
     """Every PCI function's link now, by stable key (BDF), and nothing else."""
-    from topoagent.core.read.archive import resolve_root
-    from topoagent.core.read.sysfs import read_links
-
     return read_links(resolve_root(config.root))
 
 
@@ -203,8 +203,6 @@ class Daemon:
     # -- the HTTP app ---------------------------------------------------------------------------
     def metrics(self, accept: str | None) -> tuple[bytes, str]:
         """The metrics in the exposition format the ``Accept`` header asks for, and its content type."""
-        from prometheus_client.exposition import choose_encoder
-
         encoder, ctype = choose_encoder(accept or "")
         return encoder(self._registry), ctype
 
@@ -222,11 +220,6 @@ class Daemon:
 
     # -- start and stop -------------------------------------------------------------------------
     def _setup(self) -> None:
-        from topoagent.features.daemon import http
-        from topoagent.features.daemon.lock import AlreadyRunning, LockRefused, StateLock
-        from topoagent.features.daemon.metrics import make_registry
-        from topoagent.features.daemon.udev import UdevWatch
-
         cfg = self.config
         lock = StateLock(cfg.state_dir)
         try:
@@ -618,8 +611,6 @@ class Daemon:
 
     def _export(self, st: Status) -> Status:
         """Write every configured export of ``st``; ``st`` with the exports' outcomes."""
-        from topoagent.features.daemon.metrics import render_text
-
         cfg = self.config
         st = msgspec.structs.replace(st, interval=cfg.interval, expected_gpus=self._expected_gpus(st))
         if st.result is not None:

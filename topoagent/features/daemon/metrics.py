@@ -5,14 +5,15 @@ Nothing here writes the exposition format by hand: :func:`families` builds metri
 Names follow Prometheus conventions (``topoagent_`` prefix, ``_seconds``, ``_total`` for
 counters, ``*_info`` = 1 for metadata).  Labels are per device (stable key = BDF), per kind,
 per finding code or per source: never per CPU or IRQ, so a host has a few hundred series.
-
-prometheus_client is imported inside the functions (it is needed by the daemon only).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from topoagent.core.analysis.findings import Severity
 from topoagent.core.topology import Device, DeviceKind
@@ -32,8 +33,6 @@ _UP = ("ok", "partial")
 
 def families(status: Status) -> list[Any]:
     """The metric families of one status (the last good result plus the daemon's counters)."""
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
     out: list[Any] = []
 
     def gauge(
@@ -92,8 +91,6 @@ def _aer_family(status: Status) -> Any:
     """``topoagent_pcie_aer_errors_total``: the kernel's AER totals per function and severity
     (counters since boot, so ``rate()`` and ``increase()`` work; correctable errors matter
     only as a rate, see docs/daemon.md), for every function with AER files."""
-    from prometheus_client.core import CounterMetricFamily
-
     r = status.result
     assert r is not None
     fam = CounterMetricFamily(
@@ -274,8 +271,6 @@ class StatusCollector:
 def make_registry(current: Callable[[], Status], *, process: bool = False) -> Any:
     """A registry holding only the daemon's collector (and the process collector if asked:
     CPU, memory and file descriptors of the daemon itself, for /metrics, not the textfile)."""
-    from prometheus_client import CollectorRegistry, ProcessCollector
-
     reg = CollectorRegistry(auto_describe=False)
     reg.register(StatusCollector(current))
     if process:
@@ -285,7 +280,5 @@ def make_registry(current: Callable[[], Status], *, process: bool = False) -> An
 
 def render_text(status: Status) -> bytes:
     """The text exposition of one status (for the textfile collector; no timestamps)."""
-    from prometheus_client import generate_latest
-
     data: bytes = generate_latest(make_registry(lambda: status))
     return data

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 
 import click
@@ -19,9 +21,6 @@ def dot_to_png(dot_text: str) -> bytes:
     """Draw DOT source with Graphviz's ``neato -n2 -Tpng``, which keeps the positions the DOT
     carries from the layout (https://graphviz.org/docs/layouts/neato/, ``-n2``), so the PNG is
     the SVG's picture; one clear line and exit 2 when Graphviz is missing or fails."""
-    import shutil
-    import subprocess
-
     exe = shutil.which("neato")
     if exe is None:
         fail(

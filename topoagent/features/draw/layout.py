@@ -43,6 +43,7 @@ from topoagent.core.analysis.rails import Rail
 from topoagent.core.bdf import bdf_key, root_bus_key
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.pci import is_nvswitch_or_other_bridge
+from topoagent.core.render.tree import format_bytes
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import LinkInfo
 from topoagent.core.topology import BridgeRole, Device, DeviceKind, Node, Topology, id_key
@@ -425,8 +426,6 @@ def _item_sort_key(item: SceneTile | SceneChip | SceneBox) -> tuple[int, tuple[i
 
 
 def _node_subtitle(n: Node) -> str:
-    from topoagent.core.render.tree import format_bytes
-
     if not n.cpus_known:
         cpus = "CPUs ?"
     elif n.cpu_less:

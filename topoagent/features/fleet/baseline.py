@@ -8,7 +8,10 @@ import click
 
 from topoagent.core.command.common import emit, fail, write_output
 from topoagent.core.command.options import run_scan, scan_inputs
+from topoagent.core.errors import InputError
 from topoagent.core.inputs import Inputs
+from topoagent.core.read.expectation import load_expectation
+from topoagent.core.render.json_report import encode
 
 
 @click.command(name="baseline")
@@ -26,12 +29,7 @@ def baseline(inputs: Inputs, from_json: str | None, output: str | None) -> None:
     Every fact must match on a host that --expect compares with it, except links: the link
     values are the least the slot must train to (edit them down to tolerate less).
     """
-    from topoagent.core.errors import InputError
-    from topoagent.core.render.json_report import encode
-
     if from_json is not None:
-        from topoagent.core.read.expectation import load_expectation
-
         try:
             expected = load_expectation(from_json)
         except InputError as exc:

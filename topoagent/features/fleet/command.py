@@ -8,14 +8,25 @@ decoded only when its fingerprint is new (:class:`~topoagent.features.fleet.tall
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterable, Iterator
 
 import click
 import msgspec
 
 from topoagent.core.analysis.fingerprint import Baseline, read_expectation, read_head
+from topoagent.core.api import run
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail
+from topoagent.core.errors import InputError, TopoagentError
+from topoagent.core.inputs import NVML_OFF, Inputs
+from topoagent.core.read.archive import unpack_capture
+from topoagent.core.read.expectation import load_expectation
+from topoagent.core.read.textinput import open_regular, read_fd
+from topoagent.core.render.escape import shown
+from topoagent.core.render.json_report import render
+from topoagent.features.fleet.report import render_html, render_json, render_text
 from topoagent.features.fleet.tally import FleetTally
 
 #: The most one host's JSON may hold (a state.json of the largest host is a few MB).
@@ -46,19 +57,10 @@ def expand(names: Iterable[str]) -> Iterator[str]:
 
 def _scan_capture(path: str) -> bytes:
     """A capture (tarball or directory) scanned here, as its scan JSON."""
-    import shutil
-    import tempfile
-
-    from topoagent.core.api import run
-    from topoagent.core.inputs import NVML_OFF, Inputs
-    from topoagent.core.render.json_report import render
-
     tmp = None
     root = path
     try:
         if not os.path.isdir(path):
-            from topoagent.core.read.archive import unpack_capture
-
             tmp = tempfile.mkdtemp(prefix="topoagent-fleet-")
             root = unpack_capture(path, tmp)
         return render(run(Inputs(root=root, nvml=NVML_OFF))).encode()
@@ -70,8 +72,6 @@ def _scan_capture(path: str) -> bytes:
 def _read(path: str) -> tuple[bytes, bool]:
     """The host's JSON and whether it came from a capture (whose host name is scrubbed).  Of a
     capture tarball only the magic bytes are read here (the unpacker reads the rest)."""
-    from topoagent.core.read.textinput import open_regular, read_fd
-
     if os.path.isdir(path):
         return _scan_capture(path), True
     fd = open_regular(path)
@@ -98,8 +98,6 @@ def _host_name(path: str) -> str:
 
 def tally(paths: Iterable[str], expected: Baseline | None) -> tuple[FleetTally, list[tuple[str, str]]]:
     """Every host of ``paths`` counted; the inputs that could not be read, with why."""
-    from topoagent.core.errors import TopoagentError
-
     t = FleetTally(expected)
     bad: list[tuple[str, str]] = []
     for path in paths:
@@ -136,14 +134,8 @@ def fleet(inputs: tuple[str, ...], expect: str | None, fmt: str, pretty: bool) -
     rest are compared.  Exit status: 0 no outlier and every input read, 1 outliers or
     unreadable inputs, 2 a usage error or nothing readable.
     """
-    from topoagent.core.errors import InputError
-    from topoagent.core.render.escape import shown
-    from topoagent.features.fleet.report import render_html, render_json, render_text
-
     expected = None
     if expect is not None:
-        from topoagent.core.read.expectation import load_expectation
-
         try:
             expected = load_expectation(expect)
         except InputError as exc:

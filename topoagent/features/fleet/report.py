@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from topoagent.core.render.escape import shown, text_output
+from topoagent.core.render.escape import xml_text as escape
 from topoagent.core.render.json_report import FindingEntry, encode, finding_entry
 from topoagent.features.fleet.tally import FleetVerdict
 
@@ -117,8 +118,6 @@ code{font-family:DejaVu Sans Mono,monospace}
 def render_html(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
     """``fleet --format html``: one self-contained page, the classes with their fingerprints and
     each outlier's differences (nothing to fetch)."""
-    from topoagent.core.render.escape import xml_text as escape
-
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

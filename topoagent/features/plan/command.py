@@ -6,11 +6,18 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import click
+import msgspec
 
+from topoagent.core.advice.allocation import allocated_gpus
+from topoagent.core.advice.plan import PlanOptions
+from topoagent.core.analysis.findings import Severity
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail, require_gpus
 from topoagent.core.command.options import run_scan, scan_inputs
-from topoagent.core.cpuset import MAX_CPUS
+from topoagent.core.cpuset import MAX_CPUS, CpuSet
+from topoagent.core.errors import InputError, TopoagentError
 from topoagent.core.inputs import Inputs
+from topoagent.core.read import is_live
+from topoagent.core.read.process import allowed_cpus
 from topoagent.features.plan import FORMATS
 
 if TYPE_CHECKING:
@@ -31,8 +38,6 @@ ONE_GPU = ("text", "json", "env")
 def only_gpu(p: Plan, n: int) -> Plan:
     """The plan narrowed to GPU ``n`` (PCI bus order): its row, the NUMA group and split group
     holding it, and the host's notes; one line and exit 2 when there is no GPU ``n``."""
-    import msgspec
-
     if not 0 <= n < len(p.gpus):
         fail(f"--gpu {n}: the host has {len(p.gpus)} GPU(s)" + (f" (0-{len(p.gpus) - 1})" if p.gpus else ""))
     g = p.gpus[n]
@@ -81,10 +86,6 @@ def plan_options(f: Any) -> Any:
 
 def resolve_allowed(spec: str, inputs: Inputs) -> CpuSet | None:
     """The allowed-CPU set an --allowed-cpus value names (None: the tree's record)."""
-    from topoagent.core.cpuset import CpuSet
-    from topoagent.core.read import is_live
-    from topoagent.core.read.process import allowed_cpus
-
     if spec == "self" or (spec == "auto" and is_live(inputs)):
         return allowed_cpus()
     if spec == "auto":
@@ -112,13 +113,6 @@ def make_plan(
     every set too, whatever the root and --allowed-cpus say.  ``allocation``: the job's GPUs;
     a node's cores are then shared among those of its GPUs only.
     """
-    import msgspec
-
-    from topoagent.core.advice.allocation import allocated_gpus
-    from topoagent.core.advice.plan import PlanOptions
-    from topoagent.core.errors import InputError
-    from topoagent.core.read.process import allowed_cpus
-
     cpus = resolve_allowed(allowed, inputs)
     if this_process:
         mine = allowed_cpus()
@@ -192,9 +186,6 @@ def plan(
     Exit status: 0 a plan for every GPU, 1 a GPU got no allowed CPU (CPUSET_EMPTY),
     2 the scan could not run, an option is wrong, or --format slurm or nccl-topo found no GPU.
     """
-    from topoagent.core.analysis.findings import Severity
-    from topoagent.core.errors import TopoagentError
-
     if gpu is not None and local_rank is not None:
         fail("give --gpu or --local-rank, not both")
     if fmt == "env" and gpu is None and local_rank is None:

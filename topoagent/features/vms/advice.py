@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from topoagent.core import pci
+from topoagent.core.advice.cores import cores_in, host_cores
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import InputError
 from topoagent.core.frozen import FrozenMap
@@ -108,8 +110,6 @@ class HostView(msgspec.Struct, frozen=True):
 def host_from_scan(topo: Topology, rails_plan: RailPlan, *, source: str) -> HostView:
     """The host side from a scan's topology and rails: every PCI function, GPUs with their rail
     NICs' BDFs, the cores."""
-    from topoagent.core.advice.cores import host_cores
-
     devices = {}
     for d in topo.devices:
         if d.bdf is None:
@@ -130,8 +130,6 @@ def host_from_scan(topo: Topology, rails_plan: RailPlan, *, source: str) -> Host
 
 def host_from_esxcli(devices: tuple[EsxPciDevice, ...], *, source: str) -> HostView:
     """The host side from ``esxcli hardware pci list``: devices and nodes, no node CPU lists."""
-    from topoagent.core import pci
-
     out = {}
     for d in devices:
         kind = pci.kind_of(d.class_code, d.vendor_id)
@@ -146,7 +144,6 @@ def node_cpus_for_vms(host: HostView, node: int, reserve_cores: int) -> tuple[Cp
     cpus = host.node_cpus.get(node, CpuSet())
     if reserve_cores <= 0 or not cpus:
         return cpus, CpuSet()
-    from topoagent.core.advice.cores import cores_in
 
     cores = sorted(cores_in(host.cores, cpus), key=lambda c: c.first or 0)
     if reserve_cores >= len(cores):

@@ -12,6 +12,7 @@ the new one and reads it back; ``--undo DOMAIN`` defines the backup again.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -20,9 +21,45 @@ import click
 
 from topoagent.core.command.common import EXIT_OK, emit, fail
 from topoagent.core.command.options import run_scan, scan_inputs
+from topoagent.core.cpuset import CpuSet
+from topoagent.core.errors import TopoagentError
 from topoagent.core.inputs import Inputs
+from topoagent.core.read.textinput import read_text_input
 from topoagent.core.write.files import DEFAULT_STATE_DIR
 from topoagent.features.vms import FORMATS
+from topoagent.features.vms import libvirt_xml as vms_libvirt
+from topoagent.features.vms.advice import Verdict, VmReport, VmsError, host_from_esxcli, host_from_scan
+from topoagent.features.vms.backup import (
+    BackupError,
+    backup_path,
+    discard_staged,
+    load_backup,
+    remove_backup,
+    save_backup,
+    stage_definition,
+)
+from topoagent.features.vms.domain import (
+    DomainXmlError,
+    MemNode,
+    Pin,
+    canonical_xml,
+    parse_domain,
+    parse_libvirt_set,
+    with_affinity,
+)
+from topoagent.features.vms.esxcli import parse_esxcli_pci_list
+from topoagent.features.vms.libvirt import (
+    DEFAULT_URI,
+    LibvirtError,
+    define_and_read_back,
+    domain_state,
+    dumpxml,
+    read_domains,
+    virsh_available,
+)
+from topoagent.features.vms.libvirt_advice import advise_domain, pins_outside
+from topoagent.features.vms.vmware_advice import advise_vmx
+from topoagent.features.vms.vmx import parse_vmx
 
 if TYPE_CHECKING:
     from topoagent.features.vms.advice import Affinity, HostView, VmReport
@@ -123,13 +160,6 @@ def vms(
 
 
 def _esxi_report(esxcli_file: str, vmx_files: tuple[str, ...]) -> VmReport:
-    from topoagent.core.errors import TopoagentError
-    from topoagent.core.read.textinput import read_text_input
-    from topoagent.features.vms.advice import VmReport, host_from_esxcli
-    from topoagent.features.vms.esxcli import parse_esxcli_pci_list
-    from topoagent.features.vms.vmware_advice import advise_vmx
-    from topoagent.features.vms.vmx import parse_vmx
-
     if sum(1 for name in (esxcli_file, *vmx_files) if name == "-") > 1:
         fail("only one of --esxcli-pci and --vmx can read stdin (-)")
     try:
@@ -163,8 +193,6 @@ def _esxi_report(esxcli_file: str, vmx_files: tuple[str, ...]) -> VmReport:
 
 
 def _host(inputs: Inputs) -> HostView:
-    from topoagent.features.vms.advice import host_from_scan
-
     result = run_scan(inputs)
     origins = inputs.origins or {}
     where = ", ".join(origins.values()) if origins else f"scan of {inputs.shown_root or inputs.root}"
@@ -172,12 +200,6 @@ def _host(inputs: Inputs) -> HostView:
 
 
 def _kvm_report(inputs: Inputs, uri: str | None, *, pin: bool, reserve_cores: int) -> VmReport:
-    from topoagent.features.vms import libvirt_xml as vms_libvirt
-    from topoagent.features.vms.advice import VmReport, VmsError
-    from topoagent.features.vms.domain import DomainXmlError, parse_domain
-    from topoagent.features.vms.libvirt import LibvirtError, read_domains
-    from topoagent.features.vms.libvirt_advice import advise_domain
-
     host = _host(inputs)
     try:
         read = read_domains(root=inputs.root, uri=uri, shown_root=inputs.shown_root)
@@ -205,16 +227,12 @@ def _kvm_report(inputs: Inputs, uri: str | None, *, pin: bool, reserve_cores: in
 
 
 def _virsh_uri(uri: str | None) -> str:
-    from topoagent.features.vms.libvirt import DEFAULT_URI, virsh_available
-
     if not virsh_available():
         fail("--apply and --undo run virsh (Debian package libvirt-clients), which is not installed")
     return uri or DEFAULT_URI
 
 
 def _require_shut_off(uri: str, name: str) -> None:
-    from topoagent.features.vms.libvirt import LibvirtError, domain_state
-
     try:
         state = domain_state(uri, name)
     except LibvirtError as exc:
@@ -228,9 +246,6 @@ def _require_shut_off(uri: str, name: str) -> None:
 
 def _stale_pins(dom: Domain, aff: Affinity, host: HostView) -> list[str]:
     """Existing pins outside the target nodes' CPUs that --apply would leave in place."""
-    from topoagent.core.cpuset import CpuSet
-    from topoagent.features.vms.libvirt_advice import pins_outside
-
     allowed = CpuSet().union(*(host.node_cpus.get(n, CpuSet()) for n in aff.nodes))
     stale = pins_outside(dom, allowed)
     if aff.vcpupins is not None:  # --pin (or a split VM's cell pins) replaces every vcpupin
@@ -242,8 +257,6 @@ def _stale_pins(dom: Domain, aff: Affinity, host: HostView) -> list[str]:
 
 def new_definition(xml: str, aff: Affinity) -> str:
     """The definition with the affinity of a recommendation written in (what --apply defines)."""
-    from topoagent.features.vms.domain import MemNode, Pin, with_affinity
-
     return with_affinity(
         xml,
         cpuset=str(aff.cpuset),
@@ -257,7 +270,6 @@ def new_definition(xml: str, aff: Affinity) -> str:
 
 def _affinity_of(dom: Domain) -> tuple[object, ...]:
     """The parts of a definition --apply changes, in a comparable form."""
-    from topoagent.features.vms.domain import parse_libvirt_set
 
     def s(text: str | None) -> str | None:
         return None if text is None else str(parse_libvirt_set(text))
@@ -280,21 +292,6 @@ def _affinity_of(dom: Domain) -> tuple[object, ...]:
 def _apply(
     inputs: Inputs, name: str, uri: str | None, *, yes: bool, pin: bool, reserve_cores: int, state_dir: str
 ) -> None:
-    import difflib
-
-    from topoagent.core.errors import TopoagentError
-    from topoagent.features.vms.advice import Verdict, VmsError
-    from topoagent.features.vms.backup import (
-        BackupError,
-        backup_path,
-        discard_staged,
-        save_backup,
-        stage_definition,
-    )
-    from topoagent.features.vms.domain import canonical_xml, parse_domain
-    from topoagent.features.vms.libvirt import define_and_read_back, dumpxml
-    from topoagent.features.vms.libvirt_advice import advise_domain
-
     uri = _virsh_uri(uri)
     _require_shut_off(uri, name)
     host = _host(inputs)
@@ -359,11 +356,6 @@ def _apply(
 
 
 def _undo(name: str, uri: str | None, state_dir: str) -> None:
-    from topoagent.core.errors import TopoagentError
-    from topoagent.features.vms.backup import load_backup, remove_backup
-    from topoagent.features.vms.domain import parse_domain
-    from topoagent.features.vms.libvirt import define_and_read_back
-
     uri = _virsh_uri(uri)
     try:
         path, saved = load_backup(state_dir, name)

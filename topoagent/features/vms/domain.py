@@ -27,7 +27,9 @@ be anything, so text holding a DOCTYPE or an entity declaration is refused befor
 
 from __future__ import annotations
 
+import io
 import re
+import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -216,8 +218,6 @@ _FORBIDDEN = re.compile(r"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
 
 def _root(text: str) -> Element:
     """The parsed ``<domain>`` element of ``text``, refusing what is unsafe or not a domain."""
-    import xml.etree.ElementTree as ET
-
     if len(text.encode("utf-8", errors="replace")) > MAX_XML_BYTES:
         raise DomainXmlError(f"larger than {MAX_XML_BYTES // (1024 * 1024)} MiB: not a domain definition")
     if _FORBIDDEN.search(text):
@@ -362,9 +362,6 @@ def _register_prefixes(text: str) -> None:
     ElementTree names unknown namespaces ``ns0``; libvirt matches namespaces by URI, so that
     would still work, but a person reading the diff should see the prefixes they wrote.
     """
-    import io
-    import xml.etree.ElementTree as ET
-
     try:
         for _event, (prefix, uri) in ET.iterparse(io.StringIO(text), events=("start-ns",)):
             if prefix:
@@ -377,8 +374,6 @@ def _register_prefixes(text: str) -> None:
 
 
 def _serialise(root: Element) -> str:
-    import xml.etree.ElementTree as ET
-
     ET.indent(root, space="  ")
     return ET.tostring(root, encoding="unicode") + "\n"
 
@@ -422,8 +417,6 @@ def with_affinity(
     entries of ``<cputune>``, and its ``emulatorpin`` when one is given (its other settings
     kept).  Returned in :func:`canonical_xml`'s layout.
     """
-    import xml.etree.ElementTree as ET
-
     root = _root(text)  # size and DOCTYPE checks before anything parses the whole text
     _register_prefixes(text)
     vcpu = root.find("vcpu")

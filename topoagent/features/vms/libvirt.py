@@ -20,6 +20,7 @@ back in the same virsh session), the one write ``vms --apply``/``--undo`` make.
 from __future__ import annotations
 
 import os
+import shutil
 
 import msgspec
 
@@ -72,8 +73,6 @@ class LibvirtRead(msgspec.Struct, frozen=True):
 
 def virsh_available() -> bool:
     """Whether ``virsh`` (Debian: libvirt-clients) is on the PATH."""
-    import shutil
-
     return shutil.which("virsh") is not None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from topoagent.core.advice.cores import cores_in
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.frozen import FrozenMap
 from topoagent.features.vms.advice import (
@@ -21,6 +22,7 @@ from topoagent.features.vms.advice import (
     nodes_text,
     split_plan,
 )
+from topoagent.features.vms.domain import parse_libvirt_set
 
 if TYPE_CHECKING:
     from topoagent.features.vms.domain import Domain
@@ -64,8 +66,6 @@ def _kvm_current(dom: Domain) -> dict[str, str]:
 
 
 def _kvm_verdict(dom: Domain, node: int, host: HostView) -> tuple[Verdict, list[str]]:
-    from topoagent.features.vms.domain import parse_libvirt_set
-
     auto = dom.numatune_placement == "auto" or (dom.vcpu_placement == "auto" and not dom.numatune_nodeset)
     mem: set[int] = set()
     if not auto and dom.numatune_nodeset:
@@ -106,8 +106,6 @@ def _kvm_verdict(dom: Domain, node: int, host: HostView) -> tuple[Verdict, list[
 
 def pins_outside(dom: Domain, cpus: CpuSet) -> list[str]:
     """The domain's vcpupin/emulatorpin/iothreadpin entries that reach outside ``cpus``."""
-    from topoagent.features.vms.domain import parse_libvirt_set
-
     if not cpus:
         return []
     out = [f"vcpupin {p.id} ({p.cpuset})" for p in dom.vcpupins if not parse_libvirt_set(p.cpuset) <= cpus]
@@ -119,8 +117,6 @@ def pins_outside(dom: Domain, cpus: CpuSet) -> list[str]:
 
 def _pin_order(cpus: CpuSet, cores: tuple[CpuSet, ...]) -> list[int]:
     """CPUs in the order vCPUs get them: one thread of every core first, then the siblings."""
-    from topoagent.core.advice.cores import cores_in
-
     groups = sorted((list(c) for c in cores_in(cores, cpus)), key=lambda g: g[0])
     order: list[int] = []
     depth = max(len(g) for g in groups)
@@ -134,8 +130,6 @@ def _kvm_affinity(
 ) -> Affinity | None:
     """The settings for the VM on ``nodes`` (one, or one per guest cell); None when they
     cannot be made (CPU-less node, a multi-node VM without matching guest cells)."""
-    from topoagent.features.vms.domain import parse_libvirt_set
-
     avail = {}
     kept = {}
     for n in nodes:

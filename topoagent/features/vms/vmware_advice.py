@@ -20,6 +20,7 @@ from topoagent.features.vms.advice import (
     join_device,
     nodes_text,
 )
+from topoagent.features.vms.domain import parse_libvirt_set
 
 if TYPE_CHECKING:
     from topoagent.features.vms.vmx import VmxConfig
@@ -31,7 +32,6 @@ def _node_list(text: str | None) -> set[int] | None:
     """A VMware node or CPU list (``0``, ``0,1``, ``0-3``); None for unset or ``all``."""
     if text is None or not text.strip() or text.strip().lower() == "all":
         return None
-    from topoagent.features.vms.domain import parse_libvirt_set
 
     try:
         return set(parse_libvirt_set(text.replace(" ", ""), what="node list"))
