@@ -15,11 +15,11 @@ The public API, importable from here::
 from __future__ import annotations
 
 from topoagent.core.advice.plan import Plan
-from topoagent.core.analysis.findings import Finding, Severity
 from topoagent.core.analysis.paths import Path, PathClass
 from topoagent.core.api import read_host, read_offline, run, scan
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import InputError, TopoagentError
+from topoagent.core.findings import Finding, Severity
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.inputs import Inputs
 from topoagent.core.pci import DeviceKind

@@ -1,32 +1,96 @@
-"""The findings catalogue: documented, and every code raised by some fixture."""
+"""The findings catalogue: docs/findings.md is generated from it, every code is raised by some
+fixture or named test, each fixture's example is that fixture's output, and what the goldens
+raise is what the catalogue says (severity, kind of evidence, family)."""
 
+import importlib
+import inspect
 import json
 import re
+import string
+from pathlib import Path
+
+import msgspec
+import pytest
 
 from tests.paths import REPO
-from topoagent.core.analysis.findings import CATALOGUE
+from topoagent.core.findings import CATALOGUE, Evidence, Finding, Severity
+from topoagent.core.findings.catalogue import FAMILIES
+from topoagent.core.findings.context import proof_of
+from topoagent.core.findings.doc import example_text, page
+
+GOLDEN = sorted((REPO / "tests/golden").glob("*/scan.json"))
+
+
+def _findings(path: Path) -> list[Finding]:
+    return [
+        Finding(
+            f["code"],
+            Severity.parse(f["severity"]),
+            tuple(f["subjects"]),
+            f["message"],
+            tuple(msgspec.convert(e, Evidence) for e in f["evidence"]),
+            f["remedy"],
+        )
+        for f in json.loads(path.read_text())["findings"]
+    ]
+
+
+def test_the_page_is_the_generated_one():
+    """Fails when the catalogue changed and docs/findings.md was not regenerated."""
+    assert (REPO / "docs/findings.md").read_text() == page(), "run python -m topoagent.core.findings"
 
 
 def test_every_code_is_documented_once():
-    doc = (REPO / "docs/findings.md").read_text()
-    headings = re.findall(r"^## ([A-Z0-9_]+)$", doc, re.MULTILINE)
-    assert sorted(headings) == sorted(CATALOGUE)
+    headings = re.findall(r"^### ([A-Z0-9_]+)$", page(), re.MULTILINE)
+    assert headings == list(CATALOGUE)
 
 
 def test_every_code_is_raised_by_a_fixture():
-    raised = {
-        f["code"] for p in (REPO / "tests/golden").glob("*/scan.json") for f in json.loads(p.read_text())["findings"]
-    }
+    raised = {f.code for p in GOLDEN for f in _findings(p)}
     # NVLink P2P needs NVML (tests/core/test_nvml_join.py, recorded HGX H100); disagreements need a
     # second source (tests/core/test_crosscheck.py); overlapping nodes a damaged copy of a fixture
     # (tests/core/test_cpu_files.py); EXPECT_* an expected topology to compare with (scan --expect,
     # fleet: tests/features/fleet/test_fleet.py, faulty copies of dgx-h100 against its baseline).
-    expect = {
-        "EXPECT_DEVICE_MISSING",
-        "EXPECT_DEVICE_EXTRA",
-        "EXPECT_PLACEMENT",
-        "EXPECT_LINK",
-        "EXPECT_PATH",
-        "EXPECT_STATE",
-    }
+    # Each of those tests checks that its finding is the catalogue's example.
+    expect = {code for code, e in CATALOGUE.items() if e.family == "expect"}
     assert set(CATALOGUE) - raised == {"NVLINK_P2P_DISABLED", "SOURCES_DISAGREE", "NUMA_NODES_OVERLAP"} | expect
+    for code in set(CATALOGUE) - raised:
+        (example,) = CATALOGUE[code].examples
+        assert example.fixture is None and (example.source or code in expect)
+
+
+@pytest.mark.parametrize("code", [c for c, e in CATALOGUE.items() if any(x.fixture for x in e.examples)])
+def test_a_fixture_example_is_that_fixtures_output(code):
+    for x in CATALOGUE[code].examples:
+        found = [example_text(f) for f in _findings(REPO / "tests/golden" / str(x.fixture) / "scan.json")]
+        assert x.text in found, f"{code}: the {x.fixture} golden raises no finding shown as its example"
+
+
+def test_goldens_raise_what_the_catalogue_says():
+    """Each golden finding at a severity its code's rule names, with evidence of the kinds its
+    entry says prove it."""
+    for p in GOLDEN:
+        for f in _findings(p):
+            entry = CATALOGUE[f.code]
+            assert f.severity in {g.severity for g in entry.severity}, (p.parent.name, f.code, f.severity)
+            kinds = {proof_of(e) for e in f.evidence}
+            assert kinds <= set(entry.proof), (p.parent.name, f.code, kinds - set(entry.proof))
+
+
+def test_each_family_is_the_module_that_raises_its_codes():
+    for code, entry in CATALOGUE.items():
+        assert entry.family in FAMILIES
+        source = inspect.getsource(importlib.import_module(f"topoagent.core.findings.{entry.family}"))
+        assert f'"{code}"' in source, code
+    assert list(FAMILIES) == list(dict.fromkeys(e.family for e in CATALOGUE.values())), "page order = family order"
+
+
+def test_templates_are_well_formed():
+    for code, entry in CATALOGUE.items():
+        assert entry.severity and entry.proof and entry.about and "" in entry.remedies, code
+        assert len({g.severity for g in entry.severity}) == len(entry.severity), code
+        for w in (*entry.messages.values(), *entry.remedies.values()):
+            assert "`" not in w.text, code  # the page shows a template as one code span
+            assert [
+                f for _, f, _, _ in string.Formatter().parse(w.text) if f is not None and not f.isidentifier()
+            ] == []

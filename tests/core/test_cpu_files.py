@@ -14,6 +14,8 @@ import pytest
 
 from topoagent.core.api import scan
 from topoagent.core.cpuset import CpuSet
+from topoagent.core.findings import CATALOGUE
+from topoagent.core.findings.doc import example_text
 
 NODE = "sys/devices/system/node"
 CPU = "sys/devices/system/cpu"
@@ -178,6 +180,7 @@ def test_nodes_claiming_the_same_cpus_are_a_finding(dgx):
     assert found[0].severity.name == "WARNING"
     assert set(found[0].subjects) == {"node0", "node1"}
     assert any("node1/cpulist" in e.path and e.value == "0-223" for e in found[0].evidence)
+    assert example_text(found[0]) == CATALOGUE["NUMA_NODES_OVERLAP"].examples[0].text  # docs/findings.md's
 
 
 @pytest.mark.parametrize("text, quoted", [("-2", "-2"), ("0x1", "0x1"), ("1\0", "\\x00")])

@@ -2,8 +2,10 @@
 
 import msgspec
 
-from topoagent.core.analysis.crosscheck import against_lspci, against_nvidia_smi
 from topoagent.core.api import scan
+from topoagent.core.findings import CATALOGUE
+from topoagent.core.findings.crosscheck import against_lspci, against_nvidia_smi
+from topoagent.core.findings.doc import example_text
 from topoagent.core.parse.lspci_verbose import LspciFunction
 from topoagent.core.parse.nvsmi_topo import parse_topo_matrix
 from topoagent.core.render.matrix import matrix_of, render_topo_matrix
@@ -56,6 +58,7 @@ def test_a_differing_cell_and_numa_node_name_both_sources(fixture_root):
     assert len(found) == 2
     cell = next(f for f in found if "NUMA" not in f.message)
     assert [e.path.split(":")[0] for e in cell.evidence] == ["nvidia-smi topo -m", "sysfs"]
+    assert example_text(cell) == CATALOGUE["SOURCES_DISAGREE"].examples[0].text  # docs/findings.md's
     numa = next(f for f in found if "NUMA" in f.message)
     assert numa.subjects == ("gpu0",) and numa.evidence[1].path.endswith("0000:1b:00.0/numa_node")
 

@@ -4,8 +4,8 @@ import pytest
 from click.testing import CliRunner
 
 from topoagent.cli import cli
-from topoagent.core.analysis.findings import Severity
 from topoagent.core.api import scan
+from topoagent.core.findings import Severity
 
 
 def codes(result, code):

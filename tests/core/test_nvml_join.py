@@ -4,6 +4,8 @@ import copy
 
 from tests.fakenvml import load_recording, make_fake
 from topoagent.core.api import scan
+from topoagent.core.findings import CATALOGUE
+from topoagent.core.findings.doc import example_text
 from topoagent.core.render.matrix import matrix_of
 
 
@@ -32,6 +34,7 @@ def test_p2p_not_ok_over_nvlink_is_critical(fixture_root):
     found = [f for f in result.findings if f.code == "NVLINK_P2P_DISABLED"]
     assert [f.subjects for f in found] == [("gpu0", "gpu3")]
     assert found[0].severity.label == "critical"
+    assert example_text(found[0]) == CATALOGUE["NVLINK_P2P_DISABLED"].examples[0].text  # docs/findings.md's
 
 
 def test_driver_not_loaded_is_a_source_status_not_an_error(fixture_root):

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from topoagent.core.analysis.crosscheck import compare
+from topoagent.core.findings.crosscheck import compare
 from topoagent.core.inputs import NVML_AUTO, Inputs
 from topoagent.core.paste import collect as paste_collect
 from topoagent.core.paste import read_offline as read

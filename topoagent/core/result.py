@@ -19,12 +19,12 @@ from typing import Any
 import msgspec
 
 from topoagent.core.advice.plan import Plan, PlanOptions, make_plan, plan_for
-from topoagent.core.analysis.expect import compare
-from topoagent.core.analysis.findings import Finding, Severity, find_all, sort_findings
 from topoagent.core.analysis.fingerprint import Baseline, baseline, slot_names
 from topoagent.core.analysis.given import matrix_vs_tree
 from topoagent.core.analysis.paths import Path, pair_path, path_index, scan_paths
 from topoagent.core.analysis.rails import RailPlan, plan_rails
+from topoagent.core.findings import Finding, Severity, find_all, sort_findings
+from topoagent.core.findings.expect import compare
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.snapshot import Snapshot, SourceStatus
 from topoagent.core.topology import Device, DeviceKind, Topology, build_topology
@@ -148,7 +148,7 @@ def with_timings(result: ScanResult, timings: Mapping[str, float]) -> ScanResult
 
 def with_expected(result: ScanResult, expected: Baseline) -> ScanResult:
     """``result`` with every difference from an expected topology added to its findings
-    (``scan --expect``, the daemon's ``expect``; :func:`topoagent.core.analysis.expect.compare`)."""
+    (``scan --expect``, the daemon's ``expect``; :func:`topoagent.core.findings.expect.compare`)."""
     found = compare(expected, result.baseline)
     if not found:
         return result

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.plan_helpers import topoagent
-from topoagent.core.analysis.findings import Finding, Severity
+from topoagent.core.findings import Finding, Severity
 from topoagent.features.act.drain import (
     MAX_REASON,
     Action,

@@ -457,7 +457,7 @@ def test_dot_html_labels_hold_control_characters_as_data(scans) -> None:
     (outputs/escape.py): Graphviz parses those labels as XML, which has no C0/C1 controls."""
     import msgspec
 
-    from topoagent.core.analysis.findings import Finding, Severity
+    from topoagent.core.findings import Finding, Severity
 
     hostile = "mlx5_0\x01\x08\x1b[31m<b>&amp;\x7f\x85\ufffe\t\r"
     f = Finding("NO_PEER_MEMORY", Severity.WARNING, (hostile,), f"name {hostile} here", (), f"fix {hostile}")

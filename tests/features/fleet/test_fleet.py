@@ -12,7 +12,6 @@ import pytest
 
 from tests.fleet_hosts import VARIANTS, description, host_root
 from tests.paths import REPO
-from topoagent.core.analysis.expect import compare
 from topoagent.core.analysis.fingerprint import (
     Baseline,
     SlotFacts,
@@ -21,7 +20,11 @@ from topoagent.core.analysis.fingerprint import (
     read_expectation,
 )
 from topoagent.core.api import scan
+from topoagent.core.findings import CATALOGUE
+from topoagent.core.findings.doc import example_text
+from topoagent.core.findings.expect import compare
 from topoagent.core.pci import DeviceKind
+from topoagent.core.result import with_expected
 from topoagent.features.fleet.tally import FleetTally
 
 GPU0 = "s0.r1/01.0/00.0/01.0/00.0/00.0/00.0"  # GPU0's slot: socket 0, second root bus, 2-level switch
@@ -88,6 +91,15 @@ def test_no_host_identity_enters_the_facts(results):
     text = msgspec.json.encode(results["good"].baseline.slots).decode()
     for secret in ("dgx-good", "0000:1b:00.0", "1b:00.0", "mlx5_", "ibp"):
         assert secret not in text
+
+
+def test_the_catalogue_examples_are_scan_expect_on_the_faulty_copies(results):
+    """docs/findings.md's EXPECT_* examples are what scan --expect says of these hosts."""
+    good = results["good"].baseline
+    said = {example_text(f) for v in VARIANTS for f in with_expected(results[v], good).findings}
+    for code, entry in CATALOGUE.items():
+        if entry.family == "expect":
+            assert [x.text for x in entry.examples if x.text not in said] == [], code
 
 
 def _slot(**kw) -> SlotFacts:

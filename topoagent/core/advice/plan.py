@@ -11,18 +11,18 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from topoagent.core.advice.cores import Split, cores_in, host_cores, reserve, split_cores, threads_known
-from topoagent.core.analysis.findings import Finding, Severity
 from topoagent.core.analysis.paths import nccl_view, path_index
 from topoagent.core.analysis.rails import NicRole
 from topoagent.core.cpuset import MAX_CPUS, CpuSet
 from topoagent.core.errors import InputError
+from topoagent.core.findings import Finding, Severity
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.snapshot import active_port
 
 if TYPE_CHECKING:
-    from topoagent.core.analysis.findings import Finding
     from topoagent.core.analysis.paths import Path
     from topoagent.core.analysis.rails import RailPlan
+    from topoagent.core.findings import Finding
     from topoagent.core.topology import Device, Topology
 
 

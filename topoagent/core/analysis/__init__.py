@@ -1,1 +1,2 @@
-"""Analysis: path classes, rails and findings from the topology (pure)."""
+"""Analysis: path classes, rails, links and fingerprints from the topology (pure); the findings
+judged from them are :mod:`topoagent.core.findings`."""

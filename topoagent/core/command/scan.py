@@ -6,10 +6,10 @@ import sys
 
 import click
 
-from topoagent.core.analysis.findings import Severity
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail, require_gpus, set_monitoring
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.errors import InputError
+from topoagent.core.findings import Severity
 from topoagent.core.inputs import Inputs
 from topoagent.core.read.expectation import load_expectation
 from topoagent.core.render import FORMATS

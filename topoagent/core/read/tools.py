@@ -178,7 +178,7 @@ def collect(c: Collection) -> None:
 
     Each tool adds a source status (``ok``, ``unavailable`` when missing or failing, ``error``
     when its output cannot be read) and, when read, its parsed output to ``c.views``; the
-    analysis compares those views with the scan (:func:`topoagent.core.analysis.crosscheck.compare`).
+    analysis compares those views with the scan (:func:`topoagent.core.findings.crosscheck.compare`).
     """
     snap = c.require_snapshot()
     runners = c.inputs.runners or {}

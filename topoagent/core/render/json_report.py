@@ -14,11 +14,11 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from topoagent.core.analysis.findings import Finding
 from topoagent.core.analysis.fingerprint import SlotFacts
 from topoagent.core.analysis.links import LinkCapability, capability
 from topoagent.core.analysis.paths import NIC_PAIR_LIMIT, omitted_nic_pairs, paired_devices
 from topoagent.core.analysis.rails import NicRole
+from topoagent.core.findings import Finding
 from topoagent.core.pci import DeviceKind
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import ProbeError, SourceStatus, enc_hook

@@ -13,7 +13,7 @@ first 80 characters name the fault.
 
 from __future__ import annotations
 
-from topoagent.core.analysis.findings import Finding, Severity
+from topoagent.core.findings import Finding, Severity
 from topoagent.core.result import ScanResult
 
 __all__ = ["NAGIOS_EXIT", "NPD_LIMIT", "nagios_text", "nagios_unknown", "npd_text"]

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from topoagent.core.analysis.findings import Severity
+from topoagent.core.findings import Severity
 from topoagent.core.pci import CLASSES, is_nvswitch_or_other_bridge
 from topoagent.core.render.escape import shown
 from topoagent.core.result import ScanResult

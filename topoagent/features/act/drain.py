@@ -22,7 +22,7 @@ from enum import Enum
 
 import msgspec
 
-from topoagent.core.analysis.findings import Finding, Severity
+from topoagent.core.findings import Finding, Severity
 
 #: Every reason topoagent sets starts with this; it resumes only nodes whose reason does.
 PREFIX = "topoagent:"

@@ -24,9 +24,9 @@ import threading
 
 import click
 
-from topoagent.core.analysis.findings import Severity
 from topoagent.core.command.common import EXIT_ERROR, EXIT_OK, emit, fail
 from topoagent.core.command.options import run_scan, scan_inputs
+from topoagent.core.findings import Severity
 from topoagent.core.inputs import Inputs
 from topoagent.core.read.tools import run_tool
 from topoagent.features.act.drain import (

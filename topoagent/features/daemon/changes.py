@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from topoagent.core.analysis.findings import Finding
+from topoagent.core.findings import Finding
 from topoagent.core.result import ScanResult
 from topoagent.core.topology import Device, DeviceKind
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from topoagent.core.analysis.findings import sort_findings
+from topoagent.core.findings import sort_findings
 from topoagent.core.result import ScanResult, analyse, with_timings
 from topoagent.core.snapshot import PciFunction
 

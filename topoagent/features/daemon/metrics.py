@@ -15,7 +15,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from topoagent.core.analysis.findings import Severity
+from topoagent.core.findings import Severity
 from topoagent.core.topology import Device, DeviceKind
 from topoagent.core.version import __version__
 from topoagent.features.daemon.changes import finding_keys

@@ -37,10 +37,10 @@ from itertools import pairwise
 
 import msgspec
 
-from topoagent.core.analysis.findings import Finding, Severity
 from topoagent.core.analysis.paths import Path, switch_of
 from topoagent.core.analysis.rails import Rail
 from topoagent.core.bdf import bdf_key, root_bus_key
+from topoagent.core.findings import Finding, Severity
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.pci import is_nvswitch_or_other_bridge
 from topoagent.core.render.tree import format_bytes

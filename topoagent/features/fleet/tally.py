@@ -4,7 +4,7 @@
 (class, fingerprint), the host names and one representative's slot facts -- hosts with one
 fingerprint have the same facts, so one stands for all: memory is one host plus the summaries,
 cost linear in hosts.  :meth:`FleetTally.verdict` then compares each minority fingerprint with
-its class's majority (or an explicit expectation) through :func:`topoagent.core.analysis.expect.compare`,
+its class's majority (or an explicit expectation) through :func:`topoagent.core.findings.expect.compare`,
 once per fingerprint, so ``fleet`` speaks the findings of ``scan --expect``.
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import msgspec
 
-from topoagent.core.analysis.expect import compare, knows_more
-from topoagent.core.analysis.findings import Finding
 from topoagent.core.analysis.fingerprint import Baseline
+from topoagent.core.findings import Finding
+from topoagent.core.findings.expect import compare, knows_more
 
 __all__ = ["FleetClass", "FleetTally", "FleetVerdict", "Outlier"]
 

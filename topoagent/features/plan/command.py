@@ -10,11 +10,11 @@ import msgspec
 
 from topoagent.core.advice.allocation import allocated_gpus
 from topoagent.core.advice.plan import PlanOptions
-from topoagent.core.analysis.findings import Severity
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail, require_gpus
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.cpuset import MAX_CPUS, CpuSet
 from topoagent.core.errors import InputError, TopoagentError
+from topoagent.core.findings import Severity
 from topoagent.core.inputs import Inputs
 from topoagent.core.read import is_live
 from topoagent.core.read.process import allowed_cpus

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from topoagent.core.analysis.findings import Evidence, Finding, Severity, sysfs_attr
 from topoagent.core.analysis.paths import Path, below_flattened_broadcom, pair_path, path_index
 from topoagent.core.digits import is_decimal
+from topoagent.core.findings.catalogue import finding
+from topoagent.core.findings.context import sysfs_attr
+from topoagent.core.findings.finding import Evidence, Finding
 from topoagent.core.snapshot import host_path
 from topoagent.core.topology import DeviceKind, Topology
 
@@ -22,15 +24,10 @@ if TYPE_CHECKING:  # the parsed views arrive as values; the parsers are not need
     from topoagent.core.parse.nvsmi_topo import TopoMatrix
 
 CODE = "SOURCES_DISAGREE"
-_REMEDY = (
-    "Find out which source is stale or wrong: re-run both; a driver or firmware update, a "
-    "VM that hides the host tree, or a renamed RDMA device are the usual causes. "
-    "Placement advice follows sysfs."
-)
 
 
-def _finding(subjects: Iterable[str], message: str, evidence: list[Evidence]) -> Finding:
-    return Finding(CODE, Severity.WARNING, tuple(subjects), message, tuple(evidence), _REMEDY)
+def _finding(subjects: Iterable[str], say: str, evidence: list[Evidence], **fields: object) -> Finding:
+    return finding(CODE, subjects, evidence, say=say, fix="", severity=None, **fields)
 
 
 def _matrix_ids(topo: Topology, m: TopoMatrix) -> dict[str, str]:
@@ -62,7 +59,7 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
         out.append(
             _finding(
                 missing,
-                f"nvidia-smi lists {', '.join(missing)}, which sysfs does not show.",
+                "missing",
                 [
                     Evidence("nvidia-smi topo -m", " ".join(labels)),
                     Evidence(
@@ -70,6 +67,7 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
                         f"{len(topo.gpus)} GPU(s), {sum(len(n.rdma_devices) for n in topo.nics)} RDMA device(s)",
                     ),
                 ],
+                labels=", ".join(missing),
             )
         )
     for i, a in enumerate(labels):
@@ -94,8 +92,14 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
             out.append(
                 _finding(
                     [ids[a], ids[b]],
-                    f"nvidia-smi says {a}-{b} is {theirs}; the sysfs tree says {ids[a]}-{ids[b]} is {ours}.",
+                    "path",
                     [Evidence(f"nvidia-smi topo -m: {a}/{b}", theirs), Evidence(f"sysfs: {ids[a]}/{ids[b]}", ours)],
+                    a=a,
+                    b=b,
+                    theirs=theirs,
+                    id_a=ids[a],
+                    id_b=ids[b],
+                    ours=ours,
                 )
             )
     for d in m.devices:
@@ -106,12 +110,15 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
             out.append(
                 _finding(
                     [dev.id],
-                    f"nvidia-smi puts {d.label} on NUMA node {d.numa_affinity}; "
-                    f"sysfs says {dev.id} is on node {dev.numa_node}.",
+                    "nvidia-smi numa",
                     [
                         Evidence(f"nvidia-smi topo -m: {d.label} NUMA Affinity", d.numa_affinity),
                         Evidence(sysfs_attr(dev, "numa_node"), str(dev.numa_node)),
                     ],
+                    label=d.label,
+                    theirs=d.numa_affinity,
+                    id=dev.id,
+                    ours=dev.numa_node,
                 )
             )
     return out
@@ -133,11 +140,14 @@ def against_lspci(topo: Topology, functions: tuple[LspciFunction, ...]) -> list[
             out.append(
                 _finding(
                     [dev.id],
-                    f"lspci says {f.bdf} is on NUMA node {f.numa_node}; sysfs says {dev.numa_node}.",
+                    "lspci numa",
                     [
                         Evidence(f"lspci -vvv: {f.bdf} NUMA node", str(f.numa_node)),
                         Evidence(sysfs_attr(dev, "numa_node"), str(dev.numa_node)),
                     ],
+                    bdf=f.bdf,
+                    theirs=f.numa_node,
+                    ours=dev.numa_node,
                 )
             )
         ours = dev.link.current_width
@@ -145,11 +155,14 @@ def against_lspci(topo: Topology, functions: tuple[LspciFunction, ...]) -> list[
             out.append(
                 _finding(
                     [dev.id],
-                    f"lspci says {f.bdf} runs at x{f.link_width}; sysfs says x{ours}.",
+                    "lspci width",
                     [
                         Evidence(f"lspci -vvv: {f.bdf} LnkSta", f"x{f.link_width}"),
                         Evidence(sysfs_attr(dev, "current_link_width"), str(ours)),
                     ],
+                    bdf=f.bdf,
+                    theirs=f.link_width,
+                    ours=ours,
                 )
             )
     return out

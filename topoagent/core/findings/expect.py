@@ -10,31 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from topoagent.core.analysis.findings import (
-    CATALOGUE,
-    Evidence,
-    Finding,
-    Severity,
-    sort_findings,
-)
 from topoagent.core.analysis.fingerprint import Baseline, SlotFacts, SlotLink
+from topoagent.core.findings.catalogue import finding
+from topoagent.core.findings.finding import Evidence, Finding, Severity, sort_findings
 from topoagent.core.pci import DeviceKind
 
 __all__ = ["compare"]
 
 #: Kinds whose loss costs a GPU, a rail or the fabric: their absence is critical.
 _VITAL = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.NVSWITCH)
-
-
-def _finding(
-    code: str,
-    subjects: tuple[str, ...],
-    message: str,
-    evidence: list[Evidence],
-    remedy: str,
-    severity: Severity | None = None,
-) -> Finding:
-    return Finding(code, CATALOGUE[code] if severity is None else severity, subjects, message, tuple(evidence), remedy)
 
 
 def _what(s: SlotFacts) -> str:
@@ -71,47 +55,52 @@ def _same_slot(e: SlotFacts, s: SlotFacts, moved: dict[str, str], *, placement: 
     or another for a moved device (whose placement the move's finding already names)."""
     slot = s.slot
     if placement and (e.socket, e.numa_node) != (s.socket, s.numa_node):
-        yield _finding(
+        yield finding(
             "EXPECT_PLACEMENT",
             (slot,),
-            f"{_what(e)} at slot {slot} is on {_where(s)}, expected {_where(e)}",
             [_ev(slot, "socket", e.socket, s.socket), _ev(slot, "numa_node", e.numa_node, s.numa_node)],
-            "Check the BIOS NUMA settings (NPS, SNC) and the riser wiring against the build's.",
+            what=_what(e),
+            slot=slot,
+            seen=_where(s),
+            expected=_where(e),
         )
     short = _link_short(e.link, s.link)
     if short:
-        yield _finding(
+        yield finding(
             "EXPECT_LINK",
             (slot,),
-            f"{_what(e)} at slot {slot}: "
-            + ", ".join(
+            [_ev(slot, f, x, v) for f, x, v in short],
+            what=_what(e),
+            slot=slot,
+            short=", ".join(
                 f"{f} {v} below the expected {x}" if v is not None else f"{f} unknown (link down?), expected {x}"
                 for f, x, v in short
             ),
-            [_ev(slot, f, x, v) for f, x, v in short],
-            "Reseat the card or its riser/cable and check the slot's bifurcation setting; "
-            "a link that trains narrower than on its siblings loses bandwidth.",
         )
     if e.nvlinks is not None and s.nvlinks is not None and s.nvlinks < e.nvlinks:
-        yield _finding(
+        yield finding(
             "EXPECT_LINK",
             (slot,),
-            f"GPU at slot {slot} has {s.nvlinks} NVLinks, expected {e.nvlinks}",
             [_ev(slot, "nvlinks", e.nvlinks, s.nvlinks)],
-            "Check the NVLink/NVSwitch fabric (nvidia-smi nvlink -s) and the fabric manager.",
-            Severity.CRITICAL,
+            say="nvlinks",
+            fix="nvlinks",
+            severity=Severity.CRITICAL,
+            slot=slot,
+            seen=s.nvlinks,
+            expected=e.nvlinks,
         )
     # ACS or IOMMU unknown on either side (a scan without root reads no extended config space;
     # pasted output shows no IOMMU) is no difference, as NVLinks unknown without NVML are not.
     both = (("acs", e.acs, s.acs), ("iommu", e.iommu, s.iommu))
     state = [(f, x, v) for f, x, v in both if x is not None and v is not None and x != v]
     if state:
-        yield _finding(
+        yield finding(
             "EXPECT_STATE",
             (slot,),
-            f"{_what(e)} at slot {slot}: " + ", ".join(f"{f} {_fmt(v)}, expected {_fmt(x)}" for f, x, v in state),
             [_ev(slot, f, _fmt(x), _fmt(v)) for f, x, v in state],
-            "Restore the build's ACS/IOMMU settings (BIOS, kernel command line, setpci at boot).",
+            what=_what(e),
+            slot=slot,
+            changes=", ".join(f"{f} {_fmt(v)}, expected {_fmt(x)}" for f, x, v in state),
         )
     if e.kind is DeviceKind.GPU:
         yield from _rail(e, s, moved)
@@ -127,13 +116,15 @@ def _rail(e: SlotFacts, s: SlotFacts, moved: dict[str, str]) -> Iterator[Finding
     slot = s.slot
     rail = moved.get(e.rail, e.rail) if e.rail is not None else None
     if (rail, e.rail_path) != (s.rail, s.rail_path):
-        yield _finding(
+        yield finding(
             "EXPECT_PATH",
             (slot,),
-            f"GPU at slot {slot}: rail NIC {s.rail} ({s.rail_path}), expected {e.rail} ({e.rail_path})",
             [_ev(slot, "rail", e.rail, s.rail), _ev(slot, "rail_path", e.rail_path, s.rail_path)],
-            "Put the rail NIC back in the slot the build wires to this GPU; NCCL and GPUDirect "
-            "RDMA pair them by PCIe distance.",
+            slot=slot,
+            seen=s.rail,
+            seen_path=s.rail_path,
+            expected=e.rail,
+            expected_path=e.rail_path,
         )
 
 
@@ -147,13 +138,15 @@ def _path_changes(e: SlotFacts, s: SlotFacts, moved: dict[str, str]) -> list[tup
 def _paths_finding(diff: list[tuple[str, str, str, str]]) -> Finding:
     gpus = tuple(dict.fromkeys(g for g, *_ in diff))
     shown = ", ".join(f"{g} to {n} {v} not {x}" for g, n, x, v in diff[:2])
-    return _finding(
+    return finding(
         "EXPECT_PATH",
         gpus,
-        f"{len(diff)} GPU-NIC path class(es) changed ({shown}{' ...' if len(diff) > 2 else ''})",
         [_ev(g, f"path to {n}", x, v) for g, n, x, v in diff],
-        "Compare the slot wiring with the build's (topoagent scan --format tree).",
-        Severity.WARNING,
+        say="paths",
+        fix="paths",
+        severity=Severity.WARNING,
+        pairs=len(diff),
+        shown=shown + (" ..." if len(diff) > 2 else ""),
     )
 
 
@@ -199,48 +192,56 @@ def compare(expected: Baseline, seen: Baseline) -> tuple[Finding, ...]:
     out: list[Finding] = []
     if expected.peer_memory != seen.peer_memory and None not in (expected.peer_memory, seen.peer_memory):
         out.append(
-            _finding(
+            finding(
                 "EXPECT_STATE",
                 ("host",),
-                f"GPUDirect peer memory is {seen.peer_memory}, expected {expected.peer_memory}",
                 [_ev("host", "peer_memory", expected.peer_memory, seen.peer_memory)],
-                "Load nvidia_peermem (or the driver's memory_peers) as the build does.",
+                say="peer memory",
+                fix="peer memory",
+                seen=seen.peer_memory,
+                expected=expected.peer_memory,
             )
         )
     for e, s in moves:
         out.append(
-            _finding(
+            finding(
                 "EXPECT_PLACEMENT",
                 (e.slot, s.slot),
-                f"{_what(e)} expected at slot {e.slot} ({_where(e)}) is at slot {s.slot} ({_where(s)})",
                 [
                     _ev(e.slot, "slot", e.slot, s.slot),
                     _ev(e.slot, "socket", e.socket, s.socket),
                     _ev(e.slot, "numa_node", e.numa_node, s.numa_node),
                 ],
-                "Move the card back to the slot the build puts it in: its GPUs' paths depend on it.",
+                say="moved",
+                fix="moved",
+                what=_what(e),
+                slot=e.slot,
+                expected=_where(e),
+                seen_slot=s.slot,
+                seen=_where(s),
             )
         )
     for e in missing:
         out.append(
-            _finding(
+            finding(
                 "EXPECT_DEVICE_MISSING",
                 (e.slot,),
-                f"{_what(e)} expected at slot {e.slot} ({_where(e)}) is missing",
                 [_ev(e.slot, "device", _what(e), None)],
-                "Check that the device is seated and powered (lspci, dmesg for AER/Xid errors); "
-                "a device that fell off the bus needs a reset or a repair.",
-                None if _vital(e) else Severity.WARNING,
+                severity=None if _vital(e) else Severity.WARNING,
+                what=_what(e),
+                slot=e.slot,
+                where=_where(e),
             )
         )
     for s in extra:
         out.append(
-            _finding(
+            finding(
                 "EXPECT_DEVICE_EXTRA",
                 (s.slot,),
-                f"{_what(s)} at slot {s.slot} ({_where(s)}) is not in the expected topology",
                 [_ev(s.slot, "device", None, _what(s))],
-                "Remove the device, or take a new baseline if the build changed.",
+                what=_what(s),
+                slot=s.slot,
+                where=_where(s),
             )
         )
     paths = []

@@ -1,0 +1,1290 @@
+"""The findings catalogue: one entry per code, the one place a finding's words and rules live.
+
+Each :class:`Entry` says, for its stable code: the family of checks that raises it (a module of
+this package), its severity rule (:class:`Grade`: the default first, then each other severity
+and when it applies), what kind of evidence proves it (:class:`Proof`), what it means (the
+prose of ``docs/findings.md``), its messages and remedies (:class:`Wording`: ``str.format``
+templates over the fields the check fills in, keyed by the case they are for; a remedy says
+which :class:`HostKind` it is written for where that differs) and real examples.  The checks
+make every finding through :meth:`Entry.finding`, and ``python -m topoagent.core.findings``
+writes ``docs/findings.md`` from this module, so the page says what the code does.
+
+Codes are stable: never renumber or reuse one.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping
+from enum import Enum
+
+import msgspec
+
+from topoagent.core.findings.finding import Evidence, Finding, Severity
+
+__all__ = [
+    "CATALOGUE",
+    "FAMILIES",
+    "Entry",
+    "Example",
+    "Family",
+    "Grade",
+    "HostKind",
+    "Proof",
+    "Wording",
+    "finding",
+]
+
+
+class HostKind(Enum):
+    """The kind of host (or input) a remedy is written for."""
+
+    BARE_METAL = "bare metal"
+    GUEST = "guest"
+    GRACE = "Grace"
+    PASTED = "pasted text"
+
+
+class Proof(Enum):
+    """What kind of evidence proves a finding (:func:`topoagent.core.findings.context.proof_of`
+    tells one evidence line's kind from its path)."""
+
+    SYSFS = "a file the kernel exports (sysfs, /proc)"
+    CONFIG_SPACE = "PCI config space (the sysfs config file)"
+    PASTED = "a token of pasted tool output (nvidia-smi topo -m, lspci)"
+    NVML = "an NVML query"
+    INFERENCE = "an inference from other facts (a path class, a node reached through paths)"
+    EXPECTATION = "an expected topology (a baseline, or a fleet's majority)"
+
+
+class Grade(msgspec.Struct, frozen=True):
+    """A severity a code is raised at, and when (empty: always)."""
+
+    severity: Severity
+    when: str = ""
+
+
+class Wording(msgspec.Struct, frozen=True):
+    """A message or remedy: a ``str.format`` template over the check's fields, when it is the
+    one said, and the host kind it is written for (None: any)."""
+
+    text: str
+    when: str = ""
+    host: HostKind | None = None
+
+    def say(self, fields: Mapping[str, object]) -> str:
+        """The text with the check's fields filled in."""
+        return self.text.format(**fields)
+
+
+class Example(msgspec.Struct, frozen=True):
+    """A real finding as ``docs/findings.md`` shows it (severity, message, subjects, the first
+    three evidence lines, remedy): from a fixture's golden scan (``fixture``: the test checks
+    it is that fixture's output) or from the test named in ``source``."""
+
+    text: str
+    fixture: str | None = None
+    source: str = ""
+
+
+class Family(msgspec.Struct, frozen=True):
+    """A family of checks: the module of this package that raises its codes, and its title."""
+
+    module: str
+    title: str
+    about: str = ""
+
+
+class Entry(msgspec.Struct, frozen=True, kw_only=True):
+    """One code: its family, severity rule, proof, meaning, wordings and examples."""
+
+    code: str
+    family: str
+    severity: tuple[Grade, ...]
+    proof: tuple[Proof, ...]
+    about: str
+    messages: Mapping[str, Wording]
+    remedies: Mapping[str, Wording]
+    examples: tuple[Example, ...] = ()
+
+    @property
+    def default(self) -> Severity:
+        """The severity the code is raised at unless its rule says otherwise."""
+        return self.severity[0].severity
+
+    def finding(
+        self,
+        subjects: Iterable[str],
+        evidence: Iterable[Evidence],
+        *,
+        say: str = "",
+        fix: str = "",
+        severity: Severity | None = None,
+        **fields: object,
+    ) -> Finding:
+        """A finding of this code: the message ``say`` and the remedy ``fix`` (keys of
+        :attr:`messages` and :attr:`remedies`) filled with ``fields``, at ``severity`` or the
+        default."""
+        return Finding(
+            self.code,
+            severity if severity is not None else self.default,
+            tuple(subjects),
+            self.messages[say].say(fields),
+            tuple(evidence),
+            self.remedies[fix].say(fields),
+        )
+
+
+def finding(
+    code: str,
+    subjects: Iterable[str],
+    evidence: Iterable[Evidence],
+    *,
+    say: str = "",
+    fix: str = "",
+    severity: Severity | None = None,
+    **fields: object,
+) -> Finding:
+    """A finding of ``code`` as its catalogue entry words it (:meth:`Entry.finding`)."""
+    return CATALOGUE[code].finding(subjects, evidence, say=say, fix=fix, severity=severity, **fields)
+
+
+def _prose(text: str) -> str:
+    return inspect.cleandoc(text)
+
+
+_GDR = "GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB): every byte is staged through host memory"
+
+FAMILIES: dict[str, Family] = {
+    f.module: f
+    for f in (
+        Family(
+            "placement",
+            "GPU and NIC placement",
+            _prose("""Where each GPU's nearest RDMA NIC sits.  NCCL uses GPUDirect RDMA by default only
+            up to PXB (`NCCL_NET_GDR_LEVEL`; P2C for a Grace GPU's own NIC, NVIDIA/nccl
+            `src/graph/paths.cc`, `ncclTopoCheckGdr`): a NIC farther away stages every byte
+            through host memory."""),
+        ),
+        Family("rails", "Rails: the GPU-NIC pairing", "What the pairing of GPUs with compute NICs leaves wrong."),
+        Family(
+            "peer",
+            "Peer-to-peer DMA: ACS, IOMMU, peer memory",
+            "What stops GPUs, and GPUs and NICs, from reading each other's memory directly.",
+        ),
+        Family("pcie", "PCIe links and faults", "Links trained below their capability, and devices the bus lost."),
+        Family("numa", "NUMA and guests", "NUMA facts the host's firmware or hypervisor gets wrong or hides."),
+        Family("nvml", "NVLink (NVML)", "What NVML reports of NVLinked GPUs."),
+        Family("crosscheck", "Sources that disagree", "`topoagent scan --cross-check` against other tools."),
+        Family(
+            "expect",
+            "Expected topology: EXPECT_*",
+            _prose("""The `EXPECT_*` codes are raised only against an expected topology: `scan --expect FILE` (a
+            `topoagent baseline` file or a good host's scan JSON), the daemon's `expect` setting, and
+            `topoagent fleet` (the majority of a hardware class, or `--expect`). Each names the *slot*
+            (a device's position, `s0.r1/01.0/00.0/01.0/00.0/00.0/00.0`: see [fleet.md](fleet.md)) with the
+            expected and the seen value in its evidence; on a live scan the subjects are the device ids where
+            the slot exists on this host. The examples are `tests/features/fleet/test_fleet.py`'s faulty copies
+            of the `dgx-h100` fixture (tests/fleet_hosts.py) against the baseline of the good one."""),
+        ),
+    )
+}
+
+_ENTRIES = (
+    # -- placement --------------------------------------------------------------------------
+    Entry(
+        code="GPU_NIC_CROSS_SOCKET",
+        family="placement",
+        severity=(Grade(Severity.CRITICAL),),
+        proof=(Proof.SYSFS, Proof.PASTED, Proof.INFERENCE),
+        about=_prose("""A GPU whose best RDMA NIC is on another socket (SYS across packages). NCCL refuses
+        GPUDirect RDMA beyond PXB by default, and the data also crosses UPI/xGMI. See NCCL's
+        `NCCL_NET_GDR_LEVEL` documentation and NVIDIA/nccl issue 1435.
+
+        From offline input (a pasted `nvidia-smi topo -m`) sockets are unknown: a SYS pair then raises
+        this code with the "socket unknown" message below, and evidence reads `nvidia-smi topo -m
+        GPU0/NIC0 = SYS`.
+
+        On Grace (a GPU on NVLink-C2C: GH200, GB200, GB300, GB10) nvidia-smi prints `SYS` from the GPU to
+        every NIC, and so does the scan's path class (sysfs puts the GPU alone under its own root port);
+        a NIC of the GPU's own Grace is NCCL's `P2C` path (NVIDIA/nccl src/graph/paths.cc,
+        `ncclTopoComputePaths`) when it is one of the GPU's fastest NICs (`ncclTopoGetLocal`; a dual-port
+        card's ports count together, as `NCCL_IB_MERGE_NICS` merges them), GPUDirect RDMA on by default
+        since NCCL 2.27 (`ncclTopoCheckGdr`: `NCCL_NET_GDR_C2C=1` makes the default GDR level P2C), and
+        raises nothing; the rail says so (`rails[].nccl_path` `P2C`, `rails[].gdr` true).  A slower NIC
+        of the same Grace stays `PHB` to NCCL, GPUDirect off (`nccl_path` `PHB`, `gdr` false).  A GPU
+        whose memory is a NUMA node beside a POWER9 (NVLink 2.0 to the CPU, not C2C) is no Grace GPU.
+        The code is raised only for a NIC known to hang off the other CPU ("hangs off the other CPU
+        (node 0)"); fixtures `grace-hopper`, `gb200-tray`."""),
+        messages={
+            "": Wording(
+                "{gpu}'s nearest RDMA NIC {nic} is on socket {nic_socket}, the GPU on socket {gpu_socket}: "
+                "traffic crosses the socket interconnect and " + _GDR + ".",
+                when="both sockets are known",
+            ),
+            "socket unknown": Wording(
+                "{gpu}'s nearest RDMA NIC {nic} is reached only across the SMP interconnect "
+                "(socket unknown from this source): " + _GDR + ".",
+                when="the input shows no sockets (SYS stated by nvidia-smi, or NUMA nodes without their sockets)",
+            ),
+            "grace": Wording(
+                "{gpu} reaches its CPU (NUMA node {gpu_node}) over NVLink-C2C, but its nearest RDMA NIC "
+                "{nic} hangs off the other CPU (node {nic_node}): the direct path crosses the "
+                "CPU-to-CPU link with GPUDirect RDMA off (NCCL's P2C default covers only a NIC of the GPU's own "
+                "CPU), so NCCL stages through host memory or routes through an NVLinked GPU of the other Grace "
+                "(PXN), which then carries that GPU's traffic too.",
+                when="a GPU on NVLink-C2C whose nearest RDMA NIC is known to hang off another CPU",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Move the NIC (or the GPU) to a slot on the same socket, under the GPU's PCIe switch; "
+                "until then bind the rank to the NIC's socket only if it is host-memory bound.",
+                host=HostKind.BARE_METAL,
+            ),
+            "socket unknown": Wording(
+                "Move the NIC (or the GPU) under the GPU's PCIe switch, on the same socket and NUMA node; "
+                "check the host's sockets (lscpu, or a live topoagent scan) to tell a cross-socket "
+                "from a cross-node placement.",
+                when="the input shows no sockets",
+                host=HostKind.PASTED,
+            ),
+            "grace": Wording(
+                "Give each GPU's ranks a NIC of the GPU's own Grace (NCCL_IB_HCA, or the NIC order of the "
+                "node's rail plan); a Grace with no RDMA NIC of its own needs one.",
+                host=HostKind.GRACE,
+            ),
+        },
+        examples=(
+            Example(
+                fixture="wrong-socket-nic",
+                text=_prose("""
+                [critical] gpu0's nearest RDMA NIC nic2 (mlx5_0) is on socket 1, the GPU on socket 0: traffic crosses the socket interconnect and GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB): every byte is staged through host memory.
+                    subjects: gpu0, nic2
+                    evidence: /sys/bus/pci/devices/0000:17:00.0/numa_node = 0
+                    evidence: /sys/bus/pci/devices/0000:99:00.0/numa_node = 1
+                    remedy:   Move the NIC (or the GPU) to a slot on the same socket, under the GPU's PCIe switch; until then bind the rank to the NIC's socket only if it is host-memory bound.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="GPU_NIC_CROSS_NUMA",
+        family="placement",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.SYSFS, Proof.PASTED, Proof.INFERENCE),
+        about="Best NIC on another NUMA node of the same socket (AMD NPS2/NPS4, Intel SNC): SYS in nvidia-smi "
+        "terms, no GDR by default, but the remedy differs (BIOS NUMA setting).",
+        messages={
+            "": Wording(
+                "{gpu}'s nearest RDMA NIC {nic} is on NUMA node {nic_node}, the GPU on node "
+                "{gpu_node} of the same socket: " + _GDR + "."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Place the NIC under the same PCIe switch as the GPU, or use NPS1/SNC off in the BIOS so "
+                "both share a NUMA node; set NCCL_NET_GDR_LEVEL=SYS only after measuring."
+            )
+        },
+        examples=(
+            Example(
+                fixture="epyc-nps2-mixed",
+                text=_prose("""
+                [warning] gpu2's nearest RDMA NIC nic0 (mlx5_0) is on NUMA node 0, the GPU on node 1 of the same socket: GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB): every byte is staged through host memory.
+                    subjects: gpu2, nic0
+                    evidence: /sys/bus/pci/devices/0000:41:00.0/numa_node = 1
+                    evidence: /sys/bus/pci/devices/0000:05:00.0/numa_node = 0
+                    remedy:   Place the NIC under the same PCIe switch as the GPU, or use NPS1/SNC off in the BIOS so both share a NUMA node; set NCCL_NET_GDR_LEVEL=SYS only after measuring.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="GPU_NIC_VIA_HOST_BRIDGE",
+        family="placement",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.SYSFS, Proof.PASTED, Proof.INFERENCE),
+        about="Best NIC reachable only through the CPU (PHB or NODE): same NUMA node is not enough for GDR "
+        "(sriov-network-operator#736). Not raised for Grace GPUs, where GPU↔NIC through the same CPU is "
+        "NCCL's P2C and GDR is on.",
+        messages={"": Wording("{gpu} reaches its nearest RDMA NIC {nic} only through the CPU ({path}): " + _GDR + ".")},
+        remedies={
+            "": Wording(
+                "Put GPU and NIC under one PCIe switch for GPUDirect RDMA; NCCL_NET_GDR_LEVEL=PHB forces it "
+                "through the host bridge, which is slower than a switch and worth measuring first."
+            )
+        },
+        examples=(
+            Example(
+                fixture="sriov-nic",
+                text=_prose("""
+                [warning] gpu0 reaches its nearest RDMA NIC nic1 (mlx5_0) only through the CPU (NODE): GPUDirect RDMA is off by default (NCCL_NET_GDR_LEVEL=PXB): every byte is staged through host memory.
+                    subjects: gpu0, nic1
+                    evidence: /sys/bus/pci/devices/0000:17:00.0/numa_node = 0
+                    evidence: /sys/bus/pci/devices/0000:39:00.0/numa_node = 0
+                    remedy:   Put GPU and NIC under one PCIe switch for GPUDirect RDMA; NCCL_NET_GDR_LEVEL=PHB forces it through the host bridge, which is slower than a switch and worth measuring first.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="NO_RDMA_NIC",
+        family="placement",
+        severity=(Grade(Severity.INFO),),
+        proof=(Proof.SYSFS, Proof.PASTED),
+        about="GPUs but no RDMA-capable NIC (no RDMA device, no InfiniBand-class function).",
+        messages={
+            "": Wording(
+                "{gpus} GPU(s) but no RDMA-capable NIC: traffic between hosts goes through host memory over TCP "
+                "sockets."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Fine for a single-node box; for multi-node training add an InfiniBand/RoCE NIC per GPU pair "
+                "under the GPUs' PCIe switches."
+            )
+        },
+        examples=(
+            Example(
+                fixture="cloud-vm",
+                text=_prose("""
+                [info] 4 GPU(s) but no RDMA-capable NIC: traffic between hosts goes through host memory over TCP sockets.
+                    subjects: gpu0, gpu1, gpu2, gpu3
+                    evidence: /sys/class/infiniband = absent or empty
+                    evidence: /sys/bus/pci/devices/0000:00:02.0/class = 0x020000
+                    remedy:   Fine for a single-node box; for multi-node training add an InfiniBand/RoCE NIC per GPU pair under the GPUs' PCIe switches.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    # -- rails ------------------------------------------------------------------------------
+    Entry(
+        code="SOCKET_WITHOUT_RAIL",
+        family="rails",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.SYSFS, Proof.PASTED),
+        about="A socket with GPUs but no compute NIC.",
+        messages={
+            "": Wording(
+                "Socket {socket} has {gpus} GPU(s) but no compute NIC: its GPUs' network traffic crosses to "
+                "another socket."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Add a NIC on this socket (ideally one per GPU switch) or keep this socket's GPUs to intra-node work."
+            )
+        },
+        examples=(
+            Example(
+                fixture="wrong-socket-nic",
+                text=_prose("""
+                [warning] Socket 0 has 4 GPU(s) but no compute NIC: its GPUs' network traffic crosses to another socket.
+                    subjects: gpu0, gpu1, gpu2, gpu3
+                    evidence: /sys/bus/pci/devices/0000:17:00.0/numa_node = 0
+                    evidence: /sys/bus/pci/devices/0000:18:00.0/numa_node = 0
+                    evidence: /sys/bus/pci/devices/0000:31:00.0/numa_node = 0
+                    remedy:   Add a NIC on this socket (ideally one per GPU switch) or keep this socket's GPUs to intra-node work.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="NIC_SHARED_WHILE_IDLE",
+        family="rails",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.INFERENCE,),
+        about=_prose("""After pairing (best class, then bandwidth, then spread), a NIC serves two or more GPUs while
+        a compute NIC at the same path class to one of them serves none — typically a slower port that
+        bandwidth-first selection leaves idle (nccl#820). Both paths must be shown by a source: a cell a
+        partial paste does not show has only a placeholder class and raises nothing."""),
+        messages={"": Wording("{users} share {nic} while {idle}, as close to {close}, serves no GPU.")},
+        remedies={
+            "": Wording(
+                "Check why {idle} is slower (link width or speed, port rate): NCCL, like this "
+                "pairing, prefers the faster NIC. Do not set NCCL_IB_HCA per rank to force it: NCCL needs "
+                "the same value on every rank of a node (NVIDIA/nccl#1478)."
+            )
+        },
+        examples=(
+            Example(
+                fixture="epyc-nps2-mixed",
+                text=_prose("""
+                [warning] gpu0, gpu1, gpu2, gpu3 share nic0 (mlx5_0) while nic1 (mlx5_1), as close to gpu0, gpu1, gpu2, gpu3, serves no GPU.
+                    subjects: gpu0, gpu1, gpu2, gpu3, nic0, nic1
+                    evidence: path gpu0-nic0 = PIX
+                    evidence: path gpu1-nic0 = PIX
+                    evidence: path gpu2-nic0 = SYS
+                    remedy:   Check why nic1 (mlx5_1) is slower (link width or speed, port rate): NCCL, like this pairing, prefers the faster NIC. Do not set NCCL_IB_HCA per rank to force it: NCCL needs the same value on every rank of a node (NVIDIA/nccl#1478).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="DRA_PCIE_ROOT_MISMATCH",
+        family="rails",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.SYSFS,),
+        about=_prose("""A Kubernetes DRA claim that asks for a GPU and a NIC with `matchAttribute:
+        resource.kubernetes.io/pcieRoot` would not give some GPU its rail NIC. `pcieRoot` is the
+        standard attribute DRA drivers publish for a PCI device: its root complex as `pci<domain>:<bus>`,
+        the root-bus directory above it in sysfs (`topoagent plan --format dra` prints it with
+        `pciBusID` and `numaNode` for every GPU and NIC). Two ways it goes wrong, both judged for GPUs
+        whose rail is within one NUMA node (NODE or better, or a Grace GPU's P2C) and only from a host tree
+        (pasted output does not name every root):
+
+        - the root is too fine: the rail NIC sits under another root than the GPU (Grace
+          GH200/GB200/GB300, where the GPU hangs off its own root and the NIC off another, or a NIC in a
+          slot of another host bridge), so the match finds no NIC for the GPU, or not its own
+          (`its rail NIC nic1 (mlx5_0) is under pci0000:38, the GPU under pci0000:16`);
+        - the root is too coarse: the GPU's root also holds compute NICs farther from the GPU than its
+          rail (several PCIe switches below one root complex), so the match may hand the GPU one of those.
+          From `tests/features/plan/test_plan_schedulers.py` (two root ports on one root bus, each with a
+          switch holding a GPU and its NIC): `gpu0: pci0000:10 also holds nic1 (PHB), farther than its rail
+          NIC nic0 (PIX)`.
+
+        The message names at most four GPUs (`; ...` for the rest). A host with one GPU and its rail NIC per
+        root (DGX H100) raises nothing."""),
+        messages={
+            "": Wording(
+                "A DRA claim matching GPU and NIC on resource.kubernetes.io/pcieRoot would not give {gpus} GPU(s) "
+                "their rail NIC: {why}."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Pair GPU and NIC on another attribute in the claim (resource.kubernetes.io/numaNode, or a "
+                "driver attribute naming the PCIe switch), or pick the NIC by its pciBusID from "
+                "topoagent plan --format rails; matching on pcieRoot fits hosts with one GPU and its NIC per root."
+            )
+        },
+        examples=(
+            Example(
+                fixture="sriov-nic",
+                text=_prose("""
+                [warning] A DRA claim matching GPU and NIC on resource.kubernetes.io/pcieRoot would not give 1 GPU(s) their rail NIC: gpu0: its rail NIC nic1 (mlx5_0) is under pci0000:38, the GPU under pci0000:16.
+                    subjects: gpu0, nic1
+                    evidence: /sys/bus/pci/devices/0000:17:00.0 = ../../../devices/pci0000:16/...
+                    evidence: /sys/bus/pci/devices/0000:39:00.0 = ../../../devices/pci0000:38/...
+                    remedy:   Pair GPU and NIC on another attribute in the claim (resource.kubernetes.io/numaNode, or a driver attribute naming the PCIe switch), or pick the NIC by its pciBusID from topoagent plan --format rails; matching on pcieRoot fits hosts with one GPU and its NIC per root.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    # -- peer -------------------------------------------------------------------------------
+    Entry(
+        code="NO_PEER_MEMORY",
+        family="peer",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.SYSFS,),
+        about=_prose("""NVIDIA GPUs and RDMA NICs, but none of nvidia_peermem, nv_peer_mem,
+        /sys/kernel/mm/memory_peers (the files NCCL checks, NVIDIA/nccl src/transport/net_ib.cc).
+        Warning, not critical: DMA-BUF may be in use, which sysfs cannot show. Offline scans skip it:
+        loaded modules are not in pasted text."""),
+        messages={
+            "": Wording(
+                "NVIDIA GPUs and RDMA NICs are present but no peer-memory module is loaded "
+                "(no nvidia_peermem, nv_peer_mem or memory_peers): unless DMA-BUF is in use, NCCL logs "
+                "'GPU Direct RDMA Disabled' and inter-node bandwidth drops several-fold."
+            )
+        },
+        remedies={
+            "": Wording(
+                "modprobe nvidia_peermem (and list it in /etc/modules-load.d/), or use DMA-BUF: kernel >= 5.12, "
+                "the open GPU kernel module and a recent rdma-core (NCCL uses it when available)."
+            )
+        },
+        examples=(
+            Example(
+                fixture="faulty-gpu-node",
+                text=_prose("""
+                [warning] NVIDIA GPUs and RDMA NICs are present but no peer-memory module is loaded (no nvidia_peermem, nv_peer_mem or memory_peers): unless DMA-BUF is in use, NCCL logs 'GPU Direct RDMA Disabled' and inter-node bandwidth drops several-fold.
+                    subjects: gpu0, gpu1, gpu2, gpu3, gpu4, gpu5, gpu6, gpu7, nic1, nic2, nic3, nic4, nic5, nic6, nic7, nic8
+                    evidence: /sys/module/nvidia_peermem = absent
+                    evidence: /sys/module/nv_peer_mem = absent
+                    evidence: /sys/kernel/mm/memory_peers = absent
+                    remedy:   modprobe nvidia_peermem (and list it in /etc/modules-load.d/), or use DMA-BUF: kernel >= 5.12, the open GPU kernel module and a recent rdma-core (NCCL uses it when available).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="ACS_REDIRECT",
+        family="peer",
+        severity=(Grade(Severity.CRITICAL),),
+        proof=(Proof.CONFIG_SPACE, Proof.PASTED),
+        about="ACS P2P Request/Completion Redirect or Egress Control enabled on a bridge where GPU peer traffic "
+        "(GPU–GPU or GPU–NIC, PIX/PXB) would turn round. Parsed from the ACS extended capability in config "
+        "space (or `lspci -vvv`'s `ACSCtl`).",
+        messages={
+            "": Wording(
+                "ACS on {bridge} {bdf} redirects peer-to-peer traffic up to the root complex ({redirects}): "
+                "GPUDirect P2P/RDMA below it will hang or crawl.",
+                when="{bridge} is the bridge's role (root port, switch downstream ...)",
+            )
+        },
+        remedies={
+            "": Wording(
+                "Disable ACS redirect in the BIOS, or boot with pci=disable_acs_redir={bdf} (persistent); "
+                "for a test only: setpci -s {bdf} ECAP_ACS+6.w=0000 (lost at reboot)."
+            )
+        },
+        examples=(
+            Example(
+                fixture="faulty-gpu-node",
+                text=_prose("""
+                [critical] ACS on switch downstream 0000:17:01.0 redirects peer-to-peer traffic up to the root complex (ReqRedir, CmpltRedir): GPUDirect P2P/RDMA below it will hang or crawl.
+                    subjects: bridge5, gpu0, gpu1, nic1, nic2
+                    evidence: /sys/bus/pci/devices/0000:17:01.0/config = ACSCtl: SrcValid- TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd- EgressCtrl- DirectTrans-
+                    remedy:   Disable ACS redirect in the BIOS, or boot with pci=disable_acs_redir=0000:17:01.0 (persistent); for a test only: setpci -s 0000:17:01.0 ECAP_ACS+6.w=0000 (lost at reboot).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="ACS_UNKNOWN",
+        family="peer",
+        severity=(Grade(Severity.INFO),),
+        proof=(Proof.CONFIG_SPACE, Proof.PASTED),
+        about=_prose("""Bridges on GPU paths whose extended config space was not seen: ACS is unknown, never assumed
+        fine. The message says why, from the bytes the config file gave: 64 (the kernel gives a reader
+        without CAP_SYS_ADMIN the header only: run as root), 256 (the function has no PCIe extended
+        space, even for root: conventional PCI, virtio and a VM's emulated bridges; nothing to do on
+        this host), or unreadable."""),
+        messages={
+            "": Wording("ACS state of {bridges} bridge(s) on GPU paths is unknown: {reasons}."),
+            "pasted": Wording(
+                "ACS state of {bridges} bridge(s) on GPU paths is unknown: lspci -vvv as root shows it "
+                "(ACSCtl), and the output given does not.",
+                host=HostKind.PASTED,
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Run topoagent scan as root (or with CAP_SYS_ADMIN) to read ACS control registers.",
+                when="the config files were read without CAP_SYS_ADMIN (or not at all)",
+            ),
+            "no extended space": Wording(
+                "Nothing to do on this host: a bridge without PCIe extended config space has no ACS to "
+                "set (a VM's emulated bridge: ACS is the hypervisor host's to check).",
+                when="every such bridge has no PCIe extended config space",
+            ),
+            "pasted": Wording(
+                "Run sudo lspci -vvv on the host and pass it with --lspci-verbose.", host=HostKind.PASTED
+            ),
+        },
+        examples=(
+            Example(
+                fixture="unprivileged",
+                text=_prose("""
+                [info] ACS state of 10 bridge(s) on GPU paths is unknown: the extended config space is readable only with CAP_SYS_ADMIN (64 bytes readable).
+                    subjects: bridge2, bridge3, bridge4, bridge5, bridge6, bridge9, bridge10, bridge11, bridge12, bridge13
+                    evidence: /sys/bus/pci/devices/0000:01:00.0/config = 64 bytes readable
+                    evidence: /sys/bus/pci/devices/0000:02:00.0/config = 64 bytes readable
+                    evidence: /sys/bus/pci/devices/0000:02:01.0/config = 64 bytes readable
+                    remedy:   Run topoagent scan as root (or with CAP_SYS_ADMIN) to read ACS control registers.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="IOMMU_TRANSLATING",
+        family="peer",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.SYSFS,),
+        about="GPUs or RDMA NICs in IOMMU groups of type DMA/DMA-FQ without iommu=pt (nccl#257, pytorch#84803). "
+        "Only on hosts with GPUs.",
+        messages={
+            "": Wording(
+                "The IOMMU translates DMA for {functions} GPU/NIC function(s) and iommu=pt is not set: "
+                "peer-to-peer transfers can hang or corrupt data, and every DMA pays a translation."
+            )
+        },
+        remedies={
+            "": Wording("Boot with iommu=pt (plus intel_iommu=on or amd_iommu=on if you need VFIO), then reboot.")
+        },
+        examples=(
+            Example(
+                fixture="faulty-gpu-node",
+                text=_prose("""
+                [warning] The IOMMU translates DMA for 16 GPU/NIC function(s) and iommu=pt is not set: peer-to-peer transfers can hang or corrupt data, and every DMA pays a translation.
+                    subjects: gpu0, gpu1, nic1, nic2, gpu2, gpu3, nic3, nic4, gpu4, gpu5, nic5, nic6, gpu6, gpu7, nic7, nic8
+                    evidence: /proc/cmdline = BOOT_IMAGE=/boot/vmlinuz-5.15.0-105-generic root=UUID=8e7d6c5b-4a39-4281-9f0e-d1c2b3a49586 ro intel_iommu=on
+                    evidence: /sys/kernel/iommu_groups/10/type = DMA-FQ
+                    evidence: /sys/kernel/iommu_groups/11/type = DMA-FQ
+                    remedy:   Boot with iommu=pt (plus intel_iommu=on or amd_iommu=on if you need VFIO), then reboot.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    # -- pcie -------------------------------------------------------------------------------
+    Entry(
+        code="LINK_WIDTH_DEGRADED",
+        family="pcie",
+        severity=(
+            Grade(Severity.WARNING, "narrower than its link's capability (the lower of its and its slot's maximum)"),
+            Grade(Severity.INFO, "at its slot's width, below its own maximum"),
+        ),
+        proof=(Proof.SYSFS, Proof.PASTED),
+        about=_prose("""A GPU, NIC, NVMe, accelerator or switch uplink trained narrower than its maximum. Judged
+        against the link's capability, the lower of the device's maximum and its slot's (the port above):
+        narrower than both is a warning (width does not change at idle, so this is a real fault); an x16
+        card in an x8 slot, at x8, is info ("its slot is only x8"). The daemon's link watch and its
+        `topoagent_pcie_link_degraded` metric judge with the same function (`topoagent.core.analysis.links`)."""),
+        messages={
+            "": Wording("{id} {name} trained at x{width} of x{max_width}: {percent}% of its PCIe bandwidth."),
+            "slot": Wording(
+                "{id} {name} trained at x{width} of x{max_width}: {percent}% of its PCIe bandwidth "
+                "(its slot is only x{slot_width}).",
+                when="the slot limits it",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Reseat the card or riser, check the slot's wiring (an x16 slot wired x8) and the BIOS "
+                "bifurcation setting; the width does not change at idle, so this is not power saving."
+            ),
+            "slot": Wording(
+                "Move the device to a slot as wide as it is, if its bandwidth matters.", when="the slot limits it"
+            ),
+        },
+        examples=(
+            Example(
+                fixture="faulty-gpu-node",
+                text=_prose("""
+                [warning] gpu2 NVIDIA H100 SXM5 80GB trained at x8 of x16: 50% of its PCIe bandwidth.
+                    subjects: gpu2
+                    evidence: /sys/bus/pci/devices/0000:40:00.0/current_link_width = 8
+                    evidence: /sys/bus/pci/devices/0000:40:00.0/max_link_width = 16
+                    remedy:   Reseat the card or riser, check the slot's wiring (an x16 slot wired x8) and the BIOS bifurcation setting; the width does not change at idle, so this is not power saving.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="LINK_SPEED_DEGRADED",
+        family="pcie",
+        severity=(
+            Grade(Severity.WARNING, "below its link's capability (the lower of its and its slot's maximum)"),
+            Grade(Severity.INFO, "the port above cannot go faster, as a Gen5 card in a Gen4 slot"),
+        ),
+        proof=(Proof.SYSFS, Proof.PASTED),
+        about="A NIC, NVMe, accelerator or switch uplink below its maximum speed.",
+        messages={
+            "": Wording(
+                "{id} {name} link runs at {speed:g} of {max_speed:g} GT/s; NICs and switches do not downclock at idle."
+            ),
+            "slot": Wording(
+                "{id} {name} link runs at {speed:g} of {max_speed:g} GT/s "
+                "(its slot supports only {slot_speed:g} GT/s).",
+                when="the slot limits it",
+            ),
+        },
+        remedies={
+            "": Wording("Reseat the device, check risers/retimers and the BIOS PCIe generation setting."),
+            "slot": Wording("Move the device to a slot of its own generation.", when="the slot limits it"),
+        },
+        examples=(
+            Example(
+                fixture="faulty-gpu-node",
+                text=_prose("""
+                [warning] nic6 Mellanox ConnectX-7 link runs at 16 of 32 GT/s; NICs and switches do not downclock at idle.
+                    subjects: nic6
+                    evidence: /sys/bus/pci/devices/0000:9d:00.0/current_link_speed = 16
+                    evidence: /sys/bus/pci/devices/0000:9d:00.0/max_link_speed = 32
+                    remedy:   Reseat the device, check risers/retimers and the BIOS PCIe generation setting.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="LINK_SPEED_BELOW_MAX_GPU",
+        family="pcie",
+        severity=(Grade(Severity.INFO),),
+        proof=(Proof.SYSFS, Proof.PASTED),
+        about="A GPU below its maximum link speed: GPUs downclock at idle, so a one-shot reading cannot call it a "
+        'fault (a GPU retrains to 2.5 GT/s when idle and back under load; nvidia-smi -q shows "PCIe Generation '
+        'Current" changing).',
+        messages={
+            "": Wording(
+                "{id} link runs at {speed:g} of {max_speed:g} GT/s; GPUs drop link speed at idle, "
+                "so this is only a fault if it stays there under load."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Re-check under load (e.g. during nvbandwidth or a training step); if it stays low, "
+                "check the slot and riser."
+            ),
+            "slot": Wording(
+                "Re-check under load (e.g. during nvbandwidth or a training step); if it stays low, "
+                "check the slot and riser. The slot itself tops out at {slot_speed:g} GT/s.",
+                when="the slot limits it",
+            ),
+        },
+        examples=(
+            Example(
+                fixture="epyc-nps2-mixed",
+                text=_prose("""
+                [info] gpu3 link runs at 2.5 of 32 GT/s; GPUs drop link speed at idle, so this is only a fault if it stays there under load.
+                    subjects: gpu3
+                    evidence: /sys/bus/pci/devices/0000:42:00.0/current_link_speed = 2.5
+                    evidence: /sys/bus/pci/devices/0000:42:00.0/max_link_speed = 32
+                    remedy:   Re-check under load (e.g. during nvbandwidth or a training step); if it stays low, check the slot and riser.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="FELL_OFF_BUS",
+        family="pcie",
+        severity=(
+            Grade(Severity.CRITICAL, "a GPU or a rail (compute) NIC"),
+            Grade(Severity.WARNING, "any other device"),
+        ),
+        proof=(Proof.CONFIG_SPACE, Proof.SYSFS),
+        about=_prose("""A function sysfs still lists whose config space reads all ones (vendor id 0xffff) and that is
+        no SR-IOV VF (a VF's id registers read 0xffff by design): the device no longer answers, what
+        the kernel shows after an NVIDIA GPU's Xid 79 or a surprise removal. The device stays in the
+        model with the ids sysfs kept (`vendor`, `device`, `class`) and is counted, so nothing after
+        it is renumbered."""),
+        messages={
+            "": Wording(
+                "{id} ({bdf}, {name}) "
+                "no longer answers on the PCIe bus: its config space reads all ones (for an NVIDIA GPU, Xid 79); "
+                "the kernel still lists it with the ids it read at boot."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Drain the node; check dmesg for Xid 79 / AER and the slot's power and riser; a reset or "
+                "reseat usually needs a reboot (echo 1 > /sys/bus/pci/devices/BDF/remove, then rescan, "
+                "works only where the slot supports it)."
+            )
+        },
+        examples=(
+            Example(
+                fixture="dgx-h100-faults",
+                text=_prose("""
+                [critical] gpu0 (0000:1b:00.0, NVIDIA H100 SXM5 80GB) no longer answers on the PCIe bus: its config space reads all ones (for an NVIDIA GPU, Xid 79); the kernel still lists it with the ids it read at boot.
+                    subjects: gpu0
+                    evidence: /sys/bus/pci/devices/0000:1b:00.0/config = vendor id 0xffff (all ones)
+                    evidence: /sys/bus/pci/devices/0000:1b:00.0/vendor = 0x10de
+                    evidence: /sys/bus/pci/devices/0000:1b:00.0/device = 0x2330
+                    remedy:   Drain the node; check dmesg for Xid 79 / AER and the slot's power and riser; a reset or reseat usually needs a reboot (echo 1 > /sys/bus/pci/devices/BDF/remove, then rescan, works only where the slot supports it).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="PCIE_AER_ERRORS",
+        family="pcie",
+        severity=(Grade(Severity.CRITICAL, "any error was fatal"), Grade(Severity.WARNING, "non-fatal errors only")),
+        proof=(Proof.SYSFS,),
+        about=_prose("""Uncorrectable PCIe errors the kernel counted on a function since boot (`aer_dev_fatal`,
+        `aer_dev_nonfatal`: drivers/pci/pcie/aer.c). Correctable errors (`aer_dev_correctable`) are no
+        finding: they matter as a rate, which the daemon's `topoagent_pcie_aer_errors_total` counter gives
+        (docs/daemon.md). Errors are often counted at the link partner (the port above a device
+        that misbehaves), so look at both ends."""),
+        messages={
+            "": Wording(
+                "{kind} {id} ({bdf}) counted {fatal} fatal and {nonfatal} non-fatal "
+                "uncorrectable PCIe errors since boot{named}.",
+                when="{named} lists up to six error names with their counts, in parentheses",
+            )
+        },
+        remedies={
+            "": Wording(
+                "Check dmesg for the AER report and the device's link; fatal errors reset the link "
+                "(the device may have dropped off): reseat or replace the card, cable or riser."
+            )
+        },
+        examples=(
+            Example(
+                fixture="dgx-h100-faults",
+                text=_prose("""
+                [critical] nic nic5 (0000:40:00.0) counted 3 fatal and 4 non-fatal uncorrectable PCIe errors since boot (DLP 1, SDES 2, CmpltTO 4).
+                    subjects: nic5
+                    evidence: /sys/bus/pci/devices/0000:40:00.0/aer_dev_fatal = TOTAL_ERR_FATAL 3
+                    evidence: /sys/bus/pci/devices/0000:40:00.0/aer_dev_nonfatal = TOTAL_ERR_NONFATAL 4
+                    remedy:   Check dmesg for the AER report and the device's link; fatal errors reset the link (the device may have dropped off): reseat or replace the card, cable or riser.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    # -- numa -------------------------------------------------------------------------------
+    Entry(
+        code="NUMA_UNKNOWN",
+        family="numa",
+        severity=(
+            Grade(Severity.WARNING, "a multi-node host, where path classes are then assumed SYS"),
+            Grade(Severity.INFO, "a single-node VM with GPUs, or pasted text (a gap in the input given)"),
+        ),
+        proof=(Proof.SYSFS, Proof.PASTED, Proof.INFERENCE),
+        about="GPUs/NICs with numa_node = -1 on a multi-node host, or in a VM with GPUs; from pasted text, GPUs/NICs "
+        "whose NUMA node the output given does not show (a NIC's node follows a GPU's through its paths).",
+        messages={
+            "": Wording(
+                "{functions} GPU/NIC function(s) report no NUMA node (numa_node = -1) on a multi-node host: "
+                "their path classes are assumed SYS and affinity cannot be derived.",
+                when="a multi-node host",
+            ),
+            "guest": Wording(
+                "{functions} GPU/NIC function(s) report no NUMA node (numa_node = -1) in a VM: the host's "
+                "placement is hidden from this guest.",
+                when="a single-node guest",
+            ),
+            "pasted": Wording(
+                "{functions} GPU/NIC function(s) have no known NUMA node in the output given, on a multi-node "
+                "host: their affinity cannot be derived (a NIC's node follows a GPU's only through a PIX, PXB, PHB "
+                "or NODE path).",
+                host=HostKind.PASTED,
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Update the BIOS/firmware (the _PXM/SRAT tables give PCI locality) or set "
+                "NCCL_TOPO_FILE; bind by measured locality meanwhile.",
+                host=HostKind.BARE_METAL,
+            ),
+            "guest": Wording(
+                "Expose the host NUMA layout to the VM (VMware numa.nodeAffinity / vNUMA, libvirt <numatune> and "
+                "guest NUMA cells with the devices' host nodes) or give NCCL an NCCL_TOPO_FILE built on the host.",
+                host=HostKind.GUEST,
+            ),
+            "pasted": Wording(
+                "Give lspci -vvv too (it prints each function's NUMA node); if the host itself reports none "
+                "(numa_node = -1), update the BIOS/firmware (_PXM/SRAT) or set NCCL_TOPO_FILE.",
+                host=HostKind.PASTED,
+            ),
+        },
+        examples=(
+            Example(
+                fixture="cloud-vm",
+                text=_prose("""
+                [warning] 5 GPU/NIC function(s) report no NUMA node (numa_node = -1) on a multi-node host: their path classes are assumed SYS and affinity cannot be derived.
+                    subjects: nic0, gpu0, gpu1, gpu2, gpu3
+                    evidence: /sys/bus/pci/devices/0000:00:02.0/numa_node = -1
+                    evidence: /sys/bus/pci/devices/0000:00:04.0/numa_node = -1
+                    evidence: /sys/bus/pci/devices/0000:00:05.0/numa_node = -1
+                    remedy:   Expose the host NUMA layout to the VM (VMware numa.nodeAffinity / vNUMA, libvirt <numatune> and guest NUMA cells with the devices' host nodes) or give NCCL an NCCL_TOPO_FILE built on the host.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="NUMA_CPULIST_MISMATCH",
+        family="numa",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.SYSFS,),
+        about="A device whose local_cpulist shares no CPU with the node its numa_node names (firmware _PXM vs SRAT).",
+        messages={
+            "": Wording(
+                "{id} says NUMA node {node} (CPUs {node_cpus}) but its local CPUs are {local_cpus}: "
+                "firmware tables disagree, so affinity from either may be wrong."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Report to the platform vendor (ACPI _PXM vs SRAT); measure which CPUs are local "
+                "(e.g. nvbandwidth or ib_write_bw with numactl) and bind by that."
+            )
+        },
+        examples=(
+            Example(
+                fixture="faulty-gpu-node",
+                text=_prose("""
+                [warning] gpu6 says NUMA node 0 (CPUs 0-47,96-143) but its local CPUs are 48-95,144-191: firmware tables disagree, so affinity from either may be wrong.
+                    subjects: gpu6
+                    evidence: /sys/bus/pci/devices/0000:c0:00.0/numa_node = 0
+                    evidence: /sys/bus/pci/devices/0000:c0:00.0/local_cpulist = 48-95,144-191
+                    evidence: /sys/devices/system/node/node0/cpulist = 0-47,96-143
+                    remedy:   Report to the platform vendor (ACPI _PXM vs SRAT); measure which CPUs are local (e.g. nvbandwidth or ib_write_bw with numactl) and bind by that.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="CPU_LESS_NUMA_NODE",
+        family="numa",
+        severity=(Grade(Severity.INFO),),
+        proof=(Proof.SYSFS, Proof.PASTED),
+        about=_prose("""NUMA nodes with memory but no CPUs (Grace GPU memory, CXL, POWER9 GPU memory), with the CPU
+        node to bind to: the node of the GPU that owns the memory (driver numa_status, NVML, or a matrix's
+        `GPU NUMA ID`), else the unique nearest CPU node by distance. A GPU's own memory is named as such
+        (and in the scan JSON as `numa_nodes[].gpu`); nodes without memory either (Grace's empty nodes
+        kept for MIG memory partitions, `memory_bytes` 0) hold nothing to bind to and are left out. One
+        finding per CPU node to bind to; `{bind}` is `bind CPUs to node N instead`, or `no node has CPUs`."""),
+        messages={
+            "": Wording(
+                "NUMA node(s) {nodes} have memory but no CPUs (GPU memory on Grace, CXL or HBM): binding a "
+                "process's CPUs there fails; {bind}."
+            ),
+            "gpu memory": Wording(
+                "NUMA node(s) {nodes} are the own memory of {gpus} (GPU memory onlined as a NUMA node, "
+                "Grace's C2C or POWER9's NVLink: nvidia-smi's GPU NUMA ID) and have no CPUs: binding a "
+                "process's CPUs there fails; {bind}.",
+                when="the nodes are GPUs' own memory",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "numactl --cpunodebind={target} (memory may still go to node {node} with --membind or "
+                "--preferred if that is the point)."
+            ),
+            "no cpus": Wording("Check that CPUs are online (/sys/devices/system/cpu/online).", when="no node has CPUs"),
+        },
+        examples=(
+            Example(
+                fixture="grace-hopper",
+                # (the node's cpulist is empty: its evidence line ends in "= ")
+                text="\n".join(
+                    (
+                        "[info] NUMA node(s) 1 are the own memory of gpu0 (GPU memory onlined as a NUMA node, Grace's "
+                        "C2C or POWER9's NVLink: nvidia-smi's GPU NUMA ID) and have no CPUs: binding a process's CPUs "
+                        "there fails; bind CPUs to node 0 instead.",
+                        "    subjects: node1",
+                        "    evidence: /sys/devices/system/node/node1/cpulist = ",
+                        "    remedy:   numactl --cpunodebind=0 (memory may still go to node 1 with --membind or "
+                        "--preferred if that is the point).",
+                    )
+                ),
+            ),
+        ),
+    ),
+    Entry(
+        code="NUMA_NODES_OVERLAP",
+        family="numa",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.SYSFS,),
+        about=_prose("""NUMA nodes whose CPU lists share CPUs: a buggy SRAT (seen as every node claiming every CPU).
+        Placement by CPUs and per-node binding are then unreliable, so it is said, never kept silently.
+        Evidence names the file each node's CPUs came from (`cpulist`; `cpumap` on kernels that write
+        no list; `cpu/cpu*/nodeN` links where the node's own files could not be read)."""),
+        messages={
+            "": Wording(
+                "NUMA nodes {nodes} claim the same CPUs: the firmware's SRAT is "
+                "inconsistent, so device placement by CPUs and per-node binding are unreliable."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Update the BIOS/firmware (ACPI SRAT); until then bind by socket (physical_package_id) and measure "
+                "locality (numactl --hardware, nvbandwidth)."
+            )
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_cpu_files.py` (the DGX H100 fixture with both nodes' `cpulist` set to "
+                "`0-223`)",
+                text=_prose("""
+                [warning] NUMA nodes 0, 1 claim the same CPUs: the firmware's SRAT is inconsistent, so device placement by CPUs and per-node binding are unreliable.
+                    subjects: node0, node1
+                    evidence: /sys/devices/system/node/node0/cpulist = 0-223
+                    evidence: /sys/devices/system/node/node1/cpulist = 0-223
+                    remedy:   Update the BIOS/firmware (ACPI SRAT); until then bind by socket (physical_package_id) and measure locality (numactl --hardware, nvbandwidth).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="VM_FLAT_PCI_TREE",
+        family="numa",
+        severity=(Grade(Severity.INFO),),
+        proof=(Proof.SYSFS,),
+        about="A VM with several GPUs all on the root bus: the hypervisor hides the host's switches (nccl#428).",
+        messages={
+            "": Wording(
+                "The hypervisor presents every GPU on the root bus: the guest sees PHB between all devices "
+                "and cannot see the host's PCIe switches."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Give NCCL the host's topology with NCCL_TOPO_FILE (generated on the host), or pass through "
+                "the switch hierarchy (e.g. QEMU pcie-root-port/x3130 switches mirroring the host).",
+                host=HostKind.GUEST,
+            )
+        },
+        examples=(
+            Example(
+                fixture="cloud-vm",
+                text=_prose("""
+                [info] The hypervisor presents every GPU on the root bus: the guest sees PHB between all devices and cannot see the host's PCIe switches.
+                    subjects: gpu0, gpu1, gpu2, gpu3
+                    evidence: /sys/bus/pci/devices/0000:00:04.0/ = pci0000:00
+                    evidence: /sys/bus/pci/devices/0000:00:05.0/ = pci0000:00
+                    evidence: /sys/bus/pci/devices/0000:00:06.0/ = pci0000:00
+                    remedy:   Give NCCL the host's topology with NCCL_TOPO_FILE (generated on the host), or pass through the switch hierarchy (e.g. QEMU pcie-root-port/x3130 switches mirroring the host).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    # -- nvml -------------------------------------------------------------------------------
+    Entry(
+        code="NVLINK_P2P_DISABLED",
+        family="nvml",
+        severity=(Grade(Severity.CRITICAL),),
+        proof=(Proof.NVML,),
+        about="Two GPUs joined by NVLink (from NVML) whose P2P read status NVML reports not OK (NCCL then fails with "
+        'a hardware error: NVIDIA/nccl issues on "peer access is not supported").',
+        messages={
+            "": Wording(
+                "{gpu} and {peer} share {nvlinks} NVLinks but NVML reports P2P not OK: NCCL aborts with "
+                "a hardware error or falls back to host memory."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Check nvidia-smi nvlink -s and nvidia-smi -q (fabric manager state on NVSwitch systems: "
+                "systemctl status nvidia-fabricmanager); reset the GPUs or reboot."
+            )
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_nvml_join.py` (the DGX H100 fixture joined with the recorded HGX H100 "
+                "NVML, GPU0's P2P read status to GPU3 set to NOT_SUPPORTED)",
+                text=_prose("""
+                [critical] gpu0 and gpu3 share 18 NVLinks but NVML reports P2P not OK: NCCL aborts with a hardware error or falls back to host memory.
+                    subjects: gpu0, gpu3
+                    evidence: nvml:nvmlDeviceGetP2PStatus(0000:1b:00.0,0000:61:00.0,READ) = not OK
+                    remedy:   Check nvidia-smi nvlink -s and nvidia-smi -q (fabric manager state on NVSwitch systems: systemctl status nvidia-fabricmanager); reset the GPUs or reboot.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    # -- crosscheck -------------------------------------------------------------------------
+    Entry(
+        code="SOURCES_DISAGREE",
+        family="crosscheck",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.SYSFS, Proof.PASTED, Proof.INFERENCE),
+        about=_prose("""Raised by `topoagent scan --cross-check` on a live host: `nvidia-smi topo -m` or `lspci -vvv`
+        disagrees with sysfs/NVML on a path class, a NUMA node or a link width. The evidence names both
+        sources; placement advice follows sysfs. One difference is expected and not raised:
+        `nvidia-smi` prints PXB for a pair below a Broadcom switch presented as two levels that NCCL
+        flattens into one (and topoagent, with it, calls PIX)."""),
+        messages={
+            "missing": Wording("nvidia-smi lists {labels}, which sysfs does not show."),
+            "path": Wording("nvidia-smi says {a}-{b} is {theirs}; the sysfs tree says {id_a}-{id_b} is {ours}."),
+            "nvidia-smi numa": Wording(
+                "nvidia-smi puts {label} on NUMA node {theirs}; sysfs says {id} is on node {ours}."
+            ),
+            "lspci numa": Wording("lspci says {bdf} is on NUMA node {theirs}; sysfs says {ours}."),
+            "lspci width": Wording("lspci says {bdf} runs at x{theirs}; sysfs says x{ours}."),
+        },
+        remedies={
+            "": Wording(
+                "Find out which source is stale or wrong: re-run both; a driver or firmware update, a "
+                "VM that hides the host tree, or a renamed RDMA device are the usual causes. "
+                "Placement advice follows sysfs."
+            )
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_crosscheck.py` (the DGX H100 fixture against a matrix with one cell and "
+                "one NUMA affinity changed)",
+                text=_prose("""
+                [warning] nvidia-smi says GPU0-NIC2 is SYS; the sysfs tree says gpu0-nic4 is NODE.
+                    subjects: gpu0, nic4
+                    evidence: nvidia-smi topo -m: GPU0/NIC2 = SYS
+                    evidence: sysfs: gpu0/nic4 = NODE
+                    remedy:   Find out which source is stale or wrong: re-run both; a driver or firmware update, a VM that hides the host tree, or a renamed RDMA device are the usual causes. Placement advice follows sysfs.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    # -- expect -----------------------------------------------------------------------------
+    Entry(
+        code="EXPECT_DEVICE_MISSING",
+        family="expect",
+        severity=(
+            Grade(Severity.CRITICAL, "a GPU, NIC, NVSwitch or switch upstream port"),
+            Grade(Severity.WARNING, "any other device"),
+        ),
+        proof=(Proof.EXPECTATION,),
+        about=_prose("""A device the expected topology has at a slot is not there, and no device of its model turned
+        up elsewhere: fallen off the bus, unseated, or disabled in the BIOS. A GPU lost this way often
+        leaves no Xid (NVSentinel#684)."""),
+        messages={"": Wording("{what} expected at slot {slot} ({where}) is missing")},
+        remedies={
+            "": Wording(
+                "Check that the device is seated and powered (lspci, dmesg for AER/Xid errors); "
+                "a device that fell off the bus needs a reset or a repair."
+            )
+        },
+        examples=(
+            Example(
+                text=_prose("""
+                [critical] gpu 10de:2330 expected at slot s0.r1/01.0/00.0/01.0/00.0/00.0/00.0 (socket 0, NUMA node 0) is missing
+                    subjects: s0.r1/01.0/00.0/01.0/00.0/00.0/00.0
+                    evidence: slot s0.r1/01.0/00.0/01.0/00.0/00.0/00.0: device = expected gpu 10de:2330, seen None
+                    remedy:   Check that the device is seated and powered (lspci, dmesg for AER/Xid errors); a device that fell off the bus needs a reset or a repair.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="EXPECT_DEVICE_EXTRA",
+        family="expect",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.EXPECTATION,),
+        about=_prose("""A device at a slot the expected topology does not have (nor a device of its model missing
+        elsewhere): a card added, or a root port that appeared with a card moved into its slot."""),
+        messages={"": Wording("{what} at slot {slot} ({where}) is not in the expected topology")},
+        remedies={"": Wording("Remove the device, or take a new baseline if the build changed.")},
+        examples=(
+            Example(
+                text=_prose("""
+                [warning] bridge root_port 8086:352a at slot s1.r7/01.0 (socket 1, NUMA node 1) is not in the expected topology
+                    subjects: bridge65
+                    evidence: slot s1.r7/01.0: device = expected None, seen bridge root_port 8086:352a
+                    remedy:   Remove the device, or take a new baseline if the build changed.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="EXPECT_PLACEMENT",
+        family="expect",
+        severity=(Grade(Severity.CRITICAL),),
+        proof=(Proof.EXPECTATION,),
+        about=_prose("""A device on another socket or NUMA node than expected: either at its slot (a BIOS NPS/SNC
+        change, a firmware that reports another node), or moved -- a missing and an extra device of one
+        kind and model are paired, and the finding names both slots (the moved device's other
+        differences, a narrower link or ACS turned on, are their own findings at its new slot)."""),
+        messages={
+            "": Wording("{what} at slot {slot} is on {seen}, expected {expected}", when="at its slot"),
+            "moved": Wording(
+                "{what} expected at slot {slot} ({expected}) is at slot {seen_slot} ({seen})", when="moved"
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Check the BIOS NUMA settings (NPS, SNC) and the riser wiring against the build's.", when="at its slot"
+            ),
+            "moved": Wording(
+                "Move the card back to the slot the build puts it in: its GPUs' paths depend on it.", when="moved"
+            ),
+        },
+        examples=(
+            Example(
+                text=_prose("""
+                [critical] nic 15b3:1021 expected at slot s0.r1/01.0/00.0/00.0/00.0 (socket 0, NUMA node 0) is at slot s1.r7/01.0/00.0 (socket 1, NUMA node 1)
+                    subjects: s0.r1/01.0/00.0/00.0/00.0, nic13
+                    evidence: slot s0.r1/01.0/00.0/00.0/00.0: slot = expected s0.r1/01.0/00.0/00.0/00.0, seen s1.r7/01.0/00.0
+                    evidence: slot s0.r1/01.0/00.0/00.0/00.0: socket = expected 0, seen 1
+                    evidence: slot s0.r1/01.0/00.0/00.0/00.0: numa_node = expected 0, seen 1
+                    remedy:   Move the card back to the slot the build puts it in: its GPUs' paths depend on it.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="EXPECT_LINK",
+        family="expect",
+        severity=(Grade(Severity.WARNING, "a PCIe link"), Grade(Severity.CRITICAL, "a GPU with fewer NVLinks")),
+        proof=(Proof.EXPECTATION,),
+        about=_prose("""A slot's link below what the expected topology says it must train to: the trained width, the
+        link's maximum width or speed (current speed is not compared: idle devices drop to 2.5 GT/s). It
+        is raised even when the device's own maximum is as low (a card swapped for an x8 one), which
+        `LINK_WIDTH_DEGRADED` cannot see. `{short}` lists each fact below the expected one
+        (`link width 8 below the expected 16`, or `unknown (link down?), expected 16`)."""),
+        messages={
+            "": Wording("{what} at slot {slot}: {short}"),
+            "nvlinks": Wording("GPU at slot {slot} has {seen} NVLinks, expected {expected}", when="NVLinks"),
+        },
+        remedies={
+            "": Wording(
+                "Reseat the card or its riser/cable and check the slot's bifurcation setting; "
+                "a link that trains narrower than on its siblings loses bandwidth."
+            ),
+            "nvlinks": Wording(
+                "Check the NVLink/NVSwitch fabric (nvidia-smi nvlink -s) and the fabric manager.", when="NVLinks"
+            ),
+        },
+        examples=(
+            Example(
+                text=_prose("""
+                [warning] gpu 10de:2330 at slot s0.r1/01.0/00.0/01.0/00.0/00.0/00.0: link width 8 below the expected 16
+                    subjects: gpu0
+                    evidence: slot s0.r1/01.0/00.0/01.0/00.0/00.0/00.0: link width = expected 16, seen 8
+                    remedy:   Reseat the card or its riser/cable and check the slot's bifurcation setting; a link that trains narrower than on its siblings loses bandwidth.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="EXPECT_PATH",
+        family="expect",
+        severity=(
+            Grade(Severity.CRITICAL, "a GPU's rail NIC (by slot) or the path class to it"),
+            Grade(Severity.WARNING, "other GPU-NIC path classes, one finding for the host listing every pair"),
+        ),
+        proof=(Proof.EXPECTATION,),
+        about="A GPU's rail NIC (by slot) or the path class to it differs from the expected (NCCL and "
+        "GPUDirect RDMA pair them by PCIe distance), or other GPU-NIC path classes changed.",
+        messages={
+            "": Wording("GPU at slot {slot}: rail NIC {seen} ({seen_path}), expected {expected} ({expected_path})"),
+            "paths": Wording(
+                "{pairs} GPU-NIC path class(es) changed ({shown})",
+                when="other GPU-NIC path classes changed: {shown} names the first two pairs (and ... for more)",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Put the rail NIC back in the slot the build wires to this GPU; NCCL and GPUDirect "
+                "RDMA pair them by PCIe distance."
+            ),
+            "paths": Wording("Compare the slot wiring with the build's (topoagent scan --format tree).", when="paths"),
+        },
+        examples=(
+            Example(
+                text=_prose("""
+                [critical] GPU at slot s0.r1/01.0/00.0/01.0/00.0/00.0/00.0: rail NIC s0.r3/01.0/00.0/00.0/00.0 (NODE), expected s0.r1/01.0/00.0/00.0/00.0 (PIX)
+                    subjects: gpu0
+                    evidence: slot s0.r1/01.0/00.0/01.0/00.0/00.0/00.0: rail = expected s0.r1/01.0/00.0/00.0/00.0, seen s0.r3/01.0/00.0/00.0/00.0
+                    evidence: slot s0.r1/01.0/00.0/01.0/00.0/00.0/00.0: rail_path = expected PIX, seen NODE
+                    remedy:   Put the rail NIC back in the slot the build wires to this GPU; NCCL and GPUDirect RDMA pair them by PCIe distance.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="EXPECT_STATE",
+        family="expect",
+        severity=(Grade(Severity.CRITICAL),),
+        proof=(Proof.EXPECTATION,),
+        about=_prose("""ACS control bits or the IOMMU domain type of a slot, or GPUDirect peer memory of the host
+        (subject `host`), differ from the expected: a BIOS update that turned ACS redirect on breaks
+        GPUDirect P2P and RDMA through the switch. ACS unknown on either side (a scan without root
+        cannot read it) is not compared."""),
+        messages={
+            "": Wording(
+                "{what} at slot {slot}: {changes}", when="{changes} as in `acs [ReqRedir,CmpltRedir], expected []`"
+            ),
+            "peer memory": Wording("GPUDirect peer memory is {seen}, expected {expected}", when="peer memory"),
+        },
+        remedies={
+            "": Wording("Restore the build's ACS/IOMMU settings (BIOS, kernel command line, setpci at boot)."),
+            "peer memory": Wording(
+                "Load nvidia_peermem (or the driver's memory_peers) as the build does.", when="peer memory"
+            ),
+        },
+        examples=(
+            Example(
+                text=_prose("""
+                [critical] bridge switch_downstream 1000:c030 at slot s0.r1/01.0/00.0/01.0/00.0/00.0: acs [ReqRedir,CmpltRedir], expected []
+                    subjects: bridge8
+                    evidence: slot s0.r1/01.0/00.0/01.0/00.0/00.0: acs = expected [], seen [ReqRedir,CmpltRedir]
+                    remedy:   Restore the build's ACS/IOMMU settings (BIOS, kernel command line, setpci at boot).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+)
+
+#: Every code, by name, in the order of the page (by family).
+CATALOGUE: dict[str, Entry] = {e.code: e for e in _ENTRIES}

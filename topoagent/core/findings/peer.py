@@ -1,0 +1,136 @@
+"""Peer-to-peer DMA: NO_PEER_MEMORY, ACS_REDIRECT, ACS_UNKNOWN and IOMMU_TRANSLATING (their
+words and rules: :mod:`~topoagent.core.findings.catalogue`)."""
+
+from __future__ import annotations
+
+from topoagent.core.analysis.paths import PathClass
+from topoagent.core.findings.context import Context, config_size, sysfs_attr
+from topoagent.core.findings.finding import Evidence, Finding
+from topoagent.core.snapshot import UNPRIVILEGED, AcsInfo, host_path, no_extended_reason
+from topoagent.core.topology import Device, DeviceKind, common_ancestors, id_key
+
+
+def check_peer_memory(c: Context) -> list[Finding]:
+    """NO_PEER_MEMORY: NVIDIA GPUs and RDMA NICs without a peer-memory module."""
+    nvidia = [g for g in c.topo.gpus if g.vendor_id == 0x10DE]
+    if not nvidia or not c.rdma_nics or c.topo.snapshot.peer_memory is not False:
+        return []  # (None: pasted tool output does not say which modules are loaded)
+    return [
+        c.finding(
+            "NO_PEER_MEMORY",
+            [g.id for g in nvidia] + [n.id for n in c.rdma_nics],
+            [
+                Evidence(host_path(p), "absent")
+                for p in ("sys/module/nvidia_peermem", "sys/module/nv_peer_mem", "sys/kernel/mm/memory_peers")
+            ],
+        )
+    ]
+
+
+def _path_bridges(c: Context, a: Device, b: Device) -> list[Device]:
+    """Bridges where peer traffic between a and b turns round: from their common ancestor down."""
+    common = common_ancestors(a, b)
+    if not common:
+        return []
+    bdfs = dict.fromkeys(a.ancestors[common - 1 :] + b.ancestors[common - 1 :])
+    return [d for bdf in bdfs if (d := c.topo.by_bdf(bdf)) is not None]
+
+
+def check_acs(c: Context) -> list[Finding]:
+    """ACS_REDIRECT / ACS_UNKNOWN: ACS on the bridges of GPU peer paths (PIX/PXB)."""
+    redirect: dict[str, set[str]] = {}
+    unknown: dict[str, set[str]] = {}
+    acs_of: dict[str, AcsInfo] = {}
+    for p in c.paths:
+        a, b = c.dev(p.a), c.dev(p.b)
+        if DeviceKind.GPU not in (a.kind, b.kind) or p.pcie > PathClass.PXB or p.pcie is PathClass.X:
+            continue
+        for br in _path_bridges(c, a, b):
+            cfg = br.config
+            if cfg is not None and cfg.acs is not None:
+                if cfg.acs.redirects_p2p:
+                    redirect.setdefault(br.id, set()).update((a.id, b.id))
+                    acs_of[br.id] = cfg.acs
+            elif cfg is None or not cfg.extended_readable:
+                unknown.setdefault(br.id, set()).update((a.id, b.id))
+    out = []
+
+    def by_bdf(ident: str) -> str:
+        return c.dev(ident).bdf or ""
+
+    for bid, devs in sorted(redirect.items(), key=lambda kv: by_bdf(kv[0])):
+        br = c.dev(bid)
+        acs = acs_of[bid]
+        flags = " ".join(f"{name}{'+' if name in acs.enabled() else '-'}" for _, name in acs.BITS)
+        redirects = ", ".join(n for n in acs.enabled() if n in ("ReqRedir", "CmpltRedir", "EgressCtrl"))
+        out.append(
+            c.finding(
+                "ACS_REDIRECT",
+                [bid, *sorted(devs, key=id_key)],
+                [Evidence(c.attr(br, "config"), f"ACSCtl: {flags}")],
+                bridge=br.role.value.replace("_", " ") if br.role else "bridge",
+                bdf=br.bdf,
+                redirects=redirects,
+            )
+        )
+    if unknown and c.offline:
+        ids = sorted(unknown, key=by_bdf)
+        out.append(
+            c.finding(
+                "ACS_UNKNOWN",
+                ids,
+                [
+                    Evidence(
+                        c.attr(c.dev(i), "config"),
+                        "capabilities not listed (<access denied> or not -vvv)"
+                        if c.dev(i).config
+                        else "not in lspci -vvv",
+                    )
+                    for i in ids[:8]
+                ],
+                say="pasted",
+                fix="pasted",
+                bridges=len(ids),
+            )
+        )
+    elif unknown:
+        ids = sorted(unknown, key=by_bdf)
+        reasons = {no_extended_reason(c.dev(i).config) for i in ids}
+        unprivileged = no_extended_reason(None) in reasons or UNPRIVILEGED in reasons
+        out.append(
+            c.finding(
+                "ACS_UNKNOWN",
+                ids,
+                [Evidence(sysfs_attr(c.dev(i), "config"), config_size(c.dev(i).config)) for i in ids[:8]],
+                fix="" if unprivileged else "no extended space",
+                bridges=len(ids),
+                reasons="; ".join(sorted(reasons)),
+            )
+        )
+    return out
+
+
+def check_iommu(c: Context) -> list[Finding]:
+    """IOMMU_TRANSLATING: GPUs/RDMA NICs behind a translating IOMMU without ``iommu=pt``."""
+    cmdline = (c.topo.snapshot.kernel_cmdline or "").split()
+    if "iommu=pt" in cmdline or "intel_iommu=off" in cmdline or "amd_iommu=off" in cmdline:
+        return []
+    if not c.topo.gpus:
+        return []  # the hazard is GPU peer-to-peer DMA; a translating IOMMU is normal elsewhere
+    hit = [
+        d
+        for d in c.topo.devices
+        if (d.kind is DeviceKind.GPU or (d.kind is DeviceKind.NIC and d.rdma_capable))
+        and d.iommu_type in ("DMA", "DMA-FQ")
+    ]
+    if not hit:
+        return []
+    return [
+        c.finding(
+            "IOMMU_TRANSLATING",
+            [d.id for d in hit],
+            [Evidence(host_path("proc/cmdline"), c.topo.snapshot.kernel_cmdline)]
+            + [Evidence(host_path(f"sys/kernel/iommu_groups/{d.iommu_group}/type"), d.iommu_type) for d in hit[:8]],
+            functions=len(hit),
+        )
+    ]
