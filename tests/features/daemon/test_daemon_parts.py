@@ -618,6 +618,16 @@ def test_nfd_features_say_what_matters(fixture_root, dgx):
     assert unpriv["topoagent.acs.blocking"] == "unknown"
 
 
+@pytest.mark.parametrize("machine", ["unprivileged", "dgx-h100-faults"])
+def test_gdr_ready_only_where_proven(fixture_root, machine):
+    """Issue 31 item 15: gdr.ready=true stood beside acs.blocking=unknown (ACS unread) and beside
+    a GPU fallen off the bus; a pod selecting it landed on a node that cannot do GPUDirect."""
+    result = scan(fixture_root(machine), nvml="off")
+    codes = {f.code for f in result.findings}
+    assert codes & {"ACS_UNKNOWN", "FELL_OFF_BUS"}
+    assert nfd_features(result, degraded_links=False)["topoagent.gdr.ready"] == "false"
+
+
 @pytest.mark.parametrize(
     "value, ok",
     [
