@@ -13,7 +13,7 @@ from topoagent.core.digits import is_decimal, is_hex
 from topoagent.core.read.sysfs import numbered
 
 BDF = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
-DECIMAL = re.compile(r"[0-9]+")
+DECIMAL = re.compile(r"[0-9]{1,20}")  # at most MAX_DIGITS: more is no number read from input
 HEX = re.compile(r"[0-9a-fA-F]+")
 
 #: characters that make near misses likely: hex digits, separators, look-alike digits
@@ -94,3 +94,9 @@ def test_vf_bdfs_where_the_kernel_puts_them(pf: str, offset: int, stride: int, c
     from topoagent.core.bdf import vf_bdfs
 
     assert list(vf_bdfs(pf, offset, stride, count)) == expected
+
+
+@pytest.mark.parametrize("digits", [21, 4301, 5000])
+def test_a_run_of_digits_longer_than_any_number_is_not_decimal(digits: int) -> None:
+    """int() refuses more than 4,300 digits with its own ValueError: refused before it is asked."""
+    assert not is_decimal("7" * digits)

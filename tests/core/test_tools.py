@@ -151,3 +151,18 @@ def test_lspci_verbose_shows_domains():
     assert r.argv == ("lspci", "-D", "-vvv", "-nn")
     assert r.ok, r.error
     assert re.search(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7] ", r.stdout, re.M)
+
+
+def test_a_tool_that_floods_its_output_is_stopped_at_the_limit():
+    """Issue 31 item 5: output is bounded as time is (a flooding scontrol drove health to 15 GB)."""
+    start = time.monotonic()
+    r = run_tool(["yes", "a long line of output"], timeout=30, limit=1024 * 1024)
+    assert r.returncode is None and r.error == "printed more than 1 MiB: stopped"
+    assert len(r.stdout) <= 1024 * 1024 + (1 << 16)  # at most one read past the limit
+    assert time.monotonic() - start < 10
+
+
+def test_stderr_counts_toward_the_limit_and_stdout_is_kept_apart():
+    r = run_tool(["sh", "-c", "echo out; yes err >&2"], timeout=30, limit=256 * 1024)
+    assert r.error is not None and r.error.startswith("printed more than")
+    assert r.stdout == "out\n" and r.stderr.startswith("err\n")

@@ -13,11 +13,15 @@ from topoagent.core.errors import InputError
 __all__ = ["is_decimal", "is_hex", "parse_decimal"]
 
 _HEX = frozenset("0123456789abcdefABCDEF")
+#: The most digits a number read from input may have: a 64-bit value has at most 20.  Python's
+#: ``int()`` refuses more than 4,300 with a ValueError of its own (CVE-2020-10735,
+#: ``sys.set_int_max_str_digits``), so a longer run of digits is refused here, as not a number.
+MAX_DIGITS = 20
 
 
 def is_decimal(text: str) -> bool:
-    """Whether ``text`` is one or more ASCII decimal digits (no sign, no spaces)."""
-    return text.isascii() and text.isdigit()  # the only ASCII digits are 0-9
+    """Whether ``text`` is one to :data:`MAX_DIGITS` ASCII decimal digits (no sign, no spaces)."""
+    return len(text) <= MAX_DIGITS and text.isascii() and text.isdigit()  # the only ASCII digits are 0-9
 
 
 def is_hex(text: str) -> bool:

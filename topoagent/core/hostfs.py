@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from topoagent.core.errors import TopoagentError
 from topoagent.core.snapshot import ProbeError, host_path
+from topoagent.core.write.files import kind_of
 
 __all__ = ["ATTR_LIMIT", "HostFS", "NotAHostTree"]
 
@@ -67,13 +68,11 @@ def _describe(exc: BaseException) -> str:
 
 _ABSENT = (FileNotFoundError, NotADirectoryError)
 _UNSEEN = "\0"  # a cache miss (None is a cached answer: absent); no path holds a NUL
-_KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFDIR: "a directory",
-}
+
+
+def _refuse_special(mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise _Fail(f"not a regular file ({kind_of(mode)})")
 
 
 class HostFS:
@@ -236,23 +235,16 @@ class HostFS:
         """Read ``path`` (``rel``'s directory already resolved): a regular file, at most
         ``limit`` bytes (or its first ``limit`` with ``truncate``); failures recorded."""
         try:
+            checked = self._live and rel.startswith(("sys/", "proc/"))  # sysfs and procfs hold no FIFOs or devices
+            target: str | None = path if checked else self._regular(rel, path)
+            if target is None:
+                return None
+            fd = os.open(target, _OPEN_FLAGS | (0 if self._live else _NOFOLLOW))
             try:
-                fd = os.open(path, _OPEN_FLAGS | (0 if self._live else _NOFOLLOW))
-            except OSError as exc:
-                if exc.errno != errno.ELOOP or self._live:
-                    raise
-                real = self._real(rel)  # the last component is a link: resolve it inside the root
-                if real is None:
-                    return None
-                fd = os.open(real, _OPEN_FLAGS | _NOFOLLOW)
-            try:
-                # sysfs and procfs hold no FIFOs or devices; a capture, and /etc, may
                 size = None
-                if not self._live or not rel.startswith(("sys/", "proc/")):
+                if not checked:  # checked again on the descriptor: the name may have changed since
                     st = os.fstat(fd)
-                    kind = stat.S_IFMT(st.st_mode)
-                    if kind != stat.S_IFREG:
-                        raise _Fail(f"not a regular file ({_KINDS.get(kind, 'special file')})")
+                    _refuse_special(st.st_mode)
                     size = st.st_size
                 data = _read_bounded(fd, limit, size)
             finally:
@@ -274,6 +266,23 @@ class HostFS:
                 self.record(rel, f"larger than {limit} bytes: not a sysfs attribute")
             return None
         return data
+
+    def _regular(self, rel: str, path: str) -> str | None:
+        """The path to open for ``rel`` once ``lstat`` shows a regular file there (a last
+        component that is a link resolved inside the root); anything else raises before it is
+        opened: opening a device node can act (``/dev/watchdog`` arms a hardware watchdog:
+        the kernel's Documentation/watchdog/watchdog-api.rst), a capture or a fake root may hold
+        one, and a FIFO may block."""
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode) and not self._live:
+            real = self._real(rel)  # the last component is a link: resolve it inside the root
+            if real is None:
+                return None
+            path, st = real, os.lstat(real)
+        elif stat.S_ISLNK(st.st_mode):
+            st = os.stat(path)
+        _refuse_special(st.st_mode)
+        return path
 
     def _decode(self, rel: str, data: bytes | None, truncate: bool = False) -> str | None:
         """Bytes read from ``rel`` as stripped UTF-8 text; text that is not UTF-8 is recorded

@@ -216,3 +216,12 @@ def test_unknown_exec_option_is_a_usage_error(root):
     assert out.returncode == 2 and "the command goes after --" in out.stderr
     out = topoagent("exec", "--root", root, "--gpu", "0", "--dry-run", "--", "-x", "--y")
     assert out.returncode == 0 and "-x --y" in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("name", ["LOCAL_RANK", "SLURM_LOCALID", "CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS"])
+def test_a_rank_or_gpu_list_of_thousands_of_digits_is_one_line(root, name):
+    """Issue 31 item 6: 4,301+ digits passed the digit check and failed int() (internal error)."""
+    env = {"SLURM_LOCALID": "0", name: "7" * 5000}
+    out = topoagent("exec", "--root", str(root), "--auto", "--dry-run", "--", "true", env=env)
+    assert out.returncode == 2 and "internal error" not in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) <= 2 and "Traceback" not in out.stderr

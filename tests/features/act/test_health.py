@@ -240,3 +240,16 @@ def test_a_node_name_with_a_trailing_newline_never_reaches_scontrol(tmp_path, fi
     proc = topoagent("health", "--root", str(root), "--yes", env=env)
     assert proc.returncode == 2 and "not a node name" in proc.stderr
     assert log.read_text() == ""
+
+
+def test_a_flooding_scontrol_is_stopped_and_nothing_changes(tmp_path, fixture_root):
+    """Issue 31 item 5: `scontrol show node` that prints without end was buffered whole
+    (11-15 GB in 42 s); now it is stopped at run_tool's output limit and health exits 2."""
+    flood = tmp_path / "flood"
+    flood.mkdir()
+    fake = flood / "scontrol"
+    fake.write_text('#!/bin/sh\nexec yes "NodeName=dgx-01 State=IDLE"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    env = {"PATH": f"{flood}{os.pathsep}{os.environ.get('PATH', '')}", "SLURMD_NODENAME": "dgx-01"}
+    proc = topoagent("health", "--root", str(fixture_root("wrong-socket-nic")), "--yes", env=env)
+    assert proc.returncode == 2 and "printed more than" in proc.stderr and "nothing changed" in proc.stderr

@@ -557,3 +557,29 @@ def test_systemd_units_verify(unit, tmp_path):
     assert p.returncode == 0, output
     # Unknown or misspelt directives are only warnings: refuse them too.
     assert unit not in output, output
+
+
+def _rename_nic_bytes(tree: Path, new: bytes) -> None:
+    """Rename gpu0's rail NIC (ibp24s0 / mlx5_0) to a name whose bytes are not UTF-8."""
+    dev = Path(os.path.realpath(tree / f"sys/bus/pci/devices/{NIC_LOW}"))
+    for cls, old in (("net", "ibp24s0"), ("infiniband", "mlx5_0")):
+        os.rename(os.fsencode(dev / cls / old), os.fsencode(dev / cls) + b"/" + new)
+        link = tree / "sys/class" / cls / old
+        if os.path.lexists(link):
+            os.rename(os.fsencode(link), os.fsencode(tree / "sys/class" / cls) + b"/" + new)
+
+
+def test_a_name_that_is_not_utf8_keeps_the_daemon_serving(tmp_path, tree):
+    """Issue 31 item 4: an undecodable byte in a NIC name ended the daemon after its first scan
+    (UnicodeEncodeError writing state.json) and /metrics was never served."""
+    _rename_nic_bytes(tree, b"mlx5_\xff")
+    d = DaemonProcess(tmp_path, tree)
+    try:
+        d.ready()
+        fams = d.scrape()  # parsed by prometheus_client's own parser
+        assert value(fams, "topoagent_scan_success") == 1
+        assert d.proc.poll() is None
+        state = json.loads((d.state / "state.json").read_bytes())
+        assert any("mlx5_\\xff" in dev.get("rdma_devices", []) for dev in state["devices"])
+    finally:
+        d.close()

@@ -175,7 +175,10 @@ def test_a_config_that_is_not_a_regular_file_is_refused(tmp_path, kind):
     path = {"fifo": tmp_path / "c.toml", "directory": tmp_path, "device": Path("/dev/null")}[kind]
     if kind == "fifo":
         os.mkfifo(path)
-    with pytest.raises(ConfigError, match=f"^config {re.escape(str(path))}: not a regular file: not a configuration$"):
+    kind_of = r"\((a FIFO|a directory|a character device)\)"
+    with pytest.raises(
+        ConfigError, match=f"^config {re.escape(str(path))}: not a regular file {kind_of}: not a configuration$"
+    ):
         load(str(path))
     assert isinstance(ConfigError("x"), TopoagentError)
 
@@ -616,6 +619,16 @@ def test_nfd_features_say_what_matters(fixture_root, dgx):
     assert nfd_features(wrong, degraded_links=False)["topoagent.rail.worst-path"] in ("SYS", "NODE", "PHB")
     unpriv = nfd_features(scan(fixture_root("unprivileged"), nvml="off"), degraded_links=False)
     assert unpriv["topoagent.acs.blocking"] == "unknown"
+
+
+@pytest.mark.parametrize("machine", ["unprivileged", "dgx-h100-faults"])
+def test_gdr_ready_only_where_proven(fixture_root, machine):
+    """Issue 31 item 15: gdr.ready=true stood beside acs.blocking=unknown (ACS unread) and beside
+    a GPU fallen off the bus; a pod selecting it landed on a node that cannot do GPUDirect."""
+    result = scan(fixture_root(machine), nvml="off")
+    codes = {f.code for f in result.findings}
+    assert codes & {"ACS_UNKNOWN", "FELL_OFF_BUS"}
+    assert nfd_features(result, degraded_links=False)["topoagent.gdr.ready"] == "false"
 
 
 @pytest.mark.parametrize(

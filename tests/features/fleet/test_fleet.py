@@ -481,3 +481,32 @@ def test_fleet_outputs_treat_a_hostile_fingerprint_as_data():
     assert "<script>" not in page and "&lt;script&gt;" in page
     text = render_text(v, [])
     assert "\x1b" not in text and "\\x1b" in text
+
+
+@pytest.mark.parametrize("version", ["2", '"banana"', "null", "1.5", None])
+def test_a_baseline_of_an_unknown_schema_version_is_refused(baseline_file, roots, tmp_path, version):
+    """Issue 31 item 8: schema_version was never read (2, "banana", null, 1.5 were accepted)."""
+    doc = json.loads(baseline_file.read_text())
+    text = json.dumps(doc).replace('"schema_version": 1', "" if version is None else f'"schema_version": {version}')
+    if version is None:
+        text = text.replace("{, ", "{").replace("{,", "{")
+    bad = tmp_path / "baseline.json"
+    bad.write_text(text)
+    proc = run_cli("scan", "--root", str(roots["good"]), "--no-nvml", "--expect", str(bad))
+    assert proc.returncode == 2 and "schema_version" in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+    fleet = run_cli("fleet", str(bad))
+    assert fleet.returncode == 2 and "schema_version" in fleet.stderr, fleet.stderr
+
+
+def test_a_document_nested_thousands_deep_is_one_line(baseline_file, roots, tmp_path):
+    """Issue 31 item 6: 1,000-deep nesting in a field msgspec skips raised RecursionError."""
+    doc = baseline_file.read_text().rstrip().rstrip("}") + ', "extra": ' + "[" * 5000 + "]" * 5000 + "}"
+    deep = tmp_path / "deep.json"
+    deep.write_text(doc)
+    for args in (
+        ("scan", "--root", str(roots["good"]), "--no-nvml", "--expect", str(deep)),
+        ("baseline", "--from-json", str(deep)),
+        ("fleet", str(deep)),
+    ):
+        proc = run_cli(*args)
+        assert proc.returncode == 2 and "nested too deeply" in proc.stderr and "Traceback" not in proc.stderr, args

@@ -123,6 +123,9 @@ def test_nps4_numa_cores_are_an_explicit_choice_with_its_slurm_conf_line(fixture
     out = topoagent("plan", "--root", root, "--no-nvml", "--format", "slurm", "--gres-cores", "numa")
     assert out.returncode == 0, out.stderr
     assert "SlurmdParameters=numa_node_as_socket" in out.stdout
+    # Issue 31 item 11: the NodeName line slurmd -C prints (2 sockets) leaves Slurm 22.05 on its
+    # 2-socket view; the line the option needs is printed beside it.
+    assert "#   NodeName=dgx-a100-07 CPUs=256 Sockets=8 CoresPerSocket=16 ThreadsPerCore=2" in out.stdout
     cores = [CpuSet.parse(entry["Cores"]) for entry in gres_lines(out.stdout) if entry.get("Name") == "gpu"]
     # Eight NUMA nodes of 16 cores: every GPU's range is one whole node (socket under the option).
     assert all(len(c) == 16 and socket_rule_ok(c, 8, 16) for c in cores)
@@ -186,10 +189,14 @@ def test_slurmd_reads_the_file_where_installed(fixture_root, tmp_path, name, mod
         (tmp_path / f"nvidia{i}").touch()
     (tmp_path / "gres.conf").write_text(text.replace("File=/dev/nvidia", f"File={tmp_path}/nvidia"))
     extra = "SlurmdParameters=numa_node_as_socket\n" if mode == "numa" else ""
+    node_line = f"NodeName={node} {modes[mode]}"
+    if mode == "numa":  # slurm.conf takes the NodeName line the output prints for the option
+        node_line = next(line[4:] for line in text.splitlines() if line.startswith("#   NodeName="))
+        assert node_line == f"NodeName={node} {modes[mode]}"
     (tmp_path / "slurm.conf").write_text(
         "ClusterName=t\nSlurmctldHost=localhost\nGresTypes=gpu\nSelectType=select/cons_tres\n"
         + extra
-        + f"NodeName={node} {modes[mode]} RealMemory=1000 Gres=gpu:8\nPartitionName=p Nodes=ALL Default=YES\n"
+        + f"{node_line} RealMemory=1000 Gres=gpu:8\nPartitionName=p Nodes=ALL Default=YES\n"
     )
     env = {**os.environ, "HWLOC_FSROOT": str(root), "HWLOC_THISSYSTEM": "1"}
     out = subprocess.run(
@@ -205,3 +212,17 @@ def test_slurmd_reads_the_file_where_installed(fixture_root, tmp_path, name, mod
     echoed = re.findall(r"Gres Name=gpu .*? Cores=(\S+)", log)
     wanted = [entry["Cores"] for entry in gres_lines(text) if entry.get("Name") == "gpu"]
     assert echoed == wanted, log[-2000:]
+
+
+def test_numa_nodes_of_different_sizes_cannot_be_sockets():
+    from topoagent.core.errors import InputError
+    from topoagent.features.plan.slurm import numa_node_line
+
+    cores = [CpuSet({i, i + 8}) for i in range(8)]
+    even = {c: 0 if c % 8 < 4 else 1 for c in range(16)}
+    assert (
+        numa_node_line("n1.example", cores, even) == "NodeName=n1 CPUs=16 Sockets=2 CoresPerSocket=4 ThreadsPerCore=2"
+    )
+    uneven = {c: 0 if c % 8 < 5 else 1 for c in range(16)}
+    with pytest.raises(InputError, match="node 0: 5, node 1: 3"):
+        numa_node_line("n1", cores, uneven)

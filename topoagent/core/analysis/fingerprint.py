@@ -254,8 +254,12 @@ class HostView(msgspec.Struct, frozen=True):
 
 class Head(msgspec.Struct, frozen=True):
     """What names a document's host, class and fingerprint: a scan JSON or ``state.json``
-    (``host`` an object) or a baseline file (``host`` a string, the rest at the top)."""
+    (``host`` an object) or a baseline file (``host`` a string, the rest at the top).
 
+    ``schema_version`` is required and must be one this build reads: all three documents are
+    at version 1 (a ``2``, ``"banana"``, ``null`` or ``1.5`` is refused, not guessed at)."""
+
+    schema_version: Literal[1]
     host: HostView | str | None = None
     hw_class: str | None = None
     fingerprint: str | None = None

@@ -86,7 +86,9 @@ def parse_distances(text: str) -> tuple[int, ...]:
     nodes has 16.7 million of these numbers."""
     words = text.split()
     digits = "".join(words)
-    if digits and not is_decimal(digits) or re.search("[0-9]{20}", text):  # as parse_decimal: 19 digits at most
+    # every word ASCII digits (checked on the row at once: not is_decimal, which bounds one
+    # number's length), and no word longer than parse_decimal's 19 digits
+    if digits and not (digits.isascii() and digits.isdigit()) or re.search("[0-9]{20}", text):
         raise ValueError(f"not a distance row: {text.strip()[:40]!r}")
     return tuple(map(int, words))
 

@@ -20,3 +20,5 @@ def load_expectation(name: str) -> Baseline:
         raise InputError(f"{name}: {exc}") from None
     except (msgspec.DecodeError, ValueError) as exc:
         raise InputError(f"{name}: not an expected topology: {exc}") from None
+    except RecursionError:  # values nested thousands deep, even in a field that is skipped
+        raise InputError(f"{name}: not an expected topology: nested too deeply") from None

@@ -13,6 +13,7 @@ import sys
 
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import decode_text
+from topoagent.core.write.files import kind_of
 
 __all__ = ["MAX_INPUT_BYTES", "open_regular", "read_fd", "read_regular", "read_text_input"]
 
@@ -43,17 +44,27 @@ read_fd = _read_bounded
 
 
 def open_regular(path: str) -> int:
-    """A read-only descriptor of the regular file ``path`` (the caller closes it).  Opened
-    non-blocking, so a FIFO or a device named instead cannot stall it; such a file raises
-    :class:`InputError`, and ``open`` errors raise :class:`OSError`."""
+    """A read-only descriptor of the regular file ``path`` (the caller closes it).
+
+    Anything else named instead -- a FIFO, a socket, a directory, a character device such as
+    ``/dev/watchdog``, whose mere opening arms a hardware watchdog (the kernel's
+    Documentation/watchdog/watchdog-api.rst) -- is refused from ``stat`` before it is ever
+    opened, with :class:`InputError`; ``open`` errors raise :class:`OSError`.  The descriptor
+    is checked again (non-blocking) in case the name changed in between.
+    """
+    _refuse_special(os.stat(path).st_mode)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InputError("not a regular file")
+        _refuse_special(os.fstat(fd).st_mode)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _refuse_special(mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise InputError(f"not a regular file ({kind_of(mode)})")
 
 
 def read_regular(path: str, limit: int) -> bytes:

@@ -3,16 +3,21 @@
 Arguments are a list, never a shell string; the program is looked up with :func:`shutil.which`
 first; output is decoded as UTF-8 with replacement characters; ``LC_ALL=C`` keeps the text in
 the format the parsers know.  A tool that is missing, hangs or fails gives a
-:class:`ToolResult` whose ``error`` says so in one line: never an exception.  A hung tool's
-whole process group is killed at the timeout, so a wedged ``nvidia-smi`` cannot stall a scan.
+:class:`ToolResult` whose ``error`` says so in one line: never an exception.  Both its time and
+its output are bounded: at the timeout, or once it has printed more than ``limit`` bytes, its
+whole process group is killed, so a wedged ``nvidia-smi`` cannot stall a scan and a tool that
+floods its output cannot fill memory (a ``scontrol`` printing without end once drove a
+health check to 15 GB).
 """
 
 from __future__ import annotations
 
 import os
+import selectors
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 
 import msgspec
@@ -24,6 +29,9 @@ from topoagent.core.read import Collection
 from topoagent.core.snapshot import SourceStatus
 
 DEFAULT_TIMEOUT = 10.0
+#: What a tool may print, stdout and stderr together, before it is stopped: ``lspci -vvv`` of a
+#: host with thousands of functions is a few MiB.
+DEFAULT_LIMIT = 32 * 1024 * 1024
 #: How long to wait for a killed tool to go away before giving up on it.
 _REAP_TIMEOUT = 2.0
 
@@ -61,6 +69,10 @@ def _first_line(*texts: str) -> str | None:
     return None
 
 
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit // 1024} KiB"
+
+
 def _seconds(timeout: float) -> str:
     return f"{timeout:g} s"
 
@@ -93,8 +105,9 @@ def run_tool(
     *,
     timeout: float = DEFAULT_TIMEOUT,
     env: Mapping[str, str] | None = None,
+    limit: int = DEFAULT_LIMIT,
 ) -> ToolResult:
-    """Run ``argv`` (no shell) with a time limit and return what it printed.
+    """Run ``argv`` (no shell) with a time limit and an output limit; return what it printed.
 
     ``env`` replaces the inherited environment (``os.environ`` when None); ``LC_ALL=C`` is set
     in either case.  The program is searched on that environment's ``PATH``.
@@ -123,24 +136,58 @@ def run_tool(
         return ToolResult(args, None, "", "", f"could not run: {exc.strerror or exc}")
 
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        try:
-            out, err = proc.communicate(timeout=_REAP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            # Still holding the pipes (a child outside the group, or stuck in the kernel):
-            # give up on its output rather than hang the scan.
-            out, err = b"", b""
-        return ToolResult(args, None, _decode(out), _decode(err), f"timed out after {_seconds(timeout)}")
+        out, err, stopped = _bounded_output(proc, timeout, limit)
     except BaseException:
         _kill_group(proc)
         proc.wait()
         raise
+    if stopped is not None:
+        _kill_group(proc)
+        try:
+            proc.wait(timeout=_REAP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pass  # stuck in the kernel: give up on it rather than hang the scan
+        return ToolResult(args, None, _decode(out), _decode(err), stopped)
 
     stdout, stderr = _decode(out), _decode(err)
     error = None if proc.returncode == 0 else _exit_error(proc.returncode, stdout, stderr)
     return ToolResult(args, proc.returncode, stdout, stderr, error)
+
+
+def _bounded_output(proc: subprocess.Popen[bytes], timeout: float, limit: int) -> tuple[bytes, bytes, str | None]:
+    """Read the tool's stdout and stderr until it closes both and exits, at most ``limit``
+    bytes in all and for at most ``timeout`` seconds; the bytes, and why it was stopped (None
+    when it finished by itself)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    deadline = time.monotonic() + timeout
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
+    total, stopped = 0, None
+    with selectors.DefaultSelector() as sel:
+        for stream in (proc.stdout, proc.stderr):
+            sel.register(stream, selectors.EVENT_READ)
+        while sel.get_map() and stopped is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                stopped = f"timed out after {_seconds(timeout)}"
+                break
+            for key, _ in sel.select(left):
+                data = os.read(key.fd, 1 << 16)
+                if not data:
+                    sel.unregister(key.fileobj)
+                    continue
+                chunks[key.fd].append(data)
+                total += len(data)
+                if total > limit:
+                    stopped = f"printed more than {_size(limit)}: stopped"
+    if stopped is None:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
+        except subprocess.TimeoutExpired:
+            stopped = f"timed out after {_seconds(timeout)}"
+    proc.stdout.close()
+    proc.stderr.close()
+    return b"".join(chunks[out_fd]), b"".join(chunks[err_fd]), stopped
 
 
 def nvidia_smi_topo(*, timeout: float = DEFAULT_TIMEOUT) -> ToolResult:

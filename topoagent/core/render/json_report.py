@@ -20,6 +20,7 @@ from topoagent.core.analysis.paths import NIC_PAIR_LIMIT, omitted_nic_pairs, pai
 from topoagent.core.analysis.rails import NicRole
 from topoagent.core.findings import Finding
 from topoagent.core.pci import DeviceKind
+from topoagent.core.render.escape import encodable
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import ProbeError, SourceStatus, enc_hook
 from topoagent.core.topology import BridgeRole, Device, Topology
@@ -477,10 +478,24 @@ def paths_omitted(topo: Topology) -> PathsOmitted | None:
 def encode(doc: Any, *, pretty: bool = False) -> str:
     """A contract value (or plain data) as JSON text ending in a newline: one compact line, or
     indented by two spaces for people (``pretty``), as ``json.dumps(indent=2)`` wrote it."""
-    data = msgspec.json.encode(doc, enc_hook=enc_hook)
+    try:
+        data = msgspec.json.encode(doc, enc_hook=enc_hook)
+    except UnicodeEncodeError:  # a name with bytes that are not UTF-8: see escape.encodable
+        data = msgspec.json.encode(_mended(msgspec.to_builtins(doc, enc_hook=enc_hook)))
     if pretty:
         data = msgspec.json.format(data, indent=2)
     return data.decode() + "\n"
+
+
+def _mended(value: Any) -> Any:
+    """Plain data with every string (keys too) made encodable (:func:`encodable`)."""
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, dict):
+        return {encodable(k) if isinstance(k, str) else k: _mended(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mended(v) for v in value]
+    return value
 
 
 def render(result: ScanResult, *, pretty: bool = False, **_: Any) -> str:

@@ -39,7 +39,7 @@ _KINDS = {
 
 def kind_of(mode: int) -> str:
     """``a FIFO``, ``a directory``…: what a non-regular file is, for a refusal."""
-    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    return _KINDS.get(stat.S_IFMT(mode), "a special file")
 
 
 def untrusted(st: os.stat_result) -> str | None:

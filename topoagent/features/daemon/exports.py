@@ -140,12 +140,24 @@ def state_document(
 # -- node-feature-discovery ---------------------------------------------------------------
 
 #: Findings that keep GPUDirect RDMA off (or unsafe) even when a rail NIC is close enough.
-_GDR_BLOCKERS = ("NO_PEER_MEMORY", "ACS_REDIRECT", "IOMMU_TRANSLATING", "NO_RDMA_NIC", "NVLINK_P2P_DISABLED")
+#: Findings that deny GPUDirect RDMA, or leave it unproven (ACS unread: a redirect may be on).
+_GDR_BLOCKERS = (
+    "NO_PEER_MEMORY",
+    "ACS_REDIRECT",
+    "ACS_UNKNOWN",
+    "IOMMU_TRANSLATING",
+    "NO_RDMA_NIC",
+    "NVLINK_P2P_DISABLED",
+    "FELL_OFF_BUS",
+)
 
 
 def _gdr_ready(result: ScanResult) -> bool:
+    """Ready means proven: a pod that selects ``gdr.ready=true`` must land where GPUDirect RDMA
+    works.  Every GPU has a rail NCCL uses with GDR on, peer memory is known to be there (not
+    merely not known to be missing), and nothing that denies it or leaves it unproven was found."""
     gpus = [g for g in result.topology.gpus if not g.is_vf]
-    if not gpus:
+    if not gpus or result.topology.snapshot.peer_memory is not True:
         return False
     for g in gpus:
         rail = result.rails.rail(g.id)

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from topoagent.core.findings import Severity
+from topoagent.core.render.escape import encodable
 from topoagent.core.topology import Device, DeviceKind
 from topoagent.core.version import __version__
 from topoagent.features.daemon.changes import finding_keys
@@ -40,7 +41,7 @@ def families(status: Status) -> list[Any]:
     ) -> None:
         g = GaugeMetricFamily(name, doc, labels=list(labels))
         for values, value in rows:
-            g.add_metric(list(values), value)
+            g.add_metric([encodable(v) for v in values], value)  # a name may hold bytes that are not UTF-8
         out.append(g)
 
     gauge("topoagent_build_info", "topoagent's version (always 1).", ["version"], [([__version__], 1)])

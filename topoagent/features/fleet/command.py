@@ -109,8 +109,10 @@ def tally(paths: Iterable[str], expected: Baseline | None) -> tuple[FleetTally, 
                 raise ValueError("no host.hw_class and host.fingerprint: not a scan JSON or state.json with them")
             name = _host_name(path) if captured or not head.name else head.name
             t.add(name, hw, fp, lambda data=data: read_expectation(data))  # type: ignore[misc]
-        except (OSError, ValueError, msgspec.DecodeError, TopoagentError) as exc:
+        except (OSError, ValueError, msgspec.DecodeError, TopoagentError, RecursionError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            if isinstance(exc, RecursionError):  # values nested thousands deep, even where skipped
+                why = "nested too deeply"
             bad.append((path, " ".join(why.split())))
     return t, bad
 

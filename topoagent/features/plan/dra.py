@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from topoagent.core.render.json_report import encode
 from topoagent.core.result import ScanResult
 from topoagent.core.topology import NUMA_FROM_LSPCI, NUMA_FROM_SYSFS, Device, DeviceKind
 
@@ -82,4 +83,4 @@ def report(result: ScanResult) -> DraReport:
 
 def render(result: ScanResult, **_: Any) -> str:
     """``plan --format dra``: the attributes, indented."""
-    return msgspec.json.format(msgspec.json.encode(report(result)), indent=2).decode() + "\n"
+    return encode(report(result), pretty=True)

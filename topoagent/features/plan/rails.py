@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 
 from topoagent.core.analysis.rails import NicRole
+from topoagent.core.render.json_report import encode
 from topoagent.core.result import ScanResult
 from topoagent.core.topology import Device
 
@@ -95,4 +96,4 @@ def record(result: ScanResult, node_uid: str | None = None) -> RailRecord:
 
 def render(result: ScanResult, node_uid: str | None = None, **_: Any) -> str:
     """``plan --format rails``: the record, indented."""
-    return msgspec.json.format(msgspec.json.encode(record(result, node_uid)), indent=2).decode() + "\n"
+    return encode(record(result, node_uid), pretty=True)

@@ -7,7 +7,11 @@ GPU's socket(s): Slurm allocates GRES cores by socket anyway, and since 24.05.5 
 a ``Cores=`` range that does not cover whole sockets (``_check_core_range_matches_sock`` in
 src/interfaces/gres.c) and the node goes invalid.  ``cores="numa"`` writes the GPU's NUMA
 node's cores instead, numbered with each NUMA node as a socket, which is right only with
-``SlurmdParameters=numa_node_as_socket`` in slurm.conf (the output says so).
+``SlurmdParameters=numa_node_as_socket`` in slurm.conf *and* a NodeName line that counts the
+NUMA nodes as sockets: with the line ``slurmd -C`` prints (its two real sockets) Slurm 22.05
+keeps allocating by its 2-socket view and gives a GPU the cores of another NUMA node.  The
+output prints both lines for slurm.conf, and refuses a host whose NUMA nodes hold different
+numbers of cores (no ``Sockets=``/``CoresPerSocket=`` pair describes it).
 
 ``Type=`` is Slurm's NVML name of the GPU -- ``nvmlDeviceGetName`` lower-cased with spaces as
 underscores (``gpu_common_underscorify_tolower``, src/plugins/gpu/common/gpu_common.c) -- and
@@ -27,6 +31,7 @@ from typing import Any
 
 from topoagent.core.advice.plan import GpuPlan, Plan
 from topoagent.core.cpuset import CpuSet
+from topoagent.core.errors import InputError
 from topoagent.core.render.escape import shown
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import NvmlGpu
@@ -74,6 +79,27 @@ def numa_order(cores: Sequence[CpuSet], node_of: Mapping[int, int]) -> tuple[Cpu
     return tuple(sorted(cores, key=lambda k: (node_of.get(k.first or 0, big), k.first or 0)))
 
 
+def numa_node_line(host: str, cores: Sequence[CpuSet], node_of: Mapping[int, int]) -> str:
+    """slurm.conf's NodeName line with each NUMA node counted as a socket; InputError where the
+    nodes hold different numbers of cores (a Sockets= x CoresPerSocket= grid cannot say it)."""
+    per_node: dict[int, int] = {}
+    for core in cores:
+        node = node_of.get(core.first or 0)
+        if node is not None:
+            per_node[node] = per_node.get(node, 0) + 1
+    counts = sorted(set(per_node.values()))
+    threads = sorted({len(core) for core in cores})
+    if len(counts) != 1 or len(threads) != 1:
+        shape = ", ".join(f"node {n}: {c}" for n, c in sorted(per_node.items()))
+        raise InputError(
+            f"--gres-cores numa: the NUMA nodes hold different numbers of cores ({shape}) or threads "
+            "per core; Slurm's NodeName line cannot count them as sockets: use --gres-cores socket"
+        )
+    name = host.split(".")[0]
+    cpus = sum(len(core) for core in cores)
+    return f"NodeName={name} CPUs={cpus} Sockets={len(per_node)} CoresPerSocket={counts[0]} ThreadsPerCore={threads[0]}"
+
+
 def _gpu_sockets(topo: Topology, g: GpuPlan, package: Mapping[int, int | None]) -> set[int]:
     """The sockets a GPU's ``Cores=`` covers: its own, else those its planned CPUs touch."""
     if g.socket is not None:
@@ -105,11 +131,13 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
     else:
         lines += [
             "# Cores= are the GPU's NUMA node, each NUMA node counted as a socket (cores numbered node",
-            "# by node): right only with this line in slurm.conf (not here), on every such node:",
+            "# by node): right only with these lines in slurm.conf (not here), for every such node",
+            "# (the NodeName line slurmd -C prints counts real sockets: Slurm then keeps that view):",
             "#   SlurmdParameters=numa_node_as_socket",
         ]
         node_of = {c: n.id for n in topo.nodes for c in n.cpus}
         order = list(numa_order(p.cores, node_of))
+        lines.append(f"#   {numa_node_line(host, p.cores, node_of)}")
         if p.allowed is not None:
             lines.append(f"# CPUs were limited to those allowed to the caller: {p.allowed}")
     every_nvml = bool(p.gpus) and all(g.bdf in nvml for g in p.gpus)
