@@ -153,7 +153,7 @@ def test_the_findings_name_pid_gpu_evidence_and_the_command_that_fixes_it(report
     assert "NCCL_IB_HCA='=mlx5_6' lets NCCL use none of mlx5_3" in hca.message
     assert ALL_HCAS in hca.remedy
     policy = next(f for f in rep.findings if f.code == "PROCESS_MEMORY_OFF_GPU_NODE" and "pid:1004" in f.subjects)
-    assert "its memory policy (bind:0) keeps new pages off them" in policy.message
+    assert "its memory policy (bind:0) puts new pages on node(s) 0 only" in policy.message
     assert policy.severity.label == "warning"  # node 0 is the other socket
 
 
@@ -186,12 +186,14 @@ def test_cli_json_is_the_scans_finding_shape_and_exit_1(host):
     out = topoagent("audit", "--root", str(host), "--no-nvml", "--format", "json")
     assert out.returncode == 1, out.stderr
     doc = json.loads(out.stdout)
-    scan_schema = json.loads((REPO / "topoagent/schema/scan.schema.json").read_text())
-    finding = scan_schema["$defs"]["FindingEntry"]
     import jsonschema
 
-    for f in doc["findings"]:
-        jsonschema.validate(f, {**finding, "$defs": scan_schema["$defs"]})
+    jsonschema.validate(doc, json.loads((REPO / "topoagent/schema/audit.schema.json").read_text()))
+    scan_schema = json.loads((REPO / "topoagent/schema/scan.schema.json").read_text())
+    assert (
+        json.loads((REPO / "topoagent/schema/audit.schema.json").read_text())["$defs"]["FindingEntry"]
+        == scan_schema["$defs"]["FindingEntry"]
+    )  # the scan's finding shape
     assert {f["code"] for f in doc["findings"]} == {
         "PROCESS_CPUS_OFF_GPU_NODE",
         "PROCESS_MEMORY_OFF_GPU_NODE",

@@ -76,8 +76,10 @@ class AuditReport(msgspec.Struct, frozen=True):
 
 
 def gib(n: int) -> str:
-    """Bytes as a person reads them (``12.3 GiB``, ``512 MiB``)."""
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n >> 20} MiB"
+    """Bytes as a person reads them (``12.3 GiB``, ``512 MiB``, ``12 KiB``)."""
+    if n >= 1 << 30:
+        return f"{n / (1 << 30):.1f} GiB"
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
 class _Place(msgspec.Struct, frozen=True):
@@ -185,7 +187,10 @@ def _memory_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> tuple
             f"{', '.join(map(str, sorted(off_nodes)))}"
         )
     if wrong:
-        said.append(f"its memory policy ({', '.join(wrong)}) keeps new pages off them")
+        others = sorted({n for pol in wrong for n in (policy_nodes(pol) or ())})
+        said.append(
+            f"its memory policy ({', '.join(wrong)}) puts new pages on node(s) {', '.join(map(str, others))} only"
+        )
     where = ", ".join(f"{g.id}'s node {g.numa_node}" for g in place.gpus)
     shown = " ".join(f"N{n}={gib(b)}" for n, b in p.memory.bytes_by_node.items())
     evidence = (
@@ -211,38 +216,42 @@ def _memory_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> tuple
 
 
 def _hca_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> Finding | None:
-    """PROCESS_HCA_NOT_RAIL: NCCL_IB_HCA leaves out every RDMA device of a GPU's rail NICs."""
+    """PROCESS_HCA_NOT_RAIL: NCCL_IB_HCA leaves out every RDMA device of the rail NICs of every
+    GPU the process uses.  A process holding several GPUs' device nodes (CUDA opens every GPU
+    it sees) is flagged only when none of them keeps a rail: which one it computes on is not
+    known."""
     value = (p.env or {}).get("NCCL_IB_HCA")
     if value is None:
         return None
     topo = result.topology
     hca = parse_hca_list(value)
+    nics = []
     for g in place.gpus:
         rail = result.rails.rail(g.id)
-        nics = [n for nid in (rail.nics if rail else ()) if (n := topo.by_id(nid)) is not None and n.rdma_devices]
-        names = [r for n in nics for r in n.rdma_devices]
-        if not names or any(hca.allows(r) for r in names):
-            continue
-        mine = next((x for x in result.plan.gpus if x.gpu == g.id), None)
-        node_env = dict(mine.env).get("NCCL_IB_HCA") if mine is not None else None
-        rails = ", ".join(f"{n.id} ({' '.join(n.rdma_devices)})" for n in nics)
-        return Finding(
-            PROCESS_HCA,
-            Severity.WARNING,
-            (g.id, *(n.id for n in nics), f"pid:{p.pid}"),
-            f"{_who(p)} uses {g.id}, whose rail NIC is {rails}, "
-            f"but its NCCL_IB_HCA={value!r} lets NCCL use none of {', '.join(names)}: {g.id}'s traffic goes through "
-            "a farther NIC.",
-            (
-                Evidence(host_path(f"proc/{p.pid}/environ"), f"NCCL_IB_HCA={value}"),
-                *(Evidence(host_path(f"sys/class/infiniband/{r}/device"), n.bdf) for n in nics for r in n.rdma_devices),
-            ),
-            "Set the same NCCL_IB_HCA on every rank of the node, naming its compute NICs"
-            + (f" ({node_env})" if node_env else "")
-            + f" -- topoagent plan --format env --gpu {mine.cuda_index if mine is not None else 0} "
-            "prints it -- or leave it unset: NCCL then gives each GPU its nearest NIC itself.",
-        )
-    return None
+        nics += [n for nid in (rail.nics if rail else ()) if (n := topo.by_id(nid)) is not None and n.rdma_devices]
+    nics = list({n.id: n for n in nics}.values())
+    names = [r for n in nics for r in n.rdma_devices]
+    if not names or any(hca.allows(r) for r in names):
+        return None
+    first = next((x for x in result.plan.gpus if x.gpu == place.gpus[0].id), None)
+    node_env = dict(first.env).get("NCCL_IB_HCA") if first is not None else None
+    gpus = ", ".join(g.id for g in place.gpus)
+    rails = ", ".join(f"{n.id} ({' '.join(n.rdma_devices)})" for n in nics)
+    return Finding(
+        PROCESS_HCA,
+        Severity.WARNING,
+        (*(g.id for g in place.gpus), *(n.id for n in nics), f"pid:{p.pid}"),
+        f"{_who(p)} uses {gpus}, whose rail NIC is {rails}, but its NCCL_IB_HCA={value!r} lets NCCL use "
+        f"none of {', '.join(names)}: the GPU's traffic goes through a farther NIC.",
+        (
+            Evidence(host_path(f"proc/{p.pid}/environ"), f"NCCL_IB_HCA={value}"),
+            *(Evidence(host_path(f"sys/class/infiniband/{r}/device"), n.bdf) for n in nics for r in n.rdma_devices),
+        ),
+        "Set the same NCCL_IB_HCA on every rank of the node, naming its compute NICs"
+        + (f" ({node_env})" if node_env else "")
+        + f" -- topoagent plan --format env --gpu {first.cuda_index if first is not None else 0} "
+        "prints it -- or leave it unset: NCCL then gives each GPU its nearest NIC itself.",
+    )
 
 
 def _placement(p: ProcessFacts, place: _Place, off: int | None) -> str:

@@ -9,30 +9,12 @@ import click
 from topoagent.core.analysis.findings import Severity
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail
 from topoagent.core.command.options import run_scan, scan_inputs
-from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import NVML_OFF, Inputs
 from topoagent.core.read import is_live
-from topoagent.core.read.nvml import running_processes
-from topoagent.core.result import ScanResult
-from topoagent.features.audit.advise import AuditReport, advise
-from topoagent.features.audit.read import read_audit
+from topoagent.features.audit.read import audit_host
 from topoagent.features.audit.render import render_json, render_text
 
-__all__ = ["audit", "audit_host"]
-
-
-def audit_host(result: ScanResult, inputs: Inputs) -> AuditReport:
-    """Audit the processes of the host ``inputs`` names against its scan ``result``: NVML's
-    running processes on the live host (unless ``--no-nvml``), else open device nodes."""
-    nvml_pids = None
-    why_fd: str | None = "not asked (--no-nvml)" if inputs.nvml == NVML_OFF else "not asked (not the live host)"
-    if is_live(inputs) and inputs.nvml != NVML_OFF:
-        running = running_processes()
-        if running.why_not is None:
-            nvml_pids = running.by_bdf
-        why_fd = running.why_not
-    facts = read_audit(HostFS(inputs.root), nvml_pids=nvml_pids, why_fd=why_fd, nvml_gpus=result.snapshot.nvml_gpus)
-    return advise(result, facts)
+__all__ = ["audit"]
 
 
 @click.command()
@@ -64,7 +46,9 @@ def audit(inputs: Inputs, fmt: str, pretty: bool, fail_on: str) -> None:
     if inputs.offline:
         fail("audit reads the processes of a host tree (--root), not pasted tool output")
     result = run_scan(inputs)
-    report = audit_host(result, inputs)
+    asked = is_live(inputs) and inputs.nvml != NVML_OFF
+    why = "not asked (--no-nvml)" if inputs.nvml == NVML_OFF else "not asked (not the live host)"
+    report = audit_host(result, inputs.root, ask_nvml=asked, why_not=None if asked else why)
     emit(render_json(result, report, pretty=pretty) if fmt == "json" else render_text(result, report))
     worst = max((f.severity for f in report.findings), default=None)
     sys.exit(EXIT_FINDINGS if worst is not None and worst >= Severity.parse(fail_on) else EXIT_OK)

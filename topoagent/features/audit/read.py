@@ -23,7 +23,10 @@ from typing import Any, TypeVar
 
 from topoagent.core.bdf import is_bdf
 from topoagent.core.hostfs import HostFS
+from topoagent.core.read.nvml import running_processes
+from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import NvmlGpu
+from topoagent.features.audit.advise import AuditReport, advise
 from topoagent.features.audit.facts import ENV_KEYS, AuditFacts, ProcessFacts, ThreadAffinity, Unreadable
 from topoagent.features.audit.parse import (
     DeviceNode,
@@ -34,7 +37,7 @@ from topoagent.features.audit.parse import (
     parse_status,
 )
 
-__all__ = ["NUMA_MAPS_LIMIT", "drm_functions", "gpu_minors", "read_audit"]
+__all__ = ["NUMA_MAPS_LIMIT", "audit_host", "drm_functions", "gpu_minors", "read_audit"]
 
 T = TypeVar("T")
 
@@ -233,3 +236,18 @@ def read_audit(
         why_fd=why_fd if source == "fd" else None,
         as_root=as_root,
     )
+
+
+def audit_host(result: ScanResult, root: str, *, ask_nvml: bool, why_not: str | None = None) -> AuditReport:
+    """Audit the processes below ``root`` against its scan ``result``: NVML's running processes
+    where ``ask_nvml`` (the live host) and a driver answers, else open device nodes (``why_not``:
+    why NVML is not asked).  What ``topoagent audit`` prints and the daemon exports."""
+    nvml_pids = None
+    why_fd = why_not
+    if ask_nvml:
+        running = running_processes()
+        if running.why_not is None:
+            nvml_pids = running.by_bdf
+        why_fd = running.why_not
+    facts = read_audit(HostFS(root), nvml_pids=nvml_pids, why_fd=why_fd, nvml_gpus=result.snapshot.nvml_gpus)
+    return advise(result, facts)
