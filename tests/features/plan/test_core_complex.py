@@ -89,7 +89,7 @@ def test_split_units_spreads_parts_over_fewer_units():
 
 
 def test_without_l3_domains_the_plan_says_so_and_cuts_runs_of_cores(fixture_root):
-    dgx = scan(fixture_root("dgx-h100"), nvml="off")  # no cache files in this fixture
+    dgx = scan(fixture_root("dgx-a100-nps4"), nvml="off")  # no cache files in this fixture
     assert dgx.snapshot.l3_domains == ()
     plan = dgx.plan_with(PlanOptions(bind="core-complex"))
     assert plan.bind == "numa"
@@ -151,10 +151,32 @@ def test_l3cache_cores_are_each_gpus_own_whole_l3s(fixture_root):
 
 def test_l3cache_without_l3_domains_is_one_line(fixture_root):
     out = topoagent(
-        "plan", "--root", str(fixture_root("dgx-h100")), "--no-nvml", "--format", "slurm", "--gres-cores", "l3cache"
+        "plan",
+        "--root",
+        str(fixture_root("dgx-a100-nps4")),
+        "--no-nvml",
+        "--format",
+        "slurm",
+        "--gres-cores",
+        "l3cache",
     )
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "no L3 cache domains" in out.stderr
+
+
+def test_one_l3_per_socket_shares_it_out_as_numa_binding_does(fixture_root):
+    """Intel (the DGX H100 fixture): one L3 spans each socket, so four GPUs share one complex --
+    each gets its own cores within it, as --bind numa gives them, and Cores= are whole sockets."""
+    dgx = scan(fixture_root("dgx-h100"), nvml="off")
+    assert len(dgx.snapshot.l3_domains) == 2
+    complexes = dgx.plan_with(PlanOptions(bind="core-complex"))
+    assert complexes.bind == "core-complex" and not complexes.notes
+    assert [g.rank_cpus for g in complexes.gpus] == [g.rank_cpus for g in dgx.plan_with(PlanOptions()).gpus]
+    out = topoagent(
+        "plan", "--root", str(fixture_root("dgx-h100")), "--no-nvml", "--format", "slurm", "--gres-cores", "l3cache"
+    )
+    cores = [CpuSet.parse(e["Cores"]) for e in gres_lines(out.stdout) if e.get("Name") == "gpu"]
+    assert cores == [CpuSet(range(56))] * 4 + [CpuSet(range(56, 112))] * 4
 
 
 def test_l3cache_core_numbers_are_hwlocs_cores_l3_by_l3(fixture_root):

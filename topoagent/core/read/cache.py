@@ -48,6 +48,11 @@ def l3_domains(fs: HostFS, cpus: tuple[Cpu, ...]) -> tuple[CpuSet, ...]:
     """The L3 domains of the online ``cpus`` (each cut to them), ordered by first CPU; () where
     the kernel names none.  A CPU whose L3 is not known is in no domain."""
     online = CpuSet(c.id for c in cpus)
+    first = min(online, default=None)
+    # The kernel makes cache/ for every online CPU or for none (drivers/base/cacheinfo.c builds
+    # it at CPU online); without it on the first CPU, no CPU has one: one look, not one per CPU.
+    if first is None or fs.names(f"{CPU_DIR}/cpu{first}/cache") is None:
+        return ()
     seen: set[int] = set()
     out: list[CpuSet] = []
     for c in sorted(cpus, key=lambda x: x.id):
