@@ -54,6 +54,18 @@ def test_rank_k_gets_the_ccds_of_gpu_k(genoa):
     assert [r for g in two.gpus for r in g.rank_cpus] == [ccd(i) for i in range(16)]
 
 
+def test_the_plan_json_says_how_it_was_cut(fixture_root):
+    import json
+
+    for bind, root in (("core-complex", GENOA), ("numa", "dgx-a100-nps4")):
+        out = topoagent(
+            "plan", "--root", str(fixture_root(root)), "--no-nvml", "--format", "json", "--bind", "core-complex"
+        )
+        doc = json.loads(out.stdout)
+        assert doc["bind"] == bind  # the NPS4 fixture names no L3: the plan fell back, and says so
+        assert ("CORE_COMPLEX_UNKNOWN" in {n["code"] for n in doc["notes"]}) is (bind == "numa")
+
+
 def test_a_reservation_never_makes_a_rank_straddle_two_ccds(genoa):
     complexes = genoa.plan_with(PlanOptions(bind="core-complex", ranks_per_gpu=2, reserve_cores=1))
     runs = genoa.plan_with(PlanOptions(bind="numa", ranks_per_gpu=2, reserve_cores=1))
