@@ -31,6 +31,8 @@ Recording format (``tests/fixtures/nvml/*.json``, also written by ``scripts/reco
           "p2p_read": {"3": "CHIPSET_NOT_SUPPORTED", "4": {"error": E}},  by peer index;
                                                  statuses are NVML_P2P_STATUS_<name>;
                                                  null: Not Supported; absent: the default
+          "processes": {"compute": [4242], "graphics": [], "mps": []},   pids with a context;
+                                                 absent: none
           "errors": {"nvmlDeviceGetUUID": E}     any per-GPU call raises E
         }
       ]
@@ -71,6 +73,9 @@ API = (
     "nvmlDeviceGetNvLinkState",
     "nvmlDeviceGetNvLinkRemotePciInfo",
     "nvmlDeviceGetP2PStatus",
+    "nvmlDeviceGetComputeRunningProcesses",
+    "nvmlDeviceGetGraphicsRunningProcesses",
+    "nvmlDeviceGetMPSComputeRunningProcesses",
 )
 
 
@@ -251,6 +256,28 @@ class FakeNvml:
         key = str(device2.index)
         status = self._value(recorded[key] if key in recorded else self.rec.get("p2p_read_default", "OK"))
         return int(getattr(pynvml, f"NVML_P2P_STATUS_{status}"))
+
+
+def _process_infos(pids: list[int]) -> list[Any]:
+    """What the process getters return: structs with a ``pid`` (and the memory used)."""
+    return [types.SimpleNamespace(pid=pid, usedGpuMemory=None) for pid in pids]
+
+
+def _add_process_calls() -> None:
+    for name, kind in (
+        ("nvmlDeviceGetComputeRunningProcesses", "compute"),
+        ("nvmlDeviceGetGraphicsRunningProcesses", "graphics"),
+        ("nvmlDeviceGetMPSComputeRunningProcesses", "mps"),
+    ):
+
+        def call(self: FakeNvml, handle: Any, _name: str = name, _kind: str = kind) -> list[Any]:
+            self._log(_name, handle)
+            return _process_infos(self._gpu(_name, handle).get("processes", {}).get(_kind, []))
+
+        setattr(FakeNvml, name, call)
+
+
+_add_process_calls()
 
 
 def make_fake(

@@ -99,6 +99,10 @@ CASES: dict[str, Case] = {
     "topoagent plan --format nccl-topo": OK,
     "topoagent plan --format rails": OK,
     "topoagent plan --format dra": OK,
+    "topoagent plan --format slurm --gres-cores l3cache": OK,
+    "topoagent plan --bind core-complex": OK,
+    "topoagent plan --format dra --claim gpu0,nic2,cpus=0-15": OK,
+    "topoagent audit": OK,
     "topoagent health": OK,
     "topoagent exec --auto -- python train.py": Case(env={"LOCAL_RANK": "3"}),
     "topoagent apply --irqs": OK,
@@ -109,6 +113,8 @@ CASES: dict[str, Case] = {
     "topoagent vms --esxcli-pci pci.txt --vmx vm.vmx": NO_ROOT,
     "topoagent daemon": DAEMON,
     "topoagent capture -o host.tar.gz": OK,
+    # docs/audit.md
+    "topoagent audit --format json": OK,
     # docs/capture.md
     "topoagent scan --root host.tar.gz": OK,
     "topoagent scan --root dir": OK,
@@ -126,6 +132,7 @@ CASES: dict[str, Case] = {
     # docs/plan.md
     "topoagent plan --format json": OK,
     "topoagent plan --ranks-per-gpu 2 --reserve-cores 2 --split 2": OK,
+    "topoagent plan --bind core-complex --ranks-per-gpu 2": OK,
     "topoagent exec --gpu 3 --dry-run -- python train.py": OK,
     "topoagent apply --pid 4242 --gpu 3": OK,
     "topoagent apply --pid 4242 --gpu 3 --yes": OK,

@@ -21,6 +21,7 @@ from topoagent.features.act.apply import apply
 from topoagent.features.act.exec import exec_
 from topoagent.features.act.fix import fix
 from topoagent.features.act.health import health
+from topoagent.features.audit.command import audit
 from topoagent.features.capture.command import capture
 from topoagent.features.daemon.command import daemon
 from topoagent.features.draw.command import draw
@@ -37,6 +38,7 @@ COMMANDS: tuple[click.Command, ...] = (
     plan,
     exec_,
     apply,
+    audit,
     fix,
     draw,
     vms,

@@ -297,6 +297,7 @@ class Machine:
     rootbuses: list[RootBus]
     funcs: list[Func]  # every function, sorted by (domain, bus, dev, fn)
     cpu_settings: dict = field(default_factory=dict)
+    processes: list = field(default_factory=list)  # the description's [[process]] tables
 
     @property
     def online(self) -> list[int]:
@@ -1061,6 +1062,7 @@ class _Builder:
             rootbuses=sorted(self.rootbuses, key=lambda r: (r.domain, r.bus)),
             funcs=funcs,
             cpu_settings=dict(self.desc.get("cpu", {})),
+            processes=list(self.desc.get("process", [])),
         )
 
 
@@ -1464,6 +1466,7 @@ def write_tree(machine: Machine, out_root: Path) -> None:
         w.text(f"{t}/package_cpus_list", fmt_cpulist(package[c.socket]))  # Linux >= 5.3 writes both
         w.text(f"{t}/core_siblings_list", fmt_cpulist(package[c.socket]))  # the older name
         w.link(f"{cbase}/cpu{c.id}/node{c.node}", f"{base}/node{c.node}")
+    _write_l3(w, machine, nbits)
 
     # ---- modules, peer memory ---------------------------------------------------------------
     for name, version in sorted(dict(s.get("modules", {})).items()):
@@ -1507,11 +1510,125 @@ def write_tree(machine: Machine, out_root: Path) -> None:
         ),
     )
     w.text("proc/cpuinfo", _cpuinfo(machine), newline=False)
+    _write_nvidia_information(w, machine)
+    _write_processes(w, machine, nbits)
     w.text("proc/irq/default_smp_affinity", fmt_mask(online, nbits))
     for f in machine.funcs:
         for irq in f.irqs:
             w.text(f"proc/irq/{irq}/smp_affinity", fmt_mask(online, nbits))
             w.text(f"proc/irq/{irq}/smp_affinity_list", fmt_cpulist(online))
+
+
+def _write_nvidia_information(w: _Writer, machine: Machine) -> None:
+    """``proc/driver/nvidia/gpus/BDF/information`` for each NVIDIA GPU, where the description
+    sets ``machine.nvidia_procfs``: the driver's own lines (kernel-open/nvidia/nv-procfs.c), the
+    ``Device Minor`` numbered in PCI order as the driver usually numbers /dev/nvidiaN."""
+    if not machine.settings.get("nvidia_procfs"):
+        return
+    gpus = [f for f in machine.funcs if f.vendor == 0x10DE and f.cls >> 16 == 0x03 and f.physfn is None]
+    for minor, f in enumerate(gpus):
+        w.text(
+            f"proc/driver/nvidia/gpus/{f.bdf}/information",
+            "\n".join(
+                [
+                    f"Model: \t\t {f.part.get('name', 'NVIDIA GPU')}",
+                    "IRQ:   \t\t 0",
+                    f"GPU UUID: \t GPU-{f.domain:04x}{f.bus:02x}{f.dev:02x}-fake",
+                    "Video BIOS: \t ??.??.??.??.??",
+                    "Bus Type: \t PCIe",
+                    "DMA Size: \t 52 bits",
+                    "DMA Mask: \t 0xfffffffffffff",
+                    f"Bus Location: \t {f.bdf}",
+                    f"Device Minor: \t {minor}",
+                    "GPU Excluded:\t No",
+                ]
+            ),
+        )
+
+
+def _write_processes(w: _Writer, machine: Machine, nbits: int) -> None:
+    """``proc/<pid>/`` for each ``[[process]]``: ``status``, ``cmdline``, ``environ``,
+    ``numa_maps``, ``task/<tid>/status`` (one thread per ``threads`` entry, tids from the pid
+    on) and ``fd/<n>`` links to ``fds`` (from 3; 0-2 are /dev/null), as proc(5) lays them out."""
+    online = machine.online
+    mems = [n.id for n in machine.nodes if n.memory_kb]
+    for i, proc in enumerate(machine.processes):
+        pid = int(proc["pid"])
+        name = str(proc.get("name", "python3"))
+        uid = int(proc.get("uid", 1000))
+        threads = [parse_cpulist(str(t)) for t in proc.get("threads", [fmt_cpulist(online)])]
+        base = f"proc/{pid}"
+        for k, cpus in enumerate(threads):
+            w.text(f"{base}/task/{pid + k}/status", _proc_status(name, pid, pid + k, uid, cpus, mems, nbits))
+        w.text(f"{base}/status", _proc_status(name, pid, pid, uid, threads[0], mems, nbits))
+        w.data(f"{base}/cmdline", name.encode() + b"\0")
+        env = {"PATH": "/usr/bin", "HOME": "/home/user", **{str(k): str(v) for k, v in proc.get("environ", {}).items()}}
+        w.data(f"{base}/environ", b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items()))
+        policy = str(proc.get("policy", "default"))
+        memory = {int(n): int(mib) for n, mib in dict(proc.get("memory", {})).items()}
+        pages = " ".join(f"N{n}={mib * 256}" for n, mib in sorted(memory.items()))  # 4 KiB pages
+        total = sum(memory.values()) * 256
+        lines = [
+            f"55d4c0000000 default file=/usr/bin/{name} mapped=4 N{mems[0]}=4 kernelpagesize_kB=4",
+            f"55d4c2000000 {policy} heap anon={total} dirty={total} {pages} kernelpagesize_kB=4" if memory else "",
+            f"7ffd00000000 {policy} stack anon=3 dirty=3 N{mems[0]}=3 kernelpagesize_kB=4",
+        ]
+        w.text(f"{base}/numa_maps", "\n".join(line for line in lines if line))
+        w.dir(f"{base}/fd")
+        for fd, target in enumerate(["/dev/null"] * 3 + [str(t) for t in proc.get("fds", [])]):
+            os.symlink(target, w.root + f"{base}/fd/{fd}")
+        os.symlink(f"socket:[{40000 + i}]", w.root + f"{base}/fd/{3 + len(proc.get('fds', []))}")
+
+
+def _proc_status(name: str, pid: int, tid: int, uid: int, cpus: list[int], mems: list[int], nbits: int) -> str:
+    return "\n".join(
+        [
+            f"Name:\t{name}",
+            "State:\tS (sleeping)",
+            f"Tgid:\t{pid}",
+            f"Pid:\t{tid}",
+            "PPid:\t1",
+            f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}",
+            f"Gid:\t{uid}\t{uid}\t{uid}\t{uid}",
+            "Threads:\t1",
+            f"Cpus_allowed:\t{fmt_mask(cpus, nbits)}",
+            f"Cpus_allowed_list:\t{fmt_cpulist(cpus)}",
+            f"Mems_allowed:\t{fmt_mask(mems, 1024)}",
+            f"Mems_allowed_list:\t{fmt_cpulist(mems)}",
+        ]
+    )
+
+
+def _write_l3(w: _Writer, machine: Machine, nbits: int) -> None:
+    """``cpuN/cache/index3/``, where the description has ``cpu.l3_per_socket``: each socket's
+    cores cut into that many runs of consecutive cores (an AMD CCD each), every thread of a run
+    sharing one L3 -- the files the kernel writes (drivers/base/cacheinfo.c) and hwloc reads
+    (``level``, ``type``, ``size``, ``shared_cpu_map``, line size, ways, partitions)."""
+    per_socket = int(machine.cpu_settings.get("l3_per_socket", 0))
+    if not per_socket:
+        return
+    cores = int(machine.cpu_settings.get("cores", 1))
+    if cores % per_socket:
+        raise DescriptionError(f"cpu: {cores} cores do not split into {per_socket} L3 caches per socket")
+    run = cores // per_socket
+    members: dict[tuple[int, int], list[int]] = {}
+    for c in machine.cpus:
+        members.setdefault((c.socket, c.core // run), []).append(c.id)
+    size_kb = int(machine.cpu_settings.get("l3_kib", 32768))
+    for c in machine.cpus:
+        key = (c.socket, c.core // run)
+        shared = members[key]
+        d = f"sys/devices/system/cpu/cpu{c.id}/cache/index3"
+        w.text(f"{d}/level", "3")
+        w.text(f"{d}/type", "Unified")
+        w.text(f"{d}/id", str(key[0] * per_socket + key[1]))
+        w.text(f"{d}/size", f"{size_kb}K")
+        w.text(f"{d}/coherency_line_size", "64")
+        w.text(f"{d}/ways_of_associativity", "16")
+        w.text(f"{d}/number_of_sets", str(size_kb * 1024 // (64 * 16)))
+        w.text(f"{d}/physical_line_partition", "1")
+        w.text(f"{d}/shared_cpu_list", fmt_cpulist(shared))
+        w.text(f"{d}/shared_cpu_map", fmt_mask(shared, nbits))
 
 
 def _write_function(w: _Writer, f: Func, link_format: str, nbits: int) -> None:

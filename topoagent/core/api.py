@@ -24,7 +24,7 @@ from topoagent.core.findings.crosscheck import compare
 from topoagent.core.inputs import NVML_AUTO, Inputs
 from topoagent.core.paste import collect as paste_collect
 from topoagent.core.paste import read_offline as read
-from topoagent.core.read import Collection, nvml, sysfs, tools
+from topoagent.core.read import Collection, cache, nvml, sysfs, tools
 from topoagent.core.read.archive import replay_root
 from topoagent.core.result import ScanResult, analyse, with_timings
 from topoagent.core.snapshot import Snapshot
@@ -55,6 +55,7 @@ class Source(msgspec.Struct, frozen=True):
 #: snapshot, the others enrich it.
 SOURCES: tuple[Source, ...] = (
     Source("sysfs", sysfs.collect, lambda i: not i.offline),
+    Source("cache", cache.collect, lambda i: not i.offline),
     Source("offline", paste_collect, lambda i: i.offline),
     Source("nvml", nvml.collect, nvml.wanted),
     Source("cross-check", tools.collect, lambda i: i.cross_check),

@@ -396,6 +396,9 @@ class Snapshot(msgspec.Struct, frozen=True):
     cpu_model: str | None = None
     #: The first CPU's identity (``/proc/cpuinfo``); None where not read.
     cpu_identity: CpuIdentity | None = None
+    #: The CPUs that share one L3 cache (``cpu*/cache/index3/shared_cpu_list``): the core
+    #: complexes (AMD CCDs), ordered by first CPU; () where the kernel names none.
+    l3_domains: tuple[CpuSet, ...] = ()
 
     @property
     def from_host_tree(self) -> bool:

@@ -1,9 +1,10 @@
 """The published JSON Schemas of topoagent's JSON outputs, generated from the contract types.
 
-``python -m topoagent.schema`` writes ``scan.schema.json``, ``plan.schema.json`` and
-``vms.schema.json`` (and ``baseline.schema.json``) beside this file from the types the outputs encode
-(:class:`~topoagent.core.render.json_report.ScanReport`, :class:`~topoagent.features.plan.report.PlanReport`,
-:class:`~topoagent.features.vms.report.VmsReport`); a test regenerates them and fails when a file
+``python -m topoagent.schema`` writes ``scan.schema.json``, ``plan.schema.json``,
+``vms.schema.json`` and ``audit.schema.json`` (and ``baseline.schema.json``) beside this file from the
+types the outputs encode (:class:`~topoagent.core.render.json_report.ScanReport`,
+:class:`~topoagent.features.plan.report.PlanReport`, :class:`~topoagent.features.vms.report.VmsReport`,
+:class:`~topoagent.features.audit.render.AuditDoc`); a test regenerates them and fails when a file
 differs, so a schema cannot drift from its output.
 """
 
@@ -18,6 +19,7 @@ import msgspec
 from topoagent.core.analysis.fingerprint import BASELINE_VERSION, Baseline
 from topoagent.core.render.json_report import SCHEMA_VERSION as SCAN_VERSION
 from topoagent.core.render.json_report import ScanReport
+from topoagent.features.audit.render import AUDIT_SCHEMA_VERSION, AuditDoc
 from topoagent.features.plan.report import SCHEMA_VERSION as PLAN_VERSION
 from topoagent.features.plan.report import PlanReport
 from topoagent.features.vms.report import VmsReport
@@ -60,6 +62,17 @@ def vms_schema() -> dict[str, Any]:
     )
 
 
+def audit_schema() -> dict[str, Any]:
+    """The schema of ``audit --format json``."""
+    return _document(
+        AuditDoc,
+        "audit.schema.json",
+        "topoagent audit --format json",
+        f"Schema version {AUDIT_SCHEMA_VERSION}. The processes using each GPU and the audit's findings "
+        "(the scan's finding shape; docs/audit.md). Additive changes keep the version; breaking ones bump it.",
+    )
+
+
 def baseline_schema() -> dict[str, Any]:
     """The schema of ``topoagent baseline`` (the expected topology ``scan --expect`` reads)."""
     return _document(
@@ -76,6 +89,7 @@ GENERATED = {
     "scan.schema.json": scan_schema,
     "plan.schema.json": plan_schema,
     "vms.schema.json": vms_schema,
+    "audit.schema.json": audit_schema,
     "baseline.schema.json": baseline_schema,
 }
 

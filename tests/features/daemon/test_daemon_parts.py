@@ -677,11 +677,14 @@ def test_config_is_a_value():
 def test_alert_rules_use_only_metrics_the_daemon_exports(dgx):
     from prometheus_client.parser import text_string_to_metric_families
 
+    from topoagent.features.audit.advise import advise
+    from topoagent.features.audit.facts import AuditFacts
     from topoagent.features.daemon.metrics import render_text
 
     text = (REPO / "deploy/prometheus/topoagent-rules.yml").read_text()
     used = set(re.findall(r"\btopoagent_[a-z_]+", text))
-    fams = list(text_string_to_metric_families(render_text(_status(dgx)).decode()))
+    audit = advise(dgx, AuditFacts(source="fd"))  # the per-GPU audit families, with no process
+    fams = list(text_string_to_metric_families(render_text(_status(dgx, audit=audit)).decode()))
     exported = {f.name for f in fams} | {s.name for f in fams for s in f.samples}
     assert used and used <= exported, used - exported
     for alert in (
@@ -690,6 +693,7 @@ def test_alert_rules_use_only_metrics_the_daemon_exports(dgx):
         "TopoagentRailCrossesSockets",
         "TopoagentPcieLinkDegraded",
         "TopoagentScanFailing",
+        "TopoagentProcessMisplaced",
     ):
         assert f"alert: {alert}" in text
 

@@ -87,7 +87,7 @@ def test_rails_keys_gpus_by_nvml_uuid(fixture_root):
 def test_dra_attributes(fixture_root):
     doc = json.loads(plan(fixture_root("dgx-h100"), "dra"))
     by_id = {d["device"]: d for d in doc["devices"]}
-    assert {d["kind"] for d in doc["devices"]} == {"gpu", "nic"}
+    assert {d["kind"] for d in doc["devices"]} == {"gpu", "nic", "cpu"}
     gpu0 = by_id["gpu0"]["attributes"]
     assert gpu0 == {
         "resource.kubernetes.io/pcieRoot": {"string": "pci0000:15"},
@@ -98,13 +98,25 @@ def test_dra_attributes(fixture_root):
     nic = next(d for d in doc["devices"] if d["key"] == "0000:18:00.0")
     assert nic["attributes"]["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:15"}
     for d in doc["devices"]:
-        assert PCIE_ROOT.match(d["attributes"]["resource.kubernetes.io/pcieRoot"]["string"])
+        if d["kind"] != "cpu":  # CPUs are no PCI device: no pcieRoot
+            assert PCIE_ROOT.match(d["attributes"]["resource.kubernetes.io/pcieRoot"]["string"])
+    # each NUMA node's CPUs, as the CPU DRA driver publishes them (one device per node)
+    assert [d for d in doc["devices"] if d["kind"] == "cpu"] == [
+        {
+            "device": f"cpu-node{n}",
+            "key": f"node{n}",
+            "kind": "cpu",
+            "attributes": {"resource.kubernetes.io/numaNode": {"int": n}},
+            "cpus": cpus,
+        }
+        for n, cpus in ((0, "0-55,112-167"), (1, "56-111,168-223"))
+    ]
 
 
 def test_dra_leaves_out_an_unknown_numa_node(fixture_root):
     doc = json.loads(plan(fixture_root("cloud-vm"), "dra"))  # numa_node = -1 on every device
     assert doc["devices"]
-    for d in doc["devices"]:
+    for d in (d for d in doc["devices"] if d["kind"] != "cpu"):
         assert "resource.kubernetes.io/numaNode" not in d["attributes"]
         assert d["attributes"]["resource.kubernetes.io/pcieRoot"] == {"string": "pci0000:00"}
 

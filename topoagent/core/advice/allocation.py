@@ -13,6 +13,10 @@ local rank 1 is the host's GPU 5.  The variables, as their owners define them:
   ``NoDevFiles`` when the step has none.
 - ``NVIDIA_VISIBLE_DEVICES`` (NVIDIA Container Toolkit): host indices or UUIDs, or ``all``;
   ``none``/``void``/empty give no GPU.  Inside the container CUDA numbers them from 0.
+- DRA device metadata (Kubernetes KEP-5304): the files a DRA driver's kubelet plugin mounts
+  into the container name each allocated device's ``pciBusID``; where no variable says
+  anything, the GPUs among them, in PCI bus order (the order CUDA numbers a container's GPUs
+  in under ``CUDA_DEVICE_ORDER=PCI_BUS_ID``), are the allocation (:func:`allocation_from_dra`).
 
 Pure: the environment is passed in; resolving UUIDs needs the snapshot's NVML facts.
 """
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from topoagent.core.bdf import bdf_key, is_bdf
 from topoagent.core.digits import is_decimal
 from topoagent.core.errors import InputError
 
@@ -31,7 +36,7 @@ if TYPE_CHECKING:
     from topoagent.core.advice.plan import GpuPlan, Plan
     from topoagent.core.snapshot import NvmlGpu
 
-__all__ = ["Allocation", "allocated_gpus", "allocation_from"]
+__all__ = ["Allocation", "allocated_gpus", "allocation_from", "allocation_from_dra"]
 
 #: Slurm's variables naming a step's (then a job's) GPUs by host index.
 SLURM_GPU_VARS = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
@@ -40,7 +45,8 @@ SLURM_GPU_VARS = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
 class Allocation(msgspec.Struct, frozen=True):
     """The GPUs this process was given, in its own (local-rank) order.
 
-    ``gpus``: each a host index (``"5"``, PCI bus order) or a UUID (``GPU-…``, ``MIG-…``).
+    ``gpus``: each a host index (``"5"``, PCI bus order), a UUID (``GPU-…``, ``MIG-…``) or
+    a PCI address (``0000:1b:00.0``, from DRA device metadata).
     ``source``: the variables it came from, as a person reads them.  ``cuda``: the
     ``CUDA_VISIBLE_DEVICES`` entry naming each GPU to this process (what narrowing to one
     GPU writes); None where that variable is unset.
@@ -128,6 +134,13 @@ def allocation_from(env: Mapping[str, str]) -> Allocation | None:
     return Allocation(tuple(gpus), how, tokens)
 
 
+def allocation_from_dra(bdfs: Sequence[str], gpu_bdfs: Sequence[str], where: str) -> Allocation | None:
+    """The GPUs among the PCI addresses DRA device metadata names (``gpu_bdfs``: the host's
+    GPUs), in PCI bus order; None where it names none of them (only NICs, or no file)."""
+    mine = sorted({b for b in bdfs if b in set(gpu_bdfs)}, key=bdf_key)
+    return Allocation(tuple(mine), f"DRA device metadata ({where})") if mine else None
+
+
 def _uuid_map(nvml: Sequence[NvmlGpu]) -> dict[str, str]:
     return {g.uuid.upper(): g.bdf for g in nvml if g.uuid}
 
@@ -140,6 +153,11 @@ def allocated_gpus(alloc: Allocation, plan: Plan, nvml: Sequence[NvmlGpu]) -> tu
     uuids = _uuid_map(nvml)
     out = []
     for ref in alloc.gpus:
+        if is_bdf(ref):
+            if ref.lower() not in by_bdf:
+                raise InputError(f"{alloc.source} names {ref}: not a GPU of this host")
+            out.append(by_bdf[ref.lower()])
+            continue
         if not _is_uuid(ref):
             g = by_index.get(int(ref))
             if g is None:

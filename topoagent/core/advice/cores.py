@@ -18,7 +18,17 @@ from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import InputError
 from topoagent.core.snapshot import Cpu
 
-__all__ = ["Split", "host_cores", "cores_in", "reserve", "split_cores", "logical_cores", "threads_known"]
+__all__ = [
+    "Split",
+    "complexes_in",
+    "cores_in",
+    "host_cores",
+    "logical_cores",
+    "reserve",
+    "split_cores",
+    "split_units",
+    "threads_known",
+]
 
 _NO_PACKAGE = 1 << 30
 
@@ -96,6 +106,34 @@ def split_cores(cores: Sequence[CpuSet], parts: int) -> Split:
         out.append(CpuSet().union(*cores[start : start + size]))
         start += size
     return Split(tuple(out))
+
+
+def complexes_in(cores: Sequence[CpuSet], domains: Sequence[CpuSet]) -> tuple[CpuSet, ...]:
+    """``cores`` grouped by the L3 domain (core complex) holding each: one set per domain that
+    holds any of them, the union of those cores, in the order the cores come; a core in no
+    known domain is a group of its own."""
+    groups: dict[int, list[CpuSet]] = {}
+    for core in cores:
+        home = next((i for i, d in enumerate(domains) if core & d), None)
+        groups.setdefault(home if home is not None else -1 - len(groups), []).append(core)
+    return tuple(CpuSet().union(*members) for members in groups.values())
+
+
+def split_units(units: Sequence[CpuSet], parts: int, cores: Sequence[CpuSet]) -> Split:
+    """Cut ``units`` (core complexes, in order) into ``parts``: runs of whole units where there
+    are at least as many units as parts (:func:`split_cores` on the units); otherwise the parts
+    are spread over the units as evenly as they go (the first units take one more) and the
+    parts on one unit share out its whole ``cores`` -- a part never straddles two units."""
+    if len(units) >= parts or not units:
+        return split_cores(units, parts)
+    each, extra = divmod(parts, len(units))
+    out: list[CpuSet] = []
+    shared = False
+    for j, unit in enumerate(units):
+        piece = split_cores(cores_in(cores, unit), each + (1 if j < extra else 0))
+        out.extend(piece.parts)
+        shared = shared or piece.shared
+    return Split(tuple(out), shared)
 
 
 def logical_cores(cores: Sequence[CpuSet], cpus: CpuSet) -> CpuSet:

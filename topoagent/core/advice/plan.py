@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from topoagent.core.advice.cores import Split, cores_in, host_cores, reserve, split_cores, threads_known
+from topoagent.core.advice.cores import (
+    Split,
+    complexes_in,
+    cores_in,
+    host_cores,
+    reserve,
+    split_cores,
+    split_units,
+    threads_known,
+)
 from topoagent.core.analysis.paths import nccl_view, path_index
 from topoagent.core.analysis.rails import NicRole
 from topoagent.core.cpuset import MAX_CPUS, CpuSet
@@ -126,6 +135,9 @@ class Plan(msgspec.Struct, frozen=True):
     cores: tuple[CpuSet, ...] = ()
     #: Whether ``cores`` knows which threads share a core (False: pasted text; sets not cut).
     threads_known: bool = True
+    #: How the CPU shares were cut (:data:`BIND_MODES`): ``core-complex`` only where the host's
+    #: L3 domains were known; otherwise ``numa``, with a CORE_COMPLEX_UNKNOWN note.
+    bind: str = "numa"
 
 
 def gpu_cpus(topo: Topology, gpu: Device) -> CpuSet | None:
@@ -199,6 +211,8 @@ class PlanOptions(msgspec.Struct, frozen=True):
     ``split``: cut the host into this many disjoint GPU groups (0: no split).
     ``gpus``: the GPUs (ids) a node's cores are shared among -- a job's allocated GPUs;
     None: all of them.  The others keep their node's CPUs but get no rank share.
+    ``bind``: ``numa`` (a node's whole cores shared out in runs) or ``core-complex`` (whole
+    L3 domains -- AMD CCDs -- shared out, as torchrun's ``--numa-binding=core-complex`` binds).
     """
 
     allowed: CpuSet | None = None
@@ -206,10 +220,16 @@ class PlanOptions(msgspec.Struct, frozen=True):
     ranks_per_gpu: int = 1
     split: int = 0
     gpus: tuple[str, ...] | None = None
+    bind: str = "numa"
+
+
+#: How ``bind`` cuts a node's CPUs: runs of whole cores, or whole core complexes (L3 domains).
+BIND_MODES = ("numa", "core-complex")
 
 
 #: Codes of the notes a plan adds to the scan's findings (same Finding shape).
 PLAN_CODES = {
+    "CORE_COMPLEX_UNKNOWN": "warning",
     "CORES_UNKNOWN": "warning",
     "CPUSET_EMPTY": "critical",
     "RANKS_SHARE_CORES": "warning",
@@ -323,6 +343,8 @@ def plan_for(
     """
     if not 1 <= options.ranks_per_gpu <= MAX_CPUS:  # each rank gets cores; work grows with ranks
         raise PlanError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
+    if options.bind not in BIND_MODES:
+        raise PlanError(f"bind must be one of {', '.join(BIND_MODES)}")
     by_pair = path_index(paths)
     recorded = topo.snapshot.allowed_cpus
     allowed = (
@@ -346,6 +368,14 @@ def plan_for(
                 "whole cores out among GPUs and ranks.",
             )
         )
+
+    domains = complex_domains(topo, options, whole, tuple(g.gpu for g in base.gpus), notes)
+
+    def cut(units: tuple[CpuSet, ...], parts: int) -> Split:
+        """Whole cores in runs, or whole core complexes (``--bind core-complex``)."""
+        if domains is None:
+            return split_cores(units, parts)
+        return split_units(complexes_in(units, domains), parts, cores)
 
     # Per NUMA node: allowed cores, reservation, then the shares of the node's GPUs.
     reserved = CpuSet()
@@ -379,7 +409,7 @@ def plan_for(
             for g in members:
                 share[g.gpu] = CpuSet().union(*node_cores)
             continue
-        split = split_cores(node_cores, len(members)) if node_cores else None
+        split = cut(node_cores, len(members)) if node_cores else None
         for i, g in enumerate(members):
             share[g.gpu] = split.parts[i] if split is not None else CpuSet()
         if split is not None and split.shared:
@@ -406,7 +436,7 @@ def plan_for(
         )
         own = cores_in(cores, share[g.gpu])
         split = (
-            split_cores(own, options.ranks_per_gpu)
+            cut(own, options.ranks_per_gpu)
             if whole
             else Split(tuple(share[g.gpu] for _ in range(options.ranks_per_gpu)))
         )
@@ -471,7 +501,38 @@ def plan_for(
         notes=tuple(notes),
         cores=cores,
         threads_known=whole,
+        bind="numa" if domains is None else "core-complex",
     )
+
+
+def complex_domains(
+    topo: Topology, options: PlanOptions, whole: bool, gpus: tuple[str, ...], notes: list[Any]
+) -> tuple[CpuSet, ...] | None:
+    """The L3 domains a ``core-complex`` plan cuts by; None for a ``numa`` plan, or where the
+    domains (or which threads share a core) are unknown -- then a CORE_COMPLEX_UNKNOWN note
+    says the plan fell back to runs of whole cores."""
+    if options.bind != "core-complex":
+        return None
+    domains = topo.snapshot.l3_domains
+    if domains and whole:
+        return domains
+    if gpus:
+        why = (
+            "the kernel names no L3 cache domains (no cpu*/cache/index3/shared_cpu_list)"
+            if not domains
+            else "which CPUs are hyperthreads of one core is unknown"
+        )
+        notes.append(
+            _finding(
+                "CORE_COMPLEX_UNKNOWN",
+                gpus,
+                f"--bind core-complex: {why}, so each GPU's CPUs are shared out in runs of whole cores "
+                "of its NUMA node instead (--bind numa).",
+                "Plan from the host itself (or a capture of it, which records the cache files); on a VM, "
+                "the hypervisor may hide the L3 layout.",
+            )
+        )
+    return None
 
 
 def base_env(cuda_index: int) -> dict[str, str]:

@@ -433,3 +433,61 @@ class GpuUtilization:
                 nvml.nvmlShutdown()
             except Exception:  # shutting down: nothing to report to
                 pass
+
+
+#: NVML's lists of the processes with a context on a GPU (nvidia-ml-py: each returns a list of
+#: process-info structs with a ``pid``): CUDA compute, graphics, and MPS clients.
+_PROCESS_CALLS = (
+    "nvmlDeviceGetComputeRunningProcesses",
+    "nvmlDeviceGetGraphicsRunningProcesses",
+    "nvmlDeviceGetMPSComputeRunningProcesses",
+)
+
+
+class RunningProcesses(msgspec.Struct, frozen=True):
+    """The processes NVML says use each GPU, by BDF (``topoagent audit``).  ``why_not``: why
+    NVML could not say (no library, no driver); ``errors``: calls that failed for one GPU."""
+
+    by_bdf: dict[str, tuple[int, ...]] = msgspec.field(default_factory=dict)
+    why_not: str | None = None
+    errors: tuple[ProbeError, ...] = ()
+
+
+def running_processes(nvml: Any = None) -> RunningProcesses:
+    """Ask NVML which processes have a context on each GPU.  ``nvml``: the ``pynvml`` module or
+    a stand-in.  Never raises for host reasons; PIDs are in the driver's (the host's) PID
+    namespace."""
+    if nvml is None:
+        nvml, why = _import_pynvml()
+        if nvml is None:
+            return RunningProcesses(why_not=why)
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # no driver, no library: NVML has nothing to say
+        return RunningProcesses(why_not=f"nvmlInit failed: {_describe(exc)}")
+    p = _Prober(nvml)
+    out: dict[str, tuple[int, ...]] = {}
+    try:
+        count = p.value("", "nvmlDeviceGetCount", convert=int)
+        for index in range(count or 0):
+            where = f"gpu{index}"
+            try:
+                handle = p.call(where, "nvmlDeviceGetHandleByIndex", index)
+            except _Skip:
+                continue
+            bdf = p.bdf(where, handle)
+            if bdf is None:
+                continue
+            pids: dict[int, None] = {}
+            for fn in _PROCESS_CALLS:
+                infos = p.value(where, fn, handle, convert=list) or []
+                pids.update(dict.fromkeys(int(i.pid) for i in infos if getattr(i, "pid", None) is not None))
+            out[bdf] = tuple(sorted(pids))
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception as exc:
+            p.errors.append(ProbeError(f"{SOURCE}:nvmlShutdown", _describe(exc)))
+    if count is None:
+        return RunningProcesses(why_not="NVML could not count the GPUs", errors=tuple(p.errors))
+    return RunningProcesses(out, None, tuple(p.errors))

@@ -15,14 +15,16 @@ from typing import Any, NoReturn
 
 import click
 
-from topoagent.core.advice.allocation import allocated_gpus, allocation_from
+from topoagent.core.advice.allocation import Allocation, allocated_gpus, allocation_from, allocation_from_dra
 from topoagent.core.advice.plan import PLAN_CODES, gpu_rank_env, rank_env
 from topoagent.core.advice.ranks import local_rank_from
 from topoagent.core.command.common import EXIT_ERROR, fail
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.digits import is_decimal
 from topoagent.core.errors import InputError
+from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import Inputs
+from topoagent.core.read.dra_metadata import METADATA_DIR, read_dra_metadata
 from topoagent.core.render.escape import comment, shown
 from topoagent.features.act.mempolicy import MODES, MempolicyError, set_policy
 from topoagent.features.plan.command import make_plan, plan_options
@@ -94,6 +96,7 @@ def exec_(
     auto: bool,
     ranks_per_gpu: int,
     reserve_cores: int,
+    bind: str,
     allowed_cpus: str,
     mem: str,
     keep_visible: bool,
@@ -107,7 +110,8 @@ def exec_(
         topoagent exec --auto -- python train.py
 
     A local rank (--auto, --local-rank) indexes the GPUs the job was given -- CUDA_VISIBLE_DEVICES
-    (indices or UUIDs), SLURM_STEP_GPUS/SLURM_JOB_GPUS, NVIDIA_VISIBLE_DEVICES -- and their
+    (indices or UUIDs), SLURM_STEP_GPUS/SLURM_JOB_GPUS, NVIDIA_VISIBLE_DEVICES, else (in a
+    Kubernetes pod) the DRA device metadata in /var/run/dra-device-attributes -- and their
     CUDA_VISIBLE_DEVICES is kept as the scheduler set it (--narrow-visible: the rank's GPU
     only).  The plan's CPUs are intersected with this process's own (affinity and cgroup
     cpuset), also when it comes from --root: an empty intersection stops here, exit 2.
@@ -129,8 +133,12 @@ def exec_(
         except InputError as exc:
             fail(str(exc))
     result = run_scan(inputs)
+    if gpu is None and alloc is None:
+        alloc = _dra_allocation(inputs, result)
     # The plan is applied to this process: its own CPUs bound every set, whatever the root.
-    plan = make_plan(result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, this_process=True, allocation=alloc)
+    plan = make_plan(
+        result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, this_process=True, allocation=alloc, bind=bind
+    )
     if not plan.gpus or (alloc is not None and not alloc.gpus):
         why = "no GPU on this host" if not plan.gpus else f"the job was given no GPU ({alloc.source if alloc else ''})"
         if not allow_no_gpu:
@@ -211,6 +219,16 @@ def exec_(
     _exec(command, child_env)
 
 
+def _dra_allocation(inputs: Inputs, result: Any) -> Allocation | None:
+    """Inside a Kubernetes pod whose GPUs came from a DRA claim: the GPUs the DRA device
+    metadata files name (read below the root, as the scan is), when no variable names any."""
+    meta = read_dra_metadata(HostFS(inputs.root))
+    for problem in meta.problems:
+        _say(f"DRA device metadata skipped: {problem}")
+    where = METADATA_DIR if len(meta.files) != 1 else meta.files[0].lstrip("/")
+    return allocation_from_dra(meta.bdfs, [g.bdf for g in result.topology.gpus if g.bdf], "/" + where)
+
+
 def _checked_usage(
     gpu: str | None,
     local_rank: int | None,
@@ -262,7 +280,7 @@ def _narrowed(alloc: Any, index: int, g: Any, nvml: Any) -> str:
     else its UUID (CUDA takes UUIDs whatever the numbering)."""
     if alloc.cuda is not None and index < len(alloc.cuda):
         return str(alloc.cuda[index])
-    if alloc.source == "NVIDIA_VISIBLE_DEVICES":
+    if alloc.source == "NVIDIA_VISIBLE_DEVICES" or alloc.source.startswith("DRA device metadata"):
         return str(index)
     uuid = next((n.uuid for n in nvml if n.bdf == g.bdf and n.uuid), None)
     if uuid is None:

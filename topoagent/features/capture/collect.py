@@ -18,8 +18,8 @@ The allow-list (host paths, relative to ``/``):
   ``sys/class/infiniband/*``: ``node_guid``, ``ports/*/{state,rate,link_layer}`` and the
   ``device`` link;
 * ``sys/devices/system/node/node*/{cpulist,cpumap,meminfo,distance}``, ``sys/devices/system/cpu/online``,
-  ``sys/devices/system/cpu/cpu*/topology/{thread_siblings_list,physical_package_id,package_cpus_list,core_siblings_list}``
-  and the ``cpu*/node*`` links;
+  ``sys/devices/system/cpu/cpu*/topology/{thread_siblings_list,physical_package_id,package_cpus_list,core_siblings_list}``,
+  ``sys/devices/system/cpu/cpu*/cache/index3/{level,shared_cpu_list}`` and the ``cpu*/node*`` links;
 * ``sys/kernel/iommu_groups/*/type``, ``sys/module/<m>`` for the modules a scan asks about,
   ``sys/kernel/mm/memory_peers/*/version``, ``sys/hypervisor/type``;
 * ``proc/cmdline``, the first CPU's ``flags`` and identity lines (vendor, family, model, model
@@ -195,6 +195,9 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
         if numbered(name, "cpu") is not None:
             for attr in ("thread_siblings_list", "physical_package_id", "package_cpus_list", "core_siblings_list"):
                 _copy_file(fs, cap, f"{base}/{name}/topology/{attr}", limit=4096)
+            # the L3 the CPU shares (core complexes: topoagent.core.read.cache)
+            for attr in ("level", "shared_cpu_list"):
+                _copy_file(fs, cap, f"{base}/{name}/cache/index3/{attr}", limit=4096)
             # the CPU's node link: the scan's fallback where a node's own CPU files fail
             for entry in fs.names(f"{base}/{name}") or ():
                 if numbered(entry, "node") is not None:

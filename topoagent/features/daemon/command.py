@@ -42,6 +42,7 @@ from topoagent.features.daemon.loop import Daemon, SetupError
 @click.option("--textfile-dir", metavar="DIR", help="Write topoagent.prom here for node_exporter's textfile collector.")
 @click.option("--interval", type=float, metavar="SECONDS", help="Seconds between timer scans (default 300).")
 @click.option("--no-nvml", is_flag=True, default=None, help="Do not ask NVML.")
+@click.option("--no-audit", is_flag=True, default=None, help="Do not audit the processes using the GPUs.")
 def daemon(
     root: str | None,
     config_file: str | None,
@@ -51,6 +52,7 @@ def daemon(
     textfile_dir: str | None,
     interval: float | None,
     no_nvml: bool | None,
+    no_audit: bool | None,
 ) -> None:
     """Run as a service: scan at start, on a timer, on udev hotplug events and on SIGHUP.
 
@@ -68,6 +70,7 @@ def daemon(
         "textfile_dir": textfile_dir,
         "interval": interval,
         "nvml": False if no_nvml else None,
+        "audit": False if no_audit else None,
     }
 
     reader = ConfigReader(config_file, overrides)  # one read per (re)load, provenance included

@@ -12,6 +12,7 @@ naming the key, so a typo never silently falls back to a default::
     expected_gpus = 8               # GPUs this node should have (default: the most seen)
     scan_timeout = 120              # a scan running longer is abandoned and counted failed
     expect = "/etc/topoagent/baseline.json"  # expected topology (topoagent baseline), "" = none
+    audit = true                    # audit the processes using each GPU at every scan
 
 The full table is :data:`KEYS` (and ``docs/daemon.md``).  Pure, apart from reading the file.
 """
@@ -83,6 +84,8 @@ class Config(msgspec.Struct, frozen=True):
     log_format: str = "auto"
     #: An expected topology (``topoagent baseline``): each scan's differences are EXPECT_* findings.
     expect: str | None = None
+    #: Audit the processes using each GPU at every scan (``topoagent audit``; per-GPU metrics).
+    audit: bool = True
 
     @property
     def address(self) -> tuple[str, int]:
@@ -160,6 +163,7 @@ KEYS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "nfd_namespace": (_namespace, "a DNS subdomain such as feature.node.kubernetes.io or example.com"),
     "log_format": (lambda v: v in ("auto", "json", "console"), '"auto", "json" or "console"'),
     "expect": (_path, 'a baseline file (topoagent baseline), or "" for none'),
+    "audit": (lambda v: isinstance(v, bool), "true or false"),
 }
 
 #: The largest configuration file read (the flat table above is well under 1 KiB).
@@ -190,6 +194,7 @@ class ConfigFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     nfd_namespace: str | msgspec.UnsetType = msgspec.UNSET
     log_format: str | msgspec.UnsetType = msgspec.UNSET
     expect: str | msgspec.UnsetType = msgspec.UNSET
+    audit: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 #: Every number's allowed range, in seconds unless said: finite, and neither so small that the

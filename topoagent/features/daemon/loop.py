@@ -38,6 +38,8 @@ from topoagent.core.read.expectation import load_expectation
 from topoagent.core.read.sysfs import read_links
 from topoagent.core.result import ScanResult, with_expected
 from topoagent.core.snapshot import LinkInfo
+from topoagent.features.audit.advise import AuditReport
+from topoagent.features.audit.read import audit_host
 from topoagent.features.daemon import http
 from topoagent.features.daemon.changes import Change, device_faults, diff, link_verdict_changes
 from topoagent.features.daemon.clock import Clock, SystemClock
@@ -68,7 +70,7 @@ from topoagent.features.daemon.status import Attempt, Status
 from topoagent.features.daemon.udev import UdevWatch
 from topoagent.features.draw import html as draw_html
 
-__all__ = ["Daemon", "SetupError", "default_sample", "default_scan"]
+__all__ = ["Daemon", "SetupError", "default_audit", "default_sample", "default_scan"]
 
 #: A burst of hotplug events is waited out for ``debounce`` seconds, but never longer than this.
 MAX_DEBOUNCE = 30.0
@@ -88,6 +90,17 @@ def default_scan(config: Config) -> ScanResult:
         # that cannot be read fails the scan, with the reason, like any other scan error.
         result = with_expected(result, load_expectation(config.expect))
     return result
+
+
+def default_audit(config: Config, result: ScanResult) -> AuditReport | None:
+    """The processes using each GPU and how they are placed (``topoagent audit``), where the
+    configuration asks for it: NVML's running processes on the live host, else open device
+    nodes below the root."""
+    if not config.audit:
+        return None
+    ask = config.live and config.nvml
+    why = None if ask else ("not asked (nvml = false)" if config.live else "not asked (not the live host)")
+    return audit_host(result, resolve_root(config.root), ask_nvml=ask, why_not=why)
 
 
 def default_sample(config: Config) -> dict[str, LinkInfo]:
@@ -141,6 +154,7 @@ class Daemon:
         notifier: Notifier | None = None,
         scan: Callable[[Config], ScanResult] | None = None,
         sample: Callable[[Config], Mapping[str, LinkInfo]] | None = None,
+        audit: Callable[[Config, ScanResult], AuditReport | None] | None = None,
         reload: Callable[[], Config] | None = None,
         install_signals: bool = True,
         clock: Clock | None = None,
@@ -153,6 +167,7 @@ class Daemon:
         self.notifier = notifier if notifier is not None else Notifier()
         self._scan_fn = scan if scan is not None else default_scan
         self._sample_fn = sample if sample is not None else default_sample
+        self._audit_fn = audit if audit is not None else default_audit
         self._reload_fn = reload
         self._install_signals = install_signals
         self.status = Status(started_at=self.clock.time(), interval=config.interval)
@@ -424,9 +439,9 @@ class Daemon:
         self._hung = None
         cfg = self.config
 
-        def work() -> tuple[ScanResult, dict[str, bool | None]]:
+        def work() -> tuple[ScanResult, dict[str, bool | None], AuditReport | None]:
             result = self._scan_fn(cfg)
-            return result, self._sample_load(result)
+            return result, self._sample_load(result), self._audit(cfg, result)
 
         self._job = self._new_job("scan", trigger, work)
 
@@ -438,6 +453,15 @@ class Daemon:
             return self._sample_fn(cfg), self._sample_load(result)
 
         self._job = self._new_job("sample", "timer", work)
+
+    def _audit(self, cfg: Config, result: ScanResult) -> AuditReport | None:
+        """The audit of the processes using the GPUs; None (and a warning) where it failed: a
+        process audit that breaks never costs the scan."""
+        try:
+            return self._audit_fn(cfg, result)
+        except Exception as exc:  # the scan stands; the audit's metrics go stale, the log says why
+            self.log.warning("audit_failed", error=_describe(exc))
+            return None
 
     def _sample_load(self, result: ScanResult | None) -> dict[str, bool | None]:
         if self._load is None or result is None:
@@ -470,8 +494,8 @@ class Daemon:
             duration = self.clock.monotonic() - job.started
             if job.kind == "scan":
                 if outcome == "ok":
-                    result, load = value
-                    self._scanned(result, load, Attempt(job.started_wall, True, duration, None, job.trigger))
+                    result, load, audit = value
+                    self._scanned(result, load, Attempt(job.started_wall, True, duration, None, job.trigger), audit)
                 else:
                     self._failed(Attempt(job.started_wall, False, duration, _describe(value), job.trigger))
             elif outcome == "ok":
@@ -495,7 +519,9 @@ class Daemon:
             log_change(self.log, c)
             self.recent.append({"at": at, **c.as_dict()})
 
-    def _scanned(self, result: ScanResult, load: dict[str, bool | None], attempt: Attempt) -> None:
+    def _scanned(
+        self, result: ScanResult, load: dict[str, bool | None], attempt: Attempt, audit: AuditReport | None = None
+    ) -> None:
         first = self.status.result is None
         result = recall_identity(self.status.result, result)
         changes = diff(self.status.result, result)
@@ -517,6 +543,7 @@ class Daemon:
             changes_total=st.changes_total + len(changes),
             judgements=judgements,
             names=pin_names(st.names, result.topology.devices),
+            audit=audit,
         )
         topo = result.topology
         worst = result.worst()

@@ -19,6 +19,7 @@ from topoagent.core.findings import Severity
 from topoagent.core.render.escape import encodable
 from topoagent.core.topology import Device, DeviceKind
 from topoagent.core.version import __version__
+from topoagent.features.audit.codes import CODES
 from topoagent.features.daemon.changes import finding_keys
 from topoagent.features.daemon.linkwatch import watched_links
 from topoagent.features.daemon.status import Status
@@ -85,7 +86,44 @@ def families(status: Status) -> list[Any]:
     if status.result is not None:
         _result_families(status, gauge)
         out.append(_aer_family(status))
+        if status.audit is not None:
+            _audit_families(status, gauge)
     return out
+
+
+def _audit_families(status: Status, gauge: Callable[..., None]) -> None:
+    """Per GPU, the processes using it and those each audit finding names (``topoagent audit``;
+    every GPU and code, 0 included, so a series never first appears at 1), and the processes
+    that could not be read."""
+    r, audit = status.result, status.audit
+    assert r is not None and audit is not None
+    used, misplaced = [], []
+    for g in audit.gpus:
+        d = r.topology.by_id(g.gpu)
+        if d is None:
+            continue
+        name = status.names.get(d.key, d.id)
+        used.append(((name, d.key), len(g.processes)))
+        for code in CODES:
+            misplaced.append(((name, d.key, code), len(g.by_code.get(code, ()))))
+    gauge(
+        "topoagent_gpu_processes",
+        "Processes using each GPU at the last scan (NVML's running processes, else open device nodes).",
+        ["gpu", "gpu_bdf"],
+        used,
+    )
+    gauge(
+        "topoagent_gpu_processes_misplaced",
+        "Processes using each GPU that an audit finding names (code: PROCESS_CPUS_OFF_GPU_NODE, "
+        "PROCESS_MEMORY_OFF_GPU_NODE, PROCESS_HCA_NOT_RAIL; `topoagent audit` names the pids).",
+        ["gpu", "gpu_bdf", "code"],
+        misplaced,
+    )
+    gauge(
+        "topoagent_audit_unreadable_processes",
+        "Processes the last audit could not read (other users' without CAP_SYS_PTRACE, or gone).",
+        rows=[((), len(audit.unreadable))],
+    )
 
 
 def _aer_family(status: Status) -> Any:

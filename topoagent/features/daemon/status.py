@@ -15,6 +15,7 @@ from topoagent.core.frozen import FrozenMap
 
 if TYPE_CHECKING:
     from topoagent.core.result import ScanResult
+    from topoagent.features.audit.advise import AuditReport
     from topoagent.features.daemon.linkwatch import Judgement
 
 __all__ = ["Attempt", "Status"]
@@ -53,6 +54,9 @@ class Status(msgspec.Struct, frozen=True):
     #: device key -> the display name its metric labels carry, bound at first sight
     #: (:func:`topoagent.features.daemon.labels.pin_names`): labels never renumber.
     names: FrozenMap[str, str] = msgspec.field(default_factory=FrozenMap)
+    #: The processes using each GPU as the last good scan's audit judged them (``topoagent
+    #: audit``); None where the audit is off or failed.
+    audit: AuditReport | None = None
 
     @property
     def degraded(self) -> tuple[str, ...]:

@@ -9,7 +9,7 @@ import click
 import msgspec
 
 from topoagent.core.advice.allocation import allocated_gpus
-from topoagent.core.advice.plan import PlanOptions
+from topoagent.core.advice.plan import BIND_MODES, PlanOptions
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail, require_gpus
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.cpuset import MAX_CPUS, CpuSet
@@ -18,7 +18,8 @@ from topoagent.core.findings import Severity
 from topoagent.core.inputs import Inputs
 from topoagent.core.read import is_live
 from topoagent.core.read.process import allowed_cpus
-from topoagent.features.plan import FORMATS
+from topoagent.features.plan import FORMATS, dra
+from topoagent.features.plan.slurm import CORE_MODES
 
 if TYPE_CHECKING:
     from topoagent.core.advice.allocation import Allocation
@@ -70,6 +71,15 @@ def plan_options(f: Any) -> Any:
                 help="Whole cores per NUMA node kept for the OS and daemons.",
             ),
             click.option(
+                "--bind",
+                type=click.Choice(BIND_MODES),
+                default="numa",
+                show_default=True,
+                help="How a NUMA node's CPUs are shared out among its GPUs and their ranks: runs of whole cores "
+                "(numa), or whole core complexes -- CPUs sharing one L3 cache, AMD CCDs (core-complex, as "
+                "torchrun --numa-binding=core-complex).",
+            ),
+            click.option(
                 "--allowed-cpus",
                 default="auto",
                 show_default=True,
@@ -106,6 +116,7 @@ def make_plan(
     *,
     this_process: bool = False,
     allocation: Allocation | None = None,
+    bind: str = "numa",
 ) -> Plan:
     """The plan of a result under the command's options (one line and exit 2 on bad ones).
 
@@ -117,7 +128,9 @@ def make_plan(
     if this_process:
         mine = allowed_cpus()
         cpus = mine if cpus is None else cpus & mine
-    options = PlanOptions(allowed=cpus, reserve_cores=reserve_cores, ranks_per_gpu=ranks_per_gpu, split=split)
+    options = PlanOptions(
+        allowed=cpus, reserve_cores=reserve_cores, ranks_per_gpu=ranks_per_gpu, split=split, bind=bind
+    )
     try:
         plan = result.plan_with(options)
         if allocation is None or not allocation.gpus or not plan.gpus:
@@ -138,7 +151,7 @@ def make_plan(
     show_default=True,
     help="text: a table; json: the plan contract; env: export lines for one rank; "
     "slurm: gres.conf lines; nccl-topo: an NCCL_TOPO_FILE; rails: each GPU's NIC per rail "
-    "(NVIDIA/topograph's record); dra: the Kubernetes DRA standard attributes of GPUs and NICs.",
+    "(NVIDIA/topograph's record); dra: the Kubernetes DRA standard attributes of GPUs, NICs and CPUs.",
 )
 @click.option(
     "--gpu",
@@ -154,13 +167,28 @@ def make_plan(
 )
 @click.option(
     "--gres-cores",
-    type=click.Choice(("socket", "numa")),
+    type=click.Choice(CORE_MODES),
     default="socket",
     show_default=True,
-    help="For --format slurm: Cores= per whole socket (what Slurm >= 24.05.5 accepts), or per NUMA "
-    "node (needs SlurmdParameters=numa_node_as_socket in slurm.conf).",
+    help="For --format slurm: Cores= per whole socket (what Slurm >= 24.05.5 accepts), per NUMA "
+    "node (needs SlurmdParameters=numa_node_as_socket in slurm.conf), or per L3 cache -- each GPU its "
+    "own core complexes, as --bind core-complex (needs SlurmdParameters=l3cache_as_socket).",
 )
 @click.option("--node-uid", metavar="UID", help="For --format rails: the Kubernetes Node's metadata.uid (nodeUID).")
+@click.option(
+    "--dra-numa",
+    type=click.Choice(dra.NUMA_FORMS),
+    default="scalar",
+    show_default=True,
+    help="For --format dra: resource.kubernetes.io/numaNode as a scalar int, or as the list KEP-6072 "
+    "defines (the node, then its equidistant same-socket nodes; needs DRAListTypeAttributes).",
+)
+@click.option(
+    "--claim",
+    metavar="DEVICES",
+    help="For --format dra: judge this claim instead (gpu0,nic0,cpus=0-15): does matchAttribute on "
+    "pcieRoot and numaNode accept it, and is it aligned on this host? Exit 1 when not.",
+)
 @plan_options
 @click.option(
     "--split",
@@ -176,8 +204,11 @@ def plan(
     local_rank: int | None,
     gres_cores: str,
     node_uid: str | None,
+    dra_numa: str,
+    claim: str | None,
     ranks_per_gpu: int,
     reserve_cores: int,
+    bind: str,
     allowed_cpus: str,
     split: int | None,
 ) -> None:
@@ -194,10 +225,21 @@ def plan(
         fail("--local-rank is for --format env (one rank's exports); --gpu N shows one GPU's plan")
     if gpu is not None and fmt not in ONE_GPU:
         fail(f"--gpu is for --format {', '.join(ONE_GPU)}: --format {fmt} describes the whole host")
+    if claim is not None and fmt != "dra":
+        fail("--claim is for --format dra")
     result = run_scan(inputs)
+    if claim is not None:
+        try:
+            check = dra.check_claim(result, claim, dra_numa)
+        except TopoagentError as exc:
+            fail(str(exc))
+        emit(dra.render_check(check))
+        sys.exit(EXIT_OK if check.aligned else EXIT_FINDINGS)
     if fmt in NEEDS_GPUS:
         require_gpus(result, NEEDS_GPUS[fmt])
-    p = make_plan(result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, split or 0)
+    if fmt == "slurm" and gres_cores == "l3cache":
+        bind = "core-complex"  # each GPU's Cores= are the core complexes the plan gives it
+    p = make_plan(result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, split or 0, bind=bind)
     if gpu is not None and fmt != "env":
         p = only_gpu(p, gpu)
     options: dict[str, Any] = {
@@ -206,6 +248,7 @@ def plan(
         "local_rank": local_rank,
         "gres_cores": gres_cores,
         "node_uid": node_uid,
+        "dra_numa": dra_numa,
     }
     try:
         text = FORMATS[fmt](result, **options)

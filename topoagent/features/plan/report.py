@@ -131,9 +131,19 @@ class PlanReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     notes: Annotated[
         list[FindingEntry],
         msgspec.Meta(
-            description=("The plan's own notes (CPUSET_EMPTY, RANKS_SHARE_CORES, SPLIT_CROSSES_NUMA, SPLIT_UNEVEN).")
+            description=(
+                "The plan's own notes (CPUSET_EMPTY, CORE_COMPLEX_UNKNOWN, CORES_UNKNOWN, RANKS_SHARE_CORES, "
+                "SPLIT_CROSSES_NUMA, SPLIT_UNEVEN)."
+            )
         ),
     ]
+    bind: Annotated[
+        Literal["numa", "core-complex"],
+        msgspec.Meta(
+            description="How CPU shares were cut: runs of whole cores (numa), or whole core complexes, CPUs "
+            "sharing one L3 (core-complex; numa where --bind core-complex found no L3 domains)."
+        ),
+    ] = "numa"
 
 
 def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
@@ -185,6 +195,7 @@ def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
         allowed_cpus=str_or_none(p.allowed),
         reserved_cpus=str(p.reserved),
         ranks_per_gpu=p.ranks_per_gpu,
+        bind=p.bind,  # type: ignore[arg-type]
         gpus=gpus,
         numa_groups=[
             NumaGroupEntry(n.numa_node, list(n.gpus), n.cuda_visible_devices, str_or_none(n.cpus))

@@ -11,7 +11,12 @@ node's cores instead, numbered with each NUMA node as a socket, which is right o
 NUMA nodes as sockets: with the line ``slurmd -C`` prints (its two real sockets) Slurm 22.05
 keeps allocating by its 2-socket view and gives a GPU the cores of another NUMA node.  The
 output prints both lines for slurm.conf, and refuses a host whose NUMA nodes hold different
-numbers of cores (no ``Sockets=``/``CoresPerSocket=`` pair describes it).
+numbers of cores (no ``Sockets=``/``CoresPerSocket=`` pair describes it).  ``cores="l3cache"``
+writes each GPU's own core complexes (the L3 domains a ``--bind core-complex`` plan gives it,
+whole), numbered with each L3 as a socket: slurmd counts hwloc's L3 objects as sockets under
+``SlurmdParameters=l3cache_as_socket`` (src/slurmd/common/xcpuinfo.c, ``CONF_FLAG_L3CSOCK``),
+so these ranges cover whole sockets in its eyes, and ``--gres-flags=enforce-binding`` keeps a
+GPU's tasks on its CCDs.
 
 ``Type=`` is Slurm's NVML name of the GPU -- ``nvmlDeviceGetName`` lower-cased with spaces as
 underscores (``gpu_common_underscorify_tolower``, src/plugins/gpu/common/gpu_common.c) -- and
@@ -31,15 +36,15 @@ from typing import Any
 
 from topoagent.core.advice.plan import GpuPlan, Plan
 from topoagent.core.cpuset import CpuSet
-from topoagent.core.errors import InputError
+from topoagent.core.errors import InputError, TopoagentError
 from topoagent.core.render.escape import shown
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import NvmlGpu
 from topoagent.core.topology import Topology
 from topoagent.features.plan.common import plan_of
 
-#: ``--gres-cores`` choices: whole sockets (the default) or NUMA nodes as sockets.
-CORE_MODES = ("socket", "numa")
+#: ``--gres-cores`` choices: whole sockets (the default), NUMA nodes as sockets, L3 caches as sockets.
+CORE_MODES = ("socket", "numa", "l3cache")
 
 
 def slurm_type(nvml_name: str | None) -> str | None:
@@ -74,7 +79,8 @@ def socket_cores(cores: Sequence[CpuSet], package: Mapping[int, int | None], soc
 
 
 def numa_order(cores: Sequence[CpuSet], node_of: Mapping[int, int]) -> tuple[CpuSet, ...]:
-    """The cores in Slurm's order when each NUMA node is a socket: by node, then first thread."""
+    """The cores in Slurm's order when each NUMA node (or L3 cache) is a socket: by node (or L3
+    domain), then first thread."""
     big = 1 << 30
     return tuple(sorted(cores, key=lambda k: (node_of.get(k.first or 0, big), k.first or 0)))
 
@@ -98,6 +104,38 @@ def numa_node_line(host: str, cores: Sequence[CpuSet], node_of: Mapping[int, int
     name = host.split(".")[0]
     cpus = sum(len(core) for core in cores)
     return f"NodeName={name} CPUs={cpus} Sockets={len(per_node)} CoresPerSocket={counts[0]} ThreadsPerCore={threads[0]}"
+
+
+def _l3_header(domains: Sequence[CpuSet], order: Sequence[CpuSet]) -> list[str]:
+    """The comment lines of ``--gres-cores l3cache``: the slurm.conf line it needs, and the
+    node shape slurmd then reports."""
+    per = {sum(1 for core in order if core & d) for d in domains}
+    shape = f" (slurmd -C then reports Sockets={len(domains)} CoresPerSocket={per.pop()})" if len(per) == 1 else ""
+    return [
+        "# Cores= are each GPU's own core complexes (CPUs sharing one L3 cache, whole), each L3 counted",
+        "# as a socket (cores numbered L3 by L3): right only with this line in slurm.conf (not here),",
+        f"# on every such node{shape}:",
+        "#   SlurmdParameters=l3cache_as_socket",
+    ]
+
+
+def _gpu_cores(
+    topo: Topology,
+    g: GpuPlan,
+    mode: str,
+    order: Sequence[CpuSet],
+    package: Mapping[int, int | None],
+    l3: Sequence[CpuSet],
+) -> CpuSet:
+    """One GPU's ``Cores=``: its sockets' cores, its NUMA node's, or its core complexes' (whole)."""
+    if mode == "socket":
+        sockets = _gpu_sockets(topo, g, package)
+        return socket_cores(order, package, sockets) if sockets else CpuSet()
+    if mode == "numa":
+        return CpuSet(i for i, core in enumerate(order) if g.cpus and core & g.cpus)
+    mine = CpuSet().union(*g.rank_cpus) if g.rank_cpus else CpuSet()
+    own = CpuSet().union(*(d for d in l3 if d & mine)) if mine else CpuSet()
+    return CpuSet(i for i, core in enumerate(order) if core & own)
 
 
 def _gpu_sockets(topo: Topology, g: GpuPlan, package: Mapping[int, int | None]) -> set[int]:
@@ -125,10 +163,11 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
         "# AutoDetect=nvml every value must equal what slurmd detects, or slurmd ignores the line.",
         "# Cores= are Slurm's abstract core indices (lstopo -l 'Core L#'), not Linux CPU ids.",
     ]
+    l3 = topo.snapshot.l3_domains
     if gres_cores == "socket":
         lines.append("# Cores= cover whole sockets: Slurm >= 24.05.5 rejects a range that splits one.")
         order = list(p.cores)
-    else:
+    elif gres_cores == "numa":
         lines += [
             "# Cores= are the GPU's NUMA node, each NUMA node counted as a socket (cores numbered node",
             "# by node): right only with these lines in slurm.conf (not here), for every such node",
@@ -138,8 +177,16 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
         node_of = {c: n.id for n in topo.nodes for c in n.cpus}
         order = list(numa_order(p.cores, node_of))
         lines.append(f"#   {numa_node_line(host, p.cores, node_of)}")
-        if p.allowed is not None:
-            lines.append(f"# CPUs were limited to those allowed to the caller: {p.allowed}")
+    else:
+        if not l3 or p.bind != "core-complex":
+            raise TopoagentError(
+                "--gres-cores l3cache: the kernel names no L3 cache domains on this host "
+                "(cpu*/cache/index3/shared_cpu_list), so there are no core complexes to count as sockets"
+            )
+        order = list(numa_order(p.cores, {c: i for i, d in enumerate(l3) for c in d}))
+        lines += _l3_header(l3, order)
+    if gres_cores != "socket" and p.allowed is not None:
+        lines.append(f"# CPUs were limited to those allowed to the caller: {p.allowed}")
     every_nvml = bool(p.gpus) and all(g.bdf in nvml for g in p.gpus)
     bdfs = [g.bdf for g in p.gpus]
     guessed = False
@@ -152,11 +199,7 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
         if kind:
             words.append(f"Type={kind}")
         words.append(f"File=/dev/nvidia{minor}")
-        if gres_cores == "socket":
-            sockets = _gpu_sockets(topo, g, package)
-            cores = socket_cores(order, package, sockets) if sockets else CpuSet()
-        else:
-            cores = CpuSet(i for i, core in enumerate(order) if g.cpus and core & g.cpus)
+        cores = _gpu_cores(topo, g, gres_cores, order, package, l3)
         if cores:
             words.append(f"Cores={cores}")
         links = slurm_links(g.bdf, nv, bdfs) if every_nvml else None

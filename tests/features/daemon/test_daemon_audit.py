@@ -1,0 +1,91 @@
+"""The daemon's audit of the processes using the GPUs: per-GPU metrics from the same audit as
+``topoagent audit`` (tests/features/audit/test_audit.py's fake /proc), and a failed audit that
+never costs the scan."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.fakesysfs import generate, load_machine
+from tests.features.audit.test_audit import PROCESSES
+from topoagent.core.api import scan
+from topoagent.features.daemon.config import Config, load
+from topoagent.features.daemon.loop import default_audit
+from topoagent.features.daemon.metrics import render_text
+from topoagent.features.daemon.status import Attempt, Status
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    desc = load_machine("dgx-h100")
+    desc["machine"]["nvidia_procfs"] = True
+    desc["process"] = PROCESSES
+    return generate(desc, tmp_path_factory.mktemp("daemon-audit") / "dgx")
+
+
+def samples(status: Status) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for fam in text_string_to_metric_families(render_text(status).decode()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_per_gpu_metrics_count_the_processes_and_the_misplaced(host, tmp_path):
+    config = Config(root=str(host), state_dir=str(tmp_path), nvml=False)
+    result = scan(host, nvml="off")
+    audit = default_audit(config, result)
+    assert audit is not None and audit.source == "fd"
+    status = Status(started_at=0.0, result=result, last=Attempt(0.0, True, 0.1), audit=audit)
+    got = samples(status)
+    gpu1 = (("gpu", "gpu1"), ("gpu_bdf", "0000:43:00.0"))
+    assert got[("topoagent_gpu_processes", gpu1)] == 1
+    for code in ("PROCESS_CPUS_OFF_GPU_NODE", "PROCESS_MEMORY_OFF_GPU_NODE", "PROCESS_HCA_NOT_RAIL"):
+        assert got[("topoagent_gpu_processes_misplaced", (("code", code), *gpu1))] == 1
+    gpu0 = (("gpu", "gpu0"), ("gpu_bdf", "0000:1b:00.0"))
+    assert got[("topoagent_gpu_processes", gpu0)] == 1
+    assert got[("topoagent_gpu_processes_misplaced", (("code", "PROCESS_CPUS_OFF_GPU_NODE"), *gpu0))] == 0
+    gpu5 = (("gpu", "gpu5"), ("gpu_bdf", "0000:c3:00.0"))
+    assert got[("topoagent_gpu_processes_misplaced", (("code", "PROCESS_MEMORY_OFF_GPU_NODE"), *gpu5))] == 1
+    assert got[("topoagent_audit_unreadable_processes", ())] == 0
+    # every GPU, every code: 8 x 3 series, zeros included
+    assert sum(1 for name, _ in got if name == "topoagent_gpu_processes_misplaced") == 24
+
+
+def test_the_audit_can_be_turned_off(host, tmp_path):
+    config = Config(root=str(host), state_dir=str(tmp_path), audit=False)
+    assert default_audit(config, scan(host, nvml="off")) is None
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("audit = false\n")
+    assert load(str(cfg)).audit is False
+    cfg.write_text('audit = "no"\n')
+    with pytest.raises(Exception, match="audit"):
+        load(str(cfg))
+    status = Status(started_at=0.0, result=scan(host, nvml="off"), last=Attempt(0.0, True, 0.1))
+    assert not any(name.startswith("topoagent_gpu_processes") for name, _ in samples(status))
+
+
+def test_a_failed_audit_never_costs_the_scan(host, tmp_path):
+    from topoagent.features.daemon.loop import Daemon
+
+    config = Config(root=str(host), state_dir=str(tmp_path), nvml=False, udev=False)
+
+    def broken(cfg, result):
+        raise OSError("no /proc")
+
+    warnings = []
+
+    class Log:
+        def warning(self, event, **kw):
+            warnings.append((event, kw))
+
+        def __getattr__(self, name):
+            return lambda *a, **k: None
+
+    d = Daemon(config, log=Log(), audit=broken, install_signals=False)
+    try:
+        assert d._audit(config, scan(host, nvml="off")) is None
+    finally:
+        d._teardown()
+    assert warnings and warnings[0][0] == "audit_failed" and "no /proc" in warnings[0][1]["error"]

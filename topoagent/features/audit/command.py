@@ -1,0 +1,54 @@
+"""``topoagent audit``: are the processes using the GPUs placed where their GPUs are?"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail
+from topoagent.core.command.options import run_scan, scan_inputs
+from topoagent.core.findings import Severity
+from topoagent.core.inputs import NVML_OFF, Inputs
+from topoagent.core.read import is_live
+from topoagent.features.audit.read import audit_host
+from topoagent.features.audit.render import render_json, render_text
+
+__all__ = ["audit"]
+
+
+@click.command()
+@scan_inputs(cross_check=False)
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
+@click.option("--pretty", is_flag=True, help="Indent the JSON for a person.")
+@click.option(
+    "--fail-on",
+    "fail_on",
+    type=click.Choice(("info", "warning", "critical")),
+    default="warning",
+    show_default=True,
+    help="Exit 1 when a finding is at or above this severity.",
+)
+def audit(inputs: Inputs, fmt: str, pretty: bool, fail_on: str) -> None:
+    """Check the processes using each GPU: their threads' CPUs, where their memory lives and
+    their NCCL_IB_HCA, against the GPU's NUMA node, CPUs and rail NICs.
+
+    \b
+    topoagent audit                  # this host (as root: every user's processes)
+    topoagent audit --format json    # findings as scan --format json gives them
+    topoagent audit --root DIR       # a fake or captured tree with its own /proc
+
+    The GPU users are NVML's running processes where a driver answers, else the processes
+    holding /dev/nvidiaN or /dev/dri/renderD* open (their fd links are read, never opened).
+    Other users' processes can be read only by root: the report names those it could not read.
+    Exit status: 0 nothing at or above --fail-on, 1 findings at or above it, 2 it could not run.
+    """
+    if inputs.offline:
+        fail("audit reads the processes of a host tree (--root), not pasted tool output")
+    result = run_scan(inputs)
+    asked = is_live(inputs) and inputs.nvml != NVML_OFF
+    why = "not asked (--no-nvml)" if inputs.nvml == NVML_OFF else "not asked (not the live host)"
+    report = audit_host(result, inputs.root, ask_nvml=asked, why_not=None if asked else why)
+    emit(render_json(result, report, pretty=pretty) if fmt == "json" else render_text(result, report))
+    worst = max((f.severity for f in report.findings), default=None)
+    sys.exit(EXIT_FINDINGS if worst is not None and worst >= Severity.parse(fail_on) else EXIT_OK)
