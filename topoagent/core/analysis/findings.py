@@ -13,25 +13,18 @@ import msgspec
 
 from topoagent.core.analysis import links
 from topoagent.core.analysis.c2c import is_c2c, own_cpu_nic
-from topoagent.core.analysis.paths import Path, PathClass, path_index
-from topoagent.core.analysis.rails import NicRole, RailPlan
+from topoagent.core.analysis.paths import Path, path_index
+from topoagent.core.analysis.rails import NicRole, Rails
+from topoagent.core.pathclass import PathClass
+from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import (
     UNPRIVILEGED,
     AcsInfo,
     ConfigSpace,
-    PciFunction,
     host_path,
     no_extended_reason,
 )
-from topoagent.core.topology import (
-    BridgeRole,
-    Device,
-    DeviceKind,
-    Node,
-    Topology,
-    common_ancestors,
-    id_key,
-)
+from topoagent.core.topology import BridgeRole, Device, Node, Topology, common_ancestors, id_key
 
 
 class Severity(IntEnum):
@@ -129,7 +122,7 @@ _NVSMI_FIELDS = {"numa_node": "NUMA Affinity", "local_cpulist": "CPU Affinity"}
 def evidence_path(topo: Topology, d: Device, attr: str) -> str:
     """Where a device's attribute was read: its sysfs file, or the pasted output it came from
     (``lspci 0000:19:08.0: ACSCtl``, ``nvidia-smi topo -m GPU3: NUMA Affinity``)."""
-    if topo.snapshot.from_host_tree:
+    if topo.from_host_tree:
         return sysfs_attr(d, attr)
     if d.bdf is None:
         return f"nvidia-smi topo -m {d.label}: {_NVSMI_FIELDS.get(attr, attr)}"
@@ -139,7 +132,7 @@ def evidence_path(topo: Topology, d: Device, attr: str) -> str:
 
 
 class _Ctx:
-    def __init__(self, topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> None:
+    def __init__(self, topo: Topology, paths: tuple[Path, ...], rails: Rails) -> None:
         self.topo = topo
         self.paths = paths
         self.idx = path_index(paths)
@@ -183,7 +176,7 @@ class _Ctx:
     @property
     def offline(self) -> bool:
         """Built from pasted tool output, not a host tree (:mod:`topoagent.core.paste`)."""
-        return not self.topo.snapshot.from_host_tree
+        return not self.topo.from_host_tree
 
     def attr(self, d: Device, attr: str) -> str:
         """Where a device's attribute was read (sysfs file or pasted output)."""
@@ -197,7 +190,7 @@ def _nic_label(n: Device) -> str:
 
 def _lost(c: _Ctx, suffix: str) -> str | None:
     """The probe error of the file whose host path ends with ``suffix``, if it was lost."""
-    return next((e.error for e in c.topo.snapshot.probe_errors if e.path.endswith(suffix)), None)
+    return next((e.error for e in c.topo.probe_errors if e.path.endswith(suffix)), None)
 
 
 def _numa_evidence(c: _Ctx, d: Device) -> list[Evidence]:
@@ -356,7 +349,7 @@ def check_no_rdma_nic(c: _Ctx) -> list[Finding]:
 def check_peer_memory(c: _Ctx) -> list[Finding]:
     """NO_PEER_MEMORY: NVIDIA GPUs and RDMA NICs without a peer-memory module."""
     nvidia = [g for g in c.topo.gpus if g.vendor_id == 0x10DE]
-    if not nvidia or not c.rdma_nics or c.topo.snapshot.peer_memory is not False:
+    if not nvidia or not c.rdma_nics or c.topo.peer_memory is not False:
         return []  # (None: pasted tool output does not say which modules are loaded)
     return [
         c.finding(
@@ -471,7 +464,7 @@ def _config_size(cfg: ConfigSpace | None) -> str:
 
 def check_iommu(c: _Ctx) -> list[Finding]:
     """IOMMU_TRANSLATING: GPUs/RDMA NICs behind a translating IOMMU without ``iommu=pt``."""
-    cmdline = (c.topo.snapshot.kernel_cmdline or "").split()
+    cmdline = (c.topo.kernel_cmdline or "").split()
     if "iommu=pt" in cmdline or "intel_iommu=off" in cmdline or "amd_iommu=off" in cmdline:
         return []
     if not c.topo.gpus:
@@ -490,7 +483,7 @@ def check_iommu(c: _Ctx) -> list[Finding]:
             [d.id for d in hit],
             f"The IOMMU translates DMA for {len(hit)} GPU/NIC function(s) and iommu=pt is not set: "
             "peer-to-peer transfers can hang or corrupt data, and every DMA pays a translation.",
-            [Evidence(host_path("proc/cmdline"), c.topo.snapshot.kernel_cmdline)]
+            [Evidence(host_path("proc/cmdline"), c.topo.kernel_cmdline)]
             + [Evidence(host_path(f"sys/kernel/iommu_groups/{d.iommu_group}/type"), d.iommu_type) for d in hit[:8]],
             "Boot with iommu=pt (plus intel_iommu=on or amd_iommu=on if you need VFIO), then reboot.",
         )
@@ -615,8 +608,8 @@ def check_numa(c: _Ctx) -> list[Finding]:
                 severity=Severity.INFO,
             )
         )  # a gap in the output given, not (yet) a fault of the host
-    elif unknown and (multi or (topo.snapshot.virtualized and topo.gpus)):
-        vm = bool(topo.snapshot.virtualized)
+    elif unknown and (multi or (topo.virtualized and topo.gpus)):
+        vm = bool(topo.virtualized)
         out.append(
             c.finding(
                 "NUMA_UNKNOWN",
@@ -706,11 +699,11 @@ def _check_cpu_less(c: _Ctx) -> list[Finding]:
 def _node_cpus_evidence(c: _Ctx, node: int) -> Evidence:
     """A node's CPUs as the file they were read from holds them (``cpulist``, or ``cpumap``
     and the CPUs' node links where the kernel or a failed read left no list)."""
-    n = next((m for m in c.topo.snapshot.numa_nodes if m.id == node), None)
+    n = c.topo.node(node)
     name = n.cpus_file if n is not None and n.cpus_file else "cpulist"
+    cpus = n.cpus if n is not None and n.cpus_known else None
     if n is not None and n.cpus_file == "cpu/cpu*/node*":
-        return Evidence(host_path(f"sys/devices/system/cpu/cpu*/node{node}"), str(n.cpus))
-    cpus = n.cpus if n is not None else None
+        return Evidence(host_path(f"sys/devices/system/cpu/cpu*/node{node}"), str(cpus))
     text = "" if cpus is None else (cpus.mask() if name == "cpumap" else str(cpus))
     return Evidence(host_path(f"sys/devices/system/node/node{node}/{name}"), text)
 
@@ -799,12 +792,11 @@ def check_rails(c: _Ctx) -> list[Finding]:
 def check_nvlink_p2p(c: _Ctx) -> list[Finding]:
     """NVLINK_P2P_DISABLED: NVLinked GPUs whose NVML P2P status is not OK."""
     out = []
-    nv = {g.bdf: g for g in c.topo.snapshot.nvml_gpus}
     for p in c.paths:
         if not p.nvlinks:
             continue
         a, b = c.dev(p.a), c.dev(p.b)
-        rec = nv.get(a.bdf) if a.bdf is not None else None
+        rec = a.nvml
         if rec is not None and b.bdf in rec.p2p_not_ok:
             out.append(
                 c.finding(
@@ -825,16 +817,16 @@ def _faults_matter(c: _Ctx, d: Device) -> bool:
     return d.kind is DeviceKind.GPU or c.rails.roles.get(d.id) is NicRole.COMPUTE
 
 
-def _functions(c: _Ctx) -> list[tuple[Device, PciFunction]]:
-    by_bdf = {f.bdf: f for f in c.topo.snapshot.pci if f.bdf is not None}
-    return [(d, by_bdf[d.bdf]) for d in c.topo.devices if d.bdf is not None and d.bdf in by_bdf]
+def _functions(c: _Ctx) -> list[Device]:
+    """The devices with a PCI address (what sysfs lists: fell off the bus, AER)."""
+    return [d for d in c.topo.devices if d.bdf is not None]
 
 
 def check_fell_off_bus(c: _Ctx) -> list[Finding]:
     """FELL_OFF_BUS: a listed function whose config space reads all ones (no SR-IOV VF)."""
     out = []
-    for d, f in _functions(c):
-        if not f.fell_off_bus:
+    for d in _functions(c):
+        if not d.fell_off_bus:
             continue
         out.append(
             c.finding(
@@ -860,8 +852,8 @@ def check_fell_off_bus(c: _Ctx) -> list[Finding]:
 def check_aer(c: _Ctx) -> list[Finding]:
     """PCIE_AER_ERRORS: uncorrectable (fatal or non-fatal) AER errors counted on a function."""
     out = []
-    for d, f in _functions(c):
-        aer = f.aer
+    for d in _functions(c):
+        aer = d.aer
         if aer is None or not (aer.total("fatal") or aer.total("nonfatal")):
             continue
         fatal = aer.total("fatal")
@@ -891,7 +883,7 @@ def check_aer(c: _Ctx) -> list[Finding]:
 def check_vm_flat(c: _Ctx) -> list[Finding]:
     """VM_FLAT_PCI_TREE: a guest whose GPUs all sit on the root bus."""
     topo = c.topo
-    if not topo.snapshot.virtualized or len(topo.gpus) < 2:
+    if not topo.virtualized or len(topo.gpus) < 2:
         return []
     if any(g.ancestors for g in topo.gpus):
         return []
@@ -925,7 +917,7 @@ def check_dra_pcie_root(c: _Ctx) -> list[Finding]:
     off: list[tuple[Device, Device, str]] = []
     for rail in c.rails.rails:
         # a Grace GPU's NIC on its own CPU is within one NUMA node too: SYS as nvidia-smi prints it, P2C
-        if rail.nic is None or rail.cls is None or (rail.cls > PathClass.NODE and rail.nccl_path != "P2C"):
+        if rail.nic is None or rail.cls is None or (rail.cls > PathClass.NODE and rail.nccl_path is not PathClass.P2C):
             continue
         g, n = c.topo.physical(c.dev(rail.gpu)), c.dev(rail.nic)
         if g.root_bus is None or n.root_bus is None:
@@ -977,7 +969,7 @@ CHECKS: tuple[Callable[[_Ctx], list[Finding]], ...] = (
 )
 
 
-def find_all(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> tuple[Finding, ...]:
+def find_all(topo: Topology, paths: tuple[Path, ...], rails: Rails) -> tuple[Finding, ...]:
     """Every finding, most severe first, then by code and subjects (deterministic)."""
     c = _Ctx(topo, paths, rails)
     return sort_findings(f for check in CHECKS for f in check(c))

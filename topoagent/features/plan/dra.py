@@ -25,8 +25,9 @@ from typing import Any
 
 import msgspec
 
+from topoagent.core.pci import DeviceKind
 from topoagent.core.result import ScanResult
-from topoagent.core.topology import NUMA_FROM_LSPCI, NUMA_FROM_SYSFS, Device, DeviceKind
+from topoagent.core.topology import NUMA_FROM_LSPCI, NUMA_FROM_SYSFS, Device
 
 PREFIX = "resource.kubernetes.io/"
 PCIE_ROOT = PREFIX + "pcieRoot"
@@ -77,7 +78,7 @@ def report(result: ScanResult) -> DraReport:
         for d in topo.devices
         if d.kind in (DeviceKind.GPU, DeviceKind.NIC)
     ]
-    return DraReport(topo.snapshot.hostname, devices)
+    return DraReport(topo.hostname, devices)
 
 
 def render(result: ScanResult, **_: Any) -> str:

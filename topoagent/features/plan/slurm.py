@@ -90,9 +90,9 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
         raise ValueError(f"gres_cores must be one of {CORE_MODES}")
     p = plan_of(result, plan)
     topo = result.topology
-    nvml = {g.bdf: g for g in topo.snapshot.nvml_gpus}
-    package = {c.id: c.package for c in topo.snapshot.cpus}
-    host = shown(topo.snapshot.hostname or "this host")
+    nvml = {g.bdf: g for g in topo.nvml_gpus}
+    package = {c.id: c.package for c in topo.cpus}
+    host = shown(topo.hostname or "this host")
     lines = [
         f"# gres.conf for {host}: topoagent plan --format slurm --gres-cores {gres_cores}",
         "# For AutoDetect=off (add that line where gres.conf sets AutoDetect for all nodes). Beside",
