@@ -1,6 +1,7 @@
 """The architecture holds: the import contract (import-linter) and the type check (mypy) pass,
 and a deliberately wrong import in a scratch copy of the package breaks the contract."""
 
+import ast
 import os
 import shutil
 import subprocess
@@ -72,3 +73,35 @@ def test_public_api_is_exported():
 
 def test_typed_marker_ships():
     assert (REPO / "topoagent" / "py.typed").exists()
+
+
+#: The packages above the model: they learn about a device from its Device and about the host
+#: from Topology's properties, never from the snapshot the model was built from.
+ABOVE_THE_MODEL = (
+    "topoagent/core/analysis",
+    "topoagent/core/advice",
+    "topoagent/core/render",
+    "topoagent/core/command",
+    "topoagent/features",
+    "topoagent/cli.py",
+)
+
+
+def _snapshot_reads(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    return [
+        f"{path.relative_to(REPO)}:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == "snapshot"
+    ]
+
+
+def test_nothing_above_the_model_reads_the_snapshot():
+    files = [
+        p
+        for top in ABOVE_THE_MODEL
+        for p in sorted((REPO / top).rglob("*.py") if (REPO / top).is_dir() else [REPO / top])
+    ]
+    assert len(files) > 50
+    reads = [r for p in files for r in _snapshot_reads(p)]
+    assert reads == [], "use Device's fields or Topology's properties: " + ", ".join(reads)

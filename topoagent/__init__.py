@@ -15,13 +15,14 @@ The public API, importable from here::
 from __future__ import annotations
 
 from topoagent.core.advice.plan import Plan
-from topoagent.core.analysis.paths import Path, PathClass
+from topoagent.core.analysis.paths import Path
 from topoagent.core.api import read_host, read_offline, run, scan
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import InputError, TopoagentError
 from topoagent.core.findings import Finding, Severity
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.inputs import Inputs
+from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind
 from topoagent.core.result import ScanResult, analyse
 from topoagent.core.snapshot import Snapshot

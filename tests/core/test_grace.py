@@ -16,6 +16,7 @@ from topoagent.core.analysis.c2c import is_c2c, own_cpu_nic
 from topoagent.core.analysis.paths import gdr_by_default, nccl_path_type
 from topoagent.core.api import Inputs, run, scan
 from topoagent.core.parse.nvsmi_topo import parse_topo_matrix
+from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import C2C_GPUS, NVIDIA, DeviceKind, kind_from_name, kind_of
 from topoagent.core.render.json_report import report
 from topoagent.core.render.matrix import matrix_of, render_topo_matrix
@@ -67,7 +68,7 @@ def test_every_gpu_nic_cell_is_sys_and_the_own_grace_nics_are_p2c(tray):
             assert p.token == "SYS"
             own = own_cpu_nic(topo, g, n)
             assert own is (g.numa_node == n.numa_node)
-            assert nccl_path_type(topo, g, n, p) == ("P2C" if own else "SYS")
+            assert nccl_path_type(topo, g, n, p) is (PathClass.P2C if own else PathClass.SYS)
             assert gdr_by_default(topo, g, n, p) is own  # ncclTopoCheckGdr: P2C <= netGdrLevel (P2C)
 
 
@@ -77,7 +78,7 @@ def test_no_cross_socket_for_same_grace_nics(tray):
     for r in tray.rails.rails:
         gpu, nic = tray.topology.by_id(r.gpu), tray.topology.by_id(r.nic)
         assert nic.numa_node == gpu.numa_node and nic.driver == "mlx5_core"
-        assert (r.nccl_path, r.gdr) == ("P2C", True)
+        assert (r.nccl_path, r.gdr) == (PathClass.P2C, True)
     # each GPU a CX-7 of its own Grace, none shared (the 400G NICs before the BlueField-3)
     assert [(r.gpu, r.nic) for r in tray.rails.rails] == [
         ("gpu0", "nic0"),
@@ -106,14 +107,14 @@ def test_a_slower_nic_of_the_own_grace_is_phb_not_p2c(tmp_path):
     cx7 = next(n for n in topo.nics if n.bdf == "0000:01:00.0")
     assert own_cpu_nic(topo, g, cx6) and own_cpu_nic(topo, g, cx7)
     p6, p7 = slow.path(g.id, cx6.id), slow.path(g.id, cx7.id)
-    assert (nccl_path_type(topo, g, cx6, p6), gdr_by_default(topo, g, cx6, p6)) == ("PHB", False)
-    assert (nccl_path_type(topo, g, cx7, p7), gdr_by_default(topo, g, cx7, p7)) == ("P2C", True)
+    assert (nccl_path_type(topo, g, cx6, p6), gdr_by_default(topo, g, cx6, p6)) == (PathClass.PHB, False)
+    assert (nccl_path_type(topo, g, cx7, p7), gdr_by_default(topo, g, cx7, p7)) == (PathClass.P2C, True)
 
 
 def test_grace_hopper_nic_is_p2c_too(fixture_root):
     r = scan(fixture_root("grace-hopper"), nvml="off")
     (rail,) = r.rails.rails
-    assert (rail.cls.name, rail.nccl_path, rail.gdr) == ("SYS", "P2C", True)
+    assert (rail.cls, rail.nccl_path, rail.gdr) == (PathClass.SYS, PathClass.P2C, True)
     assert _codes(r, "GPU_NIC_CROSS_SOCKET") == []
 
 
@@ -149,7 +150,7 @@ def test_plan_gives_each_gpu_its_own_grace(tray):
         "gpu2": ("72-143", ["nic4"], [False]),
         "gpu3": ("72-143", ["nic5"], [False]),
     }
-    assert all(r.nccl_path == "P2C" and r.gdr for g in p.gpus for r in g.rails)
+    assert all(r.nccl_path is PathClass.P2C and r.gdr for g in p.gpus for r in g.rails)
 
 
 def test_plan_env_keeps_gdr_on_over_p2c(fixture_root):
@@ -261,6 +262,6 @@ def test_drawings_grade_a_p2c_rail_good_not_sys_red(tray):
     from topoagent.features.draw.layout import layout, rail_class, tie_grade
 
     for rail in tray.rails.rails:
-        assert rail_class(rail, tray.path(rail.gpu, rail.nic)) == "P2C"
+        assert rail_class(rail, tray.path(rail.gpu, rail.nic)) is PathClass.P2C
     ties = layout(tray).ties
-    assert ties and {(t.token, t.cls, tie_grade(t.cls)) for t in ties} == {("SYS", "P2C", "good")}
+    assert ties and {(t.token, t.cls, tie_grade(t.cls)) for t in ties} == {("SYS", PathClass.P2C, "good")}

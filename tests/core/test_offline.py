@@ -17,7 +17,6 @@ import pytest
 
 from tests.paths import REPO
 from tests.plan_helpers import run_cli
-from topoagent.core.analysis.paths import PathClass
 from topoagent.core.api import analyse, read_offline
 from topoagent.core.parse.lspci_tree import parse_lspci_tree
 from topoagent.core.parse.lspci_verbose import parse_lspci_verbose
@@ -29,6 +28,7 @@ from topoagent.core.paste import (
     snapshot_from_lspci,
     snapshot_from_topo_matrix,
 )
+from topoagent.core.pathclass import PathClass
 from topoagent.core.snapshot import GivenPath, Snapshot, from_dict, to_dict
 
 NVSMI = REPO / "tests/core/parse/samples/nvsmi"

@@ -8,8 +8,9 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topoagent.core.analysis.paths import PathClass, pcie_class, scan_paths
+from topoagent.core.analysis.paths import pcie_class, scan_paths
 from topoagent.core.cpuset import CpuSet
+from topoagent.core.pathclass import PathClass
 from topoagent.core.snapshot import ConfigSpace, Cpu, NumaNode, PciFunction, Snapshot
 from topoagent.core.topology import build_topology
 

@@ -20,7 +20,7 @@ from topoagent.core.analysis import paths as paths_mod
 from topoagent.core.analysis.paths import NIC_PAIR_LIMIT, path
 from topoagent.core.api import scan
 from topoagent.core.parse.sysfs_values import parse_distances
-from topoagent.core.topology import DeviceKind
+from topoagent.core.pci import DeviceKind
 
 NICS = 200
 GPUS = 8

@@ -13,7 +13,6 @@ journals use the key.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cached_property
 from typing import Any
 
 import msgspec
@@ -22,42 +21,50 @@ from topoagent.core.advice.plan import Plan, PlanOptions, make_plan, plan_for
 from topoagent.core.analysis.fingerprint import Baseline, baseline, slot_names
 from topoagent.core.analysis.given import matrix_vs_tree
 from topoagent.core.analysis.paths import Path, pair_path, path_index, scan_paths
-from topoagent.core.analysis.rails import RailPlan, plan_rails
+from topoagent.core.analysis.rails import Rails, pair_rails
+from topoagent.core.aside import Aside, derived
 from topoagent.core.findings import Finding, Severity, find_all, sort_findings
 from topoagent.core.findings.expect import compare
 from topoagent.core.frozen import FrozenMap
+from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import Snapshot, SourceStatus
-from topoagent.core.topology import Device, DeviceKind, Topology, build_topology
+from topoagent.core.topology import Device, Topology, build_topology
 
-__all__ = ["ScanResult", "analyse", "with_expected", "with_timings"]
+__all__ = ["ScanResult", "analyse", "reanalyse", "with_expected", "with_timings"]
 
 _UNTIMED: Mapping[str, float] = FrozenMap()
 _PAIRED = {DeviceKind.GPU, DeviceKind.NIC}
 
 
-class ScanResult(msgspec.Struct, frozen=True, dict=True):
+class ScanResult(msgspec.Struct, frozen=True, weakref=True):
     """A scan and everything derived from it.
 
     ``timings`` holds the seconds each source and the analysis took (``sysfs``, ``nvml``,
     ``analyse`` …); they are not part of the result's value (two scans of one host compare
-    equal and diff cleanly) but the daemon exports them.  They are kept beside the fields
-    (:func:`with_timings`), as the path index is, so equality, hashing and encoding ignore them.
+    equal and diff cleanly) but the daemon exports them.  They are a note in :attr:`aside`
+    (:func:`with_timings`), and the baseline and path index are derived values kept there
+    (:mod:`topoagent.core.aside`): equality and hashing ignore them, and every copy
+    (``msgspec.structs.replace``) keeps them -- a derived one only while the fields it comes
+    from are the same.
     """
 
     topology: Topology
     #: GPU-GPU and GPU-NIC pairs, and NIC-NIC pairs up to a bound (:func:`~topoagent.core.analysis.paths.scan_paths`).
     paths: tuple[Path, ...]
-    rails: RailPlan
+    #: The rail pairing: every GPU's rail NICs and every NIC's role.
+    rails: Rails
     findings: tuple[Finding, ...]
     plan: Plan
+    #: Timings and derived values, outside the result's value.
+    aside: Aside = msgspec.field(default_factory=Aside)
 
     @property
     def timings(self) -> Mapping[str, float]:
         """Seconds per source and for the analysis (empty when not timed)."""
-        timings: Mapping[str, float] = self.__dict__.get("_timings", _UNTIMED)
+        timings: Mapping[str, float] = self.aside.notes.get("timings", _UNTIMED)
         return timings
 
-    @cached_property
+    @derived("topology", "paths", "rails")
     def baseline(self) -> Baseline:
         """The host's hardware class, fingerprint and slot facts (:mod:`topoagent.core.analysis.fingerprint`)."""
         return baseline(self.topology, self.paths, self.rails)
@@ -71,7 +78,7 @@ class ScanResult(msgspec.Struct, frozen=True, dict=True):
         """The plan under ``options`` (what ``plan``, ``exec`` and ``apply`` hand out): per GPU
         its CPUs, ranks' cores, rail NICs and environment.  Pure."""
         return plan_for(
-            self.topology, self.plan, paths=self.paths, findings=self.findings, rail_plan=self.rails, options=options
+            self.topology, self.plan, paths=self.paths, findings=self.findings, pairing=self.rails, options=options
         )
 
     def worst(self) -> Severity | None:
@@ -95,8 +102,9 @@ class ScanResult(msgspec.Struct, frozen=True, dict=True):
             raise KeyError(ident)
         return d.key
 
-    @cached_property
+    @derived("paths")
     def _path_index(self) -> Mapping[tuple[str, str], Path]:
+        """The scan's paths by their two device ids, both ways round."""
         return FrozenMap(path_index(self.paths))
 
     def path(self, a: str, b: str) -> Path | None:
@@ -123,27 +131,26 @@ def analyse(snapshot: Snapshot, *, tool_findings: Any = None) -> ScanResult:
     if note is not None:
         topo = msgspec.structs.replace(topo, snapshot=_note_on(snapshot, "nvidia-smi", note))
     paths = scan_paths(topo)
-    rails = plan_rails(topo, paths)
+    rails = pair_rails(topo, paths)
     findings = find_all(topo, paths, rails)
     if tool_findings is not None:
         findings = sort_findings(findings + tuple(tool_findings(topo, paths)))
     return ScanResult(topo, paths, rails, findings, make_plan(topo, rails))
 
 
-def _replace(result: ScanResult, **changes: Any) -> ScanResult:
-    """``msgspec.structs.replace`` that keeps what is kept beside the fields: the timings and
-    the cached baseline and path index.  Only for changes that leave the facts (topology,
-    paths, rails) as they are: the cache is derived from those alone."""
-    out = msgspec.structs.replace(result, **changes)
-    out.__dict__.update(result.__dict__)
-    return out
+def reanalyse(result: ScanResult, ids: Mapping[str, Mapping[str, Any]]) -> ScanResult:
+    """The facts of ``result`` analysed again with some functions' identifiers replaced: ``ids``
+    maps a BDF to :class:`~topoagent.core.snapshot.PciFunction` fields (``vendor_id``,
+    ``class_code`` ...) and their values.  Only what analysis makes is redone: no timings, and
+    no findings of another tool's view (``tool_findings``)."""
+    snap = result.snapshot
+    pci = tuple(msgspec.structs.replace(f, **ids[f.bdf]) if f.bdf is not None and f.bdf in ids else f for f in snap.pci)
+    return analyse(msgspec.structs.replace(snap, pci=pci))
 
 
 def with_timings(result: ScanResult, timings: Mapping[str, float]) -> ScanResult:
     """A copy of ``result`` that carries ``timings`` (outside its value; see :class:`ScanResult`)."""
-    timed = _replace(result)
-    timed.__dict__["_timings"] = FrozenMap(timings)
-    return timed
+    return msgspec.structs.replace(result, aside=result.aside.noting(timings=FrozenMap(timings)))
 
 
 def with_expected(result: ScanResult, expected: Baseline) -> ScanResult:
@@ -156,7 +163,7 @@ def with_expected(result: ScanResult, expected: Baseline) -> ScanResult:
     # the message and evidence keep the slots.
     ids = {slot: ident for ident, slot in slot_names(result.topology).items()}
     found = tuple(msgspec.structs.replace(f, subjects=tuple(ids.get(s, s) for s in f.subjects)) for f in found)
-    return _replace(result, findings=sort_findings((*result.findings, *found)))
+    return msgspec.structs.replace(result, findings=sort_findings((*result.findings, *found)))
 
 
 def _note_on(snap: Snapshot, source: str, note: str) -> Snapshot:

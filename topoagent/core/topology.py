@@ -9,16 +9,31 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from enum import Enum
-from functools import cached_property
+from typing import NamedTuple
 
 import msgspec
 
 from topoagent.core import pci
+from topoagent.core.aside import Aside, derived
 from topoagent.core.bdf import bdf_key, root_bus_key
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.frozen import FrozenMap
+from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind
-from topoagent.core.snapshot import ConfigSpace, LinkInfo, NumaNode, PciFunction, Snapshot
+from topoagent.core.snapshot import (
+    AerCounts,
+    ConfigSpace,
+    Cpu,
+    CpuIdentity,
+    LinkInfo,
+    NumaNode,
+    NvmlGpu,
+    PciFunction,
+    ProbeError,
+    RdmaPort,
+    Snapshot,
+    SourceStatus,
+)
 
 
 class BridgeRole(str, Enum):
@@ -36,8 +51,8 @@ NUMA_FROM_CPUS = "local_cpus"
 NUMA_FROM_NVSMI = "nvidia-smi"
 NUMA_FROM_LSPCI = "lspci"  # the same kernel value as numa_node, as lspci printed it
 
-#: Matrix tokens that keep a path inside one NUMA node (a NIC's node follows its GPU's).
-_NODE_LOCAL_TOKENS = ("PIX", "PXB", "PHB", "NODE")
+#: Classes that keep a path inside one NUMA node (a NIC's node follows its GPU's).
+_NODE_LOCAL = (PathClass.PIX, PathClass.PXB, PathClass.PHB, PathClass.NODE)
 
 _ID_PREFIX = {
     DeviceKind.GPU: "gpu",
@@ -97,6 +112,22 @@ class Device(msgspec.Struct, frozen=True):
     rdma: bool | None = None
     #: How the device was placed where the evidence was incomplete (a hidden parent bridge).
     notes: tuple[str, ...] = ()
+    #: Its config header reads all ones although it is no SR-IOV VF: it no longer answers (fell
+    #: off the bus, NVIDIA Xid 79); its ids are the ones sysfs kept.
+    fell_off_bus: bool = False
+    #: Its PCIe AER counters since boot, where the kernel keeps them (None: no AER files).
+    aer: AerCounts | None = None
+    #: What NVML says of it (a GPU on a host whose driver NVML reached), joined by BDF.
+    nvml: NvmlGpu | None = None
+    #: The NUMA node that holds a GPU's own memory (Grace, POWER9): NVML's NUMA id, else the
+    #: driver's ``numa_status``, else a pasted matrix's ``GPU NUMA ID``; None elsewhere.
+    memory_node: int | None = None
+    #: The ports of each RDMA device behind it (``infiniband/DEV/ports``), by device name, in
+    #: the order sysfs listed the devices; a device without ports read (a VF's, pasted text's)
+    #: is left out.
+    rdma_ports: FrozenMap[str, tuple[RdmaPort, ...]] = msgspec.field(default_factory=FrozenMap)
+    #: The speed (Mb/s) of each of its network interfaces whose speed is known, by name.
+    netdev_speeds: FrozenMap[str, int] = msgspec.field(default_factory=FrozenMap)
 
     @property
     def is_vf(self) -> bool:
@@ -130,6 +161,9 @@ class Node(msgspec.Struct, frozen=True):
     #: The id of the GPU whose own memory this CPU-less node is (Grace: the driver's
     #: ``numa_status``, NVML, or a matrix's ``GPU NUMA ID``); None otherwise.
     gpu: str | None = None
+    #: The file the CPUs were read from where it is not ``cpulist`` (``cpumap``, or
+    #: ``cpu/cpu*/node*`` links): evidence names it.
+    cpus_file: str | None = None
 
     @property
     def cpu_less(self) -> bool:
@@ -160,7 +194,7 @@ class HostBridge(msgspec.Struct, frozen=True):
 
 class TopologyIndex(msgspec.Struct, frozen=True):
     """Lookups derived from a :class:`Topology`'s devices and snapshot (read-only maps), built
-    once per topology by :func:`index_topology`; no part of the topology's value."""
+    once per topology by :func:`index_topology` (:attr:`Topology.index`); no part of its value."""
 
     by_bdf: FrozenMap[str, Device]
     by_id: FrozenMap[str, Device]
@@ -171,6 +205,8 @@ class TopologyIndex(msgspec.Struct, frozen=True):
     #: Each device's place in PCI order (device order), by id.
     position: FrozenMap[str, int]
     nodes: FrozenMap[int, Node]
+    #: The BDFs of the GPUs NVML lists (an NVLink to any other BDF goes to an NVSwitch).
+    nvml_bdfs: frozenset[str]
 
 
 def index_topology(topo: Topology) -> TopologyIndex:
@@ -190,15 +226,21 @@ def index_topology(topo: Topology) -> TopologyIndex:
         of_kind=FrozenMap({k: tuple(v) for k, v in kinds.items()}),
         position=FrozenMap({d.id: i for i, d in enumerate(topo.devices)}),
         nodes=FrozenMap({n.id: n for n in topo.nodes}),
+        nvml_bdfs=frozenset(g.bdf for g in topo.snapshot.nvml_gpus),
     )
 
 
-class Topology(msgspec.Struct, frozen=True, dict=True):
-    """The host's tree, with indexes by BDF and id.
+class Topology(msgspec.Struct, frozen=True, weakref=True):
+    """The host's model: its tree of devices, NUMA nodes and sockets, and the host's facts.
 
-    The indexes (:class:`TopologyIndex`) are built on first use and kept beside the fields
-    (``dict=True`` gives the cached property its slot): they are derived, so equality,
-    hashing and encoding see only the fields.
+    Code above the model learns about a device from its :class:`Device` and about the host
+    from the properties here (``hostname``, ``peer_memory``, ``probe_errors`` ...); only the
+    model, the result and the orchestration read :attr:`snapshot`, the facts it was built
+    from (kept for serialising and re-analysing).
+
+    The lookups (:attr:`index`) are derived: built on first use and kept in :attr:`aside`,
+    outside the value (:mod:`topoagent.core.aside`), so equality and hashing see the other
+    fields only, and a copy with other devices builds its own.
     """
 
     snapshot: Snapshot
@@ -206,10 +248,11 @@ class Topology(msgspec.Struct, frozen=True, dict=True):
     nodes: tuple[Node, ...]
     host_bridges: tuple[HostBridge, ...]
     devices: tuple[Device, ...]
+    aside: Aside = msgspec.field(default_factory=Aside)
 
-    @cached_property
+    @derived("snapshot", "nodes", "devices")
     def index(self) -> TopologyIndex:
-        """The topology's lookups (built once)."""
+        """The topology's lookups (built once per set of devices, nodes and snapshot)."""
         return index_topology(self)
 
     def by_bdf(self, bdf: str) -> Device | None:
@@ -278,6 +321,108 @@ class Topology(msgspec.Struct, frozen=True, dict=True):
     def multi_node(self) -> bool:
         """More than one NUMA node with CPUs (or whose CPUs the source did not give)."""
         return sum(1 for n in self.nodes if n.cpus or not n.cpus_known) > 1
+
+    # -- the host's facts (from the snapshot; devices carry their own) ----------------------
+
+    @property
+    def hostname(self) -> str | None:
+        """The host's name, where read."""
+        return self.snapshot.hostname
+
+    @property
+    def root(self) -> str | None:
+        """The host tree that was read (``/``, a fake or captured root); None for pasted output."""
+        return self.snapshot.root
+
+    @property
+    def from_host_tree(self) -> bool:
+        """Read from a host tree (sysfs), so absent modules and command line mean absent; False
+        for pasted tool output, where the kernel's state is unknown."""
+        return self.snapshot.from_host_tree
+
+    @property
+    def virtualized(self) -> bool | None:
+        """Whether the host is a virtual machine (None: unknown)."""
+        return self.snapshot.virtualized
+
+    @property
+    def kernel_cmdline(self) -> str | None:
+        """The kernel command line (``/proc/cmdline``), None where not read."""
+        return self.snapshot.kernel_cmdline
+
+    @property
+    def allowed_cpus(self) -> CpuSet | None:
+        """The scanning process's allowed CPUs (``Cpus_allowed_list``), None when unknown."""
+        return self.snapshot.allowed_cpus
+
+    @property
+    def cpus(self) -> tuple[Cpu, ...]:
+        """The online logical CPUs with their package and core siblings."""
+        return self.snapshot.cpus
+
+    @property
+    def cpu_identity(self) -> CpuIdentity | None:
+        """The first CPU's identity as NCCL's topology XML names it, where read."""
+        return self.snapshot.cpu_identity
+
+    @property
+    def cpu_model(self) -> str | None:
+        """The CPU model (``/proc/cpuinfo`` ``model name``), where read."""
+        return self.snapshot.cpu_model
+
+    @property
+    def dmi_vendor(self) -> str | None:
+        """What the host is meant to be: ``/sys/class/dmi/id/sys_vendor``, where read."""
+        return self.snapshot.dmi_vendor
+
+    @property
+    def dmi_product(self) -> str | None:
+        """What the host is meant to be: ``/sys/class/dmi/id/product_name``, where read."""
+        return self.snapshot.dmi_product
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """The kernel modules relevant to GPUDirect that are loaded (``nvidia_peermem`` ...)."""
+        return self.snapshot.modules
+
+    @property
+    def memory_peers(self) -> tuple[str, ...]:
+        """The entries of ``/sys/kernel/mm/memory_peers`` (``nv_mem`` ...)."""
+        return self.snapshot.memory_peers
+
+    @property
+    def peer_memory(self) -> bool | None:
+        """GPUDirect RDMA's peer memory: a peer-memory module loaded or a memory-peer client
+        registered; None for pasted output (:attr:`Snapshot.peer_memory
+        <topoagent.core.snapshot.Snapshot.peer_memory>`)."""
+        return self.snapshot.peer_memory
+
+    @property
+    def driver_version(self) -> str | None:
+        """The NVIDIA driver's version, where read."""
+        return self.snapshot.driver_version
+
+    @property
+    def l3_domains(self) -> tuple[CpuSet, ...]:
+        """The CPUs sharing each L3 cache (a core complex: an AMD CCD, an Intel SNC domain), as
+        ``cpu*/cache/index3/shared_cpu_list`` names them; empty where the kernel names none."""
+        return self.snapshot.l3_domains
+
+    @property
+    def nvml_gpus(self) -> tuple[NvmlGpu, ...]:
+        """What NVML says of each GPU, in NVML's index order (each GPU's own record is
+        :attr:`Device.nvml`)."""
+        return self.snapshot.nvml_gpus
+
+    @property
+    def sources(self) -> tuple[SourceStatus, ...]:
+        """Each source of evidence and whether it was available."""
+        return self.snapshot.sources
+
+    @property
+    def probe_errors(self) -> tuple[ProbeError, ...]:
+        """The probes (files, calls) that failed."""
+        return self.snapshot.probe_errors
 
 
 # -- classification -------------------------------------------------------------------------
@@ -357,7 +502,18 @@ def _build_nodes(snap: Snapshot) -> tuple[Node, ...]:
                 # that owns the memory may still place it (see _own_memory_nodes).
                 nearest = closest[0] if len(closest) == 1 else None
         socket = sockets[n.id] if cpus[n.id] else (sockets.get(nearest) if nearest is not None else None)
-        out.append(Node(n.id, cpus[n.id], socket, n.memory_bytes, dist[n.id], nearest, n.cpus is not None))
+        out.append(
+            Node(
+                n.id,
+                cpus[n.id],
+                socket,
+                n.memory_bytes,
+                dist[n.id],
+                nearest,
+                n.cpus is not None,
+                cpus_file=n.cpus_file,
+            )
+        )
     return tuple(out)
 
 
@@ -400,7 +556,7 @@ def build_topology(snap: Snapshot) -> Topology:
     node_by_id = {n.id: n for n in nodes}
     sockets = _build_sockets(nodes, snap)
     fns = _order_functions(snap.pci)
-    names = _names(snap, fns)
+    joins = _joins(snap, fns)
     ancestry = _ancestries(fns)
     roles = _bridge_roles(fns, ancestry)
     counters: Counter[DeviceKind] = Counter()
@@ -411,32 +567,76 @@ def build_topology(snap: Snapshot) -> Topology:
     for f, kind, place, lineage in zip(fns, kinds, placed, ancestry, strict=True):
         ident = f"{_ID_PREFIX[kind]}{counters[kind]}"
         counters[kind] += 1
-        devices.append(_device(f, ident, kind, place, lineage, roles, names))
+        devices.append(_device(f, ident, kind, place, lineage, roles, joins))
     host_bridges = _host_bridges(devices, node_by_id)
     nodes = _own_memory_nodes(nodes, snap, devices)
     return Topology(snap, sockets, nodes, tuple(host_bridges), tuple(devices))
 
 
-#: Per BDF: network interfaces, RDMA devices, VFs (of a PF); per IOMMU group: its type.
-_Names = tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]], dict[int, str | None]]
+class _Joins(NamedTuple):
+    """What the snapshot lists beside its functions, keyed for joining each function to it."""
+
+    #: Per BDF: network interfaces and their known speeds (Mb/s), RDMA devices, VFs (of a PF).
+    netdevs: dict[str, list[str]]
+    speeds: dict[str, dict[str, int]]
+    rdma: dict[str, list[str]]
+    virtfns: dict[str, list[str]]
+    #: Per IOMMU group: its type.
+    iommu_type: dict[int, str | None]
+    #: Per BDF: the ports of each RDMA device behind it that has ports read (not a VF's).
+    ports: dict[str, dict[str, tuple[RdmaPort, ...]]]
+    #: Per BDF: NVML's record; a GPU's own memory node by BDF and by label.
+    nvml: dict[str, NvmlGpu]
+    memory_by_bdf: dict[str, int]
+    memory_by_label: dict[str, int]
 
 
-def _names(snap: Snapshot, fns: list[PciFunction]) -> _Names:
+def _joins(snap: Snapshot, fns: list[PciFunction]) -> _Joins:
     """The names sysfs lists per function (network interfaces, RDMA devices), each physical
-    function's VFs, and the IOMMU groups' types."""
+    function's VFs, the IOMMU groups' types, RDMA ports, NVML's GPUs and GPU memory nodes."""
     netdevs: dict[str, list[str]] = defaultdict(list)
+    speeds: dict[str, dict[str, int]] = defaultdict(dict)
     for nd in snap.netdevs:
         if nd.bdf:
             netdevs[nd.bdf].append(nd.name)
+            if nd.speed_mbps is not None:
+                speeds[nd.bdf][nd.name] = nd.speed_mbps
     rdma: dict[str, list[str]] = defaultdict(list)
+    ports: dict[str, dict[str, tuple[RdmaPort, ...]]] = defaultdict(dict)
     for r in snap.rdma:
         if r.bdf:
             rdma[r.bdf].append(r.name)
+            if r.ports:
+                ports[r.bdf][r.name] = r.ports
     virtfns: dict[str, list[str]] = defaultdict(list)
     for f in fns:
         if f.physfn and f.bdf is not None:
             virtfns[f.physfn].append(f.bdf)
-    return netdevs, rdma, virtfns, {g.id: g.type for g in snap.iommu_groups}
+    return _Joins(
+        netdevs=netdevs,
+        speeds=speeds,
+        rdma=rdma,
+        virtfns=virtfns,
+        iommu_type={g.id: g.type for g in snap.iommu_groups},
+        ports=ports,
+        nvml={g.bdf: g for g in snap.nvml_gpus},
+        memory_by_bdf={m.bdf: m.node for m in snap.gpu_memory_nodes if m.bdf is not None},
+        memory_by_label={m.label: m.node for m in snap.gpu_memory_nodes if m.label is not None},
+    )
+
+
+_NO_PORTS: FrozenMap[str, tuple[RdmaPort, ...]] = FrozenMap()
+_NO_SPEEDS: FrozenMap[str, int] = FrozenMap()
+
+
+def _memory_node(f: PciFunction, nvml: NvmlGpu | None, joins: _Joins) -> int | None:
+    """A GPU's own memory node: NVML's NUMA id, else the driver's (by BDF), else a matrix's
+    (by label)."""
+    if nvml is not None and nvml.numa_node is not None:
+        return nvml.numa_node
+    if f.bdf is not None and f.bdf in joins.memory_by_bdf:
+        return joins.memory_by_bdf[f.bdf]
+    return joins.memory_by_label.get(f.label) if f.label is not None else None
 
 
 _Lineage = tuple[str | None, tuple[str, ...], tuple[str, ...]]  # root bus, listed bridges, hidden ones
@@ -511,16 +711,18 @@ def _device(
     place: tuple[int | None, str | None, int | None],
     lineage: _Lineage,
     roles: dict[str, BridgeRole],
-    names: _Names,
+    joins: _Joins,
 ) -> Device:
     """The device of one function, placed (node, how, socket) and hung (``lineage``)."""
     numa, source, socket = place
     root, chain, hidden = lineage
-    netdevs, rdma, virtfns, iommu_type = names
-    netdev_names = netdevs.get(f.bdf, ()) if f.bdf is not None else ()
-    rdma_names = tuple(rdma.get(f.bdf, ())) if f.bdf is not None else ()
+    netdev_names = joins.netdevs.get(f.bdf, ()) if f.bdf is not None else ()
+    rdma_names = tuple(joins.rdma.get(f.bdf, ())) if f.bdf is not None else ()
     if f.rdma_names:  # a pasted source's names, next to sysfs's
         rdma_names += tuple(n for n in f.rdma_names if n not in rdma_names)
+    speeds = joins.speeds.get(f.bdf) if f.bdf is not None else None
+    ports = joins.ports.get(f.bdf) if f.bdf is not None else None
+    nvml = joins.nvml.get(f.bdf) if f.bdf is not None else None
     return Device(
         id=ident,
         key=device_key(f, ident),
@@ -545,13 +747,19 @@ def _device(
         netdevs=tuple(sorted(netdev_names)),
         rdma_devices=tuple(sorted(rdma_names)),
         iommu_group=f.iommu_group,
-        iommu_type=iommu_type.get(f.iommu_group) if f.iommu_group is not None else None,
+        iommu_type=joins.iommu_type.get(f.iommu_group) if f.iommu_group is not None else None,
         physfn=f.physfn,
-        virtfns=tuple(virtfns.get(f.bdf, ())) if f.bdf is not None else (),  # fns are in BDF order
+        virtfns=tuple(joins.virtfns.get(f.bdf, ())) if f.bdf is not None else (),  # fns are in BDF order
         config=f.config,
         label=f.label,
         rdma=f.rdma,
         notes=_hidden_note(hidden, chain, root),
+        fell_off_bus=f.fell_off_bus,
+        aer=f.aer,
+        nvml=nvml,
+        memory_node=_memory_node(f, nvml, joins) if kind is DeviceKind.GPU else None,
+        rdma_ports=FrozenMap(ports) if ports else _NO_PORTS,
+        netdev_speeds=FrozenMap(speeds) if speeds else _NO_SPEEDS,
     )
 
 
@@ -621,9 +829,9 @@ def _infer_from_given_paths(
         if kind is not DeviceKind.NIC or f.label is None or placed[i][0] is not None:
             continue
         ranked = [
-            (_NODE_LOCAL_TOKENS.index(t), node)
+            (cls, node)
             for gpu, node in gpu_nodes.items()
-            if (t := given.get((f.label, gpu))) in _NODE_LOCAL_TOKENS
+            if (t := given.get((f.label, gpu))) is not None and (cls := PathClass.from_token(t)) in _NODE_LOCAL
         ]
         if not ranked:
             continue

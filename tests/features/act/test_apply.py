@@ -18,7 +18,7 @@ import pytest
 
 from tests.plan_helpers import needs_two_cpus, tiny, topoagent
 from topoagent.core.frozen import FrozenMap
-from topoagent.features.act.changes import IRQ, Change
+from topoagent.features.act.changes import IRQ, HostChange
 from topoagent.features.act.execute import APPLIED, REFUSED, apply_changes
 from topoagent.features.act.journal import Journal, JournalError
 from topoagent.features.act.writer import HostWriter, WriteError
@@ -157,7 +157,9 @@ class _Refusing(HostWriter):
 
 def test_managed_irq_is_reported_not_fatal_and_journal_comes_first(dgx_copy, tmp_path):
     journal = Journal(tmp_path / "state")
-    changes = [Change(IRQ, FrozenMap({"irq": i}), "0-223", "0-3", "0000:18:00.0", f"IRQ {i}") for i in (104, 105, 106)]
+    changes = [
+        HostChange(IRQ, FrozenMap({"irq": i}), "0-223", "0-3", "0000:18:00.0", f"IRQ {i}") for i in (104, 105, 106)
+    ]
     outcomes = apply_changes(changes, _Refusing(dgx_copy, journal), journal)
     assert [o.status for o in outcomes] == [APPLIED, REFUSED, APPLIED]
     assert "managed" in outcomes[1].detail

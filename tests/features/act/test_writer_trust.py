@@ -14,7 +14,7 @@ import pytest
 from plan_helpers import tiny, topoagent
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.write.files import write_atomically
-from topoagent.features.act.changes import IRQ, MODULE, PCI_CONFIG, THREAD, Change
+from topoagent.features.act.changes import IRQ, MODULE, PCI_CONFIG, THREAD, HostChange
 from topoagent.features.act.execute import APPLIED, LEFT, SKIPPED, apply_changes, undo
 from topoagent.features.act.journal import Journal, JournalError, seal
 from topoagent.features.act.writer import HostWriter, WriteError
@@ -45,8 +45,8 @@ def irq(root, n: int) -> str:
     return (root / f"proc/irq/{n}/smp_affinity_list").read_text().strip()
 
 
-def irq_change(n: int, before: str, after: str) -> Change:
-    return Change(IRQ, FrozenMap({"irq": n}), before, after, "0000:18:00.0", f"IRQ {n}")
+def irq_change(n: int, before: str, after: str) -> HostChange:
+    return HostChange(IRQ, FrozenMap({"irq": n}), before, after, "0000:18:00.0", f"IRQ {n}")
 
 
 # -- output paths: one atomic writer, a regular file or nothing replaced -------------------------

@@ -12,8 +12,8 @@ from tests.features.daemon.test_daemon_tree import copy_tree, remove_function, s
 from tests.paths import REPO
 from topoagent.core.api import scan
 from topoagent.features.daemon.changes import (
-    Change,
     ChangeKind,
+    ScanChange,
     device_faults,
     diff,
     finding_keys,
@@ -119,7 +119,7 @@ def test_changes_are_plain_values(base, dgx):
     assert changes == diff(base, scan(dgx, nvml="off"))  # deterministic
     assert changes
     for c in changes:
-        assert isinstance(c, Change) and hash(c) is not None
+        assert isinstance(c, ScanChange) and hash(c) is not None
         d = json.loads(json.dumps(c.as_dict()))
         assert d["kind"] == c.kind.value and d["subject"] == c.subject
         assert c.severity in ("info", "warning", "critical")

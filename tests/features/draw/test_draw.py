@@ -481,7 +481,7 @@ def test_a_rail_no_input_shows_is_drawn_unknown_not_bad() -> None:
     lines = decode_text((TESTS / "core/parse/samples/nvsmi/dgx_a100_nv12_12nic_spaces.txt").read_bytes()).split("\n")
     legend = lines.index("Legend:")
     result = analyse(read_offline(nvidia_smi_topo="\n".join(lines[:6] + [""] + lines[legend:])))
-    unknown = {t.gpu for t in layout(result).ties if t.cls == "?"}
+    unknown = {t.gpu for t in layout(result).ties if t.cls is None}
     assert unknown == {"gpu4", "gpu5", "gpu6", "gpu7"}
     svg = renderer("draw", "svg")(result)
     check_svg(result, svg)

@@ -19,7 +19,7 @@ from tests import ncclxml
 from tests.paths import TESTS
 from tests.plan_helpers import run_cli, topoagent
 from topoagent.core.api import scan
-from topoagent.core.topology import DeviceKind
+from topoagent.core.pci import DeviceKind
 
 FIXTURES = [
     "dgx-h100",

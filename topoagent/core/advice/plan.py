@@ -26,11 +26,12 @@ from topoagent.core.cpuset import MAX_CPUS, CpuSet
 from topoagent.core.errors import InputError
 from topoagent.core.findings import Finding, Severity
 from topoagent.core.frozen import FrozenMap
+from topoagent.core.pathclass import PathClass
 from topoagent.core.snapshot import active_port
 
 if TYPE_CHECKING:
     from topoagent.core.analysis.paths import Path
-    from topoagent.core.analysis.rails import RailPlan
+    from topoagent.core.analysis.rails import Rails
     from topoagent.core.findings import Finding
     from topoagent.core.topology import Device, Topology
 
@@ -41,7 +42,12 @@ class PlanError(InputError):
 
 class RailNic(msgspec.Struct, frozen=True):
     """A GPU's rail NIC as a rank uses it: RDMA devices and port (``UCX_NET_DEVICES=mlx5_0:1``),
-    netdevs and the path class."""
+    netdevs and the path class.
+
+    The one rail-NIC type of the model: ``plan --format json`` encodes it through its own contract
+    struct (:class:`topoagent.features.plan.report.RailNic`), whose shape differs (``remote``
+    as a field, no ``driver``, the classes as tokens).
+    """
 
     nic: str
     key: str
@@ -49,15 +55,16 @@ class RailNic(msgspec.Struct, frozen=True):
     rdma: tuple[str, ...]
     port: int | None
     netdevs: tuple[str, ...]
-    #: Path class GPU -> NIC (``PIX`` ... ``SYS``).
-    kind: str | None
+    #: Path class GPU -> NIC as nvidia-smi prints it (``PIX`` ... ``SYS``); None where no source
+    #: shows the path.
+    cls: PathClass | None
     numa_node: int | None
     socket: int | None
     driver: str | None = None
-    #: The path as NCCL names it where that differs from ``kind``: for a Grace GPU's NIC on its
-    #: own CPU ``P2C`` (one of its fastest NICs) or ``PHB`` (a slower one); ``kind`` is then SYS,
+    #: The path as NCCL classes it where that differs from ``cls``: for a Grace GPU's NIC on its
+    #: own CPU ``P2C`` (one of its fastest NICs) or ``PHB`` (a slower one); ``cls`` is then SYS,
     #: as nvidia-smi prints it (analysis.c2c).
-    nccl_path: str | None = None
+    nccl_path: PathClass | None = None
     #: Whether NCCL uses GPUDirect RDMA to this NIC by default (analysis.paths.gdr_by_default).
     gdr: bool | None = None
 
@@ -65,7 +72,12 @@ class RailNic(msgspec.Struct, frozen=True):
     def remote(self) -> bool:
         """Reached only across the SMP interconnect (SYS): a NIC on another node or socket --
         not a Grace GPU's NIC on its own CPU (P2C, or PHB for a slower one)."""
-        return self.kind == "SYS" and self.nccl_path not in ("P2C", "PHB")
+        return self.cls is PathClass.SYS and self.nccl_path not in (PathClass.P2C, PathClass.PHB)
+
+    @property
+    def token(self) -> str | None:
+        """``cls`` as nvidia-smi prints it (``PIX`` ... ``SYS``), None where unknown."""
+        return self.cls.token if self.cls is not None else None
 
 
 class SplitGroup(msgspec.Struct, frozen=True):
@@ -156,10 +168,10 @@ def gpu_cpus(topo: Topology, gpu: Device) -> CpuSet | None:
     return None
 
 
-def make_plan(topo: Topology, rails: RailPlan) -> Plan:
+def make_plan(topo: Topology, rails: Rails) -> Plan:
     """The scan's summary plan: per GPU its local CPUs within the allowed CPUs, its rail NICs
     and the CUDA/NCCL variables; the GPUs grouped by NUMA node."""
-    allowed = topo.snapshot.allowed_cpus
+    allowed = topo.allowed_cpus
     plans = []
     for index, g in enumerate(topo.gpus):
         local = gpu_cpus(topo, g)
@@ -171,7 +183,7 @@ def make_plan(topo: Topology, rails: RailPlan) -> Plan:
         env = base_env(index)
         env.update(node_hca_env(topo, rails))
         ucx = [
-            ucx_device(name, nic_port(topo, d))
+            ucx_device(name, nic_port(d))
             for n in nics
             if (d := topo.by_id(n)) is not None and d.driver != "efa"
             for name in d.rdma_devices
@@ -238,10 +250,10 @@ PLAN_CODES = {
 }
 
 
-def nic_port(topo: Topology, nic: Device) -> int | None:
+def nic_port(nic: Device) -> int | None:
     """The port a rank uses on a NIC's RDMA devices (:func:`topoagent.core.snapshot.active_port`),
     1 where their ports were not read; None for a NIC without RDMA."""
-    port = active_port(p for r in topo.snapshot.rdma if r.name in nic.rdma_devices for p in r.ports)
+    port = active_port(p for ports in nic.rdma_ports.values() for p in ports)
     return port if port is not None else (1 if nic.rdma_devices else None)
 
 
@@ -252,16 +264,16 @@ def ucx_device(rdma: str, port: int | None) -> str:
 
 
 def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None) -> RailNic:
-    token = path.token if path is not None and path.shown else None
+    cls = path.cls if path is not None and path.shown else None
     nccl, gdr = nccl_view(topo, gpu, nic, path)
     return RailNic(
         nic.id,
         nic.key,
         nic.bdf,
         nic.rdma_devices,
-        nic_port(topo, nic),
+        nic_port(nic),
         nic.netdevs,
-        token,
+        cls,
         nic.numa_node,
         nic.socket,
         nic.driver,
@@ -270,7 +282,7 @@ def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None) -> Ra
     )
 
 
-def node_hca_env(topo: Topology, rails: RailPlan) -> dict[str, str]:
+def node_hca_env(topo: Topology, rails: Rails) -> dict[str, str]:
     """``NCCL_IB_HCA`` for every rank of the node: the RDMA devices of all its compute NICs.
 
     The same value on every local rank: NCCL fuses the ranks' topologies and requires it
@@ -326,13 +338,13 @@ def plan_for(
     *,
     paths: tuple[Path, ...],
     findings: tuple[Finding, ...],
-    rail_plan: RailPlan,
+    pairing: Rails,
     options: PlanOptions = PlanOptions(),
 ) -> Plan:
     """The plan of a scanned host under ``options``.  Pure.
 
     ``base`` is the scan's default plan (:func:`make_plan`), ``paths``, ``findings`` and
-    ``rail_plan`` the scan's: its parts, not the :class:`~topoagent.core.result.ScanResult` (advice sits
+    ``pairing`` (its rails) the scan's: its parts, not the :class:`~topoagent.core.result.ScanResult` (advice sits
     below it).
 
     Per GPU: ``cpus`` = its NUMA node's CPUs, intersected with the allowed CPUs, minus the
@@ -346,16 +358,16 @@ def plan_for(
     if options.bind not in BIND_MODES:
         raise PlanError(f"bind must be one of {', '.join(BIND_MODES)}")
     by_pair = path_index(paths)
-    recorded = topo.snapshot.allowed_cpus
+    recorded = topo.allowed_cpus
     allowed = (
         recorded if options.allowed is None else (options.allowed if recorded is None else options.allowed & recorded)
     )
-    cores = host_cores(topo.snapshot.cpus)
+    cores = host_cores(topo.cpus)
     notes: list[Any] = []
     # Which threads share a core is unknown (pasted nvidia-smi text, no thread_siblings_list):
     # CPUs 0-19 and 40-59 are usually hyperthreads of the same 20 cores, so nothing is cut
     # below the sets the evidence shows -- a node's GPUs all get its whole set.
-    whole = threads_known(topo.snapshot.cpus)
+    whole = threads_known(topo.cpus)
     if not whole and base.gpus:
         notes.append(
             _finding(
@@ -466,7 +478,7 @@ def plan_for(
                 )
             )
         env = base_env(g.cuda_index)
-        env.update(node_hca_env(topo, rail_plan))
+        env.update(node_hca_env(topo, pairing))
         env.update(rail_env(rails))
         gpus.append(
             msgspec.structs.replace(
@@ -513,7 +525,7 @@ def complex_domains(
     says the plan fell back to runs of whole cores."""
     if options.bind != "core-complex":
         return None
-    domains = topo.snapshot.l3_domains
+    domains = topo.l3_domains
     if domains and whole:
         return domains
     if gpus:

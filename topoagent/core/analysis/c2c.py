@@ -23,8 +23,8 @@ GPU's own CPU; :func:`p2c_nic` whether NCCL gives it the P2C path.  Findings
 from __future__ import annotations
 
 from topoagent.core.analysis.nicspeed import merged_bandwidth_gbps
-from topoagent.core.pci import C2C_GPUS
-from topoagent.core.topology import Device, DeviceKind, Topology
+from topoagent.core.pci import C2C_GPUS, DeviceKind
+from topoagent.core.topology import Device, Topology
 
 
 def is_c2c(topo: Topology, gpu: Device) -> bool:
@@ -36,16 +36,11 @@ def is_c2c(topo: Topology, gpu: Device) -> bool:
         return False
     if (gpu.vendor_id, gpu.device_id) in C2C_GPUS:
         return True
-    snap = topo.snapshot
-    arch = snap.cpu_identity.arch if snap.cpu_identity is not None else None
+    identity = topo.cpu_identity
+    arch = identity.arch if identity is not None else None
     if arch is not None and arch != "arm64":
         return False
-    if gpu.bdf is not None and any(n.bdf == gpu.bdf and n.numa_node is not None for n in snap.nvml_gpus):
-        return True
-    return any(
-        (m.bdf is not None and m.bdf == gpu.bdf) or (m.label is not None and m.label == gpu.label)
-        for m in snap.gpu_memory_nodes
-    )
+    return gpu.memory_node is not None
 
 
 def own_cpu_nic(topo: Topology, gpu: Device, nic: Device) -> bool | None:

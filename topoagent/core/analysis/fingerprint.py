@@ -19,7 +19,7 @@ from typing import Literal
 import msgspec
 
 from topoagent.core.analysis.paths import Path
-from topoagent.core.analysis.rails import RailPlan
+from topoagent.core.analysis.rails import Rails
 from topoagent.core.digest import short_sha256
 from topoagent.core.pci import DeviceKind
 from topoagent.core.topology import Device, Topology
@@ -142,20 +142,20 @@ def _iommu(topo: Topology, d: Device) -> str | None:
     ``type`` file -- so unknown is never taken for none, as :func:`_acs` does for ACS."""
     if d.iommu_type is not None:
         return d.iommu_type
-    return "none" if topo.snapshot.from_host_tree and d.iommu_group is None else None
+    return "none" if topo.from_host_tree and d.iommu_group is None else None
 
 
-def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> list[SlotFacts]:
+def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: Rails) -> list[SlotFacts]:
     """The facts of every physical device's slot, in slot order (SR-IOV VFs are configuration,
     not build, and are left out)."""
     names = slot_names(topo)
     nics = [n for n in topo.nics if not n.is_vf]
-    nvml = {g.bdf.lower() for g in topo.snapshot.nvml_gpus}
     by_pair = {(p.a, p.b): p for p in paths}
 
     def path(a: str, b: str) -> Path | None:
         return by_pair.get((a, b)) or by_pair.get((b, a))
 
+    by_id = topo.index.by_id  # once: read per GPU and path below
     out = []
     for d in topo.devices:
         if d.is_vf:
@@ -165,14 +165,14 @@ def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> list
             links = [
                 p.nvlinks
                 for p in paths
-                if d.id in (p.a, p.b) and (topo.by_id(p.b if p.a == d.id else p.a) or d).kind is DeviceKind.GPU
+                if d.id in (p.a, p.b) and (by_id.get(p.b if p.a == d.id else p.a) or d).kind is DeviceKind.GPU
             ]
             rail = rails.rail(d.id)
             # a path no source shows (a partial paste) is left out: its class is unknown, not a fact
             nic_paths = {names[n.id]: p.token for n in nics if (p := path(d.id, n.id)) is not None and p.shown}
             gpu = {
                 # NVLinks are known only from NVML: without it, unknown rather than none
-                "nvlinks": sum(links) if d.bdf in nvml else None,
+                "nvlinks": sum(links) if d.nvml is not None else None,
                 "rail": names.get(rail.nic) if rail is not None and rail.nic is not None else None,
                 "rail_path": rail.cls.name if rail is not None and rail.cls is not None else None,
                 "nic_paths": dict(sorted(nic_paths.items())),
@@ -199,9 +199,8 @@ def hw_class(topo: Topology) -> str:
     """What the host is meant to be, readable: ``DMI vendor product / <n>x CPU model / gpu
     <models> / nic <models>`` (models as ``vendor:device``, each once: a host that lost a GPU
     stays in its class, where its fingerprint shows the loss)."""
-    snap = topo.snapshot
-    dmi = " ".join(t for t in (snap.dmi_vendor, snap.dmi_product) if t) or "unknown system"
-    cpu = f"{len(topo.sockets)}x {snap.cpu_model or 'unknown CPU'}"
+    dmi = " ".join(t for t in (topo.dmi_vendor, topo.dmi_product) if t) or "unknown system"
+    cpu = f"{len(topo.sockets)}x {topo.cpu_model or 'unknown CPU'}"
     parts = [dmi, cpu]
     for kind, label in ((DeviceKind.GPU, "gpu"), (DeviceKind.NIC, "nic")):
         models = sorted({m for d in topo.of_kind(kind) if not d.is_vf and (m := _model(d)) is not None})
@@ -224,15 +223,15 @@ def class_hash(hw_class: str) -> str:
 
 def peer_memory(topo: Topology) -> bool | None:
     """Whether GPUDirect RDMA's peer memory is there (None from pasted output: unknown)."""
-    return topo.snapshot.peer_memory
+    return topo.peer_memory
 
 
-def baseline(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> Baseline:
+def baseline(topo: Topology, paths: tuple[Path, ...], rails: Rails) -> Baseline:
     """The host's class, fingerprint and slot facts: its expected topology."""
     slots = slot_facts(topo, paths, rails)
     peers = peer_memory(topo)
     return Baseline(
-        host=topo.snapshot.hostname,
+        host=topo.hostname,
         hw_class=hw_class(topo),
         fingerprint=fingerprint(peers, slots),
         peer_memory=peers,

@@ -3,7 +3,8 @@ the classes the pasted ``lspci`` tree gives for the same pairs."""
 
 from __future__ import annotations
 
-from topoagent.core.analysis.paths import PathClass, pcie_class
+from topoagent.core.analysis.paths import pcie_class
+from topoagent.core.pathclass import PathClass
 from topoagent.core.topology import Topology
 
 __all__ = ["matrix_vs_tree"]
@@ -21,11 +22,12 @@ def matrix_vs_tree(topo: Topology) -> str | None:
     for i, a in enumerate(devs):
         for b in devs[i + 1 :]:
             token = topo.given_token(a, b)
-            if token is None or token not in PathClass.__members__ or token in ("X", "NV"):
+            stated = PathClass.from_token(token) if token is not None else None
+            if stated is None or stated in (PathClass.X, PathClass.NV):
                 continue  # NV# hides the PCIe class; "?" says nothing
             cls, known = pcie_class(topo, a, b)
-            if known and cls.name != token:
-                differ.append(f"{a.label}/{b.label} {token} in the matrix, {cls.name} from lspci")
+            if known and cls is not stated:
+                differ.append(f"{a.label}/{b.label} {token} in the matrix, {cls.token} from lspci")
     if not differ:
         return None
     return (

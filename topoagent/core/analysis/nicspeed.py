@@ -13,13 +13,12 @@ from topoagent.core.topology import Device, Topology
 __all__ = ["device_key", "merged_bandwidth_gbps", "nic_bandwidth_gbps"]
 
 
-def nic_bandwidth_gbps(topo: Topology, nic: Device) -> float:
+def nic_bandwidth_gbps(nic: Device) -> float:
     """A NIC's port speed: RDMA port rate, else netdev speed, else PCIe link (per direction)."""
-    names = set(nic.rdma_devices)
-    rates = [p.rate_gbps for r in topo.snapshot.rdma if r.name in names for p in r.ports if p.rate_gbps]
+    rates = [p.rate_gbps for ports in nic.rdma_ports.values() for p in ports if p.rate_gbps]
     if rates:
         return max(rates)
-    speeds = [n.speed_mbps / 1000 for n in topo.snapshot.netdevs if n.bdf == nic.bdf and n.speed_mbps]
+    speeds = [mbps / 1000 for mbps in nic.netdev_speeds.values() if mbps]
     if speeds:
         return max(speeds)
     link = nic.link
@@ -37,4 +36,4 @@ def merged_bandwidth_gbps(topo: Topology, nic: Device) -> float:
     """The speed NCCL gives ``nic``: the sum over every RDMA function of its PCI device."""
     key = device_key(nic)
     ports = [n for n in topo.nics if n.rdma_capable and not n.is_vf and device_key(n) == key]
-    return sum(nic_bandwidth_gbps(topo, n) for n in ports) if ports else nic_bandwidth_gbps(topo, nic)
+    return sum(nic_bandwidth_gbps(n) for n in ports) if ports else nic_bandwidth_gbps(nic)

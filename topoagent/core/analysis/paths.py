@@ -1,6 +1,8 @@
-"""Path classes between devices, as ``nvidia-smi topo -m`` and NCCL define them.
+"""Paths between devices, classed as ``nvidia-smi topo -m`` and NCCL class them.
 
-Best first: ``X`` < ``NV#`` < ``PIX`` < ``PXB`` < ``PHB`` < ``NODE`` < ``SYS``.  The PCIe class
+Best first (:class:`~topoagent.core.pathclass.PathClass`, NCCL's order): ``X`` < ``NV#`` < ``PIX``
+< ``PXB`` < ``PHB`` < ``NODE`` < ``SYS`` as nvidia-smi prints them; NCCL's ``C2C`` and ``P2C``
+(Grace) are named only where NCCL's view differs (:func:`nccl_path_type`).  The PCIe class
 is computed from the tree (the ``nvidia-smi topo -m`` legend; NCCL's model of it in
 NVIDIA/nccl src/graph/topo.cc and paths.cc):
 
@@ -28,32 +30,15 @@ tree where one is known (lspci given too), else it is the worst case, ``SYS`` wi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from enum import IntEnum
 
 import msgspec
 
 from topoagent.core import pci
 from topoagent.core.analysis.c2c import is_c2c, own_cpu_nic, p2c_nic
 from topoagent.core.digits import is_decimal
-from topoagent.core.topology import (
-    BridgeRole,
-    Device,
-    DeviceKind,
-    Topology,
-    common_ancestors,
-)
-
-
-class PathClass(IntEnum):
-    """PCIe-and-NVLink path classes, ordered best to worst."""
-
-    X = 0
-    NV = 1
-    PIX = 2
-    PXB = 3
-    PHB = 4
-    NODE = 5
-    SYS = 6
+from topoagent.core.pathclass import PathClass
+from topoagent.core.pci import DeviceKind
+from topoagent.core.topology import BridgeRole, Device, Topology, common_ancestors
 
 
 class Path(msgspec.Struct, frozen=True):
@@ -84,7 +69,7 @@ class Path(msgspec.Struct, frozen=True):
     @property
     def token(self) -> str:
         """The nvidia-smi legend token (``NV18``, ``PIX``, ``SYS`` ...)."""
-        return f"NV{self.nvlinks}" if self.nvlinks else self.pcie.name
+        return f"NV{self.nvlinks}" if self.nvlinks else self.pcie.token
 
 
 def switch_of(topo: Topology, bridge: Device) -> str | None:
@@ -185,12 +170,10 @@ def _between_host_bridges(topo: Topology, a: Device, b: Device) -> tuple[PathCla
 
 def nvlink_count(topo: Topology, a: Device, b: Device) -> int:
     """Bonded NVLinks between two GPUs from NVML: direct links, or links through NVSwitches."""
-    nv = {g.bdf: g for g in topo.snapshot.nvml_gpus}
-    ga = nv.get(a.bdf) if a.bdf is not None else None
-    gb = nv.get(b.bdf) if b.bdf is not None else None
+    ga, gb = a.nvml, b.nvml
     if ga is None or gb is None:
         return 0
-    gpu_bdfs = set(nv)
+    gpu_bdfs = topo.index.nvml_bdfs
     direct = sum(link.count for link in ga.nvlinks if link.peer_bdf == b.bdf)
     sw_a = {link.peer_bdf: link.count for link in ga.nvlinks if link.peer_bdf not in gpu_bdfs}
     sw_b = {link.peer_bdf: link.count for link in gb.nvlinks if link.peer_bdf not in gpu_bdfs}
@@ -219,10 +202,10 @@ def given_path(topo: Topology, a: Device, b: Device) -> Path | None:
         else:
             cls, known = PathClass.SYS, False  # NV# alone says nothing of PCIe: the worst case
         return Path(a.id, b.id, cls, links, _same_socket(a, b) if cls is PathClass.SYS and known else None, known)
-    if token not in PathClass.__members__ or token in ("X", "NV"):
-        return None  # "?" (unreadable) or X off the diagonal: compute instead
-    cls = PathClass[token]
-    return Path(a.id, b.id, cls, 0, _same_socket(a, b) if cls is PathClass.SYS else None, True)
+    stated = PathClass.from_token(token)
+    if stated is None or stated in (PathClass.X, PathClass.NV):
+        return None  # "?" (unreadable), NV# past the NVLink counts, or X off the diagonal: compute instead
+    return Path(a.id, b.id, stated, 0, _same_socket(a, b) if stated is PathClass.SYS else None, True)
 
 
 def path(topo: Topology, a: Device, b: Device) -> Path:
@@ -244,41 +227,44 @@ def path(topo: Topology, a: Device, b: Device) -> Path:
 
 
 #: NCCL's default GPUDirect RDMA distance (``netGdrLevel`` in NVIDIA/nccl src/graph/paths.cc
-#: ``ncclTopoCheckGdr``): PXB, and P2C where NCCL_NET_GDR_C2C is on -- its default since NCCL
-#: 2.27 (0 in 2.26).  An NCCL_NET_GDR_LEVEL setting replaces the default outright, so PXB or
-#: below turns GPUDirect off on a C2C GPU's P2C path.
-GDR_DEFAULT_LEVEL = PathClass.PXB
+#: ``ncclTopoCheckGdr``: ``NCCL_NET_GDR_C2C ? PATH_P2C : PATH_PXB``, the path type compared as a
+#: number): P2C, since NCCL_NET_GDR_C2C is on by default since NCCL 2.27 (0 in 2.26, PXB then).
+#: No class lies between PXB and P2C, so only a C2C GPU's P2C path gains by it.  An
+#: NCCL_NET_GDR_LEVEL setting replaces the default outright, so PXB or below turns GPUDirect
+#: off on a C2C GPU's P2C path.
+GDR_DEFAULT_LEVEL = PathClass.P2C
 
 
-def nccl_path_type(topo: Topology, gpu: Device, nic: Device, p: Path) -> str:
-    """The GPU -> NIC path as NCCL names it: for a C2C GPU and a NIC on its own CPU ``P2C``
+def nccl_path_type(topo: Topology, gpu: Device, nic: Device, p: Path) -> PathClass:
+    """The GPU -> NIC path as NCCL classes it: for a C2C GPU and a NIC on its own CPU ``P2C``
     where the NIC is one of the GPU's local (fastest) NICs, else ``PHB`` (analysis.c2c); else
-    the class of ``p`` (``PIX`` ... ``SYS``; ``NV#`` never occurs here)."""
+    the class of ``p`` (``PIX`` ... ``SYS``; ``NV`` never occurs here)."""
     if p.shown and p.cls is PathClass.SYS and own_cpu_nic(topo, gpu, nic):
-        return "P2C" if p2c_nic(topo, gpu, nic) else "PHB"
-    return p.token
+        return PathClass.P2C if p2c_nic(topo, gpu, nic) else PathClass.PHB
+    return p.cls
 
 
 def gdr_by_default(topo: Topology, gpu: Device, nic: Device, p: Path) -> bool:
     """Whether NCCL, with its defaults, uses GPUDirect RDMA between ``gpu`` and ``nic``: the
     distance test of ``ncclTopoCheckGdr`` (NVIDIA/nccl src/graph/paths.cc), path type at most
-    ``netGdrLevel`` -- PXB, or P2C for a C2C GPU's NIC on its own Grace (NCCL >= 2.27).  Only the
+    ``netGdrLevel`` (:data:`GDR_DEFAULT_LEVEL`): PXB or better, or P2C for a C2C GPU's NIC on its
+    own Grace (NCCL >= 2.27).  Only the
     distance: peer memory, ACS and the IOMMU are findings of their own."""
     return _gdr(p, nccl_path_type(topo, gpu, nic, p))
 
 
-def _gdr(p: Path, name: str) -> bool:
-    return p.locality_known and (p.cls <= GDR_DEFAULT_LEVEL or name == "P2C")
+def _gdr(p: Path, nccl: PathClass) -> bool:
+    return p.locality_known and nccl <= GDR_DEFAULT_LEVEL
 
 
-def nccl_view(topo: Topology, gpu: Device, nic: Device, p: Path | None) -> tuple[str | None, bool | None]:
-    """NCCL's view of a GPU -> NIC path for a rail: its name where that differs from ``p``'s
-    class (``P2C``/``PHB`` on Grace, else None) and the GPUDirect RDMA verdict; ``(None, None)``
+def nccl_view(topo: Topology, gpu: Device, nic: Device, p: Path | None) -> tuple[PathClass | None, bool | None]:
+    """NCCL's view of a GPU -> NIC path for a rail: its class where that differs from ``p``'s
+    (``P2C``/``PHB`` on Grace, else None) and the GPUDirect RDMA verdict; ``(None, None)``
     where no source shows the path (its class is a placeholder)."""
     if p is None or not p.shown:
         return None, None
-    name = nccl_path_type(topo, gpu, nic, p)
-    return (name if name != p.token else None), _gdr(p, name)
+    nccl = nccl_path_type(topo, gpu, nic, p)
+    return (nccl if nccl is not p.cls else None), _gdr(p, nccl)
 
 
 def path_index(paths: tuple[Path, ...]) -> dict[tuple[str, str], Path]:

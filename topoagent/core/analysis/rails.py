@@ -16,8 +16,9 @@ import msgspec
 
 from topoagent.core.analysis.c2c import own_cpu_nic
 from topoagent.core.analysis.nicspeed import nic_bandwidth_gbps
-from topoagent.core.analysis.paths import Path, PathClass, nccl_view, path_index
+from topoagent.core.analysis.paths import Path, nccl_view, path_index
 from topoagent.core.frozen import FrozenMap
+from topoagent.core.pathclass import PathClass
 from topoagent.core.topology import Device, Topology, id_key
 
 #: Below this a NIC without RDMA is a management/front-end port, not a GPU fabric port.
@@ -30,12 +31,6 @@ class NicRole(str, Enum):
     COMPUTE = "compute"
     STORAGE = "storage"
     MANAGEMENT = "management"
-
-
-#: GPU -> NIC path names from best to worst, NCCL's ``P2C`` (a Grace GPU's NIC on its own CPU,
-#: GPUDirect RDMA on) between ``PXB`` and ``PHB`` as NVIDIA/nccl src/graph/topo.h orders its
-#: path types; the rest in :class:`PathClass` order.
-RAIL_ORDER = ("X", "NV", "PIX", "PXB", "P2C", "PHB", "NODE", "SYS")
 
 
 class Rail(msgspec.Struct, frozen=True):
@@ -54,20 +49,21 @@ class Rail(msgspec.Struct, frozen=True):
     #: PXB or better, or a C2C GPU's local NIC on its own Grace (P2C); None without a NIC or
     #: where no source shows the path.
     gdr: bool | None = None
-    #: The path to ``nic`` as NCCL names it where that differs from ``cls``: ``P2C`` (or ``PHB``
-    #: for a slower one) for a C2C GPU's NIC on its own Grace (``cls`` is SYS, as nvidia-smi
-    #: prints it).
-    nccl_path: str | None = None
+    #: The path to ``nic`` as NCCL classes it where that differs from ``cls``: ``P2C`` (or
+    #: ``PHB`` for a slower one) for a C2C GPU's NIC on its own Grace (``cls`` is SYS, as
+    #: nvidia-smi prints it).
+    nccl_path: PathClass | None = None
 
     @property
-    def nccl_class(self) -> str | None:
-        """The class to rank and grade the rail by: NCCL's name where it differs from
-        nvidia-smi's (``P2C`` on Grace), else ``cls``'s; None where the class is unknown."""
-        return self.nccl_path or (self.cls.name if self.cls is not None else None)
+    def nccl_class(self) -> PathClass | None:
+        """The class to rank and grade the rail by: NCCL's where it differs from nvidia-smi's
+        (``P2C`` on Grace), else ``cls``; None where the class is unknown."""
+        return self.nccl_path if self.nccl_path is not None else self.cls
 
 
-class RailPlan(msgspec.Struct, frozen=True):
-    """Every physical NIC's role (by device id) and every GPU's rail, in GPU order."""
+class Rails(msgspec.Struct, frozen=True):
+    """The rail pairing: every physical NIC's role (by device id) and every GPU's rail, in GPU
+    order (:func:`pair_rails`)."""
 
     roles: FrozenMap[str, NicRole]
     rails: tuple[Rail, ...]
@@ -81,8 +77,8 @@ class RailPlan(msgspec.Struct, frozen=True):
         return tuple(r.gpu for r in self.rails if r.nic == nic)
 
 
-def _is_fabric(topo: Topology, nic: Device) -> bool:
-    return nic.rdma_capable or nic_bandwidth_gbps(topo, nic) * 1000 >= _FABRIC_MBPS
+def _is_fabric(nic: Device) -> bool:
+    return nic.rdma_capable or nic_bandwidth_gbps(nic) * 1000 >= _FABRIC_MBPS
 
 
 def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[str, NicRole]:
@@ -94,7 +90,7 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
         names = " ".join(n.rdma_devices + n.netdevs)
         if re.search("stor", names, re.IGNORECASE):
             roles[n.id] = NicRole.STORAGE
-        elif not _is_fabric(topo, n):
+        elif not _is_fabric(n):
             roles[n.id] = NicRole.MANAGEMENT
         else:
             roles[n.id] = NicRole.COMPUTE
@@ -117,12 +113,12 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
     return FrozenMap(roles)
 
 
-def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
+def pair_rails(topo: Topology, paths: tuple[Path, ...]) -> Rails:
     """Pair every GPU with its rail NICs (see the module docstring for the rules)."""
     idx = path_index(paths)
     roles = nic_roles(topo, idx)
     compute = [n for n in topo.nics if roles.get(n.id) is NicRole.COMPUTE]
-    bw = {n.id: nic_bandwidth_gbps(topo, n) for n in compute}
+    bw = {n.id: nic_bandwidth_gbps(n) for n in compute}
 
     best: dict[str, list[str]] = {}
     best_cls: dict[str, PathClass | None] = {}
@@ -170,4 +166,4 @@ def plan_rails(topo: Topology, paths: tuple[Path, ...]) -> RailPlan:
         # A path no source shows has no class, so no NCCL name or GDR verdict either.
         nccl, gdr = nccl_view(topo, phys, dev, p) if dev is not None else (None, None)
         rails.append(Rail(g.id, nic, best_cls[g.id], nics, shared, gdr, nccl))
-    return RailPlan(roles, tuple(rails))
+    return Rails(roles, tuple(rails))

@@ -88,7 +88,7 @@ def require_gpus(result: ScanResult, output: str) -> None:
     empty file is installed in silence."""
     if result.topology.gpus:
         return
-    root = result.snapshot.root
+    root = result.topology.root
     where = "" if root in ("/", None) else f" (root {root})"
     fail(f"no GPUs on this host{where}: {output} would be empty")
 

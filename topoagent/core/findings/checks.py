@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from topoagent.core.analysis.paths import Path
-from topoagent.core.analysis.rails import RailPlan
+from topoagent.core.analysis.rails import Rails
 from topoagent.core.findings.context import Context
 from topoagent.core.findings.finding import Finding, sort_findings
 from topoagent.core.findings.numa import check_numa, check_vm_flat
@@ -39,7 +39,7 @@ CHECKS: tuple[Callable[[Context], list[Finding]], ...] = (
 )
 
 
-def find_all(topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> tuple[Finding, ...]:
+def find_all(topo: Topology, paths: tuple[Path, ...], rails: Rails) -> tuple[Finding, ...]:
     """Every finding, most severe first, then by code and subjects (deterministic)."""
     c = Context(topo, paths, rails)
     return sort_findings(f for check in CHECKS for f in check(c))

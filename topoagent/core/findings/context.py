@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from topoagent.core.analysis.paths import Path, path_index
-from topoagent.core.analysis.rails import RailPlan
+from topoagent.core.analysis.rails import Rails
 from topoagent.core.findings.catalogue import CATALOGUE, Proof
 from topoagent.core.findings.finding import Evidence, Finding, Severity
+from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import ConfigSpace, host_path
-from topoagent.core.topology import Device, DeviceKind, Topology
+from topoagent.core.topology import Device, Topology
 
 
 def sysfs_attr(d: Device, attr: str) -> str:
@@ -41,7 +42,7 @@ _NVSMI_FIELDS = {"numa_node": "NUMA Affinity", "local_cpulist": "CPU Affinity"}
 def evidence_path(topo: Topology, d: Device, attr: str) -> str:
     """Where a device's attribute was read: its sysfs file, or the pasted output it came from
     (``lspci 0000:19:08.0: ACSCtl``, ``nvidia-smi topo -m GPU3: NUMA Affinity``)."""
-    if topo.snapshot.from_host_tree:
+    if topo.from_host_tree:
         return sysfs_attr(d, attr)
     if d.bdf is None:
         return f"nvidia-smi topo -m {d.label}: {_NVSMI_FIELDS.get(attr, attr)}"
@@ -69,7 +70,7 @@ def proof_of(e: Evidence) -> Proof:
 class Context:
     """The analysed host a check judges: topology, paths and the rail pairing."""
 
-    def __init__(self, topo: Topology, paths: tuple[Path, ...], rails: RailPlan) -> None:
+    def __init__(self, topo: Topology, paths: tuple[Path, ...], rails: Rails) -> None:
         self.topo = topo
         self.paths = paths
         self.idx = path_index(paths)
@@ -110,7 +111,7 @@ class Context:
     @property
     def offline(self) -> bool:
         """Built from pasted tool output, not a host tree (:mod:`topoagent.core.paste`)."""
-        return not self.topo.snapshot.from_host_tree
+        return not self.topo.from_host_tree
 
     def attr(self, d: Device, attr: str) -> str:
         """Where a device's attribute was read (sysfs file or pasted output)."""
@@ -125,7 +126,7 @@ def nic_label(n: Device) -> str:
 
 def lost_error(c: Context, suffix: str) -> str | None:
     """The probe error of the file whose host path ends with ``suffix``, if it was lost."""
-    return next((e.error for e in c.topo.snapshot.probe_errors if e.path.endswith(suffix)), None)
+    return next((e.error for e in c.topo.probe_errors if e.path.endswith(suffix)), None)
 
 
 def numa_evidence(c: Context, d: Device) -> list[Evidence]:
@@ -155,11 +156,11 @@ def given_evidence(c: Context, a: Device, b: Device) -> list[Evidence]:
 def node_cpus_evidence(c: Context, node: int) -> Evidence:
     """A node's CPUs as the file they were read from holds them (``cpulist``, or ``cpumap``
     and the CPUs' node links where the kernel or a failed read left no list)."""
-    n = next((m for m in c.topo.snapshot.numa_nodes if m.id == node), None)
+    n = c.topo.node(node)
     name = n.cpus_file if n is not None and n.cpus_file else "cpulist"
+    cpus = n.cpus if n is not None and n.cpus_known else None
     if n is not None and n.cpus_file == "cpu/cpu*/node*":
-        return Evidence(host_path(f"sys/devices/system/cpu/cpu*/node{node}"), str(n.cpus))
-    cpus = n.cpus if n is not None else None
+        return Evidence(host_path(f"sys/devices/system/cpu/cpu*/node{node}"), str(cpus))
     text = "" if cpus is None else (cpus.mask() if name == "cpumap" else str(cpus))
     return Evidence(host_path(f"sys/devices/system/node/node{node}/{name}"), text)
 

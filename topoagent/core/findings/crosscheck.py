@@ -16,8 +16,10 @@ from topoagent.core.digits import is_decimal
 from topoagent.core.findings.catalogue import finding
 from topoagent.core.findings.context import sysfs_attr
 from topoagent.core.findings.finding import Evidence, Finding
+from topoagent.core.pathclass import PathClass
+from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import host_path
-from topoagent.core.topology import DeviceKind, Topology
+from topoagent.core.topology import Topology
 
 if TYPE_CHECKING:  # the parsed views arrive as values; the parsers are not needed to compare
     from topoagent.core.parse.lspci_verbose import LspciFunction
@@ -33,7 +35,7 @@ def _finding(subjects: Iterable[str], say: str, evidence: list[Evidence], **fiel
 def _matrix_ids(topo: Topology, m: TopoMatrix) -> dict[str, str]:
     """Matrix label -> device id."""
     ids: dict[str, str] = {}
-    by_index = {g.index: g.bdf for g in topo.snapshot.nvml_gpus}
+    by_index = {g.index: g.bdf for g in topo.nvml_gpus}
     gpus = [d for d in m.devices if d.kind == "gpu"]
     for i, d in enumerate(gpus):
         dev = topo.by_bdf(by_index[i]) if i in by_index else (topo.gpus[i] if i < len(topo.gpus) else None)
@@ -80,12 +82,14 @@ def against_nvidia_smi(topo: Topology, paths: tuple[Path, ...], m: TopoMatrix) -
             pa, pb = topo.physical(da), topo.physical(db)  # a VF's path is its PF's
             if pa is pb or not {pa.kind, pb.kind} <= {DeviceKind.GPU, DeviceKind.NIC}:
                 continue
-            theirs, ours = m.cell(a, b), pair_path(topo, idx, pa, pb).token  # NIC-NIC: computed now
+            p = pair_path(topo, idx, pa, pb)  # NIC-NIC: computed now
+            theirs, ours = m.cell(a, b), p.token
             if theirs == "?" or theirs == ours:
                 continue
-            if theirs.startswith("NV") and not nvlinks_known:
+            stated = PathClass.from_token(theirs)
+            if stated is PathClass.NV and not nvlinks_known:
                 continue  # NVLink without NVML here: sysfs alone only knows the PCIe class
-            if (theirs, ours) == ("PXB", "PIX") and (
+            if (stated, p.cls) == (PathClass.PXB, PathClass.PIX) and (
                 below_flattened_broadcom(topo, pa) or below_flattened_broadcom(topo, pb)
             ):
                 continue  # one Broadcom chip shown as two levels: NCCL's PIX, nvidia-smi's PXB

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from topoagent.core.findings.context import Context, node_cpus_evidence, numa_evidence, sysfs_attr
 from topoagent.core.findings.finding import Evidence, Finding, Severity
+from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import host_path
-from topoagent.core.topology import DeviceKind, Node
+from topoagent.core.topology import Node
 
 
 def check_numa(c: Context) -> list[Finding]:
@@ -28,8 +29,8 @@ def check_numa(c: Context) -> list[Finding]:
                 functions=len(unknown),
             )
         )  # a gap in the output given, not (yet) a fault of the host
-    elif unknown and (multi or (topo.snapshot.virtualized and topo.gpus)):
-        vm = bool(topo.snapshot.virtualized)
+    elif unknown and (multi or (topo.virtualized and topo.gpus)):
+        vm = bool(topo.virtualized)
         out.append(
             c.finding(
                 "NUMA_UNKNOWN",
@@ -128,7 +129,7 @@ def _check_overlap(c: Context) -> list[Finding]:
 def check_vm_flat(c: Context) -> list[Finding]:
     """VM_FLAT_PCI_TREE: a guest whose GPUs all sit on the root bus."""
     topo = c.topo
-    if not topo.snapshot.virtualized or len(topo.gpus) < 2:
+    if not topo.virtualized or len(topo.gpus) < 2:
         return []
     if any(g.ancestors for g in topo.gpus):
         return []

@@ -10,12 +10,11 @@ from topoagent.core.findings.finding import Evidence, Finding
 def check_nvlink_p2p(c: Context) -> list[Finding]:
     """NVLINK_P2P_DISABLED: NVLinked GPUs whose NVML P2P status is not OK."""
     out = []
-    nv = {g.bdf: g for g in c.topo.snapshot.nvml_gpus}
     for p in c.paths:
         if not p.nvlinks:
             continue
         a, b = c.dev(p.a), c.dev(p.b)
-        rec = nv.get(a.bdf) if a.bdf is not None else None
+        rec = a.nvml
         if rec is not None and b.bdf in rec.p2p_not_ok:
             out.append(
                 c.finding(

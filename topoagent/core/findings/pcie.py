@@ -7,8 +7,8 @@ from topoagent.core.analysis import links
 from topoagent.core.analysis.rails import NicRole
 from topoagent.core.findings.context import Context, fmt, link_evidence, sysfs_attr
 from topoagent.core.findings.finding import Evidence, Finding, Severity
-from topoagent.core.snapshot import PciFunction
-from topoagent.core.topology import BridgeRole, Device, DeviceKind
+from topoagent.core.pci import DeviceKind
+from topoagent.core.topology import BridgeRole, Device
 
 _CHECK_LINK_KINDS = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.NVME, DeviceKind.ACCELERATOR)
 
@@ -95,16 +95,16 @@ def _faults_matter(c: Context, d: Device) -> bool:
     return d.kind is DeviceKind.GPU or c.rails.roles.get(d.id) is NicRole.COMPUTE
 
 
-def _functions(c: Context) -> list[tuple[Device, PciFunction]]:
-    by_bdf = {f.bdf: f for f in c.topo.snapshot.pci if f.bdf is not None}
-    return [(d, by_bdf[d.bdf]) for d in c.topo.devices if d.bdf is not None and d.bdf in by_bdf]
+def _functions(c: Context) -> list[Device]:
+    """The devices with a PCI address (what sysfs lists: fell off the bus, AER)."""
+    return [d for d in c.topo.devices if d.bdf is not None]
 
 
 def check_fell_off_bus(c: Context) -> list[Finding]:
     """FELL_OFF_BUS: a listed function whose config space reads all ones (no SR-IOV VF)."""
     out = []
-    for d, f in _functions(c):
-        if not f.fell_off_bus:
+    for d in _functions(c):
+        if not d.fell_off_bus:
             continue
         out.append(
             c.finding(
@@ -127,8 +127,8 @@ def check_fell_off_bus(c: Context) -> list[Finding]:
 def check_aer(c: Context) -> list[Finding]:
     """PCIE_AER_ERRORS: uncorrectable (fatal or non-fatal) AER errors counted on a function."""
     out = []
-    for d, f in _functions(c):
-        aer = f.aer
+    for d in _functions(c):
+        aer = d.aer
         if aer is None or not (aer.total("fatal") or aer.total("nonfatal")):
             continue
         fatal = aer.total("fatal")

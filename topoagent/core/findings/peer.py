@@ -3,17 +3,18 @@ words and rules: :mod:`~topoagent.core.findings.catalogue`)."""
 
 from __future__ import annotations
 
-from topoagent.core.analysis.paths import PathClass
 from topoagent.core.findings.context import Context, config_size, sysfs_attr
 from topoagent.core.findings.finding import Evidence, Finding
+from topoagent.core.pathclass import PathClass
+from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import UNPRIVILEGED, AcsInfo, host_path, no_extended_reason
-from topoagent.core.topology import Device, DeviceKind, common_ancestors, id_key
+from topoagent.core.topology import Device, common_ancestors, id_key
 
 
 def check_peer_memory(c: Context) -> list[Finding]:
     """NO_PEER_MEMORY: NVIDIA GPUs and RDMA NICs without a peer-memory module."""
     nvidia = [g for g in c.topo.gpus if g.vendor_id == 0x10DE]
-    if not nvidia or not c.rdma_nics or c.topo.snapshot.peer_memory is not False:
+    if not nvidia or not c.rdma_nics or c.topo.peer_memory is not False:
         return []  # (None: pasted tool output does not say which modules are loaded)
     return [
         c.finding(
@@ -112,7 +113,7 @@ def check_acs(c: Context) -> list[Finding]:
 
 def check_iommu(c: Context) -> list[Finding]:
     """IOMMU_TRANSLATING: GPUs/RDMA NICs behind a translating IOMMU without ``iommu=pt``."""
-    cmdline = (c.topo.snapshot.kernel_cmdline or "").split()
+    cmdline = (c.topo.kernel_cmdline or "").split()
     if "iommu=pt" in cmdline or "intel_iommu=off" in cmdline or "amd_iommu=off" in cmdline:
         return []
     if not c.topo.gpus:
@@ -129,7 +130,7 @@ def check_iommu(c: Context) -> list[Finding]:
         c.finding(
             "IOMMU_TRANSLATING",
             [d.id for d in hit],
-            [Evidence(host_path("proc/cmdline"), c.topo.snapshot.kernel_cmdline)]
+            [Evidence(host_path("proc/cmdline"), c.topo.kernel_cmdline)]
             + [Evidence(host_path(f"sys/kernel/iommu_groups/{d.iommu_group}/type"), d.iommu_type) for d in hit[:8]],
             functions=len(hit),
         )

@@ -4,9 +4,9 @@ NO_RDMA_NIC (their words and rules: :mod:`~topoagent.core.findings.catalogue`)."
 from __future__ import annotations
 
 from topoagent.core.analysis.c2c import is_c2c, own_cpu_nic
-from topoagent.core.analysis.paths import PathClass
 from topoagent.core.findings.context import Context, given_evidence, nic_label, numa_evidence
 from topoagent.core.findings.finding import Evidence, Finding
+from topoagent.core.pathclass import PathClass
 from topoagent.core.snapshot import host_path
 from topoagent.core.topology import Device
 

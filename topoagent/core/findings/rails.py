@@ -3,10 +3,10 @@ DRA_PCIE_ROOT_MISMATCH (their words and rules: :mod:`~topoagent.core.findings.ca
 
 from __future__ import annotations
 
-from topoagent.core.analysis.paths import PathClass
 from topoagent.core.analysis.rails import NicRole
 from topoagent.core.findings.context import Context, nic_label
 from topoagent.core.findings.finding import Evidence, Finding
+from topoagent.core.pathclass import PathClass
 from topoagent.core.snapshot import host_path
 from topoagent.core.topology import Device
 
@@ -77,7 +77,7 @@ def check_dra_pcie_root(c: Context) -> list[Finding]:
     off: list[tuple[Device, Device, str]] = []
     for rail in c.rails.rails:
         # a Grace GPU's NIC on its own CPU is within one NUMA node too: SYS as nvidia-smi prints it, P2C
-        if rail.nic is None or rail.cls is None or (rail.cls > PathClass.NODE and rail.nccl_path != "P2C"):
+        if rail.nic is None or rail.cls is None or (rail.cls > PathClass.NODE and rail.nccl_path is not PathClass.P2C):
             continue
         g, n = c.topo.physical(c.dev(rail.gpu)), c.dev(rail.nic)
         if g.root_bus is None or n.root_bus is None:

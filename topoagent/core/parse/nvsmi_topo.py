@@ -36,16 +36,12 @@ from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Line, Skipped, clean_paste, merge_skipped
 
 __all__ = [
-    "PATH_TOKENS",
     "TopoDevice",
     "TopoMatrix",
     "TopoParseError",
     "parse_topo_matrix",
     "read_topo_matrix",
 ]
-
-#: The path-class tokens a cell may hold, besides ``NV<n>`` (and ``?`` for an unreadable cell).
-PATH_TOKENS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")
 
 #: NVLink counts seen in real matrices: NV1 (DGX-1) … NV18 (H100/B200 NVSwitch).  Only used to
 #: split a count glued to the digits of an affinity (``NV180-47``); a count written apart from
@@ -70,6 +66,8 @@ _COLUMN_TITLES = (
     ("gpu_numa", re.compile(r"GPU\s*NUMA\s*ID")),
 )
 
+# The cells nvidia-smi prints (topoagent.core.pathclass.PathClass.from_token reads them; SOC is
+# old drivers' SYS, turned into SYS below).
 _CELL = re.compile(r"X|NV([0-9]{1,4})|PIX|PXB|PHB|NODE|SYS|SOC")
 _LABEL_START = re.compile(r"(?=GPU[0-9]|NIC[0-9]|mlx[0-9]+_)")
 _LABEL = re.compile(r"(?:GPU|NIC)[0-9]+|[A-Za-z][A-Za-z0-9_]*[0-9]")

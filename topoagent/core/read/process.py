@@ -28,7 +28,8 @@ def _psutil() -> ModuleType:
     captured or fake root must never do (tests/core/test_hostile_fs.py)."""
     import psutil
 
-    return psutil
+    module: ModuleType = psutil  # untyped (no stubs): typed here, once
+    return module
 
 
 def cgroup_cpus(fs: HostFS | None = None, pid: int | str = "self") -> CpuSet | None:

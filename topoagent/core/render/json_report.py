@@ -395,21 +395,21 @@ def numa_entries(topo: Topology) -> list[NumaNodeEntry]:
 
 def report(result: ScanResult) -> ScanReport:
     """The scan as the JSON contract's object."""
-    snap, topo = result.snapshot, result.topology
+    topo = result.topology
     facts = result.baseline
     return ScanReport(
         schema_version=SCHEMA_VERSION,
         tool=Tool("topoagent", __version__),
         host=Host(
-            hostname=snap.hostname,
-            root=snap.root,
-            sources=list(snap.sources),
-            virtualized=snap.virtualized,
-            kernel_cmdline=snap.kernel_cmdline,
-            allowed_cpus=str_or_none(snap.allowed_cpus),
-            modules=list(snap.modules),
-            memory_peers=list(snap.memory_peers),
-            driver_version=snap.driver_version,
+            hostname=topo.hostname,
+            root=topo.root,
+            sources=list(topo.sources),
+            virtualized=topo.virtualized,
+            kernel_cmdline=topo.kernel_cmdline,
+            allowed_cpus=str_or_none(topo.allowed_cpus),
+            modules=list(topo.modules),
+            memory_peers=list(topo.memory_peers),
+            driver_version=topo.driver_version,
             hw_class=facts.hw_class,
             fingerprint=facts.fingerprint,
             peer_memory=facts.peer_memory,
@@ -423,7 +423,7 @@ def report(result: ScanResult) -> ScanReport:
                 p.a,
                 p.b,
                 p.token,
-                p.pcie.name,  # type: ignore[arg-type]
+                p.pcie.token,  # type: ignore[arg-type]
                 p.nvlinks,
                 p.same_socket,
                 p.locality_known,
@@ -435,10 +435,10 @@ def report(result: ScanResult) -> ScanReport:
             RailEntry(
                 r.gpu,
                 r.nic,
-                r.cls.name if r.cls is not None else None,
+                r.cls.token if r.cls is not None else None,
                 list(r.nics),
                 list(r.shared_with),
-                r.nccl_path,
+                r.nccl_path.name if r.nccl_path is not None else None,
                 r.gdr,
             )
             for r in result.rails.rails
@@ -454,7 +454,7 @@ def report(result: ScanResult) -> ScanReport:
                 for n in result.plan.numa_groups
             ],
         ),
-        probe_errors=list(snap.probe_errors),
+        probe_errors=list(topo.probe_errors),
         slots=list(facts.slots),
         paths_omitted=paths_omitted(topo),
     )

@@ -20,9 +20,9 @@ from typing import Any
 
 from topoagent.core.analysis.paths import NIC_PAIR_LIMIT, pair_path, path_index
 from topoagent.core.parse.nvsmi_topo import TopoDevice, TopoMatrix
+from topoagent.core.pathclass import PathClass
 from topoagent.core.render.escape import shown
 from topoagent.core.result import ScanResult
-from topoagent.core.topology import Device
 
 __all__ = ["LEGEND", "matrix_of", "matrix_rows", "nic_rows", "render", "render_topo_matrix"]
 
@@ -89,10 +89,10 @@ def matrix_of(result: ScanResult, rows: tuple[tuple[str, TopoDevice], ...] | Non
 
     def cell(i: int, j: int) -> str:
         if i == j:
-            return "X"
+            return PathClass.X.token
         a, b = behind[i], behind[j]
         # two RDMA devices of one function (or its VF); a NIC-NIC pair the scan left out is computed now
-        return "PIX" if a is b else pair_path(topo, idx, a, b).cell
+        return PathClass.PIX.token if a is b else pair_path(topo, idx, a, b).cell
 
     cells = tuple(tuple(cell(i, j) for j in range(len(rows))) for i in range(len(rows)))
     return TopoMatrix(devices=tuple(d for _, d in rows), cells=cells)
@@ -108,18 +108,11 @@ def matrix_rows(result: ScanResult) -> tuple[tuple[str, TopoDevice], ...]:
     :data:`~topoagent.core.analysis.paths.NIC_PAIR_LIMIT` NIC rows, the GPU rows only: a matrix
     thousands of columns wide is no use to a person (:func:`render` says so)."""
     topo = result.topology
-    snap = topo.snapshot
-    # A GPU's memory node: NVML's, else the driver's numa_status (sysfs source), by BDF.
-    nvml_numa: dict[str, int | None] = {
-        m.bdf: m.node for m in snap.gpu_memory_nodes if m.bdf is not None and snap.from_host_tree
-    }
-    nvml_numa.update({g.bdf: g.numa_node for g in snap.nvml_gpus if g.numa_node is not None})
     cpus = {p.gpu: p.cpus for p in result.plan.gpus}
-    # Offline (a pasted matrix): a GPU's CPU Affinity and GPU NUMA ID are printed as given.
-    given_memory = {} if snap.from_host_tree else {m.label: m.node for m in snap.gpu_memory_nodes}
     rows: list[tuple[str, TopoDevice]] = []
     for g in topo.gpus:
-        given_cpus = not snap.from_host_tree and g.label is not None and g.local_cpus is not None
+        # Offline (a pasted matrix): a GPU's CPU Affinity and GPU NUMA ID are printed as given.
+        given_cpus = not topo.from_host_tree and g.label is not None and g.local_cpus is not None
         rows.append(
             (
                 g.id,
@@ -128,7 +121,7 @@ def matrix_rows(result: ScanResult) -> tuple[tuple[str, TopoDevice], ...]:
                     kind="gpu",
                     cpu_affinity=g.local_cpus if given_cpus else cpus.get(g.id),
                     numa_affinity=str(g.numa_node) if g.numa_node is not None else None,
-                    gpu_numa_id=_gpu_numa_id(nvml_numa, given_memory, g),
+                    gpu_numa_id=g.memory_node,
                 ),
             )
         )
@@ -141,11 +134,6 @@ def matrix_rows(result: ScanResult) -> tuple[tuple[str, TopoDevice], ...]:
             )
             n += 1
     return tuple(rows)
-
-
-def _gpu_numa_id(nvml: dict[str, int | None], given: dict[str | None, int], g: Device) -> int | None:
-    value = nvml.get(g.bdf) if g.bdf is not None else None
-    return given.get(g.label) if value is None and g.label is not None else value
 
 
 def render(result: ScanResult, **_: Any) -> str:

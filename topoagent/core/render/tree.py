@@ -12,11 +12,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from topoagent.core.findings import Severity
-from topoagent.core.pci import CLASSES, is_nvswitch_or_other_bridge
+from topoagent.core.pci import CLASSES, DeviceKind, is_nvswitch_or_other_bridge
 from topoagent.core.render.escape import shown
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import LinkInfo
-from topoagent.core.topology import BridgeRole, Device, DeviceKind, Node, Topology
+from topoagent.core.topology import BridgeRole, Device, Node, Topology
 from topoagent.core.version import __version__
 
 _TAG = {
@@ -188,7 +188,7 @@ def _rail_labels(result: ScanResult) -> dict[str, str]:
     labels: dict[str, str] = {}
     for r in result.rails.rails:
         if r.nic is not None:  # the class is ? where no source shows the path (a partial paste)
-            labels[r.gpu] = f"rail {','.join(r.nics)} ({r.cls.name if r.cls is not None else '?'})"
+            labels[r.gpu] = f"rail {','.join(r.nics)} ({r.cls.token if r.cls is not None else '?'})"
     for nic, role in result.rails.roles.items():
         users = result.rails.users(nic)
         labels[nic] = f"rail for {','.join(users)}" if users else f"{role.value} NIC"
@@ -197,20 +197,20 @@ def _rail_labels(result: ScanResult) -> dict[str, str]:
 
 def render(result: ScanResult, *, show_all: bool = False, **_: Any) -> str:
     """The scan as an indented tree for a person, then findings by severity, then lost probes."""
-    topo, snap = result.topology, result.snapshot
+    topo = result.topology
     t = _Tree(topo, show_all, _rail_labels(result))
     gpus, nics = len(topo.gpus), len(topo.nics)
     nvswitches = len(topo.of_kind(DeviceKind.NVSWITCH))
     nics_text = f"{nics} NIC(s)" + (f" · {nvswitches} NVSwitch(es)" if nvswitches else "")
-    virt = {True: "yes", False: "no", None: "unknown"}[snap.virtualized]
-    if snap.from_host_tree:
-        t.lines.append(f"topoagent {__version__} · host {shown(snap.hostname or '?')} · root {snap.root}")
+    virt = {True: "yes", False: "no", None: "unknown"}[topo.virtualized]
+    if topo.from_host_tree:
+        t.lines.append(f"topoagent {__version__} · host {shown(topo.hostname or '?')} · root {topo.root}")
         t.lines.append(
             f"{len(topo.sockets)} socket(s) · {len(topo.nodes)} NUMA node(s) · {len(topo.all_cpus)} CPUs · "
             f"{gpus} GPU(s) · {nics_text} · virtualized: {virt}"
         )
     else:
-        given = ", ".join(s.name for s in snap.sources)
+        given = ", ".join(s.name for s in topo.sources)
         cpus = f"{len(topo.all_cpus)} CPUs" if topo.all_cpus else "CPUs unknown"
         t.lines.append(f"topoagent {__version__} · offline: {given} output, not read from a host")
         t.lines.append(
@@ -261,8 +261,8 @@ def render(result: ScanResult, *, show_all: bool = False, **_: Any) -> str:
         node_body("", None)
 
     t.lines.extend(render_findings(result))
-    errors = snap.probe_errors
-    sources = ", ".join(f"{s.name} {s.status}" + (f" ({s.detail})" if s.detail else "") for s in snap.sources)
+    errors = topo.probe_errors
+    sources = ", ".join(f"{s.name} {s.status}" + (f" ({s.detail})" if s.detail else "") for s in topo.sources)
     t.lines.append("")
     t.lines.append(f"Sources: {sources}")
     if errors:

@@ -1,7 +1,7 @@
 """Changes to a running host, planned as values: what, where, current -> proposed.
 
 Pure: every planner takes the current state (read by :mod:`topoagent.core.read`) and the scan's
-result and returns :class:`Change` values; nothing is written here.  A change names its
+result and returns :class:`HostChange` values; nothing is written here.  A change names its
 device by stable key (BDF) in ``label``, as the journal requires.
 """
 
@@ -12,16 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from topoagent.core.analysis.paths import Path, PathClass
+from topoagent.core.analysis.paths import Path
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.parse.configspace import ConfigSpaceError, parse_config_space
-from topoagent.core.pci import ACS_P2P_REDIRECT_MASK
+from topoagent.core.pathclass import PathClass
+from topoagent.core.pci import ACS_P2P_REDIRECT_MASK, DeviceKind
 from topoagent.core.snapshot import AcsInfo
-from topoagent.core.topology import Device, DeviceKind, Topology, common_ancestors
+from topoagent.core.topology import Device, Topology, common_ancestors
 
 if TYPE_CHECKING:
-    from topoagent.core.analysis.rails import RailPlan
+    from topoagent.core.analysis.rails import Rails
 
 #: Kinds of change and the value each holds: a CPU list, a 16-bit register as ``0x....``,
 #: a file's text (None: no file), a module state (``loaded`` / ``absent``).
@@ -31,9 +32,11 @@ PEERMEM_MODULE = "nvidia_peermem"
 PEERMEM_CONF = "etc/modules-load.d/nvidia-peermem.conf"
 
 
-class Change(msgspec.Struct, frozen=True):
-    """One change: ``kind`` of thing, ``target`` (irq, tid, bdf+offset, path, module), the
-    value now and the value proposed, a stable ``label`` and a sentence for people."""
+class HostChange(msgspec.Struct, frozen=True):
+    """One change to make on the host: ``kind`` of thing, ``target`` (irq, tid, bdf+offset,
+    path, module), the value now and the value proposed, a stable ``label`` and a sentence for
+    people.  (A change observed between two scans is a daemon's
+    :class:`~topoagent.features.daemon.changes.ScanChange`.)"""
 
     kind: str
     target: FrozenMap[str, Any]
@@ -49,13 +52,13 @@ class Change(msgspec.Struct, frozen=True):
 
 def thread_changes(
     pid: int, threads: Sequence[tuple[int, CpuSet]], cpus: CpuSet, starts: Mapping[int, int | None] | None = None
-) -> tuple[Change, ...]:
+) -> tuple[HostChange, ...]:
     """Bind every thread of ``pid`` to ``cpus`` (threads already there are left alone).  A
     thread's start time (``starts``), where known, goes in its target: undo then knows a
     reused tid from the thread it changed."""
     starts = starts or {}
     return tuple(
-        Change(
+        HostChange(
             THREAD,
             FrozenMap({"pid": pid, "tid": tid, **({"start": s} if (s := starts.get(tid)) is not None else {})}),
             str(now),
@@ -71,7 +74,7 @@ def thread_changes(
 # -- IRQ affinity ---------------------------------------------------------------------------------
 
 
-def rail_nics(topo: Topology, rails: RailPlan) -> tuple[Device, ...]:
+def rail_nics(topo: Topology, rails: Rails) -> tuple[Device, ...]:
     """The NICs that are some GPU's rail, in PCI order."""
     ids = {n for r in rails.rails for n in r.nics}
     return tuple(n for n in topo.nics if n.id in ids)
@@ -79,7 +82,7 @@ def rail_nics(topo: Topology, rails: RailPlan) -> tuple[Device, ...]:
 
 def irq_changes(
     topo: Topology, nics: Sequence[Device], irqs: Mapping[str, Sequence[tuple[int, CpuSet | None]]]
-) -> tuple[tuple[Change, ...], tuple[str, ...]]:
+) -> tuple[tuple[HostChange, ...], tuple[str, ...]]:
     """Move each NIC's MSI/MSI-X IRQs onto the CPUs of the NIC's NUMA node.
 
     ``irqs`` maps a NIC id to its (irq, current affinity) pairs.  Returns the changes and
@@ -100,7 +103,7 @@ def irq_changes(
             if now == node.cpus:
                 continue
             changes.append(
-                Change(
+                HostChange(
                     IRQ,
                     FrozenMap({"irq": irq}),
                     None if now is None else str(now),
@@ -141,7 +144,7 @@ class AcsPlan(msgspec.Struct, frozen=True):
     """The ACS fix: changes to make, bridges refused (with why), and the kernel parameter
     that makes the same change at every boot."""
 
-    changes: tuple[Change, ...]
+    changes: tuple[HostChange, ...]
     refused: tuple[str, ...]
     kernel_parameter: str | None
 
@@ -154,7 +157,7 @@ def acs_plan(topo: Topology, paths: Sequence[Path], configs: Mapping[str, bytes 
     any bridge with a device bound to vfio-pci below it: there ACS is what isolates the
     passthrough device's IOMMU group.
     """
-    if topo.snapshot.virtualized:
+    if topo.virtualized:
         return AcsPlan(
             (),
             ("this host is a virtual machine: ACS belongs to the hypervisor; change it on the host, not in the guest",),
@@ -187,7 +190,7 @@ def acs_plan(topo: Topology, paths: Sequence[Path], configs: Mapping[str, bytes 
         new = acs.control & ~ACS_P2P_REDIRECT_MASK
         cleared = [n for bit, n in AcsInfo.BITS if (acs.control & ACS_P2P_REDIRECT_MASK) >> bit & 1]
         changes.append(
-            Change(
+            HostChange(
                 PCI_CONFIG,
                 FrozenMap({"bdf": bdf, "offset": offset}),
                 f"0x{acs.control:04x}",
@@ -212,7 +215,7 @@ class PeermemNeed(msgspec.Struct, frozen=True):
     why: str
 
 
-def peermem_need(topo: Topology, rails: RailPlan, *, dmabuf: bool | None) -> PeermemNeed:
+def peermem_need(topo: Topology, rails: Rails, *, dmabuf: bool | None) -> PeermemNeed:
     """GPUDirect RDMA needs a peer-memory module when NVIDIA GPUs sit next to RDMA NICs
     (a rail NCCL uses GDR on by default: PXB or better, or a Grace GPU's P2C path), none is loaded, and DMA-BUF (kernel
     >= 5.12 with the open GPU kernel module) is not available (REFERENCE §5)."""
@@ -227,7 +230,7 @@ def peermem_need(topo: Topology, rails: RailPlan, *, dmabuf: bool | None) -> Pee
         return PeermemNeed(
             False, "no GPU shares a PCIe switch (or, on Grace, its CPU) with an RDMA NIC: GPUDirect RDMA is not used"
         )
-    if topo.snapshot.peer_memory:
+    if topo.peer_memory:
         return PeermemNeed(False, "a peer-memory module is already loaded")
     if dmabuf:
         return PeermemNeed(False, "DMA-BUF is available (kernel >= 5.12, open GPU kernel module): NCCL uses it")
@@ -238,12 +241,12 @@ def peermem_need(topo: Topology, rails: RailPlan, *, dmabuf: bool | None) -> Pee
     )
 
 
-def peermem_changes(module_loaded: bool, conf_now: str | None, *, live: bool) -> tuple[Change, ...]:
+def peermem_changes(module_loaded: bool, conf_now: str | None, *, live: bool) -> tuple[HostChange, ...]:
     """Load nvidia_peermem now (live host only) and list it in /etc/modules-load.d for boots."""
     out = []
     if live and not module_loaded:
         out.append(
-            Change(
+            HostChange(
                 MODULE,
                 FrozenMap({"module": PEERMEM_MODULE}),
                 "absent",
@@ -256,7 +259,7 @@ def peermem_changes(module_loaded: bool, conf_now: str | None, *, live: bool) ->
     if conf_now is None or PEERMEM_MODULE not in conf_now.split():
         after = want if conf_now is None else conf_now.rstrip("\n") + "\n" + want
         out.append(
-            Change(
+            HostChange(
                 FILE,
                 FrozenMap({"path": PEERMEM_CONF}),
                 conf_now,

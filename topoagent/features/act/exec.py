@@ -152,7 +152,7 @@ def exec_(
     elif alloc is not None:
         assert rank is not None
         try:
-            mine = allocated_gpus(alloc, plan, result.snapshot.nvml_gpus)
+            mine = allocated_gpus(alloc, plan, result.topology.nvml_gpus)
         except InputError as exc:
             fail(str(exc))
         index = rank // k
@@ -164,7 +164,7 @@ def exec_(
         g, cpus, env = gpu_rank_env(plan, mine[index], sub)
         _say(f"{g.gpu} is the job's GPU {index} ({alloc.source})")
         if narrow_visible:
-            narrow = _narrowed(alloc, index, g, result.snapshot.nvml_gpus)
+            narrow = _narrowed(alloc, index, g, result.topology.nvml_gpus)
         keep_visible = True  # the scheduler's CUDA_VISIBLE_DEVICES, unless narrowed below
     else:
         assert rank is not None

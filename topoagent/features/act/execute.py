@@ -19,7 +19,7 @@ from topoagent.core.hostfs import HostFS
 from topoagent.core.read import kernel, process
 from topoagent.core.read.process import thread_start
 from topoagent.features.act import irqs
-from topoagent.features.act.changes import FILE, IRQ, MODULE, PCI_CONFIG, THREAD, Change
+from topoagent.features.act.changes import FILE, IRQ, MODULE, PCI_CONFIG, THREAD, HostChange
 from topoagent.features.act.irqs import affinity_rel
 from topoagent.features.act.journal import Entry, Journal
 from topoagent.features.act.validate import entry_problem
@@ -118,7 +118,7 @@ def _write(writer: HostWriter, kind: str, target: Any, value: str | None) -> tup
     return APPLIED, None
 
 
-def apply_changes(changes: Sequence[Change], writer: HostWriter, journal: Journal) -> list[Outcome]:
+def apply_changes(changes: Sequence[HostChange], writer: HostWriter, journal: Journal) -> list[Outcome]:
     """Make each change: journal its undo record, write, read back, journal the result."""
     out = []
     for ch in changes:

@@ -48,7 +48,7 @@ def acs(inputs: Inputs, state_dir: str, yes: bool) -> None:
     p = acs_plan(result.topology, result.paths, configs)
     for line in p.refused:
         click.echo(f"  refused: {line}")
-    if p.refused and not p.changes and result.snapshot.virtualized:
+    if p.refused and not p.changes and result.topology.virtualized:
         sys.exit(EXIT_FINDINGS)
     status = run_changes(p.changes, inputs.root, state_dir, yes, needs="root (config space writes)")
     if p.kernel_parameter:
@@ -76,7 +76,7 @@ def peermem(inputs: Inputs, state_dir: str, yes: bool) -> None:
     if not need.needed:
         sys.exit(EXIT_OK)
     live = is_live(inputs)
-    loaded = PEERMEM_MODULE in result.snapshot.modules
+    loaded = PEERMEM_MODULE in result.topology.modules
     if not live:
         click.echo(f"  (--root {inputs.root} is not this host: modprobe is not run, only the boot entry is written)")
     try:

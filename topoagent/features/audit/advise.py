@@ -12,9 +12,10 @@ import msgspec
 from topoagent.core.advice.plan import gpu_cpus
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.findings import Evidence, Finding, Severity, sort_findings
+from topoagent.core.pci import DeviceKind
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import host_path
-from topoagent.core.topology import Device, DeviceKind, Topology
+from topoagent.core.topology import Device, Topology
 from topoagent.features.audit.codes import MEMORY_MIN_BYTES, PROCESS_CPUS, PROCESS_HCA, PROCESS_MEMORY
 from topoagent.features.audit.facts import AuditFacts, ProcessFacts, Unreadable
 from topoagent.features.audit.parse import parse_hca_list, policy_nodes

@@ -249,5 +249,5 @@ def audit_host(result: ScanResult, root: str, *, ask_nvml: bool, why_not: str | 
         if running.why_not is None:
             nvml_pids = running.by_bdf
         why_fd = running.why_not
-    facts = read_audit(HostFS(root), nvml_pids=nvml_pids, why_fd=why_fd, nvml_gpus=result.snapshot.nvml_gpus)
+    facts = read_audit(HostFS(root), nvml_pids=nvml_pids, why_fd=why_fd, nvml_gpus=result.topology.nvml_gpus)
     return advise(result, facts)

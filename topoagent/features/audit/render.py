@@ -116,12 +116,12 @@ def _gpu(g: GpuUse) -> GpuEntry:
 
 def render_json(result: ScanResult, report: AuditReport, *, pretty: bool = False) -> str:
     """The audit as one JSON object."""
-    snap = result.snapshot
+    topo = result.topology
     doc = AuditDoc(
         schema_version=AUDIT_SCHEMA_VERSION,
         tool=Tool("topoagent", __version__),
-        hostname=snap.hostname,
-        root=snap.root,
+        hostname=topo.hostname,
+        root=topo.root,
         source=report.source,
         why_fd=report.why_fd,
         as_root=report.as_root,
@@ -191,7 +191,7 @@ def _unread_lines(report: AuditReport) -> list[str]:
 
 def render_text(result: ScanResult, report: AuditReport) -> str:
     """The audit as a person reads it: a table of the processes, the findings, what was not read."""
-    host = shown(result.snapshot.hostname or "this host")
+    host = shown(result.topology.hostname or "this host")
     how = (
         "NVML's running processes"
         if report.source == "nvml"

@@ -1,6 +1,6 @@
 """What changed between two scans: a pure diff of two :class:`~topoagent.core.result.ScanResult`.
 
-The daemon compares each scan with the last good one and logs every :class:`Change` as one
+The daemon compares each scan with the last good one and logs every :class:`ScanChange` as one
 event.  Devices are matched by their stable key (the BDF), never by their display id: when a
 GPU falls off the bus, ``gpu5`` becomes ``gpu4`` but ``0000:c3:00.0`` stays itself.  Findings
 are matched by ``(code, subject keys)``, so a finding that moves to another device is one
@@ -21,14 +21,15 @@ from typing import Any
 import msgspec
 
 from topoagent.core.findings import Finding
+from topoagent.core.pci import DeviceKind
 from topoagent.core.result import ScanResult
-from topoagent.core.topology import Device, DeviceKind
+from topoagent.core.topology import Device
 
-__all__ = ["Change", "ChangeKind", "device_faults", "diff", "finding_keys", "link_verdict_changes"]
+__all__ = ["ChangeKind", "ScanChange", "device_faults", "diff", "finding_keys", "link_verdict_changes"]
 
 
 class ChangeKind(str, Enum):
-    """What changed between two scans (the ``kind`` of a :class:`Change`)."""
+    """What changed between two scans (the ``kind`` of a :class:`ScanChange`)."""
 
     DEVICE_ADDED = "device_added"
     DEVICE_REMOVED = "device_removed"
@@ -42,8 +43,9 @@ class ChangeKind(str, Enum):
     DEVICE_FAULT = "device_fault"
 
 
-class Change(msgspec.Struct, frozen=True):
-    """One change between two scans.
+class ScanChange(msgspec.Struct, frozen=True):
+    """One change observed between two scans (not a change to make on the host: that is
+    :class:`topoagent.features.act.changes.HostChange`).
 
     ``subject`` is the device's stable key, or the finding's code; ``keys`` are the stable
     keys of the devices a finding names.  ``severity`` (``info``, ``warning``, ``critical``)
@@ -94,14 +96,14 @@ def _node(v: int | None) -> str | None:
     return None if v is None else f"node {v}"
 
 
-def _devices(old: ScanResult, new: ScanResult) -> list[Change]:
+def _devices(old: ScanResult, new: ScanResult) -> list[ScanChange]:
     before = {d.key: d for d in old.topology.devices}
     after = {d.key: d for d in new.topology.devices}
-    out: list[Change] = []
+    out: list[ScanChange] = []
     for key in sorted(before.keys() - after.keys()):
         d = before[key]
         out.append(
-            Change(
+            ScanChange(
                 ChangeKind.DEVICE_REMOVED,
                 key,
                 "warning" if d.kind in _IMPORTANT else "info",
@@ -113,19 +115,21 @@ def _devices(old: ScanResult, new: ScanResult) -> list[Change]:
     for key in sorted(after.keys() - before.keys()):
         d = after[key]
         out.append(
-            Change(ChangeKind.DEVICE_ADDED, key, "info", f"{_describe(d)} appeared as {d.id}", d.kind.value, after=d.id)
+            ScanChange(
+                ChangeKind.DEVICE_ADDED, key, "info", f"{_describe(d)} appeared as {d.id}", d.kind.value, after=d.id
+            )
         )
     for key in sorted(before.keys() & after.keys()):
         out.extend(_device_changes(before[key], after[key]))
     return out
 
 
-def _device_changes(a: Device, b: Device) -> list[Change]:
-    out: list[Change] = []
+def _device_changes(a: Device, b: Device) -> list[ScanChange]:
+    out: list[ScanChange] = []
     kind = b.kind.value
     if a.numa_node != b.numa_node:
         out.append(
-            Change(
+            ScanChange(
                 ChangeKind.NUMA_NODE_CHANGED,
                 b.key,
                 "warning",
@@ -151,7 +155,7 @@ def _device_changes(a: Device, b: Device) -> list[Change]:
         worse = old is not None and (new is None or new < old)
         what = "maximum " if attr.startswith("max") else ""
         out.append(
-            Change(
+            ScanChange(
                 change,
                 b.key,
                 "warning" if worse else "info",
@@ -175,13 +179,13 @@ def _index(result: ScanResult) -> dict[tuple[str, tuple[str, ...]], Finding]:
     return {(f.code, finding_keys(result, f)): f for f in result.findings}
 
 
-def _findings(old: ScanResult, new: ScanResult) -> list[Change]:
+def _findings(old: ScanResult, new: ScanResult) -> list[ScanChange]:
     before, after = _index(old), _index(new)
-    out: list[Change] = []
+    out: list[ScanChange] = []
     for ident in sorted(before.keys() - after.keys()):
         f = before[ident]
         out.append(
-            Change(
+            ScanChange(
                 ChangeKind.FINDING_CLEARED,
                 f.code,
                 "info",
@@ -193,7 +197,7 @@ def _findings(old: ScanResult, new: ScanResult) -> list[Change]:
     for ident in sorted(after.keys() - before.keys()):
         f = after[ident]
         out.append(
-            Change(
+            ScanChange(
                 ChangeKind.FINDING_RAISED, f.code, f.severity.label, f.message, after=f.severity.label, keys=ident[1]
             )
         )
@@ -226,8 +230,8 @@ def _new_faults(old: ScanResult | None, new: ScanResult) -> dict[str, list[_Faul
             out.setdefault(key, []).append(
                 _Fault(f.code, f.severity.label == "critical", f"{f.code}: {f.message}", keys)
             )
-    seen = {p.path for p in old.snapshot.probe_errors} if old is not None else set()
-    for p in new.snapshot.probe_errors:
+    seen = {p.path for p in old.topology.probe_errors} if old is not None else set()
+    for p in new.topology.probe_errors:
         owner = p.path.rsplit("/", 2)[-2] if p.path.count("/") >= 2 else ""
         d = new.topology.by_key(owner.lower()) if owner else None
         if d is None or p.path in seen:
@@ -241,7 +245,7 @@ def _join_sentences(texts: list[str]) -> str:
     return "; ".join([*(t.removesuffix(".") for t in texts[:-1]), texts[-1]])
 
 
-def device_faults(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]:
+def device_faults(old: ScanResult | None, new: ScanResult) -> tuple[ScanChange, ...]:
     """Faults of devices that ``new`` shows and ``old`` did not (everything ``new`` shows
     when ``old`` is None: the daemon's first scan logs the faults it starts with): a fault
     finding raised or changed (AER counts that grew), and a probe error on a PCI function's
@@ -249,12 +253,12 @@ def device_faults(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]
     BDF, listing all of that device's new faults (``after``: their codes, comma-separated;
     the message: each fault's, ``; ``-separated), at the most severe fault's severity (at
     least ``warning``): a GPU that fell off the bus and counted AER errors is one event."""
-    out: list[Change] = []
+    out: list[ScanChange] = []
     for key, faults in _new_faults(old, new).items():
         d = new.topology.by_key(key)
         codes = dict.fromkeys(f.code for f in faults)
         out.append(
-            Change(
+            ScanChange(
                 ChangeKind.DEVICE_FAULT,
                 key,
                 "critical" if any(f.critical for f in faults) else "warning",
@@ -267,7 +271,7 @@ def device_faults(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]
     return tuple(out)
 
 
-def diff(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]:
+def diff(old: ScanResult | None, new: ScanResult) -> tuple[ScanChange, ...]:
     """Every change from ``old`` to ``new``: devices removed, added, moved to another NUMA
     node, links retrained; then findings cleared and raised.  Deterministic order.  Nothing
     when ``old`` is None (the first scan is a baseline, not a change)."""
@@ -278,7 +282,7 @@ def diff(old: ScanResult | None, new: ScanResult) -> tuple[Change, ...]:
 
 def link_verdict_changes(
     before: Mapping[str, tuple[str, str]], after: Mapping[str, tuple[str, str]]
-) -> tuple[Change, ...]:
+) -> tuple[ScanChange, ...]:
     """Links that became degraded or recovered between two judgements of the link watch.
 
     Each map holds the links judged degraded: device key -> ``(device kind, reason)``.
@@ -287,13 +291,15 @@ def link_verdict_changes(
     for key in sorted(after.keys() - before.keys()):
         kind, reason = after[key]
         out.append(
-            Change(
+            ScanChange(
                 ChangeKind.LINK_DEGRADED, key, "warning", f"{kind} {key} link degraded: {reason}", kind, after=reason
             )
         )
     for key in sorted(before.keys() - after.keys()):
         kind, reason = before[key]
         out.append(
-            Change(ChangeKind.LINK_RECOVERED, key, "info", f"{kind} {key} link no longer degraded", kind, before=reason)
+            ScanChange(
+                ChangeKind.LINK_RECOVERED, key, "info", f"{kind} {key} link no longer degraded", kind, before=reason
+            )
         )
     return tuple(out)

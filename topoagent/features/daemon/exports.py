@@ -22,13 +22,12 @@ from typing import Any
 import msgspec
 
 from topoagent.core.analysis.fingerprint import class_hash
-from topoagent.core.analysis.rails import RAIL_ORDER
 from topoagent.core.errors import InputError, TopoagentError
+from topoagent.core.pci import DeviceKind
 from topoagent.core.read.textinput import read_regular
 from topoagent.core.render.json_report import encode, report
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import enc_hook
-from topoagent.core.topology import DeviceKind
 from topoagent.core.write.files import write_atomically
 
 __all__ = [
@@ -157,7 +156,7 @@ def _gdr_ready(result: ScanResult) -> bool:
     works.  Every GPU has a rail NCCL uses with GDR on, peer memory is known to be there (not
     merely not known to be missing), and nothing that denies it or leaves it unproven was found."""
     gpus = [g for g in result.topology.gpus if not g.is_vf]
-    if not gpus or result.topology.snapshot.peer_memory is not True:
+    if not gpus or result.topology.peer_memory is not True:
         return False
     for g in gpus:
         rail = result.rails.rail(g.id)
@@ -166,10 +165,6 @@ def _gdr_ready(result: ScanResult) -> bool:
         if rail is None or rail.nic is None or not rail.gdr:
             return False
     return not any(f.code in _GDR_BLOCKERS for f in result.findings)
-
-
-def _rail_rank(name: str) -> tuple[int, str]:
-    return RAIL_ORDER.index(name) if name in RAIL_ORDER else len(RAIL_ORDER), name
 
 
 def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = True) -> dict[str, str]:
@@ -185,7 +180,7 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
     topo = result.topology
     gpus = [g for g in topo.gpus if not g.is_vf]
     nodes = sorted({g.numa_node for g in gpus if g.numa_node is not None})
-    classes = [_rail_rank(c) for r in result.rails.rails if r.nic is not None and (c := r.nccl_class) is not None]
+    classes = [c for r in result.rails.rails if r.nic is not None and (c := r.nccl_class) is not None]
     codes = {f.code for f in result.findings}
     acs = "true" if "ACS_REDIRECT" in codes else "unknown" if "ACS_UNKNOWN" in codes else "false"
     worst = result.worst()
@@ -194,7 +189,7 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
         "topoagent.gpu.numa-nodes": "_".join(map(str, nodes)) if nodes else "none",
         "topoagent.nvswitch.count": str(len(topo.of_kind(DeviceKind.NVSWITCH))),
         "topoagent.nic.rdma-count": str(sum(1 for n in topo.nics if n.rdma_capable and not n.is_vf)),
-        "topoagent.rail.worst-path": max(classes)[1] if classes else "none",
+        "topoagent.rail.worst-path": max(classes).name if classes else "none",
         "topoagent.gdr.ready": "true" if _gdr_ready(result) else "false",
         "topoagent.acs.blocking": acs,
         "topoagent.pcie.degraded-links": "true" if degraded_links else "false",

@@ -41,9 +41,10 @@ from topoagent.core.analysis.links import (
     meaningful,
     shortfall,
 )
+from topoagent.core.pci import DeviceKind
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import LinkInfo
-from topoagent.core.topology import BridgeRole, Device, DeviceKind, Topology
+from topoagent.core.topology import BridgeRole, Device, Topology
 
 __all__ = ["Judgement", "LinkWatch", "WatchedLink", "link_name", "watched_links"]
 

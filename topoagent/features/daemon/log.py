@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO, cast
 import structlog
 
 if TYPE_CHECKING:
-    from topoagent.features.daemon.changes import Change
+    from topoagent.features.daemon.changes import ScanChange
 
 __all__ = ["log_change", "make_logger", "wants_json"]
 
@@ -60,7 +60,7 @@ def make_logger(fmt: str = "auto", stream: IO[str] | None = None, level: str = "
 _CHANGE_LEVEL = {"info": "info", "warning": "warning", "critical": "critical"}
 
 
-def log_change(log: Any, change: Change) -> None:
+def log_change(log: Any, change: ScanChange) -> None:
     """One event per change: the event name is the change kind (``device_removed`` ...)."""
     fields = {k: v for k, v in change.as_dict().items() if k != "kind" and v not in (None, [], ())}
     getattr(log, _CHANGE_LEVEL.get(change.severity, "info"))(change.kind.value, **fields)

@@ -41,7 +41,7 @@ from topoagent.core.snapshot import LinkInfo
 from topoagent.features.audit.advise import AuditReport
 from topoagent.features.audit.read import audit_host
 from topoagent.features.daemon import http
-from topoagent.features.daemon.changes import Change, device_faults, diff, link_verdict_changes
+from topoagent.features.daemon.changes import ScanChange, device_faults, diff, link_verdict_changes
 from topoagent.features.daemon.clock import Clock, SystemClock
 from topoagent.features.daemon.config import Config, ConfigError, Provenance, changed_keys
 from topoagent.features.daemon.exports import (
@@ -506,14 +506,14 @@ class Daemon:
                 self._schedule_sample(self.clock.monotonic())
 
     # -- outcomes -------------------------------------------------------------------------------
-    def _judge(self) -> tuple[FrozenMap[str, Any], tuple[Change, ...]]:
+    def _judge(self) -> tuple[FrozenMap[str, Any], tuple[ScanChange, ...]]:
         old = self.status.judgements
         new = self.linkwatch.judge()
         before = {k: (j.kind, j.reason or "") for k, j in old.items() if j.degraded}
         after = {k: (j.kind, j.reason or "") for k, j in new.items() if j.degraded}
         return FrozenMap(new), link_verdict_changes(before, after)
 
-    def _record(self, changes: tuple[Change, ...]) -> None:
+    def _record(self, changes: tuple[ScanChange, ...]) -> None:
         at = iso_time(self.clock.time())
         for c in changes:
             log_change(self.log, c)

@@ -16,8 +16,9 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from topoagent.core.findings import Severity
+from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import encodable
-from topoagent.core.topology import Device, DeviceKind
+from topoagent.core.topology import Device
 from topoagent.core.version import __version__
 from topoagent.features.audit.codes import CODES
 from topoagent.features.daemon.changes import finding_keys
@@ -144,12 +145,11 @@ def _aer_family(status: Status) -> Any:
     # counted is never seen.  Prometheus's instrumentation practices, "Avoid missing metrics":
     # export 0 for any series known to exist in advance
     # (https://prometheus.io/docs/practices/instrumentation/#avoid-missing-metrics).
-    for f in r.snapshot.pci:
-        d = r.topology.by_key(f.bdf) if f.bdf is not None and f.aer is not None else None
-        if d is None or f.aer is None:
+    for d in r.topology.devices:
+        if d.aer is None:
             continue
         for severity in ("fatal", "nonfatal", "correctable"):
-            value = getattr(f.aer, severity)
+            value = getattr(d.aer, severity)
             if value is not None:
                 fam.add_metric([d.key, d.kind.value, severity], value)
     return fam
@@ -159,12 +159,12 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
     """The families of the last good result, added through ``gauge``."""
     r = status.result
     assert r is not None
-    topo, snap = r.topology, r.snapshot
+    topo = r.topology
     gauge(
         "topoagent_source_up",
         "Whether each source gave evidence in the last good scan.",
         ["source"],
-        [((s.name,), 1 if s.status in _UP else 0) for s in snap.sources],
+        [((s.name,), 1 if s.status in _UP else 0) for s in topo.sources],
     )
     # One series per source, as node_exporter's node_scrape_collector_duration_seconds{collector}.
     gauge(
@@ -176,7 +176,7 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
     gauge(
         "topoagent_probe_errors",
         "Probes (files, calls) that failed in the last good scan.",
-        rows=[((), len(snap.probe_errors))],
+        rows=[((), len(topo.probe_errors))],
     )
     counts = {k.value: 0 for k in DeviceKind}
     for d in topo.devices:

@@ -31,9 +31,11 @@ from typing import Any
 import msgspec
 
 from topoagent.core.analysis.paths import switch_of
+from topoagent.core.pathclass import PathClass
+from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import text_output, xml_text
 from topoagent.core.result import ScanResult
-from topoagent.core.topology import Device, DeviceKind
+from topoagent.core.topology import Device
 from topoagent.features.draw.layout import (
     DEGRADED_CODES,
     LEGEND,
@@ -388,7 +390,7 @@ def render(result: ScanResult, **_: Any) -> str:
             1,
             f'{quote(gd.key)} -> {quote(nd.key)} [label={badge}, color="{color}", '
             f'fontcolor="{color}", tooltip={quote(tip)}, id={quote(f"tie-{rail.gpu}-{rail.nic}")}'
-            + (", penwidth=3.5" if f and rail.cls and rail.cls.name == "SYS" else "")
+            + (", penwidth=3.5" if f and rail.cls is PathClass.SYS else "")
             + (", style=dashed" if grade == "unknown" else "")
             # Only a tie within one column may rank its NIC; others would undo the rows.
             + ("" if (quote(gd.key), quote(nd.key)) in g.stacked else ", constraint=false")

@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import xml_attr as escape
 from topoagent.core.render.matrix import matrix_of, matrix_rows
 from topoagent.core.result import ScanResult
-from topoagent.core.topology import Device, DeviceKind
+from topoagent.core.topology import Device
 from topoagent.features.draw.layout import compact_link, layout
 from topoagent.features.draw.svg import svg_of
 
@@ -162,7 +163,7 @@ def _rows(
             "rail",
             None
             if rail is None or rail.nic is None
-            else f"{rail.nic} ({rail.cls.name if rail.cls else '?'})"
+            else f"{rail.nic} ({rail.cls.token if rail.cls is not None else '?'})"
             + (f", shared with {', '.join(rail.shared_with)}" if rail.shared_with else ""),
         ),
         _row("NIC role", role.value if role is not None else None),

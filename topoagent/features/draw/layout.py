@@ -42,11 +42,12 @@ from topoagent.core.analysis.rails import Rail
 from topoagent.core.bdf import bdf_key, root_bus_key
 from topoagent.core.findings import Finding, Severity
 from topoagent.core.frozen import FrozenMap
-from topoagent.core.pci import is_nvswitch_or_other_bridge
+from topoagent.core.pathclass import PathClass
+from topoagent.core.pci import DeviceKind, is_nvswitch_or_other_bridge
 from topoagent.core.render.tree import format_bytes
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import LinkInfo
-from topoagent.core.topology import BridgeRole, Device, DeviceKind, Node, Topology, id_key
+from topoagent.core.topology import BridgeRole, Device, Node, Topology, id_key
 
 __all__ = [
     "CROSS_CODES",
@@ -103,22 +104,30 @@ LABEL_H = 14.0
 CROSS_CODES = ("GPU_NIC_CROSS_SOCKET", "GPU_NIC_CROSS_NUMA", "GPU_NIC_VIA_HOST_BRIDGE")
 DEGRADED_CODES = ("LINK_WIDTH_DEGRADED", "LINK_SPEED_DEGRADED")
 #: Path class of a rail -> how it is painted (``good``, ``warn``; ``bad`` for any other).
-TIE_GRADE = {"NV": "good", "PIX": "good", "PXB": "good", "P2C": "good", "PHB": "warn", "NODE": "warn", "SYS": "bad"}
+TIE_GRADE = {
+    PathClass.NV: "good",
+    PathClass.PIX: "good",
+    PathClass.PXB: "good",
+    PathClass.P2C: "good",
+    PathClass.PHB: "warn",
+    PathClass.NODE: "warn",
+    PathClass.SYS: "bad",
+}
 
 
-def rail_class(rail: Rail, path: Path | None) -> str:
-    """The class a rail is graded by: ``?`` where no input shows it; NCCL's name where it differs
+def rail_class(rail: Rail, path: Path | None) -> PathClass | None:
+    """The class a rail is graded by: None where no input shows it; NCCL's where it differs
     from nvidia-smi's (a Grace GPU's own-CPU NIC: ``P2C``, GPUDirect RDMA on, though the cell
     reads ``SYS``); else its class."""
     if rail.nccl_class is None or (path is not None and not path.shown):
-        return "?"
+        return None
     return rail.nccl_class
 
 
-def tie_grade(cls: str) -> str:
+def tie_grade(cls: PathClass | None) -> str:
     """How a rail is painted: by :data:`TIE_GRADE`; ``unknown`` (neutral grey, dashed) for a rail
-    no input shows (class ``?``: a partial paste), never a colour its placeholder class would earn."""
-    return "unknown" if cls == "?" else TIE_GRADE.get(cls, "bad")
+    no input shows (None: a partial paste), never a colour its placeholder class would earn."""
+    return "unknown" if cls is None else TIE_GRADE.get(cls, "bad")
 
 
 class Rect(msgspec.Struct, frozen=True):
@@ -503,7 +512,8 @@ class Tie(msgspec.Struct, frozen=True):
     gpu_bdf: str | None
     nic_bdf: str | None
     token: str
-    cls: str
+    #: The class the tie is graded by (:func:`rail_class`); None where no input shows it.
+    cls: PathClass | None
     points: tuple[tuple[float, float], ...]
     label: Rect
     #: The placement finding about this rail (``GPU_NIC_CROSS_SOCKET``...), None when fine.
@@ -709,7 +719,7 @@ class _Placer:
     def place_tile(self, d: Device, r: Rect) -> None:
         topo = self.topo
         role = nic_role(self.result, d) if d.kind is DeviceKind.NIC else None
-        numa_unknown = d.numa_node is None and (topo.multi_node or bool(topo.snapshot.virtualized))
+        numa_unknown = d.numa_node is None and (topo.multi_node or bool(topo.virtualized))
         degraded = d.id in self.degraded
         room = r.w - 10
         name = _short_name(d.name)
@@ -981,7 +991,7 @@ def _ties(result: ScanResult, p: _Placer) -> list[Tie]:
         frac = (peers.index(rail) + 1) / (len(peers) + 1)
         pts = _route(g, n, p.top_of[rail.gpu], p.top_of[rail.nic], frac, tile_rects, p.tops)
         path = result.path(rail.gpu, rail.nic)
-        token = path.cell if path is not None else (rail.cls.name if rail.cls else "?")
+        token = path.cell if path is not None else (rail.cls.token if rail.cls is not None else "?")
         label = _tie_label(pts, len(token) * CHAR_W + 8, obstacles + labels)
         labels.append(label)
         f = tie_finding.get((rail.gpu, rail.nic))
@@ -1017,11 +1027,10 @@ def _tie_label(pts: Sequence[Point], lw: float, obstacles: list[Rect]) -> Rect:
 def _titles(result: ScanResult) -> tuple[str, str]:
     """The drawing's title (the host, or the offline sources) and its subtitle (counts)."""
     topo = result.topology
-    snap = result.snapshot
     crit = sum(1 for f in result.findings if f.severity is Severity.CRITICAL)
     warn = sum(1 for f in result.findings if f.severity is Severity.WARNING)
     where = (
-        f"host {snap.hostname or '?'}" if snap.from_host_tree else "offline: " + ", ".join(s.name for s in snap.sources)
+        f"host {topo.hostname or '?'}" if topo.from_host_tree else "offline: " + ", ".join(s.name for s in topo.sources)
     )
     title = f"topoagent draw · {where}"
     subtitle = (

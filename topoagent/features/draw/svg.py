@@ -191,10 +191,11 @@ def _ties(lay: Layout) -> list[str]:
     out = []
     for t in lay.ties:
         kind = tie_grade(t.cls)
+        graded = t.cls.name if t.cls is not None else "?"  # NCCL's name (P2C on Grace)
         cls = f"ta-tie ta-cls-{kind}" + (" ta-finding" if t.finding else "")
         attrs = (
             f'class="{cls}" id="tie-{_a(t.gpu)}-{_a(t.nic)}" data-gpu="{_a(t.gpu)}" data-nic="{_a(t.nic)}" '
-            f'data-gpu-bdf="{_a(t.gpu_bdf)}" data-nic-bdf="{_a(t.nic_bdf)}" data-class="{_a(t.cls)}" '
+            f'data-gpu-bdf="{_a(t.gpu_bdf)}" data-nic-bdf="{_a(t.nic_bdf)}" data-class="{_a(graded)}" '
             f'data-token="{_a(t.token)}"'
         )
         if t.finding:

@@ -135,7 +135,7 @@ def make_plan(
         plan = result.plan_with(options)
         if allocation is None or not allocation.gpus or not plan.gpus:
             return plan
-        given = tuple(g.gpu for g in allocated_gpus(allocation, plan, result.topology.snapshot.nvml_gpus))
+        given = tuple(g.gpu for g in allocated_gpus(allocation, plan, result.topology.nvml_gpus))
         return result.plan_with(msgspec.structs.replace(options, gpus=given))
     except (ValueError, InputError) as exc:
         fail(str(exc))

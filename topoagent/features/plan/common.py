@@ -18,9 +18,9 @@ def plan_of(result: ScanResult, plan: Plan | None = None) -> Plan:
 
 def nic_words(r: RailNic) -> str:
     """A rail NIC the way a person reads it: ``nic2 mlx5_0 ibp24s0 PIX``, remote ones marked."""
-    words = [r.nic, *map(shown, (*r.rdma, *r.netdevs)), r.kind or "?"]
-    if r.nccl_path:
-        words.append(f"(NCCL {r.nccl_path}, GPUDirect RDMA {'on' if r.gdr else 'off'})")  # Grace: SYS here is P2C
+    words = [r.nic, *map(shown, (*r.rdma, *r.netdevs)), r.token or "?"]
+    if r.nccl_path is not None:
+        words.append(f"(NCCL {r.nccl_path.name}, GPUDirect RDMA {'on' if r.gdr else 'off'})")  # Grace: SYS here is P2C
     if r.remote:
         where = ", ".join(
             x

@@ -33,9 +33,10 @@ import msgspec
 
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import InputError
+from topoagent.core.pci import DeviceKind
 from topoagent.core.render.json_report import encode
 from topoagent.core.result import ScanResult
-from topoagent.core.topology import NUMA_FROM_LSPCI, NUMA_FROM_SYSFS, Device, DeviceKind, Node, Topology
+from topoagent.core.topology import NUMA_FROM_LSPCI, NUMA_FROM_SYSFS, Device, Node, Topology
 
 PREFIX = "resource.kubernetes.io/"
 PCIE_ROOT = PREFIX + "pcieRoot"
@@ -141,9 +142,9 @@ def report(result: ScanResult, numa: str = "scalar") -> DraReport:
         for d in topo.devices
         if d.kind in (DeviceKind.GPU, DeviceKind.NIC)
     ]
-    if topo.snapshot.from_host_tree:  # pasted text names nodes, not which CPUs the kernel gives them
+    if topo.from_host_tree:  # pasted text names nodes, not which CPUs the kernel gives them
         devices += [cpu_device(topo, n, numa) for n in topo.nodes if n.cpus_known and n.cpus]
-    return DraReport(topo.snapshot.hostname, devices)
+    return DraReport(topo.hostname, devices)
 
 
 def render(result: ScanResult, dra_numa: str = "scalar", **_: Any) -> str:

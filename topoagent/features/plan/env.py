@@ -46,7 +46,7 @@ def render(
     for r in g.rails:
         if r.remote:
             notes.append(
-                f"{r.nic} ({', '.join(r.rdma + r.netdevs)}) is remote: {r.kind} from {g.gpu}; "
+                f"{r.nic} ({', '.join(r.rdma + r.netdevs)}) is remote: {r.token} from {g.gpu}; "
                 "GPUDirect RDMA is off for it (see topoagent plan for what to do)"
             )
     seen = {(n.code, n.subjects) for n in g.notes}

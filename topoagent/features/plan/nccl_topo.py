@@ -41,16 +41,17 @@ devices under different host bridges of one NUMA node share its ``<cpu>`` and ar
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import msgspec
 
 from topoagent.core.errors import InputError
+from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import xml_attr
 from topoagent.core.result import ScanResult
-from topoagent.core.snapshot import CpuIdentity, RdmaDevice, active_port
-from topoagent.core.topology import Device, DeviceKind, Topology
+from topoagent.core.snapshot import CpuIdentity, active_port
+from topoagent.core.topology import Device, Topology
 
 #: Attribute order of a <cpu> and a <pci>, as NCCL's own topology dumps write them.
 CPU_ATTRS = ("numaid", "affinity", "arch", "vendor", "familyid", "modelid")
@@ -95,19 +96,19 @@ def _pci(topo: Topology, d: Device) -> Element:
     return Element("pci", attrs)
 
 
-def _nets(nic: Device, rates: Mapping[str, RdmaDevice], speed_of_netdev: Mapping[str, int | None]) -> list[Element]:
+def _nets(nic: Device) -> list[Element]:
     out = []
     names = nic.rdma_devices or nic.netdevs
     for name in names:
         attrs = [("name", name)]
-        r = rates.get(name)
+        ports = nic.rdma_ports.get(name)
         speed = None
         port = None
-        if r is not None and r.ports:
-            speed = max((p.rate_gbps or 0) for p in r.ports) * 1000 or None
-            port = active_port(r.ports)
-        elif speed_of_netdev.get(name):
-            speed = speed_of_netdev[name]
+        if ports:
+            speed = max((p.rate_gbps or 0) for p in ports) * 1000 or None
+            port = active_port(ports)
+        elif nic.netdev_speeds.get(name):
+            speed = nic.netdev_speeds[name]
         if speed:
             attrs.append(("speed", str(int(speed))))
         if port is not None:
@@ -119,7 +120,6 @@ def _nets(nic: Device, rates: Mapping[str, RdmaDevice], speed_of_netdev: Mapping
 def build(result: ScanResult) -> Element:
     """The <system> element of a scanned host."""
     topo = result.topology
-    nvml = {g.bdf: g for g in topo.snapshot.nvml_gpus}
     wanted = [
         d for d in topo.devices if d.bdf is not None and not d.is_vf and d.kind in (DeviceKind.GPU, DeviceKind.NIC)
     ]
@@ -127,8 +127,6 @@ def build(result: ScanResult) -> Element:
         raise InputError("an NCCL topology needs GPUs with PCI addresses (a sysfs tree, a capture or lspci output)")
     elements: dict[str, Element] = {}
     cpus: dict[int, Element] = {}
-    rates = {r.name: r for r in topo.snapshot.rdma}  # once: a host may have thousands of NICs
-    speed_of_netdev = {n.name: n.speed_mbps for n in topo.snapshot.netdevs}
 
     def place(d: Device) -> Element:
         assert d.bdf is not None
@@ -146,7 +144,7 @@ def build(result: ScanResult) -> Element:
                 n = topo.node(d.numa_node)
                 if n is not None and n.cpus:
                     attrs.append(("affinity", n.cpus.mask()))
-                attrs += cpu_identity_attrs(topo.snapshot.cpu_identity)
+                attrs += cpu_identity_attrs(topo.cpu_identity)
                 cpus[node] = Element("cpu", attrs)
             cpus[node].children.append(el)
         return el
@@ -157,7 +155,7 @@ def build(result: ScanResult) -> Element:
         el = place(d)
         node = _cpu_node(topo, d)
         if d.kind is DeviceKind.GPU:
-            nv = nvml.get(d.bdf) if d.bdf else None
+            nv = d.nvml
             gpu_ranks.setdefault(node, []).append(nv.index if nv is not None else sum(map(len, gpu_ranks.values())))
             gpu = Element("gpu", [("dev", str(nv.index))] if nv is not None else [])
             if nv is not None:
@@ -169,7 +167,7 @@ def build(result: ScanResult) -> Element:
                     )
             el.children.append(gpu)
         else:
-            nets = _nets(d, rates, speed_of_netdev)
+            nets = _nets(d)
             if nets:
                 el.children.append(Element("nic", [], nets))
                 net_names.setdefault(node, []).extend(_natural(dict(n.attrs)["name"]) for n in nets)

@@ -35,8 +35,9 @@ SCHEMA_VERSION = "v1alpha1"
 RAIL_SOURCE = "topoagent"
 
 
-class RailNic(msgspec.Struct, frozen=True):
-    """One NIC of a rail, seen from one GPU."""
+class RecordNic(msgspec.Struct, frozen=True):
+    """One NIC of a rail, seen from one GPU, as the record holds it (the proposal's shape; the
+    model's rail NIC is :class:`topoagent.core.advice.plan.RailNic`)."""
 
     nic: str
     path: str
@@ -46,7 +47,7 @@ class GpuRails(msgspec.Struct, frozen=True, rename={"pci_address": "pciAddress"}
     """A GPU's PCI address and its NICs on every rail."""
 
     pci_address: str
-    rails: dict[str, list[RailNic]]
+    rails: dict[str, list[RecordNic]]
 
 
 class RailRecord(
@@ -78,7 +79,6 @@ def record(result: ScanResult, node_uid: str | None = None) -> RailRecord:
     """The node's rail record."""
     topo = result.topology
     nics = rail_nics(result)
-    uuids = {g.bdf: g.uuid for g in topo.snapshot.nvml_gpus if g.uuid}
     gpus: dict[str, GpuRails] = {}
     for g in topo.gpus:
         if topo.physical(g) is not g:
@@ -87,8 +87,8 @@ def record(result: ScanResult, node_uid: str | None = None) -> RailRecord:
         for i, n in enumerate(nics):
             path = result.path(g.id, n.id)
             assert path is not None  # every GPU-NIC pair has a path (analysis.paths.scan_paths)
-            rails[f"rail{i}"] = [RailNic(address(n), path.cell)]  # ? where no source shows the path
-        gpus[(uuids.get(g.bdf) if g.bdf else None) or address(g)] = GpuRails(address(g), rails)
+            rails[f"rail{i}"] = [RecordNic(address(n), path.cell)]  # ? where no source shows the path
+        gpus[(g.nvml.uuid if g.nvml is not None else None) or address(g)] = GpuRails(address(g), rails)
     return RailRecord(
         SCHEMA_VERSION, node_uid, RAIL_SOURCE, {address(n): [f"rail{i}"] for i, n in enumerate(nics)}, gpus
     )

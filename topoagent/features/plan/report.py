@@ -41,6 +41,9 @@ class PlanHost(msgspec.Struct, frozen=True):
     root: str | None
 
 
+# The contract's shape of the model's :class:`topoagent.core.advice.plan.RailNic`: ``remote`` is
+# a field here, ``driver`` is left out, the classes are tokens.  Its name is the schema's
+# (``$defs/RailNic`` in plan.schema.json), so it stays.
 class RailNic(msgspec.Struct, frozen=True):
     """A rail NIC of a GPU, with the names a launcher needs (RDMA device, port, netdevs)."""
 
@@ -149,7 +152,7 @@ class PlanReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
     """The plan as the JSON contract's object."""
     p = plan_of(result, plan)
-    snap = result.snapshot
+    topo = result.topology
     gpus = []
     for g in p.gpus:
         ranks = []
@@ -173,11 +176,11 @@ def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
                         rdma=list(r.rdma),
                         port=r.port,
                         netdevs=list(r.netdevs),
-                        kind=r.kind,
+                        kind=r.token,
                         remote=r.remote,
                         numa_node=r.numa_node,
                         socket=r.socket,
-                        nccl_path=r.nccl_path,
+                        nccl_path=r.nccl_path.name if r.nccl_path is not None else None,
                         gdr=r.gdr,
                     )
                     for r in g.rails
@@ -191,7 +194,7 @@ def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
     return PlanReport(
         schema_version=SCHEMA_VERSION,
         tool=Tool("topoagent", __version__),
-        host=PlanHost(snap.hostname, snap.root),
+        host=PlanHost(topo.hostname, topo.root),
         allowed_cpus=str_or_none(p.allowed),
         reserved_cpus=str(p.reserved),
         ranks_per_gpu=p.ranks_per_gpu,

@@ -154,16 +154,16 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
         raise ValueError(f"gres_cores must be one of {CORE_MODES}")
     p = plan_of(result, plan)
     topo = result.topology
-    nvml = {g.bdf: g for g in topo.snapshot.nvml_gpus}
-    package = {c.id: c.package for c in topo.snapshot.cpus}
-    host = shown(topo.snapshot.hostname or "this host")
+    nvml = {g.bdf: g for g in topo.nvml_gpus}
+    package = {c.id: c.package for c in topo.cpus}
+    host = shown(topo.hostname or "this host")
     lines = [
         f"# gres.conf for {host}: topoagent plan --format slurm --gres-cores {gres_cores}",
         "# For AutoDetect=off (add that line where gres.conf sets AutoDetect for all nodes). Beside",
         "# AutoDetect=nvml every value must equal what slurmd detects, or slurmd ignores the line.",
         "# Cores= are Slurm's abstract core indices (lstopo -l 'Core L#'), not Linux CPU ids.",
     ]
-    l3 = topo.snapshot.l3_domains
+    l3 = topo.l3_domains
     if gres_cores == "socket":
         lines.append("# Cores= cover whole sockets: Slurm >= 24.05.5 rejects a range that splits one.")
         order = list(p.cores)

@@ -14,10 +14,10 @@ from topoagent.features.plan.common import nic_words, plan_of
 def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
     """The per-GPU table (GPU, BDF, node, CPUs, rank CPUs, rail NICs), groups, notes."""
     p = plan_of(result, plan)
-    snap = result.snapshot
+    topo = result.topology
     k = p.ranks_per_gpu
     head = (
-        f"Plan for {shown(snap.hostname or 'host')} (root {snap.root or 'pasted output'}): {len(p.gpus)} GPU(s), "
+        f"Plan for {shown(topo.hostname or 'host')} (root {topo.root or 'pasted output'}): {len(p.gpus)} GPU(s), "
         f"allowed CPUs {p.allowed if p.allowed is not None else 'unknown'}, {k} rank(s) per GPU"
     )
     lines = [head]

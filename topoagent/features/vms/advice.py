@@ -43,7 +43,7 @@ from topoagent.core.frozen import FrozenMap
 from topoagent.core.pci import DeviceKind
 
 if TYPE_CHECKING:
-    from topoagent.core.analysis.rails import RailPlan
+    from topoagent.core.analysis.rails import Rails
     from topoagent.core.topology import Topology
     from topoagent.features.vms.esxcli import EsxPciDevice
 
@@ -107,7 +107,7 @@ class HostView(msgspec.Struct, frozen=True):
     cores: tuple[CpuSet, ...] = ()
 
 
-def host_from_scan(topo: Topology, rails_plan: RailPlan, *, source: str) -> HostView:
+def host_from_scan(topo: Topology, pairing: Rails, *, source: str) -> HostView:
     """The host side from a scan's topology and rails: every PCI function, GPUs with their rail
     NICs' BDFs, the cores."""
     devices = {}
@@ -115,7 +115,7 @@ def host_from_scan(topo: Topology, rails_plan: RailPlan, *, source: str) -> Host
         if d.bdf is None:
             continue
         rails: tuple[str, ...] = ()
-        rail = rails_plan.rail(d.id)
+        rail = pairing.rail(d.id)
         if rail is not None:
             rails = tuple(n.bdf for nid in rail.nics if (n := topo.by_id(nid)) is not None and n.bdf)
         devices[d.bdf] = HostDevice(d.bdf, d.kind, d.numa_node, d.name, d.vendor_id, d.device_id, rails)
@@ -124,7 +124,7 @@ def host_from_scan(topo: Topology, rails_plan: RailPlan, *, source: str) -> Host
         devices=FrozenMap(devices),
         node_cpus=FrozenMap({n.id: n.cpus for n in topo.nodes if n.cpus_known}),
         node_memory=FrozenMap({n.id: n.memory_bytes for n in topo.nodes if n.memory_bytes}),
-        cores=host_cores(topo.snapshot.cpus),
+        cores=host_cores(topo.cpus),
     )
 
 
