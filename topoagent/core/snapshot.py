@@ -233,7 +233,6 @@ class NetDevice(msgspec.Struct, frozen=True):
 
     name: str
     bdf: str | None
-    operstate: str | None = None
     speed_mbps: int | None = None
 
 

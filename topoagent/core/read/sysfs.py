@@ -461,7 +461,6 @@ class SysfsReader:
                 NetDevice(
                     name=name,
                     bdf=bdf,
-                    operstate=self.fs.text(f"{base}/operstate"),
                     # Reading `speed` of a down link fails with EINVAL: that is "unknown".
                     speed_mbps=self._value(f"{base}/speed", sv.parse_net_speed, quiet=True),
                 )
