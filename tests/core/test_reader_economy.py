@@ -314,7 +314,7 @@ def test_expected_vfs_are_bounded_by_the_functions_listed(fixture_root, tmp_path
     listing holds functions."""
     import struct
 
-    from topoagent.core.read.sysfs import SysfsReader
+    from topoagent.core.read.pci import PciReader
 
     root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
     pf = next(f for f in read_host(root, nvml="off").pci if f.sriov_numvfs)
@@ -327,8 +327,8 @@ def test_expected_vfs_are_bounded_by_the_functions_listed(fixture_root, tmp_path
     struct.pack_into("<H", data, ptr + 0x10, 0xFFFF)  # NumVFs
     struct.pack_into("<HH", data, ptr + 0x14, 1, 1)  # First VF Offset 1, VF Stride 1
     config.write_bytes(bytes(data))
-    reader = SysfsReader(HostFS(root))
-    functions = reader.pci_functions()
+    reader = PciReader(HostFS(root))
+    functions = reader.functions()
     assert 0 < len(reader._vf_parent) <= len(functions)
     assert [f.physfn for f in functions if f.physfn] == [pf.bdf] * 4  # the real VFs still found
 
