@@ -78,7 +78,9 @@ def test_damaged_trees_scan_cleanly(trees, fixture, rng):
 
 
 def test_damaged_trees_read_nothing_outside_the_root():
-    count = examples(3)
+    # As many damaged trees as the in-process property above (each is a scan in a subprocess
+    # under the audit hook); TOPOAGENT_FUZZ_EXAMPLES raises both for a long sitting.
+    count = examples(1)
     proc = subprocess.run(
         [sys.executable, "-m", "tests.fuzz.worker", "--count", str(count), "--seed", "12"],
         capture_output=True,

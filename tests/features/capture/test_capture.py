@@ -314,13 +314,10 @@ def test_ipoib_address_guid_is_scrubbed():
     assert s.counts["GUID"] == 2 and s.counts["MAC address"] == 1
 
 
-def test_capture_scrubs_the_ipoib_address_file(fixture_root, tmp_path):
-    import shutil
-
+def test_capture_scrubs_the_ipoib_address_file(scratch_root, tmp_path):
     from tests.plan_helpers import topoagent
 
-    root = tmp_path / "dgx"
-    shutil.copytree(fixture_root("dgx-h100"), root, symlinks=True)
+    root = scratch_root("dgx-h100")
     net = root / "sys/class/net"
     name = sorted(os.listdir(net))[0]
     (net / name / "address").write_text("00:00:10:87:fe:80:00:00:00:00:00:00:b8:ce:f6:03:00:12:34:56\n")
