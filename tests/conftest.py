@@ -1,3 +1,6 @@
+import contextlib
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -43,17 +46,61 @@ def golden(update_golden):
     return check
 
 
+#: Set (to anything) to keep what the session and module fixtures generate, for a look after
+#: the run or to measure all a run writes (with ``-o tmp_path_retention_policy=all``).
+KEEP_ENV = "TOPOAGENT_TEST_KEEP_TMP"
+
+
+@contextlib.contextmanager
+def _shared_dir(tmp_path_factory, request, name: str):
+    """A directory for files a whole session or module shares, removed when it ends unless a
+    test failed meanwhile (its trees then stay for a look, as pytest keeps a failed test's
+    ``tmp_path``: ``tmp_path_retention_policy = "failed"`` in pyproject.toml)."""
+    failed = request.session.testsfailed
+    path = tmp_path_factory.mktemp(name)
+    yield path
+    if request.session.testsfailed == failed and not os.environ.get(KEEP_ENV):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def module_tmp(tmp_path_factory, request):
+    """A directory for what one test module's fixtures share (trees generated for the module),
+    removed after the module (see :func:`_shared_dir`)."""
+    with _shared_dir(tmp_path_factory, request, request.module.__name__.rsplit(".", 1)[-1]) as path:
+        yield path
+
+
 @pytest.fixture(scope="session")
-def fixture_root(tmp_path_factory):
-    """Generate (once per session) the fake sysfs root of a machine description by name."""
+def fixture_root(tmp_path_factory, request):
+    """Generate (once per session) the fake sysfs root of a machine description by name.
+    Shared by every test: read it, never change it (:func:`scratch_root` is for that)."""
     from tests.fakesysfs import generate
 
     cache: dict[str, Path] = {}
-    base = tmp_path_factory.mktemp("machines")
+    with _shared_dir(tmp_path_factory, request, "machines") as base:
 
-    def make(name: str) -> Path:
-        if name not in cache:
-            cache[name] = generate(name, base / name)
-        return cache[name]
+        def make(name: str) -> Path:
+            if name not in cache:
+                cache[name] = generate(name, base / name)
+            return cache[name]
 
-    return make
+        yield make
+
+
+@pytest.fixture(scope="session")
+def _scratch_trees(tmp_path_factory, request, fixture_root):
+    from tests.fakesysfs import generate
+    from tests.scratch import ScratchTrees
+
+    with _shared_dir(tmp_path_factory, request, "scratch") as base:
+        yield ScratchTrees(base, fixture_root, generate)
+
+
+@pytest.fixture
+def scratch_root(_scratch_trees):
+    """``scratch_root(name)``: a tree of the machine ``name`` that the test may change at will
+    (tests/scratch.py): one per machine for the whole session, put back as generated after each
+    test, instead of a copy per test.  Two trees of one machine in one test need a copy."""
+    yield _scratch_trees.get
+    _scratch_trees.restore()

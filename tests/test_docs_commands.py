@@ -31,6 +31,7 @@ executed); ``vms --apply/--undo`` and the worked example talk to libvirt's test 
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import shlex
@@ -209,7 +210,7 @@ def command_words(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(module_tmp):
     """The fixture root (dgx-h100 with libvirt definitions), a capture of it, the capture
     unpacked, a private state directory, and a process for ``apply --pid`` to bind."""
     from tests.fakesysfs import generate
@@ -217,7 +218,7 @@ def world(tmp_path_factory):
     from topoagent.features.capture.collect import collect_capture
     from topoagent.features.capture.pack import entries_to_tar
 
-    base = tmp_path_factory.mktemp("docs")
+    base = module_tmp
     root = generate("dgx-h100", base / "root")
     qemu = root / "etc" / "libvirt" / "qemu"
     shutil.copytree(REPO / "tests" / "fixtures" / "libvirt" / "qemu", qemu)
@@ -371,9 +372,25 @@ def test_every_doc_command_is_in_the_table():
     assert {cmd for cmd, case in CASES.items() if case.mode == "not-run"} == set(NOT_RUN)
 
 
-def test_every_doc_command_runs(world):
-    if shutil.which("virsh") is None:
-        pytest.skip("virsh is not installed (vms --apply/--undo and the worked example need it)")
+def _runnable_lines() -> list[tuple[str, str]]:
+    """(where the docs first show it, command) for every doc line this test runs, each once."""
+    seen: dict[str, str] = {}
+    for where, cmd in doc_commands():
+        if cmd in CASES and CASES[cmd].mode != "not-run":
+            seen.setdefault(cmd, where)
+    return [(where, cmd) for cmd, where in seen.items()]
+
+
+def _stateful(cmd: str) -> bool:
+    """Whether a line changes state other lines share (a journal, the daemon's state directory
+    and lock, libvirt backups): such lines run one after another, in doc order."""
+    case = CASES[cmd]
+    return case.mode in ("daemon", "libvirt-test") or cmd.split()[1] in STATEFUL
+
+
+@pytest.fixture(scope="module")
+def doc_env() -> dict[str, str]:
+    """This environment less what would allocate GPUs or name a rank, with the checkout on the path."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -389,37 +406,61 @@ def test_every_doc_command_runs(world):
         )
     }
     env["PYTHONPATH"] = str(REPO)
-    failures = []
-    seen: set[str] = set()
-    for where, cmd in doc_commands():
-        case = CASES[cmd]
-        if case.mode == "not-run" or cmd in seen:
-            continue
-        seen.add(cmd)
-        if cmd.startswith("topoagent draw --format png") and shutil.which("dot") is None:
-            continue
-        port = free_port()
-        argv = runnable(cmd, case, world, port)
-        if case.mode == "daemon":
-            code, err = run_daemon(argv, port, {**env, **case.env})
-        else:
-            stdin = ""
-            if case.stdin:  # a sample file, or a file this test made (world:KEY)
-                key = case.stdin.removeprefix("world:")
-                stdin = (world[key] if key != case.stdin else SAMPLES / case.stdin).read_text()
-            proc = subprocess.run(
-                argv,
-                input=stdin,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                env={**env, **case.env},
-                cwd=world["base"],
-                check=False,
-            )
-            code, err = proc.returncode, proc.stderr
-        if code not in case.exits or "Traceback" in err:
-            failures.append(f"{where}: {cmd}\n  ran: {shlex.join(argv[2:])}\n  exit {code}: {err.strip()[-500:]}")
+    return env
+
+
+def _run_doc_line(where: str, cmd: str, world: dict, env: dict[str, str]) -> str | None:
+    """Run one doc line as :func:`runnable` makes it; what went wrong, or None."""
+    case = CASES[cmd]
+    port = free_port()
+    argv = runnable(cmd, case, world, port)
+    if case.mode == "daemon":
+        code, err = run_daemon(argv, port, {**env, **case.env})
+    else:
+        stdin = ""
+        if case.stdin:  # a sample file, or a file this test made (world:KEY)
+            key = case.stdin.removeprefix("world:")
+            stdin = (world[key] if key != case.stdin else SAMPLES / case.stdin).read_text()
+        proc = subprocess.run(
+            argv,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, **case.env},
+            cwd=world["base"],
+            check=False,
+        )
+        code, err = proc.returncode, proc.stderr
+    if code not in case.exits or "Traceback" in err:
+        return f"{where}: {cmd}\n  ran: {shlex.join(argv[2:])}\n  exit {code}: {err.strip()[-500:]}"
+    return None
+
+
+def test_every_doc_command_runs(world, doc_env):
+    """Every line once, two processes at a time (the lines are independent, each a process that
+    waits on its own work): the stateful lines one after another in one lane, in doc order
+    (``--undo`` undoes what ``--apply ... --yes`` did), every other line beside them."""
+    if shutil.which("virsh") is None:
+        pytest.skip("virsh is not installed (vms --apply/--undo and the worked example need it)")
+    lines = [
+        (where, cmd)
+        for where, cmd in _runnable_lines()
+        if not (cmd.startswith("topoagent draw --format png") and shutil.which("dot") is None)
+    ]
+    lane = [line for line in lines if _stateful(line[1])]
+    assert lane and len(lane) < len(lines)
+
+    def run_lane() -> list[str | None]:
+        return [_run_doc_line(where, cmd, world, doc_env) for where, cmd in lane]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        jobs = [pool.submit(run_lane)]
+        jobs += [
+            pool.submit(_run_doc_line, where, cmd, world, doc_env) for where, cmd in lines if (where, cmd) not in lane
+        ]
+        results = [job.result() for job in jobs]
+    failures = [f for r in results for f in (r if isinstance(r, list) else [r]) if f is not None]
     assert not failures, "\n".join(failures)
 
 

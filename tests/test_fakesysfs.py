@@ -123,17 +123,9 @@ def is_bridge(d: Path) -> bool:
 
 
 @pytest.fixture(scope="session")
-def trees(tmp_path_factory):
-    """Each machine's tree, generated once per session on first use."""
-    base = tmp_path_factory.mktemp("machines")
-    made: dict[str, Path] = {}
-
-    def get(name: str) -> Path:
-        if name not in made:
-            made[name] = generate(name, base / name)
-        return made[name]
-
-    return get
+def trees(fixture_root):
+    """Each machine's tree: the session's one copy (tests/conftest.py), read only here."""
+    return fixture_root
 
 
 @pytest.fixture(params=MACHINES)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from topoagent.core.bdf import is_bdf
 from topoagent.core.digits import is_decimal, is_hex
-from topoagent.core.read.sysfs import numbered
+from topoagent.core.read.attr import numbered
 
 BDF = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 DECIMAL = re.compile(r"[0-9]{1,20}")  # at most MAX_DIGITS: more is no number read from input

@@ -149,10 +149,10 @@ def test_version_reads_as_click_writes_it():
 
 
 @pytest.fixture(scope="module")
-def dgx_tree(tmp_path_factory):
+def dgx_tree(module_tmp):
     from tests.fakesysfs import generate
 
-    return str(generate("dgx-h100", tmp_path_factory.mktemp("edges") / "dgx"))
+    return str(generate("dgx-h100", module_tmp / "dgx"))
 
 
 WRITERS = [

@@ -24,11 +24,9 @@ NODE1 = CpuSet.parse("56-111,168-223")
 
 
 @pytest.fixture
-def dgx(fixture_root, tmp_path) -> Path:
-    """A private copy of the DGX H100 fixture to damage."""
-    root = tmp_path / "dgx"
-    shutil.copytree(fixture_root("dgx-h100"), root, symlinks=True)
-    return root
+def dgx(scratch_root) -> Path:
+    """The DGX H100 fixture to damage (put back after the test)."""
+    return scratch_root("dgx-h100")
 
 
 def nodes(result) -> dict[int, CpuSet]:

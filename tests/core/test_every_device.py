@@ -4,7 +4,6 @@ parent bridge is missing, or whose NUMA node the host does not list, is still dr
 
 import json
 import re
-import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -49,10 +48,9 @@ def test_real_trees_show_every_function(real_tree_roots):
         assert sorted(drawn_bdfs(tree(root, "--all"))) == sorted(d.bdf for d in r.topology.devices), root
 
 
-def test_a_missing_bridge_keeps_its_devices_on_their_node(fixture_root, tmp_path):
+def test_a_missing_bridge_keeps_its_devices_on_their_node(scratch_root):
     """Remove a switch port from the middle of a DGX rail chain: its GPU stays, on node 1."""
-    root = tmp_path / "host"
-    shutil.copytree(fixture_root("dgx-h100"), root, symlinks=True)
+    root = scratch_root("dgx-h100")
     before = scan(root, nvml="off")
     gpu = before.topology.by_id("gpu4")
     hidden = gpu.ancestors[2]  # a switch port between the root port and the GPU
@@ -69,9 +67,8 @@ def test_a_missing_bridge_keeps_its_devices_on_their_node(fixture_root, tmp_path
     assert len(doc["devices"]) == len(before.topology.devices) - 1
 
 
-def test_a_node_the_host_does_not_list_still_shows_its_devices(fixture_root, tmp_path):
-    root = tmp_path / "host"
-    shutil.copytree(fixture_root("workstation"), root, symlinks=True)
+def test_a_node_the_host_does_not_list_still_shows_its_devices(scratch_root):
+    root = scratch_root("workstation")
     r = scan(root, nvml="off")
     gpu = r.topology.gpus[0]
     for d in r.topology.devices:  # firmware puts the GPU's whole root bus on a node it never lists

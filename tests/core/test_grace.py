@@ -52,8 +52,8 @@ def _tray(tmp_path, *, nics_on_grace1: bool = True, peermem: bool = True, slow_d
 
 
 @pytest.fixture(scope="module")
-def tray(tmp_path_factory):
-    return scan(generate("gb200-tray", tmp_path_factory.mktemp("gb200")), nvml="off")
+def tray(module_tmp):
+    return scan(generate("gb200-tray", module_tmp / "gb200"), nvml="off")
 
 
 # -- paths: SYS as nvidia-smi prints it, P2C as NCCL names it ----------------------------------

@@ -166,27 +166,28 @@ def test_class_links_are_read_as_text_never_followed_out(tmp_path):
     assert fs.link_target("sys/class/net/eth8") == "etc/net/eth8"  # ".." clamped at the root
     assert fs.link_target("sys/class/net/eth9") == "sys/devices/pci0000:00/0000:00:03.0/net/eth9"
     assert fs.link_target("sys/class/net") is None  # not a link
-    from topoagent.core.read.sysfs import SysfsReader
+    from topoagent.core.read.net import netdevs
+    from topoagent.core.read.pci import PciReader
 
-    reader = SysfsReader(fs)
-    list(reader.listed())
-    found = {n.name: n.bdf for n in reader.netdevs()}
+    pci = PciReader(fs)
+    list(pci.listed())
+    found = {n.name: n.bdf for n in netdevs(fs, pci.owner)}
     assert found == {"eth7": BDF}, found
 
 
 @pytest.mark.parametrize("machine", ["dgx-h100", "sriov-nic", "cloud-vm", "p4d-efa", "workstation"])
 def test_owner_from_the_class_link_is_the_owner_resolution_gives(fixture_root, machine):
-    """The one-readlink owner (_pci_owner) agrees with resolving each ``device`` link inside the
-    root, for every network and RDMA device of several machine shapes."""
-    from topoagent.core.read.sysfs import SysfsReader
+    """The one-readlink owner (PciReader.owner) agrees with resolving each ``device`` link inside
+    the root, for every network and RDMA device of several machine shapes."""
+    from topoagent.core.read.pci import PciReader
 
-    reader = SysfsReader(HostFS(fixture_root(machine)))
+    reader = PciReader(HostFS(fixture_root(machine)))
     list(reader.listed())
     checked = 0
     for cls in ("sys/class/net", "sys/class/infiniband"):
         for name in reader.fs.listdir(cls):
             base = f"{cls}/{name}"
-            assert reader._pci_owner(base) == reader._device_owner(f"{base}/device"), base
+            assert reader.owner(base) == reader._device_owner(f"{base}/device"), base
             checked += 1
     assert checked > 0
 

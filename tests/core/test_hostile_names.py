@@ -5,6 +5,7 @@ characters and no line a name added."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,8 +56,10 @@ names = st.lists(
 ).map("".join)
 FILE_NAME = names.map(lambda n: n.replace("\x00", "").replace("/", "") or "x").filter(lambda n: n not in (".", ".."))
 
+#: A few names per run, new ones each run (not derandomized): every run renders each drawn name
+#: through every format, so runs add up to many names without one run paying for them all.
 FUZZ = settings(
-    max_examples=12,
+    max_examples=8,
     deadline=None,
     phases=[Phase.explicit, Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture],
@@ -63,27 +67,45 @@ FUZZ = settings(
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
+def base(module_tmp):
+    """The module's own DGX tree: each hostile tree is made in it and undone (no copy)."""
     from tests.fakesysfs import generate
 
-    return generate("dgx-h100", tmp_path_factory.mktemp("hostile") / "dgx")
+    return generate("dgx-h100", module_tmp / "dgx")
 
 
-def hostile_tree(base: Path, where: Path, host: str, dmi: str, netdev: str, rdma: str) -> Path:
-    root = where / "t"
-    if root.exists():
-        shutil.rmtree(root)
-    shutil.copytree(base, root, symlinks=True)
-    (root / "proc/sys/kernel/hostname").write_text(host.replace("\x00", "") + "\n")
-    (root / "sys/class/dmi/id/product_name").write_text(dmi.replace("\x00", "") + "\n")
-    dev = Path(os.path.realpath(root / f"sys/bus/pci/devices/{NIC}"))
-    os.rename(dev / "net/ibp24s0", dev / "net" / netdev)
-    os.rename(dev / "infiniband/mlx5_0", dev / "infiniband" / rdma)
-    for cls, old, new in (("net", "ibp24s0", netdev), ("infiniband", "mlx5_0", rdma)):
-        link = root / "sys/class" / cls / old
-        if os.path.lexists(link):
-            os.rename(link, root / "sys/class" / cls / new)
-    return root
+@pytest.fixture(scope="module")
+def benign(base):
+    """The scan of the tree with its own names."""
+    return scan(str(base), nvml="off")
+
+
+@contextlib.contextmanager
+def hostile_tree(base: Path, host: str, dmi: str, netdev: str, rdma: str) -> Iterator[Path]:
+    """``base`` with the names given to the host, its DMI product, one NIC's netdev and RDMA
+    device; put back on leaving."""
+    hostname, product = base / "proc/sys/kernel/hostname", base / "sys/class/dmi/id/product_name"
+    saved = hostname.read_bytes(), product.read_bytes()
+    dev = Path(os.path.realpath(base / f"sys/bus/pci/devices/{NIC}"))
+    moves = [(dev / "net/ibp24s0", dev / "net" / netdev), (dev / "infiniband/mlx5_0", dev / "infiniband" / rdma)]
+    moves += [
+        (base / "sys/class" / cls / old, base / "sys/class" / cls / new)
+        for cls, old, new in (("net", "ibp24s0", netdev), ("infiniband", "mlx5_0", rdma))
+    ]
+    done: list[tuple[Path, Path]] = []
+    try:
+        hostname.write_text(host.replace("\x00", "") + "\n")
+        product.write_text(dmi.replace("\x00", "") + "\n")
+        for old, new in moves:
+            if old != new and os.path.lexists(old):
+                os.rename(old, new)
+                done.append((old, new))
+        yield base
+    finally:
+        for old, new in reversed(done):
+            os.rename(new, old)
+        hostname.write_bytes(saved[0])
+        product.write_bytes(saved[1])
 
 
 def check_text(fmt: str, out: str, benign: str) -> None:
@@ -93,10 +115,9 @@ def check_text(fmt: str, out: str, benign: str) -> None:
 
 @FUZZ
 @given(host=names, dmi=names, netdev=FILE_NAME, rdma=FILE_NAME)
-def test_hostile_host_names_in_every_scan_plan_and_draw_format(base, tmp_path, host, dmi, netdev, rdma):
-    root = hostile_tree(base, tmp_path, host, dmi, netdev, rdma)
-    result = scan(str(root), nvml="off")
-    benign = scan(str(base), nvml="off")
+def test_hostile_host_names_in_every_scan_plan_and_draw_format(base, benign, host, dmi, netdev, rdma):
+    with hostile_tree(base, host, dmi, netdev, rdma) as root:
+        result = scan(str(root), nvml="off")
     assert result.topology.snapshot.hostname is not None
     for command in ("scan", "plan", "draw"):
         for fmt in formats(command):
@@ -118,23 +139,23 @@ def test_hostile_host_names_in_every_scan_plan_and_draw_format(base, tmp_path, h
                 check_text(f"{command} {fmt}", out, renderer(command, fmt)(benign))
 
 
-def test_hostname_newline_adds_no_slurm_line(base, tmp_path):
-    root = hostile_tree(base, tmp_path, "evil\nNodeName=x Gres=gpu:99", "d", "ibp24s0", "mlx5_0")
-    out = renderer("plan", "slurm")(scan(str(root), nvml="off"))
+def test_hostname_newline_adds_no_slurm_line(base):
+    with hostile_tree(base, "evil\nNodeName=x Gres=gpu:99", "d", "ibp24s0", "mlx5_0") as root:
+        out = renderer("plan", "slurm")(scan(str(root), nvml="off"))
     assert all(line.startswith(("#", "Name=gpu")) for line in out.splitlines()), out
     assert "evil\\x0aNodeName=x" in out
 
 
-def test_rdma_name_with_quote_makes_well_formed_nccl_topo(base, tmp_path):
-    root = hostile_tree(base, tmp_path, "h", "d", "ibp24s0", 'mlx5_0" evil="1<&')
-    doc = ET.fromstring(renderer("plan", "nccl-topo")(scan(str(root), nvml="off")))
+def test_rdma_name_with_quote_makes_well_formed_nccl_topo(base):
+    with hostile_tree(base, "h", "d", "ibp24s0", 'mlx5_0" evil="1<&') as root:
+        doc = ET.fromstring(renderer("plan", "nccl-topo")(scan(str(root), nvml="off")))
     assert 'mlx5_0" evil="1<&' in [e.get("name") for e in doc.iter("net")]
     assert all(e.get("evil") is None for e in doc.iter())
 
 
-def test_control_characters_make_well_formed_svg(base, tmp_path):
-    root = hostile_tree(base, tmp_path, "host\x1b\x07\x0b", "dmi\x01", "ib\x1bx", "mlx\x02")
-    ET.fromstring(renderer("draw", "svg")(scan(str(root), nvml="off")))
+def test_control_characters_make_well_formed_svg(base):
+    with hostile_tree(base, "host\x1b\x07\x0b", "dmi\x01", "ib\x1bx", "mlx\x02") as root:
+        ET.fromstring(renderer("draw", "svg")(scan(str(root), nvml="off")))
 
 
 VMX = """displayName = "{name}"
@@ -190,11 +211,11 @@ def _marker(field: str) -> str:
     return f"{field}\ntouch PWNED-{field} #"
 
 
-@pytest.fixture
-def planted(tmp_path, tmp_path_factory):
+@pytest.fixture(scope="module")
+def planted(module_tmp):
     from tests.fakesysfs import generate
 
-    base = generate("wrong-socket-nic", tmp_path_factory.mktemp("planted") / "w")
+    base = generate("wrong-socket-nic", module_tmp / "planted")
     nic = next(p for p in (base / "sys/class/infiniband").iterdir())
     bdf = os.path.basename(os.path.realpath(nic / "device"))
     dev = Path(os.path.realpath(base / f"sys/bus/pci/devices/{bdf}"))

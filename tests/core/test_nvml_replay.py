@@ -2,7 +2,6 @@
 
 import copy
 import json
-import shutil
 
 import pytest
 
@@ -56,9 +55,8 @@ def test_a_host_without_nvml_records_why():
     assert gpus == () and driver is None and "DRIVER_NOT_LOADED" in why
 
 
-def test_a_capture_with_a_recording_replays_its_nvlinks(fixture_root, tmp_path):
-    root = tmp_path / "capture"
-    shutil.copytree(fixture_root("dgx-h100"), root, symlinks=True)
+def test_a_capture_with_a_recording_replays_its_nvlinks(fixture_root, scratch_root):
+    root = scratch_root("dgx-h100")
     (root / NVML_RECORDING).parent.mkdir()
     (root / NVML_RECORDING).write_text(json.dumps(load_recording("hgx_h100_8gpu")))
     replayed = scan(root)  # nvml="auto": the recording
@@ -74,9 +72,8 @@ def test_a_root_without_a_recording_adds_no_nvml_source(fixture_root):
     assert "nvml" not in {s.name for s in scan(fixture_root("workstation")).snapshot.sources}
 
 
-def test_an_unreadable_recording_is_an_error_status(fixture_root, tmp_path):
-    root = tmp_path / "capture"
-    shutil.copytree(fixture_root("workstation"), root, symlinks=True)
+def test_an_unreadable_recording_is_an_error_status(scratch_root):
+    root = scratch_root("workstation")
     (root / NVML_RECORDING).parent.mkdir()
     (root / NVML_RECORDING).write_text("{not json")
     status = next(s for s in scan(root).snapshot.sources if s.name == "nvml")

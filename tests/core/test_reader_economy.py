@@ -66,9 +66,9 @@ def test_vf_ids_and_pf_come_from_the_pf_config_and_equal_the_files(fixture_root,
     assert not [r for r in reads if r.endswith(("/vendor", "/device", "/physfn"))]
 
 
-def test_vf_ids_from_the_files_when_the_pf_config_shows_no_sriov(fixture_root, tmp_path, reads) -> None:
+def test_vf_ids_from_the_files_when_the_pf_config_shows_no_sriov(scratch_root, reads) -> None:
     """An unprivileged reader sees 64 bytes of the PF's config: the VF's files answer."""
-    root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
+    root = scratch_root("sriov-nic")
     pf = next(f for f in read_host(root, nvml="off").pci if f.sriov_numvfs)
     config = root / "sys/devices" / pf.sysfs_path / "config"
     config.write_bytes(config.read_bytes()[:64])
@@ -78,10 +78,10 @@ def test_vf_ids_from_the_files_when_the_pf_config_shows_no_sriov(fixture_root, t
     assert sum(r.endswith("/device") for r in reads) == sum(r.endswith("/physfn") for r in reads) == 4
 
 
-def test_links_a_listing_does_not_show_are_not_asked_for(fixture_root, tmp_path, reads) -> None:
+def test_links_a_listing_does_not_show_are_not_asked_for(scratch_root, reads) -> None:
     """64-byte configs (no capabilities seen) make the reader list each directory; a function
     without a driver then costs no readlink of ``driver``, and one with a driver still has it."""
-    root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
+    root = scratch_root("sriov-nic")
     for driver in list((root / "sys/devices").glob("pci*/*/driver"))[:2]:
         driver.unlink()  # two root ports left unbound
     before = {f.bdf: f for f in read_host(root, nvml="off").pci}
@@ -100,11 +100,11 @@ def test_links_a_listing_does_not_show_are_not_asked_for(fixture_root, tmp_path,
     assert bound and all(any(r.endswith(f"{f.bdf}/driver") for r in reads) for f in bound)
 
 
-def test_bridges_seen_without_extended_config_are_not_asked_for_sriov_files(fixture_root, tmp_path, reads) -> None:
+def test_bridges_seen_without_extended_config_are_not_asked_for_sriov_files(scratch_root, reads) -> None:
     """A 256-byte config view (a VM guest) hides SR-IOV, but not the PCIe port type: the kernel
     makes sriov_* files only for endpoints, so bridges cost no failed opens; the PF still has
     its counts."""
-    root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
+    root = scratch_root("sriov-nic")
     before = {f.bdf: f for f in read_host(root, nvml="off").pci}
     for config in (root / "sys/devices").rglob("config"):
         config.write_bytes(config.read_bytes()[:256])
@@ -227,12 +227,12 @@ def test_texts_below_reads_as_text_does(tmp_path) -> None:
     assert fs.errors == []
 
 
-def test_a_garbled_sriov_capability_leaves_the_vfs_to_their_links(fixture_root, tmp_path) -> None:
+def test_a_garbled_sriov_capability_leaves_the_vfs_to_their_links(scratch_root) -> None:
     """NumVFs 65535 at stride 0 in a hostile capture places no VF where the real ones are: they
     are still found, through their physfn links."""
     import struct
 
-    root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
+    root = scratch_root("sriov-nic")
     pf = next(f for f in read_host(root, nvml="off").pci if f.sriov_numvfs)
     config = root / "sys/devices" / pf.sysfs_path / "config"
     data = bytearray(config.read_bytes())
@@ -263,10 +263,10 @@ def _this_host(tmp_path: Path) -> Path:
     return root
 
 
-def test_a_vf_address_without_a_directory_is_not_made_a_vf(fixture_root, tmp_path) -> None:
+def test_a_vf_address_without_a_directory_is_not_made_a_vf(scratch_root) -> None:
     """The PF's capability names a VF only for a function whose header reads 0xffff: an entry
     at a VF's address whose directory is gone stays unidentified, its missing files reported."""
-    root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
+    root = scratch_root("sriov-nic")
     entry = root / "sys/bus/pci/devices/0000:39:00.4"
     shutil.rmtree(entry.resolve())
     snap = read_host(root, nvml="off")
@@ -309,14 +309,14 @@ def test_functions_directly_in_sys_devices_keep_their_own_root(tmp_path) -> None
     assert topo.by_bdf("0000:00:02.0").parent == "pci0000:77"
 
 
-def test_expected_vfs_are_bounded_by_the_functions_listed(fixture_root, tmp_path) -> None:
+def test_expected_vfs_are_bounded_by_the_functions_listed(scratch_root) -> None:
     """A hostile PF capability claiming 65,535 VFs at stride 1 places no more VFs than the
     listing holds functions."""
     import struct
 
-    from topoagent.core.read.sysfs import SysfsReader
+    from topoagent.core.read.pci import PciReader
 
-    root = Path(shutil.copytree(fixture_root("sriov-nic"), tmp_path / "host", symlinks=True))
+    root = scratch_root("sriov-nic")
     pf = next(f for f in read_host(root, nvml="off").pci if f.sriov_numvfs)
     config = root / "sys/devices" / pf.sysfs_path / "config"
     data = bytearray(config.read_bytes())
@@ -327,8 +327,8 @@ def test_expected_vfs_are_bounded_by_the_functions_listed(fixture_root, tmp_path
     struct.pack_into("<H", data, ptr + 0x10, 0xFFFF)  # NumVFs
     struct.pack_into("<HH", data, ptr + 0x14, 1, 1)  # First VF Offset 1, VF Stride 1
     config.write_bytes(bytes(data))
-    reader = SysfsReader(HostFS(root))
-    functions = reader.pci_functions()
+    reader = PciReader(HostFS(root))
+    functions = reader.functions()
     assert 0 < len(reader._vf_parent) <= len(functions)
     assert [f.physfn for f in functions if f.physfn] == [pf.bdf] * 4  # the real VFs still found
 

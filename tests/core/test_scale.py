@@ -45,8 +45,8 @@ COMMANDS = [
 
 
 @pytest.fixture(scope="module")
-def many_nics(tmp_path_factory):
-    return generate(nics(NICS), tmp_path_factory.mktemp("nics") / "root")
+def many_nics(module_tmp):
+    return generate(nics(NICS), module_tmp / "nics")
 
 
 @pytest.fixture

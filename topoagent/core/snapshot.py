@@ -185,27 +185,29 @@ class PciFunction(msgspec.Struct, frozen=True):
 
     ``bdf`` is None where the source names devices without an address: a pasted
     ``nvidia-smi topo -m`` calls them ``GPU0`` … ``NIC3`` (``label``).  The fields after
-    ``name`` are for such sources and keep their defaults for sysfs.
+    ``name`` are for such sources and keep their defaults for sysfs.  Beside each field read
+    from sysfs, the file of ``/sys/bus/pci/devices/<BDF>/`` it comes from
+    (:mod:`topoagent.core.read.pci` says which are required).
     """
 
-    bdf: str | None
+    bdf: str | None  # the name of the directory the bus/pci/devices entry leads to
     #: Real path below ``/sys/devices`` (``pci0000:00/0000:00:01.0/0000:01:00.0``); ``None``
     #: where the source has no tree (some captures keep plain directories in bus/pci/devices).
     sysfs_path: str | None = None
-    class_code: int | None = None
-    vendor_id: int | None = None
-    device_id: int | None = None
-    subsystem_vendor_id: int | None = None
-    subsystem_device_id: int | None = None
-    numa_node: int | None = None
-    local_cpus: CpuSet | None = None
-    link: LinkInfo = msgspec.field(default_factory=LinkInfo)
-    driver: str | None = None
-    iommu_group: int | None = None
-    physfn: str | None = None
-    sriov_totalvfs: int | None = None
-    sriov_numvfs: int | None = None
-    config: ConfigSpace | None = None
+    class_code: int | None = None  # class
+    vendor_id: int | None = None  # config (header), else vendor
+    device_id: int | None = None  # config (header), else device
+    subsystem_vendor_id: int | None = None  # config (header), else subsystem_vendor
+    subsystem_device_id: int | None = None  # config (header), else subsystem_device
+    numa_node: int | None = None  # numa_node
+    local_cpus: CpuSet | None = None  # local_cpulist, else local_cpus
+    link: LinkInfo = msgspec.field(default_factory=LinkInfo)  # config (Link registers), else *_link_*
+    driver: str | None = None  # driver (link)
+    iommu_group: int | None = None  # iommu_group (link)
+    physfn: str | None = None  # the PF's config (SR-IOV capability), else physfn (link)
+    sriov_totalvfs: int | None = None  # sriov_totalvfs
+    sriov_numvfs: int | None = None  # sriov_numvfs
+    config: ConfigSpace | None = None  # config
     name: str | None = None
     #: The name a tool's output gives the device (``GPU0``, ``NIC3`` of an nvidia-smi matrix);
     #: the key of :attr:`Snapshot.given_paths`.
@@ -223,27 +225,26 @@ class PciFunction(msgspec.Struct, frozen=True):
     numa_source: str | None = None
     #: The function's config header reads all ones although it is no SR-IOV VF: the device no
     #: longer answers (fell off the bus, NVIDIA Xid 79); its ids are the ones sysfs kept.
-    fell_off_bus: bool = False
+    fell_off_bus: bool = False  # config
     #: Its AER counters, where the kernel keeps them (None: no AER files).
-    aer: AerCounts | None = None
+    aer: AerCounts | None = None  # aer_dev_fatal, aer_dev_nonfatal, aer_dev_correctable
 
 
 class NetDevice(msgspec.Struct, frozen=True):
     """A network interface and the PCI function behind it."""
 
-    name: str
-    bdf: str | None
-    operstate: str | None = None
-    speed_mbps: int | None = None
+    name: str  # /sys/class/net/<name>
+    bdf: str | None  # the class link (or the device link)
+    speed_mbps: int | None = None  # /sys/class/net/<name>/speed
 
 
 class RdmaPort(msgspec.Struct, frozen=True):
     """One port of an RDMA device (``infiniband/DEV/ports/N``): state, rate and link layer."""
 
-    port: int
-    state: str | None = None
-    rate_gbps: float | None = None
-    link_layer: str | None = None
+    port: int  # /sys/class/infiniband/<dev>/ports/<port>
+    state: str | None = None  # .../ports/<port>/state
+    rate_gbps: float | None = None  # .../ports/<port>/rate
+    link_layer: str | None = None  # .../ports/<port>/link_layer
 
 
 #: The kernel modules that give GPUDirect RDMA its peer memory: NVIDIA's ``nvidia_peermem`` and
@@ -262,9 +263,9 @@ def active_port(ports: Iterable[RdmaPort]) -> int | None:
 class RdmaDevice(msgspec.Struct, frozen=True):
     """An RDMA device (``mlx5_0``, ``rdmap16s27``) and the PCI function behind it."""
 
-    name: str
-    bdf: str | None
-    ports: tuple[RdmaPort, ...] = ()
+    name: str  # /sys/class/infiniband/<name>
+    bdf: str | None  # the class link (or the device link)
+    ports: tuple[RdmaPort, ...] = ()  # /sys/class/infiniband/<name>/ports/*
 
 
 class CpuIdentity(msgspec.Struct, frozen=True):
@@ -282,11 +283,11 @@ class NumaNode(msgspec.Struct, frozen=True):
     """A NUMA node: its CPUs (may be empty; None where the source does not say), memory and
     distance row."""
 
-    id: int
-    cpus: CpuSet | None = CpuSet()
-    memory_bytes: int | None = None
+    id: int  # /sys/devices/system/node/node<id>
+    cpus: CpuSet | None = CpuSet()  # node<id>/cpulist, else cpumap, else cpu/cpu*/node<id>; & cpu/online
+    memory_bytes: int | None = None  # node<id>/meminfo (MemTotal)
     #: Distances to every node, in the order of :attr:`Snapshot.numa_nodes`.
-    distances: tuple[int, ...] = ()
+    distances: tuple[int, ...] = ()  # node<id>/distance
     #: The file the CPUs were read from where it is not ``cpulist`` (``cpumap`` on older
     #: kernels, ``cpu/cpu*/node*`` links where the node's own files fail); evidence names it.
     cpus_file: str | None = None
@@ -301,16 +302,16 @@ class Cpu(msgspec.Struct, frozen=True):
     itself included); None where the kernel does not say (offline CPUs, pasted text).
     """
 
-    id: int
-    package: int | None = None
-    siblings: CpuSet | None = None
+    id: int  # /sys/devices/system/cpu/cpu<id> (online)
+    package: int | None = None  # cpu<id>/topology/physical_package_id (-1: numbered by package_cpus_list)
+    siblings: CpuSet | None = None  # cpu<id>/topology/thread_siblings_list
 
 
 class IommuGroup(msgspec.Struct, frozen=True):
     """An IOMMU group and its type (``sys/kernel/iommu_groups/N/type``: ``identity``, ``DMA``...)."""
 
-    id: int
-    type: str | None = None
+    id: int  # /sys/kernel/iommu_groups/<id>
+    type: str | None = None  # /sys/kernel/iommu_groups/<id>/type
 
 
 class GpuMemoryNode(msgspec.Struct, frozen=True):
@@ -365,10 +366,10 @@ class Snapshot(msgspec.Struct, frozen=True):
     IOMMU types, CPUs -- is unknown rather than empty.
     """
 
-    hostname: str | None = None
+    hostname: str | None = None  # /proc/sys/kernel/hostname
     root: str | None = "/"
-    kernel_cmdline: str | None = None
-    virtualized: bool | None = None
+    kernel_cmdline: str | None = None  # /proc/cmdline
+    virtualized: bool | None = None  # /proc/cpuinfo flags, /sys/hypervisor/type, DMI
     #: The scanning process's allowed CPUs (``Cpus_allowed_list``), ``None`` when unknown.
     allowed_cpus: CpuSet | None = None
     numa_nodes: tuple[NumaNode, ...] = ()

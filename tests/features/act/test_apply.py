@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -89,10 +88,8 @@ def test_pid_needs_a_target_and_refuses_missing_processes(tiny_root, tmp_path):
 
 
 @pytest.fixture
-def dgx_copy(fixture_root, tmp_path):
-    root = tmp_path / "dgx"
-    shutil.copytree(fixture_root("dgx-h100"), root, symlinks=True)
-    return root
+def dgx_copy(scratch_root):
+    return scratch_root("dgx-h100")
 
 
 def irq_lists(root, irqs):

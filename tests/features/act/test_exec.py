@@ -31,10 +31,10 @@ REPORT = (
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory):
+def root(module_tmp):
     from tests.fakesysfs import generate
 
-    return str(generate(tiny(gpus=2), tmp_path_factory.mktemp("exec") / "tiny"))
+    return str(generate(tiny(gpus=2), module_tmp / "tiny"))
 
 
 def run_child(root, *args, env=None, preexec_fn=None):

@@ -3,8 +3,6 @@ refusing where a fix would do harm."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from tests.plan_helpers import run_cli
@@ -17,10 +15,8 @@ BRIDGE = "0000:17:01.0"  # faulty-gpu-node: the downstream port with ReqRedir+ C
 
 
 @pytest.fixture
-def faulty(fixture_root, tmp_path):
-    root = tmp_path / "faulty"
-    shutil.copytree(fixture_root("faulty-gpu-node"), root, symlinks=True)
-    return root
+def faulty(scratch_root):
+    return scratch_root("faulty-gpu-node")
 
 
 def acs_control(root, bdf=BRIDGE) -> int:

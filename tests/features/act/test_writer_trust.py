@@ -21,17 +21,13 @@ from topoagent.features.act.writer import HostWriter, WriteError
 
 
 @pytest.fixture
-def dgx_copy(fixture_root, tmp_path):
-    root = tmp_path / "dgx"
-    shutil.copytree(fixture_root("dgx-h100"), root, symlinks=True)
-    return root
+def dgx_copy(scratch_root):
+    return scratch_root("dgx-h100")
 
 
 @pytest.fixture
-def faulty(fixture_root, tmp_path):
-    root = tmp_path / "faulty"
-    shutil.copytree(fixture_root("faulty-gpu-node"), root, symlinks=True)
-    return root
+def faulty(scratch_root):
+    return scratch_root("faulty-gpu-node")
 
 
 @pytest.fixture

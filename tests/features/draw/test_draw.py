@@ -56,10 +56,10 @@ def big_machine() -> dict:
 
 
 @pytest.fixture(scope="module")
-def big(tmp_path_factory) -> ScanResult:
+def big(module_tmp) -> ScanResult:
     from tests.fakesysfs import generate
 
-    root = generate(big_machine(), tmp_path_factory.mktemp("big") / "root")
+    root = generate(big_machine(), module_tmp / "big")
     return scan(root, nvml="off")
 
 

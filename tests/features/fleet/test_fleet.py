@@ -43,8 +43,8 @@ def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
 
 
 @pytest.fixture(scope="module")
-def roots(tmp_path_factory):
-    base = tmp_path_factory.mktemp("fleet-hosts")
+def roots(module_tmp):
+    base = module_tmp / "hosts"
     out = {v: host_root(v, base / v, hostname=f"dgx-{v}") for v in VARIANTS}
     out["good-twin"] = host_root("good", base / "good-twin", hostname="dgx-twin-77")
     return out
@@ -56,8 +56,8 @@ def results(roots):
 
 
 @pytest.fixture(scope="module")
-def baseline_file(roots, tmp_path_factory):
-    path = tmp_path_factory.mktemp("baseline") / "dgx-h100.json"
+def baseline_file(roots, module_tmp):
+    path = module_tmp / "dgx-h100.json"
     p = run_cli("baseline", "--root", str(roots["good"]), "-o", str(path))
     assert p.returncode == 0, p.stderr
     return path
@@ -313,11 +313,12 @@ def test_scan_expect_is_quiet_on_a_twin_and_fails_cleanly_on_bad_files(roots, ba
 
 
 @pytest.fixture(scope="module")
-def fleet_dir(results, tmp_path_factory):
+def fleet_dir(results, module_tmp):
     """300 copies of the good host's scan JSON under other names, plus the three faulty hosts."""
     from topoagent.core.render.json_report import render
 
-    d = tmp_path_factory.mktemp("fleet")
+    d = module_tmp / "fleet"
+    d.mkdir()
     doc = json.loads(render(results["good"]))
     for i in range(300):
         doc["host"]["hostname"] = f"node-{i:03d}"

@@ -181,12 +181,10 @@ def test_pasted_matrix_without_bdfs_is_refused_in_one_line(tmp_path):
     assert out.returncode == 2 and "PCI addresses" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_unknown_identity_is_refused_where_ranks_would_fuse_it_wrong(tmp_path):
+def test_unknown_identity_is_refused_where_ranks_would_fuse_it_wrong(scratch_root):
     """Without /proc/cpuinfo NCCL would fill each <cpu>'s identity only above its own GPU: with
     several <cpu> the ranks' files differ and fuse into duplicates, so the file is refused."""
-    from tests.fakesysfs import generate
-
-    root = generate("dgx-h100", tmp_path / "dgx")
+    root = scratch_root("dgx-h100")
     (root / "proc" / "cpuinfo").unlink()
     out = topoagent("plan", "--root", str(root), "--no-nvml", "--format", "nccl-topo")
     assert out.returncode == 2 and "Traceback" not in out.stderr

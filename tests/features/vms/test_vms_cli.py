@@ -105,11 +105,9 @@ def test_json_report_keeps_the_published_shape(dgx):
     assert doc["without_passthrough"] == ["plain"]
 
 
-def test_report_from_the_config_files(tmp_path):
+def test_report_from_the_config_files(scratch_root):
     """No virsh: <root>/etc/libvirt/qemu/*.xml, running from <root>/run/libvirt/qemu/NAME.pid."""
-    from tests.fakesysfs import generate
-
-    root = generate("dgx-h100", tmp_path / "root")
+    root = scratch_root("dgx-h100")
     conf = root / "etc" / "libvirt" / "qemu"
     conf.mkdir(parents=True)
     for f in (LIBVIRT / "qemu").glob("*.xml"):

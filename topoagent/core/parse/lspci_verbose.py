@@ -92,11 +92,6 @@ class LspciFunction(msgspec.Struct, frozen=True):
         """The ACSCtl flags by name, or None when there is no (readable) ACS capability."""
         return decode_acs(self.acs.control) if self.acs else None
 
-    @property
-    def acs_cap_flags(self) -> dict[str, bool] | None:
-        """The ACSCap flags by name, or None when there is no (readable) ACS capability."""
-        return decode_acs(self.acs.capability) if self.acs else None
-
 
 _HEADER = re.compile(
     r"(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})"

@@ -4,6 +4,11 @@ A source is a module with ``collect(c: Collection) -> None`` that reads its evid
 it to the collection (the snapshot so far, and parsed views of other tools for cross-checks);
 :data:`topoagent.core.api.SOURCES` says, in order, which sources a scan runs and when.  Adding
 a source is one module and one line there.
+
+The sysfs source (:mod:`.sysfs`) composes one reader per kernel directory, each with its table
+of required and optional files: :mod:`.pci`, :mod:`.node`, :mod:`.cpu`, :mod:`.net`,
+:mod:`.infiniband`, :mod:`.iommu`, :mod:`.modules`, :mod:`.dmi`, :mod:`.hypervisor`,
+:mod:`.proc`; :mod:`.attr` is the rule they share for one file.
 """
 
 from __future__ import annotations

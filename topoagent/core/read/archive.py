@@ -1,9 +1,10 @@
 """Unpack capture tarballs for ``--root`` (``topoagent capture`` packs them: :mod:`topoagent.features.capture.pack`).
 
-:func:`unpack_capture` and :func:`resolve_root`: ``--root`` accepts a
-capture tarball (or its unpacked directory); the tarball is untrusted input and is unpacked
-with every member checked (no absolute names, no ``..``, no devices, FIFOs or hard links, no
-link that resolves outside the capture, size caps).
+:func:`unpack_capture` and :func:`resolve_root`: ``--root`` accepts a capture tarball (or its
+unpacked directory).  The tarball is untrusted input: it is unpacked with tarfile's ``data``
+filter (PEP 706), which refuses what would land or link outside the destination and special
+files, plus the checks the filter does not make: size and member-count caps, no hard links, no
+member at or under a symbolic link.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import gzip
 import io
 import lzma
 import os
-import posixpath
-import re
+import platform
 import shutil
 import stat
 import tarfile
@@ -42,19 +42,6 @@ MAX_TOTAL_BYTES = 256 * 1024 * 1024
 
 class CaptureError(InputError):
     """A capture tarball that cannot be (safely) unpacked."""
-
-
-def _inside(base: str, path: str) -> bool:
-    return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
-
-
-def _member_name(name: str) -> str:
-    if "\x00" in name or name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-        raise CaptureError(f"member {name!r}: absolute name")
-    parts = [p for p in name.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise CaptureError(f"member {name!r}: '..' in the name")
-    return "/".join(parts)
 
 
 class _CappedStream(io.RawIOBase):
@@ -116,29 +103,35 @@ class _CappedStream(io.RawIOBase):
 
 
 #: What reading a hostile or broken tarball can raise besides :class:`CaptureError`: decompressor
-#: errors, and the recursion of tarfile's header chains.
-_UNPACK_ERRORS = (OSError, EOFError, tarfile.TarError, RecursionError)
+#: errors, the data filter's refusals (``tarfile.FilterError`` is a ``TarError``), the recursion
+#: of tarfile's header chains, and a name holding a NUL (``ValueError`` from the path functions).
+_UNPACK_ERRORS = (OSError, EOFError, tarfile.TarError, RecursionError, ValueError, zlib.error, lzma.LZMAError)
 
 
 def unpack_capture(path: str, dest: str | None = None) -> str:
     """Unpack a capture tarball into ``dest`` (a new temporary directory when None) and return
     the directory to use as ``--root``.
 
-    Refuses (with :class:`CaptureError`, nothing left behind): absolute names, ``..``,
-    device files, FIFOs, hard links, links whose target is absolute or resolves outside the
-    capture, members under a link, more than :data:`MAX_MEMBERS` members, a member over
-    :data:`MAX_MEMBER_BYTES` or a total over :data:`MAX_TOTAL_BYTES`.  Links are created last, so
-    nothing is ever written through one.
+    Refuses (with :class:`CaptureError`, nothing left behind): whatever tarfile's ``data``
+    filter refuses (a member or link that would land outside the destination, a link to an
+    absolute path, device files and FIFOs), hard links, a member at or under a symbolic link,
+    more than :data:`MAX_MEMBERS` members, a member over :data:`MAX_MEMBER_BYTES` or a total
+    over :data:`MAX_TOTAL_BYTES`; and every tarball on a Python whose tarfile has no data
+    filter.
     """
+    if not hasattr(tarfile, "data_filter"):
+        raise CaptureError(
+            f"{path}: cannot unpack a capture safely with Python {platform.python_version()}: "
+            "it needs tarfile's data filter (PEP 706: Python 3.10.12, 3.11.4, 3.12 or later)"
+        )
     stream, tar = _open_tarball(path)
     created = dest is None
     out = os.path.realpath(dest or tempfile.mkdtemp(prefix="topoagent-capture-"))
     try:
         with stream, tar:
-            dirs, files, links = _checked_members(tar, path)
-            _refuse_under_links(dirs, files, links)
-            _write_members(tar, out, dirs, files, links)
-    except (CaptureError, *_UNPACK_ERRORS, zlib.error, lzma.LZMAError) as exc:
+            members = _checked_members(tar, path)
+            tar.extractall(out, members=members, filter="data")
+    except (CaptureError, *_UNPACK_ERRORS) as exc:
         if created:
             shutil.rmtree(out, ignore_errors=True)
         if isinstance(exc, CaptureError):
@@ -154,7 +147,7 @@ def _open_tarball(path: str) -> tuple[_CappedStream, tarfile.TarFile]:
     try:
         stream = _CappedStream(path)
         return stream, tarfile.open(fileobj=stream, mode="r:")
-    except (CaptureError, *_UNPACK_ERRORS, zlib.error, lzma.LZMAError) as exc:
+    except (CaptureError, *_UNPACK_ERRORS) as exc:
         if stream is not None:
             stream.close()
         if isinstance(exc, CaptureError):
@@ -162,91 +155,56 @@ def _open_tarball(path: str) -> tuple[_CappedStream, tarfile.TarFile]:
         raise CaptureError(f"{path}: not a capture tarball ({exc})") from None
 
 
-_Members = tuple[list[str], list[tuple[str, tarfile.TarInfo]], list[tuple[str, str]]]
+def _checked_members(tar: tarfile.TarFile, path: str) -> list[tarfile.TarInfo]:
+    """Every member that names something below the root, read through once, with the checks
+    the data filter does not make: the count and size caps, no hard link, and nothing written
+    at or through a symbolic link.
 
-
-def _checked_members(tar: tarfile.TarFile, path: str) -> _Members:
-    """The directories, regular files and links of the tarball, each name and size checked;
-    anything else is refused."""
-    files: list[tuple[str, tarfile.TarInfo]] = []
-    dirs: list[str] = []
-    links: list[tuple[str, str]] = []
-    total = count = 0
-    for member in tar:
-        count += 1
+    The filter asks only where each path resolves when its member is extracted, and has been
+    bypassed through chains of links and through the hard-link fallback (python/cpython
+    gh-135034, gh-149486, gh-151558); a capture holds no hard link and never needs to write
+    through a link, so refusing both closes those paths whatever the Python.  A member whose
+    name has no component (``./``, an empty name) names the root itself and is left out.
+    """
+    members: list[tarfile.TarInfo] = []
+    total = 0
+    for count, member in enumerate(tar, 1):
         if count > MAX_MEMBERS:
             raise CaptureError(f"{path}: more than {MAX_MEMBERS} members")
-        name = _member_name(member.name)
-        if not name:
-            continue
+        if member.islnk():
+            raise CaptureError(f"member {member.name!r}: a hard link (a capture holds none)")
         if member.isreg():
             if member.size > MAX_MEMBER_BYTES:
-                raise CaptureError(f"member {name!r}: larger than {MAX_MEMBER_BYTES} bytes")
+                raise CaptureError(f"member {member.name!r}: larger than {MAX_MEMBER_BYTES} bytes")
             total += member.size
             if total > MAX_TOTAL_BYTES:
                 raise CaptureError(f"{path}: more than {MAX_TOTAL_BYTES} bytes unpacked")
-            files.append((name, member))
-        elif member.isdir():
-            dirs.append(name)
-        elif member.issym():
-            links.append((name, _link_target(name, member.linkname)))
-        else:
-            raise CaptureError(f"member {name!r}: not a regular file, directory or symbolic link")
-    return dirs, files, links
+        if _parts(member.name):
+            members.append(member)
+    _refuse_through_links(members)
+    return members
 
 
-def _link_target(name: str, target: str) -> str:
-    """A link member's target, refused when absolute or leading outside the capture."""
-    if not target or target.startswith("/") or "\x00" in target:
-        raise CaptureError(f"member {name!r}: link to an absolute path")
-    if posixpath.normpath(posixpath.join(posixpath.dirname(name), target)).startswith(".."):
-        raise CaptureError(f"member {name!r}: link leads outside the capture")
-    return target
+def _parts(name: str) -> list[str]:
+    """A member name's components as extraction walks them (the data filter strips a leading
+    ``/``; ``.`` and empty components name nothing)."""
+    return [p for p in name.split("/") if p not in ("", ".")]
 
 
-def _refuse_under_links(
-    dirs: list[str], files: list[tuple[str, tarfile.TarInfo]], links: list[tuple[str, str]]
-) -> None:
-    """Refuse a member whose path goes through one of the links."""
-    link_names = {n for n, _ in links}
-    for name in [*dirs, *(n for n, _ in files), *link_names]:
-        parent = posixpath.dirname(name)
-        while parent:
-            if parent in link_names:
-                raise CaptureError(f"member {name!r}: lies under the link {parent!r}")
-            parent = posixpath.dirname(parent)
-
-
-def _write_members(
-    tar: tarfile.TarFile,
-    out: str,
-    dirs: list[str],
-    files: list[tuple[str, tarfile.TarInfo]],
-    links: list[tuple[str, str]],
-) -> None:
-    """Create the checked members under ``out``: directories, files, then links (so nothing is
-    written through a link), then check where chains of links resolve."""
-    for name in dirs:
-        os.makedirs(os.path.join(out, name), mode=0o755, exist_ok=True)
-    for name, member in files:
-        full = os.path.join(out, name)
-        os.makedirs(os.path.dirname(full), mode=0o755, exist_ok=True)
-        src = tar.extractfile(member)
-        if src is None:
-            raise CaptureError(f"member {name!r}: unreadable")
-        data = src.read(MAX_MEMBER_BYTES + 1)
-        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-    for name, target in links:
-        full = os.path.join(out, name)
-        os.makedirs(os.path.dirname(full), mode=0o755, exist_ok=True)
-        if os.path.lexists(full):
-            raise CaptureError(f"member {name!r}: listed twice")
-        os.symlink(target, full)
-    for name, _ in links:  # chains of links checked on the real tree
-        if not _inside(out, os.path.realpath(os.path.join(out, name))):
-            raise CaptureError(f"member {name!r}: link leads outside the capture")
+def _refuse_through_links(members: list[tarfile.TarInfo]) -> None:
+    """Refuse a member whose path goes through one of the link members, or that names a link
+    member again."""
+    links = {"/".join(_parts(m.name)) for m in members if m.issym()}
+    seen: set[str] = set()
+    for member in members:
+        parts = _parts(member.name)
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in links:
+                raise CaptureError(f"member {member.name!r}: lies under the link {'/'.join(parts[:i])!r}")
+        name = "/".join(parts)
+        if name in links and name in seen:
+            raise CaptureError(f"member {member.name!r}: listed twice, once as a link")
+        seen.add(name)
 
 
 def _capture_root(directory: str) -> str:

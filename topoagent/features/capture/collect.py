@@ -1,10 +1,11 @@
-"""Collect a capture: record exactly what a scan reads on this host, scrubbed.
+"""Collect a capture: record what a scan reads on this host, scrubbed.
 
-:func:`collect_capture` walks the allow-list below (the files :mod:`topoagent.core.read.sysfs`
-reads, nothing else) through :class:`~topoagent.core.hostfs.HostFS`, runs ``lspci -tv``,
-``lspci -vvv``, ``nvidia-smi topo -m`` and, where nvidia-ml-py and ``scripts/record_nvml.py``
-are at hand, an NVML recording, and returns the entries of a capture with identifying values
-scrubbed (:mod:`.scrub`).  Writing them into a tarball is :mod:`.archive`'s job.
+:func:`collect_capture` walks the allow-list below (the files the readers of
+:mod:`topoagent.core.read` name in their tables, and a few a person reading the capture wants)
+through :class:`~topoagent.core.hostfs.HostFS`, runs ``lspci -tv``, ``lspci -vvv``,
+``nvidia-smi topo -m`` and, where nvidia-ml-py and ``scripts/record_nvml.py`` are at hand, an
+NVML recording, and returns the entries of a capture with identifying values scrubbed
+(:mod:`.scrub`).  Writing them into a tarball is :mod:`.archive`'s job.
 
 The allow-list (host paths, relative to ``/``):
 
@@ -14,7 +15,7 @@ The allow-list (host paths, relative to ``/``):
   current_link_width max_link_speed max_link_width sriov_totalvfs sriov_numvfs aer_dev_fatal
   aer_dev_nonfatal aer_dev_correctable config`` and the
   ``driver``, ``iommu_group`` and ``physfn`` links;
-* ``sys/class/net/*``: ``operstate speed address`` and the ``device`` link;
+* ``sys/class/net/*``: ``speed`` (``operstate`` and ``address`` for a person) and the ``device`` link;
   ``sys/class/infiniband/*``: ``node_guid``, ``ports/*/{state,rate,link_layer}`` and the
   ``device`` link;
 * ``sys/devices/system/node/node*/{cpulist,cpumap,meminfo,distance}``, ``sys/devices/system/cpu/online``,
@@ -43,8 +44,12 @@ import msgspec
 
 from topoagent.core.bdf import is_bdf
 from topoagent.core.hostfs import ATTR_LIMIT, HostFS
-from topoagent.core.read import NVML_RECORDING
-from topoagent.core.read.sysfs import AER_FILES, MODULES_OF_INTEREST, numbered
+from topoagent.core.read import NVML_RECORDING, dmi, pci
+from topoagent.core.read.attr import numbered
+from topoagent.core.read.cpu import TOPOLOGY_FILES
+from topoagent.core.read.infiniband import PORT_FILES
+from topoagent.core.read.modules import MODULES_OF_INTEREST
+from topoagent.core.read.node import NODE_FILES
 from topoagent.core.read.tools import run_tool
 from topoagent.core.version import __version__
 from topoagent.features.capture.scrub import Scrubber, scrub_config
@@ -54,25 +59,6 @@ __all__ = ["CAPTURE_FORMAT", "MANIFEST", "Capture", "Entry", "collect_capture"]
 CAPTURE_FORMAT = "topoagent-capture/1"
 #: The manifest at the top of a capture: what was recorded, by which version, what was scrubbed.
 MANIFEST = "topoagent-capture.json"
-
-_PCI_ATTRS = (
-    "class",
-    "vendor",
-    "device",
-    "subsystem_vendor",
-    "subsystem_device",
-    "numa_node",
-    "local_cpulist",
-    "local_cpus",
-    "current_link_speed",
-    "current_link_width",
-    "max_link_speed",
-    "max_link_width",
-    "sriov_totalvfs",
-    "sriov_numvfs",
-    *AER_FILES,
-)
-_PCI_LINKS = ("driver", "iommu_group", "physfn")
 
 
 class Entry(msgspec.Struct, frozen=True):
@@ -146,10 +132,10 @@ def _pci(fs: HostFS, cap: Capture) -> None:
         if real != link:
             cap.add(Entry(link, "link", target=_relative(link, real)))
         cap.add(Entry(real, "dir"))
-        for attr in _PCI_ATTRS:
+        for attr in pci.FUNCTION_FILES:
             _copy_file(fs, cap, f"{real}/{attr}", limit=4096)
         _copy_file(fs, cap, f"{real}/config", limit=4096, transform=scrub_config)
-        for name in _PCI_LINKS:
+        for name in pci.LINKS:
             _copy_link(fs, cap, f"{real}/{name}")
 
 
@@ -179,7 +165,7 @@ def _class_devices(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
         )
         _copy_link(fs, cap, f"{base}/device")
         for port in fs.listdir(f"{base}/ports"):
-            for attr in ("state", "rate", "link_layer"):
+            for attr in PORT_FILES:
                 _copy_file(fs, cap, f"{base}/ports/{port}/{attr}", limit=256)
 
 
@@ -187,13 +173,13 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     base = "sys/devices/system/node"
     for name in fs.listdir(base):
         if numbered(name, "node") is not None:
-            for attr in ("cpulist", "cpumap", "meminfo", "distance"):
+            for attr in NODE_FILES:
                 _copy_file(fs, cap, f"{base}/{name}/{attr}")
     base = "sys/devices/system/cpu"
     _copy_file(fs, cap, f"{base}/online", limit=4096)
     for name in fs.listdir(base):
         if numbered(name, "cpu") is not None:
-            for attr in ("thread_siblings_list", "physical_package_id", "package_cpus_list", "core_siblings_list"):
+            for attr in TOPOLOGY_FILES:
                 _copy_file(fs, cap, f"{base}/{name}/topology/{attr}", limit=4096)
             # the L3 the CPU shares (core complexes: topoagent.core.read.cache)
             for attr in ("level", "shared_cpu_list"):
@@ -212,8 +198,8 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     for gpu in fs.listdir("proc/driver/nvidia/gpus"):
         _copy_file(fs, cap, f"proc/driver/nvidia/gpus/{gpu}/numa_status", limit=4096)
     _copy_file(fs, cap, "sys/hypervisor/type", limit=256)
-    for attr in ("sys_vendor", "product_name"):
-        _copy_file(fs, cap, f"sys/class/dmi/id/{attr}", limit=256)
+    for attr in dmi.FILES:
+        _copy_file(fs, cap, f"{dmi.DMI}/{attr}", limit=256)
     _copy_file(
         fs, cap, "proc/cmdline", limit=8192, transform=lambda b: scrub.cmdline(b.decode("utf-8", "replace")).encode()
     )

@@ -240,7 +240,6 @@ class ExportStatus(msgspec.Struct):
     path: str
     ok: bool = True
     error: str | None = None
-    writes: int = 0
 
 
 class Exporter:
@@ -278,8 +277,6 @@ class Exporter:
         if not st.ok:
             self.log.info("export_recovered", export=export, path=path)
         st.ok, st.error = True, None
-        if changed:
-            st.writes += 1
         return changed
 
     def write_json(self, export: str, path: str, doc: Mapping[str, Any]) -> bool:

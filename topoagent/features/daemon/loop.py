@@ -35,7 +35,7 @@ from topoagent.core.frozen import FrozenMap
 from topoagent.core.inputs import NVML_AUTO, NVML_OFF, Inputs
 from topoagent.core.read.archive import replay_root, resolve_root
 from topoagent.core.read.expectation import load_expectation
-from topoagent.core.read.sysfs import read_links
+from topoagent.core.read.pci import read_links
 from topoagent.core.result import ScanResult, with_expected
 from topoagent.core.snapshot import LinkInfo
 from topoagent.features.audit.advise import AuditReport

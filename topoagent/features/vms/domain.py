@@ -133,11 +133,6 @@ class Domain(msgspec.Struct, frozen=True):
     iothreadpins: tuple[Pin, ...]
     cells: tuple[GuestCell, ...]
 
-    @property
-    def has_numatune(self) -> bool:
-        """Whether the domain has any ``<numatune>`` setting."""
-        return bool(self.numatune_mode or self.numatune_nodeset or self.numatune_placement or self.memnodes)
-
 
 # -- sets -----------------------------------------------------------------------------------
 
