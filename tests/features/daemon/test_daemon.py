@@ -518,6 +518,29 @@ def test_alert_rules_unit_tests_pass_promtool():
     assert "SUCCESS" in p.stdout and "FAILED" not in p.stdout
 
 
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (Debian package prometheus)")
+def test_the_documented_remote_write_keeps_the_scale_records(tmp_path):
+    """docs/daemon.md's remote_write keep-list (issue 32 item 9) is a valid configuration and
+    keeps every per-host and per-class record of the topoagent-scale group, and none of the
+    per-link or per-function series."""
+    yaml = pytest.importorskip("yaml")
+
+    doc = (REPO / "docs/daemon.md").read_text()
+    block = next(b for b in re.findall(r"```yaml\n(.*?)```", doc, re.S) if "remote_write" in b)
+    config = yaml.safe_load(block)
+    config["scrape_configs"] = [{"job_name": "topoagent", "static_configs": [{"targets": ["n1:9464"]}]}]
+    (tmp_path / "p.yml").write_text(yaml.safe_dump(config))
+    p = promtool("check", "config", str(tmp_path / "p.yml"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    keep = re.compile(config["remote_write"][0]["write_relabel_configs"][0]["regex"])  # anchored, as Prometheus does
+    rules = yaml.safe_load((REPO / "deploy/prometheus/topoagent-rules.yml").read_text())
+    records = [r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r]
+    assert records and all(keep.fullmatch(r) for r in records), records
+    assert keep.fullmatch("topoagent_topology_info") and keep.fullmatch("topoagent_findings")
+    for name in ("topoagent_pcie_link_degraded", "topoagent_pcie_link_width", "topoagent_pcie_aer_errors_total"):
+        assert not keep.fullmatch(name), name
+
+
 def test_every_rule_has_a_unit_test():
     """(That the rules read only metrics the daemon exports: test_daemon_parts.)"""
     yaml = pytest.importorskip("yaml")
