@@ -37,7 +37,7 @@ from topoagent.core.errors import TopoagentError
 from topoagent.core.snapshot import ProbeError, host_path
 from topoagent.core.write.files import kind_of
 
-__all__ = ["ATTR_LIMIT", "HostFS", "MemoryTree", "NotAHostTree", "mount", "unmount"]
+__all__ = ["ATTR_LIMIT", "HostFS", "MemoryTree", "NotAHostTree", "is_root", "mount", "unmount"]
 
 _MAX_LINK_HOPS = 40  # the kernel's own MAXSYMLINKS
 #: The most one attribute read returns: sysfs attributes fit in a page (PAGE_SIZE is 4 KiB on
@@ -172,6 +172,12 @@ def mount(tree: MemoryTree) -> str:
 def unmount(root: str) -> None:
     """Forget the tree mounted as ``root`` (its memory goes with it)."""
     _MOUNTED.pop(root, None)
+
+
+def is_root(path: str) -> bool:
+    """Whether :class:`HostFS` can read ``path`` as a root: a directory, or a tree mounted under
+    that name (a capture archive read into memory)."""
+    return os.path.abspath(path) in _MOUNTED or os.path.isdir(path)
 
 
 class HostFS:
