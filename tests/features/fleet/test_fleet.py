@@ -36,7 +36,7 @@ from topoagent.core.analysis.fingerprint import (
     read_head,
 )
 from topoagent.core.api import read_host
-from topoagent.core.findings import CATALOGUE
+from topoagent.core.findings import CATALOGUE, Severity
 from topoagent.core.findings.doc import example_text
 from topoagent.core.findings.expect import compare, compare_hosts
 from topoagent.core.pci import DeviceKind
@@ -684,6 +684,50 @@ def test_scan_expect_says_it_ran_and_exits_on_a_difference(fixture_root, results
     doc = json.loads(p.stdout)
     assert [f["code"] for f in doc["findings"] if f["code"].startswith("EXPECT")] == ["EXPECT_CLASS"]
     assert doc["expectation"]["compared"] is False and p.returncode == 1
+
+
+def _per_socket_names(facts):
+    """``facts`` as a baseline written before this round names them: root buses numbered per
+    socket (``s1.r0`` for the second socket's first), and no shape."""
+    heads = {s.slot.split("/")[0] for s in facts.slots if s.slot.startswith("s")}
+    roots = sorted(heads, key=lambda r: int(r.partition(".r")[2]))
+    names, per = {}, {}
+    for r in roots:
+        sock = r.split(".")[0]
+        names[r] = f"{sock}.r{per.setdefault(sock, 0)}"
+        per[sock] += 1
+
+    def rn(slot):
+        root, sep, rest = slot.partition("/")
+        return names.get(root, root) + sep + rest
+
+    slots = [
+        msgspec.structs.replace(
+            s,
+            slot=rn(s.slot),
+            rail=s.rail and rn(s.rail),
+            nic_paths=s.nic_paths and {rn(k): v for k, v in s.nic_paths.items()},
+        )
+        for s in facts.slots
+    ]
+    assert any(s.slot.startswith("s1.r0") for s in slots)  # the names really differ
+    return msgspec.structs.replace(facts, slots=sorted(slots, key=lambda s: s.slot), shape=None)
+
+
+def test_a_baseline_written_before_host_wide_root_numbers_still_compares(results):
+    """Slots used to number root buses per socket; a stored baseline (no shape) of a two-socket
+    host must not turn every device of socket 1 into a difference after an upgrade: its root
+    buses are renamed, per socket in bus order, as the scan names them.  Its faults are still
+    found."""
+    old = _per_socket_names(results["good"].baseline)
+    assert compare_hosts(old, results["good"].baseline) == ()
+    assert [(f.code, f.subjects) for f in compare_hosts(old, results["gpu-x8"].baseline)] == [
+        ("EXPECT_LINK", (GPU0_SLOT,))
+    ]
+    # Another count of root buses per socket: nothing to rename by, so the old names stay and
+    # the move is reported device by device (take a new baseline); never silence.
+    moved = compare_hosts(old, results["root-moved"].baseline)
+    assert "EXPECT_PLACEMENT" in {f.code for f in moved} and any(f.severity is Severity.CRITICAL for f in moved)
 
 
 def test_scan_expect_fails_cleanly_on_bad_files(fixture_root, tmp_path):

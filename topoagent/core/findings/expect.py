@@ -31,7 +31,7 @@ from topoagent.core.findings.catalogue import finding
 from topoagent.core.findings.finding import Evidence, Finding, Severity, sort_findings
 from topoagent.core.pci import DeviceKind
 
-__all__ = ["MAX_LISTED", "compare", "compare_hosts", "knows_more"]
+__all__ = ["MAX_LISTED", "compare", "compare_hosts", "knows_more", "upgraded"]
 
 #: The most devices one finding lists in its evidence (the rest are counted on one more line).
 MAX_LISTED = 32
@@ -611,6 +611,47 @@ def compare(expected: Baseline, seen: Baseline) -> tuple[Finding, ...]:
     return sort_findings(out)
 
 
+def _roots_per_socket(slots: list[SlotFacts]) -> dict[str, list[str]]:
+    """Each socket's root-bus names (``s0.r1``) among ``slots``, in ordinal order."""
+    per: dict[str, list[str]] = {}
+    for r in sorted({r for s in slots if (r := _root(s.slot)) is not None}, key=lambda r: int(r.rpartition(".r")[2])):
+        per.setdefault(r.partition(".r")[0], []).append(r)
+    return per
+
+
+def _rename(slot: str, names: dict[str, str]) -> str:
+    root, sep, rest = slot.partition("/")
+    return names.get(root, root) + sep + rest
+
+
+def upgraded(expected: Baseline, seen: Baseline) -> Baseline:
+    """``expected`` with its root buses renamed as this version names them, where it was
+    written before (it records no ``shape``) and names them per socket (``s1.r0`` for the
+    second socket's first root bus, now ``s1.r<n>`` counted across the host): each socket's
+    root buses, in bus order, are ``seen``'s of that socket in order.  Unchanged where any
+    socket has another number of root buses than ``seen`` (a root complex that moved is the
+    comparison's to report) or where the names already agree."""
+    if expected.shape is not None:
+        return expected
+    old, new = _roots_per_socket(expected.slots), _roots_per_socket(seen.slots)
+    if old.keys() != new.keys() or any(len(old[k]) != len(new[k]) for k in old):
+        return expected
+    names = {o: n for k in old for o, n in zip(old[k], new[k], strict=True) if o != n}
+    if not names:
+        return expected
+
+    def slot(s: SlotFacts) -> SlotFacts:
+        return msgspec.structs.replace(
+            s,
+            slot=_rename(s.slot, names),
+            rail=None if s.rail is None else _rename(s.rail, names),
+            nic_paths=None if s.nic_paths is None else {_rename(k, names): v for k, v in s.nic_paths.items()},
+        )
+
+    slots = sorted((slot(s) for s in expected.slots), key=lambda s: s.slot)
+    return msgspec.structs.replace(expected, slots=slots)
+
+
 def compare_hosts(expected: Baseline, seen: Baseline) -> tuple[Finding, ...]:
     """:func:`compare` where the two are of one hardware class, or of classes one of which is
     the other less what it lost or could not read (:func:`class_related`); else the one
@@ -618,5 +659,5 @@ def compare_hosts(expected: Baseline, seen: Baseline) -> tuple[Finding, ...]:
     differences and no sentence saying the classes differ)."""
     a, b = expected.hw_class, seen.hw_class
     if class_related(a, b) or class_related(b, a):
-        return compare(expected, seen)
+        return compare(upgraded(expected, seen), seen)
     return (finding("EXPECT_CLASS", ("host",), [_ev("host", "hw_class", a, b)], seen=b, expected=a),)
