@@ -83,7 +83,7 @@ def _scan_capture(path: str) -> bytes:
 
 def _read(path: str) -> tuple[bytes, bool]:
     """The host's JSON and whether it came from a capture (whose host name is scrubbed).  Of a
-    capture tarball only the magic bytes are read here (the unpacker reads the rest)."""
+    capture tarball only the magic bytes are read here (the archive reader reads the rest)."""
     if os.path.isdir(path):
         return _scan_capture(path), True
     fd = open_regular(path)
