@@ -730,6 +730,20 @@ def test_a_baseline_written_before_host_wide_root_numbers_still_compares(results
     assert "EXPECT_PLACEMENT" in {f.code for f in moved} and any(f.severity is Severity.CRITICAL for f in moved)
 
 
+def test_a_fleet_halfway_through_the_upgrade_compares_old_and_new_documents(results):
+    """state.json files of daemons not yet upgraded (per-socket root numbers, no shape) beside
+    new ones: one class, no host an outlier for the naming, a fault on an old host still found."""
+    t = FleetTally()
+    for i in range(6):
+        t.add_facts(f"new-{i}", f"new-{i}.json", results["good"].baseline)
+    for i in range(4):
+        t.add_facts(f"old-{i}", f"old-{i}.json", _per_socket_names(results["good"].baseline))
+    t.add_facts("old-x8", "old-x8.json", _per_socket_names(results["gpu-x8"].baseline))
+    v = t.verdict()
+    assert [(o.host, [f.code for f in o.findings]) for o in v.outliers] == [("old-x8", ["EXPECT_LINK"])]
+    assert v.summaries[0].majority and v.summaries[0].hosts == 11
+
+
 def test_scan_expect_fails_cleanly_on_bad_files(fixture_root, tmp_path):
     (tmp_path / "x.json").write_text("{}")
     for bad in (str(tmp_path / "x.json"), str(tmp_path / "absent.json")):

@@ -47,7 +47,7 @@ from topoagent.core.analysis.fingerprint import (
     fingerprint_of,
 )
 from topoagent.core.findings import CATALOGUE, Finding
-from topoagent.core.findings.expect import compare
+from topoagent.core.findings.expect import compare, upgraded
 
 __all__ = ["ClassSummary", "FleetClass", "FleetTally", "FleetVerdict", "HostRef", "Outlier", "own_fault"]
 
@@ -204,6 +204,23 @@ def _clusters(groups: list[_Group]) -> list[list[_Group]]:
     return out
 
 
+def _upgrade_old(groups: list[_Group]) -> None:
+    """Rename the root buses of groups written before they were numbered across the host (no
+    ``shape``: an old ``state.json``) as the largest group that records its shape names them
+    (:func:`~topoagent.core.findings.expect.upgraded`), so that a fleet halfway through an
+    upgrade compares its old and new documents; their fingerprints are recomputed."""
+    new = sorted((g for g in groups if g.facts.shape is not None), key=lambda g: (-len(g.hosts), g.facts.fingerprint))
+    if not new:
+        return
+    ref = new[0].facts
+    for g in groups:
+        if g.facts.shape is None:
+            facts = upgraded(g.facts, ref)
+            if facts is not g.facts:
+                fp = fingerprint(facts.peer_memory, facts.slots, facts.shape)
+                g.facts = msgspec.structs.replace(facts, fingerprint=fp)
+
+
 def _size(cluster: list[_Group]) -> int:
     return sum(len(g.hosts) for g in cluster)
 
@@ -295,6 +312,8 @@ class FleetTally:
         by_home: dict[str, list[_Group]] = {}
         for (hw, _), g in self.groups.items():
             by_home.setdefault(homes[hw], []).append(g)
+        for gs in by_home.values():
+            _upgrade_old(gs)
         names = self._display()
         classes: list[FleetClass] = []
         outliers: list[Outlier] = []
