@@ -109,8 +109,8 @@ def _c2c_cross_grace(c: Context, g: Device, n: Device, ev: list[Evidence]) -> li
 
 def check_no_rdma_nic(c: Context) -> list[Finding]:
     """NO_RDMA_NIC: GPUs but no RDMA-capable NIC."""
-    if not c.topo.gpus or c.rdma_nics:
-        return []
+    if not c.topo.gpus or c.rdma_nics or c.topo.partial_inputs:
+        return []  # (an input that shows part of the host cannot show that a NIC is absent)
     nics = [n for n in c.topo.nics if not n.is_vf]
     if c.offline:
         # nvidia-smi lists every RDMA device; lspci shows none, so its NICs are judged by
