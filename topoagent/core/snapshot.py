@@ -455,7 +455,15 @@ class AmdGpu(msgspec.Struct, frozen=True):
     xgmi_physical_id: int | None = None  # /sys/bus/pci/devices/<bdf>/xgmi_physical_id
     compute_partition: str | None = None  # /sys/bus/pci/devices/<bdf>/current_compute_partition
     memory_partition: str | None = None  # /sys/bus/pci/devices/<bdf>/current_memory_partition
+    #: properties: unique_id; ROCm's UUID of the GPU is ``GPU-`` and its 16 hex digits
+    #: (``ROCR_VISIBLE_DEVICES=GPU-…``).
+    unique_id: int | None = None
     links: tuple[KfdLink, ...] = ()  # nodes/N/io_links/*/properties
+
+    @property
+    def uuid(self) -> str | None:
+        """The GPU's ROCm UUID (``GPU-4b2c1a9f8d3e6f7a``), where KFD gives its unique id."""
+        return f"GPU-{self.unique_id:016x}" if self.unique_id else None
 
 
 class GivenPath(msgspec.Struct, frozen=True):

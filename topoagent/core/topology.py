@@ -438,6 +438,12 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
         return self.snapshot.nvml_gpus
 
     @property
+    def amd_gpus(self) -> tuple[AmdGpu, ...]:
+        """What KFD says of each AMD GPU, in KFD's node order (the order ROCm numbers devices
+        in); each GPU's own record is :attr:`Device.amd`."""
+        return self.snapshot.amd_gpus
+
+    @property
     def given_p2p(self) -> tuple[GivenP2P, ...]:
         """GPU pairs' P2P status as a pasted ``nvidia-smi topo -p2p`` states it (by label)."""
         return self.snapshot.given_p2p

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import click
 
 from topoagent.core.advice.allocation import Allocation, allocated_gpus, allocation_from, allocation_from_dra
-from topoagent.core.advice.plan import PLAN_CODES, gpu_rank_env, rank_env
+from topoagent.core.advice.plan import PLAN_CODES, VISIBLE_VARS, gpu_rank_env, rank_env
 from topoagent.core.advice.ranks import local_rank_from
 from topoagent.core.command.common import EXIT_ERROR, fail
 from topoagent.core.command.options import run_scan, scan_inputs
@@ -152,7 +152,7 @@ def exec_(
     elif alloc is not None:
         assert rank is not None
         try:
-            mine = allocated_gpus(alloc, plan, result.topology.nvml_gpus)
+            mine = allocated_gpus(alloc, plan, result.topology.nvml_gpus, result.topology.amd_gpus)
         except InputError as exc:
             fail(str(exc))
         index = rank // k
@@ -177,9 +177,10 @@ def exec_(
         if note.code in PLAN_CODES and g.gpu in note.subjects and note.code != "CPUSET_EMPTY":
             _say(f"{note.severity.label}: {note.code}: {note.message}")
     if keep_visible:
-        env.pop("CUDA_VISIBLE_DEVICES", None)
+        for var in VISIBLE_VARS:  # the scheduler's device list stays as it set it
+            env.pop(var, None)
     if narrow is not None:
-        env["CUDA_VISIBLE_DEVICES"] = narrow
+        env[alloc.var if alloc is not None else "CUDA_VISIBLE_DEVICES"] = narrow
     node = g.numa_node
     who = f"{g.gpu} ({g.bdf or g.key})" + (f", rank {sub} of {k}" if k > 1 else "")
 
@@ -192,10 +193,11 @@ def exec_(
             f"({plan.allowed}): exec would stop here"
         )
         lines.append(f"memory policy: {_mem_words(mem, node)}")
-        if alloc is not None and narrow is None and "CUDA_VISIBLE_DEVICES" in os.environ:
+        kept = next((v for v in VISIBLE_VARS if v in os.environ), None)
+        if alloc is not None and narrow is None and kept is not None:
             lines.append(
                 comment(
-                    f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} kept as the job's "
+                    f"{kept}={os.environ[kept]} kept as the job's "
                     f"(the command's device {rank // k if rank is not None else 0} is {g.gpu})"
                 )
             )
