@@ -69,7 +69,9 @@ _COLUMN_TITLES = (
 
 # The cells nvidia-smi prints (topoagent.core.pathclass.PathClass.from_token reads them; SOC is
 # old drivers' SYS, turned into SYS below).
-_CELL = re.compile(r"X|NV([0-9]{1,4})|PIX|PXB|PHB|NODE|SYS|SOC")
+# XGMI: two AMD GPUs joined by Infinity Fabric, as topoagent's matrix of an AMD host prints it
+# (rocm-smi's Link Type word); before X, which would take its first letter.
+_CELL = re.compile(r"XGMI|X|NV([0-9]{1,4})|PIX|PXB|PHB|NODE|SYS|SOC")
 _LABEL_START = re.compile(r"(?=GPU[0-9]|NIC[0-9]|mlx[0-9]+_)")
 _LABEL = re.compile(r"(?:GPU|NIC)[0-9]+|[A-Za-z][A-Za-z0-9_]*[0-9]")
 _LEGEND_ENTRY = re.compile(r"^\s*(NIC[0-9]+)\s*:\s*(\S+)\s*$")

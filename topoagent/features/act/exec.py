@@ -151,18 +151,7 @@ def exec_(
         g, cpus, env = gpu_rank_env(plan, _pick_gpu(result, plan, gpu), sub)
     elif alloc is not None:
         assert rank is not None
-        try:
-            mine = allocated_gpus(alloc, plan, result.topology.nvml_gpus, result.topology.amd_gpus)
-        except InputError as exc:
-            fail(str(exc))
-        index = rank // k
-        if index >= len(mine):
-            fail(
-                f"local rank {rank} needs the job's GPU {index} ({k} rank(s) per GPU), but {alloc.source} "
-                f"gives it {len(mine)}"
-            )
-        g, cpus, env = gpu_rank_env(plan, mine[index], sub)
-        _say(f"{g.gpu} is the job's GPU {index} ({alloc.source})")
+        g, cpus, env, index = _job_gpu(result, plan, alloc, rank)
         if narrow_visible:
             narrow = _narrowed(alloc, index, g, result.topology.nvml_gpus)
         keep_visible = True  # the scheduler's CUDA_VISIBLE_DEVICES, unless narrowed below
@@ -176,35 +165,13 @@ def exec_(
     for note in notes.values():
         if note.code in PLAN_CODES and g.gpu in note.subjects and note.code != "CPUSET_EMPTY":
             _say(f"{note.severity.label}: {note.code}: {note.message}")
-    if keep_visible:
-        for var in VISIBLE_VARS:  # the scheduler's device list stays as it set it
-            env.pop(var, None)
-    if narrow is not None:
-        env[alloc.var if alloc is not None else "CUDA_VISIBLE_DEVICES"] = narrow
+    _set_visible(env, keep_visible, narrow, alloc)
     node = g.numa_node
     who = f"{g.gpu} ({g.bdf or g.key})" + (f", rank {sub} of {k}" if k > 1 else "")
 
     if dry_run:
-        lines = [comment(f"{who}, NUMA node {node if node is not None else 'unknown'}")]
-        lines.append(
-            f"cpu affinity: {cpus}"
-            if cpus
-            else f"cpu affinity: NONE -- none of {g.gpu}'s CPUs is allowed to this process "
-            f"({plan.allowed}): exec would stop here"
-        )
-        lines.append(f"memory policy: {_mem_words(mem, node)}")
-        kept = next((v for v in VISIBLE_VARS if v in os.environ), None)
-        if alloc is not None and narrow is None and kept is not None:
-            lines.append(
-                comment(
-                    f"{kept}={os.environ[kept]} kept as the job's "
-                    f"(the command's device {rank // k if rank is not None else 0} is {g.gpu})"
-                )
-            )
-        lines += [f"export {key}={shlex.quote(value)}" for key, value in env.items()]
-        lines.append("exec " + " ".join(shlex.quote(c) for c in command))
-        click.echo("\n".join(lines))
-        sys.exit(0 if cpus else EXIT_ERROR)
+        kept = alloc is not None and narrow is None
+        _dry_run(who, g, cpus, plan, mem, env, command, f"{rank // k if rank is not None else 0}" if kept else None)
 
     if not cpus:
         fail(
@@ -219,6 +186,58 @@ def exec_(
     child_env = dict(os.environ)
     child_env.update(env)
     _exec(command, child_env)
+
+
+def _job_gpu(result: Any, plan: Any, alloc: Allocation, rank: int) -> tuple[Any, Any, dict[str, str], int]:
+    """The GPU, CPU set and environment of a local rank inside an allocation, and the GPU's
+    place among the job's (one line and exit 2 where the job has no such GPU)."""
+    k = plan.ranks_per_gpu
+    try:
+        mine = allocated_gpus(alloc, plan, result.topology.nvml_gpus, result.topology.amd_gpus)
+    except InputError as exc:
+        fail(str(exc))
+    index = rank // k
+    if index >= len(mine):
+        fail(
+            f"local rank {rank} needs the job's GPU {index} ({k} rank(s) per GPU), but {alloc.source} "
+            f"gives it {len(mine)}"
+        )
+    g, cpus, env = gpu_rank_env(plan, mine[index], rank % k)
+    _say(f"{g.gpu} is the job's GPU {index} ({alloc.source})")
+    return g, cpus, env, index
+
+
+def _set_visible(env: dict[str, str], keep: bool, narrow: str | None, alloc: Allocation | None) -> None:
+    """The device list of the command: the scheduler's kept (``keep``), or narrowed to the
+    rank's GPU in the variable the allocation came in (``ROCR_VISIBLE_DEVICES`` on AMD)."""
+    if keep:
+        for var in VISIBLE_VARS:  # the scheduler's device list stays as it set it
+            env.pop(var, None)
+    if narrow is not None:
+        env[alloc.var if alloc is not None else "CUDA_VISIBLE_DEVICES"] = narrow
+
+
+def _dry_run(
+    who: str, g: Any, cpus: Any, plan: Any, mem: str, env: dict[str, str], command: tuple[str, ...], kept: str | None
+) -> NoReturn:
+    """--dry-run: what would be set and run (``kept``: the job's device index where its own
+    device list is kept), and exit 0, or 2 where no CPU could be bound."""
+    node = g.numa_node
+    lines = [comment(f"{who}, NUMA node {node if node is not None else 'unknown'}")]
+    lines.append(
+        f"cpu affinity: {cpus}"
+        if cpus
+        else f"cpu affinity: NONE -- none of {g.gpu}'s CPUs is allowed to this process "
+        f"({plan.allowed}): exec would stop here"
+    )
+    lines.append(f"memory policy: {_mem_words(mem, node)}")
+    var = next((v for v in VISIBLE_VARS if v in os.environ), None)
+    if kept is not None and var is not None:
+        lines.append(comment(f"{var}={os.environ[var]} kept as the job's (the command's device {kept} is {g.gpu})"))
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in env.items()]
+    lines.append("exec " + " ".join(shlex.quote(c) for c in command))
+    click.echo("\n".join(lines))
+    sys.exit(0 if cpus else EXIT_ERROR)
 
 
 def _dra_allocation(inputs: Inputs, result: Any) -> Allocation | None:
