@@ -188,14 +188,20 @@ class GpuActivity(msgspec.Struct, frozen=True):
     utilization: int | None = None
     #: Where it was read (``nvidia-smi -q GPU 00000000:18:00.0``).
     source: str = ""
+    #: nvidia-smi's clock event reason ``Idle``: ``Active`` (True) means nothing ran on the GPU.
+    idle_reason: bool | None = None
 
     @property
     def busy(self) -> bool | None:
-        """Busy: P0-P2 or a non-zero utilization; idle: a lower state at 0 %; None: unknown."""
+        """Busy: a non-zero utilization, or P0-P2 unless the driver's ``Idle`` clock event
+        reason is active (a GPU can sit at P0 with nothing running); idle: a lower state or
+        that reason at 0 %; None: unknown."""
         state = self.performance_state
         level = int(state[1:]) if state and state[1:].isdigit() else None
         if self.utilization is not None and self.utilization > 0:
             return True
+        if self.idle_reason:
+            return False
         if level is not None:
             return level <= 2
         return None if self.utilization is None else False

@@ -1300,7 +1300,8 @@ _ENTRIES = (
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.PASTED,),
         about=_prose("""A GPU whose link ran below its maximum PCIe generation or width while `nvidia-smi -q` showed
-        it busy (performance state P0-P2, or a non-zero GPU utilisation). An idle GPU drops its link speed by design
+        it busy (a non-zero GPU utilisation, or performance state P0-P2 without the driver's `Idle` clock event
+        reason: a GPU can sit at P0 with nothing running). An idle GPU drops its link speed by design
         (`nvidia-smi --help-query-gpu`: "These may be reduced when the GPU is not in use"); a busy one should run
         at its maximum, so this is a slot, riser or BIOS fault. The maximum is nvidia-smi's `Max`, the lower of
         the GPU's and the slot's (`Device Max`, `Host Max`). Where `nvidia-smi -q` says whether the GPU was busy,
@@ -1321,9 +1322,16 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                source="`tests/core/test_paste.py` (a GTX 1060's `nvidia-smi -q -d PCI` from "
-                "NVIDIA/k8s-device-plugin#332, current generation set below its maximum at P0)",
-                text="",
+                source="`tests/core/test_paste.py` (an A10G's `nvidia-smi -q` from NVIDIA/DCGM#232: P0, a process "
+                "holding 8.7 GB, link x8 of x16)",
+                text=_prose("""
+                [warning] gpu0 NVIDIA A10G ran its PCIe link at Gen4 x8 of Gen4 x16 while busy (P0, 0 %): a GPU at work runs at its maximum, so the link is degraded.
+                    subjects: gpu0
+                    evidence: nvidia-smi -q GPU 00000000:00:1E.0: PCIe Generation Current = Gen4
+                    evidence: nvidia-smi -q GPU 00000000:00:1E.0: PCIe Generation Max = Gen4
+                    evidence: nvidia-smi -q GPU 00000000:00:1E.0: Link Width Current = x8
+                    remedy:   Reseat the GPU or riser and check the BIOS PCIe generation setting; confirm with nvidia-smi -q -d PCI during a transfer (nvbandwidth).
+                """),  # noqa: E501
             ),
         ),
     ),
@@ -1333,7 +1341,8 @@ _ENTRIES = (
         severity=(Grade(Severity.INFO),),
         proof=(Proof.PASTED,),
         about=_prose("""A GPU whose link ran below its maximum PCIe generation or width while `nvidia-smi -q` showed
-        it idle (performance state P3 or lower at 0 % utilisation): GPUs drop to Gen1 at idle by design and retrain
+        it idle (performance state P3 or lower, or the `Idle` clock event reason active, at 0 % utilisation): GPUs
+        drop to Gen1 at idle by design and retrain
         under load, so this is no fault; `GPU_LINK_SLOW_UNDER_LOAD` is raised when a busy GPU stays low."""),
         messages={
             "": Wording(
@@ -1349,9 +1358,16 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                source="`tests/core/test_paste.py` (a GTX 1060's `nvidia-smi -q -d PCI` from "
-                "NVIDIA/k8s-device-plugin#332, idle at P8)",
-                text="",
+                source="`tests/core/test_paste.py` (an L4's `nvidia-smi -a` captured in thamada/nvidia-smi "
+                "`gls/L4_smi.py`: P8, Gen1 x8 of Gen4 x16)",
+                text=_prose("""
+                [info] gpu0 NVIDIA L4 was idle (P8, 0 %, Idle clock event reason Active) when its link ran at Gen1 x8 of Gen4 x16: GPUs lower their link at idle by design, so this is no fault.
+                    subjects: gpu0
+                    evidence: nvidia-smi -q GPU 00000000:01:00.0: PCIe Generation Current = Gen1
+                    evidence: nvidia-smi -q GPU 00000000:01:00.0: PCIe Generation Max = Gen4
+                    evidence: nvidia-smi -q GPU 00000000:01:00.0: Link Width Current = x8
+                    remedy:   Nothing to do; to check the link, read nvidia-smi -q -d PCI while the GPU is busy (nvbandwidth, a training step).
+                """),  # noqa: E501
             ),
         ),
     ),
@@ -1406,7 +1422,19 @@ _ENTRIES = (
                 when="GNS on PCIe",
             ),
         },
-        examples=(Example(source="`tests/core/test_paste.py`", text=""),),
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (derived: the H100 NV18 matrix of NVIDIA/nccl#1453 with a `-p2p n` "
+                "matrix whose GPU0-GPU1 cell is NS)",
+                text=_prose("""
+                [critical] gpu0 and gpu1 share NVLinks (NV18) but the driver reports P2P NS (Not supported, nvlink): NCCL aborts with a hardware error or falls back to host memory.
+                    subjects: gpu0, gpu1
+                    evidence: nvidia-smi topo -p2p n GPU0/GPU1 (line 45) = NS (Not supported)
+                    evidence: nvidia-smi topo -m GPU0/GPU1 = NV18
+                    remedy:   Check nvidia-smi nvlink -s and the fabric manager (systemctl status nvidia-fabricmanager on NVSwitch systems); reset the GPUs or reboot.
+                """),  # noqa: E501
+            ),
+        ),
     ),
     Entry(
         code="NVLINK_INACTIVE",
@@ -1428,7 +1456,18 @@ _ENTRIES = (
                 "reseat the GPU or NVLink bridge; a reset or reboot retrains the links."
             )
         },
-        examples=(Example(source="`tests/core/test_paste.py`", text=""),),
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (derived: the V100 of Azure/azhpc-diagnostics#73 with links 3 and 5 "
+                "`<inactive>`, after a V100 with all six active)",
+                text=_prose("""
+                [warning] gpu1 (GPU3) has 4 active NVLinks where another GPU of this host has 6 (2 inactive): its NVLink bandwidth is cut.
+                    subjects: gpu1
+                    evidence: nvidia-smi nvlink -s GPU 3 (line 10) = 4 active, inactive: 3, 5
+                    remedy:   Check nvidia-smi nvlink -e (errors) and -R, the fabric manager's log on NVSwitch systems, and reseat the GPU or NVLink bridge; a reset or reboot retrains the links.
+                """),  # noqa: E501
+            ),
+        ),
     ),
     Entry(
         code="NIC_PORT_DOWN",
@@ -1464,7 +1503,18 @@ _ENTRIES = (
                 when="only the netdev's state is known",
             ),
         },
-        examples=(Example(source="`tests/core/test_paste.py`", text=""),),
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (derived: a public 4-GPU/4-NIC matrix with `ibv_devinfo` blocks "
+                "whose mlx5_1 is PORT_DOWN)",
+                text=_prose("""
+                [warning] nic1 (mlx5_1) is a rail NIC but no port of it is active (DOWN): NCCL skips it and its GPUs' traffic goes through another NIC.
+                    subjects: nic1
+                    evidence: ibdev2netdev/ibv_devinfo mlx5_1 port 1: state = DOWN
+                    remedy:   Check the cable and the switch port (ibstat, ibv_devinfo; a subnet manager for InfiniBand); until it is up, NCCL_IB_HCA can pin its GPUs to a working NIC.
+                """),  # noqa: E501
+            ),
+        ),
     ),
     Entry(
         code="PCIE_AER_LOGGED",
@@ -1502,7 +1552,18 @@ _ENTRIES = (
                 when="corrected errors only",
             ),
         },
-        examples=(Example(source="`tests/core/test_paste.py`", text=""),),
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (journal AER lines of a root port from pop-os/pop#3363)",
+                text=_prose("""
+                [info] bridge0 (0000:00:03.1) logged 2 corrected PCIe error(s) in the kernel log given (BadTLP, Timeout): the link repaired them; a rising rate points at the slot, riser or retimer.
+                    subjects: bridge0
+                    evidence: dmesg line 4 = Sep 19 16:18:02 bubz kernel: [68183.615810] pcieport 0000:00:03.1: PCIe Bus Error: severity=Correctable, type=Data Link Layer, (Transmitter ID)
+                    evidence: dmesg line 8 = Sep 19 16:18:02 bubz kernel: [68183.637897] pcieport 0000:00:03.1: PCIe Bus Error: severity=Correctable, type=Data Link Layer, (Receiver ID)
+                    remedy:   Watch the rate (the daemon's topoagent_pcie_aer_errors_total, or aer_dev_correctable twice minutes apart under load); reseat if it keeps rising.
+                """),  # noqa: E501
+            ),
+        ),
     ),
 )
 

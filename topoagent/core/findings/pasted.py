@@ -34,9 +34,9 @@ def check_gpu_activity(c: Context) -> list[Finding]:
         act, lk = d.activity, d.link
         if act is None or act.busy is None or not _below_max(d):
             continue  # (busy unknown: LINK_SPEED_BELOW_MAX_GPU / LINK_WIDTH_DEGRADED say what is known)
-        state = ", ".join(
-            x for x in (act.performance_state, f"{act.utilization} %" if act.utilization is not None else None) if x
-        )
+        idle = {True: "Idle clock event reason Active", False: None, None: None}[act.idle_reason]
+        util = f"{act.utilization} %" if act.utilization is not None else None
+        state = ", ".join(x for x in (act.performance_state, util, idle) if x)
         evidence = [
             Evidence(f"{act.source}: PCIe Generation Current", _gen(lk.current_gts)),
             Evidence(f"{act.source}: PCIe Generation Max", _gen(lk.max_gts)),
@@ -47,6 +47,9 @@ def check_gpu_activity(c: Context) -> list[Finding]:
             evidence.append(Evidence(f"{act.source}: Performance State", act.performance_state))
         if act.utilization is not None:
             evidence.append(Evidence(f"{act.source}: Utilization Gpu", f"{act.utilization} %"))
+        if act.idle_reason is not None:
+            idle_value = "Active" if act.idle_reason else "Not Active"
+            evidence.append(Evidence(f"{act.source}: Clocks Event Reasons Idle", idle_value))
         out.append(
             c.finding(
                 "GPU_LINK_SLOW_UNDER_LOAD" if act.busy else "GPU_LINK_IDLE_DOWNCLOCKED",
@@ -143,7 +146,7 @@ def check_nvlink_inactive(c: Context) -> list[Finding]:
                 "NVLINK_INACTIVE",
                 [gpu.id],
                 [Evidence(s.source, f"{len(s.speeds)} active, inactive: {', '.join(map(str, s.inactive))}")],
-                gpu=gpu.id,
+                gpu=gpu.id if (gpu.label or "").lower() == gpu.id else f"{gpu.id} ({s.label})",
                 active=len(s.speeds),
                 most=most,
                 inactive=len(s.inactive),

@@ -11,8 +11,11 @@ The kernel logs an AER event in a few lines (drivers/pci/pcie/aer.c, ``aer_print
 ``severity=`` is ``Corrected``, ``Uncorrected (Non-Fatal)`` or ``Uncorrected (Fatal)``; the
 bracketed lines name the error bits.  A timestamp (``[  123.456789]``, ``[Mon Aug 17 04:12:33
 2026]``) or a journal prefix (``Aug 17 04:12:33 host kernel:``) may lead each line.  An event
-is counted once per ``PCIe Bus Error`` line (the device that reported it); a ``error received``
-line of the port names the source when no such line follows.
+is counted once per ``PCIe Bus Error`` line (the device that reported it); the port's ``error
+received`` line (``Corrected error received: <src>``, since Linux 6.x ``Correctable error message
+received from <src>``) counts for its source only when no ``PCIe Bus Error`` line follows it: the
+kernel prints one detail line per function whose status it found set (``aer_print_error``),
+so with details the header adds nothing, and its source may be the requester ID 0000:00:00.0.
 """
 
 from __future__ import annotations
@@ -34,9 +37,8 @@ _BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 _DEVICE = re.compile(r"^(?P<driver>[\w-]{1,32})\s+(?P<bdf>" + _BDF + r"):\s*(?P<rest>.*)$")
 _BUS_ERROR = re.compile(r"PCIe Bus Error:\s*severity=(?P<sev>[^,]+),\s*type=(?P<type>[^,]+)")
 _RECEIVED = re.compile(
-    r"AER:\s*(?:Multiple\s+)?(?P<sev>Corrected|Uncorrected \((?:Non-Fatal|Fatal)\)) error received:\s*(?:id=)?(?P<src>"
-    + _BDF
-    + r"|[0-9a-fA-F]{4})"
+    r"AER:\s*(?:Multiple\s+)?(?P<sev>Correct(?:ed|able)|Uncorrect(?:ed|able) \((?:Non-Fatal|Fatal)\)) error "
+    r"(?:message\s+)?received(?::|\s+from)\s*(?:id=)?(?P<src>" + _BDF + r"|[0-9a-fA-F]{4})"
 )
 _IDS = re.compile(r"device\s*\[(?P<ven>[0-9a-fA-F]{4}):(?P<dev>[0-9a-fA-F]{4})\]")
 _BIT = re.compile(r"^\[\s*\d{1,2}\]\s+(?P<name>\S+)")
@@ -81,7 +83,7 @@ def read_dmesg_aer(text: str) -> tuple[tuple[AerEvent, ...], tuple[Skipped, ...]
     kernel messages are skipped and listed).  Raises :class:`AerParseError` when none is."""
     cleaned = clean_paste(text)
     events: list[dict[str, object]] = []
-    pending: dict[str, object] | None = None  # a port's "error received" awaiting its device
+    pending: list[dict[str, object]] = []  # a port's "error received", until a detail line follows
     skipped: list[Skipped] = list(cleaned.skipped)
     for ln in cleaned.lines:
         line = _PREFIX.sub("", ln.text, count=1).rstrip()
@@ -92,13 +94,14 @@ def read_dmesg_aer(text: str) -> tuple[tuple[AerEvent, ...], tuple[Skipped, ...]
         bdf, rest = _bdf(m.group("bdf")), m.group("rest").strip()
         if r := _RECEIVED.search(rest):
             src = r.group("src")
-            pending = {
+            header: dict[str, object] = {
                 "bdf": _bdf(src) if ":" in src else bdf,
                 "severity": _severity(r.group("sev")),
                 "line": ln.number,
                 "text": ln.text.strip(),
             }
-            events.append(pending)
+            pending = [header]
+            events.append(header)
             continue
         if b := _BUS_ERROR.search(rest):
             event = {
@@ -110,15 +113,15 @@ def read_dmesg_aer(text: str) -> tuple[tuple[AerEvent, ...], tuple[Skipped, ...]
                 "line": ln.number,
                 "text": ln.text.strip(),
             }
-            if pending is not None and pending["bdf"] == bdf and "type" not in pending:
-                events.remove(pending)  # the port's line and the device's are one event
-            pending = None
+            for header in pending:
+                events.remove(header)  # the port's header and its details are one report
+            pending = []
             events.append(event)
             continue
         last = events[-1] if events and events[-1]["bdf"] == bdf else None
         if last is not None and (ids := _IDS.search(rest)):
             last["vendor_id"], last["device_id"] = int(ids.group("ven"), 16), int(ids.group("dev"), 16)
-        elif last is not None and (bit := _BIT.match(rest)):
+        elif last is not None and (bit := _BIT.match(re.sub(r"^AER:\s*", "", rest))):  # Linux 5.8+ "AER: [ 0] RxErr"
             last["errors"] = (*last.get("errors", ()), bit.group("name"))  # type: ignore[misc]
         elif not AER_LINE.search(rest):
             skipped.append(Skipped(ln.number, ln.number, f"no AER report: {line.strip()[:60]!r}"))

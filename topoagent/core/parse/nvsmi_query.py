@@ -68,6 +68,9 @@ class GpuQuery(msgspec.Struct, frozen=True):
     performance_state: str | None = None
     #: ``Utilization`` ``Gpu``, percent.
     utilization: int | None = None
+    #: ``Clocks Event Reasons`` (``Clocks Throttle Reasons`` before driver 530) ``Idle``:
+    #: ``Active`` is NVML's ``nvmlClocksEventReasonGpuIdle``, "nothing is running on the GPU".
+    idle: bool | None = None
     #: The line each fact was read on (key path -> line number): evidence names it.
     lines: dict[str, int] = msgspec.field(default_factory=dict)
 
@@ -114,6 +117,8 @@ _FIELDS = {
     "PCI/GPU Link Info/Link Width/Current": "width_current",
     "Performance State": "performance_state",
     "Utilization/Gpu": "utilization",
+    "Clocks Event Reasons/Idle": "idle",
+    "Clocks Throttle Reasons/Idle": "idle",
 }
 
 
@@ -159,6 +164,7 @@ class _Block:
             width_max=_width(v.get("width_max")),
             performance_state=_pstate(v.get("performance_state")),
             utilization=_number(v.get("utilization", "")),
+            idle={"Active": True, "Not Active": False}.get(v.get("idle", "")),
             lines=self.lines,
         )
 

@@ -35,11 +35,11 @@ IBDEV2NETDEV = re.compile(
     r"^\s*(?:(?P<bdf>" + _BDF + r")\s+)?(?P<dev>[A-Za-z][\w.-]{0,63})"
     r"(?:\s+\((?P<part>[^)]*)\)(?P<desc>.*?))?"
     r"\s+port\s+(?P<port>\d{1,3})(?:\s+\((?P<state>[A-Z_]+)\))?"
-    r"\s+==>\s+(?P<netdev>\S+)\s+\((?P<up>Up|Down|up|down)\)\s*$"
+    r"\s+==>\s+(?P<netdev>\S+)\s+\((?P<up>Up|Down|up|down)\)\s*(?:#.*)?$"
 )
 _HCA = re.compile(r"^\s*hca_id:\s*(\S+)\s*$")
 _PORT = re.compile(r"^\s*port:\s*(\d{1,3})\s*$")
-_ATTR = re.compile(r"^\s*([A-Za-z_][\w]*(?:\[\s*\d+\])?):\s*(.*?)\s*$")
+_ATTR = re.compile(r"^\s*([A-Za-z_][\w]*(?: [a-z]+)?(?:\[\s*\d+\])?):\s*(.*?)\s*$")  # "Device ports:" too
 _PORT_STATE = re.compile(r"^PORT_([A-Z_]+)")
 
 

@@ -121,7 +121,8 @@ _QUERY_TOP = re.compile(r"^(?:Timestamp|Driver Version|CUDA Version|Attached GPU
 _NUMACTL = re.compile(r"^\s*(?:available:\s*\d+\s+nodes?|node\s+\d+\s+(?:cpus|size|free):|node distances:)")
 _NUMACTL_DIST = re.compile(r"^\s*(?:node(?:\s+\d+)+|\d+:(?:\s+\d+)+)\s*$")
 _HCA = re.compile(r"^\s*hca_id:\s*\S+")
-_IBV_ATTR = re.compile(r"^\s+[A-Za-z_][\w]*(?:\[\s*\d+\])?:\s*")
+# (``Device ports:`` heads the port blocks of older libibverbs, rdma-core's ibv_devinfo.c)
+_IBV_ATTR = re.compile(r"^\s+[A-Za-z_][\w]*(?: [a-z]+)?(?:\[\s*\d+\])?:\s*")
 _ROCM_BANNER = re.compile(
     r"^=+\s*(?:ROCm System Management Interface|Weight between|Hops between|Link Type between|Numa Nodes?|"
     r"End of ROCm SMI Log)\b.*=+\s*$"
