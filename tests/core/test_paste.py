@@ -7,6 +7,8 @@ proves at the severity its evidence carries, and the pasted family's catalogue e
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,12 +17,14 @@ import pytest
 
 from tests.paths import REPO
 from tests.plan_helpers import run_cli
-from topoagent.core.api import analyse
+from topoagent.core.api import analyse, scan
 from topoagent.core.findings import CATALOGUE
+from topoagent.core.findings.crosscheck import against_nvidia_smi
 from topoagent.core.findings.doc import example_text
 from topoagent.core.parse import segment as seg
+from topoagent.core.parse.nvsmi_topo import parse_topo_matrix
 from topoagent.core.paste import PasteInput, read_pastes
-from topoagent.core.render.matrix import matrix_of
+from topoagent.core.render.matrix import matrix_of, render_topo_matrix
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import Snapshot
 
@@ -48,7 +52,11 @@ def _codes(r: ScanResult) -> dict[str, list[str]]:
 
 
 def _found(name: str) -> tuple[str, ...]:
-    return seg.find_outputs(_text(name)).kinds()
+    return _found_text(_text(name))
+
+
+def _found_text(text: str) -> tuple[str, ...]:
+    return seg.find_outputs(text).kinds()
 
 
 def _only(r: ScanResult, code: str) -> str:
@@ -320,3 +328,103 @@ def test_amd_smi_topology_of_an_mi300x_gives_the_fixtures_gpu_matrix() -> None:
     golden = (REPO / "tests/golden/mi300x/matrix.txt").read_text().splitlines()
     for i, line in enumerate(golden[1:9]):
         assert line.split("\t")[1:9] == [" X " if j == i else "XGMI" for j in range(8)]
+
+
+# -- lstopo, as the real program prints it ---------------------------------------------------
+
+
+def _lstopo(root: Path, *args: str) -> str:
+    lstopo = shutil.which("lstopo-no-graphics") or shutil.which("lstopo")
+    if lstopo is None:
+        pytest.skip("lstopo not installed (Debian package hwloc)")
+    env = {**os.environ, "HWLOC_FSROOT": str(root), "HWLOC_THISSYSTEM": "1"}
+    out = subprocess.run(
+        [lstopo, "--of", "console", *args], capture_output=True, text=True, env=env, timeout=120, check=True
+    )
+    return out.stdout
+
+
+def test_lstopo_verbose_of_a_host_gives_its_paths_as_nvidia_smi_names_them(fixture_root) -> None:
+    """hwloc's own ``lstopo -v`` of the DGX H100 fixture (HWLOC_FSROOT): every bridge has its
+    busid, so the tree is known; the paths agree with the sysfs scan of the same tree as
+    nvidia-smi's would (the cross-check's rules: PXB across a Broadcom PEX890xx that the scan
+    counts as one switch is no disagreement)."""
+    root = fixture_root("dgx-h100")
+    text = _lstopo(root, "-v")
+    assert _found_text(text) == (seg.LSTOPO,)
+    pasted = analyse(read_pastes([PasteInput("lstopo -v", text)]))
+    live = scan(root, nvml="off")
+    m = parse_topo_matrix(render_topo_matrix(matrix_of(pasted)))
+    assert against_nvidia_smi(live.topology, live.paths, m) == []
+    assert {(d.bdf, d.numa_node) for d in pasted.topology.gpus} == {(d.bdf, d.numa_node) for d in live.topology.gpus}
+    nics = {d.bdf: d.rdma_devices for d in pasted.topology.nics}
+    assert nics == {d.bdf: d.rdma_devices for d in live.topology.nics}
+
+
+def test_lstopo_without_v_gives_nodes_cpus_and_placement_but_no_paths(fixture_root) -> None:
+    """Plain ``lstopo``: a ``PCIBridge`` names no function, so the tree is unknown (said so);
+    the NUMA nodes, their CPUs and each device's node are still lstopo's."""
+    root = fixture_root("dgx-h100")
+    snap = read_pastes([PasteInput("lstopo", _lstopo(root))])
+    live = scan(root, nvml="off")
+    assert [(n.id, str(n.cpus)) for n in snap.numa_nodes] == [
+        (n.id, str(n.cpus)) for n in live.topology.snapshot.numa_nodes
+    ]
+    (status,) = [s for s in snap.sources if s.name == "lstopo"]
+    assert status.detail is not None and "without a busid" in status.detail
+
+
+# -- one host's outputs glued: the same where they overlap, more where they do not ------------
+
+
+def _numactl_h(snap: Snapshot) -> str:
+    """``numactl -H`` as numactl prints it (numactl.c ``hardware()``) for a snapshot's nodes."""
+    nodes = snap.numa_nodes
+    lines = [f"available: {len(nodes)} nodes (0-{len(nodes) - 1})"]
+    for n in nodes:
+        mb = (n.memory_bytes or 0) >> 20
+        lines += [f"node {n.id} cpus: {' '.join(map(str, n.cpus or ()))}", f"node {n.id} size: {mb} MB"]
+        lines.append(f"node {n.id} free: {mb // 2} MB")
+    lines.append("node distances:")
+    lines.append("node " + "".join(f"{n.id:>4}" for n in nodes))
+    lines += [f"{n.id:>3}: " + "".join(f"{d:>4}" for d in n.distances) for n in nodes]
+    return "\n".join(lines) + "\n"
+
+
+def _ibdev2netdev(snap: Snapshot) -> str:
+    """``ibdev2netdev`` as the MLNX_OFED script prints it: ``mlx5_0 port 1 ==> ib0 (Up)``."""
+    netdev = {d.bdf: d.name for d in snap.netdevs}
+    return "".join(
+        f"{r.name} port {p.port} ==> {netdev.get(r.bdf, 'N/A')} ({'Up' if p.state == 'ACTIVE' else 'Down'})\n"
+        for r in snap.rdma
+        for p in r.ports
+    )
+
+
+def test_one_hosts_outputs_glued_agree_where_they_overlap_and_add_the_rest(fixture_root) -> None:
+    """The DGX H100 fixture's matrix (as topoagent renders it, nvidia-smi's format), its
+    ``numactl -H`` and ``ibdev2netdev`` glued into one report with prose and prompts: the same
+    matrix and findings as the matrix alone, and the nodes' memory and distances and the NICs'
+    netdevs the matrix cannot show."""
+    live = scan(fixture_root("dgx-h100"), nvml="off")
+    snap = live.topology.snapshot
+    matrix = render_topo_matrix(matrix_of(live))
+    report = (
+        "Our 8-GPU node is slow across nodes, here is what I collected:\n\n```\n$ nvidia-smi topo -m\n"
+        + matrix
+        + "```\n\nand\n\n```\n$ numactl -H\n"
+        + _numactl_h(snap)
+        + "$ ibdev2netdev\n"
+        + _ibdev2netdev(snap)
+        + "```\nThanks!\n"
+    )
+    alone = analyse(read_pastes([PasteInput("matrix", matrix)]))
+    glued = analyse(read_pastes([PasteInput("report", report)]))
+    assert seg.find_outputs(report).kinds() == (seg.TOPO_M, seg.NUMACTL, seg.IBDEV2NETDEV)
+    assert matrix_of(glued) == matrix_of(alone)
+    assert _codes(glued) == _codes(alone)
+    nodes = {n.id: n for n in glued.topology.snapshot.numa_nodes}
+    assert nodes[0].distances == (10, 21) and nodes[1].memory_bytes == 1 << 40
+    assert [n.memory_bytes for n in alone.topology.snapshot.numa_nodes] == [None, None]
+    netdevs = {n.rdma: n.name for n in glued.topology.snapshot.netdevs if n.rdma}
+    assert netdevs["mlx5_0"] == "ibp24s0"

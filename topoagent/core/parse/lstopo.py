@@ -42,8 +42,8 @@ __all__ = ["LstopoDevice", "LstopoNode", "LstopoParseError", "LstopoReport", "OB
 #: The first word of every object line lstopo prints (hwloc_obj_type_string, plus the
 #: OS device kinds of lstopo-text).
 OBJECT = re.compile(
-    r"^(Machine|Package|Socket|Die|Group\d*|NUMANode|MemCache|L\d[id]?|L\dCache|Core|PU|HostBridge|PCIBridge|"
-    r"PCI|Bridge|Misc|Net|OpenFabrics|Block|CoProc|GPU|DMA|Co-Processor|OSDev)\b"
+    r"^(Machine|Package|Socket|Die|Group\d*|NUMANode|MemCache|L\d[id]?Cache|L\d[id]?|Core|PU|HostBridge|PCIBridge|"
+    r"PCI|Bridge|Misc|Net|Network|OpenFabrics|Block|Storage|CoProc|GPU|DMA|Co-Processor|OSDev)\b"
 )
 _PHYS = re.compile(r"\bP#(\d{1,6})")
 _SIZE = re.compile(r"\b(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB)\b")
@@ -53,7 +53,12 @@ _PCI = re.compile(
 _BUSID = re.compile(r"busid=((?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])")
 _IDS = re.compile(r"\bid=([0-9a-f]{4}):([0-9a-f]{4})")
 _CLASS = re.compile(r"\bclass=([0-9a-f]{4})")
-_OSDEV = re.compile(r'^(Net|OpenFabrics|Block|CoProc|GPU|DMA)(?:\(([^)]*)\))?(?:\s+L#\d+)?\s+"([^"]+)"')
+# ``-v`` adds the object's attributes in parentheses (``OpenFabrics L#15 (NodeGUID=… Port1State=4)
+# "mlx5_6"``); hwloc >= 2.5 prints Net and Block devices as ``Network`` and ``Storage``.
+_OSDEV = re.compile(
+    r'^(Net|Network|OpenFabrics|Block|Storage|CoProc|GPU|DMA)(?:\(([^)]*)\))?(?:\s+L#\d+)?(?:\s+\([^)]*\))?\s+"([^"]+)"'
+)
+_OSDEV_KIND = {"Network": "Net", "Storage": "Block"}
 _UNITS = {"KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 #: hwloc's class words (lstopo-text's ``hwloc_pci_class_string``) -> class code (class and subclass).
 CLASS_WORDS = {
@@ -214,7 +219,8 @@ def _attach(obj: _Obj, stack: list[_Obj], devices: list[dict[str, object]], node
         )
     elif (m := _OSDEV.match(body)) and stack and stack[-1].kind == "PCI":
         entry = next(d for d in reversed(devices) if d["obj"] is stack[-1])
-        entry["osdevs"].append((m.group(1) if not m.group(2) else f"{m.group(1)}({m.group(2)})", m.group(3)))  # type: ignore[attr-defined]
+        kind = _OSDEV_KIND.get(m.group(1), m.group(1))
+        entry["osdevs"].append((kind if not m.group(2) else f"{kind}({m.group(2)})", m.group(3)))  # type: ignore[attr-defined]
 
 
 def _nodes(objs: list[_Obj], memory: dict[int, int | None]) -> tuple[LstopoNode, ...]:
