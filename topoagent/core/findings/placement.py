@@ -116,7 +116,8 @@ def check_no_rdma_nic(c: Context) -> list[Finding]:
         # nvidia-smi lists every RDMA device; lspci shows none, so its NICs are judged by
         # vendor and driver (topoagent.core.paste)
         where = [Evidence("nvidia-smi topo -m", "no NIC rows")] if any(d.label for d in c.topo.gpus) else []
-        where.append(Evidence("lspci", "no RDMA device names; RDMA judged from vendor and driver"))
+        if any(s.name == "lspci" and s.status != "unavailable" for s in c.topo.sources):
+            where.append(Evidence("lspci", "no RDMA device names; RDMA judged from vendor and driver"))
     else:
         where = [Evidence(host_path("sys/class/infiniband"), "absent or empty")]
     return [
