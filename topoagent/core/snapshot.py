@@ -190,6 +190,14 @@ class GpuActivity(msgspec.Struct, frozen=True):
     source: str = ""
     #: nvidia-smi's clock event reason ``Idle``: ``Active`` (True) means nothing ran on the GPU.
     idle_reason: bool | None = None
+    #: nvidia-smi's ``Virtualization Mode`` (``Pass-Through``, ``VGPU``: a guest's GPU).
+    virtualization: str | None = None
+
+    @property
+    def in_guest(self) -> bool:
+        """The GPU was read inside a VM (passthrough or vGPU): its link is what the hypervisor
+        shows the guest."""
+        return self.virtualization in ("Pass-Through", "VGPU")
 
     @property
     def busy(self) -> bool | None:

@@ -1318,7 +1318,12 @@ _ENTRIES = (
             "": Wording(
                 "Reseat the GPU or riser and check the BIOS PCIe generation setting; confirm with nvidia-smi -q -d "
                 "PCI during a transfer (nvbandwidth)."
-            )
+            ),
+            "guest": Wording(
+                "The GPU is a VM's (Virtualization Mode Pass-Through/VGPU): read its link on the hypervisor "
+                "(lspci -vvv LnkSta) or ask the provider; nvbandwidth in the guest measures what the job gets.",
+                when="a GPU inside a VM",
+            ),
         },
         examples=(
             Example(
@@ -1330,7 +1335,7 @@ _ENTRIES = (
                     evidence: nvidia-smi -q GPU 00000000:00:1E.0: PCIe Generation Current = Gen4
                     evidence: nvidia-smi -q GPU 00000000:00:1E.0: PCIe Generation Max = Gen4
                     evidence: nvidia-smi -q GPU 00000000:00:1E.0: Link Width Current = x8
-                    remedy:   Reseat the GPU or riser and check the BIOS PCIe generation setting; confirm with nvidia-smi -q -d PCI during a transfer (nvbandwidth).
+                    remedy:   The GPU is a VM's (Virtualization Mode Pass-Through/VGPU): read its link on the hypervisor (lspci -vvv LnkSta) or ask the provider; nvbandwidth in the guest measures what the job gets.
                 """),  # noqa: E501
             ),
         ),

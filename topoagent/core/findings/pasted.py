@@ -47,6 +47,8 @@ def check_gpu_activity(c: Context) -> list[Finding]:
             evidence.append(Evidence(f"{act.source}: Performance State", act.performance_state))
         if act.utilization is not None:
             evidence.append(Evidence(f"{act.source}: Utilization Gpu", f"{act.utilization} %"))
+        if act.virtualization is not None:
+            evidence.append(Evidence(f"{act.source}: Virtualization Mode", act.virtualization))
         if act.idle_reason is not None:
             idle_value = "Active" if act.idle_reason else "Not Active"
             evidence.append(Evidence(f"{act.source}: Clocks Event Reasons Idle", idle_value))
@@ -55,6 +57,7 @@ def check_gpu_activity(c: Context) -> list[Finding]:
                 "GPU_LINK_SLOW_UNDER_LOAD" if act.busy else "GPU_LINK_IDLE_DOWNCLOCKED",
                 [d.id],
                 evidence,
+                fix="guest" if act.busy and act.in_guest else "",
                 id=d.id,
                 name=d.name,
                 link=f"{_gen(lk.current_gts)} {_width(lk.current_width)}",

@@ -71,6 +71,9 @@ class GpuQuery(msgspec.Struct, frozen=True):
     #: ``Clocks Event Reasons`` (``Clocks Throttle Reasons`` before driver 530) ``Idle``:
     #: ``Active`` is NVML's ``nvmlClocksEventReasonGpuIdle``, "nothing is running on the GPU".
     idle: bool | None = None
+    #: ``GPU Virtualization Mode`` ``Virtualization Mode``: ``None`` (bare metal), ``Pass-Through``
+    #: (a guest's whole GPU), ``VGPU`` (a guest's vGPU), ``Host VGPU`` (the hypervisor's).
+    virtualization: str | None = None
     #: The line each fact was read on (key path -> line number): evidence names it.
     lines: dict[str, int] = msgspec.field(default_factory=dict)
 
@@ -118,6 +121,8 @@ _FIELDS = {
     "Performance State": "performance_state",
     "Utilization/Gpu": "utilization",
     "Clocks Event Reasons/Idle": "idle",
+    "GPU Virtualization Mode/Virtualization Mode": "virtualization",
+    "GPU Virtualization Mode/Virtualization mode": "virtualization",
     "Clocks Throttle Reasons/Idle": "idle",
 }
 
@@ -165,6 +170,7 @@ class _Block:
             performance_state=_pstate(v.get("performance_state")),
             utilization=_number(v.get("utilization", "")),
             idle={"Active": True, "Not Active": False}.get(v.get("idle", "")),
+            virtualization=v.get("virtualization") if v.get("virtualization") not in _UNKNOWN else None,
             lines=self.lines,
         )
 

@@ -102,7 +102,9 @@ def _with_query(f: PciFunction, q: GpuQuery) -> PciFunction:
         subsystem_device_id=f.subsystem_device_id if f.subsystem_device_id is not None else q.subsystem_device_id,
         link=joined,
         link_source=f.link_source if f.link.known else (_query_where(q) if link.known else None),
-        activity=GpuActivity(q.performance_state, q.utilization, _query_where(q), idle_reason=q.idle),
+        activity=GpuActivity(
+            q.performance_state, q.utilization, _query_where(q), idle_reason=q.idle, virtualization=q.virtualization
+        ),
     )
 
 
