@@ -51,7 +51,7 @@ class Proof(Enum):
 
     SYSFS = "a file the kernel exports (sysfs, /proc)"
     CONFIG_SPACE = "PCI config space (the sysfs config file)"
-    PASTED = "a token of pasted tool output (nvidia-smi topo -m, lspci)"
+    PASTED = "a token of pasted tool output (nvidia-smi, lspci, lstopo, numactl, RDMA tools, AMD SMI, dmesg)"
     NVML = "an NVML query"
     INFERENCE = "an inference from other facts (a path class, a node reached through paths)"
     EXPECTATION = "an expected topology (a baseline, or a fleet's majority)"
