@@ -50,13 +50,17 @@ def test_every_code_is_raised_by_a_fixture():
     # NVLink P2P needs NVML (tests/core/test_nvml_join.py, recorded HGX H100); disagreements need a
     # second source (tests/core/test_crosscheck.py); overlapping nodes a damaged copy of a fixture
     # (tests/core/test_cpu_files.py); EXPECT_* an expected topology to compare with (scan --expect,
-    # fleet: tests/features/fleet/test_fleet.py, faulty copies of dgx-h100 against its baseline).
+    # fleet: tests/features/fleet/test_fleet.py, faulty copies of dgx-h100 against its baseline);
+    # the pasted family real pastes of the tools that show those facts (tests/core/test_paste.py).
     # Each of those tests checks that its finding is the catalogue's example.
     expect = {code for code, e in CATALOGUE.items() if e.family == "expect"}
-    assert set(CATALOGUE) - raised == {"NVLINK_P2P_DISABLED", "SOURCES_DISAGREE", "NUMA_NODES_OVERLAP"} | expect
+    pasted = {code for code, e in CATALOGUE.items() if e.family == "pasted"}
+    elsewhere = {"NVLINK_P2P_DISABLED", "SOURCES_DISAGREE", "NUMA_NODES_OVERLAP"}
+    assert set(CATALOGUE) - raised - pasted == elsewhere | expect
     for code in set(CATALOGUE) - raised:
-        (example,) = CATALOGUE[code].examples
-        assert example.fixture is None and (example.source or code in expect)
+        assert CATALOGUE[code].examples, code
+        for example in CATALOGUE[code].examples:
+            assert example.fixture is None and (example.source or code in expect)
 
 
 @pytest.mark.parametrize("code", [c for c, e in CATALOGUE.items() if any(x.fixture for x in e.examples)])

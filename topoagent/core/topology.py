@@ -22,11 +22,16 @@ from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import (
     AerCounts,
+    AerLogged,
+    AmdGpu,
     ConfigSpace,
     Cpu,
     CpuIdentity,
+    GivenP2P,
+    GpuActivity,
     LinkInfo,
     NumaNode,
+    NvlinkStatus,
     NvmlGpu,
     PciFunction,
     ProbeError,
@@ -128,6 +133,18 @@ class Device(msgspec.Struct, frozen=True):
     rdma_ports: FrozenMap[str, tuple[RdmaPort, ...]] = msgspec.field(default_factory=FrozenMap)
     #: The speed (Mb/s) of each of its network interfaces whose speed is known, by name.
     netdev_speeds: FrozenMap[str, int] = msgspec.field(default_factory=FrozenMap)
+    #: Where :attr:`link` was read where that is neither sysfs nor lspci (``nvidia-smi -q GPU
+    #: 00000000:18:00.0``); None otherwise.
+    link_source: str | None = None
+    #: A GPU's activity when its link was read (pasted ``nvidia-smi -q``), None where unknown.
+    activity: GpuActivity | None = None
+    #: AER events a pasted kernel log holds for it.
+    aer_logged: tuple[AerLogged, ...] = ()
+    #: What KFD and amdgpu say of an AMD GPU (XGMI links, hive, partitions), joined by BDF.
+    amd: AmdGpu | None = None
+    #: Whether each of its network interfaces is up, by name, where a tool said
+    #: (``ibdev2netdev``'s ``(Up)``/``(Down)``).
+    netdev_up: FrozenMap[str, bool] = msgspec.field(default_factory=FrozenMap)
 
     @property
     def is_vf(self) -> bool:
@@ -341,6 +358,12 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
         return self.snapshot.from_host_tree
 
     @property
+    def partial_inputs(self) -> tuple[str, ...]:
+        """Inputs that show only part of the host (an author's ``...``, a filtered listing), in
+        words: what they do not show is unknown, so no absence is claimed from them."""
+        return self.snapshot.partial_inputs
+
+    @property
     def virtualized(self) -> bool | None:
         """Whether the host is a virtual machine (None: unknown)."""
         return self.snapshot.virtualized
@@ -418,6 +441,22 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
         """What NVML says of each GPU, in NVML's index order (each GPU's own record is
         :attr:`Device.nvml`)."""
         return self.snapshot.nvml_gpus
+
+    @property
+    def amd_gpus(self) -> tuple[AmdGpu, ...]:
+        """What KFD says of each AMD GPU, in KFD's node order (the order ROCm numbers devices
+        in); each GPU's own record is :attr:`Device.amd`."""
+        return self.snapshot.amd_gpus
+
+    @property
+    def given_p2p(self) -> tuple[GivenP2P, ...]:
+        """GPU pairs' P2P status as a pasted ``nvidia-smi topo -p2p`` states it (by label)."""
+        return self.snapshot.given_p2p
+
+    @property
+    def nvlink_status(self) -> tuple[NvlinkStatus, ...]:
+        """GPUs' NVLinks as a pasted ``nvidia-smi nvlink -s`` lists them (by label)."""
+        return self.snapshot.nvlink_status
 
     @property
     def sources(self) -> tuple[SourceStatus, ...]:
@@ -594,6 +633,14 @@ class _Joins(NamedTuple):
     nvml: dict[str, NvmlGpu]
     memory_by_bdf: dict[str, int]
     memory_by_label: dict[str, int]
+    #: Per BDF: KFD's record of an AMD GPU.
+    amd: dict[str, AmdGpu]
+    #: Per RDMA device name, for functions a tool names without a PCI address (a pasted
+    #: ibdev2netdev): its netdevs (name, speed, up) and its ports.
+    netdevs_by_rdma: dict[str, list[tuple[str, int | None, bool | None]]]
+    ports_by_rdma: dict[str, tuple[RdmaPort, ...]]
+    #: Per BDF: its netdevs' up/down, where a tool said.
+    up: dict[str, dict[str, bool]]
 
 
 def _joins(snap: Snapshot, fns: list[PciFunction]) -> _Joins:
@@ -601,18 +648,27 @@ def _joins(snap: Snapshot, fns: list[PciFunction]) -> _Joins:
     function's VFs, the IOMMU groups' types, RDMA ports, NVML's GPUs and GPU memory nodes."""
     netdevs: dict[str, list[str]] = defaultdict(list)
     speeds: dict[str, dict[str, int]] = defaultdict(dict)
+    up: dict[str, dict[str, bool]] = defaultdict(dict)
+    by_rdma: dict[str, list[tuple[str, int | None, bool | None]]] = defaultdict(list)
     for nd in snap.netdevs:
         if nd.bdf:
             netdevs[nd.bdf].append(nd.name)
             if nd.speed_mbps is not None:
                 speeds[nd.bdf][nd.name] = nd.speed_mbps
+            if nd.up is not None:
+                up[nd.bdf][nd.name] = nd.up
+        elif nd.rdma:
+            by_rdma[nd.rdma].append((nd.name, nd.speed_mbps, nd.up))
     rdma: dict[str, list[str]] = defaultdict(list)
     ports: dict[str, dict[str, tuple[RdmaPort, ...]]] = defaultdict(dict)
+    ports_by_rdma: dict[str, tuple[RdmaPort, ...]] = {}
     for r in snap.rdma:
         if r.bdf:
             rdma[r.bdf].append(r.name)
             if r.ports:
                 ports[r.bdf][r.name] = r.ports
+        elif r.ports:
+            ports_by_rdma[r.name] = r.ports
     virtfns: dict[str, list[str]] = defaultdict(list)
     for f in fns:
         if f.physfn and f.bdf is not None:
@@ -627,11 +683,16 @@ def _joins(snap: Snapshot, fns: list[PciFunction]) -> _Joins:
         nvml={g.bdf: g for g in snap.nvml_gpus},
         memory_by_bdf={m.bdf: m.node for m in snap.gpu_memory_nodes if m.bdf is not None},
         memory_by_label={m.label: m.node for m in snap.gpu_memory_nodes if m.label is not None},
+        amd={g.bdf: g for g in snap.amd_gpus},
+        netdevs_by_rdma=by_rdma,
+        ports_by_rdma=ports_by_rdma,
+        up=up,
     )
 
 
 _NO_PORTS: FrozenMap[str, tuple[RdmaPort, ...]] = FrozenMap()
 _NO_SPEEDS: FrozenMap[str, int] = FrozenMap()
+_NO_UP: FrozenMap[str, bool] = FrozenMap()
 
 
 def _memory_node(f: PciFunction, nvml: NvmlGpu | None, joins: _Joins) -> int | None:
@@ -721,12 +782,23 @@ def _device(
     """The device of one function, placed (node, how, socket) and hung (``lineage``)."""
     numa, source, socket = place
     root, chain, hidden = lineage
-    netdev_names = joins.netdevs.get(f.bdf, ()) if f.bdf is not None else ()
+    netdev_names = list(joins.netdevs.get(f.bdf, ())) if f.bdf is not None else []
     rdma_names = tuple(joins.rdma.get(f.bdf, ())) if f.bdf is not None else ()
     if f.rdma_names:  # a pasted source's names, next to sysfs's
         rdma_names += tuple(n for n in f.rdma_names if n not in rdma_names)
-    speeds = joins.speeds.get(f.bdf) if f.bdf is not None else None
-    ports = joins.ports.get(f.bdf) if f.bdf is not None else None
+    speeds = dict(joins.speeds.get(f.bdf, {})) if f.bdf is not None else {}
+    ports = dict(joins.ports.get(f.bdf, {})) if f.bdf is not None else {}
+    up = dict(joins.up.get(f.bdf, {})) if f.bdf is not None else {}
+    for name in rdma_names:  # what a tool pairs with an RDMA name but no PCI address
+        if name in joins.ports_by_rdma:
+            ports.setdefault(name, joins.ports_by_rdma[name])
+        for nd, speed, is_up in joins.netdevs_by_rdma.get(name, ()):
+            if nd not in netdev_names:
+                netdev_names.append(nd)
+            if speed is not None:
+                speeds[nd] = speed
+            if is_up is not None:
+                up[nd] = is_up
     nvml = joins.nvml.get(f.bdf) if f.bdf is not None else None
     return Device(
         id=ident,
@@ -765,6 +837,11 @@ def _device(
         memory_node=_memory_node(f, nvml, joins) if kind is DeviceKind.GPU else None,
         rdma_ports=FrozenMap(ports) if ports else _NO_PORTS,
         netdev_speeds=FrozenMap(speeds) if speeds else _NO_SPEEDS,
+        link_source=f.link_source,
+        activity=f.activity,
+        aer_logged=f.aer_logged,
+        amd=joins.amd.get(f.bdf) if f.bdf is not None and kind is DeviceKind.GPU else None,
+        netdev_up=FrozenMap(up) if up else _NO_UP,
     )
 
 

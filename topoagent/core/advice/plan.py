@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from topoagent.core import pci
 from topoagent.core.advice.cores import (
     Split,
     complexes_in,
@@ -181,7 +182,7 @@ def make_plan(topo: Topology, rails: Rails) -> Plan:
             cpus = cpus & allowed
         rail = rails.rail(g.id)
         nics = rail.nics if rail else ()
-        env = base_env(index)
+        env = base_env(index, rocm_index(topo, g))
         env.update(node_hca_env(topo, rails))
         ucx = [
             ucx_device(name, nic_port(d))
@@ -514,7 +515,7 @@ def _gpu_for(
     own = cores_in(w.cores, share)
     split = w.cut(own, ranks) if w.whole else Split(tuple(share for _ in range(ranks)))
     gpu_notes = [f for f in findings if g.gpu in f.subjects] + _gpu_notes(g, cpus, own, split, w)
-    env = base_env(g.cuda_index)
+    env = base_env(g.cuda_index, rocm_index(topo, d))
     env.update(node_hca_env(topo, pairing))
     env.update(rail_env(rails))
     w.notes.extend(n for n in gpu_notes if n.code in PLAN_CODES)
@@ -591,9 +592,39 @@ def complex_domains(
     return None
 
 
-def base_env(cuda_index: int) -> dict[str, str]:
-    """The CUDA variables of a GPU's ranks (PCI bus order, as nvidia-smi numbers GPUs)."""
+def base_env(cuda_index: int, rocm_index: int | None = None) -> dict[str, str]:
+    """The device variables of a GPU's ranks.  An NVIDIA GPU: CUDA's, in PCI bus order (as
+    nvidia-smi numbers GPUs).  An AMD GPU (``rocm_index``: its place among KFD's GPU nodes,
+    the order ROCm numbers devices in): ``ROCR_VISIBLE_DEVICES``, the variable AMD recommends
+    on Linux (ROCm docs, "GPU isolation techniques"; RCCL and every ROCm runtime honour it),
+    and ``HIP_VISIBLE_DEVICES=0``: HIP numbers the devices ROCm leaves visible from 0, so the
+    rank's GPU is 0, whatever an inherited HIP/CUDA mask said."""
+    if rocm_index is not None:
+        return {"ROCR_VISIBLE_DEVICES": str(rocm_index), "HIP_VISIBLE_DEVICES": "0"}
     return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(cuda_index)}
+
+
+#: The variables ``base_env`` may set, by what they mean: the device list of the runtime.
+VISIBLE_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+
+
+def rocm_index(topo: Topology, gpu: Device) -> int | None:
+    """An AMD GPU's ROCm device index: its first KFD node's place among KFD's GPU nodes (ROCr
+    enumerates agents in KFD's node order), else its place among the host's AMD GPUs in PCI
+    order; None for a GPU of another vendor."""
+    if gpu.vendor_id != pci.AMD_ATI:
+        return None
+    order = [g.bdf for g in topo.amd_gpus]
+    if gpu.bdf in order:
+        return order.index(gpu.bdf)
+    amd = [g.id for g in topo.gpus if g.vendor_id == pci.AMD_ATI]
+    return amd.index(gpu.id)
+
+
+def visible_var(topo: Topology) -> str:
+    """The device-list variable a host's plan speaks of: ROCm's on a host of AMD GPUs only."""
+    gpus = topo.gpus
+    return "ROCR_VISIBLE_DEVICES" if gpus and all(g.vendor_id == pci.AMD_ATI for g in gpus) else "CUDA_VISIBLE_DEVICES"
 
 
 def rank_env(plan: Plan, local_rank: int) -> tuple[GpuPlan, CpuSet, dict[str, str]]:

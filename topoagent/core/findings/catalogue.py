@@ -51,7 +51,7 @@ class Proof(Enum):
 
     SYSFS = "a file the kernel exports (sysfs, /proc)"
     CONFIG_SPACE = "PCI config space (the sysfs config file)"
-    PASTED = "a token of pasted tool output (nvidia-smi topo -m, lspci)"
+    PASTED = "a token of pasted tool output (nvidia-smi, lspci, lstopo, numactl, RDMA tools, AMD SMI, dmesg)"
     NVML = "an NVML query"
     INFERENCE = "an inference from other facts (a path class, a node reached through paths)"
     EXPECTATION = "an expected topology (a baseline, or a fleet's majority)"
@@ -186,6 +186,15 @@ FAMILIES: dict[str, Family] = {
             expected and the seen value in its evidence; on a live scan the subjects are the device ids where
             the slot exists on this host. The examples are `tests/features/fleet/test_fleet.py`'s faulty copies
             of the `dgx-h100` fixture (tests/fleet_hosts.py) against the baseline of the good one."""),
+        ),
+        Family(
+            "pasted",
+            "What pasted tools say beyond the tree",
+            _prose("""Facts the tool outputs people paste carry and a PCIe tree does not: `nvidia-smi -q` (a GPU's
+            activity when its link was read), `nvidia-smi topo -p2p` (the driver's P2P status of each GPU pair),
+            `nvidia-smi nvlink -s` (active and inactive NVLinks), `ibdev2netdev`/`ibv_devinfo` (RDMA port state,
+            also read from sysfs on a live host) and `dmesg` (AER events). `topoagent scan --paste` reads them
+            (docs/offline.md); each example is the output of the test it names, on a public paste."""),
         ),
     )
 }
@@ -1405,6 +1414,283 @@ _ENTRIES = (
                     subjects: host
                     evidence: slot host: hw_class = expected QEMU Standard PC (Q35 + ICH9, 2009) / 2x Intel Xeon Processor (Icelake) / gpu 10de:20b2, seen NVIDIA DGXH100 / 2x Intel(R) Xeon(R) Platinum 8480C / gpu 10de:2330
                     remedy:   Compare with a baseline of this host's own class (topoagent baseline on a good host of it), or check that the right file is configured.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    # -- pasted -----------------------------------------------------------------------------
+    Entry(
+        code="GPU_LINK_SLOW_UNDER_LOAD",
+        family="pasted",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.PASTED,),
+        about=_prose("""A GPU whose link ran below its maximum PCIe generation or width while `nvidia-smi -q` showed
+        it busy (a non-zero GPU utilisation, or performance state P0-P2 without the driver's `Idle` clock event
+        reason: a GPU can sit at P0 with nothing running). An idle GPU drops its link speed by design
+        (`nvidia-smi --help-query-gpu`: "These may be reduced when the GPU is not in use"); a busy one should run
+        at its maximum, so this is a slot, riser or BIOS fault. The maximum is nvidia-smi's `Max`, the lower of
+        the GPU's and the slot's (`Device Max`, `Host Max`). Where `nvidia-smi -q` says whether the GPU was busy,
+        this code and `GPU_LINK_IDLE_DOWNCLOCKED` judge its link instead of `LINK_SPEED_BELOW_MAX_GPU` and
+        `LINK_WIDTH_DEGRADED` (nvidia-smi: current generation and width "may be reduced when the GPU is not in
+        use")."""),
+        messages={
+            "": Wording(
+                "{id} {name} ran its PCIe link at {link} of {max_link} while busy ({state}): a GPU at work runs "
+                "at its maximum, so the link is degraded."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Reseat the GPU or riser and check the BIOS PCIe generation setting; confirm with nvidia-smi -q -d "
+                "PCI during a transfer (nvbandwidth)."
+            ),
+            "guest": Wording(
+                "The GPU is a VM's (Virtualization Mode Pass-Through/VGPU): read its link on the hypervisor "
+                "(lspci -vvv LnkSta) or ask the provider; nvbandwidth in the guest measures what the job gets.",
+                when="a GPU inside a VM",
+            ),
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (an A10G's `nvidia-smi -q` from NVIDIA/DCGM#232: P0, a process "
+                "holding 8.7 GB, link x8 of x16)",
+                text=_prose("""
+                [warning] gpu0 NVIDIA A10G ran its PCIe link at Gen4 x8 of Gen4 x16 while busy (P0, 0 %): a GPU at work runs at its maximum, so the link is degraded.
+                    subjects: gpu0
+                    evidence: nvidia-smi -q GPU 00000000:00:1E.0: PCIe Generation Current = Gen4
+                    evidence: nvidia-smi -q GPU 00000000:00:1E.0: PCIe Generation Max = Gen4
+                    evidence: nvidia-smi -q GPU 00000000:00:1E.0: Link Width Current = x8
+                    remedy:   The GPU is a VM's (Virtualization Mode Pass-Through/VGPU): read its link on the hypervisor (lspci -vvv LnkSta) or ask the provider; nvbandwidth in the guest measures what the job gets.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="GPU_LINK_IDLE_DOWNCLOCKED",
+        family="pasted",
+        severity=(Grade(Severity.INFO),),
+        proof=(Proof.PASTED,),
+        about=_prose("""A GPU whose link ran below its maximum PCIe generation or width while `nvidia-smi -q` showed
+        it idle (performance state P3 or lower, or the `Idle` clock event reason active, at 0 % utilisation): GPUs
+        drop to Gen1 at idle by design and retrain
+        under load, so this is no fault; `GPU_LINK_SLOW_UNDER_LOAD` is raised when a busy GPU stays low."""),
+        messages={
+            "": Wording(
+                "{id} {name} was idle ({state}) when its link ran at {link} of {max_link}: GPUs lower their link "
+                "at idle by design, so this is no fault."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Nothing to do; to check the link, read nvidia-smi -q -d PCI while the GPU is busy (nvbandwidth, "
+                "a training step)."
+            )
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (an L4's `nvidia-smi -a` captured in thamada/nvidia-smi "
+                "`gls/L4_smi.py`: P8, Gen1 x8 of Gen4 x16)",
+                text=_prose("""
+                [info] gpu0 NVIDIA L4 was idle (P8, 0 %, Idle clock event reason Active) when its link ran at Gen1 x8 of Gen4 x16: GPUs lower their link at idle by design, so this is no fault.
+                    subjects: gpu0
+                    evidence: nvidia-smi -q GPU 00000000:01:00.0: PCIe Generation Current = Gen1
+                    evidence: nvidia-smi -q GPU 00000000:01:00.0: PCIe Generation Max = Gen4
+                    evidence: nvidia-smi -q GPU 00000000:01:00.0: Link Width Current = x8
+                    remedy:   Nothing to do; to check the link, read nvidia-smi -q -d PCI while the GPU is busy (nvbandwidth, a training step).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="P2P_NOT_SUPPORTED",
+        family="pasted",
+        severity=(
+            Grade(Severity.CRITICAL, "NVLinked GPUs (NV#) whose read, write or NVLink P2P status is not OK"),
+            Grade(
+                Severity.WARNING,
+                "GPUs under one PCIe switch (PIX/PXB), or NVLinked ones whose -p2p capability the paste does not show",
+            ),
+            Grade(Severity.INFO, "GNS between GPUs on PCIe: the GPU model has no PCIe P2P (GeForce), by design"),
+        ),
+        proof=(Proof.PASTED,),
+        about=_prose("""Two GPUs NCCL would join by P2P -- NVLinked, or within its default P2P level PXB
+        (`ncclTopoCheckP2p`, NVIDIA/nccl src/graph/paths.cc) -- whose P2P status `nvidia-smi topo -p2p` reports not OK
+        (`CNS` chipset, `GNS` GPU, `TNS` topology, `NS` not supported, `DR` disabled by regkey). The status is
+        NVML's `nvmlDeviceGetP2PStatus` for the capability on the command line (`r` read, `w` write, `n` NVLink;
+        `a` atomics and `p` prop are not judged); the pair's path comes from the same paste's matrix. Pairs
+        beyond PXB raise nothing: NCCL does not use P2P there by default."""),
+        messages={
+            "": Wording(
+                "{gpu} and {peer} are {path} (one PCIe switch) but the driver reports P2P {status} ({meaning}, "
+                "{capability}): NCCL stages their traffic through host memory.",
+                when="a PCIe pair",
+            ),
+            "nvlink": Wording(
+                "{gpu} and {peer} share NVLinks ({path}) but the driver reports P2P {status} ({meaning}, "
+                "{capability}): NCCL aborts with a hardware error or falls back to host memory.",
+                when="an NVLinked pair",
+            ),
+            "gpu": Wording(
+                "{gpu} and {peer} are {path} but the driver reports P2P GNS (GPU not supported, {capability}): the "
+                "GPU model has no PCIe P2P, so NCCL stages their traffic through host memory by design.",
+                when="GNS on PCIe",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Check ACS and the IOMMU on the switch (lspci -vvv ACSCtl, iommu=pt) and the BIOS P2P settings; "
+                "NCCL_P2P_LEVEL does not help while the driver refuses P2P."
+            ),
+            "nvlink": Wording(
+                "Check nvidia-smi nvlink -s and the fabric manager (systemctl status nvidia-fabricmanager on "
+                "NVSwitch systems); reset the GPUs or reboot.",
+                when="an NVLinked pair",
+            ),
+            "gpu": Wording(
+                "Nothing to fix on the host; GPUs with PCIe P2P (data-centre or workstation parts) or NVLink avoid "
+                "the host-memory copy.",
+                when="GNS on PCIe",
+            ),
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (derived: the H100 NV18 matrix of NVIDIA/nccl#1453 with a `-p2p n` "
+                "matrix whose GPU0-GPU1 cell is NS)",
+                text=_prose("""
+                [critical] gpu0 and gpu1 share NVLinks (NV18) but the driver reports P2P NS (Not supported, nvlink): NCCL aborts with a hardware error or falls back to host memory.
+                    subjects: gpu0, gpu1
+                    evidence: nvidia-smi topo -p2p n GPU0/GPU1 (line 45) = NS (Not supported)
+                    evidence: nvidia-smi topo -m GPU0/GPU1 = NV18
+                    remedy:   Check nvidia-smi nvlink -s and the fabric manager (systemctl status nvidia-fabricmanager on NVSwitch systems); reset the GPUs or reboot.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="NVLINK_INACTIVE",
+        family="pasted",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.PASTED,),
+        about=_prose("""A GPU with fewer active NVLinks than another GPU of the same host has, as `nvidia-smi
+        nvlink -s` lists them (`<inactive>` links): one build gives every GPU the same links, so a link is down
+        (a cable, an NVSwitch tray, the fabric manager) and that GPU's NVLink bandwidth is cut."""),
+        messages={
+            "": Wording(
+                "{gpu} has {active} active NVLinks where another GPU of this host has {most} ({inactive} inactive): "
+                "its NVLink bandwidth is cut."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Check nvidia-smi nvlink -e (errors) and -R, the fabric manager's log on NVSwitch systems, and "
+                "reseat the GPU or NVLink bridge; a reset or reboot retrains the links."
+            )
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (derived: the V100 of Azure/azhpc-diagnostics#73 with links 3 and 5 "
+                "`<inactive>`, after a V100 with all six active)",
+                text=_prose("""
+                [warning] gpu1 (GPU3) has 4 active NVLinks where another GPU of this host has 6 (2 inactive): its NVLink bandwidth is cut.
+                    subjects: gpu1
+                    evidence: nvidia-smi nvlink -s GPU 3 (line 10) = 4 active, inactive: 3, 5
+                    remedy:   Check nvidia-smi nvlink -e (errors) and -R, the fabric manager's log on NVSwitch systems, and reseat the GPU or NVLink bridge; a reset or reboot retrains the links.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="NIC_PORT_DOWN",
+        family="pasted",
+        severity=(
+            Grade(Severity.WARNING, "a compute (rail) NIC none of whose ports is ACTIVE"),
+            Grade(Severity.INFO, "another NIC, or a netdev shown Down without its port's state"),
+        ),
+        proof=(Proof.PASTED, Proof.SYSFS),
+        about=_prose("""An RDMA NIC none of whose ports is `ACTIVE` (`ibdev2netdev -v`, `ibv_devinfo`, or
+        `/sys/class/infiniband/DEV/ports/N/state`): NCCL uses active ports only (NVIDIA/nccl
+        src/transport/net_ib.cc, `ncclIbInitDevices`), so the GPUs this NIC serves as their rail send through
+        another NIC, farther away. A netdev `ibdev2netdev` shows `(Down)` without the port's state is info: on
+        InfiniBand the IPoIB interface may be down while the port is active."""),
+        messages={
+            "": Wording(
+                "{nic} is a rail NIC but no port of it is active ({state}): NCCL skips it and its GPUs' traffic goes "
+                "through another NIC."
+            ),
+            "other": Wording("{nic} has no active port ({state}).", when="a NIC that is no GPU's rail"),
+            "netdev": Wording(
+                "{nic}'s netdev {netdevs} is Down (ibdev2netdev); its RDMA port's own state is not shown.",
+                when="only the netdev's state is known",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Check the cable and the switch port (ibstat, ibv_devinfo; a subnet manager for InfiniBand); "
+                "until it is up, NCCL_IB_HCA can pin its GPUs to a working NIC."
+            ),
+            "netdev": Wording(
+                "Run ibdev2netdev -v or ibv_devinfo to see the port's state (PORT_ACTIVE is what NCCL needs).",
+                when="only the netdev's state is known",
+            ),
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (derived: a public 4-GPU/4-NIC matrix with `ibv_devinfo` blocks "
+                "whose mlx5_1 is PORT_DOWN)",
+                text=_prose("""
+                [warning] nic1 (mlx5_1) is a rail NIC but no port of it is active (DOWN): NCCL skips it and its GPUs' traffic goes through another NIC.
+                    subjects: nic1
+                    evidence: ibdev2netdev/ibv_devinfo mlx5_1 port 1: state = DOWN
+                    remedy:   Check the cable and the switch port (ibstat, ibv_devinfo; a subnet manager for InfiniBand); until it is up, NCCL_IB_HCA can pin its GPUs to a working NIC.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="PCIE_AER_LOGGED",
+        family="pasted",
+        severity=(
+            Grade(Severity.CRITICAL, "a fatal uncorrected error was logged"),
+            Grade(Severity.WARNING, "non-fatal uncorrected errors only"),
+            Grade(Severity.INFO, "corrected errors only"),
+        ),
+        proof=(Proof.PASTED,),
+        about=_prose("""PCIe AER events a pasted kernel log (`dmesg`, `journalctl -k`) holds for a function
+        (drivers/pci/pcie/aer.c: `PCIe Bus Error: severity=…`, `AER: … error received`). A fatal error resets the
+        link (the device may drop off); non-fatal ones fail transactions; corrected ones are repaired by the link
+        and matter as a rate, which an excerpt cannot show (`PCIE_AER_ERRORS` reads the kernel's counters on a
+        live host)."""),
+        messages={
+            "": Wording(
+                "{id} ({bdf}) logged {fatal} fatal and {nonfatal} non-fatal uncorrected PCIe errors in the kernel "
+                "log given{named}."
+            ),
+            "corrected": Wording(
+                "{id} ({bdf}) logged {corrected} corrected PCIe error(s) in the kernel log given{named}: the link "
+                "repaired them; a rising rate points at the slot, riser or retimer.",
+                when="corrected errors only",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Check the device's link (lspci -vvv LnkSta) and the slot, riser or cable; fatal errors reset the "
+                "link: reseat or replace the card."
+            ),
+            "corrected": Wording(
+                "Watch the rate (the daemon's topoagent_pcie_aer_errors_total, or aer_dev_correctable twice "
+                "minutes apart under load); reseat if it keeps rising.",
+                when="corrected errors only",
+            ),
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (journal AER lines of a root port from pop-os/pop#3363)",
+                text=_prose("""
+                [info] bridge0 (0000:00:03.1) logged 2 corrected PCIe error(s) in the kernel log given (BadTLP, Timeout): the link repaired them; a rising rate points at the slot, riser or retimer.
+                    subjects: bridge0
+                    evidence: dmesg line 4 = Sep 19 16:18:02 bubz kernel: [68183.615810] pcieport 0000:00:03.1: PCIe Bus Error: severity=Correctable, type=Data Link Layer, (Transmitter ID)
+                    evidence: dmesg line 8 = Sep 19 16:18:02 bubz kernel: [68183.637897] pcieport 0000:00:03.1: PCIe Bus Error: severity=Correctable, type=Data Link Layer, (Receiver ID)
+                    remedy:   Watch the rate (the daemon's topoagent_pcie_aer_errors_total, or aer_dev_correctable twice minutes apart under load); reseat if it keeps rising.
                 """),  # noqa: E501
             ),
         ),

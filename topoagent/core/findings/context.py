@@ -37,6 +37,13 @@ _LSPCI_FIELDS = {
     "max_link_speed": "LnkCap",
 }
 _NVSMI_FIELDS = {"numa_node": "NUMA Affinity", "local_cpulist": "CPU Affinity"}
+#: Where ``nvidia-smi -q`` prints a link value (its GPU Link Info section).
+_QUERY_FIELDS = {
+    "current_link_width": "Link Width Current",
+    "max_link_width": "Link Width Max",
+    "current_link_speed": "PCIe Generation Current",
+    "max_link_speed": "PCIe Generation Max",
+}
 
 
 def evidence_path(topo: Topology, d: Device, attr: str) -> str:
@@ -44,11 +51,27 @@ def evidence_path(topo: Topology, d: Device, attr: str) -> str:
     (``lspci 0000:19:08.0: ACSCtl``, ``nvidia-smi topo -m GPU3: NUMA Affinity``)."""
     if topo.from_host_tree:
         return sysfs_attr(d, attr)
+    if d.link_source is not None and attr in _QUERY_FIELDS:
+        return f"{d.link_source}: {_QUERY_FIELDS[attr]}"
     if d.bdf is None:
         return f"nvidia-smi topo -m {d.label}: {_NVSMI_FIELDS.get(attr, attr)}"
     if d.label is not None and d.numa_source == "nvidia-smi" and attr in _NVSMI_FIELDS:
         return f"nvidia-smi topo -m {d.label}: {_NVSMI_FIELDS[attr]}"
     return f"lspci {d.bdf}: {_LSPCI_FIELDS.get(attr, attr)}"
+
+
+#: The tools whose pasted output evidence names first (``numactl -H: node 2 cpus``).
+PASTED_TOOLS = (
+    "nvidia-smi",
+    "lspci",
+    "numactl",
+    "ibdev2netdev",
+    "ibv_devinfo",
+    "rocm-smi",
+    "amd-smi",
+    "lstopo",
+    "dmesg",
+)
 
 
 def proof_of(e: Evidence) -> Proof:
@@ -60,7 +83,7 @@ def proof_of(e: Evidence) -> Proof:
         return Proof.EXPECTATION
     if path.startswith(("path ", "sysfs: ")) or " via " in path:
         return Proof.INFERENCE  # a path class the tree gives, a node reached through paths
-    if path.startswith(("nvidia-smi", "lspci")):
+    if path.startswith(PASTED_TOOLS):
         return Proof.PASTED
     if path.startswith("/"):
         return Proof.CONFIG_SPACE if path.endswith("/config") else Proof.SYSFS
@@ -163,6 +186,17 @@ def node_cpus_evidence(c: Context, node: int) -> Evidence:
         return Evidence(host_path(f"sys/devices/system/cpu/cpu*/node{node}"), str(cpus))
     text = "" if cpus is None else (cpus.mask() if name == "cpumap" else str(cpus))
     return Evidence(host_path(f"sys/devices/system/node/node{node}/{name}"), text)
+
+
+def node_memory_evidence(c: Context, node: int) -> Evidence:
+    """What shows that a node has no CPUs: its ``cpulist`` on a host tree; the tool that listed
+    its CPUs in a paste (``numactl -H``, ``lstopo``); else a matrix's ``GPU NUMA ID``."""
+    if not c.offline:
+        return node_cpus_evidence(c, node)
+    n = c.topo.node(node)
+    if n is not None and n.cpus_file in ("numactl -H", "lstopo"):
+        return Evidence(f"{n.cpus_file}: node {node} cpus", str(n.cpus))
+    return Evidence("nvidia-smi topo -m: GPU NUMA ID", str(node))
 
 
 def link_evidence(c: Context, d: Device, *attrs: tuple[str, str]) -> list[Evidence]:

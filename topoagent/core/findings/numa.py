@@ -3,7 +3,13 @@ and VM_FLAT_PCI_TREE (their words and rules: :mod:`~topoagent.core.findings.cata
 
 from __future__ import annotations
 
-from topoagent.core.findings.context import Context, node_cpus_evidence, numa_evidence, sysfs_attr
+from topoagent.core.findings.context import (
+    Context,
+    node_cpus_evidence,
+    node_memory_evidence,
+    numa_evidence,
+    sysfs_attr,
+)
 from topoagent.core.findings.finding import Evidence, Finding, Severity
 from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import host_path
@@ -88,9 +94,7 @@ def _check_cpu_less(c: Context) -> list[Finding]:
             c.finding(
                 "CPU_LESS_NUMA_NODE",
                 [f"node{i}" for i in ids],
-                [node_cpus_evidence(c, i) for i in ids[:8]]
-                if not c.offline
-                else [Evidence("nvidia-smi topo -m: GPU NUMA ID", str(i)) for i in ids[:8]],
+                [node_memory_evidence(c, i) for i in ids[:8]],
                 say="gpu memory" if gpu_memory else "",
                 fix="" if target is not None else "no cpus",
                 nodes=names,

@@ -109,14 +109,15 @@ def _c2c_cross_grace(c: Context, g: Device, n: Device, ev: list[Evidence]) -> li
 
 def check_no_rdma_nic(c: Context) -> list[Finding]:
     """NO_RDMA_NIC: GPUs but no RDMA-capable NIC."""
-    if not c.topo.gpus or c.rdma_nics:
-        return []
+    if not c.topo.gpus or c.rdma_nics or c.topo.partial_inputs:
+        return []  # (an input that shows part of the host cannot show that a NIC is absent)
     nics = [n for n in c.topo.nics if not n.is_vf]
     if c.offline:
         # nvidia-smi lists every RDMA device; lspci shows none, so its NICs are judged by
         # vendor and driver (topoagent.core.paste)
         where = [Evidence("nvidia-smi topo -m", "no NIC rows")] if any(d.label for d in c.topo.gpus) else []
-        where.append(Evidence("lspci", "no RDMA device names; RDMA judged from vendor and driver"))
+        if any(s.name == "lspci" and s.status != "unavailable" for s in c.topo.sources):
+            where.append(Evidence("lspci", "no RDMA device names; RDMA judged from vendor and driver"))
     else:
         where = [Evidence(host_path("sys/class/infiniband"), "absent or empty")]
     return [

@@ -203,7 +203,10 @@ def snapshot_from_lspci(
     warnings: list[str] = []
     errors: tuple[ProbeError, ...] = ()
     orphans: tuple[LspciTreeNode, ...] = ()
+    partial: tuple[str, ...] = ()
     if isinstance(tree, LspciTree):
+        if tree.filtered:
+            partial = ("lspci -tv: a filtered tree (lspci -t -d): only the functions the filter kept",)
         errors += _probe_errors("lspci -tv", tree.skipped)
         warnings += [f"lspci -tv {n}" if n.startswith("line") else n for n in tree.notes]
         orphans = tree.orphans
@@ -247,6 +250,7 @@ def snapshot_from_lspci(
         pci=tuple(fns),
         sources=(status,),
         probe_errors=errors,
+        partial_inputs=partial,
     )
 
 

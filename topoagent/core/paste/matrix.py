@@ -123,4 +123,5 @@ def snapshot_from_topo_matrix(m: TopoMatrix) -> Snapshot:
         sources=(status,),
         given_paths=tuple(given),
         probe_errors=errors,
+        partial_inputs=("nvidia-smi topo -m: the author left columns out ('...')",) if m.elided else (),
     )

@@ -120,4 +120,5 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
         gpu_memory_nodes=memory,
         sources=tuple(status) + lspci.sources,
         probe_errors=matrix.probe_errors + lspci.probe_errors,
+        partial_inputs=matrix.partial_inputs + lspci.partial_inputs,
     )

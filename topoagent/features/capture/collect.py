@@ -23,6 +23,9 @@ The allow-list (host paths, relative to ``/``):
   ``sys/devices/system/cpu/cpu*/cache/index3/{level,shared_cpu_list}`` and the ``cpu*/node*`` links;
 * ``sys/kernel/iommu_groups/*/type``, ``sys/module/<m>`` for the modules a scan asks about,
   ``sys/kernel/mm/memory_peers/*/version``, ``sys/hypervisor/type``;
+* ``sys/class/kfd/kfd/topology/nodes/*/{properties,gpu_id,name}`` and ``io_links/*/properties``
+  (AMD GPUs; ``unique_id`` replaced by the node number), and each GPU's amdgpu files
+  (``xgmi_physical_id``, ``xgmi_hive_info/xgmi_hive_id``, ``current_*_partition``);
 * ``proc/cmdline``, the first CPU's ``flags``, identity and model lines of ``proc/cpuinfo``
   (:data:`CPUINFO_FIELDS`), the ``Cpus_allowed_list`` line of ``proc/self/status``,
   ``proc/driver/nvidia/gpus/*/numa_status``, ``proc/sys/kernel/hostname``,
@@ -33,6 +36,7 @@ What is scrubbed is listed in :mod:`.scrub`.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import posixpath
@@ -44,7 +48,8 @@ import msgspec
 
 from topoagent.core.bdf import is_bdf
 from topoagent.core.hostfs import ATTR_LIMIT, HostFS
-from topoagent.core.read import NVML_RECORDING, dmi, pci
+from topoagent.core.parse.kfd import bdf_of
+from topoagent.core.read import NVML_RECORDING, dmi, kfd, pci
 from topoagent.core.read.attr import numbered
 from topoagent.core.read.cpu import TOPOLOGY_FILES
 from topoagent.core.read.infiniband import PORT_FILES
@@ -267,6 +272,44 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     _proc(fs, cap, scrub)
 
 
+def _kfd(fs: HostFS, cap: Capture) -> None:
+    """KFD's topology (AMD GPUs) and amdgpu's XGMI and partition files of each GPU, as
+    :mod:`topoagent.core.read.kfd` reads them; each GPU's ``unique_id`` (what ROCm's GPU UUID is
+    made from) replaced by its node number."""
+    if not fs.isdir(kfd.KFD_NODES):
+        return
+    _copy_link(fs, cap, "sys/class/kfd/kfd")
+    real = fs.resolve("sys/class/kfd/kfd") or "sys/class/kfd/kfd"
+    base = kfd.KFD_NODES.replace("sys/class/kfd/kfd", real, 1)  # files under the link's target
+    for node in fs.listdir(base):
+        if not node.isdecimal():
+            continue
+        nb = f"{base}/{node}"
+        for attr in ("gpu_id", "name"):
+            _copy_file(fs, cap, f"{nb}/{attr}", limit=256)
+        scrub_id = functools.partial(_no_unique_id, node=node)
+        props = _copy_file(fs, cap, f"{nb}/properties", limit=8192, transform=scrub_id)
+        for link in fs.listdir(f"{nb}/io_links"):
+            _copy_file(fs, cap, f"{nb}/io_links/{link}/properties", limit=4096)
+        if props is None:
+            continue
+        values = dict(line.split(" ", 1) for line in props.decode("ascii", "replace").splitlines() if " " in line)
+        if values.get("location_id", "0").strip() not in ("", "0"):
+            bdf = bdf_of(int(values.get("domain", "0")), int(values["location_id"]))
+            dev = fs.resolve(f"sys/bus/pci/devices/{bdf}")  # the function's real directory
+            for attr in kfd.AMDGPU_FILES if dev is not None else ():
+                _copy_file(fs, cap, f"{dev}/{attr}", limit=256)
+
+
+def _no_unique_id(data: bytes, *, node: str) -> bytes:
+    """A KFD node's ``properties`` with a non-zero ``unique_id`` (the GPU's serial) replaced."""
+    lines = data.decode("ascii", "replace").splitlines()
+    return "".join(
+        (f"unique_id {int(node) + 1}" if ln.startswith("unique_id ") and ln[10:].strip() != "0" else ln) + "\n"
+        for ln in lines
+    ).encode()
+
+
 _TOOLS = (
     ("tools/lspci-tv.txt", ("lspci", "-tv")),
     ("tools/lspci-vvv.txt", ("lspci", "-vvv")),
@@ -312,6 +355,7 @@ def collect_capture(
     _pci(fs, cap)
     _class_devices(fs, cap, scrub)
     _system(fs, cap, scrub)
+    _kfd(fs, cap)
     if tools:
         _tools(cap, scrub, tool_timeout, say)
     manifest = {
