@@ -333,3 +333,20 @@ def test_every_critical_finding_on_a_paste_rests_on_stated_evidence(path):
         assert f.severity <= evidence_bound(f.evidence), (f.code, f.severity)
         if f.severity is Severity.CRITICAL:
             assert all(proof_of(e).name != "INFERENCE" for e in f.evidence), f.code
+
+
+# -- issue 32 item 11: one fact, one verdict -------------------------------------------------------------
+
+
+def test_numa_unknown_says_what_the_same_scan_prints(fixture_root):
+    """The cloud-vm fixture: five functions with numa_node -1, all on the guest's root bus.
+    NUMA_UNKNOWN said "path classes are assumed SYS" while the same scan printed PHB between
+    them; a path inside one root complex is the tree's (nvidia-smi's legend: PHB, "traversing
+    PCIe as well as a PCIe Host Bridge"), so the finding now says so, and counts as taken at
+    their worst only the paths between host bridges, which the scan marks unknown."""
+    r = scan(fixture_root("cloud-vm"), nvml="off")
+    (unknown,) = codes(r, "NUMA_UNKNOWN")
+    ids = set(unknown.subjects)
+    between = [p for p in r.paths if p.a in ids and p.b in ids and p.shown]
+    assert between and {p.cls for p in between} == {PathClass.PHB}
+    assert "their path classes come from the PCIe tree" in unknown.message and "SYS" not in unknown.message
