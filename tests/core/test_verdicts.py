@@ -231,6 +231,9 @@ def test_a_matrix_alone_proves_no_absence_of_an_rdma_nic():
     "sample, reader",
     [
         ("verdict_grep_nvidia_two_v100.txt", "verbose"),  # lspci | grep -i NVIDIA (a CUDA install guide)
+        # lspci | grep -i nvidia on a GH200 system (JCAHPC Miyabi, a public repository's notes):
+        # Grace's root ports are NVIDIA's, so it starts at 0000:00:00.0 and is still one vendor's
+        ("verdict_grep_nvidia_grace_root_ports_miyabi.txt", "verbose"),
         ("paste_vvvv_device_2571_geerlingguy509.txt", "verbose"),  # one device's record, cut off
         ("vvv_rtx6000ada_legacy_endpoint.txt", "verbose"),  # sudo lspci -vvv -s 01:00.0 (stelline)
         ("paste_tv_below_root_derived.txt", "tree"),  # a tree excerpt below its root line

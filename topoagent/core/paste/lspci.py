@@ -263,8 +263,13 @@ def _whole_listing(fns: list[PciFunction], warnings: list[str], errors: tuple[Pr
     """Whether the paste lists every function of the host, so that what it lacks is absent:
     it shows the first function lspci prints (``dddd:00:00.0``, the host bridge or root port
     of the first bus; ``lspci | grep``, ``-s`` and ``-d 10de:`` leave it out), nothing in it
-    was elided (``...``, ``+-...``), and no tree starts below or after its first root bus."""
+    was elided (``...``, ``+-...``), no tree starts below or after its first root bus, and its
+    functions are of more than one vendor: ``lspci | grep -i nvidia`` on Grace starts at
+    ``0000:00:00.0`` too (Grace's root ports are NVIDIA's), but no whole host is one vendor's
+    (its CPU's root ports and its GPUs are, never its NICs, drives and BMC besides)."""
     if orphans or any("elided" in e.error for e in errors) or any("excerpt" in w for w in warnings):
+        return False
+    if len({f.vendor_id for f in fns if f.vendor_id is not None}) < 2:
         return False
     return any(f.bdf is not None and f.bdf.endswith(":00:00.0") for f in fns)
 
