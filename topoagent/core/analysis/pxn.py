@@ -84,7 +84,9 @@ class _Nccl:
             if nets:
                 gpus = self._nearest(self.gpus, nets[0], gpu_side=False) or [gpu]
                 per_gpu = -(-len(nets) // len(gpus))
-                net = self.gpus.index(gpu) % len(gpus)  # gpu.dev: the CUDA index, PCI order
+                # gpu.dev (the CUDA index, PCI order) % localGpuCount, as ncclTopoGetLocalNetType has it
+                # in releases with NCCL_NETDEVS_POLICY; older ones take gpu.dev alone
+                net = self.gpus.index(gpu) % len(gpus)
                 if len(nets) & (len(nets) - 1) == 0:
                     net = _mirror_bits(net, len(nets))
                 pick = nets[(net + channel % per_gpu) % len(nets)].id
