@@ -62,8 +62,10 @@ def check_acs(c: Context) -> list[Finding]:
     unknown: dict[str, set[str]] = {}
     acs_of: dict[str, AcsInfo] = {}
     for p in c.paths:
+        if p.pcie > PathClass.PXB or p.pcie is PathClass.X:
+            continue  # (most pairs: judged without looking their devices up)
         a, b = c.dev(p.a), c.dev(p.b)
-        if DeviceKind.GPU not in (a.kind, b.kind) or p.pcie > PathClass.PXB or p.pcie is PathClass.X:
+        if DeviceKind.GPU not in (a.kind, b.kind):
             continue
         for br in _path_bridges(c, a, b):
             cfg = br.config
