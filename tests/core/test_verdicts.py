@@ -353,3 +353,29 @@ def test_numa_unknown_says_what_the_same_scan_prints(fixture_root):
     between = [p for p in r.paths if p.a in ids and p.b in ids and p.shown]
     assert between and {p.cls for p in between} == {PathClass.PHB}
     assert "their path classes come from the PCIe tree" in unknown.message and "SYS" not in unknown.message
+
+
+def test_the_plan_says_what_the_pxn_finding_says():
+    """The V100 mesh: GPU6 (SYS to mlx5_0) reaches it through GPU2 over NVLink (GPU_NIC_VIA_PXN).
+    The plan marked the NIC "remote" with "GPUDirect RDMA is off"; the rail, the plan and the
+    rails record now give NCCL's class, PXN, with GPUDirect RDMA on (one fact, one verdict)."""
+    path = str(NVSMI / "v100_nv1_nv2_one_mlx5.txt")
+    table = subprocess.run(
+        [sys.executable, "-m", "topoagent", "plan", "--nvidia-smi-topo", path],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    ).stdout
+    (gpu6,) = [line for line in table.splitlines() if line.startswith("gpu6 ")]
+    assert "(NCCL PXN, GPUDirect RDMA on)" in gpu6 and "remote" not in gpu6
+    (gpu7,) = [line for line in table.splitlines() if line.startswith("gpu7 ")]
+    assert "remote" in gpu7  # NVLinked to GPU3 only, which is not the NIC's local GPU
+    env = subprocess.run(
+        [sys.executable, "-m", "topoagent", "plan", "--nvidia-smi-topo", path, "--format", "env", "--gpu", "6"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert "GPUDirect RDMA is off" not in env.stdout
