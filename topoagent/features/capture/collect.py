@@ -29,7 +29,8 @@ The allow-list (host paths, relative to ``/``):
 * ``proc/cmdline``, the first CPU's ``flags`` and identity lines (vendor, family, model, model
   name) of ``proc/cpuinfo``, the ``Cpus_allowed_list`` line of ``proc/self/status``,
   ``proc/driver/nvidia/gpus/*/numa_status``,
-  ``proc/sys/kernel/hostname``, ``sys/class/dmi/id/{sys_vendor,product_name}``.
+  ``proc/sys/kernel/hostname``, ``proc/sys/kernel/osrelease``, ``proc/driver/nvidia/version``,
+  ``sys/class/dmi/id/{sys_vendor,product_name}``.
 
 What is scrubbed is listed in :mod:`.scrub`.
 """
@@ -203,6 +204,9 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     for gpu in fs.listdir("proc/driver/nvidia/gpus"):
         _copy_file(fs, cap, f"proc/driver/nvidia/gpus/{gpu}/numa_status", limit=4096)
     _copy_file(fs, cap, "sys/hypervisor/type", limit=256)
+    # DMA-BUF for GPUDirect RDMA: the kernel release and whether the NVIDIA module is the open one
+    _copy_file(fs, cap, "proc/sys/kernel/osrelease", limit=256)
+    _copy_file(fs, cap, "proc/driver/nvidia/version", limit=4096)
     for attr in dmi.FILES:
         _copy_file(fs, cap, f"{dmi.DMI}/{attr}", limit=256)
     _copy_file(
