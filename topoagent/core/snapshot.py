@@ -269,6 +269,9 @@ class PciFunction(msgspec.Struct, frozen=True):
     rdma: bool | None = None
     #: Where ``numa_node`` came from when not sysfs (``lspci``, ``nvidia-smi``).
     numa_source: str | None = None
+    #: What a pasted source printed for the device's NUMA node where that names no one node
+    #: (nvidia-smi's ``N/A``, a list such as ``0-7``); None elsewhere.
+    numa_said: str | None = None
     #: The function's config header reads all ones although it is no SR-IOV VF: the device no
     #: longer answers (fell off the bus, NVIDIA Xid 79); its ids are the ones sysfs kept.
     fell_off_bus: bool = False  # config
@@ -487,6 +490,9 @@ class GivenPath(msgspec.Struct, frozen=True):
     a: str
     b: str
     token: str
+    #: The cell as printed where that differs from ``token``: ``SOC``, which drivers of about
+    #: 2017 printed for SYS with the legend "the SMP link between CPU sockets".
+    printed: str | None = None
 
 
 class Snapshot(msgspec.Struct, frozen=True):
@@ -543,6 +549,16 @@ class Snapshot(msgspec.Struct, frozen=True):
     #: Inputs that show only part of the host, each said in words (an author's ``...`` in a
     #: matrix, a filtered ``lspci -t -d``): what they do not show is unknown, never absent.
     partial_inputs: tuple[str, ...] = ()
+    #: Whether the input lists every NIC the host has, so that an absence proves something: a
+    #: host tree with ``/sys/class`` (a capture may lack it), a whole lspci listing (not an
+    #: excerpt, not filtered, nothing elided); never a matrix alone (nvidia-smi lists only the
+    #: RDMA NICs it knows).  None: not said (a snapshot from before this field).
+    lists_every_nic: bool | None = None
+    #: ``/proc/sys/kernel/osrelease`` as (major, minor); None where not read.
+    kernel_release: tuple[int, int] | None = None
+    #: Whether the NVIDIA kernel module is the open one (``/proc/driver/nvidia/version``);
+    #: None where no NVIDIA driver version was readable.
+    nvidia_open_module: bool | None = None
 
     @property
     def from_host_tree(self) -> bool:

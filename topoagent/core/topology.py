@@ -113,6 +113,9 @@ class Device(msgspec.Struct, frozen=True):
     config: ConfigSpace | None
     #: The label a tool gave it (``GPU0``, ``NIC3``), None from sysfs.
     label: str | None = None
+    #: What a pasted source printed for its NUMA node where that names no one node (``N/A``,
+    #: ``0-7``); None elsewhere.
+    numa_said: str | None = None
     #: The source says it is RDMA-capable without naming an RDMA device (None: not said).
     rdma: bool | None = None
     #: How the device was placed where the evidence was incomplete (a hidden parent bridge).
@@ -298,6 +301,40 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
             return None
         return self.index.given.get((a.label, b.label))
 
+    @property
+    def lists_every_nic(self) -> bool:
+        """Whether the input lists every NIC the host has (:attr:`Snapshot.lists_every_nic`;
+        where not said, a host tree does and pasted text does not)."""
+        said = self.snapshot.lists_every_nic
+        whole = said if said is not None else self.from_host_tree
+        return whole and not self.partial_inputs  # a filtered or elided input shows part of it
+
+    @property
+    def kernel_release(self) -> tuple[int, int] | None:
+        """The kernel's (major, minor) release, where read."""
+        return self.snapshot.kernel_release
+
+    @property
+    def nvidia_open_module(self) -> bool | None:
+        """Whether the NVIDIA kernel module is the open one; None where not read."""
+        return self.snapshot.nvidia_open_module
+
+    @property
+    def dmabuf(self) -> bool | None:
+        """Whether GPUDirect RDMA can use DMA-BUF instead of a peer-memory module: Linux >= 5.12
+        with the open NVIDIA kernel module (NCCL then uses it: REFERENCE §5); None where the
+        kernel release or the module is unknown."""
+        release, open_module = self.snapshot.kernel_release, self.snapshot.nvidia_open_module
+        if release is None or open_module is None:
+            return None
+        return release >= (5, 12) and open_module
+
+    @property
+    def soc_legend(self) -> bool:
+        """A pasted matrix printed ``SOC`` for SYS: its legend (drivers of about 2017) says the
+        path crosses "the SMP link between CPU sockets", not merely between NUMA nodes."""
+        return any(g.printed == "SOC" for g in self.snapshot.given_paths)
+
     def by_id(self, ident: str) -> Device | None:
         """The device with a display id (``gpu0``), or None."""
         return self.index.by_id.get(ident)
@@ -326,7 +363,10 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
 
     @property
     def all_cpus(self) -> CpuSet:
-        """Every CPU of every NUMA node."""
+        """Every CPU that runs: the kernel's online CPUs where a host tree lists them (a CPU in no
+        NUMA node's map counts, an offline one does not), else every CPU of every NUMA node."""
+        if self.snapshot.cpus:
+            return CpuSet(c.id for c in self.snapshot.cpus)
         return CpuSet().union(*(n.cpus for n in self.nodes))
 
     @property
@@ -829,6 +869,7 @@ def _device(
         virtfns=tuple(joins.virtfns.get(f.bdf, ())) if f.bdf is not None else (),  # fns are in BDF order
         config=f.config,
         label=f.label,
+        numa_said=f.numa_said,
         rdma=f.rdma,
         notes=_hidden_note(hidden, chain, root),
         fell_off_bus=f.fell_off_bus,

@@ -65,7 +65,8 @@ class RailNic(msgspec.Struct, frozen=True):
     driver: str | None = None
     #: The path as NCCL classes it where that differs from ``cls``: for a Grace GPU's NIC on its
     #: own CPU ``P2C`` (one of its fastest NICs) or ``PHB`` (a slower one); ``cls`` is then SYS,
-    #: as nvidia-smi prints it (analysis.c2c).
+    #: as nvidia-smi prints it (analysis.c2c); ``PXN`` where NCCL relays through an NVLinked
+    #: peer GPU near the NIC (analysis.pxn).
     nccl_path: PathClass | None = None
     #: Whether NCCL uses GPUDirect RDMA to this NIC by default (analysis.paths.gdr_by_default).
     gdr: bool | None = None
@@ -73,8 +74,9 @@ class RailNic(msgspec.Struct, frozen=True):
     @property
     def remote(self) -> bool:
         """Reached only across the SMP interconnect (SYS): a NIC on another node or socket --
-        not a Grace GPU's NIC on its own CPU (P2C, or PHB for a slower one)."""
-        return self.cls is PathClass.SYS and self.nccl_path not in (PathClass.P2C, PathClass.PHB)
+        not a Grace GPU's NIC on its own CPU (P2C, or PHB for a slower one), nor one NCCL reaches
+        over NVLink through a peer GPU near it (PXN)."""
+        return self.cls is PathClass.SYS and self.nccl_path not in (PathClass.P2C, PathClass.PHB, PathClass.PXN)
 
     @property
     def token(self) -> str | None:
@@ -265,9 +267,11 @@ def ucx_device(rdma: str, port: int | None) -> str:
     return f"{rdma}:{port or 1}"
 
 
-def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None) -> RailNic:
+def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None, *, pxn: bool = False) -> RailNic:
+    """``pxn``: the pairing routes this GPU to ``nic`` through an NVLinked peer (its rail's
+    ``nccl_path`` is PXN): GPUDirect RDMA is on from the peer's memory (analysis.pxn)."""
     cls = path.cls if path is not None and path.shown else None
-    nccl, gdr = nccl_view(topo, gpu, nic, path)
+    nccl, gdr = (PathClass.PXN, True) if pxn else nccl_view(topo, gpu, nic, path)
     return RailNic(
         nic.id,
         nic.key,
@@ -506,8 +510,11 @@ def _gpu_for(
     d = topo.by_id(g.gpu)
     assert d is not None
     cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
+    rail = pairing.rail(g.gpu)
+    # a PXN rail's NICs are all ones NCCL reaches through a peer (analysis.rails.pair_rails)
+    relayed = rail.nics if rail is not None and rail.nccl_path is PathClass.PXN else ()
     rails = tuple(
-        _rail_nic(topo, topo.physical(d), n, by_pair.get((d.id, n.id)))
+        _rail_nic(topo, topo.physical(d), n, by_pair.get((d.id, n.id)), pxn=n.id in relayed)
         for nid in g.nics
         if (n := topo.by_id(nid)) is not None
     )

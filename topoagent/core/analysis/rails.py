@@ -3,7 +3,9 @@
 Pairing (NCCL's rules, NVIDIA/nccl src/graph/topo.cc ``ncclTopoGetLocalNet``): for every GPU,
 its candidates are the compute NICs at the best path class; among those the fastest; then GPUs
 are spread so that no NIC serves two GPUs while an equally close and equally fast NIC serves
-none.  Storage and management NICs are never rails.
+none.  A GPU without GPUDirect RDMA to any of them takes, as NCCL does, the NICs it reaches
+through an NVLinked peer GPU (PXN: :mod:`topoagent.core.analysis.pxn`).  Storage and management
+NICs are never rails.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import msgspec
 from topoagent.core.analysis.c2c import own_cpu_nic
 from topoagent.core.analysis.nicspeed import nic_bandwidth_gbps
 from topoagent.core.analysis.paths import Path, nccl_view, path_index
+from topoagent.core.analysis.pxn import pxn_nics
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.pathclass import PathClass
 from topoagent.core.topology import Device, Topology, id_key
@@ -51,8 +54,11 @@ class Rail(msgspec.Struct, frozen=True):
     gdr: bool | None = None
     #: The path to ``nic`` as NCCL classes it where that differs from ``cls``: ``P2C`` (or
     #: ``PHB`` for a slower one) for a C2C GPU's NIC on its own Grace (``cls`` is SYS, as
-    #: nvidia-smi prints it).
+    #: nvidia-smi prints it); ``PXN`` where NCCL routes through :attr:`pxn_via` (analysis.pxn).
     nccl_path: PathClass | None = None
+    #: The NIC's local GPU that NCCL relays this GPU's traffic through over NVLink (PXN), with
+    #: GPUDirect RDMA on from that GPU's memory; None where the GPU uses its direct path.
+    pxn_via: str | None = None
 
     @property
     def nccl_class(self) -> PathClass | None:
@@ -122,11 +128,13 @@ def pair_rails(topo: Topology, paths: tuple[Path, ...]) -> Rails:
 
     best: dict[str, list[str]] = {}
     best_cls: dict[str, PathClass | None] = {}
+    relay: dict[str, dict[str, str]] = {}  # GPU -> NIC -> the GPU NCCL relays through (PXN)
     for g in topo.gpus:
         if not compute:
             best[g.id], best_cls[g.id] = [], None
             continue
-        own = topo.physical(g).id  # a GPU VF's paths are its PF's (analysis.paths.scan_paths)
+        phys = topo.physical(g)  # a GPU VF's paths are its PF's (analysis.paths.scan_paths)
+        own = phys.id
         # A path no source shows has only a placeholder class: the best shown class decides;
         # with none shown every NIC is a candidate and the class is unknown (None), not a guess.
         shown = [n for n in compute if idx[(own, n.id)].shown]
@@ -136,9 +144,16 @@ def pair_rails(topo: Topology, paths: tuple[Path, ...]) -> Rails:
             # nvidia-smi prints SYS from a Grace GPU (NVLink-C2C) to every NIC: those of its own
             # CPU come first -- NCCL's P2C path, GPUDirect RDMA on (analysis.c2c)
             same = [n for n in same if own_cpu_nic(topo, g, n)] or same
+        best_cls[g.id] = cls if shown else None
+        if shown and not any(nccl_view(topo, phys, n, idx[(own, n.id)])[1] for n in same):
+            # No GPUDirect RDMA on the direct path: NCCL prefers a NIC it reaches through an
+            # NVLinked peer (PATH_PXN ranks before PATH_PHB, analysis.pxn)
+            routes = {r.nic: r.via for r in pxn_nics(topo, idx, phys) if roles.get(r.nic) is NicRole.COMPUTE}
+            if routes:
+                same = [n for n in compute if n.id in routes]
+                relay[g.id] = routes
         top = max(bw[n.id] for n in same)
         best[g.id] = [n.id for n in same if bw[n.id] == top]
-        best_cls[g.id] = cls if shown else None
 
     # Most constrained GPU first, each to its least-loaded candidate (ties: lowest id).
     load: dict[str, int] = defaultdict(int)
@@ -165,5 +180,10 @@ def pair_rails(topo: Topology, paths: tuple[Path, ...]) -> Rails:
         p = idx[(phys.id, dev.id)] if dev is not None else None
         # A path no source shows has no class, so no NCCL name or GDR verdict either.
         nccl, gdr = nccl_view(topo, phys, dev, p) if dev is not None else (None, None)
-        rails.append(Rail(g.id, nic, best_cls[g.id], nics, shared, gdr, nccl))
+        via = relay.get(g.id, {}).get(nic or "")
+        if via is not None and p is not None:
+            # through the NIC's local GPU over NVLink: GPUDirect RDMA from that GPU's memory
+            rails.append(Rail(g.id, nic, p.cls, nics, shared, True, PathClass.PXN, via))
+        else:
+            rails.append(Rail(g.id, nic, best_cls[g.id], nics, shared, gdr, nccl))
     return Rails(roles, tuple(rails))

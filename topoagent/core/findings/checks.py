@@ -14,7 +14,7 @@ from topoagent.core.analysis.paths import Path
 from topoagent.core.analysis.rails import Rails
 from topoagent.core.findings.context import Context
 from topoagent.core.findings.finding import Finding, sort_findings
-from topoagent.core.findings.numa import check_numa, check_vm_flat
+from topoagent.core.findings.numa import check_numa, check_switch_node, check_vm_flat
 from topoagent.core.findings.nvml import check_nvlink_p2p
 from topoagent.core.findings.pasted import (
     check_aer_logged,
@@ -37,6 +37,7 @@ CHECKS: tuple[Callable[[Context], list[Finding]], ...] = (
     check_iommu,
     check_links,
     check_numa,
+    check_switch_node,
     check_rails,
     check_nvlink_p2p,
     check_vm_flat,

@@ -19,7 +19,7 @@ import msgspec
 
 from topoagent.core.hostfs import HostFS
 from topoagent.core.parse import sysfs_values as sv
-from topoagent.core.read import Collection, dmi, hypervisor, infiniband, iommu, kfd, modules, net, node, proc
+from topoagent.core.read import Collection, dmi, hypervisor, infiniband, iommu, kernel, kfd, modules, net, node, proc
 from topoagent.core.read.cpu import CpuReader
 from topoagent.core.read.pci import PciReader
 from topoagent.core.snapshot import PciFunction, Snapshot, SourceStatus, no_extended_reason
@@ -60,6 +60,11 @@ def read_sysfs(fs: HostFS) -> Snapshot:
         system_model=dmi.device_tree_model(fs) or (sv.parse_cpuinfo_system(cpuinfo) if cpuinfo else None),
         cpu_identity=sv.parse_cpu_identity(cpuinfo) if cpuinfo else None,
         amd_gpus=kfd.amd_gpus(fs),
+        # Without /sys/class (a capture that left it out: hwloc's gather does) no RDMA or
+        # network device is listed, and no absence of one is proven.
+        lists_every_nic=fs.isdir("sys/class"),
+        kernel_release=kernel.kernel_release(fs),
+        nvidia_open_module=kernel.nvidia_open_module(fs),
     )
     status = "partial" if fs.errors else "ok"
     detail = f"{len(fs.errors)} probe(s) failed" if fs.errors else None

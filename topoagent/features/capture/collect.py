@@ -29,6 +29,7 @@ The allow-list (host paths, relative to ``/``):
 * ``proc/cmdline``, the first CPU's ``flags``, identity and model lines of ``proc/cpuinfo``
   (:data:`CPUINFO_FIELDS`), the ``Cpus_allowed_list`` line of ``proc/self/status``,
   ``proc/driver/nvidia/gpus/*/numa_status``, ``proc/sys/kernel/hostname``,
+  ``proc/sys/kernel/osrelease``, ``proc/driver/nvidia/version``,
   ``sys/class/dmi/id/{sys_vendor,product_name}`` and ``sys/firmware/devicetree/base/model``.
 
 What is scrubbed is listed in :mod:`.scrub`.
@@ -199,7 +200,8 @@ def _cpus_and_nodes(fs: HostFS, cap: Capture) -> None:
 
 def _kernel(fs: HostFS, cap: Capture) -> None:
     """IOMMU group types, the modules a scan asks about, memory peers, the NVIDIA driver's GPU
-    memory nodes, the hypervisor, and what names the board (DMI, the device tree's model)."""
+    memory nodes, the hypervisor, the kernel release and NVIDIA driver version (DMA-BUF), and what
+    names the board (DMI, the device tree's model)."""
     for group in fs.listdir("sys/kernel/iommu_groups"):
         _copy_file(fs, cap, f"sys/kernel/iommu_groups/{group}/type", limit=256)
     for module in MODULES_OF_INTEREST:
@@ -210,6 +212,9 @@ def _kernel(fs: HostFS, cap: Capture) -> None:
     for gpu in fs.listdir("proc/driver/nvidia/gpus"):
         _copy_file(fs, cap, f"proc/driver/nvidia/gpus/{gpu}/numa_status", limit=4096)
     _copy_file(fs, cap, "sys/hypervisor/type", limit=256)
+    # DMA-BUF for GPUDirect RDMA: the kernel release and whether the NVIDIA module is the open one
+    _copy_file(fs, cap, "proc/sys/kernel/osrelease", limit=256)
+    _copy_file(fs, cap, "proc/driver/nvidia/version", limit=4096)
     for attr in dmi.FILES:
         _copy_file(fs, cap, f"{dmi.DMI}/{attr}", limit=256)
     _copy_file(fs, cap, dmi.DEVICE_TREE_MODEL, limit=4096)
