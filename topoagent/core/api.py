@@ -93,10 +93,10 @@ def run(inputs: Inputs) -> ScanResult:
 
 def scan(root: str | os.PathLike[str] = "/", *, nvml: Any = NVML_AUTO) -> ScanResult:
     """Read and analyse the host tree at ``root`` (``nvml`` as in :class:`Inputs`): a directory,
-    or a capture archive (``topoagent capture``), unpacked into a temporary directory removed at
-    exit and named by its own path in the result."""
+    or a capture archive (``topoagent capture``), read into memory once per process (never
+    unpacked to disk) and named by its own path in the result."""
     path, shown = os.fspath(root), None
-    if not os.path.isdir(path):  # a directory is read as it is: only an archive needs the unpacker
+    if not os.path.isdir(path):  # a directory is read as it is: only an archive is loaded
         path, shown = replay_root(path)
     return run(Inputs(root=path, nvml=nvml, shown_root=shown))
 

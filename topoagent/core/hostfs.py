@@ -15,6 +15,11 @@ reports) and owns it completely:
 On the live root ``/`` the kernel resolves paths itself (nothing can escape ``/``) and a read
 is three system calls: open, read, close.
 
+A root may also be a :class:`MemoryTree` mounted under a name (:func:`mount`): a capture
+archive's members held in memory (:mod:`topoagent.core.read.archive`), read by the same
+resolution -- links re-rooted and clamped, only regular files read -- without a file being
+written to disk.
+
 Reads never raise for the ordinary failures of a host: an absent file is ``None`` (absence is
 normal in sysfs), and anything else -- permission denied, an I/O error, bytes that are not
 text, a symlink loop, a file too large or not a regular file -- is recorded as a
@@ -32,7 +37,7 @@ from topoagent.core.errors import TopoagentError
 from topoagent.core.snapshot import ProbeError, host_path
 from topoagent.core.write.files import kind_of
 
-__all__ = ["ATTR_LIMIT", "HostFS", "NotAHostTree"]
+__all__ = ["ATTR_LIMIT", "HostFS", "MemoryTree", "NotAHostTree", "is_root", "mount", "unmount"]
 
 _MAX_LINK_HOPS = 40  # the kernel's own MAXSYMLINKS
 #: The most one attribute read returns: sysfs attributes fit in a page (PAGE_SIZE is 4 KiB on
@@ -75,6 +80,106 @@ def _refuse_special(mode: int) -> None:
         raise _Fail(f"not a regular file ({kind_of(mode)})")
 
 
+class MemoryTree:
+    """A host tree held in memory: regular files, directories and symbolic links by absolute
+    path below ``root`` (a name, never opened: a capture archive's own path).  Answers what
+    :class:`HostFS` asks of a file system the way the kernel would (``FileNotFoundError``, EINVAL
+    from ``readlink`` of what is no link)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/") or "/"
+        self.files: dict[str, bytes] = {}
+        self.links: dict[str, str] = {}
+        self.dirs: dict[str, dict[str, bool]] = {self.root: {}}
+
+    def _path(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if rel else self.root
+
+    def _parent(self, path: str) -> None:
+        """Add ``path``'s directories, each entered in its parent's listing."""
+        head, _, name = path.rpartition("/")
+        if head not in self.dirs:
+            self._parent(head)
+            self.dirs[head] = {}
+        self.dirs[head].setdefault(name, False)
+
+    def add_dir(self, rel: str) -> None:
+        """A directory at ``rel`` (components already checked: no ``..``, none empty)."""
+        path = self._path(rel)
+        if path != self.root and path not in self.dirs:
+            self._parent(path)
+            self.dirs[path] = {}
+            self.dirs[path.rpartition("/")[0]][path.rpartition("/")[2]] = True
+
+    def add_file(self, rel: str, data: bytes) -> None:
+        """A regular file at ``rel``."""
+        path = self._path(rel)
+        self._parent(path)
+        self.files[path] = data
+
+    def add_link(self, rel: str, target: str) -> None:
+        """A symbolic link at ``rel`` (its target resolved by :class:`HostFS`, inside the root)."""
+        path = self._path(rel)
+        self._parent(path)
+        self.links[path] = target
+
+    def readlink(self, path: str) -> str:
+        """A link's target; EINVAL for what is no link, ENOENT for what is not there."""
+        target = self.links.get(path)
+        if target is not None:
+            return target
+        if path in self.files or path in self.dirs:
+            raise OSError(errno.EINVAL, "not a symbolic link", path)
+        raise FileNotFoundError(errno.ENOENT, "no such file", path)
+
+    def lexists(self, path: str) -> bool:
+        """Whether anything is at ``path`` (a link not followed)."""
+        return path in self.files or path in self.dirs or path in self.links
+
+    def isdir(self, path: str) -> bool:
+        """Whether ``path`` (no link) is a directory."""
+        return path in self.dirs
+
+    def read(self, path: str) -> bytes:
+        """A regular file's bytes (``path`` is no link: :class:`HostFS` resolved it)."""
+        data = self.files.get(path)
+        if data is not None:
+            return data
+        if path in self.dirs:
+            raise _Fail("not a regular file (directory)")
+        raise FileNotFoundError(errno.ENOENT, "no such file", path)
+
+    def entries(self, path: str) -> dict[str, bool]:
+        """A directory's entries: name -> whether it is a directory (not a link)."""
+        listing = self.dirs.get(path)
+        if listing is None:
+            if self.lexists(path):
+                raise NotADirectoryError(errno.ENOTDIR, "not a directory", path)
+            raise FileNotFoundError(errno.ENOENT, "no such directory", path)
+        return listing
+
+
+#: Trees mounted by name (:func:`mount`): ``HostFS(name)`` reads them.
+_MOUNTED: dict[str, MemoryTree] = {}
+
+
+def mount(tree: MemoryTree) -> str:
+    """Make ``HostFS(tree.root)`` read ``tree``; returns the name (the tree's root)."""
+    _MOUNTED[tree.root] = tree
+    return tree.root
+
+
+def unmount(root: str) -> None:
+    """Forget the tree mounted as ``root`` (its memory goes with it)."""
+    _MOUNTED.pop(root, None)
+
+
+def is_root(path: str) -> bool:
+    """Whether :class:`HostFS` can read ``path`` as a root: a directory, or a tree mounted under
+    that name (a capture archive read into memory)."""
+    return os.path.abspath(path) in _MOUNTED or os.path.isdir(path)
+
+
 class HostFS:
     """Read host files below ``root``; collect what could not be read.
 
@@ -84,9 +189,10 @@ class HostFS:
 
     def __init__(self, root: str | os.PathLike[str] = "/") -> None:
         given = os.path.abspath(os.fspath(root))
-        self.root = os.path.realpath(given) if os.path.isdir(given) else given
+        self._tree = _MOUNTED.get(given)
+        self.root = given if self._tree is not None or not os.path.isdir(given) else os.path.realpath(given)
         self.errors: list[ProbeError] = []
-        self._live = self.root == "/"
+        self._live = self.root == "/" and self._tree is None
         #: Real absolute paths known not to be links (directories, mostly): walked without a
         #: syscall.
         self._real_dirs: set[str] = {self.root}
@@ -129,7 +235,7 @@ class HostFS:
             if not todo and not follow_last:
                 return candidate
             try:
-                target = os.readlink(candidate)
+                target = self._readlink(candidate)
             except _ABSENT:
                 return None
             except OSError as exc:
@@ -205,8 +311,29 @@ class HostFS:
         return prefix + "/" + last
 
     # -- checks -----------------------------------------------------------------------
+    # -- the file system: the disk, or a mounted tree ----------------------------------------
+    def _readlink(self, path: str) -> str:
+        return self._tree.readlink(path) if self._tree is not None else os.readlink(path)
+
+    def _lexists(self, path: str) -> bool:
+        return self._tree.lexists(path) if self._tree is not None else os.path.lexists(path)
+
+    def _isdir(self, path: str) -> bool:
+        return self._tree.isdir(path) if self._tree is not None else os.path.isdir(path)
+
+    def _entries(self, path: str) -> dict[str, bool]:
+        """A directory's entries: name -> whether it is a directory (no link)."""
+        if self._tree is not None:
+            return self._tree.entries(path)
+        with os.scandir(path) as entries:
+            return {e.name: e.is_dir(follow_symlinks=False) for e in entries}
+
     def require_sysfs(self) -> None:
         """Raise :class:`NotAHostTree` unless the root looks like a Linux host tree."""
+        if self._tree is not None:
+            if not self.isdir("sys/devices") and not self.isdir("sys/bus/pci/devices"):
+                raise NotAHostTree(f"{self.root}: not a sysfs tree (no sys/devices or sys/bus/pci/devices in it)")
+            return
         if not os.path.exists(self.root):
             raise NotAHostTree(f"{self.root}: no such directory")
         if not os.path.isdir(self.root):
@@ -220,7 +347,7 @@ class HostFS:
             real = self._real(rel, follow_last=False)
         except _Fail:
             return True  # a link that loops is there
-        return real is not None and os.path.lexists(real)
+        return real is not None and self._lexists(real)
 
     def isdir(self, rel: str) -> bool:
         """Whether ``rel`` resolves to a directory inside the root."""
@@ -228,12 +355,14 @@ class HostFS:
             real = self._real(rel)
         except _Fail:
             return False
-        return real is not None and os.path.isdir(real)
+        return real is not None and self._isdir(real)
 
     # -- reads ------------------------------------------------------------------------
     def _read(self, rel: str, path: str, limit: int, *, quiet: bool, truncate: bool) -> bytes | None:
         """Read ``path`` (``rel``'s directory already resolved): a regular file, at most
         ``limit`` bytes (or its first ``limit`` with ``truncate``); failures recorded."""
+        if self._tree is not None:
+            return self._read_tree(rel, path, limit, quiet=quiet, truncate=truncate)
         try:
             checked = self._live and rel.startswith(("sys/", "proc/"))  # sysfs and procfs hold no FIFOs or devices
             target: str | None = path if checked else self._regular(rel, path)
@@ -258,6 +387,31 @@ class HostFS:
         except (OSError, ValueError) as exc:
             if not quiet:
                 self.record(rel, _describe(exc))
+            return None
+        if len(data) > limit:
+            if truncate:
+                return data[:limit]
+            if not quiet:
+                self.record(rel, f"larger than {limit} bytes: not a sysfs attribute")
+            return None
+        return data
+
+    def _read_tree(self, rel: str, path: str, limit: int, *, quiet: bool, truncate: bool) -> bytes | None:
+        """:meth:`_read` of a mounted tree: a link at the last component resolved inside the
+        root, then the regular file's bytes (at most ``limit``, or its first ``limit``)."""
+        assert self._tree is not None
+        try:
+            if path in self._tree.links:
+                real = self._real(rel)
+                if real is None:
+                    return None
+                path = real
+            data = self._tree.read(path)
+        except _ABSENT:
+            return None
+        except _Fail as exc:
+            if not quiet:
+                self.record(rel, exc.why)
             return None
         if len(data) > limit:
             if truncate:
@@ -359,15 +513,13 @@ class HostFS:
             real = self._real(rel)
             if real is None:
                 return []
-            names = []
-            with os.scandir(real) as entries:
-                for entry in entries:
-                    names.append(entry.name)
-                    # The directory entry's type comes free with the listing: a subdirectory
-                    # that is no link needs no readlink when a later path walks through it.
-                    if not self._live and entry.is_dir(follow_symlinks=False):
-                        self._real_dirs.add(entry.path)
-            return sorted(names)
+            entries = self._entries(real)
+            if not self._live:
+                # The directory entry's type comes free with the listing: a subdirectory that
+                # is no link needs no readlink when a later path walks through it.
+                base = real if real != "/" else ""
+                self._real_dirs.update(f"{base}/{name}" for name, is_dir in entries.items() if is_dir)
+            return sorted(entries)
         except _ABSENT:
             return []
         except _Fail as exc:
@@ -382,7 +534,7 @@ class HostFS:
         for a caller deciding which optional files to read, not for what a scan reports)."""
         try:
             real = self._real(rel)
-            return None if real is None else frozenset(os.listdir(real))
+            return None if real is None else frozenset(self._entries(real))
         except (_Fail, OSError):
             return None
 
@@ -392,7 +544,7 @@ class HostFS:
             real = self._real(rel, follow_last=False)
             if real is None:
                 return None
-            target = os.readlink(real)
+            target = self._readlink(real)
         except _ABSENT:
             return None
         except _Fail as exc:
@@ -418,7 +570,7 @@ class HostFS:
             real = self._real(rel, follow_last=False)
             if real is None:
                 return None
-            target = os.readlink(real)
+            target = self._readlink(real)
         except (_Fail, OSError):
             return None
         base = "" if target.startswith("/") else self._rel_of(real.rpartition("/")[0])

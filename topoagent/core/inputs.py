@@ -28,7 +28,7 @@ class Inputs(msgspec.Struct, frozen=True):
     *offline*: sysfs and NVML are not read.  ``cross_check`` runs this host's ``nvidia-smi`` and
     ``lspci`` too (live host only); ``runners`` replaces those tools (tests).
     ``paste_texts`` are whole pastes (``--paste``), read by :func:`topoagent.core.paste.whole.read_pastes`.
-    ``shown_root`` names the root in reports where ``root`` is a capture's temporary unpacking.
+    ``shown_root`` names the root in reports where ``root`` is not what the user named.
     Equality and hashing ignore ``runners``, ``origins`` and ``shown_root``.
     """
 
@@ -45,8 +45,9 @@ class Inputs(msgspec.Struct, frozen=True):
     #: Where each pasted text came from (``{"nvidia_smi_topo_text": "--nvidia-smi-topo t.txt"}``),
     #: for error messages.
     origins: Any = None
-    #: What reports call the root where ``root`` is not it: the capture archive that ``root``,
-    #: a temporary directory, was unpacked from.  None: ``root`` itself.
+    #: What reports call the root where ``root`` is not it: the capture archive, by its real
+    #: path, that ``root`` (the name its in-memory tree is mounted under) was read from.  None:
+    #: ``root`` itself.
     shown_root: str | None = None
 
     def _compared(self) -> tuple[Any, ...]:

@@ -24,16 +24,30 @@ from topoagent.core.analysis.paths import Path, pair_path, path_index, scan_path
 from topoagent.core.analysis.rails import Rails, pair_rails
 from topoagent.core.aside import Aside, derived
 from topoagent.core.findings import Finding, Severity, find_all, sort_findings
-from topoagent.core.findings.expect import compare
+from topoagent.core.findings.expect import compare_hosts
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import Snapshot, SourceStatus
 from topoagent.core.topology import Device, Topology, build_topology
 
-__all__ = ["ScanResult", "analyse", "reanalyse", "with_expected", "with_timings"]
+__all__ = ["Expectation", "ScanResult", "analyse", "reanalyse", "with_expected", "with_timings"]
 
 _UNTIMED: Mapping[str, float] = FrozenMap()
 _PAIRED = {DeviceKind.GPU, DeviceKind.NIC}
+
+
+class Expectation(msgspec.Struct, frozen=True):
+    """What a scan was compared with (``scan --expect``, the daemon's ``expect``) and how it
+    came out, so every output can say the comparison ran -- also when it found nothing."""
+
+    #: Where the expectation was taken (its ``host``), and its class and fingerprint.
+    host: str | None
+    hw_class: str
+    fingerprint: str
+    #: Whether the slots were compared (False: another hardware class, ``EXPECT_CLASS``).
+    compared: bool
+    #: How many ``EXPECT_*`` findings the comparison raised.
+    differences: int
 
 
 class ScanResult(msgspec.Struct, frozen=True, weakref=True):
@@ -63,6 +77,12 @@ class ScanResult(msgspec.Struct, frozen=True, weakref=True):
         """Seconds per source and for the analysis (empty when not timed)."""
         timings: Mapping[str, float] = self.aside.notes.get("timings", _UNTIMED)
         return timings
+
+    @property
+    def expectation(self) -> Expectation | None:
+        """What the scan was compared with (:func:`with_expected`), None when it was not."""
+        expected: Expectation | None = self.aside.notes.get("expected")
+        return expected
 
     @derived("topology", "paths", "rails")
     def baseline(self) -> Baseline:
@@ -155,15 +175,24 @@ def with_timings(result: ScanResult, timings: Mapping[str, float]) -> ScanResult
 
 def with_expected(result: ScanResult, expected: Baseline) -> ScanResult:
     """``result`` with every difference from an expected topology added to its findings
-    (``scan --expect``, the daemon's ``expect``; :func:`topoagent.core.findings.expect.compare`)."""
-    found = compare(expected, result.baseline)
+    (``scan --expect``, the daemon's ``expect``; :func:`topoagent.core.findings.expect.compare_hosts`)
+    and a note of what it was compared with (:attr:`ScanResult.expectation`)."""
+    found = compare_hosts(expected, result.baseline)
+    note = Expectation(
+        host=expected.host,
+        hw_class=expected.hw_class,
+        fingerprint=expected.fingerprint,
+        compared=not any(f.code == "EXPECT_CLASS" for f in found),
+        differences=len(found),
+    )
+    aside = result.aside.noting(expected=note)
     if not found:
-        return result
+        return msgspec.structs.replace(result, aside=aside)
     # Subjects as every other finding names them (device ids) where the slot is on this host;
     # the message and evidence keep the slots.
     ids = {slot: ident for ident, slot in slot_names(result.topology).items()}
     found = tuple(msgspec.structs.replace(f, subjects=tuple(ids.get(s, s) for s in f.subjects)) for f in found)
-    return msgspec.structs.replace(result, findings=sort_findings((*result.findings, *found)))
+    return msgspec.structs.replace(result, findings=sort_findings((*result.findings, *found)), aside=aside)
 
 
 def _note_on(snap: Snapshot, source: str, note: str) -> Snapshot:

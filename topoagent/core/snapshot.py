@@ -540,6 +540,9 @@ class Snapshot(msgspec.Struct, frozen=True):
     cpu_model: str | None = None
     #: The first CPU's identity (``/proc/cpuinfo``); None where not read.
     cpu_identity: CpuIdentity | None = None
+    #: The board's name where there is no DMI: the device tree's ``model``, else cpuinfo's
+    #: ``machine`` (POWER); None where neither says.
+    system_model: str | None = None
     #: The CPUs that share one L3 cache (``cpu*/cache/index3/shared_cpu_list``): the core
     #: complexes (AMD CCDs), ordered by first CPU; () where the kernel names none.
     l3_domains: tuple[CpuSet, ...] = ()

@@ -434,6 +434,11 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
         return self.snapshot.cpu_model
 
     @property
+    def system_model(self) -> str | None:
+        """The board's name where there is no DMI (device tree ``model``, cpuinfo ``machine``)."""
+        return self.snapshot.system_model
+
+    @property
     def dmi_vendor(self) -> str | None:
         """What the host is meant to be: ``/sys/class/dmi/id/sys_vendor``, where read."""
         return self.snapshot.dmi_vendor

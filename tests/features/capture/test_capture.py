@@ -24,8 +24,9 @@ from tests.fakesysfs import machine_names
 from tests.paths import REPO
 from topoagent.cli import cli
 from topoagent.core.api import scan
+from topoagent.core.hostfs import HostFS, mount, unmount
 from topoagent.core.read import archive as capture_archive
-from topoagent.core.read.archive import CaptureError, resolve_root, unpack_capture
+from topoagent.core.read.archive import CaptureError, load_capture, mounted_capture, resolve_root, unpack_capture
 from topoagent.core.render.json_report import render
 from topoagent.features.capture.collect import collect_capture
 from topoagent.features.capture.pack import entries_to_tar
@@ -297,10 +298,64 @@ def test_resolve_root_forms(tmp_path, fixture_root):
     cap = collect_capture(str(root), tools=False)
     tb = tarball(cap.ordered(), tmp_path / "c.tar.gz")
     first = resolve_root(str(tb))
-    assert os.path.isdir(os.path.join(first, "sys")) and resolve_root(str(tb)) == first  # unpacked once
+    # read into memory once, mounted under the archive's own path: nothing is unpacked
+    assert first == os.path.realpath(tb) and resolve_root(str(tb)) == first
+    assert HostFS(first).isdir("sys/devices") and not os.path.isdir(first)
     outer = tmp_path / "outer"
     unpack_capture(str(tb), str(outer / "inner"))
     assert resolve_root(str(outer)) == str(outer / "inner")  # a hand-unpacked directory one level down
+
+
+@pytest.mark.parametrize(
+    "members, message",
+    [
+        ([member("sys/../../x")], "climbs out"),
+        ([member("dev/zero", tarfile.CHRTYPE)], "not a regular file"),
+        ([member("fifo", tarfile.FIFOTYPE)], "not a regular file"),
+        ([member("sys/a"), member("sys/b", tarfile.LNKTYPE, "sys/a")], "a hard link"),
+        ([member("sys/d", tarfile.SYMTYPE, "../tmp"), member("sys/d/file")], "lies under the link"),
+        ([member("sys/d", tarfile.SYMTYPE, "e"), member("sys/d")], "listed twice"),
+    ],
+)
+def test_unsafe_tarballs_are_refused_in_memory_too(tmp_path, members, message):
+    """``--root capture.tar.gz`` reads the members into memory (load_capture): the same checks."""
+    with pytest.raises(CaptureError, match=message):
+        load_capture(evil(tmp_path, *members))
+
+
+def test_links_of_a_capture_read_in_memory_never_leave_it(tmp_path):
+    """A link to an absolute path or up past the root is resolved inside the capture, as for a
+    directory: the host's own /etc is never read (nothing is unpacked either)."""
+    path = evil(
+        tmp_path,
+        member("sys/devices", tarfile.DIRTYPE),
+        member("sys/abs", tarfile.SYMTYPE, "/etc"),
+        member("sys/up", tarfile.SYMTYPE, "../../../../etc"),
+        member("etc/hostname"),
+    )
+    root = mount(load_capture(path))
+    try:
+        fs = HostFS(root)
+        assert fs.text("sys/abs/passwd") is None and fs.text("sys/up/passwd") is None
+        assert fs.text("sys/abs/hostname") == "x" and fs.text("sys/up/hostname") == "x"  # the capture's own
+        assert fs.listdir("sys") == ["abs", "devices", "up"] and fs.resolve("sys/up") == "etc"
+    finally:
+        unmount(root)
+
+
+def test_a_capture_replays_from_memory_as_from_its_directory(tmp_path, fixture_root):
+    """Issue 32 item 10: a DGX capture replayed 10x slower than its directory (unpacked in full
+    every time); read into memory, the scan is the directory's, and nothing is written."""
+    import tempfile
+
+    cap = collect_capture(str(fixture_root("dgx-h100")), tools=False)
+    tb = tarball(cap.ordered(), tmp_path / "dgx.tar.gz")
+    unpacked = unpack_capture(str(tb), str(tmp_path / "dir"))
+    before = set(os.listdir(tempfile.gettempdir()))
+    with mounted_capture(str(tb)) as root:
+        from_memory = report(scan(root, nvml="off"))
+    assert set(os.listdir(tempfile.gettempdir())) == before
+    assert normalised(from_memory) == normalised(report(scan(unpacked, nvml="off")))
 
 
 def test_ipoib_address_guid_is_scrubbed():

@@ -13,12 +13,14 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tests.paths import REPO
 from topoagent.core.api import scan
 from topoagent.core.errors import TopoagentError
 from topoagent.core.frozen import FrozenMap
+from topoagent.core.result import analyse
 from topoagent.core.snapshot import LinkInfo
 from topoagent.features.daemon import config as cfgmod
 from topoagent.features.daemon.config import (
@@ -290,10 +292,10 @@ def _watch(result) -> LinkWatch:
     return w
 
 
-def test_watched_links_are_gpus_nics_and_their_bridges(dgx):
+def test_watched_links_are_gpus_nics_nvswitches_and_their_bridges(dgx):
     links = watched_links(dgx)
     kinds = {w.kind for w in links.values()}
-    assert kinds == {"gpu", "nic", "bridge"}
+    assert kinds == {"gpu", "nic", "nvswitch", "bridge"}
     gpu = links[GPU0]
     assert gpu.gpu == GPU0 and gpu.max_gts == 32 and gpu.max_width == 16
     parent = links[dgx.device(GPU0).parent]  # the switch downstream port above gpu0: the same link
@@ -352,6 +354,44 @@ def test_gpu_width_below_max_is_degraded_without_load(dgx):
     _observe(w, 0, dgx, gpu0=LinkInfo(2.5, 8, 32.0, 16), loaded=None)
     j = w.judge()[GPU0]
     assert j.degraded and j.reason == "x8 of x16"
+
+
+def test_a_gpu_retrained_narrower_is_one_verdict_in_every_output(dgx):
+    """Issue 32 item 11: a GPU retrained to x8 raised LINK_WIDTH_DEGRADED (in the log and the NFD
+    file's worst severity) while /metrics said topoagent_pcie_link_degraded 0 and NFD
+    pcie.degraded-links=false for up to the link window, because it had been at x16 inside
+    the window.  The scan's finding, the metric and the NFD label now say the same at once."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from topoagent.features.daemon.exports import nfd_features
+    from topoagent.features.daemon.metrics import render_text
+
+    snap = dgx.snapshot
+    x8 = analyse(
+        msgspec.structs.replace(
+            snap,
+            pci=tuple(
+                msgspec.structs.replace(f, link=msgspec.structs.replace(f.link, current_width=8))
+                if f.bdf in (GPU0, dgx.device(GPU0).parent)
+                else f
+                for f in snap.pci
+            ),
+        )
+    )
+    assert "LINK_WIDTH_DEGRADED" in {f.code for f in x8.findings if GPU0 in (x8.key(s) for s in f.subjects)}
+    w = LinkWatch(3600)
+    w.observe_result(0, dgx, {})  # at x16 an hour's window ago ...
+    w.observe_result(60, x8, {})  # ... then retrained to x8, idle
+    judged = w.judge()
+    assert judged[GPU0].degraded and judged[GPU0].reason == "x8 of x16"
+    status = _status(x8, judgements=FrozenMap(judged))
+    fams = {f.name: f for f in text_string_to_metric_families(render_text(status).decode())}
+    link = {s.labels["link"]: s.value for s in fams["topoagent_pcie_link_degraded"].samples}
+    assert link[GPU0] == 1
+    widths = {(s.labels["bdf"], s.labels["state"]): s.value for s in fams["topoagent_pcie_link_width"].samples}
+    assert widths[(GPU0, "current")] == 8 and widths[(GPU0, "capability")] == 16 and widths[(GPU0, "max_seen")] == 16
+    nfd = nfd_features(x8, degraded_links=bool(status.degraded))
+    assert nfd["topoagent.pcie.degraded-links"] == "true" and nfd["topoagent.findings.worst"] != "none"
 
 
 def test_nic_that_trains_low_is_degraded_at_once(dgx):
@@ -491,27 +531,66 @@ def test_metrics_export_each_source_duration(dgx):
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_aer_counters_exist_from_the_first_scan_for_every_function_with_aer_files(dgx):
+def _with_aer(result, bdf: str, **counts):
+    """``result`` analysed again with the AER totals of function ``bdf`` replaced."""
+    snap = result.snapshot
+    pci = tuple(
+        msgspec.structs.replace(f, aer=msgspec.structs.replace(f.aer, **counts)) if f.bdf == bdf and f.aer else f
+        for f in snap.pci
+    )
+    return analyse(msgspec.structs.replace(snap, pci=pci))
+
+
+def test_aer_counters_the_host_sum_always_and_a_function_once_it_has_counted(dgx):
     """A counter that appears at its first error is no increase to Prometheus (increase() needs
-    two samples of one series): every function whose AER files exist is exported from the first
-    scan at its current value, zeros included -- not only GPUs, NICs and their bridges."""
+    two samples of one series): the host's sum per severity is exported from the first scan, 0
+    included, and a function's own series only once it has counted (the series budget: a DGX
+    has ~100 functions with AER files, 3 counters each)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     from topoagent.features.daemon.metrics import render_text
 
-    fams = {f.name: f for f in text_string_to_metric_families(render_text(_status(dgx)).decode())}
-    fam = fams["topoagent_pcie_aer_errors"]
-    assert fam.type == "counter"
-    got = {(s.labels["bdf"], s.labels["severity"]): s.value for s in fam.samples if s.name.endswith("_total")}
-    with_aer = [f for f in dgx.snapshot.pci if f.aer is not None and f.bdf is not None]
-    assert with_aer
-    for f in with_aer:
-        for severity in ("fatal", "nonfatal", "correctable"):
-            if getattr(f.aer, severity) is not None:
-                assert got[(f.bdf, severity)] == getattr(f.aer, severity), (f.bdf, severity)
-    watched = watched_links(dgx)
-    off_path = {bdf for bdf, _ in got} - set(watched)
-    assert off_path and all(got[(bdf, "fatal")] == 0 for bdf in off_path)  # e.g. NVMe drives, at 0
+    def families(result):
+        text = render_text(_status(result)).decode()
+        return {f.name: f for f in text_string_to_metric_families(text)}
+
+    fams = families(dgx)
+    host = {
+        s.labels["severity"]: s.value
+        for s in fams["topoagent_host_pcie_aer_errors"].samples
+        if s.name.endswith("_total")
+    }
+    assert host == {"fatal": 0, "nonfatal": 0, "correctable": 0}
+    assert fams["topoagent_pcie_aer_errors"].type == "counter" and fams["topoagent_pcie_aer_errors"].samples == []
+    fams = families(_with_aer(dgx, NIC2, fatal=3, correctable=5))
+    host = {
+        s.labels["severity"]: s.value
+        for s in fams["topoagent_host_pcie_aer_errors"].samples
+        if s.name.endswith("_total")
+    }
+    assert host == {"fatal": 3, "nonfatal": 0, "correctable": 5}
+    own = {(s.labels["bdf"], s.labels["severity"]): s.value for s in fams["topoagent_pcie_aer_errors"].samples}
+    assert own == {(NIC2, "fatal"): 3, (NIC2, "correctable"): 5}
+
+
+def test_a_dgx_stays_within_the_series_budget(dgx):
+    """Issue 32 item 9: a DGX-class node exported 961-1,044 series, 88 % of them per-function
+    link width/speed and AER counters; docs/daemon.md's budget is at most 150."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from topoagent.features.audit.advise import advise
+    from topoagent.features.audit.facts import AuditFacts
+    from topoagent.features.daemon.metrics import render_text
+
+    audit = advise(dgx, AuditFacts(source="fd"))  # with the per-GPU audit families, as the daemon runs
+    text = render_text(_status(dgx, audit=audit)).decode()
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    assert len(samples) <= 150, len(samples)
+    by_name: dict[str, int] = {}
+    for s in samples:
+        by_name[s.name] = by_name.get(s.name, 0) + 1
+    links = len({w.link for w in watched_links(dgx).values()})
+    assert by_name["topoagent_pcie_link_degraded"] == links  # one per physical link
 
 
 def test_metrics_before_the_first_scan_and_after_failures(dgx):
@@ -521,6 +600,9 @@ def test_metrics_before_the_first_scan_and_after_failures(dgx):
 
     empty = {f.name: f for f in text_string_to_metric_families(render_text(Status(started_at=0.0)).decode())}
     assert "topoagent_build_info" in empty and "topoagent_devices" not in empty
+    # Issue 32 item 12: /metrics answered before the first scan with no topoagent_scan_success,
+    # so a first scan that never ends raised no alert: it says 0 until one succeeds.
+    assert [s.value for s in empty["topoagent_scan_success"].samples] == [0]
     failed = _status(dgx, last=Attempt(2.0, False, 120.0, "timed out"), scans_total=3, failures_total=2)
     fams = {f.name: f for f in text_string_to_metric_families(render_text(failed).decode())}
     assert fams["topoagent_scan_success"].samples[0].value == 0
@@ -682,9 +764,11 @@ def test_alert_rules_use_only_metrics_the_daemon_exports(dgx):
     from topoagent.features.daemon.metrics import render_text
 
     text = (REPO / "deploy/prometheus/topoagent-rules.yml").read_text()
-    used = set(re.findall(r"\btopoagent_[a-z_]+", text))
+    # (not the names of recording rules: level:metric:operations, whose metric part is a record's)
+    used = set(re.findall(r"(?<![:\w])topoagent_[a-z_]+", text))
     audit = advise(dgx, AuditFacts(source="fd"))  # the per-GPU audit families, with no process
-    fams = list(text_string_to_metric_families(render_text(_status(dgx, audit=audit)).decode()))
+    counted = _with_aer(dgx, NIC2, correctable=5)  # a function's own AER series exists once it counted
+    fams = list(text_string_to_metric_families(render_text(_status(counted, audit=audit)).decode()))
     exported = {f.name for f in fams} | {s.name for f in fams for s in f.samples}
     assert used and used <= exported, used - exported
     for alert in (

@@ -497,3 +497,51 @@ def test_a_rail_no_input_shows_is_drawn_unknown_not_bad() -> None:
     assert 'color="#d32f2f"' not in edges["gpu4"] and "style=dashed" not in edges["gpu0"]
     key = next(line for line in dot.splitlines() if line.strip().startswith('"legend" ['))
     assert xml_text("rail the input does not show: ?") in key
+
+
+@pytest.mark.parametrize("name", ["dgx-h100", "sriov-nic"])
+def test_html_names_each_device_once_with_a_legend_for_nvidia_smi(name: str, scans) -> None:
+    """Issue 32 item 11: the page numbered NICs NIC0... in the matrix and nic0... in the picture,
+    with no legend.  The matrix's devices are named as the picture's tiles (their ids), and a
+    legend gives nvidia-smi's label and the RDMA device of every NIC row."""
+    from html.parser import HTMLParser
+
+    from topoagent.features.draw.html import matrix_names
+
+    result = scans(name)
+    page = renderer("draw", "html")(result)
+    tiles = set(re.findall(r'id="tile-([^"]+)"', page))
+    names = matrix_names(result)
+    nic_rows = [(n, smi, rdma) for n, smi, rdma in names if smi.startswith("NIC")]
+    assert nic_rows
+    for shown, _, _ in names:
+        assert shown.split()[0] in tiles, shown  # the picture draws the same device under this name
+        assert f">{shown}</th>" in page
+
+    class Legend(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inside, self.rows, self.cell = False, [], None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "table" and ("class", "ta-legend") in attrs:
+                self.inside = True
+            elif self.inside and tag == "tr":
+                self.rows.append([])
+            elif self.inside and tag == "td":
+                self.cell = ""
+
+        def handle_endtag(self, tag):
+            if tag == "table":
+                self.inside = False
+            elif self.inside and tag == "td" and self.cell is not None:
+                self.rows[-1].append(self.cell)
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell += data
+
+    legend = Legend()
+    legend.feed(page)
+    assert [tuple(r) for r in legend.rows if r] == [(n, smi, rdma or "") for n, smi, rdma in nic_rows]

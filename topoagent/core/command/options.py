@@ -123,8 +123,8 @@ def build_inputs(
         fail("--cross-check runs this host's nvidia-smi and lspci: it needs a live scan of --root /")
     shown = None
     if not given and not os.path.isdir(os.path.join(root, "sys")):
-        # A capture tarball (topoagent capture) replays like its unpacked directory, and the
-        # reports name the tarball, not the temporary directory it was unpacked into.
+        # A capture tarball (topoagent capture) replays like its unpacked directory (read into
+        # memory, never unpacked to disk), and the reports name the tarball.
         try:
             root, shown = replay_root(root)
         except TopoagentError as exc:

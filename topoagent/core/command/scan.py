@@ -62,12 +62,12 @@ finding at or above --fail-on, 3 Unknown.  Both print that text instead of --for
     "--fail-on",
     "fail_on",
     type=click.Choice(SEVERITIES),
-    default="critical",
-    show_default=True,
-    help="Exit 1 when a finding at or above this severity is raised.",
+    default=None,
+    help="Exit 1 when a finding at or above this severity is raised.  [default: critical; with "
+    "--expect, also any EXPECT_* warning: a narrower link or an added card differs from the build]",
 )
 def scan(
-    inputs: Inputs, exit_codes: str, fmt: str, show_all: bool, pretty: bool, expect: str | None, fail_on: str
+    inputs: Inputs, exit_codes: str, fmt: str, show_all: bool, pretty: bool, expect: str | None, fail_on: str | None
 ) -> None:
     """Scan, print, and exit with the verdict.
 
@@ -79,7 +79,7 @@ def scan(
     result = run_scan(inputs)
     if expect:
         result = expect_from(expect, result)
-    threshold = Severity.parse(fail_on)
+    threshold = Severity.parse(fail_on or "critical")
     if exit_codes != "default":
         text, code = nagios_text(result) if exit_codes == "nagios" else npd_text(result, threshold)
         emit(text)
@@ -87,8 +87,17 @@ def scan(
     if fmt == "matrix":
         require_gpus(result, "the GPU matrix")
     emit(FORMATS[fmt](result, show_all=show_all, pretty=pretty))
-    worst = result.worst()
-    sys.exit(EXIT_FINDINGS if worst is not None and worst >= threshold else EXIT_OK)
+    sys.exit(EXIT_FINDINGS if fails(result, threshold, expect_warns=bool(expect) and fail_on is None) else EXIT_OK)
+
+
+def fails(result: ScanResult, threshold: Severity, *, expect_warns: bool = False) -> bool:
+    """Whether a finding at or above ``threshold`` was raised; with ``expect_warns`` (``--expect``
+    without ``--fail-on``) an ``EXPECT_*`` warning too: asked whether the host is the build, a GPU
+    at x8 or an added card answers no (a warning by severity, since the host still works)."""
+    return any(
+        f.severity >= threshold or (expect_warns and f.code.startswith("EXPECT_") and f.severity >= Severity.WARNING)
+        for f in result.findings
+    )
 
 
 def expect_from(name: str, result: ScanResult) -> ScanResult:

@@ -1484,15 +1484,29 @@ _ENTRIES = (
     Entry(
         code="EXPECT_DEVICE_MISSING",
         family="expect",
-        severity=(
-            Grade(Severity.CRITICAL, "a GPU, NIC, NVSwitch or switch upstream port"),
-            Grade(Severity.WARNING, "any other device"),
-        ),
+        severity=(Grade(Severity.CRITICAL),),
         proof=(Proof.EXPECTATION,),
         about=_prose("""A device the expected topology has at a slot is not there, and no device of its model turned
-        up elsewhere: fallen off the bus, unseated, or disabled in the BIOS. A GPU lost this way often
-        leaves no Xid (NVSentinel#684)."""),
-        messages={"": Wording("{what} expected at slot {slot} ({where}) is missing")},
+        up elsewhere: unseated, disabled in the BIOS, or fallen off the bus (listed by sysfs but no longer
+        answering config reads: its link registers read all ones, a width of 63 that no minimum catches).
+        One finding per lost device, the devices below it (a switch's ports and cards) in its evidence. A
+        GPU lost this way often leaves no Xid (NVSentinel#684). Any device: whatever the build has and the
+        host lacks is critical."""),
+        messages={
+            "": Wording("{what} expected at slot {slot} ({where}) is missing"),
+            "below": Wording(
+                "{what} expected at slot {slot} ({where}) is missing, with {below} more function(s) at or below it",
+                when="its other functions or the devices below it are missing too",
+            ),
+            "off bus": Wording(
+                "{what} at slot {slot} ({where}) fell off the bus: sysfs lists it, but it answers no config read",
+                when="fallen off the bus",
+            ),
+            "many": Wording(
+                "{count} devices of the expected topology are missing ({shown})",
+                when="more than 32 of them: the first 32 are listed",
+            ),
+        },
         remedies={
             "": Wording(
                 "Check that the device is seated and powered (lspci, dmesg for AER/Xid errors); "
@@ -1517,14 +1531,22 @@ _ENTRIES = (
         proof=(Proof.EXPECTATION,),
         about=_prose("""A device at a slot the expected topology does not have (nor a device of its model missing
         elsewhere): a card added, or a root port that appeared with a card moved into its slot."""),
-        messages={"": Wording("{what} at slot {slot} ({where}) is not in the expected topology")},
+        messages={
+            "": Wording("{what} at slot {slot} ({where}) is not in the expected topology"),
+            "below": Wording(
+                "{what} at slot {slot} ({where}) is not in the expected topology, with {below} more function(s) at "
+                "or below it",
+                when="a card with more functions or devices below it",
+            ),
+        },
         remedies={"": Wording("Remove the device, or take a new baseline if the build changed.")},
         examples=(
             Example(
                 text=_prose("""
-                [warning] bridge root_port 8086:352a at slot s1.r7/01.0 (socket 1, NUMA node 1) is not in the expected topology
-                    subjects: bridge65
-                    evidence: slot s1.r7/01.0: device = expected None, seen bridge root_port 8086:352a
+                [warning] bridge root_port 8086:352a at slot s0.r0/04.0 (socket 0, NUMA node 0) is not in the expected topology, with 1 more function(s) at or below it
+                    subjects: bridge3
+                    evidence: slot s0.r0/04.0: device = expected None, seen bridge root_port 8086:352a
+                    evidence: slot s0.r0/04.0/00.0: device (with it) = expected None, seen nvme 144d:a80a
                     remedy:   Remove the device, or take a new baseline if the build changed.
                 """),  # noqa: E501
             ),
@@ -1535,14 +1557,21 @@ _ENTRIES = (
         family="expect",
         severity=(Grade(Severity.CRITICAL),),
         proof=(Proof.EXPECTATION,),
-        about=_prose("""A device on another socket or NUMA node than expected: either at its slot (a BIOS NPS/SNC
-        change, a firmware that reports another node), or moved -- a missing and an extra device of one
-        kind and model are paired, and the finding names both slots (the moved device's other
-        differences, a narrower link or ACS turned on, are their own findings at its new slot)."""),
+        about=_prose("""A device on another socket or NUMA node than expected: either at its slot (a firmware that
+        reports another node), or moved -- a missing and an extra device of one kind and model are paired,
+        and the finding names both slots (the moved device's other differences, a narrower link or ACS
+        turned on, are their own findings at its new slot) -- or a whole root complex on the other socket
+        (its root bus with the same devices below it under another socket's name: one finding, its
+        devices listed, their paths to the rest not reported again). A NUMA layout change (SNC, NPS)
+        that moves devices between the nodes of their socket is `EXPECT_HOST`'s."""),
         messages={
             "": Wording("{what} at slot {slot} is on {seen}, expected {expected}", when="at its slot"),
             "moved": Wording(
                 "{what} expected at slot {slot} ({expected}) is at slot {seen_slot} ({seen})", when="moved"
+            ),
+            "root moved": Wording(
+                "root complex {root} is on {seen} as {seen_root}, expected {expected} ({count} device(s) below it)",
+                when="a root complex on the other socket",
             ),
         },
         remedies={
@@ -1552,16 +1581,21 @@ _ENTRIES = (
             "moved": Wording(
                 "Move the card back to the slot the build puts it in: its GPUs' paths depend on it.", when="moved"
             ),
+            "root moved": Wording(
+                "A root complex does not move by itself: compare the BIOS and its PCIe/NUMA settings (the "
+                "firmware's proximity domain, _PXM, of the PCIe stack) with the build's.",
+                when="a root complex on the other socket",
+            ),
         },
         examples=(
             Example(
                 text=_prose("""
-                [critical] nic 15b3:1021 expected at slot s0.r1/01.0/00.0/00.0/00.0 (socket 0, NUMA node 0) is at slot s1.r7/01.0/00.0 (socket 1, NUMA node 1)
-                    subjects: s0.r1/01.0/00.0/00.0/00.0, nic13
-                    evidence: slot s0.r1/01.0/00.0/00.0/00.0: slot = expected s0.r1/01.0/00.0/00.0/00.0, seen s1.r7/01.0/00.0
-                    evidence: slot s0.r1/01.0/00.0/00.0/00.0: socket = expected 0, seen 1
-                    evidence: slot s0.r1/01.0/00.0/00.0/00.0: numa_node = expected 0, seen 1
-                    remedy:   Move the card back to the slot the build puts it in: its GPUs' paths depend on it.
+                [critical] root complex s0.r1 is on socket 1 as s1.r1, expected socket 0 (8 device(s) below it)
+                    subjects: s0.r1, s1.r1
+                    evidence: slot s0.r1/01.0: slot = expected s0.r1/01.0, seen s1.r1/01.0
+                    evidence: slot s0.r1/01.0/00.0: slot = expected s0.r1/01.0/00.0, seen s1.r1/01.0/00.0
+                    evidence: slot s0.r1/01.0/00.0/00.0: slot = expected s0.r1/01.0/00.0/00.0, seen s1.r1/01.0/00.0/00.0
+                    remedy:   A root complex does not move by itself: compare the BIOS and its PCIe/NUMA settings (the firmware's proximity domain, _PXM, of the PCIe stack) with the build's.
                 """),  # noqa: E501
             ),
         ),
@@ -1643,16 +1677,29 @@ _ENTRIES = (
         proof=(Proof.EXPECTATION,),
         about=_prose("""ACS control bits or the IOMMU domain type of a slot, or GPUDirect peer memory of the host
         (subject `host`), differ from the expected: a BIOS update that turned ACS redirect on breaks
-        GPUDirect P2P and RDMA through the switch. ACS unknown on either side (a scan without root
-        cannot read it) is not compared."""),
+        GPUDirect P2P and RDMA through the switch. One change on several devices is one finding listing
+        them; an IOMMU domain type changed on every device is the host's IOMMU mode (subject `host`).
+        ACS unknown on either side (a scan without root cannot read it) is not compared."""),
         messages={
             "": Wording(
                 "{what} at slot {slot}: {changes}", when="{changes} as in `acs [ReqRedir,CmpltRedir], expected []`"
+            ),
+            "many": Wording(
+                "{fact} {seen}, expected {expected}, on {count} devices ({shown})", when="one change on several devices"
+            ),
+            "iommu": Wording(
+                "IOMMU domain type {seen} on all {count} devices, expected {expected}: the host's IOMMU mode changed",
+                when="the IOMMU type of every device",
             ),
             "peer memory": Wording("GPUDirect peer memory is {seen}, expected {expected}", when="peer memory"),
         },
         remedies={
             "": Wording("Restore the build's ACS/IOMMU settings (BIOS, kernel command line, setpci at boot)."),
+            "iommu": Wording(
+                "Restore the build's IOMMU mode: the kernel command line (iommu=pt, intel_iommu=, amd_iommu=) and "
+                "the BIOS's IOMMU (VT-d, AMD-Vi) setting.",
+                when="the IOMMU type of every device",
+            ),
             "peer memory": Wording(
                 "Load nvidia_peermem (or the driver's memory_peers) as the build does.", when="peer memory"
             ),
@@ -1664,6 +1711,84 @@ _ENTRIES = (
                     subjects: bridge8
                     evidence: slot s0.r1/01.0/00.0/01.0/00.0/00.0: acs = expected [], seen [ReqRedir,CmpltRedir]
                     remedy:   Restore the build's ACS/IOMMU settings (BIOS, kernel command line, setpci at boot).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="EXPECT_HOST",
+        family="expect",
+        severity=(
+            Grade(Severity.CRITICAL, "the CPUs (model, sockets, cores, threads per core) or the NUMA layout"),
+            Grade(Severity.WARNING, "a NUMA node's memory below the expected"),
+        ),
+        proof=(Proof.EXPECTATION,),
+        about=_prose("""The host's CPU/NUMA shape (docs/fleet.md) differs from the expected: another CPU model or
+        count, SMT turned off, a changed NUMA layout (SNC or NPS turned on or off: the devices that moved
+        between the nodes of their socket, and the GPU-NIC paths between NODE and SYS that follow, are
+        listed in its evidence rather than reported one by one), or a node with less memory (a DIMM lost;
+        memory is compared in rounded GiB, so what the kernel reserves does not count)."""),
+        messages={
+            "": Wording("the host's CPUs differ: {changes}", when="CPUs"),
+            "numa": Wording(
+                "the NUMA layout changed: {seen}, expected {expected} ({explained} device node(s) and path(s) "
+                "follow from it)",
+                when="NUMA layout",
+            ),
+            "memory": Wording("memory below the expected: {nodes}", when="memory"),
+        },
+        remedies={
+            "": Wording(
+                "Check the BIOS (SMT/Hyper-Threading, cores enabled) and the CPUs fitted against the build's; "
+                "another CPU is another build (take its own baseline).",
+                when="CPUs",
+            ),
+            "numa": Wording(
+                "Restore the BIOS's NUMA setting (SNC on Intel, NPS on AMD) to the build's: CPU, memory, GPU and "
+                "NIC placement all follow from it.",
+                when="NUMA layout",
+            ),
+            "memory": Wording(
+                "Find the missing or failed DIMM (the BMC's event log, dmidecode -t memory, EDAC counters).",
+                when="memory",
+            ),
+        },
+        examples=(
+            Example(
+                text=_prose("""
+                [critical] the host's CPUs differ: threads_per_core 1, expected 2
+                    subjects: host
+                    evidence: slot host: threads_per_core = expected 2, seen 1
+                    remedy:   Check the BIOS (SMT/Hyper-Threading, cores enabled) and the CPUs fitted against the build's; another CPU is another build (take its own baseline).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="EXPECT_CLASS",
+        family="expect",
+        severity=(Grade(Severity.CRITICAL),),
+        proof=(Proof.EXPECTATION,),
+        about=_prose("""The host is of another hardware class than the expected topology (another board, CPU or
+        GPU model; docs/fleet.md): its slots are not compared, since every one would differ. A class that
+        differs only in what one side could not read (`unknown CPU`) or by one GPU model the host lost is
+        the same class: its slots are compared."""),
+        messages={
+            "": Wording("the host is {seen}, the expected topology {expected}: another class, slots not compared")
+        },
+        remedies={
+            "": Wording(
+                "Compare with a baseline of this host's own class (topoagent baseline on a good host of it), "
+                "or check that the right file is configured."
+            )
+        },
+        examples=(
+            Example(
+                text=_prose("""
+                [critical] the host is NVIDIA DGXH100 / 2x Intel(R) Xeon(R) Platinum 8480C / gpu 10de:2330, the expected topology QEMU Standard PC (Q35 + ICH9, 2009) / 2x Intel Xeon Processor (Icelake) / gpu 10de:20b2: another class, slots not compared
+                    subjects: host
+                    evidence: slot host: hw_class = expected QEMU Standard PC (Q35 + ICH9, 2009) / 2x Intel Xeon Processor (Icelake) / gpu 10de:20b2, seen NVIDIA DGXH100 / 2x Intel(R) Xeon(R) Platinum 8480C / gpu 10de:2330
+                    remedy:   Compare with a baseline of this host's own class (topoagent baseline on a good host of it), or check that the right file is configured.
                 """),  # noqa: E501
             ),
         ),

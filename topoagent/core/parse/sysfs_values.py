@@ -160,13 +160,79 @@ def parse_cpuinfo_hypervisor(text: str) -> bool:
     return False
 
 
-def parse_cpuinfo_model(text: str) -> str | None:
-    """The first ``model name`` of ``/proc/cpuinfo`` (x86; arm64 kernels print none), spaces
-    collapsed, or None."""
+def _cpuinfo_fields(text: str) -> dict[str, str]:
+    """``key: value`` lines of ``/proc/cpuinfo`` text, the first occurrence of each key: the
+    first CPU's block and the lines some architectures print once after every CPU's (POWER's
+    ``machine``, ``model``)."""
+    fields: dict[str, str] = {}
     for line in text.splitlines():
-        if line.startswith("model name") and ":" in line:
-            return " ".join(line.split(":", 1)[1].split()) or None
-    return None
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), " ".join(value.split()))
+    return fields
+
+
+#: arm64 ``CPU implementer`` -> (name, {``CPU part`` -> core}) for the server cores GPU hosts
+#: carry (Linux arch/arm64/include/asm/cputype.h: ARM_CPU_IMP_ARM 0x41, NVIDIA 0x4e, Ampere
+#: 0xc0; the part numbers of ARM_CPU_PART_NEOVERSE_*, NVIDIA_CPU_PART_*, AMPERE_CPU_PART_*).
+_ARM_PARTS: dict[int, tuple[str, dict[int, str]]] = {
+    0x41: (
+        "ARM",
+        {
+            0xD0C: "Neoverse-N1",
+            0xD40: "Neoverse-V1",
+            0xD49: "Neoverse-N2",
+            0xD4F: "Neoverse-V2",
+            0xD84: "Neoverse-V3",
+            0xD8E: "Neoverse-N3",
+        },
+    ),
+    0x4E: ("NVIDIA", {0x003: "Carmel", 0x004: "Olympus"}),
+    0xC0: ("Ampere", {0xAC3: "AmpereOne", 0xAC4: "AmpereOne AC04"}),
+}
+
+
+def _arm_model(implementer: str, part: str) -> str:
+    """An arm64 core named from cpuinfo's ``CPU implementer`` and ``CPU part`` (hex)."""
+    try:
+        imp, num = int(implementer, 16), int(part, 16)
+    except ValueError:
+        return f"arm64 {implementer}:{part}"
+    vendor, parts = _ARM_PARTS.get(imp, (f"arm64 implementer {imp:#04x}", {}))
+    return f"{vendor} {parts.get(num, f'part {num:#05x}')}"
+
+
+def parse_cpuinfo_model(text: str) -> str | None:
+    """The CPU model ``/proc/cpuinfo`` names, spaces collapsed, or None: ``model name`` (x86,
+    and the arm32/ia64 kernels that print one); POWER's ``cpu`` (``POWER9, altivec supported``
+    -> ``POWER9``); arm64's ``CPU implementer`` and ``CPU part`` (``0x41``/``0xd4f`` -> ``ARM
+    Neoverse-V2``; arm64 kernels print no model name); else the vendor and family the kernel
+    gives (s390's ``vendor_id: IBM/S390``, an x86 CPU without a brand string).  Every
+    architecture names its CPU somehow: s390 and POWER9 hosts without it fell into one class
+    with x86 test machines (issue 32)."""
+    fields = _cpuinfo_fields(text)
+    if fields.get("model name"):
+        return fields["model name"]
+    cpu = fields.get("cpu", "")
+    if cpu:
+        return cpu.split(",", 1)[0].strip() or None
+    if "CPU implementer" in fields and "CPU part" in fields:
+        return _arm_model(fields["CPU implementer"], fields["CPU part"])
+    vendor = fields.get("vendor_id") or fields.get("vendor") or ""
+    family = fields.get("cpu family") or fields.get("family") or ""
+    return " ".join(p for p in (vendor, f"family {family}" if family else "") if p) or None
+
+
+def parse_cpuinfo_system(text: str) -> str | None:
+    """The system ``/proc/cpuinfo`` names where a platform has no DMI: POWER's ``machine``
+    (``PowerNV 8335-GTW``), or None."""
+    return _cpuinfo_fields(text).get("machine") or None
+
+
+def parse_device_tree_model(text: str) -> str | None:
+    """The device tree's ``model`` property (``/sys/firmware/devicetree/base/model``: a
+    NUL-terminated string, Documentation/devicetree/usage-model.rst), or None when empty."""
+    return " ".join(text.split("\0", 1)[0].split()) or None
 
 
 def parse_cpu_identity(text: str) -> CpuIdentity:

@@ -1,16 +1,20 @@
-"""Unpack capture tarballs for ``--root`` (``topoagent capture`` packs them: :mod:`topoagent.features.capture.pack`).
+"""Read capture tarballs for ``--root`` (``topoagent capture`` packs them: :mod:`topoagent.features.capture.pack`).
 
-:func:`unpack_capture` and :func:`resolve_root`: ``--root`` accepts a capture tarball (or its
-unpacked directory).  The tarball is untrusted input: it is unpacked with tarfile's ``data``
-filter (PEP 706), which refuses what would land or link outside the destination and special
-files, plus the checks the filter does not make: size and member-count caps, no hard links, no
-member at or under a symbolic link.
+:func:`resolve_root`: ``--root`` accepts a capture tarball (or its unpacked directory).  The
+tarball is read into memory (:func:`load_capture`: a :class:`~topoagent.core.hostfs.MemoryTree`
+mounted under the archive's own path), never written out: a DGX capture's 3,000 files cost a
+tenth of a second to hold where unpacking them cost seconds (issue 32: a DGX capture replayed 10x
+slower than its directory), and nothing lands on disk, so no member can land outside it.  The
+reader then resolves every link inside the root as it does for a directory.
+:func:`unpack_capture` still unpacks one to a directory for a person, with tarfile's ``data``
+filter (PEP 706).  Both read the tarball, untrusted input, through the same checks: size and
+member-count caps, no hard links, no member at or under a symbolic link, no special files.
 """
 
 from __future__ import annotations
 
-import atexit
 import bz2
+import contextlib
 import gzip
 import io
 import lzma
@@ -21,14 +25,18 @@ import stat
 import tarfile
 import tempfile
 import zlib
+from collections.abc import Callable, Iterator
 
 from topoagent.core.errors import InputError
+from topoagent.core.hostfs import MemoryTree, mount, unmount
 
 __all__ = [
     "MAX_MEMBERS",
     "MAX_MEMBER_BYTES",
     "MAX_TOTAL_BYTES",
     "CaptureError",
+    "load_capture",
+    "mounted_capture",
     "replay_root",
     "resolve_root",
     "unpack_capture",
@@ -155,7 +163,9 @@ def _open_tarball(path: str) -> tuple[_CappedStream, tarfile.TarFile]:
         raise CaptureError(f"{path}: not a capture tarball ({exc})") from None
 
 
-def _checked_members(tar: tarfile.TarFile, path: str) -> list[tarfile.TarInfo]:
+def _checked_members(
+    tar: tarfile.TarFile, path: str, each: Callable[[tarfile.TarInfo], None] | None = None
+) -> list[tarfile.TarInfo]:
     """Every member that names something below the root, read through once, with the checks
     the data filter does not make: the count and size caps, no hard link, and nothing written
     at or through a symbolic link.
@@ -165,6 +175,7 @@ def _checked_members(tar: tarfile.TarFile, path: str) -> list[tarfile.TarInfo]:
     gh-135034, gh-149486, gh-151558); a capture holds no hard link and never needs to write
     through a link, so refusing both closes those paths whatever the Python.  A member whose
     name has no component (``./``, an empty name) names the root itself and is left out.
+    ``each`` is called with every member kept, as it is read (its data is next in the stream).
     """
     members: list[tarfile.TarInfo] = []
     total = 0
@@ -181,6 +192,8 @@ def _checked_members(tar: tarfile.TarFile, path: str) -> list[tarfile.TarInfo]:
                 raise CaptureError(f"{path}: more than {MAX_TOTAL_BYTES} bytes unpacked")
         if _parts(member.name):
             members.append(member)
+            if each is not None:
+                each(member)
     _refuse_through_links(members)
     return members
 
@@ -207,6 +220,65 @@ def _refuse_through_links(members: list[tarfile.TarInfo]) -> None:
         seen.add(name)
 
 
+def load_capture(path: str) -> MemoryTree:
+    """A capture tarball's members in memory, as the tree below its root (the directory holding
+    ``sys/``: the archive's top, or its one top-level directory), named by the archive's real
+    path.  Refuses, with :class:`CaptureError`, what :func:`unpack_capture` refuses: a hard
+    link, a member at or under a symbolic link, a device file or FIFO, a name with a ``..``
+    component, and the count and size caps."""
+    stream, tar = _open_tarball(path)
+    name = os.path.realpath(path)
+    tree = MemoryTree(name)
+    data: dict[str, bytes] = {}
+
+    def keep(m: tarfile.TarInfo) -> None:
+        # Read while the stream is at its data (no seeking back through the decompressor); a
+        # regular member is stored whole (sparse members are GNU tar's, never a capture's).
+        if m.isreg():
+            if m.issparse():
+                raise CaptureError(f"member {m.name!r}: a sparse file (a capture holds none)")
+            stream.seek(m.offset_data)
+            data[m.name] = stream.read(m.size)
+
+    try:
+        with stream, tar:
+            members = _checked_members(tar, path, keep)
+        top = _top(members)
+        for m in members:
+            _add_member(tree, m, data.get(m.name, b""), top)
+    except (CaptureError, *_UNPACK_ERRORS) as exc:
+        if isinstance(exc, CaptureError):
+            raise
+        raise CaptureError(f"{path}: cannot read: {exc}") from None
+    return tree
+
+
+def _top(members: list[tarfile.TarInfo]) -> int:
+    """How many leading components to drop: 1 where everything is below one directory that
+    holds ``sys/`` (a capture made by hand with ``tar czf x.tar.gz host/``), else 0."""
+    firsts = {_parts(m.name)[0] for m in members}
+    if len(firsts) == 1:
+        (only,) = firsts
+        if any(_parts(m.name)[:2] == [only, "sys"] for m in members):
+            return 1
+    return 0
+
+
+def _add_member(tree: MemoryTree, member: tarfile.TarInfo, data: bytes, top: int) -> None:
+    parts = _parts(member.name)
+    if ".." in parts:
+        raise CaptureError(f"member {member.name!r}: a name that climbs out of the capture")
+    rel = "/".join(parts[top:])
+    if member.isdir():
+        tree.add_dir(rel)
+    elif member.issym():
+        tree.add_link(rel, member.linkname)
+    elif member.isreg():
+        tree.add_file(rel, data)
+    else:
+        raise CaptureError(f"member {member.name!r}: not a regular file, directory or symbolic link")
+
+
 def _capture_root(directory: str) -> str:
     """The directory holding ``sys/``: ``directory`` itself or its one subdirectory."""
     if os.path.isdir(os.path.join(directory, "sys")):
@@ -217,15 +289,15 @@ def _capture_root(directory: str) -> str:
     return directory
 
 
-_UNPACKED: dict[tuple[str, int, int], str] = {}
+_LOADED: dict[tuple[str, int, int], str] = {}
 
 
 def resolve_root(root: str) -> str:
-    """``--root`` as a directory: a capture tarball is unpacked (once per process, into a
-    temporary directory removed at exit); a directory is returned as is, or its one
-    subdirectory holding ``sys/`` (a tarball unpacked by hand).  Anything else is returned
-    unchanged for the scan to judge.  Raises :class:`CaptureError` for a tarball that cannot be
-    unpacked safely."""
+    """``--root`` as a root :class:`~topoagent.core.hostfs.HostFS` reads: a capture tarball is
+    read into memory once per process and mounted under its own real path; a directory is
+    returned as is, or its one subdirectory holding ``sys/`` (a tarball unpacked by hand).
+    Anything else is returned unchanged for the scan to judge.  Raises :class:`CaptureError`
+    for a tarball that cannot be read safely."""
     try:
         st = os.stat(root)
     except OSError:
@@ -235,17 +307,26 @@ def resolve_root(root: str) -> str:
     if not stat.S_ISREG(st.st_mode):
         return root
     key = (os.path.realpath(root), st.st_size, st.st_mtime_ns)
-    if key not in _UNPACKED:
-        tmp = tempfile.mkdtemp(prefix="topoagent-capture-")
-        atexit.register(shutil.rmtree, tmp, True)
-        _UNPACKED[key] = unpack_capture(root, tmp)
-    return _UNPACKED[key]
+    if key not in _LOADED:
+        _LOADED[key] = mount(load_capture(root))
+    return _LOADED[key]
+
+
+@contextlib.contextmanager
+def mounted_capture(path: str) -> Iterator[str]:
+    """A capture tarball mounted for the ``with`` block only (``fleet`` reads a thousand: each
+    one's memory goes when it has been scanned); yields the root to scan."""
+    root = mount(load_capture(path))
+    try:
+        yield root
+    finally:
+        unmount(root)
 
 
 def replay_root(root: str) -> tuple[str, str | None]:
-    """``root`` as :func:`resolve_root` makes it a directory to read, and what reports should
-    call the root: the archive's own path when ``root`` is a capture archive (unpacked into a
-    temporary directory nobody asked to see), else None (the directory read is the root)."""
+    """``root`` as :func:`resolve_root` makes it a root to read, and what reports should call
+    the root: the archive's own path when ``root`` is a capture archive (read into memory,
+    mounted under its real path), else None (the directory read is the root)."""
     resolved = resolve_root(root)
     shown = os.path.realpath(root) if resolved != root and os.path.isfile(root) else None
     return resolved, shown

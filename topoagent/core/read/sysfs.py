@@ -57,6 +57,7 @@ def read_sysfs(fs: HostFS) -> Snapshot:
         dmi_vendor=system()[0],
         dmi_product=system()[1],
         cpu_model=sv.parse_cpuinfo_model(cpuinfo) if cpuinfo else None,
+        system_model=dmi.device_tree_model(fs) or (sv.parse_cpuinfo_system(cpuinfo) if cpuinfo else None),
         cpu_identity=sv.parse_cpu_identity(cpuinfo) if cpuinfo else None,
         amd_gpus=kfd.amd_gpus(fs),
         # Without /sys/class (a capture that left it out: hwloc's gather does) no RDMA or

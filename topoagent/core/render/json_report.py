@@ -14,14 +14,14 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from topoagent.core.analysis.fingerprint import SlotFacts
+from topoagent.core.analysis.fingerprint import HostShape, SlotFacts
 from topoagent.core.analysis.links import LinkCapability, capability
 from topoagent.core.analysis.paths import NIC_PAIR_LIMIT, omitted_nic_pairs, paired_devices
 from topoagent.core.analysis.rails import NicRole
 from topoagent.core.findings import Finding
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import encodable
-from topoagent.core.result import ScanResult
+from topoagent.core.result import Expectation, ScanResult
 from topoagent.core.snapshot import ProbeError, SourceStatus, enc_hook
 from topoagent.core.topology import BridgeRole, Device, Topology
 from topoagent.core.version import __version__
@@ -67,20 +67,31 @@ class Host(msgspec.Struct, frozen=True):
         str | None,
         msgspec.Meta(
             description=(
-                "What the host is meant to be: DMI vendor and product, CPU count and model, GPU and NIC "
-                "models (docs/fleet.md)."
+                "What the host is meant to be: its board (DMI vendor and product, else the device tree's "
+                "model), CPU count and model, GPU models (docs/fleet.md)."
             )
         ),
     ] = None
     fingerprint: Annotated[
         Fingerprint | None,
-        msgspec.Meta(description=("Hash of the facts identical builds share: peer_memory and slots (docs/fleet.md).")),
+        msgspec.Meta(
+            description=("Hash of the facts identical builds share: peer_memory, shape and slots (docs/fleet.md).")
+        ),
     ] = None
     peer_memory: Annotated[
         bool | None,
         msgspec.Meta(
             description=(
                 "GPUDirect RDMA peer memory present (nvidia_peermem or /sys/kernel/mm/memory_peers); null: unknown."
+            )
+        ),
+    ] = None
+    shape: Annotated[
+        HostShape | None,
+        msgspec.Meta(
+            description=(
+                "The CPUs and memory identical builds share: CPU model, sockets, cores, threads per core and "
+                "each NUMA node's socket, CPUs and memory in rounded GiB (docs/fleet.md); null: pasted output."
             )
         ),
     ] = None
@@ -321,6 +332,15 @@ class ScanReport(msgspec.Struct, frozen=True, omit_defaults=True):
             description=("Present only when paths leaves pairs out: a host with more physical NICs than the limit.")
         ),
     ] = None
+    expectation: Annotated[
+        Expectation | None,
+        msgspec.Meta(
+            description=(
+                "Present only with scan --expect (or the daemon's expect): what the scan was compared with "
+                "and how many EXPECT_* findings that raised (0: it matches)."
+            )
+        ),
+    ] = None
 
 
 def str_or_none(value: object) -> str | None:
@@ -413,6 +433,7 @@ def report(result: ScanResult) -> ScanReport:
             hw_class=facts.hw_class,
             fingerprint=facts.fingerprint,
             peer_memory=facts.peer_memory,
+            shape=facts.shape,
         ),
         sockets=[SocketEntry(s.id, list(s.nodes), str(s.cpus)) for s in topo.sockets],
         numa_nodes=numa_entries(topo),
@@ -457,6 +478,7 @@ def report(result: ScanResult) -> ScanReport:
         probe_errors=list(topo.probe_errors),
         slots=list(facts.slots),
         paths_omitted=paths_omitted(topo),
+        expectation=result.expectation,
     )
 
 

@@ -280,9 +280,26 @@ def _node_title(n: Node) -> str:
     return f"NUMA node {n.id} · CPUs {n.cpulist} · {format_bytes(n.memory_bytes)}"
 
 
+def expectation_line(result: ScanResult) -> str | None:
+    """The sentence that says what ``--expect`` compared the scan with and how it came out."""
+    x = result.expectation
+    if x is None:
+        return None
+    source = f"the expected topology of {shown(x.host)}" if x.host else "the expected topology"
+    fp = f"fingerprint {shown(x.fingerprint)}"
+    if not x.compared:
+        return f"Compared with {source} ({fp}): another hardware class ({shown(x.hw_class)}), slots not compared"
+    verdict = "matches" if not x.differences else f"{x.differences} difference(s) (EXPECT_*)"
+    return f"Compared with {source} ({fp}): {verdict}"
+
+
 def render_findings(result: ScanResult) -> list[str]:
-    """Findings grouped by severity, most severe first."""
+    """Findings grouped by severity, most severe first (after the line saying what ``--expect``
+    compared the scan with, where it did)."""
     lines = [""]
+    said = expectation_line(result)
+    if said is not None:
+        lines += [said, ""]
     if not result.findings:
         return lines + ["Findings: none"]
     lines.append(f"Findings ({len(result.findings)}):")

@@ -26,11 +26,11 @@ The allow-list (host paths, relative to ``/``):
 * ``sys/class/kfd/kfd/topology/nodes/*/{properties,gpu_id,name}`` and ``io_links/*/properties``
   (AMD GPUs; ``unique_id`` replaced by the node number), and each GPU's amdgpu files
   (``xgmi_physical_id``, ``xgmi_hive_info/xgmi_hive_id``, ``current_*_partition``);
-* ``proc/cmdline``, the first CPU's ``flags`` and identity lines (vendor, family, model, model
-  name) of ``proc/cpuinfo``, the ``Cpus_allowed_list`` line of ``proc/self/status``,
-  ``proc/driver/nvidia/gpus/*/numa_status``,
-  ``proc/sys/kernel/hostname``, ``proc/sys/kernel/osrelease``, ``proc/driver/nvidia/version``,
-  ``sys/class/dmi/id/{sys_vendor,product_name}``.
+* ``proc/cmdline``, the first CPU's ``flags``, identity and model lines of ``proc/cpuinfo``
+  (:data:`CPUINFO_FIELDS`), the ``Cpus_allowed_list`` line of ``proc/self/status``,
+  ``proc/driver/nvidia/gpus/*/numa_status``, ``proc/sys/kernel/hostname``,
+  ``proc/sys/kernel/osrelease``, ``proc/driver/nvidia/version``,
+  ``sys/class/dmi/id/{sys_vendor,product_name}`` and ``sys/firmware/devicetree/base/model``.
 
 What is scrubbed is listed in :mod:`.scrub`.
 """
@@ -60,7 +60,7 @@ from topoagent.core.read.tools import run_tool
 from topoagent.core.version import __version__
 from topoagent.features.capture.scrub import Scrubber, scrub_config
 
-__all__ = ["CAPTURE_FORMAT", "MANIFEST", "Capture", "Entry", "collect_capture"]
+__all__ = ["CAPTURE_FORMAT", "CPUINFO_FIELDS", "MANIFEST", "Capture", "Entry", "collect_capture", "cpuinfo_kept"]
 
 CAPTURE_FORMAT = "topoagent-capture/1"
 #: The manifest at the top of a capture: what was recorded, by which version, what was scrubbed.
@@ -175,7 +175,8 @@ def _class_devices(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
                 _copy_file(fs, cap, f"{base}/ports/{port}/{attr}", limit=256)
 
 
-def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
+def _cpus_and_nodes(fs: HostFS, cap: Capture) -> None:
+    """The NUMA nodes' files, and each CPU's topology, L3 and node link."""
     base = "sys/devices/system/node"
     for name in fs.listdir(base):
         if numbered(name, "node") is not None:
@@ -184,16 +185,23 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     base = "sys/devices/system/cpu"
     _copy_file(fs, cap, f"{base}/online", limit=4096)
     for name in fs.listdir(base):
-        if numbered(name, "cpu") is not None:
-            for attr in TOPOLOGY_FILES:
-                _copy_file(fs, cap, f"{base}/{name}/topology/{attr}", limit=4096)
-            # the L3 the CPU shares (core complexes: topoagent.core.read.cache)
-            for attr in ("level", "shared_cpu_list"):
-                _copy_file(fs, cap, f"{base}/{name}/cache/index3/{attr}", limit=4096)
-            # the CPU's node link: the scan's fallback where a node's own CPU files fail
-            for entry in fs.names(f"{base}/{name}") or ():
-                if numbered(entry, "node") is not None:
-                    _copy_link(fs, cap, f"{base}/{name}/{entry}")
+        if numbered(name, "cpu") is None:
+            continue
+        for attr in TOPOLOGY_FILES:
+            _copy_file(fs, cap, f"{base}/{name}/topology/{attr}", limit=4096)
+        # the L3 the CPU shares (core complexes: topoagent.core.read.cache)
+        for attr in ("level", "shared_cpu_list"):
+            _copy_file(fs, cap, f"{base}/{name}/cache/index3/{attr}", limit=4096)
+        # the CPU's node link: the scan's fallback where a node's own CPU files fail
+        for entry in fs.names(f"{base}/{name}") or ():
+            if numbered(entry, "node") is not None:
+                _copy_link(fs, cap, f"{base}/{name}/{entry}")
+
+
+def _kernel(fs: HostFS, cap: Capture) -> None:
+    """IOMMU group types, the modules a scan asks about, memory peers, the NVIDIA driver's GPU
+    memory nodes, the hypervisor, the kernel release and NVIDIA driver version (DMA-BUF), and what
+    names the board (DMI, the device tree's model)."""
     for group in fs.listdir("sys/kernel/iommu_groups"):
         _copy_file(fs, cap, f"sys/kernel/iommu_groups/{group}/type", limit=256)
     for module in MODULES_OF_INTEREST:
@@ -209,24 +217,64 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     _copy_file(fs, cap, "proc/driver/nvidia/version", limit=4096)
     for attr in dmi.FILES:
         _copy_file(fs, cap, f"{dmi.DMI}/{attr}", limit=256)
+    _copy_file(fs, cap, dmi.DEVICE_TREE_MODEL, limit=4096)
+
+
+#: The ``/proc/cpuinfo`` fields a scan reads: the hypervisor flag (sources.sysfs), the first CPU's
+#: identity (sources.kernel, for plan --format nccl-topo) and model as each architecture names
+#: it (x86 ``model name``; POWER ``cpu``; arm64 ``CPU implementer``/``CPU part``; s390/ia64
+#: ``vendor_id``/``vendor`` and ``family``), and POWER's ``machine`` (the board, where there is
+#: no DMI): nothing else of the host.
+CPUINFO_FIELDS = (
+    "flags",
+    "vendor_id",
+    "vendor",
+    "cpu family",
+    "family",
+    "model",
+    "model name",
+    "CPU implementer",
+    "CPU part",
+    "cpu",
+    "machine",
+)
+
+
+def cpuinfo_kept(text: str) -> str:
+    """The lines of ``/proc/cpuinfo`` text (as the scan reads it: its head) a capture keeps:
+    :data:`CPUINFO_FIELDS` of the first CPU's block, and of the block some architectures print
+    once after every CPU's (POWER's ``machine``), each field once."""
+    blocks = text.split("\n\n")
+    tail = blocks[-1] if len(blocks) > 1 and not blocks[-1].lstrip().startswith("processor") else ""
+    kept: dict[str, str] = {}
+    for line in (blocks[0] + "\n" + tail).splitlines():
+        key, sep, _ = line.partition(":")
+        if sep and key.strip() in CPUINFO_FIELDS:
+            kept.setdefault(key.strip(), line)
+    return "".join(line + "\n" for line in kept.values())
+
+
+def _proc(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
+    """The command line (scrubbed), a placeholder host name, what cpuinfo names, and this
+    process's allowed CPUs."""
     _copy_file(
         fs, cap, "proc/cmdline", limit=8192, transform=lambda b: scrub.cmdline(b.decode("utf-8", "replace")).encode()
     )
     if fs.text("proc/sys/kernel/hostname") is not None:
         cap.add(Entry("proc/sys/kernel/hostname", "file", b"captured-host\n"))
-    cpuinfo = fs.text("proc/cpuinfo", truncate=True)  # as the scan reads it: the first CPU's block
+    cpuinfo = fs.text("proc/cpuinfo", truncate=True)  # as the scan reads it
     if cpuinfo is not None:
-        # What is read from it: the hypervisor flag (sources.sysfs) and the first CPU's identity
-        # fields (sources.kernel, for plan --format nccl-topo; the model name for the hardware
-        # class, analysis.fingerprint); nothing else of the host.
-        keep = ("flags", "vendor_id", "cpu family", "model", "model name", "CPU implementer", "cpu")
-        first = cpuinfo.split("\n\n", 1)[0].splitlines()
-        lines = [ln for ln in first if ln.partition(":")[0].strip() in keep and ":" in ln]
-        cap.add(Entry("proc/cpuinfo", "file", "".join(ln + "\n" for ln in lines).encode()))
+        cap.add(Entry("proc/cpuinfo", "file", cpuinfo_kept(cpuinfo).encode()))
     status = fs.text("proc/self/status", limit=ATTR_LIMIT)
     if status is not None:
         line = next((ln for ln in status.splitlines() if ln.startswith("Cpus_allowed_list:")), None)
         cap.add(Entry("proc/self/status", "file", (line + "\n").encode() if line else b""))
+
+
+def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
+    _cpus_and_nodes(fs, cap)
+    _kernel(fs, cap)
+    _proc(fs, cap, scrub)
 
 
 def _kfd(fs: HostFS, cap: Capture) -> None:

@@ -1,5 +1,5 @@
 """A capture's entries as a gzip tarball: the form ``--root capture.tar.gz`` replays
-(:mod:`topoagent.core.read.archive` unpacks it)."""
+(:mod:`topoagent.core.read.archive` reads it)."""
 
 from __future__ import annotations
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
 
 from topoagent.core.command.common import fail
 from topoagent.core.errors import TopoagentError
+from topoagent.core.hostfs import is_root
 from topoagent.core.read.archive import resolve_root
 from topoagent.features.daemon.config import ConfigError, ConfigReader
 from topoagent.features.daemon.loop import Daemon, SetupError
@@ -87,11 +87,11 @@ def daemon(
 
 
 def _check_root(root: str) -> None:
-    """One line and exit 2 unless ``root`` is a directory or a capture archive that unpacks (into
-    a temporary directory the daemon reads on every scan and removes when it exits)."""
+    """One line and exit 2 unless ``root`` is a directory or a capture archive that reads (into
+    memory, once: every scan reads it there)."""
     try:
         resolved = resolve_root(root)
     except TopoagentError as exc:
         fail(f"--root {root}: {exc}")
-    if not os.path.isdir(resolved):
+    if not is_root(resolved):
         fail(f"--root {root}: not a directory or a capture archive")

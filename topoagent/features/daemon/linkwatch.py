@@ -5,15 +5,18 @@ report counted 1,415 speed changes in two minutes on an idle box), so one readin
 a degraded link from an idle one.  The width normally stays.  NICs and switch ports do not
 downclock this way: a NIC or switch port below its maximum trained low.  So:
 
-* every watched link (GPUs, NICs, and the bridges on their paths) is sampled at each scan and,
-  while a GPU link is below its maximum, between scans; the highest speed and width seen are
-  kept;
-* a **GPU link** is degraded when its width is below the maximum and never reached it over the
-  window, or its speed is below the maximum, never reached it over the window, *and the window
-  saw load* (NVML utilisation where NVML is present; otherwise traffic on the netdevs of the
-  GPU's rail NICs, from psutil's interface counters).  An idle GPU that downclocks is not a
-  fault;
-* **any other link** is degraded while it runs below its maximum.
+* every watched link (GPUs, NICs, NVSwitches, and the bridges on their paths) is sampled at
+  each scan and, while a GPU link is below its maximum, between scans; the highest speed and
+  width seen are kept;
+* a link whose **width** is below its maximum is degraded at once, whatever its kind: the width
+  does not change at idle, and the scan's ``LINK_WIDTH_DEGRADED`` says so from the same reading
+  (issue 32: a GPU retrained to x8 raised the finding while the metric said 0 for up to the
+  window, so the shipped alert stayed silent);
+* a **GPU link's speed** below its maximum is degraded when it never reached the maximum over
+  the window *and the window saw load* (NVML utilisation where NVML is present; otherwise
+  traffic on the netdevs of the GPU's rail NICs, from psutil's interface counters).  An idle GPU
+  that downclocks is not a fault;
+* **any other link** is degraded while its speed is below its maximum.
 
 The maximum of a link is its capability, the lower of its two ends' maxima (a Gen5 NIC in a
 Gen4 slot tops out at Gen4): :func:`topoagent.core.analysis.links.capability`, the same judgement the
@@ -77,11 +80,15 @@ class WatchedLink(msgspec.Struct, frozen=True):
         return LinkCapability(self.max_gts, self.max_width)
 
 
+#: The devices whose links are watched, with every bridge above them.
+_ENDS = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.NVSWITCH)
+
+
 def watched_links(result: ScanResult) -> dict[str, WatchedLink]:
-    """GPUs and NICs (physical functions) and every bridge above them, by stable key (not those
-    whose link registers mean nothing)."""
+    """GPUs, NICs and NVSwitches (physical functions) and every bridge above them, by stable key
+    (not those whose link registers mean nothing)."""
     topo = result.topology
-    ends = [d for d in topo.devices if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and not d.is_vf and d.bdf]
+    ends = [d for d in topo.devices if d.kind in _ENDS and not d.is_vf and d.bdf]
     chosen: dict[str, Device] = {}
     for d in ends:
         chosen[d.key] = d
@@ -208,11 +215,10 @@ class LinkWatch:
         saw_load = any(s.loaded for s in q)
         reasons = []
         width_low, speed_low = shortfall(cur.gts, cur.width, w.capability)
-        if w.gpu is not None:
-            if width_low and any(s.width is not None and s.width >= w.max_width for s in q):  # type: ignore[operator]
-                width_low = False  # it reached full width within the window: not stuck
-            if speed_low and (not saw_load or any(s.gts is not None and s.gts >= w.max_gts for s in q)):  # type: ignore[operator]
-                speed_low = False  # idle downclocking, or it reached full speed within the window
+        top = w.max_gts
+        reached = top is not None and any(s.gts is not None and s.gts >= top for s in q)
+        if w.gpu is not None and speed_low and (not saw_load or reached):
+            speed_low = False  # idle downclocking, or it reached full speed within the window
         if width_low:
             reasons.append(f"x{cur.width} of x{w.max_width}")
         if speed_low:

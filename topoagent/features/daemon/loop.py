@@ -82,7 +82,7 @@ class SetupError(TopoagentError):
 
 def default_scan(config: Config) -> ScanResult:
     """The one orchestration, with the inputs a daemon has: a root (a directory or a capture
-    archive, unpacked once per process and named by its own path), and NVML on or off."""
+    archive, read into memory once per process and named by its own path), and NVML on or off."""
     root, shown = replay_root(config.root)
     result = run(Inputs(root=root, nvml=NVML_AUTO if config.nvml else NVML_OFF, shown_root=shown))
     if config.expect:

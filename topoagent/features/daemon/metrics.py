@@ -4,7 +4,14 @@ Nothing here writes the exposition format by hand: :func:`families` builds metri
 ``prometheus_client`` renders them (``generate_latest`` for ``/metrics`` and the textfile).
 Names follow Prometheus conventions (``topoagent_`` prefix, ``_seconds``, ``_total`` for
 counters, ``*_info`` = 1 for metadata).  Labels are per device (stable key = BDF), per kind,
-per finding code or per source: never per CPU or IRQ, so a host has a few hundred series.
+per finding code or per source: never per CPU or IRQ.
+
+The series budget (docs/daemon.md): a DGX-class node exports at most ~150 series, so that a
+100,000-node fleet stays within what Prometheus-compatible stores hold.  Per-link series exist
+only for the links of GPUs, NICs and NVSwitches and the bridges on their paths, one series per
+physical link rather than per function; a link's capability and the widest it was seen at only
+while it is degraded; AER counters per function only where one has counted (every function's
+summed per severity always, so the first error is an increase).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from topoagent.core.analysis.fingerprint import Baseline
 from topoagent.core.findings import Severity
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import encodable
@@ -48,12 +56,14 @@ def families(status: Status) -> list[Any]:
 
     gauge("topoagent_build_info", "topoagent's version (always 1).", ["version"], [([__version__], 1)])
     last = status.last
+    # 0 until the first scan ends: /metrics answers from the start, and a first scan that never
+    # ends is a failing scan (TopoagentScanFailing), not a missing series.
+    gauge(
+        "topoagent_scan_success",
+        "Whether the last scan succeeded (1) or failed or timed out (0); 0 before the first scan ends.",
+        rows=[((), 1 if last is not None and last.success else 0)],
+    )
     if last is not None:
-        gauge(
-            "topoagent_scan_success",
-            "Whether the last scan succeeded (1) or failed or timed out (0).",
-            rows=[((), 1 if last.success else 0)],
-        )
         gauge(
             "topoagent_scan_duration_seconds",
             "How long the last scan took (the timeout, if it hung).",
@@ -86,7 +96,7 @@ def families(status: Status) -> list[Any]:
     )
     if status.result is not None:
         _result_families(status, gauge)
-        out.append(_aer_family(status))
+        out.extend(_aer_families(status))
         if status.audit is not None:
             _audit_families(status, gauge)
     return out
@@ -94,8 +104,9 @@ def families(status: Status) -> list[Any]:
 
 def _audit_families(status: Status, gauge: Callable[..., None]) -> None:
     """Per GPU, the processes using it and those each audit finding names (``topoagent audit``;
-    every GPU and code, 0 included, so a series never first appears at 1), and the processes
-    that could not be read."""
+    only where a finding names any: a gauge, whose alert needs no earlier 0, and 24 series of
+    zeros on an 8-GPU node were most of the series budget's margin), and the processes that
+    could not be read."""
     r, audit = status.result, status.audit
     assert r is not None and audit is not None
     used, misplaced = [], []
@@ -106,7 +117,9 @@ def _audit_families(status: Status, gauge: Callable[..., None]) -> None:
         name = status.names.get(d.key, d.id)
         used.append(((name, d.key), len(g.processes)))
         for code in CODES:
-            misplaced.append(((name, d.key, code), len(g.by_code.get(code, ()))))
+            count = len(g.by_code.get(code, ()))
+            if count:
+                misplaced.append(((name, d.key, code), count))
     gauge(
         "topoagent_gpu_processes",
         "Processes using each GPU at the last scan (NVML's running processes, else open device nodes).",
@@ -127,36 +140,45 @@ def _audit_families(status: Status, gauge: Callable[..., None]) -> None:
     )
 
 
-def _aer_family(status: Status) -> Any:
-    """``topoagent_pcie_aer_errors_total``: the kernel's AER totals per function and severity
-    (counters since boot, so ``rate()`` and ``increase()`` work; correctable errors matter
-    only as a rate, see docs/daemon.md), for every function with AER files."""
+_AER = ("fatal", "nonfatal", "correctable")
+
+
+def _aer_families(status: Status) -> list[Any]:
+    """``topoagent_host_pcie_aer_errors_total{severity}``: every function's AER counts summed
+    (from the first scan on, 0 included, so the first error anywhere is an ``increase()``), and
+    ``topoagent_pcie_aer_errors_total{bdf,kind,severity}`` for each function and severity that
+    has counted (counters since boot; a DGX has ~100 functions with AER files, 3 series each
+    where all are 0)."""
     r = status.result
     assert r is not None
+    host = CounterMetricFamily(
+        "topoagent_host_pcie_aer_errors",
+        "PCIe AER errors the kernel counted since boot, all functions together, per severity "
+        "(aer_dev_fatal, aer_dev_nonfatal, aer_dev_correctable summed).",
+        labels=["severity"],
+    )
     fam = CounterMetricFamily(
         "topoagent_pcie_aer_errors",
-        "PCIe AER errors the kernel counted on each "
-        "function since boot (aer_dev_fatal, aer_dev_nonfatal, aer_dev_correctable).",
+        "PCIe AER errors the kernel counted on each function since boot, where it has counted any "
+        "(the host's sum is topoagent_host_pcie_aer_errors_total).",
         labels=["bdf", "kind", "severity"],
     )
-    # Every function whose AER files exist, from the first scan on, at its current value (0
-    # included).  A series that first appears at 1 is no increase: increase() and rate() need
-    # two samples of one series, so the first error of a counter exported only once it has
-    # counted is never seen.  Prometheus's instrumentation practices, "Avoid missing metrics":
-    # export 0 for any series known to exist in advance
-    # (https://prometheus.io/docs/practices/instrumentation/#avoid-missing-metrics).
+    totals = dict.fromkeys(_AER, 0)
     for d in r.topology.devices:
         if d.aer is None:
             continue
-        for severity in ("fatal", "nonfatal", "correctable"):
+        for severity in _AER:
             value = getattr(d.aer, severity)
-            if value is not None:
+            if value:
+                totals[severity] += value
                 fam.add_metric([d.key, d.kind.value, severity], value)
-    return fam
+    for severity, total in totals.items():
+        host.add_metric([severity], total)
+    return [host, fam]
 
 
-def _result_families(status: Status, gauge: Callable[..., None]) -> None:
-    """The families of the last good result, added through ``gauge``."""
+def _host_families(status: Status, gauge: Callable[..., None]) -> None:
+    """Sources, probe errors, device counts, GPUs expected, the topology's identity."""
     r = status.result
     assert r is not None
     topo = r.topology
@@ -202,14 +224,19 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
     facts = r.baseline
     gauge(
         "topoagent_topology_info",
-        "1, labelled with the host's hardware class and topology fingerprint "
-        "(docs/fleet.md): hosts of one class with another fingerprint differ from their siblings.",
-        ["hw_class", "fingerprint"],
-        [((facts.hw_class, facts.fingerprint), 1)],
+        "1, labelled with the host's hardware class and topology fingerprint (docs/fleet.md), and "
+        "the facts its scan could not read (unknown: none, or acs, iommu, nvlinks, peer_memory, "
+        "shape): hosts of one class scanned alike with another fingerprint differ from their siblings.",
+        ["hw_class", "fingerprint", "unknown"],
+        [((facts.hw_class, facts.fingerprint, unknown_facts(facts)), 1)],
     )
     numa = {g.numa_node for g in topo.gpus if g.numa_node is not None}
     gauge("topoagent_gpu_numa_nodes", "NUMA nodes that have at least one GPU.", rows=[((), len(numa))])
 
+
+def _finding_families(status: Status, gauge: Callable[..., None]) -> None:
+    r = status.result
+    assert r is not None
     rows: dict[tuple[str, str, str], int] = {}
     for f in r.findings:
         for subject in finding_keys(r, f) or ("",):
@@ -227,6 +254,11 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
         "topoagent_findings", "Active findings of each severity.", ["severity"], [((s,), n) for s, n in per_sev.items()]
     )
 
+
+def _rail_families(status: Status, gauge: Callable[..., None]) -> None:
+    r = status.result
+    assert r is not None
+    topo = r.topology
     rails = []
 
     def name(d: Device) -> str:
@@ -248,31 +280,48 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
         rails,
     )
 
-    width, speed, degraded = [], [], []
+
+#: Kinds whose own link is exported (the lower end of a watched link; bridges' links only
+#: through ``topoagent_pcie_link_degraded``).
+_ENDPOINTS = ("gpu", "nic", "nvswitch")
+
+
+def _link_families(status: Status, gauge: Callable[..., None]) -> None:
+    """One series per physical link: degraded or not for every watched link; the current width
+    and speed of GPUs', NICs' and NVSwitches' own links; a link's capability and the most it was
+    seen at only while it is degraded (what the alert's reader compares)."""
+    r = status.result
+    assert r is not None
+    topo = r.topology
+    width: list[tuple[tuple[str, str, str], float]] = []
+    speed: list[tuple[tuple[str, str, str], float]] = []
+    degraded: dict[str, tuple[str, bool]] = {}
     for key, w in watched_links(r).items():
         dev = topo.by_key(key)
         if dev is None:
             continue
         j = status.judgements.get(key)
-        cur_w = j.current_width if j is not None else dev.link.current_width
-        cur_s = j.current_gts if j is not None else dev.link.current_gts
-        for state, wv, sv in (
-            ("current", cur_w, cur_s),
-            ("max", dev.link.max_width, dev.link.max_gts),
-            ("capability", w.max_width, w.max_gts),
-            ("max_seen", j.max_seen_width if j else None, j.max_seen_gts if j else None),
-        ):
+        bad = j is not None and j.degraded
+        kind, was = degraded.get(w.link, (w.kind, False))
+        # the link's kind: its lower end's (the function the link is named by)
+        degraded[w.link] = (w.kind if w.bdf == w.link else kind, was or bad)
+        if w.bdf != w.link or w.kind not in _ENDPOINTS and not bad:
+            continue
+        states = [
+            ("current", j.current_width if j else dev.link.current_width, j.current_gts if j else dev.link.current_gts)
+        ]
+        if bad and j is not None:
+            states += [("capability", w.max_width, w.max_gts), ("max_seen", j.max_seen_width, j.max_seen_gts)]
+        for state, wv, sv in states:
             if wv is not None:
                 width.append(((w.bdf, w.kind, state), wv))
             if sv is not None:
                 speed.append(((w.bdf, w.kind, state), sv * TRANSFERS_PER_GT))
-        if j is not None:
-            degraded.append(((w.bdf, w.kind, w.link), 1 if j.degraded else 0))
     gauge(
         "topoagent_pcie_link_width",
-        "PCIe link width in lanes of GPUs, NICs and the bridges on their "
-        "paths (state: current; max = this end's own maximum; capability = what the link can train "
-        "to, the lower of both ends' maxima, to compare current with; max_seen = the widest seen).",
+        "PCIe link width in lanes of the links of GPUs, NICs and NVSwitches, by the function at the "
+        "link's lower end (state: current; while the link is degraded also capability = the lower "
+        "of both ends' maxima, and max_seen = the widest it was seen at).",
         ["bdf", "kind", "state"],
         width,
     )
@@ -284,12 +333,44 @@ def _result_families(status: Status, gauge: Callable[..., None]) -> None:
     )
     gauge(
         "topoagent_pcie_link_degraded",
-        "1 when the link runs below its capability, judged over time (a "
-        "GPU only if it stayed below under load); link = the BDF of function 0 at the link's lower "
-        "end, shared by every function that reports the link (both ends; each function of a multi-function device).",
-        ["bdf", "kind", "link"],
-        degraded,
+        "1 when the link runs below its capability, judged over time (a GPU's speed only if it "
+        "stayed below under load; a width below it at once, as the scan's LINK_WIDTH_DEGRADED); "
+        "one series per physical link of a GPU, NIC or NVSwitch and of the bridges on their paths, "
+        "named by the BDF of function 0 at its lower end (link) and that function's kind.",
+        ["link", "kind"],
+        [((link, kind), 1 if bad else 0) for link, (kind, bad) in sorted(degraded.items())],
     )
+
+
+def _result_families(status: Status, gauge: Callable[..., None]) -> None:
+    """The families of the last good result, added through ``gauge``."""
+    _host_families(status, gauge)
+    _finding_families(status, gauge)
+    _rail_families(status, gauge)
+    _link_families(status, gauge)
+
+
+def unknown_facts(facts: Baseline) -> str:
+    """The kinds of fact the host's scan could not read, comma-separated (``none``: it read
+    them all): ``acs`` (no root: the extended config space), ``nvlinks`` (no NVML), ``iommu``
+    (a kernel without the group's ``type`` file), ``peer_memory``, ``shape`` (pasted output).
+    Hosts scanned alike carry the same value, so the fleet rules compare them with each other
+    (a scan without root is never an outlier for what it cannot read)."""
+    unknown = set()
+    if facts.peer_memory is None:
+        unknown.add("peer_memory")
+    if facts.shape is None:
+        unknown.add("shape")
+    for s in facts.slots:
+        if s.fell_off_bus:
+            continue  # a fault of its own, not a scan that knows less
+        if s.acs is None:
+            unknown.add("acs")
+        if s.iommu is None:
+            unknown.add("iommu")
+        if s.kind is DeviceKind.GPU and s.nvlinks is None:
+            unknown.add("nvlinks")
+    return ",".join(sorted(unknown)) or "none"
 
 
 class StatusCollector:

@@ -20,7 +20,7 @@ from topoagent.core.topology import Device
 from topoagent.features.draw.layout import compact_link, layout
 from topoagent.features.draw.svg import svg_of
 
-__all__ = ["device_details", "render"]
+__all__ = ["device_details", "matrix_names", "render"]
 
 _CSS = """
 body{font-family:DejaVu Sans,Liberation Sans,Arial,sans-serif;margin:0;color:#212121;background:#eceff1}
@@ -48,6 +48,7 @@ th,td{border:1px solid #e0e0e0;padding:3px 6px;text-align:left;vertical-align:to
 .m-X{color:#9e9e9e}.m-NV{background:#c8e6c9}.m-PIX{background:#dcedc8}.m-PXB{background:#f0f4c3}
 .m-PHB{background:#fff9c4}.m-NODE{background:#ffe0b2}.m-SYS{background:#ffcdd2}
 .ta-muted{color:#757575}
+.ta-legend{margin-top:8px}
 """  # noqa: E501  minified CSS, one rule a line
 
 # The page's only script: details on hover/click, highlights from the tables.  No network,
@@ -189,21 +190,48 @@ def _findings_table(result: ScanResult) -> str:
     return "".join(rows)
 
 
+def matrix_names(result: ScanResult) -> list[tuple[str, str, str | None]]:
+    """Each matrix row's name on the page -- the device id the picture, the details and the
+    findings use (``nic2``; ``nic5 mlx5_3`` where one device has a row per RDMA device) -- with
+    the label ``nvidia-smi topo -m`` gives it (``NIC0``) and its RDMA device.  The page used to
+    number NICs NIC0... in the matrix and nic0... in the picture, with no legend (issue 32)."""
+    behind = matrix_rows(result)
+    rows_of: dict[str, int] = {}
+    for ident, _ in behind:
+        rows_of[ident] = rows_of.get(ident, 0) + 1
+    out = []
+    for ident, d in behind:
+        name = ident if rows_of[ident] == 1 or d.rdma_name is None else f"{ident} {d.rdma_name}"
+        out.append((name, d.label, d.rdma_name))
+    return out
+
+
 def _matrix_table(result: ScanResult) -> str:
     behind = matrix_rows(result)
     m = matrix_of(result, behind)
     if not m.devices:
         return '<p class="ta-muted">No GPUs or NICs.</p>'
     ids = [ident for ident, _ in behind]  # the device behind each row
+    names = matrix_names(result)
     head = "".join(
-        f'<th data-subjects="{escape(i)}" data-ids="{escape(i)}" title="{escape(i)}">{escape(d.label)}</th>'
-        for d, i in zip(m.devices, ids, strict=True)
+        f'<th data-subjects="{escape(i)}" data-ids="{escape(i)}" title="{escape(smi)}">{escape(name)}</th>'
+        for (name, smi, _), i in zip(names, ids, strict=True)
     )
     rows = [f'<table class="ta-matrix"><tr><th></th>{head}</tr>']
-    for dev, i, cells in zip(m.devices, ids, m.cells, strict=True):
+    for (name, smi, _), i, cells in zip(names, ids, m.cells, strict=True):
         tds = "".join(f'<td class="m-{"NV" if c.startswith("NV") else escape(c)}">{escape(c)}</td>' for c in cells)
-        rows.append(f'<tr><th data-subjects="{escape(i)}" title="{escape(i)}">{escape(dev.label)}</th>{tds}</tr>')
+        rows.append(f'<tr><th data-subjects="{escape(i)}" title="{escape(smi)}">{escape(name)}</th>{tds}</tr>')
     rows.append("</table>")
+    legend = "".join(
+        f"<tr><td>{escape(name)}</td><td>{escape(smi)}</td><td>{escape(rdma or '')}</td></tr>"
+        for name, smi, rdma in names
+        if smi.lower() != name  # gpu3 is GPU3 everywhere; NICs are numbered per RDMA device there
+    )
+    if legend:
+        rows.append(
+            '<table class="ta-legend"><tr><th>here and in the picture</th><th>nvidia-smi topo -m</th>'
+            f"<th>RDMA device</th></tr>{legend}</table>"
+        )
     return "".join(rows)
 
 
@@ -225,7 +253,10 @@ def render(result: ScanResult, **_: Any) -> str:
                 "click to pin.</p></aside></main>\n"
             ),
             f"<section><h2>Findings ({len(result.findings)})</h2>{_findings_table(result)}</section>\n",
-            f"<section><h2>Path classes (as nvidia-smi topo -m)</h2>{_matrix_table(result)}</section>\n",
+            (
+                "<section><h2>Path classes (as nvidia-smi topo -m; devices named as in the picture)</h2>"
+                f"{_matrix_table(result)}</section>\n"
+            ),
             f'<script type="application/json" id="ta-devices">{details}</script>\n',
             f"<script>{_JS}</script>\n</body></html>\n",
         ]

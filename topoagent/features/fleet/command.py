@@ -8,20 +8,18 @@ decoded only when its fingerprint is new (:class:`~topoagent.features.fleet.tall
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 
 import click
 import msgspec
 
-from topoagent.core.analysis.fingerprint import Baseline, read_expectation, read_head
+from topoagent.core.analysis.fingerprint import Baseline, read_head
 from topoagent.core.api import run
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail
 from topoagent.core.errors import InputError, TopoagentError
 from topoagent.core.inputs import NVML_OFF, Inputs
-from topoagent.core.read.archive import unpack_capture
+from topoagent.core.read.archive import mounted_capture
 from topoagent.core.read.expectation import load_expectation
 from topoagent.core.read.textinput import open_regular, read_fd
 from topoagent.core.render.escape import shown
@@ -38,40 +36,54 @@ def _is_capture_dir(path: str) -> bool:
     return os.path.isdir(os.path.join(path, "sys"))
 
 
+def _walk(top: str) -> Iterator[str]:
+    """Below directory ``top``, sorted: capture directories (not descended into), ``*.json``
+    files and capture tarballs.  Iterative: ``os.walk`` recurses once per level on Python 3.10
+    and 3.11 and stops at the recursion limit in a tree ~1,000 directories deep; links to
+    directories are not followed (a loop would never end)."""
+    stack = [top]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs = []
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if _is_capture_dir(e.path):
+                    yield e.path
+                else:
+                    subdirs.append(e.path)
+            elif e.name.endswith((".json", ".tar.gz", ".tgz")):
+                yield e.path
+        stack.extend(reversed(subdirs))
+
+
 def expand(names: Iterable[str]) -> Iterator[str]:
     """Files and capture directories from the names given: a directory is walked (sorted) for
     ``*.json`` files, capture tarballs (``*.tar.gz``, ``*.tgz``) and capture directories."""
     for name in names:
         if not os.path.isdir(name) or _is_capture_dir(name):
             yield name
-            continue
-        for top, dirs, files in os.walk(name):
-            dirs.sort()
-            for d in [d for d in dirs if _is_capture_dir(os.path.join(top, d))]:
-                dirs.remove(d)
-                yield os.path.join(top, d)
-            for f in sorted(files):
-                if f.endswith((".json", ".tar.gz", ".tgz")):
-                    yield os.path.join(top, f)
+        else:
+            yield from _walk(name)
 
 
 def _scan_capture(path: str) -> bytes:
-    """A capture (tarball or directory) scanned here, as its scan JSON."""
-    tmp = None
-    root = path
-    try:
-        if not os.path.isdir(path):
-            tmp = tempfile.mkdtemp(prefix="topoagent-fleet-")
-            root = unpack_capture(path, tmp)
+    """A capture (tarball or directory) scanned here, as its scan JSON: a tarball is read into
+    memory for its scan only (nothing is unpacked to disk), so a thousand cost a thousand times
+    one."""
+    if os.path.isdir(path):
+        return render(run(Inputs(root=path, nvml=NVML_OFF))).encode()
+    with mounted_capture(path) as root:
         return render(run(Inputs(root=root, nvml=NVML_OFF))).encode()
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _read(path: str) -> tuple[bytes, bool]:
     """The host's JSON and whether it came from a capture (whose host name is scrubbed).  Of a
-    capture tarball only the magic bytes are read here (the unpacker reads the rest)."""
+    capture tarball only the magic bytes are read here (the archive reader reads the rest)."""
     if os.path.isdir(path):
         return _scan_capture(path), True
     fd = open_regular(path)
@@ -104,11 +116,8 @@ def tally(paths: Iterable[str], expected: Baseline | None) -> tuple[FleetTally, 
         try:
             data, captured = _read(path)
             head = read_head(data)
-            hw, fp, _ = head.identity
-            if hw is None or fp is None:
-                raise ValueError("no host.hw_class and host.fingerprint: not a scan JSON or state.json with them")
             name = _host_name(path) if captured or not head.name else head.name
-            t.add(name, hw, fp, lambda data=data: read_expectation(data))  # type: ignore[misc]
+            t.add(name, path, head)
         except (OSError, ValueError, msgspec.DecodeError, TopoagentError, RecursionError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             if isinstance(exc, RecursionError):  # values nested thousands deep, even where skipped
@@ -152,6 +161,9 @@ def fleet(inputs: tuple[str, ...], expect: str | None, fmt: str, pretty: bool) -
     for path, why in bad:  # one line each; the readable hosts are still compared
         click.echo(f"topoagent: fleet: cannot read {shown(path)}: {shown(why)}", err=True)
     v = t.verdict()
+    for name, files in v.duplicates:  # each is reported under its file's name as well
+        listed = ", ".join(map(shown, files[:3])) + (f" ... ({len(files) - 3} more)" if len(files) > 3 else "")
+        click.echo(f"topoagent: fleet: {len(files)} files claim host name {shown(name)}: {listed}", err=True)
     emit(
         render_json(v, bad, pretty=pretty)
         if fmt == "json"

@@ -1,19 +1,21 @@
 """``topoagent fleet``'s outputs: text for a person, JSON for automation, an HTML page.
 
 JSON: ``{"hosts": N, "classes": [{"hw_class", "fingerprint", "hosts": [...], "expected",
-"matches"}],
-"outliers": [{"host", "hw_class", "fingerprint", "findings": [...]}], "unreadable": [...]}``,
-findings as in ``scan --format json``.
+"matches", "compared_with"}], "summary": [{"hw_class", "hosts", "majority", "expected",
+"class_findings"}], "outliers": [{"host", "file", "hw_class", "fingerprint", "reason",
+"findings": [...], "own_findings": [...]}], "duplicate_names": [{"host", "files"}],
+"unreadable": [...]}``, findings as in ``scan --format json``.
 """
 
 from __future__ import annotations
 
 import msgspec
 
+from topoagent.core.analysis.fingerprint import FindingView
 from topoagent.core.render.escape import shown, text_output
 from topoagent.core.render.escape import xml_text as escape
 from topoagent.core.render.json_report import FindingEntry, encode, finding_entry
-from topoagent.features.fleet.tally import FleetVerdict
+from topoagent.features.fleet.tally import FleetVerdict, Outlier
 
 __all__ = ["FleetReport", "render_html", "render_json", "render_text"]
 
@@ -25,13 +27,43 @@ class ClassEntry(msgspec.Struct, frozen=True):
     expected: bool
     #: Agrees with the expected facts wherever both sides know them (no outlier).
     matches: bool
+    #: The class its hosts were compared with, where that is another (null: its own).
+    compared_with: str | None = None
+
+
+class ClassFinding(msgspec.Struct, frozen=True):
+    code: str
+    hosts: int
+
+
+class SummaryEntry(msgspec.Struct, frozen=True):
+    """A class as compared: whether it had a majority (a tie has none), its expected
+    fingerprint, and the findings more than half its hosts report themselves."""
+
+    hw_class: str
+    hosts: int
+    majority: bool
+    expected: str | None
+    class_findings: list[ClassFinding]
 
 
 class OutlierEntry(msgspec.Struct, frozen=True):
     host: str
+    file: str
     hw_class: str
     fingerprint: str
+    #: ``differs``, ``no majority`` or ``own findings``.
+    reason: str
     findings: list[FindingEntry]
+    #: The faults the host's own scan reports that most of its class does not.
+    own_findings: list[FindingView]
+
+
+class Duplicate(msgspec.Struct, frozen=True):
+    """A host name several files claim (each host is then named ``name (file)``)."""
+
+    host: str
+    files: list[str]
 
 
 class Unreadable(msgspec.Struct, frozen=True):
@@ -46,18 +78,32 @@ class FleetReport(msgspec.Struct, frozen=True):
 
     hosts: int
     classes: list[ClassEntry]
+    summary: list[SummaryEntry]
     outliers: list[OutlierEntry]
+    duplicate_names: list[Duplicate]
     unreadable: list[Unreadable]
+
+
+def _outlier(o: Outlier) -> OutlierEntry:
+    return OutlierEntry(
+        o.host, o.file, o.hw_class, o.fingerprint, o.reason, [finding_entry(f) for f in o.findings], list(o.own)
+    )
 
 
 def report(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> FleetReport:
     """The verdict as the JSON document."""
     return FleetReport(
         hosts=v.hosts,
-        classes=[ClassEntry(c.hw_class, c.fingerprint, list(c.hosts), c.expected, c.matches) for c in v.classes],
-        outliers=[
-            OutlierEntry(o.host, o.hw_class, o.fingerprint, [finding_entry(f) for f in o.findings]) for o in v.outliers
+        classes=[
+            ClassEntry(c.hw_class, c.fingerprint, list(c.hosts), c.expected, c.matches, c.compared_with)
+            for c in v.classes
         ],
+        summary=[
+            SummaryEntry(s.hw_class, s.hosts, s.majority, s.expected, [ClassFinding(c, n) for c, n in s.class_findings])
+            for s in v.summaries
+        ],
+        outliers=[_outlier(o) for o in v.outliers],
+        duplicate_names=[Duplicate(n, list(f)) for n, f in v.duplicates],
         unreadable=[Unreadable(f, e) for f, e in unreadable],
     )
 
@@ -72,28 +118,48 @@ def _hosts(names: tuple[str, ...], most: int = 5) -> str:
     return listed + (f", ... ({len(names) - most} more)" if len(names) > most else "")
 
 
+def _class_lines(v: FleetVerdict) -> list[str]:
+    lines = []
+    for s in v.summaries:
+        groups = [c for c in v.classes if (c.compared_with or c.hw_class) == s.hw_class]
+        lines.append(f"class {shown(s.hw_class)}: {s.hosts} host(s)")
+        if not s.majority:
+            lines.append("  no majority: fingerprints tie, each side is compared with the other")
+        for code, n in s.class_findings:
+            lines.append(f"  class-wide: {n} of {s.hosts} host(s) report {code} (not counted as outliers)")
+        for c in groups:
+            mark = "expected" if c.expected else "matches " if c.matches else "outlier "
+            other = f"  (class {shown(c.hw_class)})" if c.compared_with else ""
+            lines.append(f"  {shown(c.fingerprint)}  {mark} {len(c.hosts):6d}  {_hosts(c.hosts)}{other}")
+    return lines
+
+
+def _outlier_lines(o: Outlier) -> list[str]:
+    said = {"differs": "differs", "no majority": "no majority", "own findings": "own findings"}[o.reason]
+    lines = [f"{shown(o.host)}: fingerprint {shown(o.fingerprint)}, {said} ({len(o.findings)} difference(s))"]
+    for f in o.findings:
+        lines.append(f"  {f.severity.label.upper():8s} [{f.code}] {shown(f.message)}")
+        lines.extend(f"           {shown(e.path)}: {shown(e.value)}" for e in f.evidence[:4])
+    for own in o.own:
+        lines.append(f"  own {own.severity.upper():8s} [{shown(own.code)}] {shown(own.message)}")
+    return lines
+
+
 def render_text(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
     """``fleet``: the classes with their fingerprints, then each outlier and why."""
-    classes = list(dict.fromkeys(c.hw_class for c in v.classes))
     lines = [
         (
-            f"{v.hosts} host(s), {len(classes)} hardware class(es), {len(v.classes)} fingerprint(s), "
+            f"{v.hosts} host(s), {len(v.summaries)} hardware class(es), {len(v.classes)} fingerprint(s), "
             f"{len(v.outliers)} outlier(s)"
         ),
         "",
+        *_class_lines(v),
+        "",
     ]
-    for hw in classes:
-        groups = [c for c in v.classes if c.hw_class == hw]
-        lines.append(f"class {shown(hw)}: {sum(len(c.hosts) for c in groups)} host(s)")
-        for c in groups:
-            mark = "expected" if c.expected else "matches " if c.matches else "outlier "
-            lines.append(f"  {shown(c.fingerprint)}  {mark} {len(c.hosts):6d}  {_hosts(c.hosts)}")
-    lines.append("")
     for o in v.outliers:
-        lines.append(f"{shown(o.host)}: fingerprint {shown(o.fingerprint)} ({len(o.findings)} difference(s))")
-        for f in o.findings:
-            lines.append(f"  {f.severity.label.upper():8s} [{f.code}] {shown(f.message)}")
-            lines.extend(f"           {shown(e.path)}: {shown(e.value)}" for e in f.evidence[:4])
+        lines += _outlier_lines(o)
+    for name, files in v.duplicates:
+        lines.append(f"duplicate host name: {shown(name)}: {', '.join(map(shown, files))}")
     for name, why in unreadable:
         lines.append(f"unreadable: {shown(name)}: {shown(why)}")
     # names, classes and messages come from other hosts' files: each is one field (`shown`), so
@@ -143,9 +209,15 @@ def render_html(v: FleetVerdict, unreadable: list[tuple[str, str]]) -> str:
     out.append("</table></section>")
     for o in v.outliers:
         out.append(
-            f"<section><h2>{escape(o.host)} <code>{escape(o.fingerprint)}</code></h2><table>"
+            f"<section><h2>{escape(o.host)} <code>{escape(o.fingerprint)}</code></h2>"
+            f"<p>{escape(o.reason)}; file <code>{escape(o.file)}</code></p><table>"
             "<tr><th>severity</th><th>code</th><th>difference</th><th>expected / seen</th></tr>"
         )
+        for own in o.own:
+            out.append(
+                f'<tr><td class="{escape(own.severity)}">{escape(own.severity)}</td><td><code>{escape(own.code)}'
+                f"</code></td><td>{escape(own.message)}</td><td>its own scan</td></tr>"
+            )
         for f in o.findings:
             ev = "<br>".join(f"<code>{escape(e.path)}</code>: {escape(e.value or '')}" for e in f.evidence)
             out.append(
