@@ -117,7 +117,10 @@ def test_matrix_topology_paths_rails_and_findings():
 def test_sys_best_nic_is_cross_socket_with_socket_unknown():
     r = analyse(read_offline(nvidia_smi_topo=text(RTX4090)))
     found = by_code(r, "GPU_NIC_CROSS_SOCKET")
-    assert sorted(f.subjects for f in found) == sorted((f"gpu{i}", f"nic{i % 2}") for i in (0, 1, 2, 3, 4, 5, 7))
+    # Every SYS GPU takes nic0 on channel 0 as NCCL does (src/graph/topo.cc ncclTopoGetLocalNetType:
+    # nic0's only local GPU is gpu6, so dev % 1 = 0) and nic1 on channel 1.
+    assert sorted(f.subjects for f in found) == sorted((f"gpu{i}", "nic0") for i in (0, 1, 2, 3, 4, 5, 7))
+    assert all(rail.nics == ("nic0", "nic1") for rail in r.rails.rails)
     f = found[0]
     assert "across the SMP interconnect (socket unknown from this source)" in f.message
     assert "is on socket" not in f.message

@@ -1,25 +1,24 @@
 """Rails: which NIC each GPU should use, and which NICs are not rails at all.
 
-Pairing (NCCL's rules, NVIDIA/nccl src/graph/topo.cc ``ncclTopoGetLocalNet``): for every GPU,
-its candidates are the compute NICs at the best path class; among those the fastest; then GPUs
-are spread so that no NIC serves two GPUs while an equally close and equally fast NIC serves
-none.  Storage and management NICs are never rails.
+Pairing (NCCL's rules, NVIDIA/nccl src/graph/topo.cc ``ncclTopoGetLocalNet``, followed in
+:mod:`topoagent.core.analysis.ncclnet`): for every GPU, its candidates are the compute NICs
+with the highest path bandwidth, then the best path type; among equally local ones the GPU
+takes the one NCCL's channel 0 does.  Storage and management NICs are never rails.
 """
 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from enum import Enum
 
 import msgspec
 
-from topoagent.core.analysis.c2c import own_cpu_nic
+from topoagent.core.analysis.ncclnet import nccl_net_choice
 from topoagent.core.analysis.nicspeed import nic_bandwidth_gbps
 from topoagent.core.analysis.paths import Path, nccl_view, path_index
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.pathclass import PathClass
-from topoagent.core.topology import Device, Topology, id_key
+from topoagent.core.topology import Device, Topology
 
 #: Below this a NIC without RDMA is a management/front-end port, not a GPU fabric port.
 _FABRIC_MBPS = 100_000
@@ -114,56 +113,30 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
 
 
 def pair_rails(topo: Topology, paths: tuple[Path, ...]) -> Rails:
-    """Pair every GPU with its rail NICs (see the module docstring for the rules)."""
+    """Pair every GPU with its rail NICs as NCCL does (:mod:`topoagent.core.analysis.ncclnet`):
+    the compute NICs are the NETs; a GPU's primary NIC is the one NCCL's channel 0 takes among its
+    local NETs (highest path bandwidth, then best path type), its rail NICs those its channels use,
+    then the other local NETs no GPU takes first."""
     idx = path_index(paths)
     roles = nic_roles(topo, idx)
     compute = [n for n in topo.nics if roles.get(n.id) is NicRole.COMPUTE]
-    bw = {n.id: nic_bandwidth_gbps(n) for n in compute}
-
-    best: dict[str, list[str]] = {}
-    best_cls: dict[str, PathClass | None] = {}
-    for g in topo.gpus:
-        if not compute:
-            best[g.id], best_cls[g.id] = [], None
-            continue
-        own = topo.physical(g).id  # a GPU VF's paths are its PF's (analysis.paths.scan_paths)
-        # A path no source shows has only a placeholder class: the best shown class decides;
-        # with none shown every NIC is a candidate and the class is unknown (None), not a guess.
-        shown = [n for n in compute if idx[(own, n.id)].shown]
-        cls = min(idx[(own, n.id)].cls for n in shown or compute)
-        same = [n for n in shown if idx[(own, n.id)].cls == cls] or compute
-        if cls is PathClass.SYS:
-            # nvidia-smi prints SYS from a Grace GPU (NVLink-C2C) to every NIC: those of its own
-            # CPU come first -- NCCL's P2C path, GPUDirect RDMA on (analysis.c2c)
-            same = [n for n in same if own_cpu_nic(topo, g, n)] or same
-        top = max(bw[n.id] for n in same)
-        best[g.id] = [n.id for n in same if bw[n.id] == top]
-        best_cls[g.id] = cls if shown else None
-
-    # Most constrained GPU first, each to its least-loaded candidate (ties: lowest id).
-    load: dict[str, int] = defaultdict(int)
-    primary: dict[str, str | None] = {}
-    order = sorted(topo.gpus, key=lambda g: (len(best[g.id]) or 1 << 20, id_key(g.id)))
-    for g in order:
-        cands = best[g.id]
-        if not cands:
-            primary[g.id] = None
-            continue
-        pick = min(cands, key=lambda n: (load[n], id_key(n)))
-        primary[g.id] = pick
-        load[pick] += 1
-
-    primaries = set(v for v in primary.values() if v)
+    choice = nccl_net_choice(topo, compute, idx) if compute else None
+    used = {g.id: choice.channels(g.id) if choice is not None else [] for g in topo.gpus}
+    picks = {g: nets[0] if nets else None for g, nets in used.items()}
+    primaries = {n for n in picks.values() if n is not None}
     rails = []
     for g in topo.gpus:
-        nic = primary[g.id]
-        extra = [n for n in best[g.id] if n != nic and n not in primaries]
-        nics = ((nic,) if nic else ()) + tuple(extra)
-        shared = tuple(o.id for o in topo.gpus if o.id != g.id and nic and primary[o.id] == nic)
+        nic = picks[g.id]
+        local = choice.local(g.id) if choice is not None else []
+        # the NETs its channels use, then equally local ones no GPU takes first
+        extra = [n for n in local if n not in used[g.id] and n not in primaries]
+        nics = tuple(used[g.id]) + tuple(extra)
+        shared = tuple(o.id for o in topo.gpus if o.id != g.id and nic and picks[o.id] == nic)
         dev = topo.by_id(nic) if nic else None
-        phys = topo.physical(g)
+        phys = topo.physical(g)  # a GPU VF's paths are its PF's (analysis.paths.scan_paths)
         p = idx[(phys.id, dev.id)] if dev is not None else None
         # A path no source shows has no class, so no NCCL name or GDR verdict either.
         nccl, gdr = nccl_view(topo, phys, dev, p) if dev is not None else (None, None)
-        rails.append(Rail(g.id, nic, best_cls[g.id], nics, shared, gdr, nccl))
+        cls = p.cls if p is not None and p.shown else None
+        rails.append(Rail(g.id, nic, cls, nics, shared, gdr, nccl))
     return Rails(roles, tuple(rails))

@@ -43,6 +43,7 @@ def read_sysfs(fs: HostFS) -> Snapshot:
         hostname=hostname,
         root=fs.root,
         kernel_cmdline=cmdline,
+        kernel_release=fs.text(proc.OSRELEASE),
         virtualized=hypervisor.virtualized(fs, cpuinfo, system),
         allowed_cpus=proc.allowed_cpus(fs),
         numa_nodes=node.numa_nodes(fs, cpus),

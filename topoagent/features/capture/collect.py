@@ -203,6 +203,7 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     _copy_file(
         fs, cap, "proc/cmdline", limit=8192, transform=lambda b: scrub.cmdline(b.decode("utf-8", "replace")).encode()
     )
+    _copy_file(fs, cap, "proc/sys/kernel/osrelease", limit=256)
     if fs.text("proc/sys/kernel/hostname") is not None:
         cap.add(Entry("proc/sys/kernel/hostname", "file", b"captured-host\n"))
     cpuinfo = fs.text("proc/cpuinfo", truncate=True)  # as the scan reads it: the first CPU's block
