@@ -423,13 +423,14 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                fixture="epyc-nps2-mixed",
+                source="`tests/core/test_platform.py` (epyc-nps2-mixed without its second NUMA node: on the "
+                "whole fixture NCCL gives gpu3 the ConnectX-6 on a tie, so it is not idle there)",
                 text=_prose("""
-                [warning] gpu0, gpu1, gpu2, gpu3 share nic0 (mlx5_0) while nic1 (mlx5_1), as close to gpu0, gpu1, gpu2, gpu3, serves no GPU.
-                    subjects: gpu0, gpu1, gpu2, gpu3, nic0, nic1
+                [warning] gpu0, gpu1 share nic0 (mlx5_0) while nic1 (mlx5_1), as close to gpu0, gpu1, serves no GPU.
+                    subjects: gpu0, gpu1, nic0, nic1
                     evidence: path gpu0-nic0 = PIX
                     evidence: path gpu1-nic0 = PIX
-                    evidence: path gpu2-nic0 = SYS
+                    evidence: path gpu0-nic1 = PIX
                     remedy:   Check why nic1 (mlx5_1) is slower (link width or speed, port rate): NCCL, like this pairing, prefers the faster NIC. Do not set NCCL_IB_HCA per rank to force it: NCCL needs the same value on every rank of a node (NVIDIA/nccl#1478).
                 """),  # noqa: E501
             ),
@@ -775,6 +776,18 @@ _ENTRIES = (
                 "a production system that still does not match is worth a report to NVIDIA."
             )
         },
+        examples=(
+            Example(
+                source="`tests/core/test_platform.py` (the GB300 tray with one DMA function's `vpd` file gone, "
+                "as a scan without root sees it; rdma_topo refuses the host the same way)",
+                text=_prose("""
+                [info] The host looks like NVIDIA's Data Direct platform but does not match its shape (the DMA function 0009:03:00.0 has no VPD V3 keyword (its vpd file unread or without one)): its ports are judged by the generic ACS rule.
+                    subjects: other1
+                    evidence: platform: Data Direct = the DMA function 0009:03:00.0 has no VPD V3 keyword (its vpd file unread or without one)
+                    remedy:   Run the scan as root (a NIC's VPD is readable by root only), then rdma_topo check (rdma-core); a production system that still does not match is worth a report to NVIDIA.
+                """),  # noqa: E501
+            ),
+        ),
     ),
     # -- pcie -------------------------------------------------------------------------------
     Entry(
