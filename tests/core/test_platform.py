@@ -43,6 +43,7 @@ PLATFORMS = {
     "gb300-tray-faults": ComplexKind.DATA_DIRECT,
     "hgx-b300": ComplexKind.INLINE,
     "hgx-b300-baremetal": ComplexKind.INLINE,
+    "hgx-b300-faults": ComplexKind.INLINE,
 }
 PLATFORM_CODES = ("ACS_PLATFORM_MISMATCH", "IOMMU_GROUP_PLATFORM", "ATS_PLATFORM")
 _BDF = re.compile(r"\b[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\b")
@@ -165,6 +166,43 @@ def _rdma_topo(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 needs_rdma_topo = pytest.mark.skipif(not RDMA_TOPO.is_file(), reason="rdma_topo (rdma-core kernel-boot) not present")
 
 
+def _stock_kernel(desc: dict) -> dict:
+    """hgx-b300-baremetal booted without its ``config_acs`` (a stock kernel command line): every
+    port holds the kernel's default where bare metal needs ACS off (xx000x0), and the kernel
+    isolates every function in its own IOMMU group."""
+    m = desc["machine"]
+    m["cmdline"] = m["cmdline"].split(" pci=config_acs=")[0]
+    m["acs"] = "SrcValid,ReqRedir,CmpltRedir,UpstreamFwd"
+    for bus in desc["rootbus"]:
+        bus["tree"] = bus["tree"].replace(" group=seg", "")
+    for block in desc.get("blocks", {}).values():
+        block["tree"] = block["tree"].replace(" group=seg", "")
+    return desc
+
+
+#: Variants built in the test from a fixture: (fixture, change).
+VARIANTS = {"hgx-b300-baremetal-stock": ("hgx-b300-baremetal", _stock_kernel)}
+AGREEMENT = sorted(PLATFORMS) + sorted(VARIANTS)
+
+
+@pytest.fixture(scope="module")
+def variant_roots(tmp_path_factory):
+    made: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            base, change = VARIANTS[name]
+            made[name] = generate(change(load_machine(base)), tmp_path_factory.mktemp(name) / "t")
+        return made[name]
+
+    return get
+
+
+@pytest.fixture
+def platform_root(fixture_root, variant_roots):
+    return lambda name: variant_roots(name) if name in VARIANTS else fixture_root(name)
+
+
 def _named_bdfs(result) -> set[str]:
     """The BDFs topoagent's platform findings name: an ACS finding its port, the others their subjects."""
     topo = result.topology
@@ -178,9 +216,9 @@ def _named_bdfs(result) -> set[str]:
 
 
 @needs_rdma_topo
-@pytest.mark.parametrize("name", sorted(PLATFORMS))
-def test_rdma_topo_check_fails_exactly_where_topoagent_says(fixture_root, name):
-    root = fixture_root(name)
+@pytest.mark.parametrize("name", AGREEMENT)
+def test_rdma_topo_check_fails_exactly_where_topoagent_says(platform_root, name):
+    root = platform_root(name)
     run = _rdma_topo(root, "check")
     assert "OK" in run.stdout, run.stdout + run.stderr
     failed = {b for line in run.stdout.splitlines() if line.startswith("FAIL") for b in _BDF.findall(line)}
@@ -188,9 +226,9 @@ def test_rdma_topo_check_fails_exactly_where_topoagent_says(fixture_root, name):
 
 
 @needs_rdma_topo
-@pytest.mark.parametrize("name", sorted(PLATFORMS))
-def test_rdma_topo_pairs_as_topoagent_does(fixture_root, name):
-    root = fixture_root(name)
+@pytest.mark.parametrize("name", AGREEMENT)
+def test_rdma_topo_pairs_as_topoagent_does(platform_root, name):
+    root = platform_root(name)
     run = _rdma_topo(root, "topology", "-j")
     assert run.returncode == 0, run.stderr
     theirs = set()
@@ -211,10 +249,10 @@ def test_rdma_topo_pairs_as_topoagent_does(fixture_root, name):
 
 
 @needs_rdma_topo
-@pytest.mark.parametrize("name", sorted(PLATFORMS))
-def test_fix_acs_proposes_rdma_topos_values(fixture_root, name):
+@pytest.mark.parametrize("name", AGREEMENT)
+def test_fix_acs_proposes_rdma_topos_values(platform_root, name):
     """The run-time values equal ``setpci-acs -n``'s, the drop-in's line ``write-grub-acs -n``'s."""
-    root = fixture_root(name)
+    root = platform_root(name)
     theirs = {
         m.group(1): int(m.group(2), 16)
         for m in re.finditer(
