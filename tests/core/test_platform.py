@@ -203,15 +203,21 @@ def platform_root(fixture_root, variant_roots):
     return lambda name: variant_roots(name) if name in VARIANTS else fixture_root(name)
 
 
-def _named_bdfs(result) -> set[str]:
-    """The BDFs topoagent's platform findings name: an ACS finding its port, the others their subjects."""
+def _kind(text: str) -> str:
+    """What a check line or a finding code is about: ``acs``, ``iommu`` or ``ats``."""
+    return "acs" if "ACS" in text else "iommu" if "IOMMU" in text.upper() else "ats"
+
+
+def _named_bdfs(result) -> set[tuple[str, str]]:
+    """(kind, BDF) of what topoagent's platform findings name: an ACS finding its port, the
+    others their subjects."""
     topo = result.topology
-    out: set[str] = set()
+    out: set[tuple[str, str]] = set()
     for f in result.findings:
         if f.code not in PLATFORM_CODES:
             continue
         ids = f.subjects[:1] if f.code == "ACS_PLATFORM_MISMATCH" else f.subjects
-        out |= {d.bdf for i in ids if (d := topo.by_id(i)) is not None and d.bdf}
+        out |= {(_kind(f.code), d.bdf) for i in ids if (d := topo.by_id(i)) is not None and d.bdf}
     return out
 
 
@@ -221,7 +227,9 @@ def test_rdma_topo_check_fails_exactly_where_topoagent_says(platform_root, name)
     root = platform_root(name)
     run = _rdma_topo(root, "check")
     assert "OK" in run.stdout, run.stdout + run.stderr
-    failed = {b for line in run.stdout.splitlines() if line.startswith("FAIL") for b in _BDF.findall(line)}
+    failed = {
+        (_kind(line), b) for line in run.stdout.splitlines() if line.startswith("FAIL") for b in _BDF.findall(line)
+    }
     assert _named_bdfs(scan(root, nvml="off")) == failed
 
 
