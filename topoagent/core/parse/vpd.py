@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from topoagent.core.snapshot import VpdInfo
 
-__all__ = ["MAX_VPD_BYTES", "parse_vpd"]
+__all__ = ["MAX_VPD_BYTES", "parse_vpd", "vpd_keyword_spans"]
 
 #: The VPD address space is 15 bits (PCI Local Bus Spec 3.0, I.3): 32 KiB at most.
 MAX_VPD_BYTES = 32 * 1024
@@ -29,8 +29,9 @@ _VPD_R = 0x90
 _KEYWORDS = {"V3": "v3", "SN": "serial", "PN": "part"}
 
 
-def _resources(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """(tag, body) of each resource up to the end tag or the first one that runs past the data."""
+def _resource_spans(data: bytes) -> Iterator[tuple[int, int, int]]:
+    """(tag, start, end) of each resource's body up to the end tag or the first one that runs
+    past the data."""
     at = 0
     while at < len(data):
         tag = data[at]
@@ -44,19 +45,40 @@ def _resources(data: bytes) -> Iterator[tuple[int, bytes]]:
             start, length = at + 1, tag & 0x07
         if start + length > len(data):
             return
-        yield tag, data[start : start + length]
+        yield tag, start, start + length
         at = start + length
 
 
-def _keywords(body: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """(keyword, value) pairs of a VPD-R resource."""
+def _resources(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(tag, body) of each resource."""
+    for tag, start, end in _resource_spans(data):
+        yield tag, data[start:end]
+
+
+def _keyword_spans(body: bytes) -> Iterator[tuple[bytes, int, int]]:
+    """(keyword, start, end) of each value in a VPD-R resource's body."""
     at = 0
     while at + 3 <= len(body):
         length = body[at + 2]
         if at + 3 + length > len(body):
             return
-        yield body[at : at + 2], body[at + 3 : at + 3 + length]
+        yield body[at : at + 2], at + 3, at + 3 + length
         at += 3 + length
+
+
+def _keywords(body: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """(keyword, value) pairs of a VPD-R resource."""
+    for key, start, end in _keyword_spans(body):
+        yield key, body[start:end]
+
+
+def vpd_keyword_spans(data: bytes) -> Iterator[tuple[str, int, int]]:
+    """(keyword, start, end) of every VPD-R keyword's value in ``data``, as offsets into it (a
+    capture's scrubber rewrites values in place, keeping every length)."""
+    for tag, start, end in _resource_spans(data[:MAX_VPD_BYTES]):
+        if tag == _VPD_R:
+            for key, a, b in _keyword_spans(data[start:end]):
+                yield key.decode("ascii", "replace"), start + a, start + b
 
 
 def _ascii(raw: bytes) -> str | None:
