@@ -216,8 +216,17 @@ def _speed(text: str) -> float:
 
 def fill_from_sys(xml: Xml, host: Host, pci: Node) -> None:
     """xml.cc ncclTopoGetXmlFromSys: fill what is unset, then the parent, up to the <cpu>."""
-    busid = pci.attrs["busid"]
-    path = host.pci_path(busid)
+    path = host.pci_path(pci.attrs["busid"])
+    _fill_ids(host, pci, path)
+    _fill_link(host, pci, path)
+    parent = pci.parent if pci.parent is not None else _attach_to_parent(xml, host, pci, path)
+    if parent.name == "pci":
+        fill_from_sys(xml, host, parent)
+    elif parent.name == "cpu":
+        fill_cpu(host, parent)
+
+
+def _fill_ids(host: Host, pci: Node, path: str | None) -> None:
     if path:
         cls = host.read(path + "/class")
         if cls:
@@ -225,6 +234,10 @@ def fill_from_sys(xml: Xml, host: Host, pci: Node) -> None:
     for key in ("vendor", "device", "subsystem_vendor", "subsystem_device"):
         if key not in pci.attrs and path and host.read(f"{path}/{key}"):
             pci.attrs[key] = host.read(f"{path}/{key}")
+
+
+def _fill_link(host: Host, pci: Node, path: str | None) -> None:
+    """The slower of the device's and its port's max speed, the narrower of their widths."""
     if "link_speed" not in pci.attrs:
         if path:
             dev, port = host.read(path + "/max_link_speed"), host.read(path + "/../max_link_speed")
@@ -240,35 +253,36 @@ def fill_from_sys(xml: Xml, host: Host, pci: Node) -> None:
             pci.attrs["link_width"] = str(min(w))
         else:
             pci.attrs["link_width"] = ""
-    parent = pci.parent
-    if parent is None:
-        top = xml.top
-        assert top is not None
-        if path:
-            numa = host.read(path + "/numa_node")
-            parts = path.split("/")
-            # Rewind two "/" and follow the upper PCI switch, or stop at a CPU root complex.
-            for up in range(len(parts) - 2, 0, -1):
-                if not BDF.match(parts[up]):
-                    parent = top.sub("cpu", "numaid", numa) or _new_cpu(xml, top, numa)
-                    break
-                if len(parts) - 1 - up == 2:
-                    parent = xml.find("pci", "busid", parts[up]) or _attach(xml, None, "pci", busid=parts[up])
-                    break
-        else:
-            parent = xml.find("cpu", "numaid", "-1") or _new_cpu(xml, top, "-1")
-            fill_cpu(host, parent)
-        assert parent is not None
-        pci.parent = parent
-        # Keep PCI sub devices ordered by PCI Bus ID (Issue #820)
-        at = next(
-            (i for i, s in enumerate(parent.subs) if "busid" in s.attrs and busid < s.attrs["busid"]), len(parent.subs)
-        )
-        parent.subs.insert(at, pci)
-    if parent.name == "pci":
-        fill_from_sys(xml, host, parent)
-    elif parent.name == "cpu":
+
+
+def _attach_to_parent(xml: Xml, host: Host, pci: Node, path: str | None) -> Node:
+    """Find or make the node above ``pci`` (the upper switch or the CPU) and insert it there."""
+    top = xml.top
+    assert top is not None
+    busid = pci.attrs["busid"]
+    parent: Node | None = None
+    if path:
+        numa = host.read(path + "/numa_node")
+        parts = path.split("/")
+        # Rewind two "/" and follow the upper PCI switch, or stop at a CPU root complex.
+        for up in range(len(parts) - 2, 0, -1):
+            if not BDF.match(parts[up]):
+                parent = top.sub("cpu", "numaid", numa) or _new_cpu(xml, top, numa)
+                break
+            if len(parts) - 1 - up == 2:
+                parent = xml.find("pci", "busid", parts[up]) or _attach(xml, None, "pci", busid=parts[up])
+                break
+    else:
+        parent = xml.find("cpu", "numaid", "-1") or _new_cpu(xml, top, "-1")
         fill_cpu(host, parent)
+    assert parent is not None
+    pci.parent = parent
+    # Keep PCI sub devices ordered by PCI Bus ID (Issue #820)
+    at = next(
+        (i for i, s in enumerate(parent.subs) if "busid" in s.attrs and busid < s.attrs["busid"]), len(parent.subs)
+    )
+    parent.subs.insert(at, pci)
+    return parent
 
 
 def _new_cpu(xml: Xml, top: Node, numa: str) -> Node:

@@ -222,70 +222,85 @@ def test_config_space_decodes_back(tree):
         d = funcs[bdf]
         size = len((d / "config").read_bytes())
         assert size in (64, 256, 4096)
-        if (d / "physfn").exists():  # an SR-IOV VF's id registers read 0xffff; sysfs has the real ids
-            assert (c["vendor"], c["device"]) == (0xFFFF, 0xFFFF)
-        else:
-            assert c["vendor"] == int(read(d / "vendor"), 16)
-            assert c["device"] == int(read(d / "device"), 16)
-        if read(d / "class") != "0x03zz00":  # the garbage class of dgx-h100-faults
-            assert c["class"] == int(read(d / "class"), 16)
-        assert c["header"] == (1 if is_bridge(d) else 0)
-        if c["header"] == 0:
-            assert c["subsystem"] == (int(read(d / "subsystem_vendor"), 16), int(read(d / "subsystem_device"), 16))
-        # multi-function bit: another (non-VF) function in the same slot
-        slot = bdf[:-1]
-        others = [b for b in funcs if b.startswith(slot) and b != bdf and not (funcs[b] / "physfn").exists()]
-        if not (d / "physfn").exists():
-            assert c["multifunction"] == bool(others), bdf
+        _check_header(bdf, d, c, funcs)
         if size == 64:
             assert c["caps"] == {} and "port_type" not in c  # the capability list lies beyond 64 bytes
             assert c["caps_listed"] and c["cap_ptr"] >= 0x40
             continue
-        # bridges: secondary/subordinate agree with the tree
         if c["header"] == 1:
-            dom = bdf.split(":")[0]
-            assert c["primary"] == int(bdf.split(":")[1], 16)
-            below = [b for b in funcs if funcs[b] != d and str(funcs[b]).startswith(str(d) + os.sep)]
-            children = [b for b in below if funcs[b].parent == d]
-            assert all(b.startswith(f"{dom}:{c['secondary']:02x}:") for b in children), (bdf, children)
-            assert all(int(b.split(":")[1], 16) <= c["subordinate"] for b in below)
-            assert all(int(b.split(":")[1], 16) >= c["secondary"] for b in below)
-            assert (d / "pci_bus" / f"{dom}:{c['secondary']:02x}").is_dir()
+            _check_bridge_buses(bdf, d, c, funcs)
         # PCIe capability: port type and link registers agree with topology and sysfs
-        has_link_files = (d / "current_link_width").exists()
         if "port_type" not in c:
-            assert not has_link_files, f"{bdf}: link files without a PCIe capability"
+            assert not (d / "current_link_width").exists(), f"{bdf}: link files without a PCIe capability"
             continue
-        parent = d.parent
-        if ROOTBUS_RE.match(parent.name):
-            want = 4 if c["header"] == 1 else 9
-        else:
-            pc = decoded[parent.name]
-            assert pc.get("port_type") in (4, 5, 6), f"{bdf}: parent {parent.name} port type {pc.get('port_type')}"
-            if pc["port_type"] in (4, 6):
-                want = 5 if c["header"] == 1 else 0
-            else:
-                want = 6
-        assert c["port_type"] == want, f"{bdf}: port type {c['port_type']} != {want}"
-        assert has_link_files
-        cw, mw = int(read(d / "current_link_width")), int(read(d / "max_link_width"))
-        assert c["cur_width"] == cw
-        assert c["max_width"] == (0 if mw == 255 else mw)
-        assert c["cur_speed_code"] == speed_code(read(d / "current_link_speed"))
-        assert c["max_speed_code"] == speed_code(read(d / "max_link_speed"))
-        # both ends of a link agree (port above an endpoint or an upstream port)
-        if not ROOTBUS_RE.match(parent.name) and decoded[parent.name]["port_type"] in (4, 6) and c["cur_width"]:
-            pc = decoded[parent.name]
-            assert (pc["cur_speed_code"], pc["cur_width"]) == (c["cur_speed_code"], c["cur_width"]), bdf
-        if size == 4096:
-            assert c["ext"].get(0x0001) == 0x100, f"{bdf}: AER should open the extended list"
-            if c["port_type"] == 6:
-                assert "acs_ctl" in c, f"{bdf}: switch downstream port without ACS"
-            if (d / "sriov_totalvfs").exists():
-                assert c["sriov_total"] == int(read(d / "sriov_totalvfs"))
-                assert c["sriov_num"] == int(read(d / "sriov_numvfs"))
-        else:
-            assert c["ext"] == {}
+        _check_pcie(bdf, d, c, decoded)
+        _check_extended(bdf, d, c, size)
+
+
+def _check_header(bdf, d, c, funcs):
+    """Ids, class, header type, subsystem and the multi-function bit agree with sysfs."""
+    if (d / "physfn").exists():  # an SR-IOV VF's id registers read 0xffff; sysfs has the real ids
+        assert (c["vendor"], c["device"]) == (0xFFFF, 0xFFFF)
+    else:
+        assert c["vendor"] == int(read(d / "vendor"), 16)
+        assert c["device"] == int(read(d / "device"), 16)
+    if read(d / "class") != "0x03zz00":  # the garbage class of dgx-h100-faults
+        assert c["class"] == int(read(d / "class"), 16)
+    assert c["header"] == (1 if is_bridge(d) else 0)
+    if c["header"] == 0:
+        assert c["subsystem"] == (int(read(d / "subsystem_vendor"), 16), int(read(d / "subsystem_device"), 16))
+    # multi-function bit: another (non-VF) function in the same slot
+    slot = bdf[:-1]
+    others = [b for b in funcs if b.startswith(slot) and b != bdf and not (funcs[b] / "physfn").exists()]
+    if not (d / "physfn").exists():
+        assert c["multifunction"] == bool(others), bdf
+
+
+def _check_bridge_buses(bdf, d, c, funcs):
+    """A bridge's secondary/subordinate buses agree with the tree below it."""
+    dom = bdf.split(":")[0]
+    assert c["primary"] == int(bdf.split(":")[1], 16)
+    below = [b for b in funcs if funcs[b] != d and str(funcs[b]).startswith(str(d) + os.sep)]
+    children = [b for b in below if funcs[b].parent == d]
+    assert all(b.startswith(f"{dom}:{c['secondary']:02x}:") for b in children), (bdf, children)
+    assert all(int(b.split(":")[1], 16) <= c["subordinate"] for b in below)
+    assert all(int(b.split(":")[1], 16) >= c["secondary"] for b in below)
+    assert (d / "pci_bus" / f"{dom}:{c['secondary']:02x}").is_dir()
+
+
+def _check_pcie(bdf, d, c, decoded):
+    """Port type from the topology; link registers as sysfs says; both ends of a link agree."""
+    parent = d.parent
+    if ROOTBUS_RE.match(parent.name):
+        want = 4 if c["header"] == 1 else 9
+    else:
+        pc = decoded[parent.name]
+        assert pc.get("port_type") in (4, 5, 6), f"{bdf}: parent {parent.name} port type {pc.get('port_type')}"
+        want = (5 if c["header"] == 1 else 0) if pc["port_type"] in (4, 6) else 6
+    assert c["port_type"] == want, f"{bdf}: port type {c['port_type']} != {want}"
+    assert (d / "current_link_width").exists()
+    cw, mw = int(read(d / "current_link_width")), int(read(d / "max_link_width"))
+    assert c["cur_width"] == cw
+    assert c["max_width"] == (0 if mw == 255 else mw)
+    assert c["cur_speed_code"] == speed_code(read(d / "current_link_speed"))
+    assert c["max_speed_code"] == speed_code(read(d / "max_link_speed"))
+    # both ends of a link agree (port above an endpoint or an upstream port)
+    if not ROOTBUS_RE.match(parent.name) and decoded[parent.name]["port_type"] in (4, 6) and c["cur_width"]:
+        pc = decoded[parent.name]
+        assert (pc["cur_speed_code"], pc["cur_width"]) == (c["cur_speed_code"], c["cur_width"]), bdf
+
+
+def _check_extended(bdf, d, c, size):
+    """Extended space: AER first, ACS on switch downstream ports, the SR-IOV counts."""
+    if size == 4096:
+        assert c["ext"].get(0x0001) == 0x100, f"{bdf}: AER should open the extended list"
+        if c["port_type"] == 6:
+            assert "acs_ctl" in c, f"{bdf}: switch downstream port without ACS"
+        if (d / "sriov_totalvfs").exists():
+            assert c["sriov_total"] == int(read(d / "sriov_totalvfs"))
+            assert c["sriov_num"] == int(read(d / "sriov_numvfs"))
+    else:
+        assert c["ext"] == {}
 
 
 def test_class_devices_point_at_pci_functions(tree):

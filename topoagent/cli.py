@@ -11,53 +11,54 @@ from __future__ import annotations
 import errno
 import sys
 from collections.abc import Sequence
+from importlib import import_module
 
 import click
 
 from topoagent.core.command.common import EXIT_ERROR, EXIT_OK, fail, quiet_stdout
-from topoagent.core.command.scan import scan
 from topoagent.core.version import __version__
-from topoagent.features.act.apply import apply
-from topoagent.features.act.exec import exec_
-from topoagent.features.act.fix import fix
-from topoagent.features.act.health import health
-from topoagent.features.audit.command import audit
-from topoagent.features.capture.command import capture
-from topoagent.features.daemon.command import daemon
-from topoagent.features.draw.command import draw
-from topoagent.features.fleet.baseline import baseline
-from topoagent.features.fleet.command import fleet
-from topoagent.features.plan.command import plan
-from topoagent.features.vms.command import vms
 
-__all__ = ["cli", "entry", "main"]
+__all__ = ["COMMANDS", "cli", "entry", "main"]
 
-#: Every command, in the order ``topoagent --help`` lists them (alphabetical, as click sorts).
-COMMANDS: tuple[click.Command, ...] = (
-    scan,
-    plan,
-    exec_,
-    apply,
-    audit,
-    fix,
-    draw,
-    vms,
-    daemon,
-    capture,
-    health,
-    baseline,
-    fleet,
-)
+#: Every command: its name and where its click command lives (``module:attribute``).
+COMMANDS: dict[str, str] = {
+    "scan": "topoagent.core.command.scan:scan",
+    "plan": "topoagent.features.plan.command:plan",
+    "exec": "topoagent.features.act.exec:exec_",
+    "apply": "topoagent.features.act.apply:apply",
+    "audit": "topoagent.features.audit.command:audit",
+    "fix": "topoagent.features.act.fix:fix",
+    "draw": "topoagent.features.draw.command:draw",
+    "vms": "topoagent.features.vms.command:vms",
+    "daemon": "topoagent.features.daemon.command:daemon",
+    "capture": "topoagent.features.capture.command:capture",
+    "health": "topoagent.features.act.health:health",
+    "baseline": "topoagent.features.fleet.baseline:baseline",
+    "fleet": "topoagent.features.fleet.command:fleet",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class CommandGroup(click.Group):
+    """The group of :data:`COMMANDS`, each loaded when it is named: click's documented way of
+    lazily loading subcommands (click.palletsprojects.com, "Lazily Loading Subcommands").  A
+    command's module imports what it needs at its top, so ``topoagent scan`` does not pay for
+    the daemon's prometheus_client, structlog and HTTP server, or the drawings' layout."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, _, attr = COMMANDS[cmd_name].partition(":")
+        command: click.Command = getattr(import_module(module), attr)
+        return command
+
+
+@click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="topoagent")
 def cli() -> None:
     """Host topology discovery and NUMA/affinity agent for GPU servers."""
-
-
-for _command in COMMANDS:
-    cli.add_command(_command)
 
 
 def monitor_mode(args: Sequence[str]) -> str | None:

@@ -140,8 +140,8 @@ def test_one_degraded_link_under_a_dual_port_nic_is_one_alert(tmp_path):
     """The daemon's own exposition of the dual-port NIC, fed to promtool against the shipped
     rules (HTTP scrape and textfile copy both present): TopoagentPcieLinkDegraded fires once."""
     from prometheus_client.parser import text_string_to_metric_families
-    from test_daemon_parts import _status
 
+    from tests.features.daemon.test_daemon_parts import _status
     from topoagent.features.daemon.metrics import render_text
 
     r = _dual_port_nic_below_port(tmp_path / "tree")

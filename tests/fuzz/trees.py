@@ -184,6 +184,105 @@ def _added(p: Path) -> Callable[[], None]:
     return lambda: _remove(p)
 
 
+def _is_plain_file(t: Path) -> bool:
+    return t.is_file() and not t.is_symlink()
+
+
+#: What a target must be for each op that needs something particular (others take anything).
+_NEEDS: dict[str, Callable[[Path], bool]] = {
+    **dict.fromkeys(("odd_name", "alias_name", "deep_dir"), Path.is_dir),
+    "odd_link": Path.is_symlink,
+    **dict.fromkeys(("truncate", "garbage", "hostile_text", "empty", "huge"), _is_plain_file),
+    "file_for_dir": lambda t: t.is_dir() and not t.is_symlink(),
+}
+
+
+def _huge(target: Path) -> None:
+    with open(target, "wb") as f:  # sparse: costs no disk, reads as a GiB of zeros
+        f.truncate(1 << 30)
+
+
+def _dir_for_file(target: Path) -> None:
+    target.mkdir()
+    (target / "0").write_text("0\n")
+
+
+def _chardev(target: Path) -> None:
+    try:
+        os.mknod(target, stat.S_IFCHR | 0o644, os.makedev(1, 5))  # /dev/zero's numbers
+    except PermissionError:
+        os.symlink("/dev/zero", target)
+
+
+def _link_escape(target: Path, m: Mutation) -> None:
+    depth = m.path.count("/") + 1 + m.number % 4
+    os.symlink("../" * depth + m.payload.decode().lstrip("/"), target)
+
+
+#: What takes the target's place (moved aside first) for each op.
+_WRITE: dict[str, Callable[[Path, Mutation], None]] = {
+    "garbage": lambda t, m: t.write_bytes(m.payload),
+    "hostile_text": lambda t, m: t.write_bytes(m.payload),
+    "empty": lambda t, m: t.write_bytes(b""),
+    "huge": lambda t, m: _huge(t),
+    "dir_for_file": lambda t, m: _dir_for_file(t),
+    "file_for_dir": lambda t, m: t.write_text("0\n"),
+    "remove": lambda t, m: None,
+    "link_out": lambda t, m: os.symlink(m.payload.decode(), t),
+    "link_escape": _link_escape,
+    "link_self": lambda t, m: os.symlink(f"../{t.parent.name}/{t.name}/x/..", t),
+    "fifo": lambda t, m: os.mkfifo(t),
+    "chardev": lambda t, m: _chardev(t),
+    "link_dev_zero": lambda t, m: os.symlink("/dev/zero", t),
+}
+
+
+def _odd_link(root: Path, target: Path, m: Mutation) -> Callable[[], None]:
+    """The same link, to a strangely named neighbour of its target."""
+    old = os.fsencode(os.readlink(target))
+    undo = _aside(root, target)
+    os.symlink(os.path.join(os.path.dirname(old), m.payload), target)
+    return undo
+
+
+def _truncate(root: Path, target: Path, m: Mutation) -> Callable[[], None]:
+    data = target.read_bytes()
+    undo = _aside(root, target)
+    target.write_bytes(data[: m.number % (len(data) + 1)])
+    return undo
+
+
+def _link_loop(root: Path, target: Path, m: Mutation) -> Callable[[], None]:
+    inner = _aside(root, target)
+    other = target.parent / f".loop{next(_counter)}"
+    os.symlink(other.name, target)
+    os.symlink(target.name, other)
+
+    def undo() -> None:
+        _remove(other)
+        inner()
+
+    return undo
+
+
+def _replace(root: Path, target: Path, m: Mutation) -> Callable[[], None]:
+    write = _WRITE.get(m.op)
+    if write is None:  # pragma: no cover - a new op without a case
+        raise ValueError(m.op)
+    undo = _aside(root, target)
+    write(target, m)
+    return undo
+
+
+#: Ops that do more than put one thing in the target's place.
+_APPLY: dict[str, Callable[[Path, Path, Mutation], Callable[[], None] | None]] = {
+    **dict.fromkeys(("odd_name", "alias_name", "deep_dir"), lambda r, t, m: _add_entry(r, t, m)),
+    "odd_link": _odd_link,
+    "truncate": _truncate,
+    "link_loop": _link_loop,
+}
+
+
 def apply(root: Path, m: Mutation) -> Callable[[], None] | None:
     """Damage the tree; the undo, or None when the damage cannot be done here (its path is gone,
     an earlier mutation made it something else)."""
@@ -191,71 +290,10 @@ def apply(root: Path, m: Mutation) -> Callable[[], None] | None:
     try:
         if not os.path.lexists(target):
             return None
-        if m.op in ("odd_name", "alias_name", "deep_dir"):
-            if not target.is_dir():
-                return None
-            return _add_entry(root, target, m)
-        if m.op == "odd_link":  # the same link, to a strangely named neighbour of its target
-            if not target.is_symlink():
-                return None
-            old = os.fsencode(os.readlink(target))
-            undo = _aside(root, target)
-            os.symlink(os.path.join(os.path.dirname(old), m.payload), target)
-            return undo
-        is_file = target.is_file() and not target.is_symlink()
-        if m.op in ("truncate", "garbage", "hostile_text", "empty", "huge") and not is_file:
+        needs = _NEEDS.get(m.op)
+        if needs is not None and not needs(target):
             return None
-        if m.op == "file_for_dir" and not (target.is_dir() and not target.is_symlink()):
-            return None
-        if m.op == "truncate":
-            data = target.read_bytes()
-            undo = _aside(root, target)
-            target.write_bytes(data[: m.number % (len(data) + 1)])
-            return undo
-        undo = _aside(root, target)
-        if m.op in ("garbage", "hostile_text"):
-            target.write_bytes(m.payload)
-        elif m.op == "empty":
-            target.write_bytes(b"")
-        elif m.op == "huge":
-            with open(target, "wb") as f:  # sparse: costs no disk, reads as a GiB of zeros
-                f.truncate(1 << 30)
-        elif m.op == "dir_for_file":
-            target.mkdir()
-            (target / "0").write_text("0\n")
-        elif m.op == "file_for_dir":
-            target.write_text("0\n")
-        elif m.op == "remove":
-            pass
-        elif m.op == "link_out":
-            os.symlink(m.payload.decode(), target)
-        elif m.op == "link_escape":
-            depth = m.path.count("/") + 1 + m.number % 4
-            os.symlink("../" * depth + m.payload.decode().lstrip("/"), target)
-        elif m.op == "link_loop":
-            other = target.parent / f".loop{next(_counter)}"
-            os.symlink(other.name, target)
-            os.symlink(target.name, other)
-            inner = undo
-
-            def undo() -> None:
-                _remove(other)
-                inner()
-        elif m.op == "link_self":
-            os.symlink(f"../{target.parent.name}/{target.name}/x/..", target)
-        elif m.op == "fifo":
-            os.mkfifo(target)
-        elif m.op == "chardev":
-            try:
-                os.mknod(target, stat.S_IFCHR | 0o644, os.makedev(1, 5))  # /dev/zero's numbers
-            except PermissionError:
-                os.symlink("/dev/zero", target)
-        elif m.op == "link_dev_zero":
-            os.symlink("/dev/zero", target)
-        else:  # pragma: no cover - a new op without a case
-            undo()
-            raise ValueError(m.op)
-        return undo
+        return _APPLY.get(m.op, _replace)(root, target, m)
     except FileNotFoundError:
         return None
 

@@ -391,7 +391,7 @@ def test_config_sources_and_changes_are_logged_and_nfd_writability_checked(tmp_p
     effective value with its source and warns that the flag overrides the file; a reload logs
     what changed.  An NFD directory that turns unwritable reads export_ok 0 on the next scan,
     although the labels did not change."""
-    from test_daemon_parts import unwritable
+    from tests.features.daemon.test_daemon_parts import unwritable
 
     config = tmp_path / "config.toml"
     config.write_text("interval = 5\nlink_window = 600\n")

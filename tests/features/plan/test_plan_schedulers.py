@@ -35,7 +35,7 @@ def test_golden(machine, fmt, fixture_root, golden):
 
 def test_rails_record_has_the_proposal_shape(fixture_root):
     doc = json.loads(plan(fixture_root("dgx-h100"), "rails", "--node-uid", "3e931c2b-6a5d-4c17-93bc-bc3a34132bd2"))
-    assert list(doc) == ["schemaVersion", "nodeUID", "railSource", "nics", "gpus"]
+    assert list(doc) == ["schemaVersion", "nodeUID", "railSource", "gpuKey", "nics", "gpus"]
     assert doc["schemaVersion"] == "v1alpha1"
     assert doc["nodeUID"] == "3e931c2b-6a5d-4c17-93bc-bc3a34132bd2"
     assert doc["railSource"] == "topoagent"
@@ -61,7 +61,7 @@ def test_rails_record_has_the_proposal_shape(fixture_root):
         "0000:d1:00.0",
         "0000:df:00.0",
     ]
-    assert list(doc["gpus"]) == gpus  # no NVML here: keyed by PCI address
+    assert list(doc["gpus"]) == gpus and doc["gpuKey"] == "pciAddress"  # no NVML here: keyed by PCI address
     for i, gpu in enumerate(doc["gpus"].values()):
         assert list(gpu) == ["pciAddress", "rails"] and PCI_ADDRESS.match(gpu["pciAddress"])
         assert list(gpu["rails"]) == [f"rail{r}" for r in range(8)]
@@ -82,6 +82,37 @@ def test_rails_keys_gpus_by_nvml_uuid(fixture_root):
     assert len(uuids) == 8 and all(u and u.startswith("GPU-") for u in uuids.values())
     rec = record(result)
     assert {key: g.pci_address for key, g in rec.gpus.items()} == {u: bdf for bdf, u in uuids.items()}
+    assert rec.gpu_key == "uuid"
+
+
+def test_rails_keys_every_gpu_alike_when_nvml_named_only_some(fixture_root):
+    """Issue 31 item 16: a record whose keys mix UUIDs and PCI addresses cannot be read by key
+    kind; where NVML did not give every GPU's UUID, every GPU is keyed by PCI address and the
+    record says so."""
+    import msgspec
+
+    from tests.fakenvml import make_fake
+    from topoagent.features.plan.rails import record
+
+    result = scan(fixture_root("dgx-h100"), nvml=make_fake("hgx_h100_8gpu"))
+    g0 = result.topology.gpus[0]
+    assert g0.nvml is not None
+    devices = tuple(
+        msgspec.structs.replace(d, nvml=msgspec.structs.replace(d.nvml, uuid=None)) if d is g0 else d
+        for d in result.topology.devices
+    )
+    rec = record(msgspec.structs.replace(result, topology=msgspec.structs.replace(result.topology, devices=devices)))
+    assert rec.gpu_key == "pciAddress" and all(not k.startswith("GPU-") for k in rec.gpus)
+
+
+def test_rails_tell_a_grace_gpus_own_cpu_nic_from_the_other_cpus(fixture_root):
+    """Issue 31 item 16: nvidia-smi prints SYS from a C2C GPU to every NIC; NCCL takes the own
+    Grace's fastest NIC as P2C (GPUDirect RDMA on).  The record adds NCCL's class there."""
+    doc = json.loads(plan(fixture_root("gb200-tray"), "rails"))
+    for gpu in doc["gpus"].values():
+        entries = [n for nics in gpu["rails"].values() for n in nics]
+        assert {n["path"] for n in entries} == {"SYS"}
+        assert {n.get("ncclPath") for n in entries} == {"P2C", None}  # own CPU's NICs, and the other's
 
 
 def test_dra_attributes(fixture_root):

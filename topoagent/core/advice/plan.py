@@ -6,6 +6,7 @@ caller's allowed CPUs (a Slurm or container cpuset), never widened (REFERENCE §
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -334,6 +335,24 @@ def _finding(code: str, subjects: tuple[str, ...], message: str, remedy: str) ->
     return Finding(code, Severity.parse(PLAN_CODES[code]), subjects, message, (), remedy)
 
 
+class _Sharing(msgspec.Struct):
+    """What every step of :func:`plan_for` shares: the host's cores, whether threads are known,
+    the CPUs allowed, the core complexes a ``core-complex`` plan cuts by, and the notes so far."""
+
+    cores: tuple[CpuSet, ...]
+    whole: bool
+    allowed: CpuSet | None
+    domains: tuple[CpuSet, ...] | None
+    options: PlanOptions
+    notes: list[Any]
+
+    def cut(self, units: tuple[CpuSet, ...], parts: int) -> Split:
+        """Whole cores in runs, or whole core complexes (``--bind core-complex``)."""
+        if self.domains is None:
+            return split_cores(units, parts)
+        return split_units(complexes_in(units, self.domains), parts, self.cores)
+
+
 def plan_for(
     topo: Topology,
     base: Plan,
@@ -355,16 +374,50 @@ def plan_for(
     different GPUs never overlap).  An empty intersection is a CPUSET_EMPTY note (critical),
     never a fallback to all CPUs.
     """
+    _check(options)
+    w = _sharing(topo, base, options)
+    usable, reserved = _usable(base, w)
+    share = _shares(base, usable, w)
+    by_pair = path_index(paths)
+    gpus = [
+        _gpu_for(topo, g, usable.get(_group(g), ()), share[g.gpu], by_pair, findings, pairing, w) for g in base.gpus
+    ]
+    groups = []
+    for ng in base.numa_groups:
+        members = [p for p in gpus if p.gpu in ng.gpus]
+        groups.append(msgspec.structs.replace(ng, cpus=CpuSet().union(*(m.cpus for m in members if m.cpus))))
+    split_groups: tuple[SplitGroup, ...] = ()
+    if options.split:
+        split_groups, split_notes = split_host(topo, tuple(gpus), share, options.split)
+        w.notes.extend(split_notes)
+    return Plan(
+        tuple(gpus),
+        tuple(groups),
+        allowed=w.allowed,
+        reserved=reserved,
+        ranks_per_gpu=options.ranks_per_gpu,
+        split=split_groups,
+        notes=tuple(w.notes),
+        cores=w.cores,
+        threads_known=w.whole,
+        bind="numa" if w.domains is None else "core-complex",
+    )
+
+
+def _check(options: PlanOptions) -> None:
     if not 1 <= options.ranks_per_gpu <= MAX_CPUS:  # each rank gets cores; work grows with ranks
         raise PlanError(f"ranks_per_gpu must be 1..{MAX_CPUS}")
     if options.bind not in BIND_MODES:
         raise PlanError(f"bind must be one of {', '.join(BIND_MODES)}")
-    by_pair = path_index(paths)
+
+
+def _sharing(topo: Topology, base: Plan, options: PlanOptions) -> _Sharing:
+    """The host's cores, the allowed CPUs (the caller's and the tree's record, never widened)
+    and what is known of threads and core complexes, with the notes that say what is not."""
     recorded = topo.allowed_cpus
     allowed = (
         recorded if options.allowed is None else (options.allowed if recorded is None else options.allowed & recorded)
     )
-    cores = host_cores(topo.cpus)
     notes: list[Any] = []
     # Which threads share a core is unknown (pasted nvidia-smi text, no thread_siblings_list):
     # CPUs 0-19 and 40-59 are usually hyperthreads of the same 20 cores, so nothing is cut
@@ -382,52 +435,53 @@ def plan_for(
                 "whole cores out among GPUs and ranks.",
             )
         )
-
     domains = complex_domains(topo, options, whole, tuple(g.gpu for g in base.gpus), notes)
+    return _Sharing(host_cores(topo.cpus), whole, allowed, domains, options, notes)
 
-    def cut(units: tuple[CpuSet, ...], parts: int) -> Split:
-        """Whole cores in runs, or whole core complexes (``--bind core-complex``)."""
-        if domains is None:
-            return split_cores(units, parts)
-        return split_units(complexes_in(units, domains), parts, cores)
 
-    # Per NUMA node: allowed cores, reservation, then the shares of the node's GPUs.
+def _group(g: GpuPlan) -> int | str | None:
+    """The group whose cores a GPU shares: its NUMA node, or (unknown node: pasted text without
+    NUMA Affinity) its CPU set."""
+    return g.numa_node if g.numa_node is not None or g.cpus is None else str(g.cpus)
+
+
+def _usable(base: Plan, w: _Sharing) -> tuple[dict[int | str | None, tuple[CpuSet, ...]], CpuSet]:
+    """Per group, the allowed whole cores left once ``reserve_cores`` are held back; and those held."""
     reserved = CpuSet()
-
-    # GPUs whose node is unknown (pasted text without NUMA Affinity) group by their CPU set.
-    def group(g: GpuPlan) -> int | str | None:
-        return g.numa_node if g.numa_node is not None or g.cpus is None else str(g.cpus)
-
     usable: dict[int | str | None, tuple[CpuSet, ...]] = {}
     for g in base.gpus:
-        if group(g) in usable:
+        if _group(g) in usable:
             continue
         local = g.cpus  # already node ∩ tree's allowed
         if local is None:
-            usable[group(g)] = ()
+            usable[_group(g)] = ()
             continue
-        if allowed is not None:
-            local = local & allowed
-        held, rest = reserve(cores_in(cores, local), options.reserve_cores if whole else 0)
+        if w.allowed is not None:
+            local = local & w.allowed
+        held, rest = reserve(cores_in(w.cores, local), w.options.reserve_cores if w.whole else 0)
         reserved = reserved | held
-        usable[group(g)] = rest
+        usable[_group(g)] = rest
+    return usable, reserved
 
+
+def _shares(base: Plan, usable: dict[int | str | None, tuple[CpuSet, ...]], w: _Sharing) -> dict[str, CpuSet]:
+    """Each GPU's share of its group's usable cores (the job's GPUs only; the others get none)."""
     by_node: dict[int | str | None, list[GpuPlan]] = {}
     for g in base.gpus:
-        if options.gpus is None or g.gpu in options.gpus:
-            by_node.setdefault(group(g), []).append(g)
+        if w.options.gpus is None or g.gpu in w.options.gpus:
+            by_node.setdefault(_group(g), []).append(g)
     share: dict[str, CpuSet] = {g.gpu: CpuSet() for g in base.gpus}
     for node, members in by_node.items():
         node_cores = usable.get(node, ())
-        if not whole:
+        if not w.whole:
             for g in members:
                 share[g.gpu] = CpuSet().union(*node_cores)
             continue
-        split = cut(node_cores, len(members)) if node_cores else None
+        split = w.cut(node_cores, len(members)) if node_cores else None
         for i, g in enumerate(members):
             share[g.gpu] = split.parts[i] if split is not None else CpuSet()
         if split is not None and split.shared:
-            notes.append(
+            w.notes.append(
                 _finding(
                     "RANKS_SHARE_CORES",
                     tuple(g.gpu for g in members),
@@ -436,87 +490,77 @@ def plan_for(
                     "Give the job more of the node's cores (or reserve fewer), or run fewer GPUs' ranks on it.",
                 )
             )
+    return share
 
-    gpus = []
-    for g in base.gpus:
-        d = topo.by_id(g.gpu)
-        assert d is not None
-        node_cores = usable.get(group(g), ())
-        cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
-        rails = tuple(
-            _rail_nic(topo, topo.physical(d), n, by_pair.get((d.id, n.id)))
-            for nid in g.nics
-            if (n := topo.by_id(nid)) is not None
-        )
-        own = cores_in(cores, share[g.gpu])
-        split = (
-            cut(own, options.ranks_per_gpu)
-            if whole
-            else Split(tuple(share[g.gpu] for _ in range(options.ranks_per_gpu)))
-        )
-        gpu_notes = [f for f in findings if g.gpu in f.subjects]
-        if not cpus:
-            where = f"NUMA node {g.numa_node}" if g.numa_node is not None else "its local CPUs"
-            gpu_notes.append(
-                _finding(
-                    "CPUSET_EMPTY",
-                    (g.gpu,),
-                    f"None of {g.gpu}'s CPUs ({where}: {g.cpus if g.cpus is not None else 'unknown'}) are allowed "
-                    f"to the caller (allowed: {allowed if allowed is not None else 'unknown'})"
-                    + (f" once {options.reserve_cores} core(s) per node are reserved" if options.reserve_cores else "")
-                    + ": no CPU set can be planned for it.",
-                    "Run the job with a cpuset that includes the GPU's NUMA node (Slurm: --gres-flags=enforce-binding "
-                    "or --cpu-bind=ldoms), or choose a GPU local to the CPUs you were given.",
-                )
-            )
-        elif split.shared:
-            gpu_notes.append(
-                _finding(
-                    "RANKS_SHARE_CORES",
-                    (g.gpu,),
-                    f"{g.gpu}'s share of NUMA node {g.numa_node} has {len(own)} core(s) "
-                    f"for {options.ranks_per_gpu} rank(s): some ranks share a core.",
-                    "Use fewer ranks per GPU, fewer reserved cores, or a larger cpuset.",
-                )
-            )
-        env = base_env(g.cuda_index)
-        env.update(node_hca_env(topo, pairing))
-        env.update(rail_env(rails))
-        gpus.append(
-            msgspec.structs.replace(
-                g,
-                key=d.key,
-                socket=d.socket,
-                cpus=cpus,
-                rails=rails,
-                rank_cpus=split.parts if cpus else tuple(CpuSet() for _ in range(options.ranks_per_gpu)),
-                env=FrozenMap(env),
-                notes=tuple(gpu_notes),
-            )
-        )
-        notes.extend(n for n in gpu_notes if n.code in PLAN_CODES)
 
-    groups = []
-    for ng in base.numa_groups:
-        members = [p for p in gpus if p.gpu in ng.gpus]
-        cpus = CpuSet().union(*(m.cpus for m in members if m.cpus))
-        groups.append(msgspec.structs.replace(ng, cpus=cpus))
-    split_groups: tuple[SplitGroup, ...] = ()
-    if options.split:
-        split_groups, split_notes = split_host(topo, tuple(gpus), share, options.split)
-        notes.extend(split_notes)
-    return Plan(
-        tuple(gpus),
-        tuple(groups),
-        allowed=allowed,
-        reserved=reserved,
-        ranks_per_gpu=options.ranks_per_gpu,
-        split=split_groups,
-        notes=tuple(notes),
-        cores=cores,
-        threads_known=whole,
-        bind="numa" if domains is None else "core-complex",
+def _gpu_for(
+    topo: Topology,
+    g: GpuPlan,
+    node_cores: tuple[CpuSet, ...],
+    share: CpuSet,
+    by_pair: Mapping[tuple[str, str], Path],
+    findings: tuple[Finding, ...],
+    pairing: Rails,
+    w: _Sharing,
+) -> GpuPlan:
+    """One GPU's plan: its usable CPUs, rail NICs, rank CPU sets, environment and notes."""
+    d = topo.by_id(g.gpu)
+    assert d is not None
+    cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
+    rails = tuple(
+        _rail_nic(topo, topo.physical(d), n, by_pair.get((d.id, n.id)))
+        for nid in g.nics
+        if (n := topo.by_id(nid)) is not None
     )
+    ranks = w.options.ranks_per_gpu
+    own = cores_in(w.cores, share)
+    split = w.cut(own, ranks) if w.whole else Split(tuple(share for _ in range(ranks)))
+    gpu_notes = [f for f in findings if g.gpu in f.subjects] + _gpu_notes(g, cpus, own, split, w)
+    env = base_env(g.cuda_index)
+    env.update(node_hca_env(topo, pairing))
+    env.update(rail_env(rails))
+    w.notes.extend(n for n in gpu_notes if n.code in PLAN_CODES)
+    return msgspec.structs.replace(
+        g,
+        key=d.key,
+        socket=d.socket,
+        cpus=cpus,
+        rails=rails,
+        rank_cpus=split.parts if cpus else tuple(CpuSet() for _ in range(ranks)),
+        env=FrozenMap(env),
+        notes=tuple(gpu_notes),
+    )
+
+
+def _gpu_notes(g: GpuPlan, cpus: CpuSet, own: tuple[CpuSet, ...], split: Split, w: _Sharing) -> list[Any]:
+    """CPUSET_EMPTY where none of the GPU's CPUs is allowed; RANKS_SHARE_CORES where its ranks
+    outnumber its cores."""
+    options = w.options
+    if not cpus:
+        where = f"NUMA node {g.numa_node}" if g.numa_node is not None else "its local CPUs"
+        return [
+            _finding(
+                "CPUSET_EMPTY",
+                (g.gpu,),
+                f"None of {g.gpu}'s CPUs ({where}: {g.cpus if g.cpus is not None else 'unknown'}) are allowed "
+                f"to the caller (allowed: {w.allowed if w.allowed is not None else 'unknown'})"
+                + (f" once {options.reserve_cores} core(s) per node are reserved" if options.reserve_cores else "")
+                + ": no CPU set can be planned for it.",
+                "Run the job with a cpuset that includes the GPU's NUMA node (Slurm: --gres-flags=enforce-binding "
+                "or --cpu-bind=ldoms), or choose a GPU local to the CPUs you were given.",
+            )
+        ]
+    if split.shared:
+        return [
+            _finding(
+                "RANKS_SHARE_CORES",
+                (g.gpu,),
+                f"{g.gpu}'s share of NUMA node {g.numa_node} has {len(own)} core(s) "
+                f"for {options.ranks_per_gpu} rank(s): some ranks share a core.",
+                "Use fewer ranks per GPU, fewer reserved cores, or a larger cpuset.",
+            )
+        ]
+    return []
 
 
 def complex_domains(

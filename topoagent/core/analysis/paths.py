@@ -125,12 +125,21 @@ def _bcm_gen(d: Device, level: int) -> int:
     return pci.bcm_gen(d.vendor_id, d.device_id, d.subsystem_vendor_id, d.subsystem_device_id, level)
 
 
-def _switches(topo: Topology, bdfs: tuple[str, ...]) -> list[str | None]:
-    out = []
-    for bdf in bdfs:
-        bridge = topo.by_bdf(bdf)
-        out.append(switch_of(topo, bridge) if bridge is not None else bdf)
-    return out
+def _switch_names(topo: Topology) -> dict[str, str | None]:
+    """Every bridge's :func:`switch_of`, by BDF: computed once per topology (kept in its aside),
+    since each of the hundreds of pairs a scan classes asks for the bridges above both ends."""
+
+    def make() -> dict[str, str | None]:
+        above = {bdf for d in topo.devices for bdf in d.ancestors}
+        return {bdf: switch_of(topo, br) for bdf in above if (br := topo.by_bdf(bdf)) is not None}
+
+    return topo.aside.derive("switch_names", topo, (topo.devices,), make)
+
+
+def _switches(topo: Topology, bdfs: tuple[str, ...]) -> set[str | None]:
+    """The switches of these bridges (a BDF that is no known bridge stands for itself)."""
+    names = _switch_names(topo)
+    return {names.get(bdf, bdf) for bdf in bdfs}
 
 
 def pcie_class(topo: Topology, a: Device, b: Device) -> tuple[PathClass, bool]:
@@ -145,7 +154,7 @@ def pcie_class(topo: Topology, a: Device, b: Device) -> tuple[PathClass, bool]:
         if common:
             # Switches the path crosses: those of every bridge below the common ancestor on
             # both sides, plus the common ancestor's own.
-            crossed = set(_switches(topo, a.ancestors[common - 1 :])) | set(_switches(topo, b.ancestors[common - 1 :]))
+            crossed = _switches(topo, a.ancestors[common - 1 :]) | _switches(topo, b.ancestors[common - 1 :])
             crossed.discard(None)
             if len(crossed) <= 1:
                 return PathClass.PIX, True

@@ -53,8 +53,10 @@ def _peer_bridges(c: Context) -> tuple[dict[str, set[str]], dict[str, set[str]],
     acs_of: dict[str, AcsInfo] = {}
     platform = c.topo.platform
     for p in c.paths:
+        if p.pcie > PathClass.PXB or p.pcie is PathClass.X:
+            continue  # (most pairs: judged without looking their devices up)
         a, b = c.dev(p.a), c.dev(p.b)
-        if DeviceKind.GPU not in (a.kind, b.kind) or p.pcie > PathClass.PXB or p.pcie is PathClass.X:
+        if DeviceKind.GPU not in (a.kind, b.kind):
             continue
         for br in _path_bridges(c, a, b):
             cfg = br.config

@@ -51,42 +51,60 @@ def beneath(root: str, rel: str, *, live: bool, create_dirs: bool = False) -> It
 
 
 def _walk(stack: list[int], parts: list[str], *, live: bool, create: bool) -> list[str]:
+    """Walk ``parts`` below ``stack[-1]``, opening each directory on the way; what is left when
+    the walk stops (the last name, or the names that do not exist yet), ``["."]`` at its end."""
     links = 0
     while parts:
         name = parts.pop(0)
         if name in ("", "."):
             continue
         if name == "..":
-            if len(stack) == 1:
-                if live:
-                    continue
-                raise Outside(errno.EXDEV, "resolves outside the root")
-            os.close(stack.pop())
+            _up(stack, live)
             continue
-        try:
-            st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
-        except FileNotFoundError:
-            if not parts:
-                return [name]
-            if not create:
-                return [name, *parts]
-            os.mkdir(name, 0o755, dir_fd=stack[-1])
-            st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
-        if stat.S_ISLNK(st.st_mode):
-            if not parts:
-                return [name]  # the file itself: never resolved, so an O_NOFOLLOW open refuses it
+        st = _stat(stack, name, create=create and bool(parts))
+        if st is None:
+            return [name, *parts]
+        if stat.S_ISLNK(st.st_mode) and parts:
             links += 1
             if links > MAX_LINKS:
                 raise OSError(errno.ELOOP, "too many levels of symbolic links")
-            target = os.readlink(name, dir_fd=stack[-1])
-            if target.startswith("/"):
-                if not live:
-                    raise Outside(errno.EXDEV, f"resolves outside the root (a link to {target})")
-                while len(stack) > 1:
-                    os.close(stack.pop())
-            parts[:0] = target.split("/")
+            parts[:0] = _follow(stack, name, live)
             continue
         if not parts:
-            return [name]
+            return [name]  # the file itself (a link here is never resolved: an O_NOFOLLOW open refuses it)
         stack.append(os.open(name, DIR_FLAGS, dir_fd=stack[-1]))
     return ["."]
+
+
+def _up(stack: list[int], live: bool) -> None:
+    """``..``: one directory up, stopping at the root (the live host's ``/``, as the kernel
+    does); out of a fake root is refused."""
+    if len(stack) == 1:
+        if live:
+            return
+        raise Outside(errno.EXDEV, "resolves outside the root")
+    os.close(stack.pop())
+
+
+def _stat(stack: list[int], name: str, *, create: bool) -> os.stat_result | None:
+    """``name`` in the current directory, not followed; a missing directory made where
+    ``create`` (mode 0755); None where it is missing and not made."""
+    try:
+        return os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
+    except FileNotFoundError:
+        if not create:
+            return None
+    os.mkdir(name, 0o755, dir_fd=stack[-1])
+    return os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
+
+
+def _follow(stack: list[int], name: str, live: bool) -> list[str]:
+    """The parts a link on the way names; an absolute target goes back to the root (the live
+    host) or is refused (a fake root: it would lead out of it)."""
+    target = os.readlink(name, dir_fd=stack[-1])
+    if target.startswith("/"):
+        if not live:
+            raise Outside(errno.EXDEV, f"resolves outside the root (a link to {target})")
+        while len(stack) > 1:
+            os.close(stack.pop())
+    return target.split("/")

@@ -14,12 +14,14 @@ import sys
 from typing import Any, NoReturn
 
 import click
+import msgspec
 
 from topoagent.core.advice.allocation import Allocation, allocated_gpus, allocation_from, allocation_from_dra
-from topoagent.core.advice.plan import PLAN_CODES, gpu_rank_env, rank_env
+from topoagent.core.advice.plan import PLAN_CODES, GpuPlan, Plan, gpu_rank_env, rank_env
 from topoagent.core.advice.ranks import local_rank_from
 from topoagent.core.command.common import EXIT_ERROR, fail
 from topoagent.core.command.options import run_scan, scan_inputs
+from topoagent.core.cpuset import CpuSet
 from topoagent.core.digits import is_decimal
 from topoagent.core.errors import InputError
 from topoagent.core.hostfs import HostFS
@@ -117,21 +119,8 @@ def exec_(
     cpuset), also when it comes from --root: an empty intersection stops here, exit 2.
     """
     command = _checked_usage(gpu, local_rank, auto, keep_visible, narrow_visible, command)
-    rank, source = local_rank, "--local-rank"
-    if auto:
-        try:
-            rank, source = local_rank_from(os.environ)
-        except InputError as exc:
-            fail(str(exc))
-        _say(f"local rank {rank} from {source}")
-
-    # A rank indexes the job's GPUs; --gpu names a host GPU outright.
-    alloc = None
-    if gpu is None:
-        try:
-            alloc = allocation_from(os.environ)
-        except InputError as exc:
-            fail(str(exc))
+    rank = _rank(auto, local_rank)
+    alloc = None if gpu is not None else _allocation()  # a rank indexes the job's GPUs; --gpu names a host GPU
     result = run_scan(inputs)
     if gpu is None and alloc is None:
         alloc = _dra_allocation(inputs, result)
@@ -144,66 +133,126 @@ def exec_(
         if not allow_no_gpu:
             fail(f"{why}: nothing to place the command on (--allow-no-gpu runs it unbound)")
         _run_unbound(why, command, dry_run)
+    rank_plan = _rank_plan(result, plan, gpu, rank, alloc, narrow_visible)
+    keep_visible = keep_visible or rank_plan.in_allocation  # the scheduler's CUDA_VISIBLE_DEVICES
+    g, env = rank_plan.gpu, rank_plan.env
+    _say_notes(g, plan)
+    if keep_visible:
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+    if rank_plan.narrow is not None:
+        env["CUDA_VISIBLE_DEVICES"] = rank_plan.narrow
+    if dry_run:
+        _dry_run(plan, rank_plan, rank, alloc, mem, command)
+    _bind_and_exec(plan, rank_plan, mem, command)
+
+
+class _RankPlan(msgspec.Struct):
+    """The rank's GPU, CPUs and environment, and how the job's allocation named it."""
+
+    gpu: GpuPlan
+    cpus: CpuSet
+    env: dict[str, str]
+    sub: int
+    per_gpu: int
+    in_allocation: bool = False
+    narrow: str | None = None
+
+    @property
+    def who(self) -> str:
+        """The GPU, and the rank among those sharing it, for people."""
+        g = self.gpu
+        return f"{g.gpu} ({g.bdf or g.key})" + (f", rank {self.sub} of {self.per_gpu}" if self.per_gpu > 1 else "")
+
+
+def _rank(auto: bool, local_rank: int | None) -> int | None:
+    """The local rank: given, or (--auto) from the launcher's environment."""
+    if not auto:
+        return local_rank
+    try:
+        rank, source = local_rank_from(os.environ)
+    except InputError as exc:
+        fail(str(exc))
+    _say(f"local rank {rank} from {source}")
+    return rank
+
+
+def _allocation() -> Allocation | None:
+    """The GPUs the environment gives the job (None: nothing restricts them)."""
+    try:
+        return allocation_from(os.environ)
+    except InputError as exc:
+        fail(str(exc))
+
+
+def _rank_plan(
+    result: Any, plan: Plan, gpu: str | None, rank: int | None, alloc: Allocation | None, narrow_visible: bool
+) -> _RankPlan:
+    """The rank's GPU: ``--gpu`` outright, else the rank's among the job's GPUs, else among the host's."""
     k = plan.ranks_per_gpu
     sub = (rank or 0) % k
-    narrow = None
     if gpu is not None:
         g, cpus, env = gpu_rank_env(plan, _pick_gpu(result, plan, gpu), sub)
-    elif alloc is not None:
-        assert rank is not None
-        try:
-            mine = allocated_gpus(alloc, plan, result.topology.nvml_gpus)
-        except InputError as exc:
-            fail(str(exc))
-        index = rank // k
-        if index >= len(mine):
-            fail(
-                f"local rank {rank} needs the job's GPU {index} ({k} rank(s) per GPU), but {alloc.source} "
-                f"gives it {len(mine)}"
-            )
-        g, cpus, env = gpu_rank_env(plan, mine[index], sub)
-        _say(f"{g.gpu} is the job's GPU {index} ({alloc.source})")
-        if narrow_visible:
-            narrow = _narrowed(alloc, index, g, result.topology.nvml_gpus)
-        keep_visible = True  # the scheduler's CUDA_VISIBLE_DEVICES, unless narrowed below
-    else:
-        assert rank is not None
+        return _RankPlan(g, cpus, env, sub, k)
+    assert rank is not None
+    if alloc is None:
         try:
             g, cpus, env = rank_env(plan, rank)
         except IndexError as exc:
             fail(str(exc))
+        return _RankPlan(g, cpus, env, sub, k)
+    try:
+        mine = allocated_gpus(alloc, plan, result.topology.nvml_gpus)
+    except InputError as exc:
+        fail(str(exc))
+    index = rank // k
+    if index >= len(mine):
+        fail(
+            f"local rank {rank} needs the job's GPU {index} ({k} rank(s) per GPU), "
+            f"but {alloc.source} gives it {len(mine)}"
+        )
+    g, cpus, env = gpu_rank_env(plan, mine[index], sub)
+    _say(f"{g.gpu} is the job's GPU {index} ({alloc.source})")
+    narrow = _narrowed(alloc, index, g, result.topology.nvml_gpus) if narrow_visible else None
+    return _RankPlan(g, cpus, env, sub, k, in_allocation=True, narrow=narrow)
+
+
+def _say_notes(g: GpuPlan, plan: Plan) -> None:
+    """What is wrong with the rank's placement, on stderr (an empty CPU set is said below)."""
     notes = {(n.code, n.subjects): n for n in (*g.notes, *plan.notes)}
     for note in notes.values():
         if note.code in PLAN_CODES and g.gpu in note.subjects and note.code != "CPUSET_EMPTY":
             _say(f"{note.severity.label}: {note.code}: {note.message}")
-    if keep_visible:
-        env.pop("CUDA_VISIBLE_DEVICES", None)
-    if narrow is not None:
-        env["CUDA_VISIBLE_DEVICES"] = narrow
-    node = g.numa_node
-    who = f"{g.gpu} ({g.bdf or g.key})" + (f", rank {sub} of {k}" if k > 1 else "")
 
-    if dry_run:
-        lines = [comment(f"{who}, NUMA node {node if node is not None else 'unknown'}")]
+
+def _dry_run(
+    plan: Plan, rp: _RankPlan, rank: int | None, alloc: Allocation | None, mem: str, command: tuple[str, ...]
+) -> NoReturn:
+    """Print what exec would do, and exit (2 where it would stop: no CPU to bind to)."""
+    g, cpus, node = rp.gpu, rp.cpus, rp.gpu.numa_node
+    lines = [comment(f"{rp.who}, NUMA node {node if node is not None else 'unknown'}")]
+    lines.append(
+        f"cpu affinity: {cpus}"
+        if cpus
+        else f"cpu affinity: NONE -- none of {g.gpu}'s CPUs is allowed to this process "
+        f"({plan.allowed}): exec would stop here"
+    )
+    lines.append(f"memory policy: {_mem_words(mem, node)}")
+    if alloc is not None and rp.narrow is None and "CUDA_VISIBLE_DEVICES" in os.environ:
         lines.append(
-            f"cpu affinity: {cpus}"
-            if cpus
-            else f"cpu affinity: NONE -- none of {g.gpu}'s CPUs is allowed to this process "
-            f"({plan.allowed}): exec would stop here"
-        )
-        lines.append(f"memory policy: {_mem_words(mem, node)}")
-        if alloc is not None and narrow is None and "CUDA_VISIBLE_DEVICES" in os.environ:
-            lines.append(
-                comment(
-                    f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} kept as the job's "
-                    f"(the command's device {rank // k if rank is not None else 0} is {g.gpu})"
-                )
+            comment(
+                f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} kept as the job's "
+                f"(the command's device {rank // rp.per_gpu if rank is not None else 0} is {g.gpu})"
             )
-        lines += [f"export {key}={shlex.quote(value)}" for key, value in env.items()]
-        lines.append("exec " + " ".join(shlex.quote(c) for c in command))
-        click.echo("\n".join(lines))
-        sys.exit(0 if cpus else EXIT_ERROR)
+        )
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in rp.env.items()]
+    lines.append("exec " + " ".join(shlex.quote(c) for c in command))
+    click.echo("\n".join(lines))
+    sys.exit(0 if cpus else EXIT_ERROR)
 
+
+def _bind_and_exec(plan: Plan, rp: _RankPlan, mem: str, command: tuple[str, ...]) -> NoReturn:
+    """Bind this process to the rank's CPUs, set its memory policy, and become the command."""
+    g, cpus = rp.gpu, rp.cpus
     if not cpus:
         fail(
             f"none of {g.gpu}'s CPUs ({g.cpus or 'unknown'} before this process's limits) is allowed to "
@@ -213,9 +262,9 @@ def exec_(
         os.sched_setaffinity(0, set(cpus))
     except OSError as exc:
         fail(f"cannot bind to CPUs {cpus}: {exc.strerror}")
-    _set_memory(mem, node)
+    _set_memory(mem, g.numa_node)
     child_env = dict(os.environ)
-    child_env.update(env)
+    child_env.update(rp.env)
     _exec(command, child_env)
 
 

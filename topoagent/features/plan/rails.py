@@ -14,9 +14,15 @@ on no rail.  As the proposal says, each GPU lists every rail with the NICs of th
 their path class to the GPU (one NIC per rail here), ``nic`` and ``pciAddress`` are lower-case
 ``dddd:bb:dd.f`` PCI addresses, and ``path`` is the ``nvidia-smi topo -m`` class.
 
-GPUs are keyed by their UUID where NVML gave one (the proposal's key), else by PCI address
-(a scan without NVML knows no UUID).  ``nodeUID`` is the Kubernetes Node's ``metadata.uid``,
-which no host file holds: ``--node-uid`` sets it, otherwise it is null.
+GPUs are keyed by their UUID (the proposal's key) where NVML gave every GPU's, else all by PCI
+address (a scan without NVML knows no UUID); ``gpuKey`` says which (``uuid`` or ``pciAddress``,
+an addition to the proposal's record), so a consumer never mistakes one for the other.  Where
+NCCL classes a path otherwise than nvidia-smi prints it -- a Grace GPU's NIC on its own CPU is
+``SYS`` in nvidia-smi's matrix and ``P2C`` (GPUDirect RDMA on) to NCCL, ``PHB`` for a slower
+one (NVIDIA/nccl src/graph/paths.cc, ``ncclTopoComputePaths``) -- the NIC's entry adds NCCL's
+class as ``ncclPath`` (also an addition), so the own CPU's NIC and the other CPU's tell apart.
+``nodeUID`` is the Kubernetes Node's ``metadata.uid``, which no host file holds: ``--node-uid``
+sets it, otherwise it is null.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from topoagent.core.analysis.paths import nccl_view
 from topoagent.core.analysis.rails import NicRole
 from topoagent.core.render.json_report import encode
 from topoagent.core.result import ScanResult
@@ -35,12 +42,14 @@ SCHEMA_VERSION = "v1alpha1"
 RAIL_SOURCE = "topoagent"
 
 
-class RecordNic(msgspec.Struct, frozen=True):
+class RecordNic(msgspec.Struct, frozen=True, omit_defaults=True, rename={"nccl_path": "ncclPath"}):
     """One NIC of a rail, seen from one GPU, as the record holds it (the proposal's shape; the
-    model's rail NIC is :class:`topoagent.core.advice.plan.RailNic`)."""
+    model's rail NIC is :class:`topoagent.core.advice.plan.RailNic`); ``ncclPath`` only where
+    NCCL's class differs from nvidia-smi's."""
 
     nic: str
     path: str
+    nccl_path: str | None = None
 
 
 class GpuRails(msgspec.Struct, frozen=True, rename={"pci_address": "pciAddress"}):
@@ -53,13 +62,19 @@ class GpuRails(msgspec.Struct, frozen=True, rename={"pci_address": "pciAddress"}
 class RailRecord(
     msgspec.Struct,
     frozen=True,
-    rename={"schema_version": "schemaVersion", "node_uid": "nodeUID", "rail_source": "railSource"},
+    rename={
+        "schema_version": "schemaVersion",
+        "node_uid": "nodeUID",
+        "rail_source": "railSource",
+        "gpu_key": "gpuKey",
+    },
 ):
     """One node's record, as the proposal's shared ConfigMap holds it under the Node's name."""
 
     schema_version: str
     node_uid: str | None
     rail_source: str
+    gpu_key: str
     nics: dict[str, list[str]]
     gpus: dict[str, GpuRails]
 
@@ -79,18 +94,26 @@ def record(result: ScanResult, node_uid: str | None = None) -> RailRecord:
     """The node's rail record."""
     topo = result.topology
     nics = rail_nics(result)
+    physical = [g for g in topo.gpus if topo.physical(g) is g]  # a GPU VF is its PF's slice
+    by_uuid = bool(physical) and all(g.nvml is not None and g.nvml.uuid for g in physical)
     gpus: dict[str, GpuRails] = {}
-    for g in topo.gpus:
-        if topo.physical(g) is not g:
-            continue  # a GPU VF is its PF's slice: the proposal maps physical GPUs
+    for g in physical:
         rails = {}
         for i, n in enumerate(nics):
             path = result.path(g.id, n.id)
             assert path is not None  # every GPU-NIC pair has a path (analysis.paths.scan_paths)
-            rails[f"rail{i}"] = [RecordNic(address(n), path.cell)]  # ? where no source shows the path
-        gpus[(g.nvml.uuid if g.nvml is not None else None) or address(g)] = GpuRails(address(g), rails)
+            nccl, _ = nccl_view(topo, g, n, path)
+            # path.cell: ? where no source shows the path
+            rails[f"rail{i}"] = [RecordNic(address(n), path.cell, nccl.name if nccl is not None else None)]
+        key = g.nvml.uuid if by_uuid and g.nvml is not None and g.nvml.uuid else address(g)
+        gpus[key] = GpuRails(address(g), rails)
     return RailRecord(
-        SCHEMA_VERSION, node_uid, RAIL_SOURCE, {address(n): [f"rail{i}"] for i, n in enumerate(nics)}, gpus
+        SCHEMA_VERSION,
+        node_uid,
+        RAIL_SOURCE,
+        "uuid" if by_uuid else "pciAddress",
+        {address(n): [f"rail{i}"] for i, n in enumerate(nics)},
+        gpus,
     )
 
 
