@@ -360,3 +360,23 @@ def test_a_tie_goes_where_nccl_puts_it(fixture_root):
         "gpu2": "mlx5_0",
         "gpu3": "mlx5_1",
     }
+
+
+def test_an_unrecognised_platform_is_neither_judged_nor_fixed_on_its_connectx_ports(tmp_path):
+    """hgx-b300 with one ConnectX-8 whose ATS is off: virtualized or bare metal cannot be told, and
+    rdma_topo refuses the host ("CX NICs have different ATS settings").  The generic rule would
+    call every redirect on the ConnectX switch ports critical and `fix acs` would clear them, where
+    a virtualized host requires them: neither happens, and PLATFORM_UNRECOGNISED says why."""
+    desc = load_machine("hgx-b300")
+    first, *rest = desc["rootbus"][1]["id"]
+    desc["rootbus"][1]["id"] = [first]
+    desc["rootbus"][1]["tree"] = desc["blocks"]["cx8"]["tree"].replace(" ats=true", "")
+    desc["rootbus"].insert(2, {"id": rest, "node": 0, "tree": "@cx8"})
+    root = generate(desc, tmp_path / "t")
+    result = scan(root, nvml="off")
+    codes = [f.code for f in result.findings]
+    assert "PLATFORM_UNRECOGNISED" in codes and "ACS_REDIRECT" not in codes
+    out = CliRunner().invoke(cli, ["fix", "acs", "--root", str(root)]).output
+    assert "Nothing to change" in out and "PLATFORM_UNRECOGNISED" in out
+    if RDMA_TOPO.is_file():
+        assert "different ATS settings" in _rdma_topo(root, "check").stdout

@@ -763,11 +763,13 @@ _ENTRIES = (
         about=_prose("""A host near one of NVIDIA's platform kinds -- a ConnectX-8 DMA function, a GPU on a
         Grace root port, a ConnectX switch with GPUs and NICs -- whose shape NVIDIA's tool would refuse (a DMA
         function without a V3 partner or its VPD unread, other devices in a Data Direct segment, NICs that
-        disagree on ATS). Its ports are then judged by the generic rules (`ACS_REDIRECT`)."""),
+        disagree on ATS). Its ConnectX/BlueField-3 switch ports and Grace/Vera root ports are then judged by no ACS
+        rule: the generic one (`ACS_REDIRECT`) would call a redirect the platform may require a fault, and
+        `fix acs` leaves them alone; other bridges keep the generic rule."""),
         messages={
             "": Wording(
                 "The host looks like NVIDIA's {kind} platform but does not match its shape ({problem}): its "
-                "ports are judged by the generic ACS rule."
+                "ConnectX and Grace ports are not judged for ACS, and fix acs leaves them alone."
             )
         },
         remedies={
@@ -781,7 +783,7 @@ _ENTRIES = (
                 source="`tests/core/test_platform.py` (the GB300 tray with one DMA function's `vpd` file gone, "
                 "as a scan without root sees it; rdma_topo refuses the host the same way)",
                 text=_prose("""
-                [info] The host looks like NVIDIA's Data Direct platform but does not match its shape (the DMA function 0009:03:00.0 has no VPD V3 keyword (its vpd file unread or without one)): its ports are judged by the generic ACS rule.
+                [info] The host looks like NVIDIA's Data Direct platform but does not match its shape (the DMA function 0009:03:00.0 has no VPD V3 keyword (its vpd file unread or without one)): its ConnectX and Grace ports are not judged for ACS, and fix acs leaves them alone.
                     subjects: other1
                     evidence: platform: Data Direct = the DMA function 0009:03:00.0 has no VPD V3 keyword (its vpd file unread or without one)
                     remedy:   Run the scan as root (a NIC's VPD is readable by root only), then rdma_topo check (rdma-core); a production system that still does not match is worth a report to NVIDIA.

@@ -61,7 +61,10 @@ def _peer_bridges(c: Context) -> tuple[dict[str, set[str]], dict[str, set[str]],
         for br in _path_bridges(c, a, b):
             cfg = br.config
             if cfg is not None and cfg.acs is not None:
-                if cfg.acs.redirects_p2p and platform.rule(br.bdf) is None:
+                # a platform port is judged by its rule; on a host near a platform that is not
+                # recognised, a ConnectX/Grace port by none (its platform may require the redirect)
+                mine = platform.rule(br.bdf) is not None or (platform.near is not None and br.platform_role)
+                if cfg.acs.redirects_p2p and not mine:
                     redirect.setdefault(br.id, set()).update((a.id, b.id))
                     acs_of[br.id] = cfg.acs
             elif cfg is None or not cfg.extended_readable:

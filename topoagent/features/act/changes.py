@@ -207,6 +207,12 @@ def _generic_acs(
             continue
         if acs is None or not acs.redirects_p2p:
             continue
+        if platform.near is not None and bridge.platform_role is not None:
+            refused.append(
+                f"{bdf}: the host looks like NVIDIA's {platform.near.label} platform but not of its shape "
+                "(PLATFORM_UNRECOGNISED), and that platform may require this redirect: left as it is"
+            )
+            continue
         vfio = _vfio_below(topo, bdf)
         if vfio:
             refused.append(
