@@ -37,7 +37,14 @@ def tiny(gpus: int = 2, **machine: Any) -> dict[str, Any]:
 
 
 #: The variables that allocate GPUs to a process (topoagent/core/advice/allocation.py).
-ALLOCATION_VARS = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "NVIDIA_VISIBLE_DEVICES")
+ALLOCATION_VARS = (
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "SLURM_STEP_GPUS",
+    "SLURM_JOB_GPUS",
+    "NVIDIA_VISIBLE_DEVICES",
+)
 
 
 def needs_two_cpus() -> None:

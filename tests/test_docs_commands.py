@@ -50,6 +50,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SAMPLES = REPO / "tests" / "core" / "parse" / "samples"
+PASTES = REPO / "tests" / "core" / "paste_samples"
 VMS = REPO / "tests" / "vms_samples"
 LIBVIRT_XML = REPO / "tests" / "fixtures" / "libvirt" / "dgx-h100-node.xml"
 
@@ -127,6 +128,9 @@ CASES: dict[str, Case] = {
     "topoagent draw --nvidia-smi-topo topo.txt --format html -o topo.html": OK,
     "topoagent draw --format png -o host.png": OK,
     # docs/offline.md
+    "topoagent scan --paste issue.txt": FINDINGS,
+    "topoagent scan --paste topo.txt --paste numactl.txt": FINDINGS,
+    "topoagent scan --paste -": Case(exits=(0, 1), stdin="../../paste_samples/nvsmi_q_l4_idle_gen1.txt"),
     "topoagent scan --nvidia-smi-topo topo.txt --format matrix": OK,
     "topoagent scan --lspci-tree tree.txt --lspci-verbose vvv.txt": FINDINGS,
     "topoagent scan --lspci-verbose -": Case(exits=(0, 1), stdin="lspci/D_vvvnn_hgx_rootport_switch_vf.txt"),
@@ -159,7 +163,15 @@ CASES: dict[str, Case] = {
 NOT_RUN = {"topoagent vms --connect qemu+ssh://h/system": "a remote libvirt host over ssh"}
 
 #: Options after which the next word is pasted input or a root (no --root is injected then).
-INPUT_OPTIONS = {"--root", "--nvidia-smi-topo", "--lspci-tree", "--lspci-verbose", "--esxcli-pci", "--connect"}
+INPUT_OPTIONS = {
+    "--root",
+    "--nvidia-smi-topo",
+    "--lspci-tree",
+    "--lspci-verbose",
+    "--paste",
+    "--esxcli-pci",
+    "--connect",
+}
 #: Commands whose lines change things: they get a private --state-dir.
 STATEFUL = {"apply", "fix"}
 SHELL_OPERATORS = {"|", "||", ">", ">>", "<", "&&", ";", "&"}
@@ -269,6 +281,8 @@ def substitute(words: list[str], world: dict, port: int) -> list[str]:
     base: Path = world["base"]
     places = {
         "topo.txt": SAMPLES / "nvsmi" / "h100_nv18_9nic_tabs.txt",
+        "issue.txt": PASTES / "dmesg_aer_and_lspci_tree_laptop.txt",
+        "numactl.txt": PASTES / "numactl_nps4_memoryless_nodes.txt",
         "tree.txt": SAMPLES / "lspci" / "tree_hgx_h100_tvnn.txt",
         "vvv.txt": SAMPLES / "lspci" / "D_vvvnn_hgx_rootport_switch_vf.txt",
         "pci.txt": VMS / "esxcli-hardware-pci-list-esxi7.txt",

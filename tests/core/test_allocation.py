@@ -93,7 +93,7 @@ def test_indices_and_uuids_name_the_hosts_gpus(dgx):
         (("8",), True, "names GPU 8, but the host has 8 GPU(s) (0-7)"),
         ((U0,), True, f"names {U0}: not a GPU of this host (known: GPU-"),
         (("MIG-0d5a1f3c-1111-2222-3333-444444444444",), True, "a MIG device UUID"),
-        ((U0,), False, "GPU UUIDs need NVML, and this scan has none"),
+        ((U0,), False, "GPU UUIDs need NVML (or KFD), and this scan has none"),
     ],
 )
 def test_gpus_the_host_cannot_match_are_one_clear_error(dgx, gpus, nvml, message):

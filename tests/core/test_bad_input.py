@@ -44,6 +44,7 @@ def minimal_tree(root: Path) -> Path:
         node = root / f"sys/devices/system/node/node{n}"
         node.mkdir(parents=True)
         (node / "cpulist").write_text(cpus + "\n")
+    (root / "sys/class/net").mkdir(parents=True)  # the host lists its NICs: it has none
     return root
 
 
@@ -173,7 +174,7 @@ def test_permission_denied():
 def test_unreadable_directory_is_a_lost_probe(tmp_path):
     root = minimal_tree(tmp_path)
     fs = HostFS(root)
-    (root / "sys/class").mkdir()
+    (root / "sys/class/net").rmdir()
     (root / "sys/class/net").write_text("not a directory")
     assert fs.listdir("sys/class/net") == []
     assert fs.errors == []  # NotADirectory is absence, not a failure

@@ -14,8 +14,7 @@ import pytest
 
 from tests.paths import REPO
 from topoagent.core.findings import CATALOGUE, Evidence, Finding, Severity
-from topoagent.core.findings.catalogue import FAMILIES
-from topoagent.core.findings.context import proof_of
+from topoagent.core.findings.catalogue import FAMILIES, PROOF_BOUND, Proof, evidence_bound, proof_of
 from topoagent.core.findings.doc import example_text, page
 
 GOLDEN = sorted((REPO / "tests/golden").glob("*/scan.json"))
@@ -52,15 +51,21 @@ def test_every_code_is_raised_by_a_fixture():
     # (tests/core/test_cpu_files.py); EXPECT_* an expected topology to compare with (scan --expect,
     # fleet: tests/features/fleet/test_fleet.py, faulty copies of dgx-h100 against its baseline);
     # NVLink fabric registration an NVML recording, an unrecognised platform a GB300 tray without a
-    # DMA function's VPD and an idle slower NIC a variant of epyc-nps2-mixed (tests/core/test_platform.py).
+    # DMA function's VPD and an idle slower NIC a variant of epyc-nps2-mixed (tests/core/test_platform.py);
+    # the pasted family real pastes of the tools that show those facts (tests/core/test_paste.py).
     # Each of those tests checks that its finding is the catalogue's example.
+    # PXN needs NVLinks and a NIC farther than a peer (tests/core/test_verdicts.py, a pasted V100
+    # mesh); the audit's codes running processes (tests/features/audit/test_audit.py).
     expect = {code for code, e in CATALOGUE.items() if e.family == "expect"}
-    named = {"NVLINK_P2P_DISABLED", "SOURCES_DISAGREE", "NUMA_NODES_OVERLAP", "NVLINK_FABRIC_NOT_READY"}
-    named |= {"PLATFORM_UNRECOGNISED", "NIC_SHARED_WHILE_IDLE"}
-    assert set(CATALOGUE) - raised == named | expect
+    audit = {code for code, e in CATALOGUE.items() if e.family == "audit"}
+    pasted = {code for code, e in CATALOGUE.items() if e.family == "pasted"}
+    named = {"NVLINK_P2P_DISABLED", "SOURCES_DISAGREE", "NUMA_NODES_OVERLAP", "GPU_NIC_VIA_PXN"}
+    named |= {"NVLINK_FABRIC_NOT_READY", "PLATFORM_UNRECOGNISED", "NIC_SHARED_WHILE_IDLE"}
+    assert set(CATALOGUE) - raised - pasted == named | expect | audit
     for code in set(CATALOGUE) - raised:
-        (example,) = CATALOGUE[code].examples
-        assert example.fixture is None and (example.source or code in expect)
+        assert CATALOGUE[code].examples, code
+        for example in CATALOGUE[code].examples:
+            assert example.fixture is None and (example.source or code in expect)
 
 
 @pytest.mark.parametrize("code", [c for c, e in CATALOGUE.items() if any(x.fixture for x in e.examples)])
@@ -76,15 +81,42 @@ def test_goldens_raise_what_the_catalogue_says():
     for p in GOLDEN:
         for f in _findings(p):
             entry = CATALOGUE[f.code]
-            assert f.severity in {g.severity for g in entry.severity}, (p.parent.name, f.code, f.severity)
+            bound = evidence_bound(f.evidence)
+            allowed = {min(g.severity, bound) for g in entry.severity}
+            assert f.severity in allowed, (p.parent.name, f.code, f.severity)
             kinds = {proof_of(e) for e in f.evidence}
             assert kinds <= set(entry.proof), (p.parent.name, f.code, kinds - set(entry.proof))
+
+
+def test_a_finding_is_bounded_by_its_weakest_evidence():
+    """What is inferred can only suggest: a finding with an inference among its evidence is at
+    most a warning, whatever its code's rule asks; stated facts leave the rule's severity."""
+    entry = CATALOGUE["GPU_NIC_CROSS_SOCKET"]
+    stated = [Evidence("/sys/bus/pci/devices/0000:17:00.0/numa_node", "0")]
+    inferred = [*stated, Evidence("nvidia-smi topo -m NIC0: NUMA node via its paths to GPUs", "1")]
+    fields = {"gpu": "gpu0", "nic": "nic0", "nic_socket": 1, "gpu_socket": 0}
+    assert entry.finding(["gpu0", "nic0"], stated, **fields).severity is Severity.CRITICAL
+    assert entry.finding(["gpu0", "nic0"], inferred, **fields).severity is Severity.WARNING
+    assert PROOF_BOUND[Proof.INFERENCE] is Severity.WARNING
+    assert proof_of(Evidence("inferred: NVLinked GPUs, every GPU-NIC and NIC-NIC cell PHB", "x")) is Proof.INFERENCE
+
+
+def test_the_remedy_fits_the_host_kind():
+    """Without a remedy the check chose, the one written for the host's kind is said."""
+    from topoagent.core.findings.catalogue import HostKind
+
+    entry = CATALOGUE["GPU_NIC_VIA_HOST_BRIDGE"]
+    fields = {"gpu": "gpu0", "nic": "nic0", "path": "PHB"}
+    ev = [Evidence("lspci 0000:05:00.0: NUMA node", "unknown")]
+    guest = entry.finding(["gpu0"], ev, host=HostKind.GUEST, **fields).remedy
+    metal = entry.finding(["gpu0"], ev, host=HostKind.BARE_METAL, **fields).remedy
+    assert "pxb-pcie" in guest and "topoagent vms" in guest and "PCIe switch" in metal
 
 
 def test_each_family_is_the_module_that_raises_its_codes():
     for code, entry in CATALOGUE.items():
         assert entry.family in FAMILIES
-        source = inspect.getsource(importlib.import_module(f"topoagent.core.findings.{entry.family}"))
+        source = inspect.getsource(importlib.import_module(FAMILIES[entry.family].where))
         assert f'"{code}"' in source, code
     assert list(FAMILIES) == list(dict.fromkeys(e.family for e in CATALOGUE.values())), "page order = family order"
 

@@ -14,13 +14,13 @@ from tests.fakesysfs import MACHINES_DIR, generate, load_machine
 from topoagent.cli import cli
 from topoagent.core.analysis.c2c import is_c2c, own_cpu_nic
 from topoagent.core.analysis.paths import gdr_by_default, nccl_path_type
+from topoagent.core.analysis.peermem import peermem_need
 from topoagent.core.api import Inputs, run, scan
 from topoagent.core.parse.nvsmi_topo import parse_topo_matrix
 from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import C2C_GPUS, NVIDIA, DeviceKind, kind_from_name, kind_of
 from topoagent.core.render.json_report import report
 from topoagent.core.render.matrix import matrix_of, render_topo_matrix
-from topoagent.features.act.changes import peermem_need
 from topoagent.features.daemon.exports import nfd_features
 
 # `nvidia-smi topo -m` of the gb200-tray fixture.  The header and the GPU rows are verbatim the

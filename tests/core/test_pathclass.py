@@ -12,7 +12,7 @@ from topoagent.core.render.json_report import PathEntry
 
 def test_the_order_is_nccls_with_nvidia_smis_node_between_phb_and_sys():
     """NVIDIA/nccl src/include/graph.h numbers PATH_LOC 0, NVL 1, C2C 3, PIX 4, PXB 5, P2C 6,
-    PHB 8, SYS 9; nvidia-smi's NODE (inside one NUMA node) is between PHB and SYS."""
+    PXN 7, PHB 8, SYS 9; nvidia-smi's NODE (inside one NUMA node) is between PHB and SYS."""
     assert sorted(PathClass) == [
         PathClass.X,
         PathClass.NV,
@@ -20,6 +20,7 @@ def test_the_order_is_nccls_with_nvidia_smis_node_between_phb_and_sys():
         PathClass.PIX,
         PathClass.PXB,
         PathClass.P2C,
+        PathClass.PXN,
         PathClass.PHB,
         PathClass.NODE,
         PathClass.SYS,
@@ -35,6 +36,7 @@ def test_the_order_is_nccls_with_nvidia_smis_node_between_phb_and_sys():
         (PathClass.PIX, "PIX"),
         (PathClass.PXB, "PXB"),
         (PathClass.P2C, "SYS"),
+        (PathClass.PXN, "PXN"),  # NCCL's route, never a cell (from_token reads no PXN)
         (PathClass.PHB, "PHB"),
         (PathClass.NODE, "NODE"),
         (PathClass.SYS, "SYS"),
@@ -59,6 +61,7 @@ def test_token_is_what_nvidia_smi_prints(cls, token):
         ("NVx", None),
         ("?", None),
         ("P2C", None),  # NCCL's names are no cells
+        ("PXN", None),
         ("C2C", None),
         ("sys", None),
         ("", None),
@@ -71,4 +74,4 @@ def test_from_token_reads_a_matrix_cell(cell, cls):
 def test_the_scan_contract_names_every_pcie_token():
     """The JSON contract's ``pcie`` literal is the PCIe classes' tokens (no NV, no NCCL-only name)."""
     pcie = typing.get_args(typing.get_type_hints(PathEntry)["pcie"])
-    assert set(pcie) == {c.token for c in PathClass if c is not PathClass.NV}
+    assert set(pcie) == {c.token for c in PathClass if c not in (PathClass.NV, PathClass.PXN)}

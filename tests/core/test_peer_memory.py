@@ -7,9 +7,9 @@ import msgspec
 import pytest
 
 from topoagent.core.analysis.fingerprint import peer_memory
+from topoagent.core.analysis.peermem import peermem_need
 from topoagent.core.result import analyse
 from topoagent.core.snapshot import Snapshot
-from topoagent.features.act.changes import peermem_need
 
 #: (root, modules, memory_peers) -> peer memory present (None: unknown)
 CASES = [

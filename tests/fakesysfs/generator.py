@@ -1564,6 +1564,7 @@ def write_tree(machine: Machine, out_root: Path) -> None:
     )
     w.text("proc/cpuinfo", _cpuinfo(machine), newline=False)
     _write_nvidia_information(w, machine)
+    _write_kfd(w, machine)
     _write_processes(w, machine, nbits)
     w.text("proc/irq/default_smp_affinity", fmt_mask(online, nbits))
     for f in machine.funcs:
@@ -1597,6 +1598,152 @@ def _write_nvidia_information(w: _Writer, machine: Machine) -> None:
                 ]
             ),
         )
+
+
+#: KFD's io_link types (kfd_crat.h CRAT_IOLINK_TYPE_*) and weights (kfd_crat.c): PCIe to the
+#: GPU's CPU, XGMI between GPUs of a hive (KFD_CRAT_XGMI_WEIGHT, 15 a hop), the CPU-CPU link.
+_KFD_PCIE, _KFD_QPI, _KFD_XGMI = 2, 5, 11
+_KFD_PCIE_WEIGHT, _KFD_XGMI_WEIGHT, _KFD_CPU_WEIGHT = 20, 15, 32
+
+
+def _kfd_iolink(node_from: int, node_to: int, kind: int, weight: int, bandwidth: tuple[int, int], flags: int) -> str:
+    """An ``io_links/N/properties`` file as kfd_topology.c's iolink_show prints it."""
+    return "\n".join(
+        [
+            f"type {kind}",
+            "version_major 0",
+            "version_minor 0",
+            f"node_from {node_from}",
+            f"node_to {node_to}",
+            f"weight {weight}",
+            "min_latency 0",
+            "max_latency 0",
+            f"min_bandwidth {bandwidth[0]}",
+            f"max_bandwidth {bandwidth[1]}",
+            "recommended_transfer_size 0",
+            f"flags {flags}",
+        ]
+    )
+
+
+def _kfd_gpu_properties(f: Func, spec: dict, minor: int, hive: int, io_links: int) -> str:
+    """A GPU node's ``properties`` as kfd_topology.c's node_show prints them (the values an
+    MI300X gives: 304 CUs of 4 SIMDs on 8 XCCs, gfx942)."""
+    kfd = f.part.get("kfd", {})
+    return "\n".join(
+        [
+            "cpu_cores_count 0",
+            f"simd_count {kfd.get('simd_count', 1216)}",
+            "mem_banks_count 1",
+            "caches_count 626",
+            f"io_links_count {io_links}",
+            f"p2p_links_count {io_links - 1}",
+            "cpu_core_id_base 0",
+            "simd_id_base 2147487744",
+            "max_waves_per_simd 8",
+            "lds_size_in_kb 64",
+            "gds_size_in_kb 0",
+            "num_gws 64",
+            "wave_front_size 64",
+            "array_count 32",
+            "simd_arrays_per_engine 1",
+            "cu_per_simd_array 10",
+            "simd_per_cu 4",
+            "max_slots_scratch_cu 32",
+            f"gfx_target_version {kfd.get('gfx_target_version', 90402)}",
+            f"vendor_id {f.vendor}",
+            f"device_id {f.device}",
+            f"location_id {f.bus << 8 | f.dev << 3 | f.fn}",
+            f"domain {f.domain}",
+            f"drm_render_minor {minor}",
+            f"hive_id {hive}",
+            "num_sdma_engines 2",
+            "num_sdma_xgmi_engines 14",
+            "num_sdma_queues_per_engine 8",
+            "num_cp_queues 24",
+            "max_engine_clk_fcompute 2100",
+            "local_mem_size 0",
+            "fw_version 177",
+            "capability 746325632",
+            "sdma_fw_version 19",
+            f"unique_id {0x5B3F1C2D00000000 | f.bus << 8 | f.dev << 3 | f.fn}",
+            f"num_xcc {kfd.get('num_xcc', 8)}",
+            "max_engine_clk_ccompute 3700",
+        ]
+    )
+
+
+def _write_kfd(w: _Writer, machine: Machine) -> None:
+    """The KFD topology (``devices/virtual/kfd/kfd/topology``, ``class/kfd/kfd``) and amdgpu's
+    XGMI and partition attributes, where the description has ``[machine.kfd]``: one KFD node per
+    CPU NUMA node first, then one per AMD GPU in PCI order (kfd_topology.c numbers them so), each
+    GPU with a PCIe io_link to its CPU node and, with ``xgmi = "all"``, an XGMI io_link to every
+    other GPU of the hive (an MI300X UBB's all-to-all Infinity Fabric)."""
+    spec = machine.settings.get("kfd")
+    if not spec:
+        return
+    gpus = [f for f in machine.funcs if "kfd" in f.part and f.physfn is None]
+    cpu_nodes = [n for n in machine.nodes if n.cpus]
+    base = "sys/devices/virtual/kfd/kfd/topology"
+    w.link("sys/class/kfd/kfd", "sys/devices/virtual/kfd/kfd")
+    w.text(f"{base}/generation_id", "1")
+    w.text(f"{base}/system_properties", "platform_oem 0\nplatform_id 0\nplatform_rev 0")
+    node_of_cpu = {n.id: i for i, n in enumerate(cpu_nodes)}
+    for i, n in enumerate(cpu_nodes):
+        nb = f"{base}/nodes/{i}"
+        w.text(f"{nb}/gpu_id", "0")
+        w.text(f"{nb}/name", "")
+        others = [j for j in range(len(cpu_nodes)) if j != i]
+        w.text(
+            f"{nb}/properties",
+            "\n".join(
+                [
+                    f"cpu_cores_count {len(n.cpus)}",
+                    "simd_count 0",
+                    "mem_banks_count 1",
+                    "caches_count 0",
+                    f"io_links_count {len(others)}",
+                    f"cpu_core_id_base {n.cpus[0]}",
+                    "gfx_target_version 0",
+                    "vendor_id 0",
+                    "device_id 0",
+                    "location_id 0",
+                    "domain 0",
+                    "drm_render_minor 0",
+                    "hive_id 0",
+                ]
+            ),
+        )
+        for k, j in enumerate(others):
+            w.text(f"{nb}/io_links/{k}/properties", _kfd_iolink(i, j, _KFD_QPI, _KFD_CPU_WEIGHT, (0, 0), 1))
+    hive = int(str(spec.get("hive_id", "0")), 0)
+    xgmi = str(spec.get("xgmi", "all")) == "all"
+    first = len(cpu_nodes)
+    for k, f in enumerate(gpus):
+        node = first + k
+        nb = f"{base}/nodes/{node}"
+        minor = 128 + k
+        links = [_kfd_iolink(node, node_of_cpu.get(f.numa_node, 0), _KFD_PCIE, _KFD_PCIE_WEIGHT, (312, 64000), 3)]
+        if xgmi:
+            links += [
+                _kfd_iolink(node, first + m, _KFD_XGMI, _KFD_XGMI_WEIGHT, (50000, 50000), 1)
+                for m in range(len(gpus))
+                if m != k
+            ]
+        w.text(f"{nb}/gpu_id", str(0x1000 + (f.bus * 131 + k * 7919) % 0xEFFF))
+        w.text(f"{nb}/name", "ip discovery")
+        w.text(f"{nb}/properties", _kfd_gpu_properties(f, spec, minor, hive if xgmi else 0, len(links)))
+        for m, text in enumerate(links):
+            w.text(f"{nb}/io_links/{m}/properties", text)
+        dev = f.relpath
+        w.text(f"{dev}/current_compute_partition", str(spec.get("compute_partition", "SPX")))
+        w.text(f"{dev}/available_compute_partition", "SPX, DPX, QPX, CPX")
+        w.text(f"{dev}/current_memory_partition", str(spec.get("memory_partition", "NPS1")))
+        w.text(f"{dev}/available_memory_partition", "NPS1, NPS4")
+        if xgmi:
+            w.text(f"{dev}/xgmi_physical_id", str(k))
+            w.text(f"{dev}/xgmi_device_id", str(0x8000 + k))
+            w.text(f"{dev}/xgmi_hive_info/xgmi_hive_id", str(hive))
 
 
 def _write_processes(w: _Writer, machine: Machine, nbits: int) -> None:

@@ -27,6 +27,7 @@ class Inputs(msgspec.Struct, frozen=True):
     in tests).  The three ``*_text`` fields hold pasted tool output; when any is set the scan is
     *offline*: sysfs and NVML are not read.  ``cross_check`` runs this host's ``nvidia-smi`` and
     ``lspci`` too (live host only); ``runners`` replaces those tools (tests).
+    ``paste_texts`` are whole pastes (``--paste``), read by :func:`topoagent.core.paste.whole.read_pastes`.
     ``shown_root`` names the root in reports where ``root`` is a capture's temporary unpacking.
     Equality and hashing ignore ``runners``, ``origins`` and ``shown_root``.
     """
@@ -36,6 +37,8 @@ class Inputs(msgspec.Struct, frozen=True):
     nvidia_smi_topo_text: str | None = None
     lspci_tree_text: str | None = None
     lspci_verbose_text: str | None = None
+    #: Whole pastes (``--paste``): texts in which every tool output is found and read.
+    paste_texts: tuple[str, ...] = ()
     cross_check: bool = False
     tool_timeout: float = 10.0
     runners: Any = None
@@ -55,6 +58,7 @@ class Inputs(msgspec.Struct, frozen=True):
             self.nvidia_smi_topo_text,
             self.lspci_tree_text,
             self.lspci_verbose_text,
+            self.paste_texts,
             self.cross_check,
             self.tool_timeout,
         )
@@ -70,4 +74,6 @@ class Inputs(msgspec.Struct, frozen=True):
     @property
     def offline(self) -> bool:
         """Pasted tool output instead of a host tree."""
-        return any(t is not None for t in (self.nvidia_smi_topo_text, self.lspci_tree_text, self.lspci_verbose_text))
+        return bool(self.paste_texts) or any(
+            t is not None for t in (self.nvidia_smi_topo_text, self.lspci_tree_text, self.lspci_verbose_text)
+        )

@@ -8,11 +8,12 @@ compares them as numbers (``ncclTopoCheckGdr``: GPUDirect RDMA only up to ``netG
 ``nvidia-smi topo -m`` adds ``NODE`` (between host bridges inside one NUMA node), which NCCL's
 ``PHB`` covers: it sits between PHB and SYS.  The classes this package computes or names are::
 
-    X < NV < C2C < PIX < PXB < P2C < PHB < NODE < SYS
+    X < NV < C2C < PIX < PXB < P2C < PXN < PHB < NODE < SYS
 
-NCCL's NVB (NVLink through another GPU), PXN (through an NVLinked peer GPU's NIC), NET and DIS
-are left out: nothing here computes or states them.  The values are ranks, not NCCL's numbers
-(NODE has none).
+PXN (a GPU's path to a NIC through an NVLinked peer GPU, :mod:`topoagent.core.analysis.pxn`)
+names how NCCL routes a rail, never a path of the PCIe tree.  NCCL's NVB (NVLink through another
+GPU), NET and DIS are left out: nothing here computes or states them.  The values are ranks,
+not NCCL's numbers (NODE has none).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class PathClass(IntEnum):
     Grace CPU) and P2C (a C2C GPU to a NIC on its own CPU) are NCCL's names only: nvidia-smi's
     matrix pairs GPUs and NICs and prints ``SYS`` from a C2C GPU to every NIC, its own CPU's
     included (sgl-project/sglang#11208 pastes a GB200 tray's matrix), so their token is ``SYS``.
+    PXN is NCCL's route, not a cell: its token is its name, and no cell reads as it.
     """
 
     X = 0
@@ -39,9 +41,10 @@ class PathClass(IntEnum):
     PIX = 3
     PXB = 4
     P2C = 5
-    PHB = 6
-    NODE = 7
-    SYS = 8
+    PXN = 6
+    PHB = 7
+    NODE = 8
+    SYS = 9
 
     @property
     def token(self) -> str:
@@ -60,5 +63,5 @@ class PathClass(IntEnum):
 
 #: Tokens that are not the class's name: nvidia-smi has no C2C or P2C.
 _TOKENS = {PathClass.C2C: "SYS", PathClass.P2C: "SYS"}
-#: The classes nvidia-smi prints by name (NV# is matched by prefix).
-_BY_TOKEN = {c.name: c for c in PathClass if c not in _TOKENS and c is not PathClass.NV}
+#: The classes nvidia-smi prints by name (NV# is matched by prefix; PXN is never printed).
+_BY_TOKEN = {c.name: c for c in PathClass if c not in _TOKENS and c not in (PathClass.NV, PathClass.PXN)}

@@ -374,8 +374,32 @@ VPD_READ = CX_NICS | CX_DMA
 
 #: Vendors whose display controllers are BMC or emulated consoles, not compute GPUs: an
 #: ASPEED AST2500 on every server board must not become ``gpu0`` and shift the numbering that
-#: CUDA and nvidia-smi use.
-CONSOLE_DISPLAY_VENDORS = frozenset({0x1A03, 0x102B, 0x1013, 0x1234, 0x15AD, 0x1B36, 0x1414})
+#: CUDA and nvidia-smi use.  ASPEED, Matrox (G200 BMCs), Cirrus Logic (QEMU's cirrus-vga),
+#: Bochs/QEMU std VGA (1234), VMware SVGA, Red Hat (QEMU's qxl and virtio VGA: 1b36, 1af4),
+#: Microsoft (Hyper-V's synthetic VGA, 1414), VirtualBox (80ee), Xen's platform device (5853) and
+#: Amazon (the Nitro console's VGA, 1d0f:1111: Amazon makes no GPU).
+CONSOLE_DISPLAY_VENDORS = frozenset(
+    {0x1A03, 0x102B, 0x1013, 0x1234, 0x15AD, 0x1B36, 0x1AF4, 0x1414, 0x80EE, 0x5853, AMAZON}
+)
+
+#: Hypervisors' own PCI vendors: a function of theirs exists only inside a guest (QEMU's
+#: devices 1b36, Hyper-V's 1414, VirtualBox 80ee, Xen 5853, Parallels 1ab8; VMware 15ad).  Red
+#: Hat's virtio (1af4) is left out: a BlueField DPU emulates virtio-net functions on bare metal.
+HYPERVISOR_VENDORS = frozenset({0x1B36, 0x1414, 0x80EE, 0x5853, 0x1AB8, 0x15AD})
+
+#: Chipsets that today exist only as a hypervisor's emulation (QEMU hw/pci-host/q35.c and
+#: i440fx.c, Hyper-V Generation 1): the q35 host bridge (Intel 82G33 DRAM controller, 8086:29c0)
+#: and ICH9 LPC (8086:2918), the i440FX host bridge (8086:1237) and PIIX3/PIIX4 ISA bridges
+#: (8086:7000, 8086:7110), the 440BX host bridge Hyper-V presents (8086:7192).  A 2007 desktop
+#: chipset beside data-centre GPUs is an emulated root complex.
+EMULATED_CHIPSETS = frozenset(
+    {(INTEL, 0x29C0), (INTEL, 0x2918), (INTEL, 0x1237), (INTEL, 0x7000), (INTEL, 0x7110), (INTEL, 0x7192)}
+)
+#: The same chipsets as lspci names them (pci.ids), for output without ``-nn``.
+_EMULATED_CHIPSET_NAME = (
+    r"82G33/G31/P35/P31 Express DRAM|82801IB \(ICH9\) LPC|440FX - 82441FX|82371SB PIIX3 ISA"
+    r"|82371AB/EB/MB PIIX4 ISA|440BX/ZX/DX"
+)
 
 #: Broadcom switch chips that present two levels of ports for one chip, with the subsystem id NCCL
 #: requires of each level (NVIDIA/nccl src/graph/topo.cc, ``getBcmGen``): (vendor, device) ->
@@ -387,6 +411,8 @@ _BCM_SUBSYS_NIBBLE = {4: (0xA, 0xA), 5: (0x0, 0x1)}
 
 #: AWS Elastic Fabric Adapter device ids.
 EFA_DEVICES = frozenset({0xEFA0, 0xEFA1, 0xEFA2, 0xEFA3})
+#: An EFA function as lspci names it without ids.
+_EFA_NAME = r"Elastic Fabric Adapter|\bEFA\b"
 #: Drivers that always register an RDMA device for their NIC.
 RDMA_DRIVERS = frozenset({"mlx5_core", "mlx4_core", "efa"})
 
@@ -489,6 +515,10 @@ LSPCI_VENDORS = (
     ("Samsung Electronics Co Ltd", 0x144D),
     ("Red Hat, Inc.", 0x1AF4),
     ("VMware", 0x15AD),
+    ("Microsoft Corporation", 0x1414),
+    ("Cirrus Logic", 0x1013),
+    ("InnoTek Systemberatung GmbH", 0x80EE),
+    ("XenSource, Inc.", 0x5853),
 )
 
 #: Shorter or older spellings seen in pastes (case-insensitive prefixes): ``Mellanox Tech``,
@@ -523,6 +553,15 @@ _DEVICE_IN_NAME = (
 
 
 # -- predicates -------------------------------------------------------------------------------
+
+
+def emulated_platform(vendor: int | None, device: int | None, name: str | None = None) -> bool:
+    """A function only a hypervisor presents: one of a hypervisor's own vendors, or a chipset
+    that exists today only as an emulated root complex (:data:`EMULATED_CHIPSETS`, by ids or by
+    the name lspci prints)."""
+    if vendor in HYPERVISOR_VENDORS or (vendor, device) in EMULATED_CHIPSETS:
+        return True
+    return vendor == INTEL and device is None and re.search(_EMULATED_CHIPSET_NAME, name or "") is not None
 
 
 def class16(class_code: int | None) -> int | None:
@@ -593,13 +632,20 @@ def bcm_gen(
 
 
 def rdma_capable_by_ids(
-    class16_: int | None, kind: str | None, vendor: int | None, device: int | None, driver: str | None
+    class16_: int | None,
+    kind: str | None,
+    vendor: int | None,
+    device: int | None,
+    driver: str | None,
+    name: str | None = None,
 ) -> bool:
-    """An RDMA-capable NIC judged by ids and driver alone (no ``/sys/class/infiniband``).
+    """An RDMA-capable NIC judged by ids, driver and name alone (no ``/sys/class/infiniband``).
 
     InfiniBand controllers, every Mellanox/NVIDIA ConnectX/BlueField NIC function (RoCE when
-    in Ethernet mode), AWS EFA, and functions bound to mlx4/mlx5/efa.  Broadcom and Intel NICs
-    are RDMA-capable only with bnxt_re/irdma loaded, which ids do not show: not counted.
+    in Ethernet mode), AWS EFA (by id, or by the name lspci prints: ``Elastic Fabric Adapter
+    (EFA)`` is pci.ids' name of efa0, efa1 and efa2 alike; NCCL reaches it through the
+    aws-ofi-nccl plugin), and functions bound to mlx4/mlx5/efa.  Broadcom and Intel NICs are
+    RDMA-capable only with bnxt_re/irdma loaded, which ids do not show: not counted.
     """
     if not (is_nic_class(class16_) or (class16_ is None and kind == "nic")):
         return False
@@ -607,6 +653,7 @@ def rdma_capable_by_ids(
         class16_ == 0x0207
         or vendor == MELLANOX
         or (vendor == AMAZON and device in EFA_DEVICES)
+        or (vendor == AMAZON and device is None and re.search(_EFA_NAME, name or "") is not None)
         or driver in RDMA_DRIVERS
     )
 

@@ -206,6 +206,52 @@ class VpdInfo(msgspec.Struct, frozen=True):
     part: str | None = None  # VPD-R keyword PN
 
 
+class GpuActivity(msgspec.Struct, frozen=True):
+    """Whether a GPU was busy when a tool read its link (``nvidia-smi -q``'s ``Performance
+    State`` and ``Utilization``): an idle GPU drops its link speed by design."""
+
+    performance_state: str | None = None
+    utilization: int | None = None
+    #: Where it was read (``nvidia-smi -q GPU 00000000:18:00.0``).
+    source: str = ""
+    #: nvidia-smi's clock event reason ``Idle``: ``Active`` (True) means nothing ran on the GPU.
+    idle_reason: bool | None = None
+    #: nvidia-smi's ``Virtualization Mode`` (``Pass-Through``, ``VGPU``: a guest's GPU).
+    virtualization: str | None = None
+
+    @property
+    def in_guest(self) -> bool:
+        """The GPU was read inside a VM (passthrough or vGPU): its link is what the hypervisor
+        shows the guest."""
+        return self.virtualization in ("Pass-Through", "VGPU")
+
+    @property
+    def busy(self) -> bool | None:
+        """Busy: a non-zero utilization, or P0-P2 unless the driver's ``Idle`` clock event
+        reason is active (a GPU can sit at P0 with nothing running); idle: a lower state or
+        that reason at 0 %; None: unknown."""
+        state = self.performance_state
+        level = int(state[1:]) if state and state[1:].isdigit() else None
+        if self.utilization is not None and self.utilization > 0:
+            return True
+        if self.idle_reason:
+            return False
+        if level is not None:
+            return level <= 2
+        return None if self.utilization is None else False
+
+
+class AerLogged(msgspec.Struct, frozen=True):
+    """A PCIe AER event the kernel logged for a function (pasted ``dmesg``): its severity
+    (``correctable``, ``nonfatal``, ``fatal``), type, error bits, and the line that said so."""
+
+    severity: str
+    type: str | None = None
+    errors: tuple[str, ...] = ()
+    line: int = 0
+    text: str = ""
+
+
 class PciFunction(msgspec.Struct, frozen=True):
     """One PCI function as sysfs (or another source) describes it.
 
@@ -249,6 +295,9 @@ class PciFunction(msgspec.Struct, frozen=True):
     rdma: bool | None = None
     #: Where ``numa_node`` came from when not sysfs (``lspci``, ``nvidia-smi``).
     numa_source: str | None = None
+    #: What a pasted source printed for the device's NUMA node where that names no one node
+    #: (nvidia-smi's ``N/A``, a list such as ``0-7``); None elsewhere.
+    numa_said: str | None = None
     #: The function's config header reads all ones although it is no SR-IOV VF: the device no
     #: longer answers (fell off the bus, NVIDIA Xid 79); its ids are the ones sysfs kept.
     fell_off_bus: bool = False  # config
@@ -256,6 +305,13 @@ class PciFunction(msgspec.Struct, frozen=True):
     aer: AerCounts | None = None  # aer_dev_fatal, aer_dev_nonfatal, aer_dev_correctable
     #: Its Vital Product Data, read for the NVIDIA NIC functions whose pairing it decides.
     vpd: VpdInfo | None = None  # vpd
+    #: Where ``link`` was read where that is neither sysfs nor lspci (``nvidia-smi -q GPU
+    #: 00000000:18:00.0``): evidence names it.
+    link_source: str | None = None
+    #: A GPU's activity when its link was read (pasted ``nvidia-smi -q``), None where unknown.
+    activity: GpuActivity | None = None
+    #: AER events a pasted kernel log holds for it.
+    aer_logged: tuple[AerLogged, ...] = ()
 
 
 class NetDevice(msgspec.Struct, frozen=True):
@@ -264,6 +320,11 @@ class NetDevice(msgspec.Struct, frozen=True):
     name: str  # /sys/class/net/<name>
     bdf: str | None  # the class link (or the device link)
     speed_mbps: int | None = None  # /sys/class/net/<name>/speed
+    #: The RDMA device it belongs to where a tool pairs them without a PCI address
+    #: (``ibdev2netdev``: ``mlx5_0 port 1 ==> ib0``); None from sysfs.
+    rdma: str | None = None
+    #: Whether the interface is up (``ibdev2netdev``'s ``(Up)``); None where not read.
+    up: bool | None = None
 
 
 class RdmaPort(msgspec.Struct, frozen=True):
@@ -405,6 +466,79 @@ class NvmlGpu(msgspec.Struct, frozen=True):
     fabric: FabricInfo | None = None
 
 
+class GivenP2P(msgspec.Struct, frozen=True):
+    """A GPU pair's P2P status as ``nvidia-smi topo -p2p`` states it (NVML's
+    ``nvmlDeviceGetP2PStatus``): ``status`` is ``OK``, ``CNS``, ``GNS``, ``TNS``, ``NS``, ``DR``
+    or ``U``; ``capability`` ``read``, ``write``, ``nvlink``, ``atomics``, ``prop`` or None where
+    the command line was not shown; ``source`` where it was read."""
+
+    a: str
+    b: str
+    status: str
+    capability: str | None = None
+    source: str = ""
+
+
+class NvlinkStatus(msgspec.Struct, frozen=True):
+    """One GPU's NVLinks as ``nvidia-smi nvlink -s`` lists them (by the GPU's label, ``GPU0``):
+    the speed of each active link (GB/s) and the numbers of the inactive ones."""
+
+    label: str
+    speeds: tuple[float, ...] = ()
+    inactive: tuple[int, ...] = ()
+    source: str = ""
+
+
+#: KFD io_link types (include/uapi/linux/kfd_sysfs.h and drivers/gpu/drm/amd/amdkfd/kfd_crat.h,
+#: ``CRAT_IOLINK_TYPE_*``): 2 PCIe, 11 XGMI.
+KFD_LINK_PCIE = 2
+KFD_LINK_XGMI = 11
+
+
+class KfdLink(msgspec.Struct, frozen=True):
+    """One KFD io_link of an AMD GPU (``io_links/N/properties``) to another KFD node: a CPU
+    (``peer_bdf`` None, ``peer_node`` its NUMA node) or a GPU (by BDF)."""
+
+    type: int  # properties: type (2 PCIe, 11 XGMI)
+    peer_node: int  # properties: node_to (a KFD node id)
+    peer_bdf: str | None = None  # the peer node's domain and location_id, for a GPU
+    weight: int | None = None  # properties: weight (15 per XGMI hop, KFD_CRAT_XGMI_WEIGHT)
+    min_bandwidth: int | None = None  # properties: min_bandwidth (MB/s)
+    max_bandwidth: int | None = None  # properties: max_bandwidth (MB/s)
+
+    @property
+    def xgmi(self) -> bool:
+        """An XGMI (Infinity Fabric) link."""
+        return self.type == KFD_LINK_XGMI
+
+
+class AmdGpu(msgspec.Struct, frozen=True):
+    """What the amdgpu driver and KFD say of one AMD GPU (a KFD node with a ``gpu_id``).
+
+    KFD numbers its nodes CPUs first, then GPUs (drivers/gpu/drm/amd/amdkfd/kfd_topology.c);
+    ``index`` is the GPU's place among the GPUs in BDF order, the order of ROCm's device index
+    (``ROCR_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES``, rocm-smi's ``GPU[i]``)."""
+
+    bdf: str  # nodes/N/properties: domain, location_id
+    kfd_node: int  # /sys/class/kfd/kfd/topology/nodes/<N>
+    gpu_id: int | None = None  # nodes/N/gpu_id
+    name: str | None = None  # nodes/N/name (gfx942)
+    drm_render_minor: int | None = None  # properties: drm_render_minor (/dev/dri/renderD<minor>)
+    hive_id: int | None = None  # properties: hive_id; /sys/bus/pci/devices/<bdf>/xgmi_hive_info/xgmi_hive_id
+    xgmi_physical_id: int | None = None  # /sys/bus/pci/devices/<bdf>/xgmi_physical_id
+    compute_partition: str | None = None  # /sys/bus/pci/devices/<bdf>/current_compute_partition
+    memory_partition: str | None = None  # /sys/bus/pci/devices/<bdf>/current_memory_partition
+    #: properties: unique_id; ROCm's UUID of the GPU is ``GPU-`` and its 16 hex digits
+    #: (``ROCR_VISIBLE_DEVICES=GPU-…``).
+    unique_id: int | None = None
+    links: tuple[KfdLink, ...] = ()  # nodes/N/io_links/*/properties
+
+    @property
+    def uuid(self) -> str | None:
+        """The GPU's ROCm UUID (``GPU-4b2c1a9f8d3e6f7a``), where KFD gives its unique id."""
+        return f"GPU-{self.unique_id:016x}" if self.unique_id else None
+
+
 class GivenPath(msgspec.Struct, frozen=True):
     """A path class a source states outright: a cell of ``nvidia-smi topo -m`` (``PIX``,
     ``NV12``, ``SYS`` ...), verbatim, between two devices named by label."""
@@ -412,6 +546,9 @@ class GivenPath(msgspec.Struct, frozen=True):
     a: str
     b: str
     token: str
+    #: The cell as printed where that differs from ``token``: ``SOC``, which drivers of about
+    #: 2017 printed for SYS with the legend "the SMP link between CPU sockets".
+    printed: str | None = None
 
 
 class Snapshot(msgspec.Struct, frozen=True):
@@ -425,7 +562,6 @@ class Snapshot(msgspec.Struct, frozen=True):
     hostname: str | None = None  # /proc/sys/kernel/hostname
     root: str | None = "/"
     kernel_cmdline: str | None = None  # /proc/cmdline
-    kernel_release: str | None = None  # /proc/sys/kernel/osrelease
     virtualized: bool | None = None  # /proc/cpuinfo flags, /sys/hypervisor/type, DMI
     #: The scanning process's allowed CPUs (``Cpus_allowed_list``), ``None`` when unknown.
     allowed_cpus: CpuSet | None = None
@@ -447,6 +583,12 @@ class Snapshot(msgspec.Struct, frozen=True):
     version: int = SNAPSHOT_VERSION
     #: Path classes stated by a source (an nvidia-smi matrix), keyed by device labels.
     given_paths: tuple[GivenPath, ...] = ()
+    #: GPU pairs' P2P status stated by ``nvidia-smi topo -p2p`` (by label).
+    given_p2p: tuple[GivenP2P, ...] = ()
+    #: GPUs' NVLinks as ``nvidia-smi nvlink -s`` lists them (by label).
+    nvlink_status: tuple[NvlinkStatus, ...] = ()
+    #: AMD GPUs as KFD and amdgpu describe them (``/sys/class/kfd``), in BDF order.
+    amd_gpus: tuple[AmdGpu, ...] = ()
     #: What the host is meant to be (``/sys/class/dmi/id/sys_vendor``, ``product_name``) and
     #: its CPU model (``/proc/cpuinfo`` ``model name``); None where not read.
     dmi_vendor: str | None = None
@@ -457,6 +599,19 @@ class Snapshot(msgspec.Struct, frozen=True):
     #: The CPUs that share one L3 cache (``cpu*/cache/index3/shared_cpu_list``): the core
     #: complexes (AMD CCDs), ordered by first CPU; () where the kernel names none.
     l3_domains: tuple[CpuSet, ...] = ()
+    #: Inputs that show only part of the host, each said in words (an author's ``...`` in a
+    #: matrix, a filtered ``lspci -t -d``): what they do not show is unknown, never absent.
+    partial_inputs: tuple[str, ...] = ()
+    #: Whether the input lists every NIC the host has, so that an absence proves something: a
+    #: host tree with ``/sys/class`` (a capture may lack it), a whole lspci listing (not an
+    #: excerpt, not filtered, nothing elided); never a matrix alone (nvidia-smi lists only the
+    #: RDMA NICs it knows).  None: not said (a snapshot from before this field).
+    lists_every_nic: bool | None = None
+    #: ``/proc/sys/kernel/osrelease`` as (major, minor); None where not read.
+    kernel_release: tuple[int, int] | None = None
+    #: Whether the NVIDIA kernel module is the open one (``/proc/driver/nvidia/version``);
+    #: None where no NVIDIA driver version was readable.
+    nvidia_open_module: bool | None = None
 
     @property
     def from_host_tree(self) -> bool:

@@ -18,17 +18,21 @@ from topoagent.core.aside import Aside, derived
 from topoagent.core.bdf import bdf_key, root_bus_key
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.frozen import FrozenMap
-from topoagent.core.parse.sysfs_values import parse_kernel_release
 from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind
 from topoagent.core.platform import Complex, Platform, PlatformRole, platform_role, recognise
 from topoagent.core.snapshot import (
     AerCounts,
+    AerLogged,
+    AmdGpu,
     ConfigSpace,
     Cpu,
     CpuIdentity,
+    GivenP2P,
+    GpuActivity,
     LinkInfo,
     NumaNode,
+    NvlinkStatus,
     NvmlGpu,
     PciFunction,
     ProbeError,
@@ -111,6 +115,9 @@ class Device(msgspec.Struct, frozen=True):
     config: ConfigSpace | None
     #: The label a tool gave it (``GPU0``, ``NIC3``), None from sysfs.
     label: str | None = None
+    #: What a pasted source printed for its NUMA node where that names no one node (``N/A``,
+    #: ``0-7``); None elsewhere.
+    numa_said: str | None = None
     #: The source says it is RDMA-capable without naming an RDMA device (None: not said).
     rdma: bool | None = None
     #: How the device was placed where the evidence was incomplete (a hidden parent bridge).
@@ -141,6 +148,19 @@ class Device(msgspec.Struct, frozen=True):
     def ats(self) -> bool | None:
         """Whether it exposes an ATS capability; None where its extended config space is unseen."""
         return self.config.ats if self.config is not None else None
+
+    #: Where :attr:`link` was read where that is neither sysfs nor lspci (``nvidia-smi -q GPU
+    #: 00000000:18:00.0``); None otherwise.
+    link_source: str | None = None
+    #: A GPU's activity when its link was read (pasted ``nvidia-smi -q``), None where unknown.
+    activity: GpuActivity | None = None
+    #: AER events a pasted kernel log holds for it.
+    aer_logged: tuple[AerLogged, ...] = ()
+    #: What KFD and amdgpu say of an AMD GPU (XGMI links, hive, partitions), joined by BDF.
+    amd: AmdGpu | None = None
+    #: Whether each of its network interfaces is up, by name, where a tool said
+    #: (``ibdev2netdev``'s ``(Up)``/``(Down)``).
+    netdev_up: FrozenMap[str, bool] = msgspec.field(default_factory=FrozenMap)
 
     @property
     def is_vf(self) -> bool:
@@ -304,6 +324,40 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
             return None
         return self.index.given.get((a.label, b.label))
 
+    @property
+    def lists_every_nic(self) -> bool:
+        """Whether the input lists every NIC the host has (:attr:`Snapshot.lists_every_nic`;
+        where not said, a host tree does and pasted text does not)."""
+        said = self.snapshot.lists_every_nic
+        whole = said if said is not None else self.from_host_tree
+        return whole and not self.partial_inputs  # a filtered or elided input shows part of it
+
+    @property
+    def kernel_release(self) -> tuple[int, int] | None:
+        """The kernel's (major, minor) release, where read."""
+        return self.snapshot.kernel_release
+
+    @property
+    def nvidia_open_module(self) -> bool | None:
+        """Whether the NVIDIA kernel module is the open one; None where not read."""
+        return self.snapshot.nvidia_open_module
+
+    @property
+    def dmabuf(self) -> bool | None:
+        """Whether GPUDirect RDMA can use DMA-BUF instead of a peer-memory module: Linux >= 5.12
+        with the open NVIDIA kernel module (NCCL then uses it: REFERENCE §5); None where the
+        kernel release or the module is unknown."""
+        release, open_module = self.snapshot.kernel_release, self.snapshot.nvidia_open_module
+        if release is None or open_module is None:
+            return None
+        return release >= (5, 12) and open_module
+
+    @property
+    def soc_legend(self) -> bool:
+        """A pasted matrix printed ``SOC`` for SYS: its legend (drivers of about 2017) says the
+        path crosses "the SMP link between CPU sockets", not merely between NUMA nodes."""
+        return any(g.printed == "SOC" for g in self.snapshot.given_paths)
+
     def by_id(self, ident: str) -> Device | None:
         """The device with a display id (``gpu0``), or None."""
         return self.index.by_id.get(ident)
@@ -332,7 +386,10 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
 
     @property
     def all_cpus(self) -> CpuSet:
-        """Every CPU of every NUMA node."""
+        """Every CPU that runs: the kernel's online CPUs where a host tree lists them (a CPU in no
+        NUMA node's map counts, an offline one does not), else every CPU of every NUMA node."""
+        if self.snapshot.cpus:
+            return CpuSet(c.id for c in self.snapshot.cpus)
         return CpuSet().union(*(n.cpus for n in self.nodes))
 
     @property
@@ -364,6 +421,12 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
         return self.snapshot.from_host_tree
 
     @property
+    def partial_inputs(self) -> tuple[str, ...]:
+        """Inputs that show only part of the host (an author's ``...``, a filtered listing), in
+        words: what they do not show is unknown, so no absence is claimed from them."""
+        return self.snapshot.partial_inputs
+
+    @property
     def virtualized(self) -> bool | None:
         """Whether the host is a virtual machine (None: unknown)."""
         return self.snapshot.virtualized
@@ -372,13 +435,6 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
     def kernel_cmdline(self) -> str | None:
         """The kernel command line (``/proc/cmdline``), None where not read."""
         return self.snapshot.kernel_cmdline
-
-    @property
-    def kernel_release(self) -> tuple[int, int] | None:
-        """The running kernel's (major, minor) release (``/proc/sys/kernel/osrelease``), None where
-        not read."""
-        text = self.snapshot.kernel_release
-        return parse_kernel_release(text) if text else None
 
     @property
     def allowed_cpus(self) -> CpuSet | None:
@@ -443,6 +499,22 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
         """What NVML says of each GPU, in NVML's index order (each GPU's own record is
         :attr:`Device.nvml`)."""
         return self.snapshot.nvml_gpus
+
+    @property
+    def amd_gpus(self) -> tuple[AmdGpu, ...]:
+        """What KFD says of each AMD GPU, in KFD's node order (the order ROCm numbers devices
+        in); each GPU's own record is :attr:`Device.amd`."""
+        return self.snapshot.amd_gpus
+
+    @property
+    def given_p2p(self) -> tuple[GivenP2P, ...]:
+        """GPU pairs' P2P status as a pasted ``nvidia-smi topo -p2p`` states it (by label)."""
+        return self.snapshot.given_p2p
+
+    @property
+    def nvlink_status(self) -> tuple[NvlinkStatus, ...]:
+        """GPUs' NVLinks as a pasted ``nvidia-smi nvlink -s`` lists them (by label)."""
+        return self.snapshot.nvlink_status
 
     @property
     def sources(self) -> tuple[SourceStatus, ...]:
@@ -626,6 +698,14 @@ class _Joins(NamedTuple):
     nvml: dict[str, NvmlGpu]
     memory_by_bdf: dict[str, int]
     memory_by_label: dict[str, int]
+    #: Per BDF: KFD's record of an AMD GPU.
+    amd: dict[str, AmdGpu]
+    #: Per RDMA device name, for functions a tool names without a PCI address (a pasted
+    #: ibdev2netdev): its netdevs (name, speed, up) and its ports.
+    netdevs_by_rdma: dict[str, list[tuple[str, int | None, bool | None]]]
+    ports_by_rdma: dict[str, tuple[RdmaPort, ...]]
+    #: Per BDF: its netdevs' up/down, where a tool said.
+    up: dict[str, dict[str, bool]]
 
 
 def _joins(snap: Snapshot, fns: list[PciFunction]) -> _Joins:
@@ -633,18 +713,27 @@ def _joins(snap: Snapshot, fns: list[PciFunction]) -> _Joins:
     function's VFs, the IOMMU groups' types, RDMA ports, NVML's GPUs and GPU memory nodes."""
     netdevs: dict[str, list[str]] = defaultdict(list)
     speeds: dict[str, dict[str, int]] = defaultdict(dict)
+    up: dict[str, dict[str, bool]] = defaultdict(dict)
+    by_rdma: dict[str, list[tuple[str, int | None, bool | None]]] = defaultdict(list)
     for nd in snap.netdevs:
         if nd.bdf:
             netdevs[nd.bdf].append(nd.name)
             if nd.speed_mbps is not None:
                 speeds[nd.bdf][nd.name] = nd.speed_mbps
+            if nd.up is not None:
+                up[nd.bdf][nd.name] = nd.up
+        elif nd.rdma:
+            by_rdma[nd.rdma].append((nd.name, nd.speed_mbps, nd.up))
     rdma: dict[str, list[str]] = defaultdict(list)
     ports: dict[str, dict[str, tuple[RdmaPort, ...]]] = defaultdict(dict)
+    ports_by_rdma: dict[str, tuple[RdmaPort, ...]] = {}
     for r in snap.rdma:
         if r.bdf:
             rdma[r.bdf].append(r.name)
             if r.ports:
                 ports[r.bdf][r.name] = r.ports
+        elif r.ports:
+            ports_by_rdma[r.name] = r.ports
     virtfns: dict[str, list[str]] = defaultdict(list)
     for f in fns:
         if f.physfn and f.bdf is not None:
@@ -659,11 +748,16 @@ def _joins(snap: Snapshot, fns: list[PciFunction]) -> _Joins:
         nvml={g.bdf: g for g in snap.nvml_gpus},
         memory_by_bdf={m.bdf: m.node for m in snap.gpu_memory_nodes if m.bdf is not None},
         memory_by_label={m.label: m.node for m in snap.gpu_memory_nodes if m.label is not None},
+        amd={g.bdf: g for g in snap.amd_gpus},
+        netdevs_by_rdma=by_rdma,
+        ports_by_rdma=ports_by_rdma,
+        up=up,
     )
 
 
 _NO_PORTS: FrozenMap[str, tuple[RdmaPort, ...]] = FrozenMap()
 _NO_SPEEDS: FrozenMap[str, int] = FrozenMap()
+_NO_UP: FrozenMap[str, bool] = FrozenMap()
 
 
 def _memory_node(f: PciFunction, nvml: NvmlGpu | None, joins: _Joins) -> int | None:
@@ -753,12 +847,23 @@ def _device(
     """The device of one function, placed (node, how, socket) and hung (``lineage``)."""
     numa, source, socket = place
     root, chain, hidden = lineage
-    netdev_names = joins.netdevs.get(f.bdf, ()) if f.bdf is not None else ()
+    netdev_names = list(joins.netdevs.get(f.bdf, ())) if f.bdf is not None else []
     rdma_names = tuple(joins.rdma.get(f.bdf, ())) if f.bdf is not None else ()
     if f.rdma_names:  # a pasted source's names, next to sysfs's
         rdma_names += tuple(n for n in f.rdma_names if n not in rdma_names)
-    speeds = joins.speeds.get(f.bdf) if f.bdf is not None else None
-    ports = joins.ports.get(f.bdf) if f.bdf is not None else None
+    speeds = dict(joins.speeds.get(f.bdf, {})) if f.bdf is not None else {}
+    ports = dict(joins.ports.get(f.bdf, {})) if f.bdf is not None else {}
+    up = dict(joins.up.get(f.bdf, {})) if f.bdf is not None else {}
+    for name in rdma_names:  # what a tool pairs with an RDMA name but no PCI address
+        if name in joins.ports_by_rdma:
+            ports.setdefault(name, joins.ports_by_rdma[name])
+        for nd, speed, is_up in joins.netdevs_by_rdma.get(name, ()):
+            if nd not in netdev_names:
+                netdev_names.append(nd)
+            if speed is not None:
+                speeds[nd] = speed
+            if is_up is not None:
+                up[nd] = is_up
     nvml = joins.nvml.get(f.bdf) if f.bdf is not None else None
     return Device(
         id=ident,
@@ -789,6 +894,7 @@ def _device(
         virtfns=tuple(joins.virtfns.get(f.bdf, ())) if f.bdf is not None else (),  # fns are in BDF order
         config=f.config,
         label=f.label,
+        numa_said=f.numa_said,
         rdma=f.rdma,
         notes=_hidden_note(hidden, chain, root),
         fell_off_bus=f.fell_off_bus,
@@ -799,6 +905,11 @@ def _device(
         netdev_speeds=FrozenMap(speeds) if speeds else _NO_SPEEDS,
         platform_role=platform_role(f.vendor_id, f.device_id),
         vpd=f.vpd,
+        link_source=f.link_source,
+        activity=f.activity,
+        aer_logged=f.aer_logged,
+        amd=joins.amd.get(f.bdf) if f.bdf is not None and kind is DeviceKind.GPU else None,
+        netdev_up=FrozenMap(up) if up else _NO_UP,
     )
 
 

@@ -484,7 +484,9 @@ def test_grace_numa_affinity_list_gives_the_gpus_cpu_node():
     [
         (None, []),  # the matrix alone: SYS says nothing of a C2C GPU's NIC
         ((0, 0, 0, 1, 1, 1), []),  # every GPU has NICs of its own Grace: P2C, no alarm
-        ((0, 0, 0, 0, 0, 0), [("gpu2",), ("gpu3",)]),  # Grace 1 has no NIC: its GPUs cross to Grace 0
+        # Grace 1 has no NIC: its GPUs reach Grace 0's NICs through their NVLinked GPUs (NCCL's PXN,
+        # NCCL_PXN_C2C=1 by default: a peer's P2C path qualifies), GPUDirect RDMA on -- no alarm
+        ((0, 0, 0, 0, 0, 0), []),
     ],
     ids=["matrix_only", "nics_on_both_graces", "nics_on_grace0_only"],
 )
@@ -492,9 +494,13 @@ def test_gb200_cross_socket_only_for_a_nic_of_the_other_grace(nodes, cross):
     verbose = _nics_lspci(nodes) if nodes is not None else None
     result = analyse(read_offline(nvidia_smi_topo=GB200.read_text(), lspci_verbose=verbose))
     assert [s[:1] for s in _cross(result)] == cross
-    for subjects in _cross(result):
-        nic = result.topology.by_id(subjects[1])
-        assert nic.numa_node == 0 and "other CPU" in next(f.message for f in result.findings if f.subjects == subjects)
+    pxn = [f for f in result.findings if f.code == "GPU_NIC_VIA_PXN"]
+    if nodes == (0, 0, 0, 0, 0, 0):
+        # (the relaying GPU follows the NICs NCCL's channel 0 gives the others: analysis.ncclnet)
+        assert [(f.subjects[0], f.subjects[2]) for f in pxn] == [("gpu2", "gpu1"), ("gpu3", "gpu1")]
+        assert all("is P2C to it" in f.message and f.severity.label == "info" for f in pxn)
+    else:
+        assert pxn == []
 
 
 def test_no_idle_nic_finding_rests_on_a_cell_the_paste_does_not_show():

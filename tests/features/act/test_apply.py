@@ -16,6 +16,8 @@ import time
 import pytest
 
 from tests.plan_helpers import needs_two_cpus, tiny, topoagent
+from topoagent.core.api import scan
+from topoagent.core.findings import Severity
 from topoagent.core.frozen import FrozenMap
 from topoagent.features.act.changes import IRQ, HostChange
 from topoagent.features.act.execute import APPLIED, REFUSED, apply_changes
@@ -120,6 +122,29 @@ def test_irqs_round_trip_on_a_fake_proc_irq(dgx_copy, tmp_path):
     undone = topoagent("apply", "--undo", "--yes", "--root", str(dgx_copy), "--state-dir", state)
     assert undone.returncode == 0 and undone.stdout.count("applied:") == 32
     assert irq_lists(dgx_copy, nic0 + nic8) == before
+
+
+def test_a_nic_whose_node_its_switch_contradicts_pages_and_keeps_its_irqs(dgx_copy, tmp_path):
+    """Issue 31 item 13: mlx5_0 (0000:18:00.0) given node 1, as a changed ACPI _PXM does (numa_node
+    and local_cpulist both follow it), while its GPU and the switch's ports below the same root
+    port still say node 0.  The kernel gives every function below one root port its host
+    bridge's node (pcibus_to_node, drivers/acpi/pci_root.c), so one of the two is wrong:
+    NUMA_SWITCH_MISMATCH, critical (it pages: TopoagentNumaSwitchMismatch), and apply --irqs
+    leaves the NIC's IRQs where they are and exits 1 (before: no finding, IRQs moved to node 1)."""
+    nic = dgx_copy / "sys/bus/pci/devices/0000:18:00.0"
+    (nic / "numa_node").write_text("1\n")
+    (nic / "local_cpulist").write_text("56-111,168-223\n")
+    r = scan(dgx_copy, nvml="off")
+    nid = r.topology.by_bdf("0000:18:00.0").id
+    found = [f for f in r.findings if f.code == "NUMA_SWITCH_MISMATCH"]
+    assert [(f.subjects[0], f.severity) for f in found] == [(nid, Severity.CRITICAL)]
+    assert f"{nid} says NUMA node 1, but every other function below its PCIe switch" in found[0].message
+    irqs = sorted(int(n) for n in os.listdir(nic / "msi_irqs"))
+    before = irq_lists(dgx_copy, irqs)
+    out = topoagent("apply", "--root", str(dgx_copy), "--irqs", "--yes", "--state-dir", str(tmp_path / "state"))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"left alone: {nid}" in out.stdout and "NUMA_SWITCH_MISMATCH" in out.stdout
+    assert irq_lists(dgx_copy, irqs) == before  # the other NICs' IRQs moved; this one's did not
 
 
 def test_irqbalance_is_named_with_how_to_ban(dgx_copy):

@@ -144,3 +144,25 @@ def test_platform_acs_fix_writes_the_masks_and_the_drop_in_and_undoes_both(scrat
     assert undone.returncode == 0, undone.stdout + undone.stderr
     assert {b: acs_control(root, b) for b in ports} == before
     assert not conf.exists()
+
+
+def test_scan_and_fix_peermem_give_one_verdict(faulty):
+    """Issue 32 item 11: ``scan`` raised NO_PEER_MEMORY ("modprobe nvidia_peermem") where ``fix
+    peermem`` said "not needed" (fix read DMA-BUF's two facts, the finding did not).  Both now
+    take analysis.peermem's verdict: NCCL maps GPU memory through a peer-memory client or, on
+    Linux >= 5.12 with the open GPU kernel module, DMA-BUF (NVIDIA/nccl src/transport/net_ib.cc,
+    ncclIbGdrSupport / ncclIbDmaBufSupport)."""
+
+    def verdicts():
+        found = any(f.code == "NO_PEER_MEMORY" for f in scan(faulty, nvml="off").findings)
+        out = run_cli("fix", "peermem", "--root", str(faulty))
+        return found, out.stdout.split(":", 1)[0]
+
+    assert verdicts() == (True, "Needed")
+    (faulty / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
+    (faulty / "proc/sys/kernel/osrelease").write_text("6.5.0-1019-nvidia\n")
+    (faulty / "proc/driver/nvidia").mkdir(parents=True, exist_ok=True)
+    (faulty / "proc/driver/nvidia/version").write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build\n"
+    )
+    assert verdicts() == (False, "Not needed")

@@ -38,6 +38,8 @@ from tests.paths import REPO
 from tests.plan_helpers import topoagent
 from topoagent.core.api import scan
 from topoagent.core.cpuset import CpuSet
+from topoagent.core.findings import CATALOGUE
+from topoagent.core.findings.doc import example_text
 from topoagent.core.hostfs import HostFS
 from topoagent.core.read.nvml import running_processes
 from topoagent.features.audit.advise import advise
@@ -155,6 +157,18 @@ def test_the_findings_name_pid_gpu_evidence_and_the_command_that_fixes_it(report
     policy = next(f for f in rep.findings if f.code == "PROCESS_MEMORY_OFF_GPU_NODE" and "pid:1004" in f.subjects)
     assert "its memory policy (bind:0) puts new pages on node(s) 0 only" in policy.message
     assert policy.severity.label == "warning"  # node 0 is the other socket
+
+
+def test_the_catalogue_words_the_audits_findings(report):
+    """The audit's codes are the one catalogue's (family audit): each finding is worded by its
+    entry, and the entry's example is this test's pid 1002 (docs/findings.md shows it)."""
+    _, rep = report
+    for code in ("PROCESS_CPUS_OFF_GPU_NODE", "PROCESS_MEMORY_OFF_GPU_NODE", "PROCESS_HCA_NOT_RAIL"):
+        entry = CATALOGUE[code]
+        assert entry.family == "audit"
+        found = [example_text(f) for f in rep.findings if f.code == code and "pid:1002" in f.subjects]
+        (example,) = entry.examples
+        assert example.text in found, code
 
 
 def test_per_gpu_counts(report):

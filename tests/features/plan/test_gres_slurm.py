@@ -103,6 +103,7 @@ CASES = {  # fixture: (sockets, cores per socket, GPUs)
     "dgx-a100-nps4": (2, 64, 8),
     "epyc-nps2-mixed": None,
     "grace-hopper": (1, 72, 1),
+    "mi300x": (2, 96, 8),
 }
 
 
@@ -162,6 +163,7 @@ def test_a_hostname_with_a_newline_adds_no_line(fixture_root):
 
 SLURMD_NODES = {  # fixture: (node name, slurm.conf node line for the default and numa modes)
     "dgx-h100": ("dgx-h100-01", {"socket": "CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2"}),
+    "mi300x": ("mi300x-01", {"socket": "CPUs=384 Sockets=2 CoresPerSocket=96 ThreadsPerCore=2"}),
     "dgx-a100-nps4": (
         "dgx-a100-07",
         {
@@ -187,7 +189,9 @@ def test_slurmd_reads_the_file_where_installed(fixture_root, tmp_path, name, mod
     text = topoagent("plan", "--root", str(root), "--no-nvml", "--format", "slurm", "--gres-cores", mode).stdout
     for i in range(8):
         (tmp_path / f"nvidia{i}").touch()
-    (tmp_path / "gres.conf").write_text(text.replace("File=/dev/nvidia", f"File={tmp_path}/nvidia"))
+        (tmp_path / f"renderD{128 + i}").touch()  # an AMD GPU's DRM render node (gpu/rsmi)
+    text = text.replace("File=/dev/nvidia", f"File={tmp_path}/nvidia")
+    (tmp_path / "gres.conf").write_text(text.replace("File=/dev/dri/renderD", f"File={tmp_path}/renderD"))
     extra = "SlurmdParameters=numa_node_as_socket\n" if mode == "numa" else ""
     node_line = f"NodeName={node} {modes[mode]}"
     if mode == "numa":  # slurm.conf takes the NodeName line the output prints for the option

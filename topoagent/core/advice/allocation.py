@@ -11,6 +11,10 @@ local rank 1 is the host's GPU 5.  The variables, as their owners define them:
   also sets ``CUDA_VISIBLE_DEVICES``, to the same GPUs in the same order -- renumbered from 0
   when cgroup.conf has ``ConstrainDevices=yes`` (the job then sees only its devices), and to
   ``NoDevFiles`` when the step has none.
+- ``ROCR_VISIBLE_DEVICES`` (ROCm, AMD GPUs): KFD device indices or ``GPU-…`` UUIDs, read like
+  ``CUDA_VISIBLE_DEVICES`` where that is unset (Slurm's gpu/rsmi sets it: ``GRES_CONF_ENV_RSMI``);
+  ``HIP_VISIBLE_DEVICES`` then picks positions among the devices it leaves (HIP numbers them
+  from 0).
 - ``NVIDIA_VISIBLE_DEVICES`` (NVIDIA Container Toolkit): host indices or UUIDs, or ``all``;
   ``none``/``void``/empty give no GPU.  Inside the container CUDA numbers them from 0.
 - DRA device metadata (Kubernetes KEP-5304): the files a DRA driver's kubelet plugin mounts
@@ -34,7 +38,7 @@ from topoagent.core.errors import InputError
 
 if TYPE_CHECKING:
     from topoagent.core.advice.plan import GpuPlan, Plan
-    from topoagent.core.snapshot import NvmlGpu
+    from topoagent.core.snapshot import AmdGpu, NvmlGpu
 
 __all__ = ["Allocation", "allocated_gpus", "allocation_from", "allocation_from_dra"]
 
@@ -55,6 +59,9 @@ class Allocation(msgspec.Struct, frozen=True):
     gpus: tuple[str, ...]
     source: str
     cuda: tuple[str, ...] | None = None
+    #: The variable ``cuda`` holds the entries of: ``CUDA_VISIBLE_DEVICES``, or on an AMD host
+    #: ``ROCR_VISIBLE_DEVICES`` (what narrowing to one GPU writes).
+    var: str = "CUDA_VISIBLE_DEVICES"
 
 
 def _is_uuid(token: str) -> bool:
@@ -110,14 +117,27 @@ def allocation_from(env: Mapping[str, str]) -> Allocation | None:
         base, base_name = (() if _no_gpus(name, value) else _entries(name, value, cuda=False)), name
         break
 
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    # The runtime's own list: CUDA's, else ROCm's (ROCR_VISIBLE_DEVICES: KFD indices or GPU-
+    # UUIDs, the one AMD recommends on Linux -- ROCm docs, "GPU isolation techniques").
+    var = "CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in env else "ROCR_VISIBLE_DEVICES"
+    cvd = env.get(var)
     if cvd is None:
-        return None if base is None else Allocation(base, base_name)
-    if _no_gpus("CUDA_VISIBLE_DEVICES", cvd):
-        return Allocation((), "CUDA_VISIBLE_DEVICES", ())
-    tokens = _entries("CUDA_VISIBLE_DEVICES", cvd, cuda=True)
+        alloc = None if base is None else Allocation(base, base_name)
+    elif _no_gpus("CUDA_VISIBLE_DEVICES", cvd):
+        return Allocation((), var, (), var)
+    else:
+        alloc = _selected(env, base, base_name, var, cvd)
+    hip = env.get("HIP_VISIBLE_DEVICES")
+    if hip is not None and var == "ROCR_VISIBLE_DEVICES":
+        alloc = _hip_selected(alloc, hip)
+    return alloc
+
+
+def _selected(env: Mapping[str, str], base: tuple[str, ...] | None, base_name: str, var: str, cvd: str) -> Allocation:
+    """The GPUs a runtime's list (``var``, value ``cvd``) selects from the scheduler's ``base``."""
+    tokens = _entries(var, cvd, cuda=True)
     if base is None:
-        return Allocation(tokens, "CUDA_VISIBLE_DEVICES", tokens)
+        return Allocation(tokens, var, tokens, var)
     gpus: list[str] = []
     host_indices = base_name != "NVIDIA_VISIBLE_DEVICES" and all(_is_uuid(t) or t in base for t in tokens)
     for t in tokens:
@@ -127,11 +147,30 @@ def allocation_from(env: Mapping[str, str]) -> Allocation | None:
             gpus.append(base[int(t)])
         else:
             raise InputError(
-                f"CUDA_VISIBLE_DEVICES={cvd!r} does not fit {base_name}={env[base_name]!r}: "
+                f"{var}={cvd!r} does not fit {base_name}={env[base_name]!r}: "
                 f"entry {t} is neither one of its GPUs nor a position in it"
             )
-    how = "CUDA_VISIBLE_DEVICES" if host_indices else f"CUDA_VISIBLE_DEVICES within {base_name}"
-    return Allocation(tuple(gpus), how, tokens)
+    how = var if host_indices else f"{var} within {base_name}"
+    return Allocation(tuple(gpus), how, tokens, var)
+
+
+def _hip_selected(alloc: Allocation | None, hip: str) -> Allocation:
+    """HIP_VISIBLE_DEVICES on top of ROCm's list: HIP numbers the devices ROCR_VISIBLE_DEVICES
+    left visible from 0 (the host's, without it), and HIP_VISIBLE_DEVICES picks among them."""
+    if _no_gpus("CUDA_VISIBLE_DEVICES", hip):
+        return Allocation((), "HIP_VISIBLE_DEVICES", (), "HIP_VISIBLE_DEVICES")
+    tokens = _entries("HIP_VISIBLE_DEVICES", hip, cuda=True)
+    if alloc is None:
+        return Allocation(tokens, "HIP_VISIBLE_DEVICES", tokens, "HIP_VISIBLE_DEVICES")
+    picked = []
+    for t in tokens:
+        if _is_uuid(t) or int(t) >= len(alloc.gpus):
+            raise InputError(
+                f"HIP_VISIBLE_DEVICES={hip!r} does not fit {alloc.source}: entry {t} is no position in its "
+                f"{len(alloc.gpus)} GPU(s)"
+            )
+        picked.append(alloc.gpus[int(t)])
+    return Allocation(tuple(picked), f"HIP_VISIBLE_DEVICES within {alloc.source}", tokens, "HIP_VISIBLE_DEVICES")
 
 
 def allocation_from_dra(bdfs: Sequence[str], gpu_bdfs: Sequence[str], where: str) -> Allocation | None:
@@ -141,16 +180,21 @@ def allocation_from_dra(bdfs: Sequence[str], gpu_bdfs: Sequence[str], where: str
     return Allocation(tuple(mine), f"DRA device metadata ({where})") if mine else None
 
 
-def _uuid_map(nvml: Sequence[NvmlGpu]) -> dict[str, str]:
-    return {g.uuid.upper(): g.bdf for g in nvml if g.uuid}
+def _uuid_map(nvml: Sequence[NvmlGpu], amd: Sequence[AmdGpu] = ()) -> dict[str, str]:
+    uuids = {g.uuid.upper(): g.bdf for g in nvml if g.uuid}
+    uuids.update({g.uuid.upper(): g.bdf for g in amd if g.uuid})
+    return uuids
 
 
-def allocated_gpus(alloc: Allocation, plan: Plan, nvml: Sequence[NvmlGpu]) -> tuple[GpuPlan, ...]:
+def allocated_gpus(
+    alloc: Allocation, plan: Plan, nvml: Sequence[NvmlGpu], amd: Sequence[AmdGpu] = ()
+) -> tuple[GpuPlan, ...]:
     """The plan's GPUs an allocation names, in its order.  InputError (one line) for a GPU
-    the host does not have, or a UUID the scan cannot match (NVML's UUIDs are needed)."""
+    the host does not have, or a UUID the scan cannot match (NVML's UUIDs are needed; an AMD
+    GPU's come from KFD's ``unique_id``)."""
     by_index = {g.cuda_index: g for g in plan.gpus}
     by_bdf = {g.bdf: g for g in plan.gpus if g.bdf}
-    uuids = _uuid_map(nvml)
+    uuids = _uuid_map(nvml, amd)
     out = []
     for ref in alloc.gpus:
         if is_bdf(ref):
@@ -171,7 +215,7 @@ def allocated_gpus(alloc: Allocation, plan: Plan, nvml: Sequence[NvmlGpu]) -> tu
         if key.startswith("MIG-GPU-"):  # the pre-R470 MIG form MIG-GPU-<uuid>/<gi>/<ci> names its GPU
             key = key[len("MIG-") :].split("/")[0]
         if not uuids:
-            raise InputError(f"{alloc.source} names {ref}: GPU UUIDs need NVML, and this scan has none")
+            raise InputError(f"{alloc.source} names {ref}: GPU UUIDs need NVML (or KFD), and this scan has none")
         bdf = uuids.get(key)
         if bdf is None or bdf not in by_bdf:
             what = (

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from topoagent.core import pci
 from topoagent.core.advice.cores import (
     Split,
     complexes_in,
@@ -65,7 +66,8 @@ class RailNic(msgspec.Struct, frozen=True):
     #: The path as NCCL classes it where that differs from ``cls``: for a Grace GPU's NIC on its
     #: own CPU ``P2C`` (one of its fastest NICs) or ``PHB`` (a slower one), for a ConnectX-8 Data
     #: Direct NIC ``PXB`` (at its DMA function); ``cls`` is then SYS, as nvidia-smi prints it
-    #: (analysis.c2c, analysis.paths).
+    #: (analysis.c2c, analysis.paths); ``PXN`` where NCCL relays through an NVLinked peer GPU
+    #: near the NIC (analysis.pxn).
     nccl_path: PathClass | None = None
     #: Whether NCCL uses GPUDirect RDMA to this NIC by default (analysis.paths.gdr_by_default).
     gdr: bool | None = None
@@ -74,7 +76,8 @@ class RailNic(msgspec.Struct, frozen=True):
     def remote(self) -> bool:
         """Reached only across the SMP interconnect (SYS): a NIC on another node or socket --
         not one NCCL sees nearer (a Grace GPU's NIC on its own CPU, P2C or PHB; a ConnectX-8
-        Data Direct NIC reached at its DMA function, PXB)."""
+        Data Direct NIC reached at its DMA function, PXB), nor one NCCL reaches over NVLink
+        through a peer GPU near it (PXN)."""
         return self.cls is PathClass.SYS and self.nccl_path in (None, PathClass.SYS)
 
     @property
@@ -183,7 +186,7 @@ def make_plan(topo: Topology, rails: Rails) -> Plan:
             cpus = cpus & allowed
         rail = rails.rail(g.id)
         nics = rail.nics if rail else ()
-        env = base_env(index)
+        env = base_env(index, rocm_index(topo, g))
         env.update(node_hca_env(topo, rails))
         ucx = [
             ucx_device(name, nic_port(d))
@@ -266,9 +269,11 @@ def ucx_device(rdma: str, port: int | None) -> str:
     return f"{rdma}:{port or 1}"
 
 
-def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None) -> RailNic:
+def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None, *, pxn: bool = False) -> RailNic:
+    """``pxn``: the pairing routes this GPU to ``nic`` through an NVLinked peer (its rail's
+    ``nccl_path`` is PXN): GPUDirect RDMA is on from the peer's memory (analysis.pxn)."""
     cls = path.cls if path is not None and path.shown else None
-    nccl, gdr = nccl_view(topo, gpu, nic, path)
+    nccl, gdr = (PathClass.PXN, True) if pxn else nccl_view(topo, gpu, nic, path)
     return RailNic(
         nic.id,
         nic.key,
@@ -507,8 +512,11 @@ def _gpu_for(
     d = topo.by_id(g.gpu)
     assert d is not None
     cpus = CpuSet().union(*node_cores) if node_cores else CpuSet()
+    rail = pairing.rail(g.gpu)
+    # a PXN rail's NICs are all ones NCCL reaches through a peer (analysis.rails.pair_rails)
+    relayed = rail.nics if rail is not None and rail.nccl_path is PathClass.PXN else ()
     rails = tuple(
-        _rail_nic(topo, topo.physical(d), n, by_pair.get((d.id, n.id)))
+        _rail_nic(topo, topo.physical(d), n, by_pair.get((d.id, n.id)), pxn=n.id in relayed)
         for nid in g.nics
         if (n := topo.by_id(nid)) is not None
     )
@@ -516,7 +524,7 @@ def _gpu_for(
     own = cores_in(w.cores, share)
     split = w.cut(own, ranks) if w.whole else Split(tuple(share for _ in range(ranks)))
     gpu_notes = [f for f in findings if g.gpu in f.subjects] + _gpu_notes(g, cpus, own, split, w)
-    env = base_env(g.cuda_index)
+    env = base_env(g.cuda_index, rocm_index(topo, d))
     env.update(node_hca_env(topo, pairing))
     env.update(rail_env(rails))
     w.notes.extend(n for n in gpu_notes if n.code in PLAN_CODES)
@@ -593,9 +601,39 @@ def complex_domains(
     return None
 
 
-def base_env(cuda_index: int) -> dict[str, str]:
-    """The CUDA variables of a GPU's ranks (PCI bus order, as nvidia-smi numbers GPUs)."""
+def base_env(cuda_index: int, rocm_index: int | None = None) -> dict[str, str]:
+    """The device variables of a GPU's ranks.  An NVIDIA GPU: CUDA's, in PCI bus order (as
+    nvidia-smi numbers GPUs).  An AMD GPU (``rocm_index``: its place among KFD's GPU nodes,
+    the order ROCm numbers devices in): ``ROCR_VISIBLE_DEVICES``, the variable AMD recommends
+    on Linux (ROCm docs, "GPU isolation techniques"; RCCL and every ROCm runtime honour it),
+    and ``HIP_VISIBLE_DEVICES=0``: HIP numbers the devices ROCm leaves visible from 0, so the
+    rank's GPU is 0, whatever an inherited HIP/CUDA mask said."""
+    if rocm_index is not None:
+        return {"ROCR_VISIBLE_DEVICES": str(rocm_index), "HIP_VISIBLE_DEVICES": "0"}
     return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(cuda_index)}
+
+
+#: The variables ``base_env`` may set, by what they mean: the device list of the runtime.
+VISIBLE_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+
+
+def rocm_index(topo: Topology, gpu: Device) -> int | None:
+    """An AMD GPU's ROCm device index: its first KFD node's place among KFD's GPU nodes (ROCr
+    enumerates agents in KFD's node order), else its place among the host's AMD GPUs in PCI
+    order; None for a GPU of another vendor."""
+    if gpu.vendor_id != pci.AMD_ATI:
+        return None
+    order = [g.bdf for g in topo.amd_gpus]
+    if gpu.bdf in order:
+        return order.index(gpu.bdf)
+    amd = [g.id for g in topo.gpus if g.vendor_id == pci.AMD_ATI]
+    return amd.index(gpu.id)
+
+
+def visible_var(topo: Topology) -> str:
+    """The device-list variable a host's plan speaks of: ROCm's on a host of AMD GPUs only."""
+    gpus = topo.gpus
+    return "ROCR_VISIBLE_DEVICES" if gpus and all(g.vendor_id == pci.AMD_ATI for g in gpus) else "CUDA_VISIBLE_DEVICES"
 
 
 def rank_env(plan: Plan, local_rank: int) -> tuple[GpuPlan, CpuSet, dict[str, str]]:

@@ -41,6 +41,9 @@ from topoagent.core.pci import DeviceKind
 from topoagent.core.platform import ComplexKind
 from topoagent.core.topology import BridgeRole, Device, Topology, common_ancestors
 
+#: What rocm-smi and amd-smi print for a pair of GPUs joined by XGMI (``Link Type``).
+XGMI = "XGMI"
+
 
 class Path(msgspec.Struct, frozen=True):
     """The path between devices ``a`` and ``b`` (ids, ``a`` < ``b`` in device order)."""
@@ -56,6 +59,10 @@ class Path(msgspec.Struct, frozen=True):
     #: False when no source shows the path: no cell states it and no tree places both ends (a
     #: pasted matrix's missing row); ``pcie`` is then a placeholder and :attr:`cell` is ``?``.
     shown: bool = True
+    #: Two AMD GPUs joined by XGMI (Infinity Fabric): KFD's io_link of type XGMI, or a pasted
+    #: ``rocm-smi``/``amd-smi`` link type.  RCCL treats it as NCCL treats NVLink (its topology
+    #: gives XGMI links the type LINK_NVL, ROCm/rccl src/graph/topo.cc), so its class is NV.
+    xgmi: bool = False
 
     @property
     def cell(self) -> str:
@@ -64,12 +71,14 @@ class Path(msgspec.Struct, frozen=True):
 
     @property
     def cls(self) -> PathClass:
-        """NV when NVLinks join the pair, else the PCIe class."""
-        return PathClass.NV if self.nvlinks else self.pcie
+        """NV when NVLinks (or XGMI) join the pair, else the PCIe class."""
+        return PathClass.NV if self.nvlinks or self.xgmi else self.pcie
 
     @property
     def token(self) -> str:
-        """The nvidia-smi legend token (``NV18``, ``PIX``, ``SYS`` ...)."""
+        """The legend token (``NV18``, ``PIX``, ``SYS`` ...; ``XGMI`` as the AMD tools name it)."""
+        if self.xgmi and not self.nvlinks:
+            return XGMI
         return f"NV{self.nvlinks}" if self.nvlinks else self.pcie.token
 
 
@@ -205,13 +214,14 @@ def given_path(topo: Topology, a: Device, b: Device) -> Path | None:
     token = topo.given_token(a, b)
     if token is None:
         return None
-    if token.startswith("NV") and is_decimal(token[2:]) and len(token) <= 6:  # NV#: # NVLinks
-        links = int(token[2:])
+    nv = token.startswith("NV") and is_decimal(token[2:]) and len(token) <= 6  # NV#: # NVLinks
+    if nv or token == XGMI:
         if a.root_bus is not None and b.root_bus is not None:
             cls, known = pcie_class(topo, a, b)  # the PCIe class beneath, from the lspci tree
         else:
-            cls, known = PathClass.SYS, False  # NV# alone says nothing of PCIe: the worst case
-        return Path(a.id, b.id, cls, links, _same_socket(a, b) if cls is PathClass.SYS and known else None, known)
+            cls, known = PathClass.SYS, False  # NV#/XGMI alone says nothing of PCIe: the worst case
+        same = _same_socket(a, b) if cls is PathClass.SYS and known else None
+        return Path(a.id, b.id, cls, int(token[2:]) if nv else 0, same, known, xgmi=not nv)
     stated = PathClass.from_token(token)
     if stated is None or stated in (PathClass.X, PathClass.NV):
         return None  # "?" (unreadable), NV# past the NVLink counts, or X off the diagonal: compute instead
@@ -232,8 +242,19 @@ def path(topo: Topology, a: Device, b: Device) -> Path:
     same_socket = None
     if cls is PathClass.SYS and known and shown:
         same_socket = _same_socket(a, b)
-    links = nvlink_count(topo, a, b) if a.kind is DeviceKind.GPU and b.kind is DeviceKind.GPU else 0
-    return Path(a.id, b.id, cls, links, same_socket, known and shown, shown)
+    gpus = a.kind is DeviceKind.GPU and b.kind is DeviceKind.GPU
+    links = nvlink_count(topo, a, b) if gpus else 0
+    xgmi = gpus and xgmi_linked(a, b)
+    return Path(a.id, b.id, cls, links, same_socket, known and shown, shown, xgmi)
+
+
+def xgmi_linked(a: Device, b: Device) -> bool:
+    """Whether KFD gives AMD GPU ``a`` an XGMI io_link to ``b`` (``io_links/N/properties`` type
+    11, CRAT_IOLINK_TYPE_XGMI): every GPU of a hive has one to every other, the weight saying
+    how many hops (KFD_CRAT_XGMI_WEIGHT, 15 a hop; drivers/gpu/drm/amd/amdkfd/kfd_crat.c)."""
+    if a.amd is None or b.bdf is None:
+        return False
+    return any(link.xgmi and link.peer_bdf == b.bdf for link in a.amd.links)
 
 
 #: NCCL's default GPUDirect RDMA distance (``netGdrLevel`` in NVIDIA/nccl src/graph/paths.cc

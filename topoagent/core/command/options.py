@@ -64,6 +64,15 @@ def input_options(*, cross_check: bool) -> Callable[[F], F]:
         for field, option, _, text in reversed(OFFLINE_OPTIONS):
             fn = click.option(option, field, metavar="FILE", help=text)(fn)
         fn = click.option(
+            "--paste",
+            "paste_files",
+            metavar="FILE",
+            multiple=True,
+            help="Analyse every tool output found in this text (a bug report, an e-mail; - for stdin; "
+            "repeatable): nvidia-smi topo -m/-p2p/-q/nvlink -s, lspci, lstopo, numactl -H, "
+            "ibdev2netdev, ibv_devinfo, rocm-smi/amd-smi topology, dmesg AER lines.",
+        )(fn)
+        fn = click.option(
             "--no-nvml", "no_nvml", is_flag=True, help="Do not ask NVML (it is asked only when scanning /)."
         )(fn)
         return click.option(
@@ -86,6 +95,7 @@ def take_inputs(params: dict[str, Any]) -> Inputs:
         no_nvml=params.pop("no_nvml"),
         files=files,
         cross_check=params.pop("cross_check", False),
+        pastes=tuple(params.pop("paste_files", ())),
     )
 
 
@@ -103,9 +113,12 @@ def scan_inputs(*, cross_check: bool = True) -> Callable[[F], F]:
     return wrap
 
 
-def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cross_check: bool) -> Inputs:
+def build_inputs(
+    *, root: str, no_nvml: bool, files: dict[str, str | None], cross_check: bool, pastes: tuple[str, ...] = ()
+) -> Inputs:
     """Inputs from the options; pasted files are read here (one line and exit 2 if they cannot be)."""
     given = {field: name for field, name in files.items() if name is not None}
+    given.update({f"paste_texts#{n}": name for n, name in enumerate(pastes)})
     if cross_check and (given or os.path.realpath(root) != "/"):
         fail("--cross-check runs this host's nvidia-smi and lspci: it needs a live scan of --root /")
     shown = None
@@ -117,6 +130,7 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
         except TopoagentError as exc:
             fail(f"--root {root}: {exc}")
     option_of = {field: option for field, option, *_ in OFFLINE_OPTIONS}
+    option_of.update({f"paste_texts#{n}": "--paste" for n in range(len(pastes))})
     stdin = [option_of[f] for f, name in given.items() if name == "-"]
     if len(stdin) > 1:
         fail(f"{' and '.join(stdin)} cannot both read stdin (-)")
@@ -137,6 +151,7 @@ def build_inputs(*, root: str, no_nvml: bool, files: dict[str, str | None], cros
         nvidia_smi_topo_text=texts.get("nvidia_smi_topo_text"),
         lspci_tree_text=texts.get("lspci_tree_text"),
         lspci_verbose_text=texts.get("lspci_verbose_text"),
+        paste_texts=tuple(texts[f"paste_texts#{n}"] for n in range(len(pastes))),
     )
 
 
@@ -147,6 +162,8 @@ def run_scan(inputs: Inputs) -> ScanResult:
     except OfflineInputError as exc:
         origins = inputs.origins or {}
         where = next((f"{origins[f]}: " for f, _, arg, _ in OFFLINE_OPTIONS if exc.input == arg and f in origins), "")
+        if inputs.paste_texts:
+            where = ""  # the message names each --paste file itself
         fail(where + str(exc))
     except TopoagentError as exc:
         fail(str(exc))

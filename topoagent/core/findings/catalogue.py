@@ -29,10 +29,13 @@ __all__ = [
     "Example",
     "Family",
     "Grade",
+    "PROOF_BOUND",
     "HostKind",
     "Proof",
     "Wording",
+    "evidence_bound",
     "finding",
+    "proof_of",
 ]
 
 
@@ -46,15 +49,66 @@ class HostKind(Enum):
 
 
 class Proof(Enum):
-    """What kind of evidence proves a finding (:func:`topoagent.core.findings.context.proof_of`
-    tells one evidence line's kind from its path)."""
+    """What kind of evidence proves a finding (:func:`proof_of` tells one evidence line's kind
+    from its path)."""
 
     SYSFS = "a file the kernel exports (sysfs, /proc)"
     CONFIG_SPACE = "PCI config space (the sysfs config file)"
-    PASTED = "a token of pasted tool output (nvidia-smi topo -m, lspci)"
+    PASTED = "a token of pasted tool output (nvidia-smi, lspci, lstopo, numactl, RDMA tools, AMD SMI, dmesg)"
     NVML = "an NVML query"
     INFERENCE = "an inference from other facts (a path class, a node reached through paths)"
     EXPECTATION = "an expected topology (a baseline, or a fleet's majority)"
+
+
+#: The most severe a finding may be when a line of its evidence is of this kind: a finding is
+#: bounded by its weakest link (:meth:`Entry.finding` clamps to it).  What the kernel, config
+#: space, NVML or a tool's own output states can prove a fault; what is inferred from other
+#: facts (a node reached through paths, a path class the tree gives) can only suggest one.
+PROOF_BOUND: dict[Proof, Severity] = {
+    Proof.SYSFS: Severity.CRITICAL,
+    Proof.CONFIG_SPACE: Severity.CRITICAL,
+    Proof.PASTED: Severity.CRITICAL,
+    Proof.NVML: Severity.CRITICAL,
+    Proof.EXPECTATION: Severity.CRITICAL,
+    Proof.INFERENCE: Severity.WARNING,
+}
+
+
+#: The tools whose pasted output an evidence line names first (``numactl -H: node 2 cpus``).
+PASTED_TOOLS = (
+    "nvidia-smi",
+    "lspci",
+    "numactl",
+    "ibdev2netdev",
+    "ibv_devinfo",
+    "rocm-smi",
+    "amd-smi",
+    "lstopo",
+    "dmesg",
+)
+
+
+def proof_of(e: Evidence) -> Proof:
+    """The kind of an evidence line, from the path its check spelled for it
+    (:mod:`~topoagent.core.findings.context` spells them)."""
+    path = e.path
+    if path.startswith("nvml:"):
+        return Proof.NVML
+    if path.startswith("slot "):
+        return Proof.EXPECTATION
+    if path.startswith(("path ", "sysfs: ", "inferred: ")) or " via " in path:
+        return Proof.INFERENCE  # a path class the tree gives, a node reached through paths
+    if path.startswith(PASTED_TOOLS):
+        return Proof.PASTED
+    if path.startswith("/"):
+        return Proof.CONFIG_SPACE if path.endswith("/config") else Proof.SYSFS
+    return Proof.INFERENCE
+
+
+def evidence_bound(evidence: Iterable[Evidence]) -> Severity:
+    """The most severe a finding with this evidence may be: its weakest link's
+    :data:`PROOF_BOUND` (critical where there is no evidence line to bound it)."""
+    return min((PROOF_BOUND[proof_of(e)] for e in evidence), default=Severity.CRITICAL)
 
 
 class Grade(msgspec.Struct, frozen=True):
@@ -88,11 +142,18 @@ class Example(msgspec.Struct, frozen=True):
 
 
 class Family(msgspec.Struct, frozen=True):
-    """A family of checks: the module of this package that raises its codes, and its title."""
+    """A family of checks: its name (the module of this package that raises its codes, unless
+    ``raised_in`` names another: the audit's checks live in its feature slice), its title."""
 
     module: str
     title: str
     about: str = ""
+    raised_in: str = ""
+
+    @property
+    def where(self) -> str:
+        """The dotted name of the module whose checks raise the family's codes."""
+        return self.raised_in or f"topoagent.core.findings.{self.module}"
 
 
 class Entry(msgspec.Struct, frozen=True, kw_only=True):
@@ -112,26 +173,46 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True):
         """The severity the code is raised at unless its rule says otherwise."""
         return self.severity[0].severity
 
+    @property
+    def worst(self) -> Severity:
+        """The most severe its rule ever raises it at."""
+        return max(g.severity for g in self.severity)
+
+    def remedy_key(self, fix: str | None, host: HostKind | None) -> str:
+        """The remedy to say: ``fix`` where the check chose one, else the one written for
+        ``host`` (the kind of host or input the finding is about), else the default."""
+        if fix is not None:
+            return fix
+        if host is not None:
+            for key, w in self.remedies.items():
+                if w.host is host and not w.when:
+                    return key
+        return ""
+
     def finding(
         self,
         subjects: Iterable[str],
         evidence: Iterable[Evidence],
         *,
         say: str = "",
-        fix: str = "",
+        fix: str | None = None,
+        host: HostKind | None = None,
         severity: Severity | None = None,
         **fields: object,
     ) -> Finding:
         """A finding of this code: the message ``say`` and the remedy ``fix`` (keys of
-        :attr:`messages` and :attr:`remedies`) filled with ``fields``, at ``severity`` or the
-        default."""
+        :attr:`messages` and :attr:`remedies`; without ``fix``, the remedy written for
+        ``host``) filled with ``fields``, at ``severity`` or the default -- never above what
+        its evidence proves (:func:`evidence_bound`: the weakest link bounds it)."""
+        lines = tuple(evidence)
+        wanted = severity if severity is not None else self.default
         return Finding(
             self.code,
-            severity if severity is not None else self.default,
+            min(wanted, evidence_bound(lines)),
             tuple(subjects),
             self.messages[say].say(fields),
-            tuple(evidence),
-            self.remedies[fix].say(fields),
+            lines,
+            self.remedies[self.remedy_key(fix, host)].say(fields),
         )
 
 
@@ -141,12 +222,13 @@ def finding(
     evidence: Iterable[Evidence],
     *,
     say: str = "",
-    fix: str = "",
+    fix: str | None = None,
+    host: HostKind | None = None,
     severity: Severity | None = None,
     **fields: object,
 ) -> Finding:
     """A finding of ``code`` as its catalogue entry words it (:meth:`Entry.finding`)."""
-    return CATALOGUE[code].finding(subjects, evidence, say=say, fix=fix, severity=severity, **fields)
+    return CATALOGUE[code].finding(subjects, evidence, say=say, fix=fix, host=host, severity=severity, **fields)
 
 
 def _prose(text: str) -> str:
@@ -190,6 +272,17 @@ FAMILIES: dict[str, Family] = {
         Family("nvml", "NVLink (NVML)", "What NVML reports of NVLinked GPUs."),
         Family("crosscheck", "Sources that disagree", "`topoagent scan --cross-check` against other tools."),
         Family(
+            "audit",
+            "Processes away from their GPUs: PROCESS_*",
+            _prose("""Raised by `topoagent audit` and the daemon's audit (see [audit.md](audit.md)), never by a
+            scan: they judge the processes using the GPUs (NVML's running processes, else the
+            `/dev/nvidia*` descriptors of `/proc/PID/fd`) by their threads' allowed CPUs
+            (`/proc/PID/task/TID/status`), their memory (`/proc/PID/numa_maps`) and their `NCCL_IB_HCA`
+            (`/proc/PID/environ`).  A process reaching across sockets is a warning; one on another node
+            of its GPU's socket (AMD NPS, Intel SNC), or where sockets are unknown, is info."""),
+            raised_in="topoagent.features.audit.codes",  # the names advise.py raises them by
+        ),
+        Family(
             "expect",
             "Expected topology: EXPECT_*",
             _prose("""The `EXPECT_*` codes are raised only against an expected topology: `scan --expect FILE` (a
@@ -199,6 +292,15 @@ FAMILIES: dict[str, Family] = {
             expected and the seen value in its evidence; on a live scan the subjects are the device ids where
             the slot exists on this host. The examples are `tests/features/fleet/test_fleet.py`'s faulty copies
             of the `dgx-h100` fixture (tests/fleet_hosts.py) against the baseline of the good one."""),
+        ),
+        Family(
+            "pasted",
+            "What pasted tools say beyond the tree",
+            _prose("""Facts the tool outputs people paste carry and a PCIe tree does not: `nvidia-smi -q` (a GPU's
+            activity when its link was read), `nvidia-smi topo -p2p` (the driver's P2P status of each GPU pair),
+            `nvidia-smi nvlink -s` (active and inactive NVLinks), `ibdev2netdev`/`ibv_devinfo` (RDMA port state,
+            also read from sysfs on a live host) and `dmesg` (AER events). `topoagent scan --paste` reads them
+            (docs/offline.md); each example is the output of the test it names, on a public paste."""),
         ),
     )
 }
@@ -214,9 +316,13 @@ _ENTRIES = (
         GPUDirect RDMA beyond PXB by default, and the data also crosses UPI/xGMI. See NCCL's
         `NCCL_NET_GDR_LEVEL` documentation and NVIDIA/nccl issue 1435.
 
-        From offline input (a pasted `nvidia-smi topo -m`) sockets are unknown: a SYS pair then raises
-        this code with the "socket unknown" message below, and evidence reads `nvidia-smi topo -m
-        GPU0/NIC0 = SYS`.
+        Raised only where the input proves sockets: a host tree's CPU packages
+        (`physical_package_id`), or a matrix of about 2017 whose legend defines its `SOC` cells as
+        "the SMP link between CPU sockets" -- and even then not for a NIC that is `SOC` to the GPUs
+        of every CPU set (IBM's Minsky printed that for its dual-port NIC: it cannot be on another
+        socket than all of them).  Today's legend defines `SYS` as crossing "the SMP interconnect
+        between NUMA nodes", which a single-socket AMD EPYC in NPS4 prints between its own nodes:
+        from such a paste the finding is `GPU_NIC_CROSS_NUMA`, naming what is unknown.
 
         On Grace (a GPU on NVLink-C2C: GH200, GB200, GB300, GB10) nvidia-smi prints `SYS` from the GPU to
         every NIC, and so does the scan's path class (sysfs puts the GPU alone under its own root port);
@@ -228,24 +334,24 @@ _ENTRIES = (
         of the same Grace stays `PHB` to NCCL, GPUDirect off (`nccl_path` `PHB`, `gdr` false).  A GPU
         whose memory is a NUMA node beside a POWER9 (NVLink 2.0 to the CPU, not C2C) is no Grace GPU.
         The code is raised only for a NIC known to hang off the other CPU ("hangs off the other CPU
-        (node 0)"); fixtures `grace-hopper`, `gb200-tray`."""),
+        (node 0)"); fixtures `grace-hopper`, `gb200-tray`.  Where NCCL reaches the NIC through an
+        NVLinked GPU instead (PXN) the finding is `GPU_NIC_VIA_PXN`."""),
         messages={
             "": Wording(
                 "{gpu}'s nearest RDMA NIC {nic} is on socket {nic_socket}, the GPU on socket {gpu_socket}: "
                 "traffic crosses the socket interconnect and " + _GDR + ".",
                 when="both sockets are known",
             ),
-            "socket unknown": Wording(
-                "{gpu}'s nearest RDMA NIC {nic} is reached only across the SMP interconnect "
-                "(socket unknown from this source): " + _GDR + ".",
-                when="the input shows no sockets (SYS stated by nvidia-smi, or NUMA nodes without their sockets)",
+            "soc": Wording(
+                "{gpu}'s nearest RDMA NIC {nic} is on the other CPU socket (nvidia-smi's SOC: the SMP link "
+                "between CPU sockets): traffic crosses the socket interconnect and " + _GDR + ".",
+                when="a matrix of about 2017 printed SOC, which its legend defines by CPU sockets",
             ),
             "grace": Wording(
                 "{gpu} reaches its CPU (NUMA node {gpu_node}) over NVLink-C2C, but its nearest RDMA NIC "
                 "{nic} hangs off the other CPU (node {nic_node}): the direct path crosses the "
                 "CPU-to-CPU link with GPUDirect RDMA off (NCCL's P2C default covers only a NIC of the GPU's own "
-                "CPU), so NCCL stages through host memory or routes through an NVLinked GPU of the other Grace "
-                "(PXN), which then carries that GPU's traffic too.",
+                "CPU), so NCCL stages through host memory.",
                 when="a GPU on NVLink-C2C whose nearest RDMA NIC is known to hang off another CPU",
             ),
         },
@@ -254,13 +360,6 @@ _ENTRIES = (
                 "Move the NIC (or the GPU) to a slot on the same socket, under the GPU's PCIe switch; "
                 "until then bind the rank to the NIC's socket only if it is host-memory bound.",
                 host=HostKind.BARE_METAL,
-            ),
-            "socket unknown": Wording(
-                "Move the NIC (or the GPU) under the GPU's PCIe switch, on the same socket and NUMA node; "
-                "check the host's sockets (lscpu, or a live topoagent scan) to tell a cross-socket "
-                "from a cross-node placement.",
-                when="the input shows no sockets",
-                host=HostKind.PASTED,
             ),
             "grace": Wording(
                 "Give each GPU's ranks a NIC of the GPU's own Grace (NCCL_IB_HCA, or the NIC order of the "
@@ -286,19 +385,35 @@ _ENTRIES = (
         family="placement",
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.SYSFS, Proof.PASTED, Proof.INFERENCE),
-        about="Best NIC on another NUMA node of the same socket (AMD NPS2/NPS4, Intel SNC): SYS in nvidia-smi "
-        "terms, no GDR by default, but the remedy differs (BIOS NUMA setting).",
+        about=_prose("""Best NIC on another NUMA node (SYS in nvidia-smi terms): no GDR by default.  On a host
+        tree whose sockets are known, another node of the same socket (AMD NPS2/NPS4, Intel SNC),
+        where the remedy is the BIOS NUMA setting; from an input that does not show sockets (a pasted
+        matrix: its legend's SYS crosses "the SMP interconnect between NUMA nodes", which a
+        single-socket EPYC in NPS4 prints between its own nodes -- ALCF's Polaris, a 7543P, is one),
+        the same finding with the "socket unknown" message, which names what the input does not
+        show; never `GPU_NIC_CROSS_SOCKET`, which only proven sockets raise."""),
         messages={
             "": Wording(
                 "{gpu}'s nearest RDMA NIC {nic} is on NUMA node {nic_node}, the GPU on node "
-                "{gpu_node} of the same socket: " + _GDR + "."
-            )
+                "{gpu_node} of the same socket: " + _GDR + ".",
+                when="both sockets are known and the same",
+            ),
+            "socket unknown": Wording(
+                "{gpu}'s nearest RDMA NIC {nic} is across the SMP interconnect, on {where}: " + _GDR + "; {why}.",
+                when="the input shows no sockets (SYS stated by nvidia-smi, NUMA nodes without their sockets)",
+            ),
         },
         remedies={
             "": Wording(
                 "Place the NIC under the same PCIe switch as the GPU, or use NPS1/SNC off in the BIOS so "
                 "both share a NUMA node; set NCCL_NET_GDR_LEVEL=SYS only after measuring."
-            )
+            ),
+            "pasted": Wording(
+                "Place the NIC under the GPU's PCIe switch; to tell a cross-socket from a cross-node "
+                "placement, check the host's sockets and NUMA setting (lscpu; NPS on AMD, SNC on Intel) "
+                "or run topoagent scan on the host.",
+                host=HostKind.PASTED,
+            ),
         },
         examples=(
             Example(
@@ -318,15 +433,39 @@ _ENTRIES = (
         family="placement",
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.SYSFS, Proof.PASTED, Proof.INFERENCE),
-        about="Best NIC reachable only through the CPU (PHB or NODE): same NUMA node is not enough for GDR "
-        "(sriov-network-operator#736). Not raised for Grace GPUs, where GPU↔NIC through the same CPU is "
-        "NCCL's P2C and GDR is on.",
-        messages={"": Wording("{gpu} reaches its nearest RDMA NIC {nic} only through the CPU ({path}): " + _GDR + ".")},
+        about=_prose("""Best NIC reachable only through the CPU (PHB or NODE): same NUMA node is not enough for
+        GDR (sriov-network-operator#736). Not raised for Grace GPUs, where GPU-NIC through the same
+        CPU is NCCL's P2C and GDR is on, nor where NCCL reaches the NIC through an NVLinked peer GPU
+        (`GPU_NIC_VIA_PXN`).  Inside a guest whose hypervisor flattened the tree
+        (`VM_FLAT_PCI_TREE`) the PHB is the guest's: NCCL in the guest still turns GPUDirect off
+        (NVIDIA/nccl-tests#256: 476 -> 27 GB/s), and the remedy is the guest's, not a slot."""),
+        messages={
+            "": Wording("{gpu} reaches its nearest RDMA NIC {nic} only through the CPU ({path}): " + _GDR + "."),
+            "guest": Wording(
+                "{gpu} reaches its nearest RDMA NIC {nic} only through the CPU ({path}) in this guest's PCI tree: "
+                "NCCL in the guest sees {path} and turns GPUDirect RDMA off; the host's own path is hidden.",
+                when="a guest whose hypervisor flattened the tree",
+            ),
+            "guest suggested": Wording(
+                "{gpu} reaches its nearest RDMA NIC {nic} only through the CPU ({path}), as in a guest whose "
+                "hypervisor flattened the tree (VM_FLAT_PCI_TREE): NCCL sees {path} and turns GPUDirect RDMA off.",
+                when="a pasted matrix that only suggests such a guest",
+            ),
+        },
         remedies={
             "": Wording(
                 "Put GPU and NIC under one PCIe switch for GPUDirect RDMA; NCCL_NET_GDR_LEVEL=PHB forces it "
-                "through the host bridge, which is slower than a switch and worth measuring first."
-            )
+                "through the host bridge, which is slower than a switch and worth measuring first.",
+                host=HostKind.BARE_METAL,
+            ),
+            "guest": Wording(
+                "Give the guest the host's locality: on the hypervisor, topoagent vms shows each "
+                "passed-through device's host NUMA node, and NUMA-aware passthrough keeps GPU and NIC "
+                "together (QEMU pxb-pcie expander buses with numa_node=, the devices' root ports below "
+                "them); or give NCCL in the guest the host's topology (NCCL_TOPO_FILE from topoagent plan "
+                "--format nccl-topo on the host, bus ids mapped to the guest's).",
+                host=HostKind.GUEST,
+            ),
         },
         examples=(
             Example(
@@ -342,11 +481,59 @@ _ENTRIES = (
         ),
     ),
     Entry(
+        code="GPU_NIC_VIA_PXN",
+        family="placement",
+        severity=(Grade(Severity.INFO),),
+        proof=(Proof.SYSFS, Proof.PASTED, Proof.NVML, Proof.INFERENCE),
+        about=_prose("""A GPU whose own path to its rail NIC crosses the CPU (PHB, NODE or SYS) but which NCCL
+        reaches it through instead: the NIC's local GPU, NVLinked to it, sits within one PCIe switch
+        hierarchy of the NIC (PXB or better, or a Grace GPU's P2C).  NCCL >= 2.12 (`NCCL_PXN_DISABLE=0`,
+        the default) sends the GPU's data over NVLink to that GPU, whose memory the NIC reads with
+        GPUDirect RDMA: NVIDIA/nccl src/graph/paths.cc, `ncclTopoComputePaths`, sets the path to
+        `PATH_PXN`, which ranks before `PATH_PHB`, so NCCL also prefers such a NIC to one it reaches
+        only through the CPU.  The relay is the GPU NCCL takes as the NIC's local GPU
+        (`ncclTopoGetLocalGpu`, src/graph/topo.cc: of the GPUs nearest the NIC, the first whose own
+        NIC is this one).  The rail says so (`rails[].nccl_path` `PXN`, `rails[].gdr` true, the
+        relay in `rails[].pxn_via`).  Nothing to fix for NCCL; traffic that does not go through NCCL
+        (UCX, MPI) takes the direct path."""),
+        messages={
+            "": Wording(
+                "{gpu} reaches its rail NIC {nic} through {via} over NVLink ({nvlinks}, NCCL's PXN): {via} is "
+                "{peer_path} to it, so GPUDirect RDMA is on from {via}'s memory; {gpu}'s own path is {path}."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Nothing to do for NCCL >= 2.12 (keep NCCL_PXN_DISABLE unset). Traffic that does not go through "
+                "NCCL (UCX, MPI) takes the direct {path} path without GPUDirect RDMA."
+            )
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_verdicts.py` (a pasted 8x V100 hybrid cube mesh with one mlx5_0, "
+                "OneFlow-Inc OneFlow-Benchmark reports)",
+                text=_prose("""
+                [info] gpu0 reaches its rail NIC nic0 (mlx5_0) through gpu2 over NVLink (NV1, NCCL's PXN): gpu2 is PIX to it, so GPUDirect RDMA is on from gpu2's memory; gpu0's own path is NODE.
+                    subjects: gpu0, nic0, gpu2
+                    evidence: nvidia-smi topo -m GPU0/mlx5_0 = NODE
+                    evidence: nvidia-smi topo -m GPU0/GPU2 = NV1
+                    evidence: nvidia-smi topo -m GPU2/mlx5_0 = PIX
+                    remedy:   Nothing to do for NCCL >= 2.12 (keep NCCL_PXN_DISABLE unset). Traffic that does not go through NCCL (UCX, MPI) takes the direct NODE path without GPUDirect RDMA.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
         code="NO_RDMA_NIC",
         family="placement",
         severity=(Grade(Severity.INFO),),
         proof=(Proof.SYSFS, Proof.PASTED),
-        about="GPUs but no RDMA-capable NIC (no RDMA device, no InfiniBand-class function).",
+        about=_prose("""GPUs but no RDMA-capable NIC (no RDMA device, no InfiniBand-class function, no ConnectX or
+        AWS EFA -- vendor 1d0f, NCCL's network through the aws-ofi-nccl plugin).  An absence is
+        claimed only from an input that lists every NIC: a host tree with `/sys/class`, or a whole
+        lspci listing.  Never from `lspci | grep`, `lspci -s`, `lspci -d 10de:`, a tree cut or
+        elided by its author (`+-...`), a capture without `/sys/class`, or a matrix alone
+        (nvidia-smi lists the RDMA NICs it knows, and never EFA)."""),
         messages={
             "": Wording(
                 "{gpus} GPU(s) but no RDMA-capable NIC: traffic between hosts goes through host memory over TCP "
@@ -357,7 +544,13 @@ _ENTRIES = (
             "": Wording(
                 "Fine for a single-node box; for multi-node training add an InfiniBand/RoCE NIC per GPU pair "
                 "under the GPUs' PCIe switches."
-            )
+            ),
+            "guest": Wording(
+                "Fine for single-node work; for multi-node training pass RDMA NICs (or their SR-IOV VFs) through "
+                "to the guest beside the GPUs, or choose an instance type that has them (EFA on AWS, InfiniBand "
+                "VMs elsewhere).",
+                host=HostKind.GUEST,
+            ),
         },
         examples=(
             Example(
@@ -367,7 +560,7 @@ _ENTRIES = (
                     subjects: gpu0, gpu1, gpu2, gpu3
                     evidence: /sys/class/infiniband = absent or empty
                     evidence: /sys/bus/pci/devices/0000:00:02.0/class = 0x020000
-                    remedy:   Fine for a single-node box; for multi-node training add an InfiniBand/RoCE NIC per GPU pair under the GPUs' PCIe switches.
+                    remedy:   Fine for single-node work; for multi-node training pass RDMA NICs (or their SR-IOV VFs) through to the guest beside the GPUs, or choose an instance type that has them (EFA on AWS, InfiniBand VMs elsewhere).
                 """),  # noqa: E501
             ),
         ),
@@ -439,7 +632,7 @@ _ENTRIES = (
     Entry(
         code="DRA_PCIE_ROOT_MISMATCH",
         family="rails",
-        severity=(Grade(Severity.WARNING),),
+        severity=(Grade(Severity.INFO),),
         proof=(Proof.SYSFS,),
         about=_prose("""A Kubernetes DRA claim that asks for a GPU and a NIC with `matchAttribute:
         resource.kubernetes.io/pcieRoot` would not give some GPU its rail NIC. `pcieRoot` is the
@@ -460,7 +653,13 @@ _ENTRIES = (
           NIC nic0 (PIX)`.
 
         The message names at most four GPUs (`; ...` for the rest). A host with one GPU and its rail NIC per
-        root (DGX H100) raises nothing."""),
+        root (DGX H100) raises nothing.
+
+        Info, not warning: it proves a fact about the topology against a consumer the host may never
+        have (a DRA claim that matches on `pcieRoot`); nothing on the host is wrong, and a healthy
+        Grace or SR-IOV reference host must not warn forever (a Nagios check, the daemon's worst
+        severity).  A cluster that does use such claims acts on the message: `topoagent plan
+        --format dra --claim` judges a given claim and exits 1 when it is not aligned."""),
         messages={
             "": Wording(
                 "A DRA claim matching GPU and NIC on resource.kubernetes.io/pcieRoot would not give {gpus} GPU(s) "
@@ -478,7 +677,7 @@ _ENTRIES = (
             Example(
                 fixture="sriov-nic",
                 text=_prose("""
-                [warning] A DRA claim matching GPU and NIC on resource.kubernetes.io/pcieRoot would not give 1 GPU(s) their rail NIC: gpu0: its rail NIC nic1 (mlx5_0) is under pci0000:38, the GPU under pci0000:16.
+                [info] A DRA claim matching GPU and NIC on resource.kubernetes.io/pcieRoot would not give 1 GPU(s) their rail NIC: gpu0: its rail NIC nic1 (mlx5_0) is under pci0000:38, the GPU under pci0000:16.
                     subjects: gpu0, nic1
                     evidence: /sys/bus/pci/devices/0000:17:00.0 = ../../../devices/pci0000:16/...
                     evidence: /sys/bus/pci/devices/0000:39:00.0 = ../../../devices/pci0000:38/...
@@ -493,16 +692,30 @@ _ENTRIES = (
         family="peer",
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.SYSFS,),
-        about=_prose("""NVIDIA GPUs and RDMA NICs, but none of nvidia_peermem, nv_peer_mem,
-        /sys/kernel/mm/memory_peers (the files NCCL checks, NVIDIA/nccl src/transport/net_ib.cc).
-        Warning, not critical: DMA-BUF may be in use, which sysfs cannot show. Offline scans skip it:
-        loaded modules are not in pasted text."""),
+        about=_prose("""GPUs that use GPUDirect RDMA by NCCL's defaults (a rail NIC under their PCIe switch, on their
+        Grace, or reached through an NVLinked peer GPU: `rails[].gdr` true), but none of
+        nvidia_peermem, nv_peer_mem, /sys/kernel/mm/memory_peers (the files NCCL checks, NVIDIA/nccl
+        src/transport/net_ib.cc) and no DMA-BUF (Linux >= 5.12 with the open GPU kernel module,
+        read from `/proc/sys/kernel/osrelease` and `/proc/driver/nvidia/version`).  It is the verdict
+        `topoagent fix peermem` gives (`topoagent.core.analysis.peermem`): one says "needed" exactly
+        where the other raises this.  A host whose rails all cross the CPU stages through host memory
+        whatever is loaded, and raises nothing here.  Warning, not critical: a recent rdma-core may
+        still use DMA-BUF where the module facts are unknown. Offline scans skip it: loaded modules
+        are not in pasted text."""),
         messages={
             "": Wording(
-                "NVIDIA GPUs and RDMA NICs are present but no peer-memory module is loaded "
-                "(no nvidia_peermem, nv_peer_mem or memory_peers): unless DMA-BUF is in use, NCCL logs "
-                "'GPU Direct RDMA Disabled' and inter-node bandwidth drops several-fold."
-            )
+                "{gpus} GPU(s) use GPUDirect RDMA by NCCL's defaults but no peer-memory module is loaded "
+                "(no nvidia_peermem, nv_peer_mem or memory_peers) and DMA-BUF is not available: NCCL logs "
+                "'GPU Direct RDMA Disabled' and inter-node bandwidth drops several-fold.",
+                when="DMA-BUF is known to be unavailable (kernel < 5.12 or the proprietary module)",
+            ),
+            "dmabuf unknown": Wording(
+                "{gpus} GPU(s) use GPUDirect RDMA by NCCL's defaults but no peer-memory module is loaded "
+                "(no nvidia_peermem, nv_peer_mem or memory_peers): unless DMA-BUF is in use (the kernel "
+                "release or GPU kernel module is unknown), NCCL logs 'GPU Direct RDMA Disabled' and "
+                "inter-node bandwidth drops several-fold.",
+                when="whether DMA-BUF is available is unknown",
+            ),
         },
         remedies={
             "": Wording(
@@ -514,8 +727,8 @@ _ENTRIES = (
             Example(
                 fixture="faulty-gpu-node",
                 text=_prose("""
-                [warning] NVIDIA GPUs and RDMA NICs are present but no peer-memory module is loaded (no nvidia_peermem, nv_peer_mem or memory_peers): unless DMA-BUF is in use, NCCL logs 'GPU Direct RDMA Disabled' and inter-node bandwidth drops several-fold.
-                    subjects: gpu0, gpu1, gpu2, gpu3, gpu4, gpu5, gpu6, gpu7, nic1, nic2, nic3, nic4, nic5, nic6, nic7, nic8
+                [warning] 8 GPU(s) use GPUDirect RDMA by NCCL's defaults but no peer-memory module is loaded (no nvidia_peermem, nv_peer_mem or memory_peers): unless DMA-BUF is in use (the kernel release or GPU kernel module is unknown), NCCL logs 'GPU Direct RDMA Disabled' and inter-node bandwidth drops several-fold.
+                    subjects: gpu0, gpu1, gpu2, gpu3, gpu4, gpu5, gpu6, gpu7, nic1, nic2, nic3, nic5, nic6, nic7, nic8
                     evidence: /sys/module/nvidia_peermem = absent
                     evidence: /sys/module/nv_peer_mem = absent
                     evidence: /sys/kernel/mm/memory_peers = absent
@@ -658,7 +871,7 @@ _ENTRIES = (
             Grade(Severity.CRITICAL, "a port of a Data Direct or Inline complex (its DMA, GPU, NIC or root port)"),
             Grade(Severity.WARNING, "any other ConnectX/BlueField-3 switch port or Grace/Vera root port"),
         ),
-        proof=(Proof.CONFIG_SPACE, Proof.INFERENCE),
+        proof=(Proof.CONFIG_SPACE,),
         about=_prose("""A port whose ACS Control register does not hold the mask its platform requires
         (rdma_topo `compute_acs`): on a Data Direct complex the DMA function's port `xx110x1`, the GPU's
         port `xx101x1`, the root port `xx111x0`; on an Inline complex the NIC's port, the GPU's port and the
@@ -991,17 +1204,23 @@ _ENTRIES = (
         code="NUMA_UNKNOWN",
         family="numa",
         severity=(
-            Grade(Severity.WARNING, "a multi-node host, where path classes are then assumed SYS"),
+            Grade(Severity.WARNING, "a multi-node host"),
             Grade(Severity.INFO, "a single-node VM with GPUs, or pasted text (a gap in the input given)"),
         ),
         proof=(Proof.SYSFS, Proof.PASTED, Proof.INFERENCE),
-        about="GPUs/NICs with numa_node = -1 on a multi-node host, or in a VM with GPUs; from pasted text, GPUs/NICs "
-        "whose NUMA node the output given does not show (a NIC's node follows a GPU's through its paths).",
+        about=_prose("""GPUs/NICs with numa_node = -1 on a multi-node host, or in a VM with GPUs; from pasted text,
+        GPUs/NICs whose NUMA node the output given does not show on a host it shows to have several
+        nodes (a stated SYS cell, disjoint CPU affinities, or a list-valued NUMA Affinity such as
+        `0-7`, which names nodes but no one of them for a GPU that is not on Grace): nvidia-smi's
+        `N/A` and such lists are said, never kept silently.  A NIC's node follows a GPU's through
+        its paths.  The message says which path classes the missing node leaves at their worst
+        (`SYS`, marked unknown: only paths between host bridges); a path inside one root complex is
+        the tree's (PHB, PIX ...), as the same scan prints it."""),
         messages={
             "": Wording(
                 "{functions} GPU/NIC function(s) report no NUMA node (numa_node = -1) on a multi-node host: "
-                "their path classes are assumed SYS and affinity cannot be derived.",
-                when="a multi-node host",
+                "affinity cannot be derived{paths}.",
+                when="a multi-node host; {paths} says how many of their paths are taken at their worst",
             ),
             "guest": Wording(
                 "{functions} GPU/NIC function(s) report no NUMA node (numa_node = -1) in a VM: the host's "
@@ -1036,7 +1255,7 @@ _ENTRIES = (
             Example(
                 fixture="cloud-vm",
                 text=_prose("""
-                [warning] 5 GPU/NIC function(s) report no NUMA node (numa_node = -1) on a multi-node host: their path classes are assumed SYS and affinity cannot be derived.
+                [warning] 5 GPU/NIC function(s) report no NUMA node (numa_node = -1) on a multi-node host: affinity cannot be derived; their path classes come from the PCIe tree, which places them.
                     subjects: nic0, gpu0, gpu1, gpu2, gpu3
                     evidence: /sys/bus/pci/devices/0000:00:02.0/numa_node = -1
                     evidence: /sys/bus/pci/devices/0000:00:04.0/numa_node = -1
@@ -1162,21 +1381,84 @@ _ENTRIES = (
         ),
     ),
     Entry(
-        code="VM_FLAT_PCI_TREE",
+        code="NUMA_SWITCH_MISMATCH",
         family="numa",
-        severity=(Grade(Severity.INFO),),
-        proof=(Proof.SYSFS,),
-        about="A VM with several GPUs all on the root bus: the hypervisor hides the host's switches (nccl#428).",
+        severity=(Grade(Severity.CRITICAL),),
+        proof=(Proof.SYSFS, Proof.PASTED),
+        about=_prose("""A GPU or NIC whose `numa_node` differs from the node every other function below its PCIe
+        switch reports (two at least, the switch's ports included).  All of them hang off one root
+        port of one host bridge, and the kernel gives them the host bridge's node (`pcibus_to_node`,
+        from ACPI `_PXM`); a differing one was given another node -- a changed `_PXM`, or a
+        `numa_node` written by hand (the file is writable by root, drivers/pci/pci-sysfs.c
+        `numa_node_store`).  One of the two is wrong and the files cannot say which, so nothing placed
+        by that node can be trusted: the rail still says PIX, while the plan would bind the device's
+        work -- and `topoagent apply --irqs` its interrupts -- to another socket than its switch
+        siblings'.  `apply --irqs` therefore leaves such a NIC's IRQs where they are, says why and
+        exits 1.  (`numa_node` changed alone, without its `local_cpulist`, is also
+        `NUMA_CPULIST_MISMATCH`.)"""),
         messages={
             "": Wording(
-                "The hypervisor presents every GPU on the root bus: the guest sees PHB between all devices "
-                "and cannot see the host's PCIe switches."
+                "{id} says NUMA node {node}, but every other function below its PCIe switch {switch} ({siblings}) "
+                "says node {siblings_node}: they hang off one host bridge, so one of the two is wrong, and "
+                "CPU, memory and IRQ placement by {id}'s node may land on the wrong socket."
             )
         },
         remedies={
             "": Wording(
-                "Give NCCL the host's topology with NCCL_TOPO_FILE (generated on the host), or pass through "
-                "the switch hierarchy (e.g. QEMU pcie-root-port/x3130 switches mirroring the host).",
+                "Find which is right: measure (nvbandwidth or ib_write_bw under numactl on each node) and check "
+                "the firmware's _PXM (BIOS update) or whoever wrote /sys/bus/pci/devices/*/numa_node (it taints "
+                "the kernel: /proc/sys/kernel/tainted). Until then topoagent apply --irqs leaves {id}'s IRQs alone."
+            )
+        },
+        examples=(
+            Example(
+                fixture="faulty-gpu-node",
+                text=_prose("""
+                [critical] gpu6 says NUMA node 0, but every other function below its PCIe switch 0000:be:00.0 (gpu7, nic7, nic8, bridge22, ...) says node 1: they hang off one host bridge, so one of the two is wrong, and CPU, memory and IRQ placement by gpu6's node may land on the wrong socket.
+                    subjects: gpu6, gpu7, nic7, nic8, bridge22, bridge23, bridge24, bridge25, bridge26
+                    evidence: /sys/bus/pci/devices/0000:c0:00.0/numa_node = 0
+                    evidence: /sys/bus/pci/devices/0000:c1:00.0/numa_node = 1
+                    evidence: /sys/bus/pci/devices/0000:c2:00.0/numa_node = 1
+                    remedy:   Find which is right: measure (nvbandwidth or ib_write_bw under numactl on each node) and check the firmware's _PXM (BIOS update) or whoever wrote /sys/bus/pci/devices/*/numa_node (it taints the kernel: /proc/sys/kernel/tainted). Until then topoagent apply --irqs leaves gpu6's IRQs alone.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="VM_FLAT_PCI_TREE",
+        family="numa",
+        severity=(Grade(Severity.INFO),),
+        proof=(Proof.SYSFS, Proof.PASTED, Proof.INFERENCE),
+        about=_prose("""A guest with several GPUs, none of them below a PCIe switch: on the root bus, or each on a
+        root port of one emulated root complex (QEMU's q35 -- its 82G33 host bridge and ICH9 LPC in
+        lspci --, i440FX, Hyper-V).  The hypervisor hides the host's switches (nccl#428), every
+        GPU-NIC path in the guest is PHB, and NCCL turns GPUDirect RDMA off: the KVM guest with 8
+        H200 of NVIDIA/nccl-tests#256 fell from 476 to 27 GB/s bus bandwidth.  A guest is known from
+        the kernel (the hypervisor CPU flag, `/sys/hypervisor`, DMI) or from a function only a
+        hypervisor presents in pasted lspci; a pasted matrix alone can only suggest one -- NVLinked
+        (SXM) GPUs whose every GPU-NIC and NIC-NIC cell is PHB, which no bare-metal board wires --
+        and says so.  The remedies are the guest's: NUMA-aware passthrough that keeps each GPU with
+        its NIC, an NCCL topology file for the guest, `topoagent vms` on the hypervisor."""),
+        messages={
+            "": Wording(
+                "The hypervisor presents every GPU {where}: the guest sees PHB between all devices and "
+                "cannot see the host's PCIe switches, so NCCL turns GPUDirect RDMA off between them.",
+                when="a guest the kernel or an emulated device proves; {where}: on the root bus, or on root ports",
+            ),
+            "suggested": Wording(
+                "The matrix shows NVLinked (SXM) GPUs that reach every NIC, and every NIC each other, only "
+                "through the host bridge (PHB): no bare-metal board wires SXM GPUs without PCIe switches, so "
+                "this looks like a guest whose hypervisor hides them; NCCL in it turns GPUDirect RDMA off.",
+                when="a pasted matrix alone (an inference)",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "On the hypervisor, topoagent vms shows each passed-through device's host NUMA node; pass GPUs "
+                "and NICs through NUMA-aware, each GPU with its NIC (QEMU pxb-pcie expander buses with "
+                "numa_node=, or pcie-root-port/x3130 switches mirroring the host). In the guest, give NCCL the "
+                "host's topology: NCCL_TOPO_FILE from topoagent plan --format nccl-topo on the host, bus ids "
+                "mapped to the guest's.",
                 host=HostKind.GUEST,
             )
         },
@@ -1184,12 +1466,12 @@ _ENTRIES = (
             Example(
                 fixture="cloud-vm",
                 text=_prose("""
-                [info] The hypervisor presents every GPU on the root bus: the guest sees PHB between all devices and cannot see the host's PCIe switches.
+                [info] The hypervisor presents every GPU on the root bus: the guest sees PHB between all devices and cannot see the host's PCIe switches, so NCCL turns GPUDirect RDMA off between them.
                     subjects: gpu0, gpu1, gpu2, gpu3
                     evidence: /sys/bus/pci/devices/0000:00:04.0/ = pci0000:00
                     evidence: /sys/bus/pci/devices/0000:00:05.0/ = pci0000:00
                     evidence: /sys/bus/pci/devices/0000:00:06.0/ = pci0000:00
-                    remedy:   Give NCCL the host's topology with NCCL_TOPO_FILE (generated on the host), or pass through the switch hierarchy (e.g. QEMU pcie-root-port/x3130 switches mirroring the host).
+                    remedy:   On the hypervisor, topoagent vms shows each passed-through device's host NUMA node; pass GPUs and NICs through NUMA-aware, each GPU with its NIC (QEMU pxb-pcie expander buses with numa_node=, or pcie-root-port/x3130 switches mirroring the host). In the guest, give NCCL the host's topology: NCCL_TOPO_FILE from topoagent plan --format nccl-topo on the host, bus ids mapped to the guest's.
                 """),  # noqa: E501
             ),
         ),
@@ -1311,6 +1593,108 @@ _ENTRIES = (
                     evidence: nvidia-smi topo -m: GPU0/NIC2 = SYS
                     evidence: sysfs: gpu0/nic4 = NODE
                     remedy:   Find out which source is stale or wrong: re-run both; a driver or firmware update, a VM that hides the host tree, or a renamed RDMA device are the usual causes. Placement advice follows sysfs.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    # -- audit ------------------------------------------------------------------------------
+    Entry(
+        code="PROCESS_CPUS_OFF_GPU_NODE",
+        family="audit",
+        severity=(
+            Grade(Severity.WARNING, "the CPUs its threads may run on are on another socket than its GPU's"),
+            Grade(Severity.INFO, "on another node of the GPU's socket, or where sockets are unknown"),
+        ),
+        proof=(Proof.SYSFS, Proof.NVML),
+        about=_prose("""A process using a GPU some of whose threads may run on no CPU of the GPU's NUMA node
+        (`Cpus_allowed_list` of `/proc/PID/task/TID/status`): its kernel launches and copies reach the
+        GPU from afar."""),
+        messages={
+            "": Wording(
+                "{who} uses {gpus}, but {off} of its {threads} thread(s) may run only on CPUs {where}, none of "
+                "them the GPU's ({cpus}): its launches and copies cross to the GPU's node from afar."
+            )
+        },
+        remedies={
+            "": Wording("Move it now: {apply}; start it there next time: {exec} (or torchrun --numa-binding=node).")
+        },
+        examples=(
+            Example(
+                source="pid 1002 of `tests/features/audit/test_audit.py` (the DGX H100 fixture: it uses gpu1 "
+                "on node 0, two of its threads may run only on node 1)",
+                text=_prose("""
+                [warning] pid 1002 (misplaced) uses gpu1 (NUMA node 0), but 2 of its 3 thread(s) may run only on CPUs 56-111,168-223, none of them the GPU's (0-55,112-167): its launches and copies cross to the GPU's node from afar.
+                    subjects: gpu1, pid:1002
+                    evidence: /proc/1002/task/1002/status = Cpus_allowed_list: 56-111,168-223
+                    evidence: /proc/1002/task/1003/status = Cpus_allowed_list: 56-111,168-223
+                    evidence: /sys/bus/pci/devices/0000:43:00.0/numa_node = 0
+                    remedy:   Move it now: topoagent apply --pid 1002 --gpu 1 --yes (every thread; undo: topoagent apply --undo --yes); start it there next time: topoagent exec --gpu 1 -- CMD (or torchrun --numa-binding=node).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="PROCESS_MEMORY_OFF_GPU_NODE",
+        family="audit",
+        severity=(
+            Grade(Severity.WARNING, "the memory is on another socket than its GPU's"),
+            Grade(Severity.INFO, "on another node of the GPU's socket, or where sockets are unknown"),
+        ),
+        proof=(Proof.SYSFS, Proof.NVML),
+        about=_prose("""A process using a GPU most of whose anonymous memory (at least 256 MiB) lives off the
+        GPU's node, or whose memory policy names only other nodes (`/proc/PID/numa_maps`): every
+        host-device copy of it crosses nodes."""),
+        messages={"": Wording("{who} uses {where}, but {said}: every host-device copy of it crosses nodes.")},
+        remedies={
+            "": Wording(
+                "Move its pages now: migratepages {pid} {from_nodes} {home} (numactl); start it with {exec} so "
+                "new pages land on node {home}{policy}"
+            )
+        },
+        examples=(
+            Example(
+                source="pid 1002 of `tests/features/audit/test_audit.py` (the DGX H100 fixture: 12 GiB of its memory "
+                "on node 1, its GPU on node 0)",
+                text=_prose("""
+                [warning] pid 1002 (misplaced) uses gpu1's node 0, but 12.0 GiB of its 13.0 GiB of anonymous memory lives on NUMA node(s) 1: every host-device copy of it crosses nodes.
+                    subjects: gpu1, pid:1002
+                    evidence: /proc/1002/numa_maps = anonymous: N0=1.0 GiB N1=12.0 GiB
+                    remedy:   Move its pages now: migratepages 1002 1 0 (numactl); start it with topoagent exec --gpu 1 --mem bind -- CMD so new pages land on node 0.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="PROCESS_HCA_NOT_RAIL",
+        family="audit",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.SYSFS, Proof.NVML),
+        about=_prose("""A process whose `NCCL_IB_HCA` (`/proc/PID/environ`) lets NCCL use none of the RDMA
+        devices of its GPUs' rail NICs: the GPU's traffic goes through a farther NIC.  A process
+        holding several GPUs is flagged only when none of them keeps a rail."""),
+        messages={
+            "": Wording(
+                "{who} uses {gpus}, whose rail NIC is {rails}, but its NCCL_IB_HCA={value} lets NCCL use "
+                "none of {names}: the GPU's traffic goes through a farther NIC."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Set the same NCCL_IB_HCA on every rank of the node, naming its compute NICs{node_env} -- "
+                "topoagent plan --format env --gpu {index} prints it -- or leave it unset: NCCL then gives "
+                "each GPU its nearest NIC itself."
+            )
+        },
+        examples=(
+            Example(
+                source="pid 1002 of `tests/features/audit/test_audit.py` (the DGX H100 fixture: its NCCL_IB_HCA names "
+                "only mlx5_6, its GPU's rail is mlx5_3)",
+                text=_prose("""
+                [warning] pid 1002 (misplaced) uses gpu1, whose rail NIC is nic5 (mlx5_3), but its NCCL_IB_HCA='=mlx5_6' lets NCCL use none of mlx5_3: the GPU's traffic goes through a farther NIC.
+                    subjects: gpu1, nic5, pid:1002
+                    evidence: /proc/1002/environ = NCCL_IB_HCA==mlx5_6
+                    evidence: /sys/class/infiniband/mlx5_3/device = 0000:40:00.0
+                    remedy:   Set the same NCCL_IB_HCA on every rank of the node, naming its compute NICs (=mlx5_0,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_9,mlx5_10,mlx5_11) -- topoagent plan --format env --gpu 1 prints it -- or leave it unset: NCCL then gives each GPU its nearest NIC itself.
                 """),  # noqa: E501
             ),
         ),
@@ -1499,6 +1883,283 @@ _ENTRIES = (
                     subjects: bridge8
                     evidence: slot s0.r1/01.0/00.0/01.0/00.0/00.0: acs = expected [], seen [ReqRedir,CmpltRedir]
                     remedy:   Restore the build's ACS/IOMMU settings (BIOS, kernel command line, setpci at boot).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    # -- pasted -----------------------------------------------------------------------------
+    Entry(
+        code="GPU_LINK_SLOW_UNDER_LOAD",
+        family="pasted",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.PASTED,),
+        about=_prose("""A GPU whose link ran below its maximum PCIe generation or width while `nvidia-smi -q` showed
+        it busy (a non-zero GPU utilisation, or performance state P0-P2 without the driver's `Idle` clock event
+        reason: a GPU can sit at P0 with nothing running). An idle GPU drops its link speed by design
+        (`nvidia-smi --help-query-gpu`: "These may be reduced when the GPU is not in use"); a busy one should run
+        at its maximum, so this is a slot, riser or BIOS fault. The maximum is nvidia-smi's `Max`, the lower of
+        the GPU's and the slot's (`Device Max`, `Host Max`). Where `nvidia-smi -q` says whether the GPU was busy,
+        this code and `GPU_LINK_IDLE_DOWNCLOCKED` judge its link instead of `LINK_SPEED_BELOW_MAX_GPU` and
+        `LINK_WIDTH_DEGRADED` (nvidia-smi: current generation and width "may be reduced when the GPU is not in
+        use")."""),
+        messages={
+            "": Wording(
+                "{id} {name} ran its PCIe link at {link} of {max_link} while busy ({state}): a GPU at work runs "
+                "at its maximum, so the link is degraded."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Reseat the GPU or riser and check the BIOS PCIe generation setting; confirm with nvidia-smi -q -d "
+                "PCI during a transfer (nvbandwidth)."
+            ),
+            "guest": Wording(
+                "The GPU is a VM's (Virtualization Mode Pass-Through/VGPU): read its link on the hypervisor "
+                "(lspci -vvv LnkSta) or ask the provider; nvbandwidth in the guest measures what the job gets.",
+                when="a GPU inside a VM",
+            ),
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (an A10G's `nvidia-smi -q` from NVIDIA/DCGM#232: P0, a process "
+                "holding 8.7 GB, link x8 of x16)",
+                text=_prose("""
+                [warning] gpu0 NVIDIA A10G ran its PCIe link at Gen4 x8 of Gen4 x16 while busy (P0, 0 %): a GPU at work runs at its maximum, so the link is degraded.
+                    subjects: gpu0
+                    evidence: nvidia-smi -q GPU 00000000:00:1E.0: PCIe Generation Current = Gen4
+                    evidence: nvidia-smi -q GPU 00000000:00:1E.0: PCIe Generation Max = Gen4
+                    evidence: nvidia-smi -q GPU 00000000:00:1E.0: Link Width Current = x8
+                    remedy:   The GPU is a VM's (Virtualization Mode Pass-Through/VGPU): read its link on the hypervisor (lspci -vvv LnkSta) or ask the provider; nvbandwidth in the guest measures what the job gets.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="GPU_LINK_IDLE_DOWNCLOCKED",
+        family="pasted",
+        severity=(Grade(Severity.INFO),),
+        proof=(Proof.PASTED,),
+        about=_prose("""A GPU whose link ran below its maximum PCIe generation or width while `nvidia-smi -q` showed
+        it idle (performance state P3 or lower, or the `Idle` clock event reason active, at 0 % utilisation): GPUs
+        drop to Gen1 at idle by design and retrain
+        under load, so this is no fault; `GPU_LINK_SLOW_UNDER_LOAD` is raised when a busy GPU stays low."""),
+        messages={
+            "": Wording(
+                "{id} {name} was idle ({state}) when its link ran at {link} of {max_link}: GPUs lower their link "
+                "at idle by design, so this is no fault."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Nothing to do; to check the link, read nvidia-smi -q -d PCI while the GPU is busy (nvbandwidth, "
+                "a training step)."
+            )
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (an L4's `nvidia-smi -a` captured in thamada/nvidia-smi "
+                "`gls/L4_smi.py`: P8, Gen1 x8 of Gen4 x16)",
+                text=_prose("""
+                [info] gpu0 NVIDIA L4 was idle (P8, 0 %, Idle clock event reason Active) when its link ran at Gen1 x8 of Gen4 x16: GPUs lower their link at idle by design, so this is no fault.
+                    subjects: gpu0
+                    evidence: nvidia-smi -q GPU 00000000:01:00.0: PCIe Generation Current = Gen1
+                    evidence: nvidia-smi -q GPU 00000000:01:00.0: PCIe Generation Max = Gen4
+                    evidence: nvidia-smi -q GPU 00000000:01:00.0: Link Width Current = x8
+                    remedy:   Nothing to do; to check the link, read nvidia-smi -q -d PCI while the GPU is busy (nvbandwidth, a training step).
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="P2P_NOT_SUPPORTED",
+        family="pasted",
+        severity=(
+            Grade(Severity.CRITICAL, "NVLinked GPUs (NV#) whose read, write or NVLink P2P status is not OK"),
+            Grade(
+                Severity.WARNING,
+                "GPUs under one PCIe switch (PIX/PXB), or NVLinked ones whose -p2p capability the paste does not show",
+            ),
+            Grade(Severity.INFO, "GNS between GPUs on PCIe: the GPU model has no PCIe P2P (GeForce), by design"),
+        ),
+        proof=(Proof.PASTED,),
+        about=_prose("""Two GPUs NCCL would join by P2P -- NVLinked, or within its default P2P level PXB
+        (`ncclTopoCheckP2p`, NVIDIA/nccl src/graph/paths.cc) -- whose P2P status `nvidia-smi topo -p2p` reports not OK
+        (`CNS` chipset, `GNS` GPU, `TNS` topology, `NS` not supported, `DR` disabled by regkey). The status is
+        NVML's `nvmlDeviceGetP2PStatus` for the capability on the command line (`r` read, `w` write, `n` NVLink;
+        `a` atomics and `p` prop are not judged); the pair's path comes from the same paste's matrix. Pairs
+        beyond PXB raise nothing: NCCL does not use P2P there by default."""),
+        messages={
+            "": Wording(
+                "{gpu} and {peer} are {path} (one PCIe switch) but the driver reports P2P {status} ({meaning}, "
+                "{capability}): NCCL stages their traffic through host memory.",
+                when="a PCIe pair",
+            ),
+            "nvlink": Wording(
+                "{gpu} and {peer} share NVLinks ({path}) but the driver reports P2P {status} ({meaning}, "
+                "{capability}): NCCL aborts with a hardware error or falls back to host memory.",
+                when="an NVLinked pair",
+            ),
+            "gpu": Wording(
+                "{gpu} and {peer} are {path} but the driver reports P2P GNS (GPU not supported, {capability}): the "
+                "GPU model has no PCIe P2P, so NCCL stages their traffic through host memory by design.",
+                when="GNS on PCIe",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Check ACS and the IOMMU on the switch (lspci -vvv ACSCtl, iommu=pt) and the BIOS P2P settings; "
+                "NCCL_P2P_LEVEL does not help while the driver refuses P2P."
+            ),
+            "nvlink": Wording(
+                "Check nvidia-smi nvlink -s and the fabric manager (systemctl status nvidia-fabricmanager on "
+                "NVSwitch systems); reset the GPUs or reboot.",
+                when="an NVLinked pair",
+            ),
+            "gpu": Wording(
+                "Nothing to fix on the host; GPUs with PCIe P2P (data-centre or workstation parts) or NVLink avoid "
+                "the host-memory copy.",
+                when="GNS on PCIe",
+            ),
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (derived: the H100 NV18 matrix of NVIDIA/nccl#1453 with a `-p2p n` "
+                "matrix whose GPU0-GPU1 cell is NS)",
+                text=_prose("""
+                [critical] gpu0 and gpu1 share NVLinks (NV18) but the driver reports P2P NS (Not supported, nvlink): NCCL aborts with a hardware error or falls back to host memory.
+                    subjects: gpu0, gpu1
+                    evidence: nvidia-smi topo -p2p n GPU0/GPU1 (line 45) = NS (Not supported)
+                    evidence: nvidia-smi topo -m GPU0/GPU1 = NV18
+                    remedy:   Check nvidia-smi nvlink -s and the fabric manager (systemctl status nvidia-fabricmanager on NVSwitch systems); reset the GPUs or reboot.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="NVLINK_INACTIVE",
+        family="pasted",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.PASTED,),
+        about=_prose("""A GPU with fewer active NVLinks than another GPU of the same host has, as `nvidia-smi
+        nvlink -s` lists them (`<inactive>` links): one build gives every GPU the same links, so a link is down
+        (a cable, an NVSwitch tray, the fabric manager) and that GPU's NVLink bandwidth is cut."""),
+        messages={
+            "": Wording(
+                "{gpu} has {active} active NVLinks where another GPU of this host has {most} ({inactive} inactive): "
+                "its NVLink bandwidth is cut."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Check nvidia-smi nvlink -e (errors) and -R, the fabric manager's log on NVSwitch systems, and "
+                "reseat the GPU or NVLink bridge; a reset or reboot retrains the links."
+            )
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (derived: the V100 of Azure/azhpc-diagnostics#73 with links 3 and 5 "
+                "`<inactive>`, after a V100 with all six active)",
+                text=_prose("""
+                [warning] gpu1 (GPU3) has 4 active NVLinks where another GPU of this host has 6 (2 inactive): its NVLink bandwidth is cut.
+                    subjects: gpu1
+                    evidence: nvidia-smi nvlink -s GPU 3 (line 10) = 4 active, inactive: 3, 5
+                    remedy:   Check nvidia-smi nvlink -e (errors) and -R, the fabric manager's log on NVSwitch systems, and reseat the GPU or NVLink bridge; a reset or reboot retrains the links.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="NIC_PORT_DOWN",
+        family="pasted",
+        severity=(
+            Grade(Severity.WARNING, "a compute (rail) NIC none of whose ports is ACTIVE"),
+            Grade(Severity.INFO, "another NIC, or a netdev shown Down without its port's state"),
+        ),
+        proof=(Proof.PASTED, Proof.SYSFS),
+        about=_prose("""An RDMA NIC none of whose ports is `ACTIVE` (`ibdev2netdev -v`, `ibv_devinfo`, or
+        `/sys/class/infiniband/DEV/ports/N/state`): NCCL uses active ports only (NVIDIA/nccl
+        src/transport/net_ib.cc, `ncclIbInitDevices`), so the GPUs this NIC serves as their rail send through
+        another NIC, farther away. A netdev `ibdev2netdev` shows `(Down)` without the port's state is info: on
+        InfiniBand the IPoIB interface may be down while the port is active."""),
+        messages={
+            "": Wording(
+                "{nic} is a rail NIC but no port of it is active ({state}): NCCL skips it and its GPUs' traffic goes "
+                "through another NIC."
+            ),
+            "other": Wording("{nic} has no active port ({state}).", when="a NIC that is no GPU's rail"),
+            "netdev": Wording(
+                "{nic}'s netdev {netdevs} is Down (ibdev2netdev); its RDMA port's own state is not shown.",
+                when="only the netdev's state is known",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Check the cable and the switch port (ibstat, ibv_devinfo; a subnet manager for InfiniBand); "
+                "until it is up, NCCL_IB_HCA can pin its GPUs to a working NIC."
+            ),
+            "netdev": Wording(
+                "Run ibdev2netdev -v or ibv_devinfo to see the port's state (PORT_ACTIVE is what NCCL needs).",
+                when="only the netdev's state is known",
+            ),
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (derived: a public 4-GPU/4-NIC matrix with `ibv_devinfo` blocks "
+                "whose mlx5_1 is PORT_DOWN)",
+                text=_prose("""
+                [warning] nic1 (mlx5_1) is a rail NIC but no port of it is active (DOWN): NCCL skips it and its GPUs' traffic goes through another NIC.
+                    subjects: nic1
+                    evidence: ibdev2netdev/ibv_devinfo mlx5_1 port 1: state = DOWN
+                    remedy:   Check the cable and the switch port (ibstat, ibv_devinfo; a subnet manager for InfiniBand); until it is up, NCCL_IB_HCA can pin its GPUs to a working NIC.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="PCIE_AER_LOGGED",
+        family="pasted",
+        severity=(
+            Grade(Severity.CRITICAL, "a fatal uncorrected error was logged"),
+            Grade(Severity.WARNING, "non-fatal uncorrected errors only"),
+            Grade(Severity.INFO, "corrected errors only"),
+        ),
+        proof=(Proof.PASTED,),
+        about=_prose("""PCIe AER events a pasted kernel log (`dmesg`, `journalctl -k`) holds for a function
+        (drivers/pci/pcie/aer.c: `PCIe Bus Error: severity=…`, `AER: … error received`). A fatal error resets the
+        link (the device may drop off); non-fatal ones fail transactions; corrected ones are repaired by the link
+        and matter as a rate, which an excerpt cannot show (`PCIE_AER_ERRORS` reads the kernel's counters on a
+        live host)."""),
+        messages={
+            "": Wording(
+                "{id} ({bdf}) logged {fatal} fatal and {nonfatal} non-fatal uncorrected PCIe errors in the kernel "
+                "log given{named}."
+            ),
+            "corrected": Wording(
+                "{id} ({bdf}) logged {corrected} corrected PCIe error(s) in the kernel log given{named}: the link "
+                "repaired them; a rising rate points at the slot, riser or retimer.",
+                when="corrected errors only",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Check the device's link (lspci -vvv LnkSta) and the slot, riser or cable; fatal errors reset the "
+                "link: reseat or replace the card."
+            ),
+            "corrected": Wording(
+                "Watch the rate (the daemon's topoagent_pcie_aer_errors_total, or aer_dev_correctable twice "
+                "minutes apart under load); reseat if it keeps rising.",
+                when="corrected errors only",
+            ),
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_paste.py` (journal AER lines of a root port from pop-os/pop#3363)",
+                text=_prose("""
+                [info] bridge0 (0000:00:03.1) logged 2 corrected PCIe error(s) in the kernel log given (BadTLP, Timeout): the link repaired them; a rising rate points at the slot, riser or retimer.
+                    subjects: bridge0
+                    evidence: dmesg line 4 = Sep 19 16:18:02 bubz kernel: [68183.615810] pcieport 0000:00:03.1: PCIe Bus Error: severity=Correctable, type=Data Link Layer, (Transmitter ID)
+                    evidence: dmesg line 8 = Sep 19 16:18:02 bubz kernel: [68183.637897] pcieport 0000:00:03.1: PCIe Bus Error: severity=Correctable, type=Data Link Layer, (Receiver ID)
+                    remedy:   Watch the rate (the daemon's topoagent_pcie_aer_errors_total, or aer_dev_correctable twice minutes apart under load); reseat if it keeps rising.
                 """),  # noqa: E501
             ),
         ),

@@ -14,8 +14,15 @@ from topoagent.core.analysis.paths import Path
 from topoagent.core.analysis.rails import Rails
 from topoagent.core.findings.context import Context
 from topoagent.core.findings.finding import Finding, sort_findings
-from topoagent.core.findings.numa import check_numa, check_vm_flat
+from topoagent.core.findings.numa import check_numa, check_switch_node, check_vm_flat
 from topoagent.core.findings.nvml import check_nvlink_fabric, check_nvlink_p2p
+from topoagent.core.findings.pasted import (
+    check_aer_logged,
+    check_gpu_activity,
+    check_nvlink_inactive,
+    check_p2p,
+    check_ports,
+)
 from topoagent.core.findings.pcie import check_aer, check_fell_off_bus, check_links
 from topoagent.core.findings.peer import check_acs, check_iommu, check_peer_memory
 from topoagent.core.findings.placement import check_gpu_nic_placement, check_no_rdma_nic
@@ -40,6 +47,7 @@ CHECKS: tuple[Callable[[Context], list[Finding]], ...] = (
     check_platform_unrecognised,
     check_links,
     check_numa,
+    check_switch_node,
     check_rails,
     check_nvlink_p2p,
     check_nvlink_fabric,
@@ -47,6 +55,11 @@ CHECKS: tuple[Callable[[Context], list[Finding]], ...] = (
     check_dra_pcie_root,
     check_fell_off_bus,
     check_aer,
+    check_gpu_activity,
+    check_p2p,
+    check_nvlink_inactive,
+    check_ports,
+    check_aer_logged,
 )
 
 

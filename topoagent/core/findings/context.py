@@ -3,18 +3,19 @@ evidence is chosen.
 
 Where a fact was read is spelled here only: a sysfs file on a host tree, the pasted output it
 came from otherwise (:func:`evidence_path`), a NUMA node, a node's CPUs, a link, a pasted
-matrix cell.  :func:`proof_of` tells an evidence line's kind (:class:`~topoagent.core.findings.
-catalogue.Proof`) from that spelling, so the catalogue's ``proof`` of each code can be checked
-against what its checks cite.
+matrix cell.  :func:`~topoagent.core.findings.catalogue.proof_of` tells an evidence line's kind
+from that spelling, so the catalogue's ``proof`` of each code can be checked against what its
+checks cite, and a finding is bounded by its weakest line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from topoagent.core.analysis.guest import FlatTree, flat_tree
 from topoagent.core.analysis.paths import Path, path_index
 from topoagent.core.analysis.rails import Rails
-from topoagent.core.findings.catalogue import CATALOGUE, Proof
+from topoagent.core.findings.catalogue import CATALOGUE, HostKind
 from topoagent.core.findings.finding import Evidence, Finding, Severity
 from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import ConfigSpace, host_path
@@ -37,6 +38,13 @@ _LSPCI_FIELDS = {
     "max_link_speed": "LnkCap",
 }
 _NVSMI_FIELDS = {"numa_node": "NUMA Affinity", "local_cpulist": "CPU Affinity"}
+#: Where ``nvidia-smi -q`` prints a link value (its GPU Link Info section).
+_QUERY_FIELDS = {
+    "current_link_width": "Link Width Current",
+    "max_link_width": "Link Width Max",
+    "current_link_speed": "PCIe Generation Current",
+    "max_link_speed": "PCIe Generation Max",
+}
 
 
 def evidence_path(topo: Topology, d: Device, attr: str) -> str:
@@ -44,27 +52,13 @@ def evidence_path(topo: Topology, d: Device, attr: str) -> str:
     (``lspci 0000:19:08.0: ACSCtl``, ``nvidia-smi topo -m GPU3: NUMA Affinity``)."""
     if topo.from_host_tree:
         return sysfs_attr(d, attr)
+    if d.link_source is not None and attr in _QUERY_FIELDS:
+        return f"{d.link_source}: {_QUERY_FIELDS[attr]}"
     if d.bdf is None:
         return f"nvidia-smi topo -m {d.label}: {_NVSMI_FIELDS.get(attr, attr)}"
     if d.label is not None and d.numa_source == "nvidia-smi" and attr in _NVSMI_FIELDS:
         return f"nvidia-smi topo -m {d.label}: {_NVSMI_FIELDS[attr]}"
     return f"lspci {d.bdf}: {_LSPCI_FIELDS.get(attr, attr)}"
-
-
-def proof_of(e: Evidence) -> Proof:
-    """The kind of an evidence line, from the path this module (or a check) spelled for it."""
-    path = e.path
-    if path.startswith("nvml:"):
-        return Proof.NVML
-    if path.startswith("slot "):
-        return Proof.EXPECTATION
-    if path.startswith(("path ", "sysfs: ")) or " via " in path:
-        return Proof.INFERENCE  # a path class the tree gives, a node reached through paths
-    if path.startswith(("nvidia-smi", "lspci")):
-        return Proof.PASTED
-    if path.startswith("/"):
-        return Proof.CONFIG_SPACE if path.endswith("/config") else Proof.SYSFS
-    return Proof.INFERENCE
 
 
 class Context:
@@ -75,6 +69,16 @@ class Context:
         self.paths = paths
         self.idx = path_index(paths)
         self.rails = rails
+        #: A guest's flat PCI tree, where the input shows or suggests one (analysis.guest).
+        self.flat: FlatTree | None = flat_tree(topo, paths)
+
+    @property
+    def host_kind(self) -> HostKind:
+        """The kind of host a remedy is written for where the check does not choose one: a
+        guest (known, or suggested by a flat tree), else pasted text, else bare metal."""
+        if self.topo.virtualized or self.flat is not None:
+            return HostKind.GUEST
+        return HostKind.PASTED if self.offline else HostKind.BARE_METAL
 
     def dev(self, ident: str) -> Device:
         """The device with this id (it exists: ids come from the topology)."""
@@ -94,14 +98,18 @@ class Context:
         evidence: Iterable[Evidence],
         *,
         say: str = "",
-        fix: str = "",
+        fix: str | None = None,
+        host: HostKind | None = None,
         severity: Severity | None = None,
         **fields: object,
     ) -> Finding:
         """A finding as the catalogue words it (:meth:`~topoagent.core.findings.catalogue.Entry.finding`):
-        message ``say`` and remedy ``fix`` filled with ``fields``, at the catalogue's severity
-        unless one is given."""
-        return CATALOGUE[code].finding(subjects, evidence, say=say, fix=fix, severity=severity, **fields)
+        message ``say`` and remedy ``fix`` (else the one for ``host``, else for this host's
+        kind) filled with ``fields``, at the catalogue's severity unless one is given, never
+        above what its evidence proves."""
+        return CATALOGUE[code].finding(
+            subjects, evidence, say=say, fix=fix, host=host or self.host_kind, severity=severity, **fields
+        )
 
     @property
     def rdma_nics(self) -> list[Device]:
@@ -144,12 +152,15 @@ def numa_evidence(c: Context, d: Device) -> list[Evidence]:
                 str(d.numa_node) if d.numa_node is not None else "unknown",
             )
         ]
-    return [Evidence(c.attr(d, "numa_node"), str(d.numa_node) if d.numa_node is not None else "unknown")]
+    said = d.numa_said or "unknown"  # what the paste printed where it names no one node (N/A, 0-7)
+    return [Evidence(c.attr(d, "numa_node"), str(d.numa_node) if d.numa_node is not None else said)]
 
 
 def given_evidence(c: Context, a: Device, b: Device) -> list[Evidence]:
     """The cell of a pasted ``nvidia-smi topo -m`` between two devices, if one was given."""
     token = c.topo.given_token(a, b)
+    if token == "SYS" and c.topo.soc_legend:
+        token = "SOC"  # as the old driver printed it: its legend is what names sockets
     return [Evidence(f"nvidia-smi topo -m {a.label}/{b.label}", token)] if token is not None else []
 
 
@@ -163,6 +174,17 @@ def node_cpus_evidence(c: Context, node: int) -> Evidence:
         return Evidence(host_path(f"sys/devices/system/cpu/cpu*/node{node}"), str(cpus))
     text = "" if cpus is None else (cpus.mask() if name == "cpumap" else str(cpus))
     return Evidence(host_path(f"sys/devices/system/node/node{node}/{name}"), text)
+
+
+def node_memory_evidence(c: Context, node: int) -> Evidence:
+    """What shows that a node has no CPUs: its ``cpulist`` on a host tree; the tool that listed
+    its CPUs in a paste (``numactl -H``, ``lstopo``); else a matrix's ``GPU NUMA ID``."""
+    if not c.offline:
+        return node_cpus_evidence(c, node)
+    n = c.topo.node(node)
+    if n is not None and n.cpus_file in ("numactl -H", "lstopo"):
+        return Evidence(f"{n.cpus_file}: node {node} cpus", str(n.cpus))
+    return Evidence("nvidia-smi topo -m: GPU NUMA ID", str(node))
 
 
 def link_evidence(c: Context, d: Device, *attrs: tuple[str, str]) -> list[Evidence]:

@@ -29,7 +29,7 @@ CODE = "SOURCES_DISAGREE"
 
 
 def _finding(subjects: Iterable[str], say: str, evidence: list[Evidence], **fields: object) -> Finding:
-    return finding(CODE, subjects, evidence, say=say, fix="", severity=None, **fields)
+    return finding(CODE, subjects, evidence, say=say, fix="", host=None, severity=None, **fields)
 
 
 def _matrix_ids(topo: Topology, m: TopoMatrix) -> dict[str, str]:

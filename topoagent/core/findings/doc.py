@@ -7,10 +7,10 @@ topoagent.core.findings`` writes it; ``tests/core/test_catalogue.py`` fails when
 
 from __future__ import annotations
 
-from topoagent.core.findings.catalogue import CATALOGUE, FAMILIES, Entry, Example, Grade, Wording
+from topoagent.core.findings.catalogue import CATALOGUE, FAMILIES, PROOF_BOUND, Entry, Example, Grade, Wording
 from topoagent.core.findings.finding import Finding
 
-__all__ = ["FOOTER", "HEADER", "example_text", "page"]
+__all__ = ["FOOTER", "HEADER", "RULE_END", "example_text", "page"]
 
 HEADER = """\
 # Findings catalogue
@@ -31,6 +31,14 @@ example is real output of a fixture in `tests/fixtures/machines/` (see
 `tests/golden/*/scan.json`) or of the test it names; `tests/core/test_catalogue.py` fails when
 this page differs from the catalogue, when a fixture's example is not that fixture's output, and
 when a code is raised by no fixture nor named test.
+
+## The rule: every finding names its evidence, and the weakest link bounds its severity
+
+Each evidence line is of one kind -- a file the kernel exports, config space, NVML, a token of
+pasted tool output, an expected topology, or an inference from other facts (a path class the
+tree gives, a NIC's node reached through its paths) -- and a finding is never more severe than
+its weakest line allows (the catalogue's `Entry.finding` clamps it):
+
 """
 
 FOOTER = """\
@@ -43,9 +51,22 @@ FOOTER = """\
 """
 
 
+RULE_END = """
+What an input can only suggest is info or warning, never critical; what it cannot show at all
+is not claimed: a paste shows NUMA nodes, not sockets (`GPU_NIC_CROSS_NUMA`, not
+`GPU_NIC_CROSS_SOCKET`); a filtered or cut listing shows no absence (`NO_RDMA_NIC`); a matrix
+alone only suggests a guest.  `--fail-on critical` on pasted text therefore exits 1 only where
+the paste itself proves the fault (an `ACSCtl` line with redirect bits set, a SOC cell that
+names sockets).  Remedies are written per kind of host -- bare metal, guest, Grace, pasted text
+-- and a finding says the one that fits the host it is about.
+
+## Every code
+"""
+
+
 def page() -> str:
     """The text of ``docs/findings.md``."""
-    parts = [HEADER, _table()]
+    parts = [HEADER + _bounds() + RULE_END, _table()]
     for family in FAMILIES.values():
         parts.append(f"## {family.title}\n" + (f"\n{family.about}\n" if family.about else ""))
         parts.extend(_section(e) for e in CATALOGUE.values() if e.family == family.module)
@@ -73,6 +94,12 @@ def _table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _bounds() -> str:
+    rows = ["| evidence | at most |", "|---|---|"]
+    rows += [f"| {p.value} | {b.label} |" for p, b in PROOF_BOUND.items()]
+    return "\n".join(rows) + "\n"
+
+
 def _in_page_order() -> list[Entry]:
     return [e for family in FAMILIES for e in CATALOGUE.values() if e.family == family]
 
@@ -88,6 +115,12 @@ def _section(e: Entry) -> str:
     out = [f"### {e.code}", "", e.about, ""]
     out += _listed("Severity", [g.severity.label + (f": {g.when}" if g.when else "") for g in e.severity])
     out += _listed("Proved by", [p.value for p in e.proof])
+    capped = [p for p in e.proof if PROOF_BOUND[p] < e.worst]
+    if capped:
+        out += _listed(
+            "Bounded by its evidence",
+            [f"at most {PROOF_BOUND[p].label} where a line of its evidence is {p.value}" for p in capped],
+        )
     out += _listed("Message", [_wording(w) for w in e.messages.values()])
     out += _listed("Remedy", [_wording(w) for w in e.remedies.values()])
     for x in e.examples:

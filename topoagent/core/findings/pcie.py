@@ -25,6 +25,8 @@ def check_links(c: Context) -> list[Finding]:
             continue
         if d.is_vf:
             continue  # VFs mirror their PF's link
+        if d.kind is DeviceKind.GPU and d.activity is not None and d.activity.busy is not None:
+            continue  # the tool said whether it was busy: GPU_LINK_SLOW_UNDER_LOAD / _IDLE_DOWNCLOCKED judge it
         if not links.meaningful(d):
             continue  # its link registers mean nothing (topoagent.core.quirks)
         lk = d.link

@@ -3,6 +3,7 @@ words and rules: :mod:`~topoagent.core.findings.catalogue`)."""
 
 from __future__ import annotations
 
+from topoagent.core.analysis.peermem import peermem_need
 from topoagent.core.findings.context import Context, config_size, sysfs_attr
 from topoagent.core.findings.finding import Evidence, Finding, Severity
 from topoagent.core.pathclass import PathClass
@@ -13,25 +14,43 @@ from topoagent.core.topology import BridgeRole, Device, common_ancestors, id_key
 
 
 def check_peer_memory(c: Context) -> list[Finding]:
-    """NO_PEER_MEMORY: NVIDIA GPUs and RDMA NICs without a peer-memory module.
+    """NO_PEER_MEMORY: GPUs that use GPUDirect RDMA by NCCL's defaults, no peer-memory module
+    and no DMA-BUF: the verdict ``fix peermem`` gives too (analysis.peermem).
 
     Not on a Data Direct platform: NCCL reaches a ConnectX-8 through its DMA function only over
     DMA-BUF (``ncclMlx5dvDmaBufCapable``, NVIDIA/nccl src/transport/net_ib/init.cc), never
     through a peer-memory module, so loading one changes nothing there."""
-    nvidia = [g for g in c.topo.gpus if g.vendor_id == 0x10DE]
-    if not nvidia or not c.rdma_nics or c.topo.peer_memory is not False:
-        return []  # (None: pasted tool output does not say which modules are loaded)
     if c.topo.platform.kind is ComplexKind.DATA_DIRECT:
         return []
+    need = peermem_need(c.topo, c.rails)
+    if not need.needed:
+        return []
+    nics = dict.fromkeys(r.nic for g in need.gpus if (r := c.rails.rail(g)) is not None and r.nic is not None)
+    dmabuf = c.topo.dmabuf
     return [
         c.finding(
             "NO_PEER_MEMORY",
-            [g.id for g in nvidia] + [n.id for n in c.rdma_nics],
+            [*need.gpus, *nics],
             [
                 Evidence(host_path(p), "absent")
                 for p in ("sys/module/nvidia_peermem", "sys/module/nv_peer_mem", "sys/kernel/mm/memory_peers")
-            ],
+            ]
+            + _dmabuf_evidence(c),
+            say="" if dmabuf is False else "dmabuf unknown",
+            gpus=len(need.gpus),
         )
+    ]
+
+
+def _dmabuf_evidence(c: Context) -> list[Evidence]:
+    """The two facts DMA-BUF depends on, as read."""
+    release, open_module = c.topo.kernel_release, c.topo.nvidia_open_module
+    return [
+        Evidence(host_path("proc/sys/kernel/osrelease"), f"{release[0]}.{release[1]}" if release else "unknown"),
+        Evidence(
+            host_path("proc/driver/nvidia/version"),
+            {True: "open kernel module", False: "proprietary kernel module", None: "unknown"}[open_module],
+        ),
     ]
 
 

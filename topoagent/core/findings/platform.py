@@ -95,14 +95,9 @@ def check_platform_acs(c: Context) -> list[Finding]:
             c.finding(
                 "ACS_PLATFORM_MISMATCH",
                 [port.id, *(_ids(c, cx.nics + ((cx.dma,) if cx.dma else ()) + cx.gpus) if cx else ())],
-                [
-                    Evidence(sysfs_attr(port, "config"), f"ACSCtl: {_flags(acs)}"),
-                    Evidence(
-                        f"platform: {platform.kind.label if platform.kind else '?'} "
-                        f"{rule.complex or 'host'} {rule.role.value} {rule.bdf}",
-                        f"requires {rule.mask}",
-                    ),
-                ],
+                # the register is the evidence; the mask is the platform's rule (rdma_topo's
+                # compute_acs), named in the message, not a second fact
+                [Evidence(sysfs_attr(port, "config"), f"ACSCtl: {_flags(acs)}")],
                 fix=kernel,
                 severity=Severity.CRITICAL if cx else Severity.WARNING,
                 port=_port_name(rule, port),

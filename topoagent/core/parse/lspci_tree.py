@@ -76,6 +76,9 @@ class LspciTree(msgspec.Struct, frozen=True):
     orphans: tuple[LspciTreeNode, ...] = ()
     skipped: tuple[Skipped, ...] = ()
     notes: tuple[str, ...] = ()
+    #: The drawing is a filtered tree (``lspci -t -d``: root buses drawn as branches of
+    #: another): it shows only the functions the filter kept.
+    filtered: bool = False
 
     def walk(self) -> Iterator[LspciTreeNode]:
         """Every node of the roots and orphans, depth first."""
@@ -152,6 +155,7 @@ class _Reader:
         self.added: list[tuple[list[_Node], _Node]] = []  # this line's additions (for undo)
         self.started = False
         self.later_root = False  # the excerpt starts at a root bus drawn as a branch
+        self.nested_roots = False  # root buses drawn as branches of another bus (lspci -t -d)
 
     # -- one line, all or nothing -------------------------------------------------------------
     def line(self, line: str, lenient: bool) -> str | None:
@@ -230,6 +234,15 @@ class _Reader:
         while True:  # positions, not slices: a chain line is read in time linear in its length
             for lead in (0, 1):
                 if line.startswith("-" * lead, pos) and line.startswith(("+-", "\\-"), pos + lead):
+                    if _ROOT.match(line, pos + lead + 2):
+                        # A bus drawn as a branch of another ("-[0000:00]-+-[0000:14]---02.0",
+                        # lspci -t -d): no bridge above it is shown, so lspci found none (its
+                        # ls-tree.c draws a bus with its domain only where no bridge owns it):
+                        # it is a root bus, as are the siblings drawn in this column.
+                        self.branches[pos + lead] = None
+                        self.nested_roots = True
+                        self._root_bus(line, pos + lead + 2)
+                        return
                     self.branches[pos + lead] = bus
                     nxt = self._device(line, pos + lead + 2, bus)
                     break
@@ -303,6 +316,11 @@ def _read(text: str, lenient: bool) -> LspciTree:
         notes.append(
             "the excerpt starts at a root bus drawn as a branch (+-[dddd:bb]): the root buses before it are not shown"
         )
+    if reader.nested_roots:
+        notes.append(
+            "root buses drawn as branches of another bus (a filtered tree, lspci -t -d): each is read as a "
+            "root bus of its own, and the listing shows only the functions the filter kept"
+        )
     roots = tuple(_freeze(n) for n in reader.roots)
     orphans: list[LspciTreeNode] = []
     unnamed = 0
@@ -316,7 +334,7 @@ def _read(text: str, lenient: bool) -> LspciTree:
         )
     if lenient and not roots and not orphans:
         raise LspciParseError("no lspci tree found")
-    return LspciTree(roots, tuple(orphans), tuple(merge_skipped(skipped)), tuple(notes))
+    return LspciTree(roots, tuple(orphans), tuple(merge_skipped(skipped)), tuple(notes), filtered=reader.nested_roots)
 
 
 def parse_lspci_tree(text: str) -> tuple[LspciTreeNode, ...]:

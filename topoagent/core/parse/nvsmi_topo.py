@@ -33,6 +33,7 @@ import msgspec
 
 from topoagent.core.cpuset import CpuSet, format_cpulist
 from topoagent.core.errors import InputError
+from topoagent.core.parse.nvsmi_p2p import is_p2p_row
 from topoagent.core.parse.paste import Line, Skipped, clean_paste, merge_skipped
 
 __all__ = [
@@ -68,7 +69,9 @@ _COLUMN_TITLES = (
 
 # The cells nvidia-smi prints (topoagent.core.pathclass.PathClass.from_token reads them; SOC is
 # old drivers' SYS, turned into SYS below).
-_CELL = re.compile(r"X|NV([0-9]{1,4})|PIX|PXB|PHB|NODE|SYS|SOC")
+# XGMI: two AMD GPUs joined by Infinity Fabric, as topoagent's matrix of an AMD host prints it
+# (rocm-smi's Link Type word); before X, which would take its first letter.
+_CELL = re.compile(r"XGMI|X|NV([0-9]{1,4})|PIX|PXB|PHB|NODE|SYS|SOC")
 _LABEL_START = re.compile(r"(?=GPU[0-9]|NIC[0-9]|mlx[0-9]+_)")
 _LABEL = re.compile(r"(?:GPU|NIC)[0-9]+|[A-Za-z][A-Za-z0-9_]*[0-9]")
 _LEGEND_ENTRY = re.compile(r"^\s*(NIC[0-9]+)\s*:\s*(\S+)\s*$")
@@ -116,6 +119,9 @@ class TopoMatrix(msgspec.Struct, frozen=True):
     warnings: tuple[str, ...] = ()
     #: Line ranges of the paste not read (lenient reading only), with why.
     skipped: tuple[Skipped, ...] = ()
+    #: The paste's author left columns out (``...`` in the header or rows): devices and
+    #: affinities beyond those shown are unknown, so the matrix cannot show an absence.
+    elided: bool = False
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -501,12 +507,22 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
     if not isinstance(text, str):
         raise TopoParseError(f"expected text, got {type(text).__name__}")
     cleaned = clean_paste(text)
-    numbered = _numbered_lines(cleaned.lines)
+    numbered, elided_at = _without_ellipses(_numbered_lines(cleaned.lines))
     header_at, labels, fields = _find_header([line for _, line in numbered])
     warnings: list[str] = []
+    elided = bool(elided_at & {number for number, _ in numbered[header_at:]})
+    if elided:
+        warnings.append(_elision_warning(numbered[header_at][0] in elided_at, labels, len(elided_at)))
     legend, row_text, legacy, odd_lines, last_row = _read_rows(
         numbered[header_at + 1 :], labels, numbered[header_at][0], warnings
     )
+    if row_text and all(is_p2p_row(f"{lb} {text}") for lb, text in row_text.items()):
+        # Its cells are NVML's P2P status (OK, NS, GNS …), not path classes: reading them as a
+        # topology would invent paths.
+        raise TopoParseError(
+            "this is nvidia-smi topo -p2p output (each GPU pair's P2P status), not a topology matrix: "
+            "give it with --paste, which reads it as P2P status"
+        )
     skipped = list(cleaned.skipped) if lenient else []
     skipped += [
         Skipped(number, number, f"not a matrix row: {_short(line, 60)}")
@@ -527,6 +543,38 @@ def _read(text: str, lenient: bool) -> TopoMatrix:
         legacy_soc=legacy or soc,
         warnings=tuple(warnings),
         skipped=tuple(merge_skipped(skipped)),
+        elided=elided,
+    )
+
+
+# An author's "..." (or "…") standing for cells or columns left out: a word of its own.
+_ELLIPSIS = re.compile(r"(?<!\S)(?:\.{3,}|…)(?=\s|$)")
+
+
+def _without_ellipses(numbered: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], set[int]]:
+    """The lines with every ``...`` word removed, and the numbers of the lines that had one.
+
+    nvidia-smi never prints ``...``: it is a person shortening a wide matrix, at the end of
+    every line (``GPU0  X  NV4  NODE ...``) or in its middle.  Removed from the header and the
+    rows alike, the cells left line up with the labels left; what was cut is unknown.
+    """
+    out: list[tuple[int, str]] = []
+    elided: set[int] = set()
+    for number, line in numbered:
+        if "..." in line or "…" in line:
+            cut = _ELLIPSIS.sub(" ", line)
+            if cut != line:
+                elided.add(number)
+                line = cut.rstrip()
+        out.append((number, line))
+    return out, elided
+
+
+def _elision_warning(in_header: bool, labels: list[str], lines: int) -> str:
+    where = f"the header (after {labels[-1]})" if in_header else "the rows"
+    return (
+        f"'...' in {where} on {lines} line(s): the author left columns out; devices, cells and affinities "
+        "beyond those shown are unknown"
     )
 
 

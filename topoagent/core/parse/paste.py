@@ -41,9 +41,12 @@ __all__ = [
     "Skipped",
     "clean_paste",
     "decode_text",
+    "dropped_why",
+    "is_noise",
     "is_prompt",
     "merge_skipped",
     "strip_ansi",
+    "unwrap_lines",
 ]
 
 # CSI sequences (``\x1b[4m``, ``\x1b[0;32m``), OSC (``\x1b]0;title\x07``), the charset reset
@@ -108,6 +111,11 @@ _BLOCK_PREFIX = re.compile(r"^(?:[ \t]*(\*|//)|(#|>|\|))(?: |$)")
 _TREE_DRAWING = re.compile(r"^\s*(?:[+\\]-|\|)")
 # The lines that open and close a C comment around a pasted block.
 _COMMENT_ENDS = frozenset({"/*", "/**", "*/", "**/"})
+# Inside a C comment a writer may leave out the space after the star (`` *Topology is below:``)
+# and start text on the opening line (``/*Build:``): such a block is a C comment when every
+# line is a star line or its opener.
+_C_STAR = re.compile(r"^[ \t]*\*(?![*/])")
+_C_OPENER = re.compile(r"^[ \t]*/\*\*?(?![*/])")
 # A quoted-printable soft line break: a single "=" ending a line (RFC 2045 6.7 rule 5; the
 # encoder may leave spaces before it); no tool output this module reads ends a line so.
 _SOFT_BREAK = re.compile(r"(?<!=)=$")
@@ -164,24 +172,43 @@ def clean_paste(text: str) -> Cleaned:
     one reason as one range); prompts, fences and blank lines are dropped without a report.
     Work is linear in the size of the text.
     """
-    if not isinstance(text, str):
-        raise InputError(f"expected text, got {type(text).__name__}")
     kept: list[Line] = []
     skipped: list[Skipped] = []
-    numbered = [(n, strip_ansi(raw.translate(_INVISIBLE)).rstrip()) for n, raw in enumerate(text.split("\n"), 1)]
-    for number, line in _unprefixed(_soft_breaks_joined(numbered)):
-        if not line.strip() or _FENCE.match(line) or is_prompt(line):
+    for number, line in unwrap_lines(text):
+        if is_noise(line):
             continue
-        why = None
-        if _ELISION.match(line):
-            why = "elided in the paste: what was there is unknown"
-        elif _TOOL_MESSAGE.match(line):
-            why = f"a tool's message, not its output: {line.strip()[:80]!r}"
+        why = dropped_why(line)
         if why is None:
             kept.append(Line(number, line))
         else:
             skipped.append(Skipped(number, number, why))
     return Cleaned(tuple(kept), tuple(merge_skipped(skipped)))
+
+
+def unwrap_lines(text: str) -> list[tuple[int, str]]:
+    """Every line of ``text`` with its number, as the tool printed it: CR, ANSI codes and
+    invisible characters gone, quoted-printable soft breaks joined (a joined line keeps its
+    first number, so numbers may skip), and a block's common prefix (C comment, ``>``, ``#``,
+    ``//``, ``|``) removed.  Nothing is dropped: :func:`clean_paste` and the segmenter
+    (:mod:`topoagent.core.parse.segment`) judge each line."""
+    if not isinstance(text, str):
+        raise InputError(f"expected text, got {type(text).__name__}")
+    numbered = [(n, strip_ansi(raw.translate(_INVISIBLE)).rstrip()) for n, raw in enumerate(text.split("\n"), 1)]
+    return _unprefixed(_soft_breaks_joined(numbered))
+
+
+def is_noise(line: str) -> bool:
+    """A line that hides nothing: blank, a markdown fence or ``<details>`` tag, a prompt."""
+    return not line.strip() or bool(_FENCE.match(line)) or is_prompt(line)
+
+
+def dropped_why(line: str) -> str | None:
+    """Why a line is dropped and reported (an author's elision, a tool's message), or None."""
+    if _ELISION.match(line):
+        return "elided in the paste: what was there is unknown"
+    if _TOOL_MESSAGE.match(line):
+        return f"a tool's message, not its output: {line.strip()[:80]!r}"
+    return None
 
 
 def _soft_breaks_joined(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -237,6 +264,8 @@ def _unprefixed(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
 def _block_unprefixed(block: list[tuple[int, str]]) -> list[tuple[int, str]]:
     body = [(n, t) for n, t in block if t.strip() not in _COMMENT_ENDS]
     markers = {(m.group(1) or m.group(2)) if (m := _BLOCK_PREFIX.match(t)) else None for _, t in body}
+    if len(body) >= 2 and "*" in markers and (None in markers or len(markers) > 1):
+        return _c_comment(body) or block
     if len(body) < 2 or len(markers) != 1 or None in markers:
         return block
     (marker,) = markers
@@ -247,6 +276,19 @@ def _block_unprefixed(block: list[tuple[int, str]]) -> list[tuple[int, str]]:
     if marker != "*" and len(body) < len(block):
         return block  # "/*" ... "*/" around lines that are no C comment's
     return [(n, _BLOCK_PREFIX.sub("", t, count=1)) for n, t in body]
+
+
+def _c_comment(body: list[tuple[int, str]]) -> list[tuple[int, str]] | None:
+    """The text of a C comment whose writer left out the space after some stars (`` *Topology
+    is below:``) or began on the opening line (``/*Build:``); None where a line is neither."""
+    out: list[tuple[int, str]] = []
+    for n, t in body:
+        if m := _C_STAR.match(t) or _C_OPENER.match(t):
+            rest = t[m.end() :]
+            out.append((n, rest[1:] if rest.startswith(" ") else rest))
+        else:
+            return None
+    return out
 
 
 def merge_skipped(items: list[Skipped]) -> list[Skipped]:

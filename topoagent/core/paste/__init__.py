@@ -35,12 +35,13 @@ from typing import TypeVar
 import msgspec
 
 from topoagent.core.errors import InputError, OfflineInputError
-from topoagent.core.parse.lspci_tree import LspciTree, LspciTreeNode, read_lspci_tree
-from topoagent.core.parse.lspci_verbose import LspciFunction, LspciListing, read_lspci_verbose
-from topoagent.core.parse.nvsmi_topo import TopoMatrix, read_topo_matrix
+from topoagent.core.parse.lspci_tree import LspciTree, read_lspci_tree
+from topoagent.core.parse.lspci_verbose import LspciListing, read_lspci_verbose
+from topoagent.core.parse.nvsmi_topo import read_topo_matrix
 from topoagent.core.paste.lspci import snapshot_from_lspci
 from topoagent.core.paste.matrix import snapshot_from_topo_matrix
 from topoagent.core.paste.merge import MATCH_ASSUMPTION, merge
+from topoagent.core.paste.whole import PasteInput, combine, read_pastes
 from topoagent.core.read import Collection
 from topoagent.core.read.pciids_db import lookup
 from topoagent.core.snapshot import ProbeError, Snapshot, SourceStatus
@@ -50,6 +51,8 @@ T = TypeVar("T")
 __all__ = [
     "MATCH_ASSUMPTION",
     "OfflineInputError",
+    "PasteInput",
+    "read_pastes",
     "collect",
     "combine",
     "merge",
@@ -57,43 +60,6 @@ __all__ = [
     "snapshot_from_lspci",
     "snapshot_from_topo_matrix",
 ]
-
-
-def combine(
-    matrix: TopoMatrix | None,
-    tree: tuple[LspciTreeNode, ...] | LspciTree | None,
-    verbose: tuple[LspciFunction, ...] | LspciListing | None,
-    *,
-    names: Callable[[int, int], str | None] | None = None,
-) -> Snapshot:
-    """The snapshot of any combination of parsed outputs (at least one).
-
-    ``tree`` and ``verbose`` may be what the lenient readers return (:class:`LspciTree`,
-    :class:`LspciListing`): their skipped lines become probe errors and their notes source
-    notes.  ``names`` looks up a name for ids that lspci printed as ``Device XXXX``.
-    """
-    lspci = None
-    if tree is not None or verbose is not None:
-        lspci = snapshot_from_lspci(tree, verbose, names=names)
-    if matrix is None:
-        if lspci is None:
-            raise OfflineInputError("no output given")
-        return lspci
-    m = snapshot_from_topo_matrix(matrix)
-    if lspci is None:
-        return m
-    try:
-        return merge(m, lspci)
-    except OfflineInputError as exc:
-        # The two cannot be matched (an lspci excerpt, a filtered listing, another host).  The
-        # matrix still describes every GPU and NIC with its path classes: analyse it alone and
-        # say why lspci's facts were set aside, rather than refuse the whole input.
-        why = f"not joined to the nvidia-smi matrix: {exc}; analysed from the matrix alone"
-        return msgspec.structs.replace(
-            m,
-            sources=m.sources
-            + tuple(msgspec.structs.replace(s, status="unavailable", detail=why) for s in lspci.sources),
-        )
 
 
 #: Input name -> (source name, tool as people call it).
@@ -162,7 +128,29 @@ def _needs_names(tree: LspciTree | None, verbose: LspciListing | None) -> bool:
     return any(d and ("Device " in d or "device " in d) for d in descs)
 
 
+#: Input field -> the kind (topoagent.core.parse.segment) its option forces.
+_FORCED = {
+    "nvidia_smi_topo_text": "nvidia-smi topo -m",
+    "lspci_tree_text": "lspci -tv",
+    "lspci_verbose_text": "lspci -vvv",
+}
+
+
 def collect(c: Collection) -> None:
-    """The primary source of an offline scan: the snapshot of the pasted outputs."""
+    """The primary source of an offline scan: the snapshot of the pasted outputs.  With whole
+    pastes (``--paste``) every input is read by :func:`read_pastes`, the per-kind options as
+    outputs of their kind."""
     i = c.inputs
-    c.snapshot = read_offline(i.nvidia_smi_topo_text, i.lspci_tree_text, i.lspci_verbose_text)
+    if not i.paste_texts:
+        c.snapshot = read_offline(i.nvidia_smi_topo_text, i.lspci_tree_text, i.lspci_verbose_text)
+        return
+    origins = i.origins or {}
+    given = [
+        PasteInput(origins.get(field, kind), text, kind)
+        for field, kind in _FORCED.items()
+        if (text := getattr(i, field)) is not None
+    ]
+    given += [
+        PasteInput(origins.get(f"paste_texts#{n}", f"--paste #{n + 1}"), text) for n, text in enumerate(i.paste_texts)
+    ]
+    c.snapshot = read_pastes(given)

@@ -203,7 +203,10 @@ def snapshot_from_lspci(
     warnings: list[str] = []
     errors: tuple[ProbeError, ...] = ()
     orphans: tuple[LspciTreeNode, ...] = ()
+    partial: tuple[str, ...] = ()
     if isinstance(tree, LspciTree):
+        if tree.filtered:
+            partial = ("lspci -tv: a filtered tree (lspci -t -d): only the functions the filter kept",)
         errors += _probe_errors("lspci -tv", tree.skipped)
         warnings += [f"lspci -tv {n}" if n.startswith("line") else n for n in tree.notes]
         orphans = tree.orphans
@@ -239,19 +242,40 @@ def snapshot_from_lspci(
     warnings += _access_notes(verbose, errors)
     nodes = sorted({f.numa_node for f in fns if f.numa_node is not None})
     status = SourceStatus("lspci", "partial" if warnings else "ok", "; ".join(warnings) or None)
+    whole = _whole_listing(fns, warnings, errors, bool(orphans))
     return Snapshot(
         hostname=None,
         root=None,
+        # A function only a hypervisor presents (q35's 82G33/ICH9, i440FX, Hyper-V's VGA) proves
+        # a guest; nothing in lspci proves bare metal, so it is otherwise unknown.
+        virtualized=True if any(pci.emulated_platform(f.vendor_id, f.device_id, f.name) for f in fns) else None,
+        lists_every_nic=whole,
         # lspci names a device's node, never the node's CPUs
         numa_nodes=tuple(NumaNode(id=n, cpus=None) for n in nodes),
         pci=tuple(fns),
         sources=(status,),
         probe_errors=errors,
+        partial_inputs=partial,
     )
 
 
 #: What :func:`snapshot_from_lspci` counts for its notes, each a list of BDFs.
 _TALLIES = ("named_only", "from_name", "from_pciids", "inferred", "not_in_tree", "placed_nowhere")
+
+
+def _whole_listing(fns: list[PciFunction], warnings: list[str], errors: tuple[ProbeError, ...], orphans: bool) -> bool:
+    """Whether the paste lists every function of the host, so that what it lacks is absent:
+    it shows the first function lspci prints (``dddd:00:00.0``, the host bridge or root port
+    of the first bus; ``lspci | grep``, ``-s`` and ``-d 10de:`` leave it out), nothing in it
+    was elided (``...``, ``+-...``), no tree starts below or after its first root bus, and its
+    functions are of more than one vendor: ``lspci | grep -i nvidia`` on Grace starts at
+    ``0000:00:00.0`` too (Grace's root ports are NVIDIA's), but no whole host is one vendor's
+    (its CPU's root ports and its GPUs are, never its NICs, drives and BMC besides)."""
+    if orphans or any("elided" in e.error for e in errors) or any("excerpt" in w for w in warnings):
+        return False
+    if len({f.vendor_id for f in fns if f.vendor_id is not None}) < 2:
+        return False
+    return any(f.bdf is not None and f.bdf.endswith(":00:00.0") for f in fns)
 
 
 def _function(
@@ -277,7 +301,7 @@ def _function(
     if class16 is None:
         kind = _kind(bdf, name, desc, vendor, device, known_name, tally)
     driver = v.driver if v is not None else None
-    rdma = pci.rdma_capable_by_ids(class16, kind, vendor, device, driver)
+    rdma = pci.rdma_capable_by_ids(class16, kind, vendor, device, driver, name)
     num_vfs = v.sriov.num_vfs if v is not None and v.sriov is not None else None
     total_vfs = v.sriov.total_vfs if v is not None and v.sriov is not None else None
     return PciFunction(

@@ -35,6 +35,18 @@ def _single_node(text: str | None) -> int | None:
     return int(text) if text is not None and is_decimal(text) and len(text) <= 4 else None
 
 
+def _listed_nodes(text: str | None) -> set[int]:
+    """The nodes of a list-valued NUMA Affinity (``0-3``, ``0,3-9``); empty where it is none
+    (or not a list of at most 1024 nodes)."""
+    if not text:
+        return set()
+    try:
+        nodes = CpuSet.parse(text)
+    except ValueError:  # CpuSetError: not a list of nodes
+        return set()
+    return set(nodes) if len(nodes) <= 1024 else set()
+
+
 def _cpu_node(d: TopoDevice) -> int | None:
     """The node of a GPU's CPUs: its ``NUMA Affinity`` when that is one node; on Grace (a
     numeric ``GPU NUMA ID``), the lowest node of the list (``0,3-9,11-17``: node 0).
@@ -62,9 +74,16 @@ def summary(warnings: Iterable[str], limit: int = 3) -> str:
 def snapshot_from_topo_matrix(m: TopoMatrix) -> Snapshot:
     """The facts of a parsed ``nvidia-smi topo -m``: labelled devices and their path classes."""
     fns: list[PciFunction] = []
+    # A NUMA Affinity column exists where any GPU's cell was read: a GPU without one printed N/A.
+    numa_column = any(d.numa_affinity is not None for d in m.devices if d.kind == "gpu")
+    listed: set[int] = set()  # the nodes a list-valued NUMA Affinity names: the host has them
     for d in m.devices:
         if d.kind == "gpu":
             numa = _cpu_node(d)
+            said = None
+            if numa is None:
+                said = d.numa_affinity or ("N/A" if numa_column else "not printed (no NUMA Affinity column)")
+                listed |= _listed_nodes(d.numa_affinity)
             fns.append(
                 PciFunction(
                     bdf=None,
@@ -75,6 +94,7 @@ def snapshot_from_topo_matrix(m: TopoMatrix) -> Snapshot:
                     name="NVIDIA GPU (model not in the matrix)",
                     numa_node=numa,
                     numa_source="nvidia-smi" if numa is not None else None,
+                    numa_said=said,
                     local_cpus=d.cpu_affinity,
                 )
             )
@@ -95,13 +115,17 @@ def snapshot_from_topo_matrix(m: TopoMatrix) -> Snapshot:
     for i, j in combinations(range(len(m.devices)), 2):
         token = m.cells[i][j] if m.cells[i][j] != "?" else m.cells[j][i]
         if token != "?":
-            given.append(GivenPath(m.devices[i].label, m.devices[j].label, token))
+            # SOC (old drivers' SYS, whose legend names CPU sockets) is kept as printed
+            printed = "SOC" if m.legacy_soc and token == "SYS" else None
+            given.append(GivenPath(m.devices[i].label, m.devices[j].label, token, printed))
 
     cpus_of: dict[int, CpuSet] = defaultdict(CpuSet)
     for f in fns:
         if f.numa_node is not None:
             cpus_of[f.numa_node] |= f.local_cpus or CpuSet()
     nodes = {n: NumaNode(id=n, cpus=c if c else None) for n, c in cpus_of.items()}
+    for n in sorted(listed):
+        nodes.setdefault(n, NumaNode(id=n, cpus=None))  # named by a GPU's list, CPUs not given
     memory = []
     for d in m.devices:
         if d.kind == "gpu" and d.gpu_numa_id is not None:
@@ -123,4 +147,5 @@ def snapshot_from_topo_matrix(m: TopoMatrix) -> Snapshot:
         sources=(status,),
         given_paths=tuple(given),
         probe_errors=errors,
+        partial_inputs=("nvidia-smi topo -m: the author left columns out ('...')",) if m.elided else (),
     )

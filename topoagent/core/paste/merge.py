@@ -120,4 +120,7 @@ def merge(matrix: Snapshot, lspci: Snapshot) -> Snapshot:
         gpu_memory_nodes=memory,
         sources=tuple(status) + lspci.sources,
         probe_errors=matrix.probe_errors + lspci.probe_errors,
+        partial_inputs=matrix.partial_inputs + lspci.partial_inputs,
+        virtualized=lspci.virtualized,  # an emulated root complex lspci shows (pci.emulated_platform)
+        lists_every_nic=lspci.lists_every_nic,  # the matrix lists only the RDMA NICs nvidia-smi knows
     )

@@ -18,7 +18,7 @@ from topoagent.core.snapshot import Cpu
 __all__ = ["CPU", "NODE_LINK_PREFIX", "ONLINE", "TOPOLOGY_FILES", "CpuReader"]
 
 CPU = "sys/devices/system/cpu"
-#: Optional: the CPUs that run (every ``cpuN`` counts where it is missing).
+#: Optional: the CPUs that run (else each ``cpuN/online``; every ``cpuN`` counts where no file says).
 ONLINE = f"{CPU}/online"
 #: Optional files of ``cpuN/topology/``: the core's threads, the package id (-1: none, on s390
 #: and some POWER), the package's CPUs (``package_cpus_list``; ``core_siblings_list`` before
@@ -42,10 +42,22 @@ class CpuReader:
         self._node_links: dict[int, CpuSet] | None = None
 
     def online(self) -> CpuSet | None:
-        """``cpu/online``: the CPUs that run; None where the kernel does not say."""
+        """``cpu/online``: the CPUs that run; where that file is missing (kernels before 2.6.30
+        and captures that left it out), every ``cpuN`` but those whose own ``online`` reads 0
+        (drivers/base/cpu.c writes one per hot-pluggable CPU; the boot CPU of old x86 kernels
+        has none and is online); None where the kernel does not say."""
         if self._online is _UNREAD:
             self._online = value(self.fs, ONLINE, sv.parse_cpulist_file)
+            if self._online is None:
+                self._online = self._online_from_cpus()
         return self._online  # type: ignore[return-value]
+
+    def _online_from_cpus(self) -> CpuSet | None:
+        """The CPUs whose ``cpuN/online`` does not read 0, where one does (an offline CPU); None
+        where none does, as before the kernel listed them (every ``cpuN`` counts then)."""
+        ids = [i for n in self.fs.listdir(CPU) if (i := numbered(n, "cpu")) is not None]
+        offline = {i for i in ids if (self.fs.text(f"{CPU}/cpu{i}/online") or "").strip() == "0"}
+        return CpuSet(i for i in ids if i not in offline) if offline else None
 
     def node_links(self) -> dict[int, CpuSet]:
         """Node -> CPUs from the ``cpuN/nodeM`` links drivers/base/node.c makes for each online

@@ -1,11 +1,13 @@
 """NUMA nodes: ``/sys/devices/system/node`` (drivers/base/node.c;
 Documentation/ABI/stable/sysfs-devices-node).
 
-Every file of a node is optional.  A node's CPUs come from ``cpulist``, else ``cpumap`` (kernels
-before 2.6.26 wrote only the mask), else the ``cpuN/nodeM`` links of the CPUs
-(:meth:`~topoagent.core.read.cpu.CpuReader.node_links`), offline CPUs left out; a node whose
-CPUs no file gives has ``cpus`` None (unknown, not CPU-less).  hwloc's topology-linux.c reads
-the same files the same way.
+Every file of a node is optional.  The nodes are the ``nodeN`` directories and those
+``node/online`` lists (a capture may lack a directory).  A node's CPUs come from ``cpulist``,
+else ``cpumap`` (kernels before 2.6.26 wrote only the mask), else the ``cpuN/nodeM`` links of
+the CPUs (:meth:`~topoagent.core.read.cpu.CpuReader.node_links`), offline CPUs always left out
+(:meth:`~topoagent.core.read.cpu.CpuReader.online`): nothing is planned on a CPU that does not
+run; a node whose CPUs no file gives has ``cpus`` None (unknown, not CPU-less).  hwloc's
+topology-linux.c reads the same files the same way.
 """
 
 from __future__ import annotations
@@ -36,9 +38,13 @@ def numa_nodes(fs: HostFS, cpus: CpuReader) -> tuple[NumaNode, ...]:
         return tuple(
             NumaNode(id=i, cpus=members, memory_bytes=None) for i, members in sorted(cpus.node_links().items())
         )
-    ids = sorted({i for n in names if (i := numbered(n, "node")) is not None})
+    ids = {i for n in names if (i := numbered(n, "node")) is not None}
+    # The kernel makes a nodeN directory for every node in node/online (drivers/base/node.c);
+    # one a capture left out is still a node, whose CPUs its CPUs' node links name.
+    listed = value(fs, f"{NODE}/online", sv.parse_cpulist_file) if ids else None
+    ids |= set(listed or ())
     online = cpus.online()
-    return tuple(_node(fs, i, cpus, online) for i in ids)
+    return tuple(_node(fs, i, cpus, online) for i in sorted(ids))
 
 
 def _node(fs: HostFS, i: int, cpus: CpuReader, online: CpuSet | None) -> NumaNode:

@@ -17,7 +17,6 @@ __all__ = [
     "CMDLINE",
     "CPUINFO",
     "HOSTNAME",
-    "OSRELEASE",
     "NVIDIA_GPUS",
     "SELF_STATUS",
     "allowed_cpus",
@@ -26,8 +25,6 @@ __all__ = [
 ]
 
 HOSTNAME = "proc/sys/kernel/hostname"
-#: The running kernel's release (``uname -r``).
-OSRELEASE = "proc/sys/kernel/osrelease"
 CMDLINE = "proc/cmdline"
 #: Its head only: the first CPU's block holds the flags and model lines (a 1,000-CPU cpuinfo
 #: runs to megabytes).

@@ -19,7 +19,7 @@ import msgspec
 
 from topoagent.core.hostfs import HostFS
 from topoagent.core.parse import sysfs_values as sv
-from topoagent.core.read import Collection, dmi, hypervisor, infiniband, iommu, modules, net, node, proc
+from topoagent.core.read import Collection, dmi, hypervisor, infiniband, iommu, kernel, kfd, modules, net, node, proc
 from topoagent.core.read.cpu import CpuReader
 from topoagent.core.read.pci import PciReader
 from topoagent.core.snapshot import PciFunction, Snapshot, SourceStatus, no_extended_reason
@@ -43,7 +43,6 @@ def read_sysfs(fs: HostFS) -> Snapshot:
         hostname=hostname,
         root=fs.root,
         kernel_cmdline=cmdline,
-        kernel_release=fs.text(proc.OSRELEASE),
         virtualized=hypervisor.virtualized(fs, cpuinfo, system),
         allowed_cpus=proc.allowed_cpus(fs),
         numa_nodes=node.numa_nodes(fs, cpus),
@@ -59,6 +58,12 @@ def read_sysfs(fs: HostFS) -> Snapshot:
         dmi_product=system()[1],
         cpu_model=sv.parse_cpuinfo_model(cpuinfo) if cpuinfo else None,
         cpu_identity=sv.parse_cpu_identity(cpuinfo) if cpuinfo else None,
+        amd_gpus=kfd.amd_gpus(fs),
+        # Without /sys/class (a capture that left it out: hwloc's gather does) no RDMA or
+        # network device is listed, and no absence of one is proven.
+        lists_every_nic=fs.isdir("sys/class"),
+        kernel_release=kernel.kernel_release(fs),
+        nvidia_open_module=kernel.nvidia_open_module(fs),
     )
     status = "partial" if fs.errors else "ok"
     detail = f"{len(fs.errors)} probe(s) failed" if fs.errors else None

@@ -35,8 +35,8 @@ CpuList = Annotated[str, msgspec.Meta(pattern=r"^([0-9]+(-[0-9]+)?(,[0-9]+(-[0-9
 Hex = Annotated[str, msgspec.Meta(pattern=r"^0x[0-9a-f]+$")]
 #: A PCI address (``0000:1b:00.0``).
 Bdf = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")]
-#: A path class, as ``nvidia-smi topo -m`` names it.
-PathToken = Annotated[str, msgspec.Meta(pattern=r"^(X|NV[0-9]+|PIX|PXB|PHB|NODE|SYS)$")]
+#: A path class, as ``nvidia-smi topo -m`` names it (``XGMI`` as rocm-smi names AMD GPUs' link).
+PathToken = Annotated[str, msgspec.Meta(pattern=r"^(X|NV[0-9]+|XGMI|PIX|PXB|PHB|NODE|SYS)$")]
 #: The first 16 hex digits of a SHA-256 (docs/fleet.md).
 Fingerprint = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}$")]
 NodeId = Annotated[int, msgspec.Meta(ge=0)]

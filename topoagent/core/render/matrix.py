@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from topoagent.core.analysis.paths import NIC_PAIR_LIMIT, pair_path, path_index
+from topoagent.core.analysis.paths import NIC_PAIR_LIMIT, XGMI, pair_path, path_index
 from topoagent.core.parse.nvsmi_topo import TopoDevice, TopoMatrix
 from topoagent.core.pathclass import PathClass
 from topoagent.core.render.escape import shown
 from topoagent.core.result import ScanResult
 
-__all__ = ["LEGEND", "matrix_of", "matrix_rows", "nic_rows", "render", "render_topo_matrix"]
+__all__ = ["LEGEND", "XGMI_LEGEND", "matrix_of", "matrix_rows", "nic_rows", "render", "render_topo_matrix"]
 
 #: The legend block as current nvidia-smi prints it, word for word (older drivers said
 #: "PCIe switches" where it now says "PCIe bridges", and had ``SOC`` instead of ``SYS``).
@@ -39,6 +39,11 @@ Legend:
   PIX  = Connection traversing at most a single PCIe bridge
   NV#  = Connection traversing a bonded set of # NVLinks
 """
+
+
+#: The legend line of an AMD host's matrix: its GPU pairs print as rocm-smi's ``Link Type``
+#: names them (``XGMI``: AMD Infinity Fabric).
+XGMI_LEGEND = "  XGMI = Connection traversing AMD Infinity Fabric (XGMI), as rocm-smi --showtopo names it\n"
 
 
 def _na(value: object) -> str:
@@ -71,6 +76,8 @@ def render_topo_matrix(m: TopoMatrix) -> str:
             line += "\t" + _affinity(device, numa_columns)
         lines.append(line)
     text = "\n".join(lines) + "\n\n" + LEGEND
+    if any(c == XGMI for row in m.cells for c in row):
+        text += XGMI_LEGEND
     named = [d for d in m.devices if d.kind == "nic" and d.rdma_name and d.label != d.rdma_name]
     if named:
         text += "\nNIC Legend:\n\n" + "".join(f"  {d.label}: {d.rdma_name}\n" for d in named)

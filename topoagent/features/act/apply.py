@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from topoagent.core.analysis.locality import switch_node_mismatches
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, fail
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.hostfs import HostFS
@@ -221,6 +222,10 @@ def _irqs(inputs: Inputs, state_dir: str, yes: bool) -> int:
     changes, skipped = irq_changes(result.topology, nics, state)
     for line in skipped:
         click.echo(f"  left alone: {line}")
+    # A NIC whose node its switch siblings contradict is left alone and the run exits 1: an IRQ
+    # placed by a node that may be wrong could land on the other socket (NUMA_SWITCH_MISMATCH).
+    ids = {n.id for n in nics}
+    disputed = any(m.device in ids for m in switch_node_mismatches(result.topology))
     balancers = irqbalance_pids(fs)
     if balancers and changes:
         irq_list = " ".join(f"--banirq={c.target['irq']}" for c in changes)
@@ -230,7 +235,8 @@ def _irqs(inputs: Inputs, state_dir: str, yes: bool) -> int:
             f'(or /etc/sysconfig/irqbalance): IRQBALANCE_ARGS="{irq_list}" -- or keep it off the '
             "NICs' CPUs with IRQBALANCE_BANNED_CPULIST=<cpus> -- then restart irqbalance."
         )
-    return run_changes(changes, inputs.root, state_dir, yes, needs="root (/proc/irq is the kernel's)")
+    status = run_changes(changes, inputs.root, state_dir, yes, needs="root (/proc/irq is the kernel's)")
+    return max(status, EXIT_FINDINGS) if disputed else status
 
 
 def _undo(root: str, state_dir: str, yes: bool) -> int:

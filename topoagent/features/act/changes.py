@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from topoagent.core.analysis.locality import switch_node_mismatches
 from topoagent.core.analysis.paths import Path
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.frozen import FrozenMap
@@ -87,12 +88,23 @@ def irq_changes(
     """Move each NIC's MSI/MSI-X IRQs onto the CPUs of the NIC's NUMA node.
 
     ``irqs`` maps a NIC id to its (irq, current affinity) pairs.  Returns the changes and
-    one line for each NIC left alone (no known node, no IRQs).
+    one line for each NIC left alone (no known node, no IRQs, or a node its switch siblings
+    contradict: NUMA_SWITCH_MISMATCH, where either node may be the wrong one and moving the
+    IRQs could send them to the other socket).
     """
     changes, skipped = [], []
+    disputed = {m.device: m for m in switch_node_mismatches(topo)}
     for nic in nics:
         names = ", ".join(nic.rdma_devices + nic.netdevs) or nic.id
         node = topo.node(nic.numa_node)
+        if nic.id in disputed:
+            m = disputed[nic.id]
+            skipped.append(
+                f"{nic.id} ({names}, {nic.key}): its NUMA node {m.node} disagrees with the node {m.siblings_node} of "
+                f"every other device below its PCIe switch (NUMA_SWITCH_MISMATCH): which is right is unknown, so "
+                "its IRQs are left alone"
+            )
+            continue
         if node is None or not node.cpus:
             skipped.append(f"{nic.id} ({names}, {nic.key}): NUMA node unknown, its IRQs are left alone")
             continue
@@ -372,39 +384,6 @@ def acs_plan(
 
 
 # -- peer memory -----------------------------------------------------------------------------------
-
-
-class PeermemNeed(msgspec.Struct, frozen=True):
-    """Whether GPUDirect RDMA needs nvidia_peermem here, and why (one sentence)."""
-
-    needed: bool
-    why: str
-
-
-def peermem_need(topo: Topology, rails: Rails, *, dmabuf: bool | None) -> PeermemNeed:
-    """GPUDirect RDMA needs a peer-memory module when NVIDIA GPUs sit next to RDMA NICs
-    (a rail NCCL uses GDR on by default: PXB or better, or a Grace GPU's P2C path), none is loaded, and DMA-BUF (kernel
-    >= 5.12 with the open GPU kernel module) is not available (REFERENCE §5)."""
-    if not any(g.vendor_id == 0x10DE for g in topo.gpus):
-        return PeermemNeed(False, "no NVIDIA GPU")
-    near = [
-        r
-        for r in rails.rails
-        if r.nic is not None and r.gdr and (n := topo.by_id(r.nic)) is not None and n.rdma_capable
-    ]
-    if not near:
-        return PeermemNeed(
-            False, "no GPU shares a PCIe switch (or, on Grace, its CPU) with an RDMA NIC: GPUDirect RDMA is not used"
-        )
-    if topo.peer_memory:
-        return PeermemNeed(False, "a peer-memory module is already loaded")
-    if dmabuf:
-        return PeermemNeed(False, "DMA-BUF is available (kernel >= 5.12, open GPU kernel module): NCCL uses it")
-    return PeermemNeed(
-        True,
-        f"{len(near)} GPU(s) have an RDMA NIC under their PCIe switch (or Grace), no peer-memory module is "
-        "loaded and DMA-BUF is not available",
-    )
 
 
 def peermem_changes(module_loaded: bool, conf_now: str | None, *, live: bool) -> tuple[HostChange, ...]:

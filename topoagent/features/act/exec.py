@@ -17,7 +17,7 @@ import click
 import msgspec
 
 from topoagent.core.advice.allocation import Allocation, allocated_gpus, allocation_from, allocation_from_dra
-from topoagent.core.advice.plan import PLAN_CODES, GpuPlan, Plan, gpu_rank_env, rank_env
+from topoagent.core.advice.plan import PLAN_CODES, VISIBLE_VARS, GpuPlan, Plan, gpu_rank_env, rank_env
 from topoagent.core.advice.ranks import local_rank_from
 from topoagent.core.command.common import EXIT_ERROR, fail
 from topoagent.core.command.options import run_scan, scan_inputs
@@ -134,13 +134,14 @@ def exec_(
             fail(f"{why}: nothing to place the command on (--allow-no-gpu runs it unbound)")
         _run_unbound(why, command, dry_run)
     rank_plan = _rank_plan(result, plan, gpu, rank, alloc, narrow_visible)
-    keep_visible = keep_visible or rank_plan.in_allocation  # the scheduler's CUDA_VISIBLE_DEVICES
+    keep_visible = keep_visible or rank_plan.in_allocation  # the scheduler's device list
     g, env = rank_plan.gpu, rank_plan.env
     _say_notes(g, plan)
     if keep_visible:
-        env.pop("CUDA_VISIBLE_DEVICES", None)
-    if rank_plan.narrow is not None:
-        env["CUDA_VISIBLE_DEVICES"] = rank_plan.narrow
+        for var in VISIBLE_VARS:  # the scheduler's device list (CUDA's, or ROCm's) stays as it set it
+            env.pop(var, None)
+    if rank_plan.narrow is not None:  # in the variable the allocation came in (ROCR_VISIBLE_DEVICES on AMD)
+        env[alloc.var if alloc is not None else "CUDA_VISIBLE_DEVICES"] = rank_plan.narrow
     if dry_run:
         _dry_run(plan, rank_plan, rank, alloc, mem, command)
     _bind_and_exec(plan, rank_plan, mem, command)
@@ -201,7 +202,7 @@ def _rank_plan(
             fail(str(exc))
         return _RankPlan(g, cpus, env, sub, k)
     try:
-        mine = allocated_gpus(alloc, plan, result.topology.nvml_gpus)
+        mine = allocated_gpus(alloc, plan, result.topology.nvml_gpus, result.topology.amd_gpus)
     except InputError as exc:
         fail(str(exc))
     index = rank // k
@@ -237,10 +238,11 @@ def _dry_run(
         f"({plan.allowed}): exec would stop here"
     )
     lines.append(f"memory policy: {_mem_words(mem, node)}")
-    if alloc is not None and rp.narrow is None and "CUDA_VISIBLE_DEVICES" in os.environ:
+    var = next((v for v in VISIBLE_VARS if v in os.environ), None)
+    if alloc is not None and rp.narrow is None and var is not None:
         lines.append(
             comment(
-                f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} kept as the job's "
+                f"{var}={os.environ[var]} kept as the job's "
                 f"(the command's device {rank // rp.per_gpu if rank is not None else 0} is {g.gpu})"
             )
         )

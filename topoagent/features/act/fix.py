@@ -7,12 +7,13 @@ import sys
 
 import click
 
+from topoagent.core.analysis.peermem import peermem_need
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, fail
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import Inputs
 from topoagent.core.read import is_live
-from topoagent.core.read.kernel import UnsavableFile, config_bytes, file_text, kernel_release, nvidia_open_module
+from topoagent.core.read.kernel import UnsavableFile, config_bytes, file_text
 from topoagent.features.act.apply import run_changes, state_dir_option
 from topoagent.features.act.changes import (
     GRUB_ACS_CONF,
@@ -21,7 +22,6 @@ from topoagent.features.act.changes import (
     acs_plan,
     peer_path_bridges,
     peermem_changes,
-    peermem_need,
 )
 
 
@@ -90,9 +90,8 @@ def peermem(inputs: Inputs, state_dir: str, yes: bool) -> None:
         fail("fix peermem changes a host: it needs a host tree (--root), not pasted output")
     result = run_scan(inputs)
     fs = HostFS(inputs.root)
-    release, open_module = kernel_release(fs), nvidia_open_module(fs)
-    dmabuf = bool(release and release >= (5, 12) and open_module)
-    need = peermem_need(result.topology, result.rails, dmabuf=dmabuf)
+    # the scan's own verdict (NO_PEER_MEMORY is raised exactly when this says needed)
+    need = peermem_need(result.topology, result.rails)
     click.echo(f"{'Needed' if need.needed else 'Not needed'}: {need.why}.")
     if not need.needed:
         sys.exit(EXIT_OK)

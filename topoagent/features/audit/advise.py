@@ -11,7 +11,7 @@ import msgspec
 
 from topoagent.core.advice.plan import gpu_cpus
 from topoagent.core.cpuset import CpuSet
-from topoagent.core.findings import Evidence, Finding, Severity, sort_findings
+from topoagent.core.findings import CATALOGUE, Evidence, Finding, Severity, sort_findings
 from topoagent.core.pci import DeviceKind
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import host_path
@@ -153,15 +153,18 @@ def _cpu_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> tuple[Fi
     evidence += tuple(
         Evidence(host_path(f"sys/bus/pci/devices/{g.bdf}/numa_node"), str(g.numa_node)) for g in place.gpus if g.bdf
     )
-    finding = Finding(
-        PROCESS_CPUS,
-        _severity(place, _sockets_of(topo, where)),
+    finding = CATALOGUE[PROCESS_CPUS].finding(
         (*(g.id for g in place.gpus), f"pid:{p.pid}"),
-        f"{_who(p)} uses {gpus}, but {len(off)} of its {len(p.threads)} thread(s) may run only on CPUs {where}, "
-        f"none of them the GPU's ({place.cpus}): its launches and copies cross to the GPU's node from afar.",
         evidence,
-        f"Move it now: {_apply_hint(result, p, place)}; start it there next time: {_exec_hint(result, place)} "
-        "(or torchrun --numa-binding=node).",
+        severity=_severity(place, _sockets_of(topo, where)),
+        who=_who(p),
+        gpus=gpus,
+        off=len(off),
+        threads=len(p.threads),
+        where=where,
+        cpus=place.cpus,
+        apply=_apply_hint(result, p, place),
+        exec=_exec_hint(result, place),
     )
     return finding, len(off)
 
@@ -200,18 +203,18 @@ def _memory_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> tuple
             f"anonymous: {shown}" + (f"; policies: {' '.join(p.memory.policies)}" if p.memory.policies else ""),
         ),
     )
-    remedy = (
-        f"Move its pages now: migratepages {p.pid} {','.join(map(str, sorted(off_nodes) or sorted(spots)))} {home} "
-        f"(numactl); start it with {_exec_hint(result, place, ' --mem bind')} so new pages land on node {home}"
-        + (" -- its policy stays until it restarts." if wrong else ".")
-    )
-    finding = Finding(
-        PROCESS_MEMORY,
-        Severity.WARNING if node_sockets - place.sockets and place.sockets else Severity.INFO,
+    finding = CATALOGUE[PROCESS_MEMORY].finding(
         (*(g.id for g in place.gpus), f"pid:{p.pid}"),
-        f"{_who(p)} uses {where}, but {' and '.join(said)}: every host-device copy of it crosses nodes.",
         evidence,
-        remedy,
+        severity=Severity.WARNING if node_sockets - place.sockets and place.sockets else Severity.INFO,
+        who=_who(p),
+        where=where,
+        said=" and ".join(said),
+        pid=p.pid,
+        from_nodes=",".join(map(str, sorted(off_nodes) or sorted(spots))),
+        home=home,
+        exec=_exec_hint(result, place, " --mem bind"),
+        policy=" -- its policy stays until it restarts." if wrong else ".",
     )
     return finding, off
 
@@ -238,20 +241,19 @@ def _hca_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> Finding 
     node_env = dict(first.env).get("NCCL_IB_HCA") if first is not None else None
     gpus = ", ".join(g.id for g in place.gpus)
     rails = ", ".join(f"{n.id} ({' '.join(n.rdma_devices)})" for n in nics)
-    return Finding(
-        PROCESS_HCA,
-        Severity.WARNING,
+    return CATALOGUE[PROCESS_HCA].finding(
         (*(g.id for g in place.gpus), *(n.id for n in nics), f"pid:{p.pid}"),
-        f"{_who(p)} uses {gpus}, whose rail NIC is {rails}, but its NCCL_IB_HCA={value!r} lets NCCL use "
-        f"none of {', '.join(names)}: the GPU's traffic goes through a farther NIC.",
         (
             Evidence(host_path(f"proc/{p.pid}/environ"), f"NCCL_IB_HCA={value}"),
             *(Evidence(host_path(f"sys/class/infiniband/{r}/device"), n.bdf) for n in nics for r in n.rdma_devices),
         ),
-        "Set the same NCCL_IB_HCA on every rank of the node, naming its compute NICs"
-        + (f" ({node_env})" if node_env else "")
-        + f" -- topoagent plan --format env --gpu {first.cuda_index if first is not None else 0} "
-        "prints it -- or leave it unset: NCCL then gives each GPU its nearest NIC itself.",
+        who=_who(p),
+        gpus=gpus,
+        rails=rails,
+        value=repr(value),
+        names=", ".join(names),
+        node_env=f" ({node_env})" if node_env else "",
+        index=first.cuda_index if first is not None else 0,
     )
 
 

@@ -23,16 +23,21 @@ The allow-list (host paths, relative to ``/``):
   ``sys/devices/system/cpu/cpu*/cache/index3/{level,shared_cpu_list}`` and the ``cpu*/node*`` links;
 * ``sys/kernel/iommu_groups/*/type``, ``sys/module/<m>`` for the modules a scan asks about,
   ``sys/kernel/mm/memory_peers/*/version``, ``sys/hypervisor/type``;
+* ``sys/class/kfd/kfd/topology/nodes/*/{properties,gpu_id,name}`` and ``io_links/*/properties``
+  (AMD GPUs; ``unique_id`` replaced by the node number), and each GPU's amdgpu files
+  (``xgmi_physical_id``, ``xgmi_hive_info/xgmi_hive_id``, ``current_*_partition``);
 * ``proc/cmdline``, the first CPU's ``flags`` and identity lines (vendor, family, model, model
   name) of ``proc/cpuinfo``, the ``Cpus_allowed_list`` line of ``proc/self/status``,
   ``proc/driver/nvidia/gpus/*/numa_status``,
-  ``proc/sys/kernel/hostname``, ``sys/class/dmi/id/{sys_vendor,product_name}``.
+  ``proc/sys/kernel/hostname``, ``proc/sys/kernel/osrelease``, ``proc/driver/nvidia/version``,
+  ``sys/class/dmi/id/{sys_vendor,product_name}``.
 
 What is scrubbed is listed in :mod:`.scrub`.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import posixpath
@@ -44,9 +49,10 @@ import msgspec
 
 from topoagent.core.bdf import is_bdf
 from topoagent.core.hostfs import ATTR_LIMIT, HostFS
+from topoagent.core.parse.kfd import bdf_of
 from topoagent.core.parse.vpd import MAX_VPD_BYTES
 from topoagent.core.pci import VPD_READ
-from topoagent.core.read import NVML_RECORDING, dmi, pci
+from topoagent.core.read import NVML_RECORDING, dmi, kfd, pci
 from topoagent.core.read.attr import numbered
 from topoagent.core.read.cpu import TOPOLOGY_FILES
 from topoagent.core.read.infiniband import PORT_FILES
@@ -213,12 +219,14 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     for gpu in fs.listdir("proc/driver/nvidia/gpus"):
         _copy_file(fs, cap, f"proc/driver/nvidia/gpus/{gpu}/numa_status", limit=4096)
     _copy_file(fs, cap, "sys/hypervisor/type", limit=256)
+    # DMA-BUF for GPUDirect RDMA: the kernel release and whether the NVIDIA module is the open one
+    _copy_file(fs, cap, "proc/sys/kernel/osrelease", limit=256)
+    _copy_file(fs, cap, "proc/driver/nvidia/version", limit=4096)
     for attr in dmi.FILES:
         _copy_file(fs, cap, f"{dmi.DMI}/{attr}", limit=256)
     _copy_file(
         fs, cap, "proc/cmdline", limit=8192, transform=lambda b: scrub.cmdline(b.decode("utf-8", "replace")).encode()
     )
-    _copy_file(fs, cap, "proc/sys/kernel/osrelease", limit=256)
     if fs.text("proc/sys/kernel/hostname") is not None:
         cap.add(Entry("proc/sys/kernel/hostname", "file", b"captured-host\n"))
     cpuinfo = fs.text("proc/cpuinfo", truncate=True)  # as the scan reads it: the first CPU's block
@@ -234,6 +242,44 @@ def _system(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     if status is not None:
         line = next((ln for ln in status.splitlines() if ln.startswith("Cpus_allowed_list:")), None)
         cap.add(Entry("proc/self/status", "file", (line + "\n").encode() if line else b""))
+
+
+def _kfd(fs: HostFS, cap: Capture) -> None:
+    """KFD's topology (AMD GPUs) and amdgpu's XGMI and partition files of each GPU, as
+    :mod:`topoagent.core.read.kfd` reads them; each GPU's ``unique_id`` (what ROCm's GPU UUID is
+    made from) replaced by its node number."""
+    if not fs.isdir(kfd.KFD_NODES):
+        return
+    _copy_link(fs, cap, "sys/class/kfd/kfd")
+    real = fs.resolve("sys/class/kfd/kfd") or "sys/class/kfd/kfd"
+    base = kfd.KFD_NODES.replace("sys/class/kfd/kfd", real, 1)  # files under the link's target
+    for node in fs.listdir(base):
+        if not node.isdecimal():
+            continue
+        nb = f"{base}/{node}"
+        for attr in ("gpu_id", "name"):
+            _copy_file(fs, cap, f"{nb}/{attr}", limit=256)
+        scrub_id = functools.partial(_no_unique_id, node=node)
+        props = _copy_file(fs, cap, f"{nb}/properties", limit=8192, transform=scrub_id)
+        for link in fs.listdir(f"{nb}/io_links"):
+            _copy_file(fs, cap, f"{nb}/io_links/{link}/properties", limit=4096)
+        if props is None:
+            continue
+        values = dict(line.split(" ", 1) for line in props.decode("ascii", "replace").splitlines() if " " in line)
+        if values.get("location_id", "0").strip() not in ("", "0"):
+            bdf = bdf_of(int(values.get("domain", "0")), int(values["location_id"]))
+            dev = fs.resolve(f"sys/bus/pci/devices/{bdf}")  # the function's real directory
+            for attr in kfd.AMDGPU_FILES if dev is not None else ():
+                _copy_file(fs, cap, f"{dev}/{attr}", limit=256)
+
+
+def _no_unique_id(data: bytes, *, node: str) -> bytes:
+    """A KFD node's ``properties`` with a non-zero ``unique_id`` (the GPU's serial) replaced."""
+    lines = data.decode("ascii", "replace").splitlines()
+    return "".join(
+        (f"unique_id {int(node) + 1}" if ln.startswith("unique_id ") and ln[10:].strip() != "0" else ln) + "\n"
+        for ln in lines
+    ).encode()
 
 
 _TOOLS = (
@@ -281,6 +327,7 @@ def collect_capture(
     _pci(fs, cap, scrub)
     _class_devices(fs, cap, scrub)
     _system(fs, cap, scrub)
+    _kfd(fs, cap)
     if tools:
         _tools(cap, scrub, tool_timeout, say)
     manifest = {

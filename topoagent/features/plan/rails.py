@@ -19,7 +19,8 @@ address (a scan without NVML knows no UUID); ``gpuKey`` says which (``uuid`` or 
 an addition to the proposal's record), so a consumer never mistakes one for the other.  Where
 NCCL classes a path otherwise than nvidia-smi prints it -- a Grace GPU's NIC on its own CPU is
 ``SYS`` in nvidia-smi's matrix and ``P2C`` (GPUDirect RDMA on) to NCCL, ``PHB`` for a slower
-one (NVIDIA/nccl src/graph/paths.cc, ``ncclTopoComputePaths``) -- the NIC's entry adds NCCL's
+one, ``PXN`` for a NIC reached through an NVLinked GPU near it (NVIDIA/nccl
+src/graph/paths.cc, ``ncclTopoComputePaths``) -- the NIC's entry adds NCCL's
 class as ``ncclPath`` (also an addition), so the own CPU's NIC and the other CPU's tell apart.
 ``nodeUID`` is the Kubernetes Node's ``metadata.uid``, which no host file holds: ``--node-uid``
 sets it, otherwise it is null.
@@ -33,6 +34,7 @@ import msgspec
 
 from topoagent.core.analysis.paths import nccl_view
 from topoagent.core.analysis.rails import NicRole
+from topoagent.core.pathclass import PathClass
 from topoagent.core.render.json_report import encode
 from topoagent.core.result import ScanResult
 from topoagent.core.topology import Device
@@ -99,10 +101,13 @@ def record(result: ScanResult, node_uid: str | None = None) -> RailRecord:
     gpus: dict[str, GpuRails] = {}
     for g in physical:
         rails = {}
+        own = result.rails.rail(g.id)
+        # the NICs NCCL reaches through an NVLinked peer near them (PXN: analysis.pxn)
+        relayed = own.nics if own is not None and own.nccl_path is PathClass.PXN else ()
         for i, n in enumerate(nics):
             path = result.path(g.id, n.id)
             assert path is not None  # every GPU-NIC pair has a path (analysis.paths.scan_paths)
-            nccl, _ = nccl_view(topo, g, n, path)
+            nccl = PathClass.PXN if n.id in relayed else nccl_view(topo, g, n, path)[0]
             # path.cell: ? where no source shows the path
             rails[f"rail{i}"] = [RecordNic(address(n), path.cell, nccl.name if nccl is not None else None)]
         key = g.nvml.uuid if by_uuid and g.nvml is not None and g.nvml.uuid else address(g)

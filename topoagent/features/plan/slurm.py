@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from topoagent.core.advice.plan import GpuPlan, Plan
+from topoagent.core import pci
+from topoagent.core.advice.plan import GpuPlan, Plan, rocm_index
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import InputError, TopoagentError
 from topoagent.core.render.escape import shown
@@ -148,6 +149,55 @@ def _gpu_sockets(topo: Topology, g: GpuPlan, package: Mapping[int, int | None]) 
     return {p for c in (g.cpus or CpuSet()) if (p := package.get(c)) is not None}
 
 
+def _amd_only(topo: Topology) -> bool:
+    return bool(topo.gpus) and all(g.vendor_id == pci.AMD_ATI for g in topo.gpus)
+
+
+def rsmi_links(index: int, count: int) -> str:
+    """``Links=`` as slurmd's ROCm SMI detection writes it: ``gres_links_create_empty`` -- -1 for
+    the GPU itself, 0 for every other (src/plugins/gpu/rsmi/gpu_rsmi.c records no XGMI links,
+    only the PCI bus order)."""
+    return ",".join("-1" if j == index else "0" for j in range(count))
+
+
+def _amd_lines(
+    topo: Topology,
+    p: Plan,
+    mode: str,
+    order: Sequence[CpuSet],
+    package: Mapping[int, int | None],
+    l3: Sequence[CpuSet],
+) -> list[str]:
+    """One line per AMD GPU as slurmd's gpu/rsmi autodetection makes it
+    (``_get_system_gpu_list_rsmi``): ``File=/dev/dri/renderD<minor>`` (the DRM render minor,
+    ``rsmi_dev_drm_render_minor_get``; KFD's ``drm_render_minor``), ``Links=`` in ROCm's device
+    order, and ``Cores=``; ``Type=`` (ROCm SMI's brand string) is left out, no file here names it."""
+    lines = ["# AMD GPUs: lines as AutoDetect=rsmi detects them (File= is the GPU's DRM render node)."]
+    guessed = False
+    for g in p.gpus:
+        d = topo.by_id(g.gpu)
+        index = rocm_index(topo, d) if d is not None else None
+        index = index if index is not None else g.cuda_index
+        minor = d.amd.drm_render_minor if d is not None and d.amd is not None else None
+        if minor is None:
+            minor, guessed = 128 + index, True
+        words = ["Name=gpu", f"File=/dev/dri/renderD{minor}"]
+        cores = _gpu_cores(topo, g, mode, order, package, l3)
+        if cores:
+            words.append(f"Cores={cores}")
+        words.append(f"Links={rsmi_links(index, len(p.gpus))}")
+        line = " ".join(words)
+        if not cores:
+            line += (
+                f"  # {g.gpu}: no {'socket known' if mode == 'socket' else 'allowed CPU of its own'}, Cores= left out"
+            )
+        lines.append(line)
+    lines.append("# Type= left out: slurmd names AMD GPUs by ROCm SMI's brand string, which sysfs does not give")
+    if guessed:
+        lines.append("# renderD numbers are 128 + the ROCm index (KFD not read): check ls -l /dev/dri/by-path")
+    return lines
+
+
 def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "socket", **_: Any) -> str:
     """One ``Name=gpu`` line per GPU with Type= and Links= (with NVML), File= and Cores=."""
     if gres_cores not in CORE_MODES:
@@ -160,7 +210,8 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
     lines = [
         f"# gres.conf for {host}: topoagent plan --format slurm --gres-cores {gres_cores}",
         "# For AutoDetect=off (add that line where gres.conf sets AutoDetect for all nodes). Beside",
-        "# AutoDetect=nvml every value must equal what slurmd detects, or slurmd ignores the line.",
+        "# AutoDetect=nvml (rsmi on AMD GPUs) every value must equal what slurmd detects, or slurmd",
+        "# ignores the line.",
         "# Cores= are Slurm's abstract core indices (lstopo -l 'Core L#'), not Linux CPU ids.",
     ]
     l3 = topo.l3_domains
@@ -187,6 +238,8 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
         lines += _l3_header(l3, order)
     if gres_cores != "socket" and p.allowed is not None:
         lines.append(f"# CPUs were limited to those allowed to the caller: {p.allowed}")
+    if _amd_only(topo):
+        return "\n".join(lines + _amd_lines(topo, p, gres_cores, order, package, l3)) + "\n"
     every_nvml = bool(p.gpus) and all(g.bdf in nvml for g in p.gpus)
     bdfs = [g.bdf for g in p.gpus]
     guessed = False

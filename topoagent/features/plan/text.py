@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from topoagent.core.advice.plan import Plan
+from topoagent.core.advice.plan import Plan, visible_var
 from topoagent.core.render.columns import columns
 from topoagent.core.render.escape import shown
 from topoagent.core.result import ScanResult
@@ -14,6 +14,7 @@ from topoagent.features.plan.common import nic_words, plan_of
 def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
     """The per-GPU table (GPU, BDF, node, CPUs, rank CPUs, rail NICs), groups, notes."""
     p = plan_of(result, plan)
+    var = visible_var(result.topology)
     topo = result.topology
     k = p.ranks_per_gpu
     head = (
@@ -43,15 +44,14 @@ def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
         for ng in p.numa_groups:
             node = f"node {ng.numa_node}" if ng.numa_node is not None else "node ?"
             lines.append(
-                f"  {node}: {' '.join(ng.gpus)}  CUDA_VISIBLE_DEVICES={ng.cuda_visible_devices}  "
-                f"CPUs {ng.cpus if ng.cpus else 'NONE'}"
+                f"  {node}: {' '.join(ng.gpus)}  {var}={ng.cuda_visible_devices}  CPUs {ng.cpus if ng.cpus else 'NONE'}"
             )
     if p.split:
         lines += ["", f"Split into {len(p.split)} group(s):"]
         for s in p.split:
             nics = ", ".join(r for r in s.nics) or "no NIC"
             lines.append(
-                f"  group {s.index}: {' '.join(s.gpus)}  CUDA_VISIBLE_DEVICES={s.cuda_visible_devices}  "
+                f"  group {s.index}: {' '.join(s.gpus)}  {var}={s.cuda_visible_devices}  "
                 f"CPUs {s.cpus or 'NONE'}  NICs {nics}" + (f"  crosses {s.crosses}" if s.crosses else "")
             )
     notes = {(n.code, n.subjects): n for g in p.gpus for n in g.notes}

@@ -1,0 +1,322 @@
+"""One host from whole pastes: every tool output found in each text, read and merged.
+
+:func:`read_pastes` takes texts (a bug report, an e-mail, a ``nvidia-bug-report`` excerpt) and
+the outputs given by kind (the ``--nvidia-smi-topo`` … flags), finds each tool's output in the
+texts (:func:`~topoagent.core.parse.segment.find_outputs`), reads each with its lenient parser,
+and joins them into one snapshot:
+
+1. the drawing: ``nvidia-smi topo -m`` with ``lspci -tv``/``-vvv``
+   (:func:`topoagent.core.paste.combine`), else ``lstopo``, else an AMD tool's tables, else
+   ``nvidia-smi -q``'s GPUs; an AMD tool's tables next to a drawing add their stated pairs;
+2. the facts that enrich it (:mod:`.facts`): ``nvidia-smi -q``, ``numactl -H``,
+   ``ibdev2netdev``/``ibv_devinfo``, ``-p2p``, ``nvlink -s``, ``dmesg``.
+
+What was recognised where, and what was not (line ranges), is the ``paste`` source's detail;
+the lines each parser could not read are probe errors.  A text in which nothing is recognised
+is refused with one line (:class:`~topoagent.core.errors.OfflineInputError`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from topoagent.core.errors import InputError, OfflineInputError
+from topoagent.core.parse import segment as seg
+from topoagent.core.parse.amd_topo import AmdTopology, read_amd_topology
+from topoagent.core.parse.dmesg_aer import read_dmesg_aer
+from topoagent.core.parse.lspci_tree import LspciTree, LspciTreeNode, read_lspci_tree
+from topoagent.core.parse.lspci_verbose import LspciFunction, LspciListing, read_lspci_verbose
+from topoagent.core.parse.lstopo import read_lstopo
+from topoagent.core.parse.numactl import read_numactl
+from topoagent.core.parse.nvsmi_nvlink import read_nvlink_status
+from topoagent.core.parse.nvsmi_p2p import P2PMatrix, read_p2p_matrix
+from topoagent.core.parse.nvsmi_query import read_nvsmi_query
+from topoagent.core.parse.nvsmi_topo import TopoMatrix, read_topo_matrix
+from topoagent.core.parse.paste import Skipped
+from topoagent.core.parse.rdma_tools import read_ibdev2netdev, read_ibv_devinfo
+from topoagent.core.paste.amd import given_token, snapshot_from_amd
+from topoagent.core.paste.facts import (
+    apply_aer,
+    apply_numactl,
+    apply_nvlink,
+    apply_p2p,
+    apply_query,
+    apply_rdma,
+    gpu_labels,
+    is_gpu,
+)
+from topoagent.core.paste.hwloc import snapshot_from_lstopo
+from topoagent.core.paste.lspci import snapshot_from_lspci
+from topoagent.core.paste.matrix import snapshot_from_topo_matrix
+from topoagent.core.paste.merge import merge
+from topoagent.core.snapshot import GivenPath, ProbeError, Snapshot, SourceStatus
+
+__all__ = ["PasteInput", "combine", "read_pastes"]
+
+
+class PasteInput(msgspec.Struct, frozen=True):
+    """One text to read: where it came from (``--paste issue.txt``), the text, and its kind
+    where the option said it (None: find the outputs in it)."""
+
+    origin: str
+    text: str
+    kind: str | None = None
+
+
+class _Part(msgspec.Struct, frozen=True):
+    origin: str
+    text: str
+    command: str | None
+
+
+def _p2p_letter(command: str | None) -> str | None:
+    if not command:
+        return None
+    words = command.split()
+    if "-p2p" in words and words.index("-p2p") + 1 < len(words):
+        letter = words[words.index("-p2p") + 1]
+        return letter if letter in ("r", "w", "n", "a", "p") else None
+    return None
+
+
+#: Kind -> its lenient parser (the P2P parser also takes the command line seen).
+_PARSERS: dict[str, Callable[[_Part], Any]] = {
+    seg.TOPO_M: lambda p: read_topo_matrix(p.text),
+    seg.P2P: lambda p: read_p2p_matrix(p.text, _p2p_letter(p.command)),
+    seg.QUERY: lambda p: read_nvsmi_query(p.text),
+    seg.NVLINK: lambda p: read_nvlink_status(p.text),
+    seg.NUMACTL: lambda p: read_numactl(p.text),
+    seg.IBDEV2NETDEV: lambda p: read_ibdev2netdev(p.text),
+    seg.IBV_DEVINFO: lambda p: read_ibv_devinfo(p.text),
+    seg.ROCM_SMI: lambda p: read_amd_topology(p.text),
+    seg.AMD_SMI: lambda p: read_amd_topology(p.text),
+    seg.LSTOPO: lambda p: read_lstopo(p.text),
+    seg.DMESG: lambda p: read_dmesg_aer(p.text),
+    seg.LSPCI_TREE: lambda p: read_lspci_tree(p.text),
+    seg.LSPCI_VERBOSE: lambda p: read_lspci_verbose(p.text),
+}
+#: The outputs that list a host's NICs: without one, no NIC's absence is known.
+_NIC_LISTINGS = (seg.TOPO_M, seg.LSPCI_TREE, seg.LSPCI_VERBOSE, seg.LSTOPO, seg.IBDEV2NETDEV, seg.IBV_DEVINFO)
+#: A command line that shows part of a listing: lspci -s/-d, a grep.
+_FILTERED = re.compile(r"(?:^|\s)-[sd]\b|\|\s*e?grep\b")
+#: Kinds of which one host has one output: a second one is set aside (and said so).
+_ONE_PER_HOST = (seg.TOPO_M, seg.LSPCI_TREE, seg.LSTOPO, seg.ROCM_SMI, seg.AMD_SMI, seg.NUMACTL, seg.QUERY, seg.P2P)
+
+
+class _Reading:
+    """The outputs of every input, parsed, and the report of what was found."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[_Part]] = {}
+        self.parsed: dict[str, list[tuple[_Part, Any]]] = {}
+        self.report: list[str] = []
+        self.notes: list[str] = []
+        self.errors: list[ProbeError] = []
+        self.partial: list[str] = []
+
+    def find(self, given: PasteInput) -> None:
+        if given.kind is not None:
+            self.parts.setdefault(given.kind, []).append(_Part(given.origin, given.text, None))
+            return
+        found = seg.find_outputs(given.text)
+        where = "; ".join(f"{s.where}: {s.kind}" for s in found.segments)
+        skipped = ", ".join(s.where for s in found.unrecognised)
+        self.report.append(
+            f"{given.origin}: " + (where or "no tool output") + (f"; not recognised: {skipped}" if skipped else "")
+        )
+        for kind in found.kinds():
+            first = found.of(kind)[0]
+            self.parts.setdefault(kind, []).append(_Part(given.origin, seg.segment_text(found, kind), first.command))
+            filtered = [s.command for s in found.of(kind) if s.command and _FILTERED.search(s.command)]
+            if filtered:
+                self.partial.append(f"{given.origin}: {filtered[0]}: a filtered listing, only what the filter kept")
+
+    def parse(self) -> None:
+        for kind, parts in self.parts.items():
+            for part in parts:
+                try:
+                    value = _PARSERS[kind](part)
+                except InputError as exc:
+                    self.errors.append(ProbeError(f"{part.origin}: {kind}", f"nothing read: {exc}"))
+                    continue
+                if kind in _ONE_PER_HOST and self.parsed.get(kind):
+                    self.notes.append(f"a second {kind} output ({part.origin}) set aside: one host is read at a time")
+                    continue
+                self.parsed.setdefault(kind, []).append((part, value))
+                self.errors += _skipped(part.origin, kind, value)
+
+    def first(self, kind: str) -> Any:
+        got = self.parsed.get(kind)
+        return got[0][1] if got else None
+
+
+def _skipped(origin: str, kind: str, value: Any) -> list[ProbeError]:
+    """The lines a parser skipped, as probe errors (the drawing's kinds report their own)."""
+    if kind in (seg.TOPO_M, seg.LSPCI_TREE, seg.LSPCI_VERBOSE, seg.LSTOPO, seg.ROCM_SMI, seg.AMD_SMI):
+        return []
+    skipped: tuple[Skipped, ...] = value[1] if isinstance(value, tuple) else getattr(value, "skipped", ())
+    return [ProbeError(f"{origin}: {kind} {s.where}", s.why) for s in skipped]
+
+
+def read_pastes(inputs: Sequence[PasteInput]) -> Snapshot:
+    """One snapshot from pasted texts (see the module's docstring).  Raises
+    :class:`OfflineInputError` when no tool output is recognised in any of them."""
+    r = _Reading()
+    for given in inputs:
+        r.find(given)
+    r.parse()
+    if not r.parsed:
+        origins = ", ".join(i.origin for i in inputs)
+        why = "; ".join(e.error for e in r.errors[:2])
+        looked = ", ".join(seg.KINDS)
+        raise OfflineInputError(
+            f"no tool output recognised in {origins}" + (f" ({why})" if why else f" (looked for: {looked})")
+        )
+    snap = _drawing(r)
+    snap = _enrich(r, snap)
+    if not any(k in r.parsed for k in _NIC_LISTINGS):
+        r.partial.append("no output given lists the host's NICs (topo -m, lspci, lstopo, ibdev2netdev): NICs unknown")
+    status = SourceStatus(
+        "paste",
+        "partial" if r.notes or r.errors else "ok",
+        "; ".join([*r.report, *r.notes]) or None,
+    )
+    return msgspec.structs.replace(
+        snap,
+        sources=(status, *snap.sources),
+        probe_errors=snap.probe_errors + tuple(r.errors),
+        partial_inputs=snap.partial_inputs + tuple(r.partial),
+    )
+
+
+def combine(
+    matrix: TopoMatrix | None,
+    tree: tuple[LspciTreeNode, ...] | LspciTree | None,
+    verbose: tuple[LspciFunction, ...] | LspciListing | None,
+    *,
+    names: Callable[[int, int], str | None] | None = None,
+) -> Snapshot:
+    """The snapshot of any combination of parsed outputs (at least one).
+
+    ``tree`` and ``verbose`` may be what the lenient readers return (:class:`LspciTree`,
+    :class:`LspciListing`): their skipped lines become probe errors and their notes source
+    notes.  ``names`` looks up a name for ids that lspci printed as ``Device XXXX``.
+    """
+    lspci = None
+    if tree is not None or verbose is not None:
+        lspci = snapshot_from_lspci(tree, verbose, names=names)
+    if matrix is None:
+        if lspci is None:
+            raise OfflineInputError("no output given")
+        return lspci
+    m = snapshot_from_topo_matrix(matrix)
+    if lspci is None:
+        return m
+    try:
+        return merge(m, lspci)
+    except OfflineInputError as exc:
+        # The two cannot be matched (an lspci excerpt, a filtered listing, another host).  The
+        # matrix still describes every GPU and NIC with its path classes: analyse it alone and
+        # say why lspci's facts were set aside, rather than refuse the whole input.
+        why = f"not joined to the nvidia-smi matrix: {exc}; analysed from the matrix alone"
+        return msgspec.structs.replace(
+            m,
+            sources=m.sources
+            + tuple(msgspec.structs.replace(s, status="unavailable", detail=why) for s in lspci.sources),
+        )
+
+
+def _drawing(r: _Reading) -> Snapshot:
+    """The snapshot that places the devices: the matrix and lspci, else lstopo, else an AMD
+    tool's tables, else nvidia-smi -q's GPUs, else an empty host for the other facts."""
+    matrix, tree, verbose = r.first(seg.TOPO_M), r.first(seg.LSPCI_TREE), r.first(seg.LSPCI_VERBOSE)
+    amd: AmdTopology | None = r.first(seg.AMD_SMI) or r.first(seg.ROCM_SMI)
+    lstopo = r.first(seg.LSTOPO)
+    if matrix is not None or tree is not None or verbose is not None:
+        snap = combine(matrix, tree, verbose)
+        if lstopo is not None:
+            snap = _numa_from(snap, snapshot_from_lstopo(lstopo))
+    elif lstopo is not None:
+        snap = snapshot_from_lstopo(lstopo)
+    elif amd is not None:
+        return snapshot_from_amd(amd)
+    else:
+        return Snapshot(hostname=None, root=None, sources=())
+    if amd is not None:
+        snap = _with_amd(snap, amd, r.notes)
+    return snap
+
+
+def _numa_from(snap: Snapshot, lstopo: Snapshot) -> Snapshot:
+    """``snap`` with lstopo's NUMA nodes (their CPUs) and its devices' RDMA names and netdevs."""
+    names = {f.bdf: f for f in lstopo.pci}
+    fns = tuple(
+        msgspec.structs.replace(
+            f,
+            rdma_names=f.rdma_names or names[f.bdf].rdma_names,
+            numa_node=f.numa_node if f.numa_node is not None else names[f.bdf].numa_node,
+            numa_source=f.numa_source if f.numa_node is not None else names[f.bdf].numa_source,
+        )
+        if f.bdf in names
+        else f
+        for f in snap.pci
+    )
+    return msgspec.structs.replace(
+        snap,
+        pci=fns,
+        numa_nodes=lstopo.numa_nodes or snap.numa_nodes,
+        netdevs=snap.netdevs + lstopo.netdevs,
+        rdma=snap.rdma + lstopo.rdma,
+    )
+
+
+def _with_amd(snap: Snapshot, amd: AmdTopology, notes: list[str]) -> Snapshot:
+    """``snap`` (a tree) with an AMD tool's stated pairs, joined by BDF (amd-smi) or by the
+    tools' BDF-order numbering (rocm-smi)."""
+    snap, note = gpu_labels(snap)
+    label_of = {f.bdf: f.label for f in snap.pci if is_gpu(f) and f.label}
+    rename = {g.label: label_of.get(g.bdf, g.label) for g in amd.gpus} if any(g.bdf for g in amd.gpus) else {}
+    if note and not rename:
+        notes.append(f"{amd.tool} GPU[i] joined to the i-th AMD GPU in PCI bus order ({note})")
+    given = tuple(
+        GivenPath(rename.get(p.a, p.a), rename.get(p.b, p.b), tok)
+        for p in amd.pairs
+        if (tok := given_token(p)) is not None
+    )
+    return msgspec.structs.replace(snap, given_paths=snap.given_paths + given)
+
+
+def _enrich(r: _Reading, snap: Snapshot) -> Snapshot:
+    """``snap`` with every enriching output's facts (:mod:`.facts`)."""
+    query = r.first(seg.QUERY)
+    if query is not None:
+        snap, notes = apply_query(snap, query)
+        r.notes += notes
+    numactl = r.first(seg.NUMACTL)
+    if numactl is not None:
+        snap = apply_numactl(snap, numactl)
+    ports = [
+        p for kind in (seg.IBDEV2NETDEV, seg.IBV_DEVINFO) for _, (found, _) in r.parsed.get(kind, []) for p in found
+    ]
+    if ports:
+        snap, notes = apply_rdma(snap, ports)
+        r.notes += notes
+    p2p: P2PMatrix | None = r.first(seg.P2P)
+    nvlink = [g for _, (gpus, _) in r.parsed.get(seg.NVLINK, []) for g in gpus]
+    if p2p is not None or nvlink:
+        snap, note = gpu_labels(snap)
+        if note:
+            r.notes.append(note)
+    if p2p is not None:
+        letter = {"read": "r", "write": "w", "nvlink": "n", "atomics": "a", "prop": "p"}.get(p2p.capability or "")
+        snap = apply_p2p(snap, p2p, f"nvidia-smi topo -p2p {letter}" if letter else "nvidia-smi topo -p2p")
+    if nvlink:
+        snap = apply_nvlink(snap, nvlink)
+    events = [e for _, (found, _) in r.parsed.get(seg.DMESG, []) for e in found]
+    if events:
+        snap = apply_aer(snap, events)
+    return snap
