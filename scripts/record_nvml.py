@@ -12,8 +12,10 @@ identify boards: edit them before publishing a recording if that matters to you.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import sys
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -82,6 +84,37 @@ def _nvlinks(handle: Any) -> Any:
     return links
 
 
+FABRIC_STATES = {
+    getattr(pynvml, n): n[len("NVML_GPU_FABRIC_STATE_") :]
+    for n in dir(pynvml)
+    if n.startswith("NVML_GPU_FABRIC_STATE_")
+}
+
+
+def _fabric(handle: Any) -> Any:
+    """The GPU's NVLink fabric registration (nvmlDeviceGetGpuFabricInfoV, else the older call),
+    ``None`` for Not Supported, ``{"error": name}`` for another error."""
+    for fn, struct in (
+        ("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
+        ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t"),
+    ):
+        if not hasattr(pynvml, fn) or not hasattr(pynvml, struct):
+            continue
+        info = getattr(pynvml, struct)()
+        got = _call(getattr(pynvml, fn), handle, ctypes.byref(info))
+        if got is None or isinstance(got, dict):
+            return got
+        raw = bytes(info.clusterUuid)
+        return {
+            "state": FABRIC_STATES.get(info.state, str(info.state)),
+            "status": "SUCCESS" if info.status == pynvml.NVML_SUCCESS else ERRORS.get(info.status, str(info.status)),
+            "clique_id": int(info.cliqueId),
+            "cluster_uuid": str(uuid.UUID(bytes=raw)) if any(raw) else None,
+            "health_mask": int(getattr(info, "healthMask", 0)),
+        }
+    return None
+
+
 def record(description: str) -> dict[str, Any]:
     rec: dict[str, Any] = {"format": FORMAT, "description": description, "init_error": None}
     try:
@@ -120,6 +153,7 @@ def record(description: str) -> dict[str, Any]:
                     "cpu_affinity": _call(pynvml.nvmlDeviceGetCpuAffinity, h, 64, convert=_cpus),
                     "nvlinks": _nvlinks(h),
                     "p2p_read": p2p,
+                    "fabric": _fabric(h),
                 }
             )
         rec["p2p_read_default"] = "OK"

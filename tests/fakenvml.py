@@ -31,6 +31,10 @@ Recording format (``tests/fixtures/nvml/*.json``, also written by ``scripts/reco
           "p2p_read": {"3": "CHIPSET_NOT_SUPPORTED", "4": {"error": E}},  by peer index;
                                                  statuses are NVML_P2P_STATUS_<name>;
                                                  null: Not Supported; absent: the default
+          "fabric": {"state": "COMPLETED", "status": "SUCCESS" | E, "clique_id": 32766,
+                     "cluster_uuid": "8-4-4-4-12 hex", "health_mask": 0} | null | {"error": E},
+                                                 nvmlDeviceGetGpuFabricInfo(V); state is
+                                                 NVML_GPU_FABRIC_STATE_<name>; null/absent: Not Supported
           "processes": {"compute": [4242], "graphics": [], "mps": []},   pids with a context;
                                                  absent: none
           "errors": {"nvmlDeviceGetUUID": E}     any per-GPU call raises E
@@ -47,6 +51,7 @@ from __future__ import annotations
 import ctypes
 import json
 import types
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +78,8 @@ API = (
     "nvmlDeviceGetNvLinkState",
     "nvmlDeviceGetNvLinkRemotePciInfo",
     "nvmlDeviceGetP2PStatus",
+    "nvmlDeviceGetGpuFabricInfoV",
+    "nvmlDeviceGetGpuFabricInfo",
     "nvmlDeviceGetComputeRunningProcesses",
     "nvmlDeviceGetGraphicsRunningProcesses",
     "nvmlDeviceGetMPSComputeRunningProcesses",
@@ -258,6 +265,36 @@ class FakeNvml:
         return int(getattr(pynvml, f"NVML_P2P_STATUS_{status}"))
 
 
+def _fill_fabric(fake: FakeNvml, fn: str, handle: Any, ref: Any) -> int:
+    """Fill the structure ``ref`` points at (``ctypes.byref``) from the GPU's ``fabric`` record."""
+    fake._log(fn, handle, ref)
+    rec = fake._value(fake._gpu(fn, handle).get("fabric"))
+    info = ref._obj  # what ctypes.byref points at
+    info.state = int(getattr(pynvml, f"NVML_GPU_FABRIC_STATE_{rec.get('state', 'NOT_SUPPORTED')}"))
+    status = rec.get("status", "SUCCESS")
+    info.status = pynvml.NVML_SUCCESS if status == "SUCCESS" else int(getattr(pynvml, status))
+    info.cliqueId = int(rec.get("clique_id", 0))
+    if rec.get("cluster_uuid"):
+        raw = uuid.UUID(rec["cluster_uuid"]).bytes
+        for i, b in enumerate(raw):
+            info.clusterUuid[i] = b
+    if hasattr(info, "healthMask"):
+        info.healthMask = int(rec.get("health_mask", 0))
+    return int(pynvml.NVML_SUCCESS)
+
+
+def _add_fabric_calls() -> None:
+    for name in ("nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetGpuFabricInfo"):
+
+        def call(self: FakeNvml, handle: Any, ref: Any, _name: str = name) -> int:
+            return _fill_fabric(self, _name, handle, ref)
+
+        setattr(FakeNvml, name, call)
+
+
+_add_fabric_calls()
+
+
 def _process_infos(pids: list[int]) -> list[Any]:
     """What the process getters return: structs with a ``pid`` (and the memory used)."""
     return [types.SimpleNamespace(pid=pid, usedGpuMemory=None) for pid in pids]
@@ -296,7 +333,7 @@ def make_fake(
     fake = FakeNvml(recording, bytes_strings=bytes_strings)
     module = types.ModuleType("fakenvml_module", "pynvml stand-in for tests")
     for name in dir(pynvml):
-        if name.startswith(("NVML_", "NVMLError")):
+        if name.startswith(("NVML_", "NVMLError", "c_nvmlGpuFabricInfo")):
             setattr(module, name, getattr(pynvml, name))
     for name in API:
         if name not in omit:

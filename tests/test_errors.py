@@ -18,6 +18,7 @@ INTERNAL = {
     "topoagent.core.hostfs._Fail",
     "topoagent.core.read.nvml._Skip",
     "topoagent.core.parse.lspci_common.LineError",
+    "topoagent.core.platform._Unrecognised",  # recognise() turns it into Platform.problem
 }
 
 

@@ -50,6 +50,8 @@ def test_every_code_is_raised_by_a_fixture():
     # second source (tests/core/test_crosscheck.py); overlapping nodes a damaged copy of a fixture
     # (tests/core/test_cpu_files.py); EXPECT_* an expected topology to compare with (scan --expect,
     # fleet: tests/features/fleet/test_fleet.py, faulty copies of dgx-h100 against its baseline);
+    # NVLink fabric registration an NVML recording, an unrecognised platform a GB300 tray without a
+    # DMA function's VPD and an idle slower NIC a variant of epyc-nps2-mixed (tests/core/test_platform.py);
     # the pasted family real pastes of the tools that show those facts (tests/core/test_paste.py).
     # Each of those tests checks that its finding is the catalogue's example.
     # PXN needs NVLinks and a NIC farther than a peer (tests/core/test_verdicts.py, a pasted V100
@@ -58,6 +60,7 @@ def test_every_code_is_raised_by_a_fixture():
     audit = {code for code, e in CATALOGUE.items() if e.family == "audit"}
     pasted = {code for code, e in CATALOGUE.items() if e.family == "pasted"}
     named = {"NVLINK_P2P_DISABLED", "SOURCES_DISAGREE", "NUMA_NODES_OVERLAP", "GPU_NIC_VIA_PXN"}
+    named |= {"NVLINK_FABRIC_NOT_READY", "PLATFORM_UNRECOGNISED", "NIC_SHARED_WHILE_IDLE"}
     assert set(CATALOGUE) - raised - pasted == named | expect | audit
     for code in set(CATALOGUE) - raised:
         assert CATALOGUE[code].examples, code

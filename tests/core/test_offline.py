@@ -121,7 +121,10 @@ def test_sys_best_nic_is_cross_numa_with_socket_unknown():
     r = analyse(read_offline(nvidia_smi_topo=text(RTX4090)))
     assert by_code(r, "GPU_NIC_CROSS_SOCKET") == []
     found = by_code(r, "GPU_NIC_CROSS_NUMA")
-    assert sorted(f.subjects for f in found) == sorted((f"gpu{i}", f"nic{i % 2}") for i in (0, 1, 2, 3, 4, 5, 7))
+    # Every SYS GPU takes nic0 on channel 0 as NCCL does (src/graph/topo.cc ncclTopoGetLocalNetType:
+    # nic0's only local GPU is gpu6, so dev % 1 = 0) and nic1 on channel 1.
+    assert sorted(f.subjects for f in found) == sorted((f"gpu{i}", "nic0") for i in (0, 1, 2, 3, 4, 5, 7))
+    assert all(rail.nics == ("nic0", "nic1") for rail in r.rails.rails)
     assert {f.severity.label for f in found} == {"warning"}
     f = found[0]
     assert "whether that is another socket is unknown from this input" in f.message
@@ -504,3 +507,32 @@ def test_pasted_matrix_without_numa_affinity_groups_gpus_by_their_cpu_sets():
     p, ranks = _unknown_threads_plan("\n".join(cut) + "\n")
     assert [g.numa_node for g in p.gpus] == [None] * 4
     assert [str(cpus) for _, cpus, _ in ranks] == ["0-19,40-59"] * 2 + ["20-39,60-79"] * 2
+
+
+def test_a_redirecting_port_with_no_gpu_shown_is_info():
+    """Issue 29 item 6: a PEX 8725 downstream port with ``ACSCtl: ... ReqRedir+ CmpltRedir+`` and its
+    link up (HeyMeco/Rockchip-pcie-devices#6, lspci -vvv) while the excerpt shows nothing below it.
+    What is below is unknown, so the redirect is reported, as info (never critical); the sibling
+    port whose link is down (Width x0) and whose ACS is off raises nothing."""
+    r = analyse(read_offline(None, None, text(LSPCI / "vvv_plx_pex8725_acs.txt")))
+    found = by_code(r, "ACS_REDIRECT")
+    assert [(f.subjects, f.severity.label) for f in found] == [(("bridge1",), "info")]
+    assert "0000:03:08.0" in found[0].message and "shows no GPU path" in found[0].message
+    out = run("--lspci-verbose", str(LSPCI / "vvv_plx_pex8725_acs.txt"), "--fail-on", "critical")
+    assert out.returncode == 0, out.stdout
+
+
+def test_a_redirect_a_platform_may_require_is_not_claimed_from_a_paste():
+    """The same record as a ConnectX-8's own switch port (15b3:197c, lspci -nn): NVIDIA's Data Direct
+    platform requires CmpltRedir on the DMA function's port and ReqRedir on the GPU's (rdma-core
+    kernel-boot/rdma_topo, compute_acs), so a paste that cannot show the complex claims nothing."""
+    record = text(LSPCI / "vvv_plx_pex8725_acs.txt").split("\n\n")[1]
+    cx8 = record.replace(
+        "PCI bridge: PLX Technology, Inc. PEX 8725 24-Lane, 10-Port PCI Express Gen 3 (8.0 GT/s) Multi-Root "
+        "Switch with DMA (rev ca)",
+        "PCI bridge [0604]: Mellanox Technologies MT43244 Family [ConnectX-8 PCIe Switch] [15b3:197c]",
+        1,
+    )
+    assert cx8 != record
+    r = analyse(read_offline(None, None, cx8 + "\n"))
+    assert not by_code(r, "ACS_REDIRECT")

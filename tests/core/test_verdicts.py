@@ -64,11 +64,13 @@ def test_a_single_socket_epyc_in_nps4_is_cross_numa_not_cross_socket():
     r = matrix("verdict_polaris_a100_nps4_markdown.txt")
     assert codes(r, "GPU_NIC_CROSS_SOCKET") == []
     found = codes(r, "GPU_NIC_CROSS_NUMA")
+    # both take nic1 on channel 0: equally local NICs go as NCCL spreads them (topo.cc
+    # ncclTopoGetLocalNetType, analysis.ncclnet; issue 31 item 12)
     assert [(f.subjects, f.severity) for f in found] == [
-        (("gpu0", "nic0"), Severity.WARNING),
+        (("gpu0", "nic1"), Severity.WARNING),
         (("gpu2", "nic1"), Severity.WARNING),
     ]
-    assert "on NUMA node 0, the GPU on node 3" in found[0].message
+    assert "on NUMA node 2, the GPU on node 3" in found[0].message
     assert "whether that is another socket is unknown from this input" in found[0].message
     assert "lscpu" in found[0].remedy  # the pasted-text remedy: find the sockets
     assert cli("--nvidia-smi-topo", str(NVSMI / "verdict_polaris_a100_nps4_markdown.txt")).returncode == 0

@@ -1014,8 +1014,10 @@ class _Builder:
         if iommu != "none":
             groups: dict[tuple, int] = {}
             for f in funcs:
-                if f.is_vf or f.is_bridge:
-                    key: tuple = ("f",) + f.key
+                if "group" in f.attrs:  # functions of one root bus that name one label share a group
+                    key: tuple = ("g", f.rootbus.name, f.attrs["group"])
+                elif f.is_vf or f.is_bridge:
+                    key = ("f",) + f.key
                 else:
                     key = ("d", f.domain, f.bus, f.dev)  # functions of one device share a group
                 if key not in groups:
@@ -1085,6 +1087,50 @@ def _width_reg(w: int | None) -> int:
     return w
 
 
+def _flag(f: Func, key: str) -> bool:
+    """A true/false attribute of the line, else of the part (``ats = true`` in parts.toml)."""
+    value = f.attrs.get(key, f.part.get(key, False))
+    return value is True or str(value).lower() == "true"
+
+
+def has_vpd(f: Func) -> bool:
+    """Whether the function has a VPD capability: its part or line names VPD contents."""
+    return not f.is_vf and any(k in f.attrs or k in f.part for k in ("vpd_name", "v3", "sn"))
+
+
+def has_ats(f: Func) -> bool:
+    """Whether the function exposes an ATS capability (``ats=true``; mlxconfig ATS_ENABLED on a
+    ConnectX, NVIDIA's HGX B300 VM guide, appendix "ATS and ACS configuration")."""
+    return not f.is_bridge and _flag(f, "ats")
+
+
+def vpd_bytes(f: Func) -> bytes:
+    """The function's VPD as the PCI Local Bus Spec (appendix I) lays it out: the identifier
+    string (tag 0x82), a VPD-R resource (tag 0x90) with PN, SN, V3 and the RV checksum byte that
+    makes the bytes up to it sum to zero, and the end tag 0x78."""
+    name = str(f.attrs.get("vpd_name", f.part.get("vpd_name", f.part.get("name", "")))).encode("ascii")
+    keywords = b""
+    for key in ("pn", "sn", "v3"):
+        value = f.attrs.get(key, f.part.get(key))
+        if value is not None:
+            raw = str(value).encode("ascii")
+            keywords += key.upper().encode("ascii") + bytes([len(raw)]) + raw
+    head = bytes([0x82]) + len(name).to_bytes(2, "little") + name
+    body = keywords + b"RV" + bytes([1])
+    ro = bytes([0x90]) + (len(body) + 1).to_bytes(2, "little") + body
+    checksum = (-sum(head + ro)) & 0xFF
+    return head + ro + bytes([checksum, 0x78])
+
+
+def modalias(f: Func) -> str:
+    """The ``modalias`` line the kernel writes (drivers/pci/pci-sysfs.c, modalias_show)."""
+    c = f.cls
+    return (
+        f"pci:v{f.vendor:08X}d{f.device:08X}sv{f.part['_subvendor']:08X}sd{f.part['_subdevice']:08X}"
+        f"bc{c >> 16 & 0xFF:02X}sc{c >> 8 & 0xFF:02X}i{c & 0xFF:02X}"
+    )
+
+
 def build_config(f: Func) -> bytes:
     """The function's configuration space, truncated to its ``config_size``."""
     b = bytearray(4096)
@@ -1115,6 +1161,8 @@ def build_config(f: Func) -> bytes:
         caps.append((0x60, 0x10))
     if bridge:
         caps.append((0xA0, 0x0D))  # bridge subsystem vendor id
+    if has_vpd(f):
+        caps.append((0xB0, 0x03))  # Vital Product Data: the kernel makes the vpd file
     for i, (off, cid) in enumerate(caps):
         nxt = caps[i + 1][0] if i + 1 < len(caps) else 0
         _w(b, off, cid, 1)
@@ -1154,6 +1202,8 @@ def build_config(f: Func) -> bytes:
             _w(body, 0, f.acs_cap, 2)
             _w(body, 2, f.acs_ctl, 2)
             ext.append((0x000D, 1, 0x08, bytes(body)))
+        if has_ats(f):  # Address Translation Services (PCIe Base Spec 7.8.8): 4 bytes of registers
+            ext.append((0x000F, 1, 0x08, bytes(4)))
         sriov = f.part.get("_sriov")
         if sriov:
             body = bytearray(0x3C)
@@ -1489,6 +1539,9 @@ def write_tree(machine: Machine, out_root: Path) -> None:
     # ---- /proc -----------------------------------------------------------------------------
     w.text("proc/cmdline", str(s.get("cmdline", "BOOT_IMAGE=/boot/vmlinuz root=/dev/sda1 ro")))
     w.text("proc/sys/kernel/hostname", str(s.get("hostname", machine.name)))
+    release = re.search(r"vmlinuz-(\S+)", str(s.get("cmdline", "")))
+    if release or "kernel" in s:  # uname -r: the machine's kernel key, else its BOOT_IMAGE's version
+        w.text("proc/sys/kernel/osrelease", str(s.get("kernel", release.group(1) if release else "")))
     mems = [n.id for n in machine.nodes if n.memory_kb]
     w.text(
         "proc/self/status",
@@ -1789,6 +1842,9 @@ def _write_function(w: _Writer, f: Func, link_format: str, nbits: int) -> None:
     w.text(f"{d}/numa_node", str(f.numa_node))
     w.text(f"{d}/local_cpulist", fmt_cpulist(f.local_cpus))
     w.text(f"{d}/local_cpus", fmt_mask(f.local_cpus, nbits))
+    w.text(f"{d}/modalias", modalias(f))
+    if has_vpd(f) and f.config_size:
+        w.data(f"{d}/vpd", vpd_bytes(f))
     # link files
     lk = f.link
     if lk.kind == "zero":

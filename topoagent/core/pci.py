@@ -173,6 +173,19 @@ DEVICES = {
     (0x15B3, 0xA2D2): "BlueField integrated ConnectX-5",
     (0x15B3, 0x1979): "ConnectX-7 PCIe Bridge",
     (0x15B3, 0x197B): "BlueField-3 SoC PCIe Bridge",
+    # NVIDIA's platform tool names these (linux-rdma/rdma-core kernel-boot/rdma_topo,
+    # pci_device_types): the ports of a ConnectX-8's own PCIe switch, its Data Direct DMA
+    # function, ConnectX-9, and Grace's and Vera's root ports; B300's name is pci.ids'
+    # ("GB110 [B300 SXM6 AC]").
+    (0x15B3, 0x197C): "ConnectX-8 PCIe Bridge",
+    (0x15B3, 0x2100): "ConnectX-8 DMA Controller (Data Direct)",
+    (0x15B3, 0x1025): "ConnectX-9",
+    (0x10DE, 0x22B1): "Grace PCI Root Port Bridge",
+    (0x10DE, 0x22B2): "Grace PCI Root Port Bridge",
+    (0x10DE, 0x22B8): "Grace PCI Root Port Bridge",
+    (0x10DE, 0x2F95): "Vera PCIe Root Port Bridge",
+    (0x10DE, 0x2F96): "Vera PCIe Root Port Bridge",
+    (0x10DE, 0x3182): "B300 SXM6 AC",
     (0x1000, 0xC012): "PEX880xx PCIe Gen4 Switch",
     (0x1000, 0xC034): "PEX890xx PCIe Gen5 Switch",
     (0x10B5, 0x8725): "PEX 8725 PCIe Gen3 Switch",
@@ -214,6 +227,8 @@ DEVICE_KINDS: dict[tuple[int, int], str] = {
             0x29BC,
             0x2941,
             0x31C2,
+            0x31C3,
+            0x3182,
             0x20B1,
             0x20B3,
             0x20B7,
@@ -251,6 +266,7 @@ DEVICE_KINDS: dict[tuple[int, int], str] = {
             0x101F,
             0x1021,
             0x1023,
+            0x1025,
             0xA2D2,
             0xA2D6,
             0xA2DC,
@@ -340,6 +356,22 @@ C2C_GPUS = frozenset(
     }
 )
 
+#: The functions NVIDIA's platform tool sorts a Grace/Blackwell or ConnectX-8 host by
+#: (linux-rdma/rdma-core ``kernel-boot/rdma_topo``, ``pci_device_types``): Grace and Vera root
+#: ports, the ports of a ConnectX (CX-7/CX-8) or BlueField-3 PCIe switch, ConnectX-7/8/9 and
+#: BlueField-3 NIC functions, and the ConnectX-8 Data Direct DMA function.
+GRACE_ROOT_PORTS = frozenset({(NVIDIA, 0x22B1), (NVIDIA, 0x22B2), (NVIDIA, 0x22B8)})
+VERA_ROOT_PORTS = frozenset({(NVIDIA, 0x2F95), (NVIDIA, 0x2F96)})
+CX_SWITCH_PORTS = frozenset({(MELLANOX, 0x197C), (MELLANOX, 0x1979)})
+BF3_SWITCH_PORTS = frozenset({(MELLANOX, 0x197B)})
+CX_NICS = frozenset({(MELLANOX, 0x1021), (MELLANOX, 0x1023), (MELLANOX, 0x1025)})
+BF3_NICS = frozenset({(MELLANOX, 0xA2DC)})
+CX_DMA = frozenset({(MELLANOX, 0x2100)})
+#: Functions whose VPD a scan reads: those whose name and ``V3`` keyword pair a NIC with its
+#: Data Direct DMA function (rdma_topo reads VPD for ``cx_nic`` and ``cx_dma`` only).
+VPD_READ = CX_NICS | CX_DMA
+
+
 #: Vendors whose display controllers are BMC or emulated consoles, not compute GPUs: an
 #: ASPEED AST2500 on every server board must not become ``gpu0`` and shift the numbering that
 #: CUDA and nvidia-smi use.  ASPEED, Matrox (G200 BMCs), Cirrus Logic (QEMU's cirrus-vga),
@@ -390,6 +422,13 @@ ACS_FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "E
 #: ACS bits that send peer-to-peer traffic up to the root complex: Request Redirect,
 #: Completion Redirect, Egress Control.
 ACS_P2P_REDIRECT_MASK = 0b101100
+
+#: Standard capability ids (PCI Local Bus Spec 3.0, appendix H): Vital Product Data, whose
+#: contents the kernel exposes as the function's ``vpd`` file (drivers/pci/vpd.c).
+CAP_ID_VPD = 0x03
+#: Extended capability ids (PCIe Base Spec 7.6.3; include/uapi/linux/pci_regs.h PCI_EXT_CAP_ID_*).
+EXT_CAP_ID_ACS = 0x000D
+EXT_CAP_ID_ATS = 0x000F
 
 #: PCIe capability, Device/Port Type (bits 7:4 of the register at +0x02; PCIe Base Spec 7.5.3.2).
 PORT_TYPES = {

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 
 from topoagent.core.cpuset import CpuSet
-from topoagent.core.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK
+from topoagent.core.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK, CAP_ID_VPD, EXT_CAP_ID_ATS
 
 SNAPSHOT_VERSION = 1
 
@@ -137,6 +137,20 @@ class ConfigSpace(msgspec.Struct, frozen=True):
     #: An SR-IOV physical function's capability: its VFs' device id (their vendor is the PF's)
     #: and addresses, as the kernel makes them (drivers/pci/iov.c, pci_iov_add_virtfn).
     sriov: SriovCap | None = None
+    #: The standard capability ids, in list order (as far as the bytes read hold the list).
+    caps: tuple[int, ...] = ()
+
+    @property
+    def has_vpd(self) -> bool:
+        """Whether the function has a VPD capability: the kernel then exposes its VPD as the
+        ``vpd`` file (drivers/pci/vpd.c, pci_vpd_init)."""
+        return CAP_ID_VPD in self.caps
+
+    @property
+    def ats(self) -> bool | None:
+        """Whether the function exposes an ATS extended capability (Address Translation
+        Services, PCIe Base Spec 10.5); None where the extended space was not seen."""
+        return EXT_CAP_ID_ATS in self.extended_caps if self.extended_readable else None
 
 
 class AerCounts(msgspec.Struct, frozen=True):
@@ -178,6 +192,18 @@ def no_extended_reason(config: ConfigSpace | None) -> str:
             "config space is 256 bytes on this function (conventional PCI or a virtual device: no PCIe extended space)"
         )
     return f"config space is {config.size} bytes on this function, shorter than the 4096 of PCIe extended space"
+
+
+class VpdInfo(msgspec.Struct, frozen=True):
+    """What a function's Vital Product Data says (the ``vpd`` file; PCI Local Bus Spec 3.0
+    appendix I): the identifier string and the VPD-R keywords NVIDIA's tools read.  A ConnectX-8
+    Data Direct DMA function carries its NIC's ``V3`` value, which pairs the two (NVIDIA's
+    rdma_topo, parse_vpd; mstflint's hot-reset flow matches DMA functions by V3 the same way)."""
+
+    name: str | None = None  # the identifier string (large resource tag 0x82)
+    v3: str | None = None  # VPD-R keyword V3 (vendor specific)
+    serial: str | None = None  # VPD-R keyword SN
+    part: str | None = None  # VPD-R keyword PN
 
 
 class GpuActivity(msgspec.Struct, frozen=True):
@@ -277,6 +303,8 @@ class PciFunction(msgspec.Struct, frozen=True):
     fell_off_bus: bool = False  # config
     #: Its AER counters, where the kernel keeps them (None: no AER files).
     aer: AerCounts | None = None  # aer_dev_fatal, aer_dev_nonfatal, aer_dev_correctable
+    #: Its Vital Product Data, read for the NVIDIA NIC functions whose pairing it decides.
+    vpd: VpdInfo | None = None  # vpd
     #: Where ``link`` was read where that is neither sysfs nor lspci (``nvidia-smi -q GPU
     #: 00000000:18:00.0``): evidence names it.
     link_source: str | None = None
@@ -391,6 +419,32 @@ class NvLink(msgspec.Struct, frozen=True):
     count: int
 
 
+#: NVML's GPU fabric states (``nvmlGpuFabricState_t``: NVML_GPU_FABRIC_STATE_*), by value.
+FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+
+
+class FabricInfo(msgspec.Struct, frozen=True):
+    """A GPU's registration with its NVLink fabric (NVML's ``nvmlDeviceGetGpuFabricInfoV``): on
+    NVL72-class systems each GPU registers with the fabric manager of the NVLink switch trays
+    and joins a clique (an NVLink partition); elsewhere NVML says not supported (no record)."""
+
+    #: ``not_started``, ``in_progress`` or ``completed`` (:data:`FABRIC_STATES`).
+    state: str
+    #: Once completed: ``success``, or the NVML error the registration ended in (``NVML_ERROR_...``).
+    status: str | None = None
+    #: The clique (NVLink partition) the GPU belongs to; GPUs of one clique talk over NVLink.
+    clique_id: int | None = None
+    #: The NVLink domain (the rack's cluster) as a UUID: differs from rack to rack by design.
+    cluster_uuid: str | None = None
+    #: ``healthMask`` (the V call only): degraded bandwidth, route recovery ... bit fields.
+    health_mask: int | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Registered: state completed with success."""
+        return self.state == "completed" and self.status == "success"
+
+
 class NvmlGpu(msgspec.Struct, frozen=True):
     """What NVML says of one GPU (``nvidia-ml-py``; only on hosts with the NVIDIA driver)."""
 
@@ -408,6 +462,8 @@ class NvmlGpu(msgspec.Struct, frozen=True):
     #: Peer GPUs (BDF) for which NVML reports P2P read OK / not OK.
     p2p_ok: tuple[str, ...] = ()
     p2p_not_ok: tuple[str, ...] = ()
+    #: Its NVLink fabric registration, where NVML has one (NVL72-class systems).
+    fabric: FabricInfo | None = None
 
 
 class GivenP2P(msgspec.Struct, frozen=True):

@@ -20,6 +20,7 @@ from topoagent.core.cpuset import CpuSet
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind
+from topoagent.core.platform import Complex, Platform, PlatformRole, platform_role, recognise
 from topoagent.core.snapshot import (
     AerCounts,
     AerLogged,
@@ -38,6 +39,7 @@ from topoagent.core.snapshot import (
     RdmaPort,
     Snapshot,
     SourceStatus,
+    VpdInfo,
 )
 
 
@@ -136,6 +138,17 @@ class Device(msgspec.Struct, frozen=True):
     rdma_ports: FrozenMap[str, tuple[RdmaPort, ...]] = msgspec.field(default_factory=FrozenMap)
     #: The speed (Mb/s) of each of its network interfaces whose speed is known, by name.
     netdev_speeds: FrozenMap[str, int] = msgspec.field(default_factory=FrozenMap)
+    #: What it is to NVIDIA's platform tool (a Grace root port, a ConnectX switch port, NIC or
+    #: Data Direct DMA function: :mod:`topoagent.core.platform`), by its ids; None otherwise.
+    platform_role: PlatformRole | None = None
+    #: Its Vital Product Data (read for ConnectX NICs and DMA functions), where read.
+    vpd: VpdInfo | None = None
+
+    @property
+    def ats(self) -> bool | None:
+        """Whether it exposes an ATS capability; None where its extended config space is unseen."""
+        return self.config.ats if self.config is not None else None
+
     #: Where :attr:`link` was read where that is neither sysfs nor lspci (``nvidia-smi -q GPU
     #: 00000000:18:00.0``); None otherwise.
     link_source: str | None = None
@@ -275,9 +288,19 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
         """The topology's lookups (built once per set of devices, nodes and snapshot)."""
         return index_topology(self)
 
+    @derived("devices")
+    def platform(self) -> Platform:
+        """NVIDIA's platform kind, its complexes and the ACS each port must hold, recognised from
+        the devices as NVIDIA's rdma_topo does (:mod:`topoagent.core.platform`)."""
+        return recognise(self.devices)
+
     def by_bdf(self, bdf: str) -> Device | None:
         """The device at a BDF (lower-case ``dddd:bb:dd.f``), or None."""
         return self.index.by_bdf.get(bdf)
+
+    def complex_of(self, d: Device) -> Complex | None:
+        """The platform complex a device belongs to (:attr:`platform`), or None."""
+        return self.platform.complex_of(d.bdf)
 
     def physical(self, d: Device) -> Device:
         """A VF's physical function (its paths are the PF's), or the device itself.
@@ -515,7 +538,14 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
 def classify(fn: PciFunction) -> DeviceKind:
     """A function's kind from its class code, else from what the source said, else from its
     ids where the built-in tables know them (a class file that could not be read or parsed
-    must not turn a known H100 into ``other`` and renumber the GPUs after it)."""
+    must not turn a known H100 into ``other`` and renumber the GPUs after it).
+
+    A ConnectX-8 Data Direct DMA function (15b3:2100) is ``other`` whatever its class: it is its
+    NIC's second path to the GPU, with no network or RDMA device of its own, never a NIC to
+    pick (NCCL exposes it under its PF's name, ``mlx5_N_dma``: src/transport/net_ib/init.cc).
+    """
+    if (fn.vendor_id, fn.device_id) in pci.CX_DMA:
+        return DeviceKind.OTHER
     if fn.class_code is None and fn.kind is None:
         by_ids = (
             pci.kind_from_name(None, fn.vendor_id, fn.device_id)
@@ -878,6 +908,8 @@ def _device(
         memory_node=_memory_node(f, nvml, joins) if kind is DeviceKind.GPU else None,
         rdma_ports=FrozenMap(ports) if ports else _NO_PORTS,
         netdev_speeds=FrozenMap(speeds) if speeds else _NO_SPEEDS,
+        platform_role=platform_role(f.vendor_id, f.device_id),
+        vpd=f.vpd,
         link_source=f.link_source,
         activity=f.activity,
         aer_logged=f.aer_logged,

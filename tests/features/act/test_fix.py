@@ -119,6 +119,33 @@ def test_peermem_not_needed_with_a_module_or_dmabuf(fixture_root, faulty):
     assert out.returncode == 0 and "DMA-BUF is available" in out.stdout
 
 
+def test_platform_acs_fix_writes_the_masks_and_the_drop_in_and_undoes_both(scratch_root, tmp_path):
+    """gb300-tray-faults: each port to the mask its Data Direct complex requires (bits set as well as
+    cleared), the pci=config_acs= drop-in as rdma_topo writes it; `apply --undo` puts back both."""
+    root = scratch_root("gb300-tray-faults")
+    state = str(tmp_path / "state")
+    ports = {"0000:00:00.0": 0x1D, "0008:02:01.0": 0x15, "0009:02:00.0": 0x19, "0019:00:00.0": 0x1C}
+    before = {b: acs_control(root, b) for b in ports}
+    conf = root / "etc/default/grub.d/config-acs.cfg"
+    shown = run_cli("fix", "acs", "--root", str(root), "--state-dir", state)
+    assert shown.returncode == 0 and "Dry run" in shown.stdout and not conf.exists()
+    assert "pci=disable_acs_redir=" not in shown.stdout.replace("Remove pci=disable_acs_redir=0000:00:00.0", "")
+
+    done = run_cli("fix", "acs", "--root", str(root), "--state-dir", state, "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {b: acs_control(root, b) for b in ports} == ports
+    assert 'pci=config_acs=\\"xx111x0@0008:00:00.0;' in conf.read_text()
+    rescan = scan(root, nvml="off")
+    assert not [f for f in rescan.findings if f.code in ("ACS_PLATFORM_MISMATCH", "ACS_REDIRECT")]
+    # IOMMU groups are formed at boot: cx2's DMA function and GPU stay apart until the reboot
+    assert [f.code for f in rescan.findings if f.code == "IOMMU_GROUP_PLATFORM"] == ["IOMMU_GROUP_PLATFORM"]
+
+    undone = run_cli("apply", "--undo", "--yes", "--root", str(root), "--state-dir", state)
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert {b: acs_control(root, b) for b in ports} == before
+    assert not conf.exists()
+
+
 def test_scan_and_fix_peermem_give_one_verdict(faulty):
     """Issue 32 item 11: ``scan`` raised NO_PEER_MEMORY ("modprobe nvidia_peermem") where ``fix
     peermem`` said "not needed" (fix read DMA-BUF's two facts, the finding did not).  Both now

@@ -445,3 +445,29 @@ def test_a_tarball_is_opened_once(tmp_path, monkeypatch, compress):
     monkeypatch.undo()
     assert (Path(out) / "sys/hypervisor/type").read_text() == "kvm\n"
     assert len(opened) == 1 and opened[0].closed
+
+
+def test_vpd_is_scrubbed_but_still_pairs():
+    """A ConnectX-8 and its Data Direct DMA function carry one V3 (rdma-core kernel-boot/rdma_topo
+    pairs them by it): the capture replaces it by one stand-in in both, zeros the serial number
+    and keeps the product name and part number."""
+    from topoagent.core.parse.vpd import parse_vpd
+    from topoagent.features.capture.scrub import Scrubber
+
+    def vpd(v3: bytes) -> bytes:
+        body = b"PN\x0a900-9X81Q-" + b"SN\x0cMT2439X00001" + b"V3\x20" + v3 + b"RV\x01\x00"
+        name = b"NVIDIA ConnectX-8"
+        return (
+            b"\x82" + len(name).to_bytes(2, "little") + name + b"\x90" + len(body).to_bytes(2, "little") + body + b"x"
+        )
+
+    s = Scrubber()
+    nic, dma, other = (
+        s.vpd(vpd(v)) for v in (b"3f2b6c1e9d4a4e8b8c7d5a1e2f3b4c5d",) * 2 + (b"1a9e7d5c3b2f4a6e8d0c2b4a6f8e1d3c",)
+    )
+    assert nic == dma and len(nic) == len(vpd(b"0" * 32))
+    a, b = parse_vpd(nic), parse_vpd(other)
+    assert a is not None and b is not None
+    assert a.name == "NVIDIA ConnectX-8" and a.part == "900-9X81Q-"
+    assert a.v3 != b.v3 and "3f2b6c1e" not in (a.v3 or "")
+    assert b"MT2439" not in nic and a.serial == "000000000000"

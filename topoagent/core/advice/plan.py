@@ -64,9 +64,10 @@ class RailNic(msgspec.Struct, frozen=True):
     socket: int | None
     driver: str | None = None
     #: The path as NCCL classes it where that differs from ``cls``: for a Grace GPU's NIC on its
-    #: own CPU ``P2C`` (one of its fastest NICs) or ``PHB`` (a slower one); ``cls`` is then SYS,
-    #: as nvidia-smi prints it (analysis.c2c); ``PXN`` where NCCL relays through an NVLinked
-    #: peer GPU near the NIC (analysis.pxn).
+    #: own CPU ``P2C`` (one of its fastest NICs) or ``PHB`` (a slower one), for a ConnectX-8 Data
+    #: Direct NIC ``PXB`` (at its DMA function); ``cls`` is then SYS, as nvidia-smi prints it
+    #: (analysis.c2c, analysis.paths); ``PXN`` where NCCL relays through an NVLinked peer GPU
+    #: near the NIC (analysis.pxn).
     nccl_path: PathClass | None = None
     #: Whether NCCL uses GPUDirect RDMA to this NIC by default (analysis.paths.gdr_by_default).
     gdr: bool | None = None
@@ -74,9 +75,10 @@ class RailNic(msgspec.Struct, frozen=True):
     @property
     def remote(self) -> bool:
         """Reached only across the SMP interconnect (SYS): a NIC on another node or socket --
-        not a Grace GPU's NIC on its own CPU (P2C, or PHB for a slower one), nor one NCCL reaches
-        over NVLink through a peer GPU near it (PXN)."""
-        return self.cls is PathClass.SYS and self.nccl_path not in (PathClass.P2C, PathClass.PHB, PathClass.PXN)
+        not one NCCL sees nearer (a Grace GPU's NIC on its own CPU, P2C or PHB; a ConnectX-8
+        Data Direct NIC reached at its DMA function, PXB), nor one NCCL reaches over NVLink
+        through a peer GPU near it (PXN)."""
+        return self.cls is PathClass.SYS and self.nccl_path in (None, PathClass.SYS)
 
     @property
     def token(self) -> str | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from topoagent.core.analysis.nicspeed import merged_bandwidth_gbps
 from topoagent.core.pci import C2C_GPUS, DeviceKind
+from topoagent.core.platform import ComplexKind
 from topoagent.core.topology import Device, Topology
 
 
@@ -60,6 +61,11 @@ def p2c_nic(topo: Topology, gpu: Device, nic: Device) -> bool:
     one device merged, :func:`topoagent.core.analysis.nicspeed.merged_bandwidth_gbps`), and among
     those the best path type -- the own CPU's (PHB) before another's (SYS)."""
     if not own_cpu_nic(topo, gpu, nic):
+        return False
+    own = topo.complex_of(gpu)
+    if own is not None and own.kind is ComplexKind.DATA_DIRECT:
+        # Its local NIC is its complex's, reached within the CX-8 switch (PXB) at a wider PCIe
+        # link than any NIC through Grace: NCCL's P2C goes to no other (ncclTopoGetLocal).
         return False
     rdma = [n for n in topo.nics if n.rdma_capable and not n.is_vf]
     if nic.id not in {n.id for n in rdma}:

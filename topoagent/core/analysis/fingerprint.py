@@ -97,6 +97,10 @@ class SlotFacts(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     #: read all ones, a width of 63); its link facts are then unknown.  Left out when false,
     #: so a healthy slot's facts (and fingerprint) do not mention it.
     fell_off_bus: bool = False
+    #: A GPU's NVLink fabric clique (NVLink partition: NVML's ``nvmlDeviceGetGpuFabricInfoV``) once
+    #: registered; None where NVML shows no fabric.  The cluster UUID is left out: it names the
+    #: rack, so it differs between identical builds.
+    fabric_clique: int | None = None
 
 
 class NodeShape(msgspec.Struct, frozen=True):
@@ -191,6 +195,12 @@ def _iommu(topo: Topology, d: Device) -> str | None:
     return "none" if topo.from_host_tree and d.iommu_group is None else None
 
 
+def _clique(d: Device) -> int | None:
+    """A GPU's NVLink fabric clique once its registration succeeded, else None."""
+    fabric = d.nvml.fabric if d.nvml is not None else None
+    return fabric.clique_id if fabric is not None and fabric.ready else None
+
+
 def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: Rails) -> list[SlotFacts]:
     """The facts of every physical device's slot, in slot order (SR-IOV VFs are configuration,
     not build, and are left out)."""
@@ -222,6 +232,7 @@ def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: Rails) -> list[Sl
                 "rail": names.get(rail.nic) if rail is not None and rail.nic is not None else None,
                 "rail_path": rail.cls.name if rail is not None and rail.cls is not None else None,
                 "nic_paths": dict(sorted(nic_paths.items())),
+                "fabric_clique": _clique(d),
             }
         out.append(
             SlotFacts(

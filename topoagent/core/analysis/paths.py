@@ -38,6 +38,7 @@ from topoagent.core.analysis.c2c import is_c2c, own_cpu_nic, p2c_nic
 from topoagent.core.digits import is_decimal
 from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind
+from topoagent.core.platform import ComplexKind
 from topoagent.core.topology import BridgeRole, Device, Topology, common_ancestors
 
 #: What rocm-smi and amd-smi print for a pair of GPUs joined by XGMI (``Link Type``).
@@ -265,10 +266,34 @@ def xgmi_linked(a: Device, b: Device) -> bool:
 GDR_DEFAULT_LEVEL = PathClass.P2C
 
 
+def data_direct_dma(topo: Topology, nic: Device) -> Device | None:
+    """The ConnectX-8 Data Direct DMA function of ``nic`` (a NIC PF of a Data Direct complex,
+    :mod:`topoagent.core.platform`), or None."""
+    c = topo.complex_of(nic)
+    if c is None or c.kind is not ComplexKind.DATA_DIRECT or c.dma is None or nic.bdf not in c.nics:
+        return None
+    return topo.by_bdf(c.dma)
+
+
+def nccl_reach(topo: Topology, gpu: Device, nic: Device, p: Path) -> Device | None:
+    """Where NCCL's topology puts ``nic``'s network device: at its Data Direct DMA function when
+    it has one (``NCCL_IB_DATA_DIRECT=1``, the default: NVIDIA/nccl src/transport/net_ib/init.cc
+    exposes only the ``<dev>_dma`` device, whose PCI path is the DMA function's), else None (at
+    the NIC itself)."""
+    return data_direct_dma(topo, nic)
+
+
 def nccl_path_type(topo: Topology, gpu: Device, nic: Device, p: Path) -> PathClass:
-    """The GPU -> NIC path as NCCL classes it: for a C2C GPU and a NIC on its own CPU ``P2C``
+    """The GPU -> NIC path as NCCL classes it: through a Data Direct NIC's DMA function where
+    that is within one switch hierarchy (``PXB``: NCCL then also forces a flush,
+    src/graph/paths.cc ``ncclTopoNeedFlush``); for a C2C GPU and a NIC on its own CPU ``P2C``
     where the NIC is one of the GPU's local (fastest) NICs, else ``PHB`` (analysis.c2c); else
     the class of ``p`` (``PIX`` ... ``SYS``; ``NV`` never occurs here)."""
+    dma = data_direct_dma(topo, nic) if p.shown else None
+    if dma is not None:
+        via, known = pcie_class(topo, gpu, dma)
+        if known and via <= PathClass.PXB:
+            return via
     if p.shown and p.cls is PathClass.SYS and own_cpu_nic(topo, gpu, nic):
         return PathClass.P2C if p2c_nic(topo, gpu, nic) else PathClass.PHB
     return p.cls

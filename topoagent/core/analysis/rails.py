@@ -1,11 +1,11 @@
 """Rails: which NIC each GPU should use, and which NICs are not rails at all.
 
-Pairing (NCCL's rules, NVIDIA/nccl src/graph/topo.cc ``ncclTopoGetLocalNet``): for every GPU,
-its candidates are the compute NICs at the best path class; among those the fastest; then GPUs
-are spread so that no NIC serves two GPUs while an equally close and equally fast NIC serves
-none.  A GPU without GPUDirect RDMA to any of them takes, as NCCL does, the NICs it reaches
-through an NVLinked peer GPU (PXN: :mod:`topoagent.core.analysis.pxn`).  Storage and management
-NICs are never rails.
+Pairing (NCCL's rules, NVIDIA/nccl src/graph/topo.cc ``ncclTopoGetLocalNet``, followed in
+:mod:`topoagent.core.analysis.ncclnet`): for every GPU, its candidates are the compute NICs
+with the highest path bandwidth, then the best path type; among equally local ones the GPU
+takes the one NCCL's channel 0 does.  A GPU without GPUDirect RDMA to any of them takes, as
+NCCL does, the NICs it reaches through an NVLinked peer GPU (PXN:
+:mod:`topoagent.core.analysis.pxn`).  Storage and management NICs are never rails.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from enum import Enum
 
 import msgspec
 
-from topoagent.core.analysis.c2c import own_cpu_nic
+from topoagent.core.analysis.ncclnet import NetChoice, nccl_net_choice
 from topoagent.core.analysis.nicspeed import nic_bandwidth_gbps
 from topoagent.core.analysis.paths import Path, nccl_view, path_index
 from topoagent.core.analysis.pxn import pxn_nics
@@ -119,71 +119,78 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
     return FrozenMap(roles)
 
 
+def _pxn_relays(
+    topo: Topology, idx: dict[tuple[str, str], Path], roles: FrozenMap[str, NicRole], choice: NetChoice
+) -> dict[str, dict[str, str]]:
+    """GPU -> NIC -> the peer GPU NCCL relays through (PXN), for the GPUs with GPUDirect RDMA to
+    none of their local NICs (PATH_PXN ranks before PATH_PHB: analysis.pxn)."""
+    relay: dict[str, dict[str, str]] = {}
+    for g in topo.gpus:
+        phys = topo.physical(g)  # a GPU VF's paths are its PF's (analysis.paths.scan_paths)
+        local = [n for nid in choice.local(g.id) if (n := topo.by_id(nid)) is not None]
+        direct = [idx[(phys.id, n.id)] for n in local]
+        if not local or not any(p.shown for p in direct):
+            continue
+        if any(nccl_view(topo, phys, n, p)[1] for n, p in zip(local, direct, strict=True)):
+            continue
+        routes = {r.nic: r.via for r in pxn_nics(topo, idx, phys) if roles.get(r.nic) is NicRole.COMPUTE}
+        if routes:
+            relay[g.id] = routes
+    return relay
+
+
+def _pxn_picks(
+    topo: Topology, compute: list[Device], relay: dict[str, dict[str, str]], used: dict[str, list[str]]
+) -> None:
+    """Each PXN GPU's NIC among its relayed ones: the fastest, the least used (ties: lowest id),
+    most constrained GPU first."""
+    bw = {n.id: nic_bandwidth_gbps(n) for n in compute}
+    load: dict[str, int] = defaultdict(int)
+    for g, nets in used.items():
+        if g not in relay and nets:
+            load[nets[0]] += 1
+    best = {}
+    for g, routes in relay.items():
+        top = max(bw[n] for n in routes)
+        best[g] = [n.id for n in compute if n.id in routes and bw[n.id] == top]
+    for g in sorted(best, key=lambda g: (len(best[g]), id_key(g))):
+        pick = min(best[g], key=lambda n: (load[n], id_key(n)))
+        load[pick] += 1
+        used[g] = [pick, *(n for n in best[g] if n != pick)]
+
+
 def pair_rails(topo: Topology, paths: tuple[Path, ...]) -> Rails:
-    """Pair every GPU with its rail NICs (see the module docstring for the rules)."""
+    """Pair every GPU with its rail NICs as NCCL does (:mod:`topoagent.core.analysis.ncclnet`):
+    the compute NICs are the NETs; a GPU's primary NIC is the one NCCL's channel 0 takes among its
+    local NETs (highest path bandwidth, then best path type), its rail NICs those its channels use,
+    then the other local NETs no GPU takes first."""
     idx = path_index(paths)
     roles = nic_roles(topo, idx)
     compute = [n for n in topo.nics if roles.get(n.id) is NicRole.COMPUTE]
-    bw = {n.id: nic_bandwidth_gbps(n) for n in compute}
-
-    best: dict[str, list[str]] = {}
-    best_cls: dict[str, PathClass | None] = {}
-    relay: dict[str, dict[str, str]] = {}  # GPU -> NIC -> the GPU NCCL relays through (PXN)
-    for g in topo.gpus:
-        if not compute:
-            best[g.id], best_cls[g.id] = [], None
-            continue
-        phys = topo.physical(g)  # a GPU VF's paths are its PF's (analysis.paths.scan_paths)
-        own = phys.id
-        # A path no source shows has only a placeholder class: the best shown class decides;
-        # with none shown every NIC is a candidate and the class is unknown (None), not a guess.
-        shown = [n for n in compute if idx[(own, n.id)].shown]
-        cls = min(idx[(own, n.id)].cls for n in shown or compute)
-        same = [n for n in shown if idx[(own, n.id)].cls == cls] or compute
-        if cls is PathClass.SYS:
-            # nvidia-smi prints SYS from a Grace GPU (NVLink-C2C) to every NIC: those of its own
-            # CPU come first -- NCCL's P2C path, GPUDirect RDMA on (analysis.c2c)
-            same = [n for n in same if own_cpu_nic(topo, g, n)] or same
-        best_cls[g.id] = cls if shown else None
-        if shown and not any(nccl_view(topo, phys, n, idx[(own, n.id)])[1] for n in same):
-            # No GPUDirect RDMA on the direct path: NCCL prefers a NIC it reaches through an
-            # NVLinked peer (PATH_PXN ranks before PATH_PHB, analysis.pxn)
-            routes = {r.nic: r.via for r in pxn_nics(topo, idx, phys) if roles.get(r.nic) is NicRole.COMPUTE}
-            if routes:
-                same = [n for n in compute if n.id in routes]
-                relay[g.id] = routes
-        top = max(bw[n.id] for n in same)
-        best[g.id] = [n.id for n in same if bw[n.id] == top]
-
-    # Most constrained GPU first, each to its least-loaded candidate (ties: lowest id).
-    load: dict[str, int] = defaultdict(int)
-    primary: dict[str, str | None] = {}
-    order = sorted(topo.gpus, key=lambda g: (len(best[g.id]) or 1 << 20, id_key(g.id)))
-    for g in order:
-        cands = best[g.id]
-        if not cands:
-            primary[g.id] = None
-            continue
-        pick = min(cands, key=lambda n: (load[n], id_key(n)))
-        primary[g.id] = pick
-        load[pick] += 1
-
-    primaries = set(v for v in primary.values() if v)
+    choice = nccl_net_choice(topo, compute, idx) if compute else None
+    used = {g.id: choice.channels(g.id) if choice is not None else [] for g in topo.gpus}
+    relay = _pxn_relays(topo, idx, roles, choice) if choice is not None else {}
+    _pxn_picks(topo, compute, relay, used)
+    picks = {g: nets[0] if nets else None for g, nets in used.items()}
+    primaries = {n for n in picks.values() if n is not None}
     rails = []
     for g in topo.gpus:
-        nic = primary[g.id]
-        extra = [n for n in best[g.id] if n != nic and n not in primaries]
-        nics = ((nic,) if nic else ()) + tuple(extra)
-        shared = tuple(o.id for o in topo.gpus if o.id != g.id and nic and primary[o.id] == nic)
+        nic = picks[g.id]
+        local = used[g.id] if g.id in relay else choice.local(g.id) if choice is not None else []
+        # the NETs its channels use, then equally local ones no GPU takes first
+        extra = [n for n in local if n not in used[g.id] and n not in primaries]
+        nics = tuple(used[g.id]) + tuple(extra)
+        shared = tuple(o.id for o in topo.gpus if o.id != g.id and nic and picks[o.id] == nic)
         dev = topo.by_id(nic) if nic else None
-        phys = topo.physical(g)
+        phys = topo.physical(g)  # a GPU VF's paths are its PF's (analysis.paths.scan_paths)
         p = idx[(phys.id, dev.id)] if dev is not None else None
         # A path no source shows has no class, so no NCCL name or GDR verdict either.
         nccl, gdr = nccl_view(topo, phys, dev, p) if dev is not None else (None, None)
+        cls = p.cls if p is not None and p.shown else None
         via = relay.get(g.id, {}).get(nic or "")
         if via is not None and p is not None:
             # through the NIC's local GPU over NVLink: GPUDirect RDMA from that GPU's memory
             rails.append(Rail(g.id, nic, p.cls, nics, shared, True, PathClass.PXN, via))
         else:
-            rails.append(Rail(g.id, nic, best_cls[g.id], nics, shared, gdr, nccl))
+            rails.append(Rail(g.id, nic, cls, nics, shared, gdr, nccl))
     return Rails(roles, tuple(rails))

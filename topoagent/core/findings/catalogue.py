@@ -254,6 +254,19 @@ FAMILIES: dict[str, Family] = {
             "Peer-to-peer DMA: ACS, IOMMU, peer memory",
             "What stops GPUs, and GPUs and NICs, from reading each other's memory directly.",
         ),
+        Family(
+            "platform",
+            "NVIDIA GPU platforms: Data Direct, Inline and NUMA complexes",
+            _prose("""GB200/GB300 trays and HGX B300 hosts need particular ACS, IOMMU grouping and ATS for
+            GPUDirect RDMA, and some of it is what the generic rules call faults.  The host's platform kind and
+            complexes are recognised as NVIDIA's own tool does (`rdma_topo` in linux-rdma/rdma-core,
+            `kernel-boot/rdma_topo`: a ConnectX-8 Data Direct DMA function paired with its NIC by the VPD `V3`
+            keyword; a GPU behind a ConnectX-8 that is its PCIe switch; GPUs and NICs alone on Grace root
+            ports), and each port, group and NIC is judged by what `rdma_topo check` requires.  On a recognised
+            platform `ACS_REDIRECT` does not judge its ports: a redirect the platform requires is no fault.
+            `topoagent fix acs` sets the masks at run time and writes the `pci=config_acs=` boot parameter
+            (docs/plan.md)."""),
+        ),
         Family("pcie", "PCIe links and faults", "Links trained below their capability, and devices the bus lost."),
         Family("numa", "NUMA and guests", "NUMA facts the host's firmware or hypervisor gets wrong or hides."),
         Family("nvml", "NVLink (NVML)", "What NVML reports of NVLinked GPUs."),
@@ -603,13 +616,14 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                fixture="epyc-nps2-mixed",
+                source="`tests/core/test_platform.py` (epyc-nps2-mixed without its second NUMA node: on the "
+                "whole fixture NCCL gives gpu3 the ConnectX-6 on a tie, so it is not idle there)",
                 text=_prose("""
-                [warning] gpu0, gpu1, gpu2, gpu3 share nic0 (mlx5_0) while nic1 (mlx5_1), as close to gpu0, gpu1, gpu2, gpu3, serves no GPU.
-                    subjects: gpu0, gpu1, gpu2, gpu3, nic0, nic1
+                [warning] gpu0, gpu1 share nic0 (mlx5_0) while nic1 (mlx5_1), as close to gpu0, gpu1, serves no GPU.
+                    subjects: gpu0, gpu1, nic0, nic1
                     evidence: path gpu0-nic0 = PIX
                     evidence: path gpu1-nic0 = PIX
-                    evidence: path gpu2-nic0 = SYS
+                    evidence: path gpu0-nic1 = PIX
                     remedy:   Check why nic1 (mlx5_1) is slower (link width or speed, port rate): NCCL, like this pairing, prefers the faster NIC. Do not set NCCL_IB_HCA per rank to force it: NCCL needs the same value on every rank of a node (NVIDIA/nccl#1478).
                 """),  # noqa: E501
             ),
@@ -726,17 +740,34 @@ _ENTRIES = (
     Entry(
         code="ACS_REDIRECT",
         family="peer",
-        severity=(Grade(Severity.CRITICAL),),
+        severity=(
+            Grade(Severity.CRITICAL),
+            Grade(
+                Severity.INFO,
+                "pasted lspci -vvv: a switch downstream or root port redirects but no GPU path the excerpt shows "
+                "turns at it",
+            ),
+        ),
         proof=(Proof.CONFIG_SPACE, Proof.PASTED),
-        about="ACS P2P Request/Completion Redirect or Egress Control enabled on a bridge where GPU peer traffic "
-        "(GPU–GPU or GPU–NIC, PIX/PXB) would turn round. Parsed from the ACS extended capability in config "
-        "space (or `lspci -vvv`'s `ACSCtl`).",
+        about=_prose("""ACS P2P Request/Completion Redirect or Egress Control enabled on a bridge where GPU peer
+        traffic (GPU–GPU or GPU–NIC, PIX/PXB) would turn round. Parsed from the ACS extended capability in config
+        space (or `lspci -vvv`'s `ACSCtl`). In pasted `lspci -vvv` a switch downstream or root port that
+        redirects is reported even where the excerpt shows no GPU below it, as info: an excerpt may leave the
+        GPU out, and what it does not show is not claimed. A port of a recognised NVIDIA platform (see
+        `ACS_PLATFORM_MISMATCH`), or in a paste a ConnectX/BlueField-3 switch port or Grace/Vera root port, is
+        not judged here: those platforms require some redirects."""),
         messages={
             "": Wording(
                 "ACS on {bridge} {bdf} redirects peer-to-peer traffic up to the root complex ({redirects}): "
                 "GPUDirect P2P/RDMA below it will hang or crawl.",
                 when="{bridge} is the bridge's role (root port, switch downstream ...)",
-            )
+            ),
+            "no gpu seen": Wording(
+                "ACS on {bridge} {bdf} redirects peer-to-peer traffic up to the root complex ({redirects}); the "
+                "input shows no GPU path through it, but GPUDirect P2P/RDMA below it would hang or crawl.",
+                when="pasted lspci -vvv, no GPU path seen through the port",
+                host=HostKind.PASTED,
+            ),
         },
         remedies={
             "": Wording(
@@ -828,6 +859,147 @@ _ENTRIES = (
                     evidence: /sys/kernel/iommu_groups/10/type = DMA-FQ
                     evidence: /sys/kernel/iommu_groups/11/type = DMA-FQ
                     remedy:   Boot with iommu=pt (plus intel_iommu=on or amd_iommu=on if you need VFIO), then reboot.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    # -- platform ---------------------------------------------------------------------------
+    Entry(
+        code="ACS_PLATFORM_MISMATCH",
+        family="platform",
+        severity=(
+            Grade(Severity.CRITICAL, "a port of a Data Direct or Inline complex (its DMA, GPU, NIC or root port)"),
+            Grade(Severity.WARNING, "any other ConnectX/BlueField-3 switch port or Grace/Vera root port"),
+        ),
+        proof=(Proof.CONFIG_SPACE,),
+        about=_prose("""A port whose ACS Control register does not hold the mask its platform requires
+        (rdma_topo `compute_acs`): on a Data Direct complex the DMA function's port `xx110x1`, the GPU's
+        port `xx101x1`, the root port `xx111x0`; on an Inline complex the NIC's port, the GPU's port and the
+        root port `xx000x0` on bare metal, the NIC's port `1x111x1` and the others the kernel default when
+        virtualized; every other ConnectX/BlueField-3 switch port and Grace/Vera root port the kernel default
+        `xx111x1` (`xx000x0` on Inline bare metal). A mask reads bit 6 (DirectTrans) first, bit 0 (SrcValid)
+        last, `x` for a bit left as it is. Critical for a complex's own ports (GPUDirect RDMA between the GPU
+        and its NIC breaks or is refused), warning for the others (isolation differs from the platform's).
+        `rdma_topo check` fails on exactly these ports."""),
+        messages={
+            "": Wording(
+                "ACS on {port} {bdf} of {where} is {control} ({wrong}); the platform requires {mask}: {why}.",
+                when="{port} names the port's part (the DMA function's port, the Grace root port ...), {where} "
+                "the complex or the platform",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "topoagent fix acs sets the mask now and writes it as the pci=config_acs= boot parameter (a grub "
+                "drop-in, with --yes); rdma_topo check (rdma-core) confirms it.",
+                when="the running kernel takes pci=config_acs= (Linux 6.11 or later), or its release is unknown",
+            ),
+            "old kernel": Wording(
+                "topoagent fix acs sets the mask now (until reboot); the running kernel {release} predates "
+                "pci=config_acs= (Linux 6.11): boot one that has it (NVIDIA's guide names the 6.14-nvidia "
+                "kernels) to keep the setting, and the IOMMU groups it makes, at boot.",
+                when="the running kernel is older than 6.11",
+            ),
+        },
+    ),
+    Entry(
+        code="IOMMU_GROUP_PLATFORM",
+        family="platform",
+        severity=(
+            Grade(Severity.CRITICAL, "a Data Direct DMA function and its GPU in two IOMMU groups"),
+            Grade(Severity.WARNING, "any other grouping the platform does not want, or no IOMMU groups"),
+        ),
+        proof=(Proof.SYSFS,),
+        about=_prose("""The IOMMU grouping a complex needs (rdma_topo `check`): a Data Direct DMA function and
+        its GPU in one group (its root port's Source Validation off at boot: NVIDIA's GPU driver checks it
+        before GPUDirect RDMA, or refuses without `NVreg_GrdmaPciTopoCheckOverride=1`); an Inline complex's
+        NIC and GPU in one group on bare metal, in two when virtualized; every NIC and GPU of a NUMA complex in
+        its own. The kernel forms groups when it enumerates the devices (drivers/iommu/iommu.c,
+        `pci_device_group`): only a boot with the right ACS changes them."""),
+        messages={
+            "data direct": Wording(
+                "{dma}, the Data Direct DMA function of {where}, and {gpu} are in IOMMU groups {groups}: the "
+                "platform needs one group (its root port's SrcValid off at boot), which the GPU driver checks "
+                "before it allows GPUDirect RDMA through the DMA function.",
+                when="Data Direct, two groups",
+            ),
+            "no groups": Wording(
+                "{dma} and {gpu} of {where} have no IOMMU group: the DMA function and its GPU cannot be shown "
+                "to share one, which the GPU driver checks before GPUDirect RDMA.",
+                when="Data Direct, the IOMMU off",
+            ),
+            "inline bare metal": Wording(
+                "{nic} and {gpu} of {where} are in IOMMU groups {groups}: on bare metal the platform turns ACS "
+                "off at boot and they share one.",
+                when="Inline bare metal, two groups",
+            ),
+            "inline virt": Wording(
+                "{nic} and {gpu} of {where} are in IOMMU groups {groups}: a virtualized Inline host keeps them "
+                "apart, so that each can be passed to a guest alone.",
+                when="Inline virtualized, one group (or none)",
+            ),
+            "numa": Wording(
+                "{devices} of {where} (NUMA node {node}) share an IOMMU group (or have none): the platform keeps "
+                "every NIC and GPU in its own.",
+                when="NUMA",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Boot with the ACS the platform requires (topoagent fix acs --yes writes it as pci=config_acs=; "
+                "then update-grub and reboot): IOMMU groups change only at boot."
+            )
+        },
+    ),
+    Entry(
+        code="ATS_PLATFORM",
+        family="platform",
+        severity=(Grade(Severity.WARNING),),
+        proof=(Proof.CONFIG_SPACE,),
+        about=_prose("""A ConnectX NIC of a NUMA complex (a GB200 tray: every GPU and NIC alone on a Grace root
+        port) that exposes the ATS capability: Grace has no PCIe ATS (NVIDIA's Grace Blackwell CX-8 GPUDirect
+        RDMA guide) and the platform requires ATS off (rdma_topo `check`). On an Inline host ATS is what
+        tells a virtualized host from bare metal, so it is judged there by the ACS it needs."""),
+        messages={
+            "": Wording(
+                "{nic} ({bdf}) on Grace's NUMA node {node} exposes ATS, which Grace does not support: the "
+                "platform requires it off."
+            )
+        },
+        remedies={"": Wording("mlxconfig -d {bdf} set ATS_ENABLED=false, then reboot (rdma_topo check confirms it).")},
+    ),
+    Entry(
+        code="PLATFORM_UNRECOGNISED",
+        family="platform",
+        severity=(Grade(Severity.INFO),),
+        proof=(Proof.INFERENCE,),
+        about=_prose("""A host near one of NVIDIA's platform kinds -- a ConnectX-8 DMA function, a GPU on a
+        Grace root port, a ConnectX switch with GPUs and NICs -- whose shape NVIDIA's tool would refuse (a DMA
+        function without a V3 partner or its VPD unread, other devices in a Data Direct segment, NICs that
+        disagree on ATS). Its ConnectX/BlueField-3 switch ports and Grace/Vera root ports are then judged by no ACS
+        rule: the generic one (`ACS_REDIRECT`) would call a redirect the platform may require a fault, and
+        `fix acs` leaves them alone; other bridges keep the generic rule."""),
+        messages={
+            "": Wording(
+                "The host looks like NVIDIA's {kind} platform but does not match its shape ({problem}): its "
+                "ConnectX and Grace ports are not judged for ACS, and fix acs leaves them alone."
+            )
+        },
+        remedies={
+            "": Wording(
+                "Run the scan as root (a NIC's VPD is readable by root only), then rdma_topo check (rdma-core); "
+                "a production system that still does not match is worth a report to NVIDIA."
+            )
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_platform.py` (the GB300 tray with one DMA function's `vpd` file gone, "
+                "as a scan without root sees it; rdma_topo refuses the host the same way)",
+                text=_prose("""
+                [info] The host looks like NVIDIA's Data Direct platform but does not match its shape (the DMA function 0009:03:00.0 has no VPD V3 keyword (its vpd file unread or without one)): its ConnectX and Grace ports are not judged for ACS, and fix acs leaves them alone.
+                    subjects: other1
+                    evidence: platform: Data Direct = the DMA function 0009:03:00.0 has no VPD V3 keyword (its vpd file unread or without one)
+                    remedy:   Run the scan as root (a NIC's VPD is readable by root only), then rdma_topo check (rdma-core); a production system that still does not match is worth a report to NVIDIA.
                 """),  # noqa: E501
             ),
         ),
@@ -1333,6 +1505,53 @@ _ENTRIES = (
                     subjects: gpu0, gpu3
                     evidence: nvml:nvmlDeviceGetP2PStatus(0000:1b:00.0,0000:61:00.0,READ) = not OK
                     remedy:   Check nvidia-smi nvlink -s and nvidia-smi -q (fabric manager state on NVSwitch systems: systemctl status nvidia-fabricmanager); reset the GPUs or reboot.
+                """),  # noqa: E501
+            ),
+        ),
+    ),
+    Entry(
+        code="NVLINK_FABRIC_NOT_READY",
+        family="nvml",
+        severity=(
+            Grade(Severity.WARNING, "the registration has not completed (not started, in progress)"),
+            Grade(Severity.CRITICAL, "the registration completed with an error"),
+        ),
+        proof=(Proof.NVML,),
+        about=_prose("""A GPU of an NVLink fabric (NVL72-class systems: GB200, GB300) whose registration with
+        the fabric is not complete or failed, as NVML's `nvmlDeviceGetGpuFabricInfoV` reports it (state
+        NOT_STARTED / IN_PROGRESS / COMPLETED, status: the registration's NVML return code; NVML API reference,
+        "Fabric definitions"). Until it completes the GPU is in no clique and reaches no GPU of another tray
+        over NVLink: multi-node NVLink jobs (NCCL's NVLS, IMEX channels) fail or fall back to the network. A
+        registration still in progress is a warning (it may be a boot in progress); one that ended in an error
+        is critical. From a capture, NVML's recording (`tools/nvml.json`) gives the same."""),
+        messages={
+            "": Wording(
+                "{gpu}'s NVLink fabric registration is {state}: until it completes the GPU is in no clique and "
+                "reaches no GPU of another tray over NVLink.",
+                when="not started or in progress",
+            ),
+            "failed": Wording(
+                "{gpu}'s NVLink fabric registration completed with {status}: the GPU is in no clique and "
+                "reaches no GPU of another tray over NVLink.",
+                when="completed with an error",
+            ),
+        },
+        remedies={
+            "": Wording(
+                "Check the fabric manager and IMEX (systemctl status nvidia-fabricmanager nvidia-imex; the NVLink "
+                "switch trays' NMX), and nvidia-smi -q's Fabric section; a GPU that stays unregistered needs a "
+                "reset or the tray a reboot."
+            )
+        },
+        examples=(
+            Example(
+                source="`tests/core/test_platform.py` (the GB200 tray with the constructed NVL72 NVML recording, "
+                "gpu1's registration still in progress)",
+                text=_prose("""
+                [warning] gpu1's NVLink fabric registration is in progress: until it completes the GPU is in no clique and reaches no GPU of another tray over NVLink.
+                    subjects: gpu1
+                    evidence: nvml:nvmlDeviceGetGpuFabricInfoV(0009:01:00.0) = state in_progress
+                    remedy:   Check the fabric manager and IMEX (systemctl status nvidia-fabricmanager nvidia-imex; the NVLink switch trays' NMX), and nvidia-smi -q's Fabric section; a GPU that stays unregistered needs a reset or the tray a reboot.
                 """),  # noqa: E501
             ),
         ),

@@ -15,7 +15,7 @@ from topoagent.core.analysis.rails import Rails
 from topoagent.core.findings.context import Context
 from topoagent.core.findings.finding import Finding, sort_findings
 from topoagent.core.findings.numa import check_numa, check_switch_node, check_vm_flat
-from topoagent.core.findings.nvml import check_nvlink_p2p
+from topoagent.core.findings.nvml import check_nvlink_fabric, check_nvlink_p2p
 from topoagent.core.findings.pasted import (
     check_aer_logged,
     check_gpu_activity,
@@ -26,6 +26,12 @@ from topoagent.core.findings.pasted import (
 from topoagent.core.findings.pcie import check_aer, check_fell_off_bus, check_links
 from topoagent.core.findings.peer import check_acs, check_iommu, check_peer_memory
 from topoagent.core.findings.placement import check_gpu_nic_placement, check_no_rdma_nic
+from topoagent.core.findings.platform import (
+    check_platform_acs,
+    check_platform_ats,
+    check_platform_iommu,
+    check_platform_unrecognised,
+)
 from topoagent.core.findings.rails import check_dra_pcie_root, check_rails
 from topoagent.core.topology import Topology
 
@@ -35,11 +41,16 @@ CHECKS: tuple[Callable[[Context], list[Finding]], ...] = (
     check_peer_memory,
     check_acs,
     check_iommu,
+    check_platform_acs,
+    check_platform_iommu,
+    check_platform_ats,
+    check_platform_unrecognised,
     check_links,
     check_numa,
     check_switch_node,
     check_rails,
     check_nvlink_p2p,
+    check_nvlink_fabric,
     check_vm_flat,
     check_dra_pcie_root,
     check_fell_off_bus,

@@ -5,16 +5,23 @@ from __future__ import annotations
 
 from topoagent.core.analysis.peermem import peermem_need
 from topoagent.core.findings.context import Context, config_size, sysfs_attr
-from topoagent.core.findings.finding import Evidence, Finding
+from topoagent.core.findings.finding import Evidence, Finding, Severity
 from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind
+from topoagent.core.platform import ComplexKind
 from topoagent.core.snapshot import UNPRIVILEGED, AcsInfo, host_path, no_extended_reason
-from topoagent.core.topology import Device, common_ancestors, id_key
+from topoagent.core.topology import BridgeRole, Device, common_ancestors, id_key
 
 
 def check_peer_memory(c: Context) -> list[Finding]:
     """NO_PEER_MEMORY: GPUs that use GPUDirect RDMA by NCCL's defaults, no peer-memory module
-    and no DMA-BUF: the verdict ``fix peermem`` gives too (analysis.peermem)."""
+    and no DMA-BUF: the verdict ``fix peermem`` gives too (analysis.peermem).
+
+    Not on a Data Direct platform: NCCL reaches a ConnectX-8 through its DMA function only over
+    DMA-BUF (``ncclMlx5dvDmaBufCapable``, NVIDIA/nccl src/transport/net_ib/init.cc), never
+    through a peer-memory module, so loading one changes nothing there."""
+    if c.topo.platform.kind is ComplexKind.DATA_DIRECT:
+        return []
     need = peermem_need(c.topo, c.rails)
     if not need.needed:
         return []
@@ -56,11 +63,14 @@ def _path_bridges(c: Context, a: Device, b: Device) -> list[Device]:
     return [d for bdf in bdfs if (d := c.topo.by_bdf(bdf)) is not None]
 
 
-def check_acs(c: Context) -> list[Finding]:
-    """ACS_REDIRECT / ACS_UNKNOWN: ACS on the bridges of GPU peer paths (PIX/PXB)."""
+def _peer_bridges(c: Context) -> tuple[dict[str, set[str]], dict[str, set[str]], dict[str, AcsInfo]]:
+    """The bridges of GPU peer paths (PIX/PXB) whose ACS redirects or is unknown, with the
+    devices whose traffic turns there, and the redirecting ones' ACS.  A port the host's
+    platform names (:mod:`topoagent.core.platform`) is judged by its own rule, not here."""
     redirect: dict[str, set[str]] = {}
     unknown: dict[str, set[str]] = {}
     acs_of: dict[str, AcsInfo] = {}
+    platform = c.topo.platform
     for p in c.paths:
         if p.pcie > PathClass.PXB or p.pcie is PathClass.X:
             continue  # (most pairs: judged without looking their devices up)
@@ -70,31 +80,72 @@ def check_acs(c: Context) -> list[Finding]:
         for br in _path_bridges(c, a, b):
             cfg = br.config
             if cfg is not None and cfg.acs is not None:
-                if cfg.acs.redirects_p2p:
+                # a platform port is judged by its rule; on a host near a platform that is not
+                # recognised, a ConnectX/Grace port by none (its platform may require the redirect)
+                mine = platform.rule(br.bdf) is not None or (platform.near is not None and br.platform_role)
+                if cfg.acs.redirects_p2p and not mine:
                     redirect.setdefault(br.id, set()).update((a.id, b.id))
                     acs_of[br.id] = cfg.acs
             elif cfg is None or not cfg.extended_readable:
                 unknown.setdefault(br.id, set()).update((a.id, b.id))
-    out = []
+    for rule in platform.acs:  # a platform port whose ACS is unseen is unknown too
+        port = c.topo.by_bdf(rule.bdf)
+        if port is not None and (port.config is None or not port.config.extended_readable):
+            unknown.setdefault(port.id, set())
+    return redirect, unknown, acs_of
+
+
+def _unseen_redirects(c: Context, seen: dict[str, set[str]]) -> list[tuple[Device, AcsInfo]]:
+    """In pasted ``lspci -vvv``: switch downstream and root ports whose ACS redirects and whose link
+    is up (``LnkSta`` shows lanes: something answers below) while the excerpt shows nothing below
+    them -- a ``grep`` or ``-s`` may have left the GPU out.  A port with devices shown below it and
+    no GPU among them carries no GPU traffic, and an empty slot none at all.  A port of a kind
+    NVIDIA's platforms set up with redirect on (a ConnectX/BlueField-3 switch port, a Grace/Vera
+    root port) is left alone: its platform may require just that."""
+    if not c.offline:
+        return []
+    return [
+        (d, acs)
+        for d in c.topo.devices
+        if d.role in (BridgeRole.SWITCH_DOWNSTREAM, BridgeRole.ROOT_PORT)
+        and d.id not in seen
+        and d.platform_role is None
+        and not c.topo.children(d.bdf)
+        and (d.link.current_width or 0) > 0
+        and d.config is not None
+        and (acs := d.config.acs) is not None
+        and acs.redirects_p2p
+    ]
+
+
+def _acs_finding(c: Context, br: Device, acs: AcsInfo, devs: set[str], *, unseen: bool = False) -> Finding:
+    flags = " ".join(f"{name}{'+' if name in acs.enabled() else '-'}" for _, name in acs.BITS)
+    redirects = ", ".join(n for n in acs.enabled() if n in ("ReqRedir", "CmpltRedir", "EgressCtrl"))
+    return c.finding(
+        "ACS_REDIRECT",
+        [br.id, *sorted(devs, key=id_key)],
+        [Evidence(c.attr(br, "config"), f"ACSCtl: {flags}")],
+        say="no gpu seen" if unseen else "",
+        severity=Severity.INFO if unseen else None,
+        bridge=br.role.value.replace("_", " ") if br.role else "bridge",
+        bdf=br.bdf,
+        redirects=redirects,
+    )
+
+
+def check_acs(c: Context) -> list[Finding]:
+    """ACS_REDIRECT / ACS_UNKNOWN: ACS on the bridges of GPU peer paths (PIX/PXB)."""
+    redirect, unknown, acs_of = _peer_bridges(c)
 
     def by_bdf(ident: str) -> str:
         return c.dev(ident).bdf or ""
 
-    for bid, devs in sorted(redirect.items(), key=lambda kv: by_bdf(kv[0])):
-        br = c.dev(bid)
-        acs = acs_of[bid]
-        flags = " ".join(f"{name}{'+' if name in acs.enabled() else '-'}" for _, name in acs.BITS)
-        redirects = ", ".join(n for n in acs.enabled() if n in ("ReqRedir", "CmpltRedir", "EgressCtrl"))
-        out.append(
-            c.finding(
-                "ACS_REDIRECT",
-                [bid, *sorted(devs, key=id_key)],
-                [Evidence(c.attr(br, "config"), f"ACSCtl: {flags}")],
-                bridge=br.role.value.replace("_", " ") if br.role else "bridge",
-                bdf=br.bdf,
-                redirects=redirects,
-            )
-        )
+    out = [
+        _acs_finding(c, c.dev(b), acs_of[b], devs) for b, devs in sorted(redirect.items(), key=lambda kv: by_bdf(kv[0]))
+    ]
+    seen = {**redirect, **unknown}
+    for br, acs in _unseen_redirects(c, seen):
+        out.append(_acs_finding(c, br, acs, set(), unseen=True))
     if unknown and c.offline:
         ids = sorted(unknown, key=by_bdf)
         out.append(

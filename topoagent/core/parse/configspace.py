@@ -9,15 +9,16 @@ Base Spec §7.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from topoagent.core.errors import InputError
+from topoagent.core.pci import EXT_CAP_ID_ACS
 from topoagent.core.snapshot import AcsInfo, ConfigSpace, LinkInfo, SriovCap
 
 CAP_ID_PCIE = 0x10
 #: Bridge Subsystem Vendor ID capability (PCI-to-PCI Bridge Architecture Spec 1.2, 3.2.5.13);
 #: its vendor and device ids sit at +4 and +6 (include/uapi/linux/pci_regs.h PCI_SSVID_*).
 CAP_ID_SSVID = 0x0D
-EXT_CAP_ID_ACS = 0x000D
 #: Advanced Error Reporting (PCIe Base Spec 7.8.4): the kernel keeps AER counters for it.
 EXT_CAP_ID_AER = 0x0001
 #: SR-IOV extended capability and its registers (SR-IOV spec 1.1, 3.3; include/uapi/linux/
@@ -61,6 +62,82 @@ def _link(cap: int | None, status: int | None) -> LinkInfo | None:
     )
 
 
+class _Standard(NamedTuple):
+    """What the standard capability list says."""
+
+    port_type: int | None
+    link: LinkInfo | None
+    ssvid: tuple[int, int] | None
+    #: Whether the whole list was read (not cut off by a short read, a loop or a bad pointer).
+    listed: bool
+    caps: tuple[int, ...]
+
+
+def _standard_caps(data: bytes) -> _Standard:
+    """Walk the standard capability list: pointer at 0x34 when Status bit 4 says there is one;
+    at most 48 entries (the list lives in 0x40..0xFF) so a corrupt loop ends."""
+    size = len(data)
+    port_type: int | None = None
+    link: LinkInfo | None = None
+    ssvid: tuple[int, int] | None = None
+    caps: list[int] = []
+    ptr = data[0x34] & 0xFC if data[0x06] & 0x10 else 0
+    seen: set[int] = set()
+    while ptr:
+        if ptr < 0x40 or ptr in seen or len(seen) >= 48 or ptr + 2 > size:
+            # a pointer into the header, a loop, too long (corrupt), or a list that runs past
+            # what could be read (the 64-byte unprivileged view)
+            return _Standard(port_type, link, ssvid, False, tuple(caps))
+        seen.add(ptr)
+        cap_id = data[ptr]
+        caps.append(cap_id)
+        if cap_id == CAP_ID_PCIE and link is None:
+            flags = _u16(data, ptr + 0x02)
+            if flags is not None:
+                port_type = (flags >> 4) & 0xF
+            link = _link(_u32(data, ptr + 0x0C), _u16(data, ptr + 0x12))
+        elif cap_id == CAP_ID_SSVID and ssvid is None:
+            if ptr + 8 > size:
+                return _Standard(port_type, link, ssvid, False, tuple(caps))
+            ssvid = (_U16(data, ptr + 4)[0], _U16(data, ptr + 6)[0])
+        ptr = data[ptr + 1] & 0xFC
+    return _Standard(port_type, link, ssvid, True, tuple(caps))
+
+
+class _Extended(NamedTuple):
+    """What the extended capability list says (empty where the bytes stop at 256)."""
+
+    caps: tuple[int, ...]
+    acs: AcsInfo | None
+    sriov: SriovCap | None
+
+
+def _extended_caps(data: bytes) -> _Extended:
+    """Walk the extended capability list from 0x100 (PCIe Base Spec 7.6.3): a 32-bit header,
+    id bits 15:0, next offset 31:20; at most 512 entries, none visited twice."""
+    size = len(data)
+    caps: list[int] = []
+    acs: AcsInfo | None = None
+    sriov: SriovCap | None = None
+    off = 0x100
+    visited: set[int] = set()
+    while off and off not in visited and off + 4 <= size and len(visited) < 512:
+        visited.add(off)
+        header = _U32(data, off)[0]
+        if header in (0, 0xFFFFFFFF):
+            break  # no extended capabilities (conventional PCI device behind the bridge)
+        cap_id = header & 0xFFFF
+        caps.append(cap_id)
+        if cap_id == EXT_CAP_ID_ACS and off + 8 <= size:
+            acs = AcsInfo(capability=_U16(data, off + 4)[0], control=_U16(data, off + 6)[0], offset=off)
+        elif cap_id == EXT_CAP_ID_SRIOV and sriov is None and off + 0x1C <= size:
+            # through VF Device ID, the last register used
+            sriov = SriovCap(*(_U16(data, off + r)[0] for r in _SRIOV_REGS))
+        nxt = (header >> 20) & 0xFFC
+        off = nxt if nxt >= 0x100 else 0
+    return _Extended(tuple(caps), acs, sriov)
+
+
 def parse_config_space(data: bytes, *, virtual_function: bool = False) -> ConfigSpace:
     """Parse a configuration space of any readable length (at least the 64-byte header).
 
@@ -75,75 +152,24 @@ def parse_config_space(data: bytes, *, virtual_function: bool = False) -> Config
     if vendor in (0xFFFF, 0x0000) and not virtual_function:
         raise ConfigSpaceError(f"config space reads vendor {vendor:#06x}: device absent")
     header_type = data[0x0E] & 0x7F
-    secondary = subordinate = None
-    if header_type == 1:
-        secondary, subordinate = data[0x19], data[0x1A]
-
-    # Standard capability list: pointer at 0x34 when Status bit 4 says there is one.  Walk at
-    # most 48 entries (the list lives in 0x40..0xFF) so a corrupt loop ends.
-    port_type: int | None = None
-    link: LinkInfo | None = None
-    ptr = data[0x34] & 0xFC if data[0x06] & 0x10 else 0
-    ssvid: tuple[int, int] | None = None
-    listed = True  # the whole list was read (not cut off by a short read or a loop)
-    seen: set[int] = set()
-    while ptr:
-        if ptr < 0x40 or ptr in seen or len(seen) >= 48:
-            listed = False  # a pointer into the header, a loop, or too long: corrupt
-            break
-        seen.add(ptr)
-        if ptr + 2 > size:
-            listed = False  # list runs past what we could read (the 64-byte unprivileged view)
-            break
-        cap_id = data[ptr]
-        if cap_id == CAP_ID_PCIE and link is None:
-            flags = _u16(data, ptr + 0x02)
-            if flags is not None:
-                port_type = (flags >> 4) & 0xF
-            link = _link(_u32(data, ptr + 0x0C), _u16(data, ptr + 0x12))
-        elif cap_id == CAP_ID_SSVID and ssvid is None:
-            if ptr + 8 > size:
-                listed = False
-                break
-            ssvid = (_U16(data, ptr + 4)[0], _U16(data, ptr + 6)[0])
-        ptr = data[ptr + 1] & 0xFC
-
-    ext_caps: list[int] = []
-    acs: AcsInfo | None = None
-    sriov: SriovCap | None = None
+    bridge = header_type == 1
+    std = _standard_caps(data)
     extended = size >= 0x104
-    if extended:
-        off = 0x100
-        visited: set[int] = set()
-        while off and off not in visited and off + 4 <= size and len(visited) < 512:
-            visited.add(off)
-            header = _U32(data, off)[0]
-            if header in (0, 0xFFFFFFFF):
-                break  # no extended capabilities (conventional PCI device behind the bridge)
-            cap_id = header & 0xFFFF
-            ext_caps.append(cap_id)
-            if cap_id == EXT_CAP_ID_ACS:
-                if off + 8 <= size:
-                    acs = AcsInfo(capability=_U16(data, off + 4)[0], control=_U16(data, off + 6)[0], offset=off)
-            elif cap_id == EXT_CAP_ID_SRIOV and sriov is None:  # noqa: SIM102  as the ACS branch: kind, then bounds
-                if off + 0x1C <= size:  # through VF Device ID, the last register used
-                    sriov = SriovCap(*(_U16(data, off + r)[0] for r in _SRIOV_REGS))
-            nxt = (header >> 20) & 0xFFC
-            off = nxt if nxt >= 0x100 else 0
-
+    ext = _extended_caps(data) if extended else _Extended((), None, None)
     return ConfigSpace(
         size=size,
         header_type=header_type,
-        pcie_port_type=port_type,
-        link=link,
-        secondary_bus=secondary,
-        subordinate_bus=subordinate,
+        pcie_port_type=std.port_type,
+        link=std.link,
+        secondary_bus=data[0x19] if bridge else None,
+        subordinate_bus=data[0x1A] if bridge else None,
         extended_readable=extended,
-        extended_caps=tuple(ext_caps),
-        acs=acs,
+        extended_caps=ext.caps,
+        acs=ext.acs,
         vendor_device=None if virtual_function else (vendor, device),
-        subsystem=_subsystem(data, header_type, ssvid, listed),
-        sriov=sriov,
+        subsystem=_subsystem(data, header_type, std.ssvid, std.listed),
+        sriov=ext.sriov,
+        caps=std.caps,
     )
 
 

@@ -18,7 +18,7 @@ import msgspec
 from topoagent.core.bdf import normalize_bus_id
 from topoagent.core.cpuset import CpuSet, CpuSetError
 from topoagent.core.errors import InputError
-from topoagent.core.snapshot import NvLink, NvmlGpu
+from topoagent.core.snapshot import FABRIC_STATES, FabricInfo, NvLink, NvmlGpu
 
 __all__ = ["FORMAT", "MAX_GPUS", "NvmlRecordingError", "parse_nvml_recording"]
 
@@ -56,6 +56,75 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def _peers(g: dict[str, Any]) -> tuple[NvLink, ...]:
+    """A GPU's active NVLinks by peer (one item per link index, as recorded)."""
+    links = g.get("nvlinks")
+    peers: Counter[str] = Counter()
+    for link in links if isinstance(links, list) else ():
+        peer = normalize_bus_id(link) if isinstance(link, str) else None
+        if peer is not None:
+            peers[peer] += 1
+    return tuple(NvLink(peer, count) for peer, count in sorted(peers.items()))
+
+
+def _p2p(g: dict[str, Any], index: int, bdfs: list[str | None], default_ok: bool) -> tuple[list[str], list[str]]:
+    """The peers whose P2P read status is OK, and those it is not (a recorded status name)."""
+    recorded = g.get("p2p_read")
+    p2p: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    ok, not_ok = [], []
+    for j, other in enumerate(bdfs):
+        if j == index or other is None:
+            continue
+        status = p2p.get(str(j), "OK" if default_ok else None)
+        if status == "OK":
+            ok.append(other)
+        elif isinstance(status, str):
+            not_ok.append(other)  # a recorded NVML_P2P_STATUS_<name> other than OK
+    return sorted(ok), sorted(not_ok)
+
+
+def _fabric(value: Any) -> FabricInfo | None:
+    """A recorded ``fabric`` object (``{"state": "COMPLETED", "status": "SUCCESS", "clique_id": 1,
+    "cluster_uuid": "..."}``); None for null (Not Supported), an error or the state NOT_SUPPORTED."""
+    if not isinstance(value, dict) or not isinstance(value.get("state"), str):
+        return None
+    state = value["state"].lower()
+    if state not in FABRIC_STATES.values() or state == "not_supported":
+        return None
+    status = _text(value.get("status"))
+    return FabricInfo(
+        state=state,
+        status=None if state != "completed" or status is None else "success" if status == "SUCCESS" else status,
+        clique_id=_int(value.get("clique_id")) if state == "completed" else None,
+        cluster_uuid=_text(value.get("cluster_uuid")),
+        health_mask=_int(value.get("health_mask")),
+    )
+
+
+def _gpu(g: dict[str, Any], index: int, bdfs: list[str | None], default_ok: bool) -> NvmlGpu:
+    """One recorded GPU as the live probe would give it."""
+    ok, not_ok = _p2p(g, index, bdfs, default_ok)
+    try:
+        affinity = CpuSet.parse(g["cpu_affinity"]) if isinstance(g.get("cpu_affinity"), str) else None
+    except CpuSetError:
+        affinity = None
+    bdf = bdfs[index]
+    assert bdf is not None
+    return NvmlGpu(
+        index=index,
+        bdf=bdf,
+        name=_text(g.get("name")),
+        uuid=_text(g.get("uuid")),
+        minor=_int(g.get("minor")),
+        numa_node=_int(g.get("numa_node")),
+        cpu_affinity=affinity or None,
+        nvlinks=_peers(g),
+        p2p_ok=tuple(ok),
+        p2p_not_ok=tuple(not_ok),
+        fabric=_fabric(g.get("fabric")),
+    )
+
+
 def parse_nvml_recording(text: str) -> tuple[tuple[NvmlGpu, ...], str | None, str | None]:
     """(GPUs, driver version, why NVML was unavailable) of a recording.
 
@@ -81,42 +150,6 @@ def parse_nvml_recording(text: str) -> tuple[tuple[NvmlGpu, ...], str | None, st
         raise NvmlRecordingError(f"{len(raw)} GPUs: more than {MAX_GPUS}, not one host's recording")
     bdfs = [normalize_bus_id(g.get("bus_id")) if isinstance(g, dict) else None for g in raw]
     default_ok = doc.p2p_read_default == "OK"
-    gpus = []
-    for index, (g, bdf) in enumerate(zip(raw, bdfs, strict=True)):
-        if bdf is None:
-            continue  # a GPU without an address cannot be joined to anything, as live
-        links = g.get("nvlinks")
-        peers: Counter[str] = Counter()
-        for link in links if isinstance(links, list) else ():
-            peer = normalize_bus_id(link) if isinstance(link, str) else None
-            if peer is not None:
-                peers[peer] += 1
-        p2p = g.get("p2p_read") if isinstance(g.get("p2p_read"), dict) else {}
-        ok, not_ok = [], []
-        for j, other in enumerate(bdfs):
-            if j == index or other is None:
-                continue
-            status = p2p.get(str(j), "OK" if default_ok else None)
-            if status == "OK":
-                ok.append(other)
-            elif isinstance(status, str):
-                not_ok.append(other)  # a recorded NVML_P2P_STATUS_<name> other than OK
-        try:
-            affinity = CpuSet.parse(g["cpu_affinity"]) if isinstance(g.get("cpu_affinity"), str) else None
-        except CpuSetError:
-            affinity = None
-        gpus.append(
-            NvmlGpu(
-                index=index,
-                bdf=bdf,
-                name=_text(g.get("name")),
-                uuid=_text(g.get("uuid")),
-                minor=_int(g.get("minor")),
-                numa_node=_int(g.get("numa_node")),
-                cpu_affinity=affinity or None,
-                nvlinks=tuple(NvLink(peer, count) for peer, count in sorted(peers.items())),
-                p2p_ok=tuple(sorted(ok)),
-                p2p_not_ok=tuple(sorted(not_ok)),
-            )
-        )
+    # a GPU without an address cannot be joined to anything, as live
+    gpus = [_gpu(g, i, bdfs, default_ok) for i, g in enumerate(raw) if bdfs[i] is not None]
     return tuple(gpus), _text(doc.driver_version), None

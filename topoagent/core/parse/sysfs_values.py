@@ -260,6 +260,13 @@ def parse_cpu_identity(text: str) -> CpuIdentity:
     )
 
 
+def parse_kernel_release(text: str) -> tuple[int, int] | None:
+    """(major, minor) of a kernel release (``/proc/sys/kernel/osrelease``: ``6.14.0-1007-nvidia-64k``);
+    None when it does not start with two numbers."""
+    m = re.match(r"\s*([0-9]{1,4})\.([0-9]{1,4})", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def parse_nvidia_numa_status(text: str) -> int | None:
     """The ``Node:`` line of the NVIDIA driver's ``numa_status`` (GPU memory onlined as a node)."""
     m = re.search(r"^Node:\s*(-?[0-9]+)\s*$", text, re.MULTILINE)

@@ -7,21 +7,15 @@
 
 from __future__ import annotations
 
-from topoagent.core.digits import parse_decimal
 from topoagent.core.errors import TopoagentError
 from topoagent.core.hostfs import HostFS
+from topoagent.core.parse.sysfs_values import parse_kernel_release
 
 
 def kernel_release(fs: HostFS) -> tuple[int, int] | None:
     """(major, minor) of ``/proc/sys/kernel/osrelease``; None when unknown."""
     text = fs.text("proc/sys/kernel/osrelease")
-    if not text:
-        return None
-    parts = text.split(".")
-    try:
-        return parse_decimal(parts[0]), parse_decimal(parts[1].split("-")[0])
-    except (IndexError, ValueError):
-        return None
+    return parse_kernel_release(text) if text else None
 
 
 def nvidia_open_module(fs: HostFS) -> bool | None:

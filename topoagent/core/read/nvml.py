@@ -24,11 +24,17 @@ Facts worth knowing about the API (checked against nvidia-ml-py 13.615):
 * ``NVML_NVLINK_MAX_LINKS`` grows with the library (36 in 13.x; an H100 has 18, a V100 6);
   links past what a GPU has answer Invalid Argument, a GPU without NVLink answers Not
   Supported: both are silent.
+* ``nvmlDeviceGetGpuFabricInfoV`` (driver 550+; ``nvmlDeviceGetGpuFabricInfo`` before) fills a
+  structure the caller passes by reference (``ctypes.byref``: the binding declares no argument
+  types) with the GPU's NVLink fabric state, registration status, clique id and cluster UUID;
+  a GPU on no NVLink fabric answers Not Supported, or the state NOT_SUPPORTED: silent.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -41,7 +47,7 @@ from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import NVML_AUTO, NVML_OFF, Inputs
 from topoagent.core.parse.nvml_recording import MAX_RECORDING_BYTES, NvmlRecordingError, parse_nvml_recording
 from topoagent.core.read import NVML_RECORDING, Collection, is_live
-from topoagent.core.snapshot import NvLink, NvmlGpu, ProbeError, SourceStatus
+from topoagent.core.snapshot import FABRIC_STATES, FabricInfo, NvLink, NvmlGpu, ProbeError, SourceStatus
 
 SOURCE = "nvml"
 T = TypeVar("T")
@@ -223,6 +229,48 @@ class _Prober:
             peers[peer] += 1
         return tuple(NvLink(peer, count) for peer, count in sorted(peers.items()))
 
+    def fabric(self, where: str, handle: Any) -> FabricInfo | None:
+        """The GPU's NVLink fabric registration; None where it has none (not supported)."""
+        nvml = self.nvml
+        for fn, struct in (
+            ("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
+            ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t"),
+        ):
+            cls = getattr(nvml, struct, None)
+            if cls is None or getattr(nvml, fn, None) is None:
+                continue
+            info = cls()
+            try:
+                self.call(where, fn, handle, ctypes.byref(info))
+            except _Skip:
+                return None
+            return fabric_info(nvml, info)
+        return None
+
+
+def fabric_info(nvml: Any, info: Any) -> FabricInfo | None:
+    """A filled ``nvmlGpuFabricInfo(V)_t`` as a record; None for the state NOT_SUPPORTED."""
+    state = FABRIC_STATES.get(_const_int_value(getattr(info, "state", None)) or 0, "not_supported")
+    if state == "not_supported":
+        return None
+    status = _const_int_value(getattr(info, "status", None))
+    raw = bytes(getattr(info, "clusterUuid", b""))
+    return FabricInfo(
+        state=state,
+        status=None if state != "completed" or status is None else _status_name(nvml, status),
+        clique_id=_const_int_value(getattr(info, "cliqueId", None)) if state == "completed" else None,
+        cluster_uuid=str(uuid.UUID(bytes=raw)) if len(raw) == 16 and any(raw) else None,
+        health_mask=_const_int_value(getattr(info, "healthMask", None)),
+    )
+
+
+def _status_name(nvml: Any, status: int) -> str:
+    """``success`` for NVML_SUCCESS, else the NVML_ERROR_* name of a return code."""
+    if status == _const_int(nvml, "NVML_SUCCESS", 0):
+        return "success"
+    names = sorted(n for n in dir(nvml) if n.startswith("NVML_ERROR_") and getattr(nvml, n, None) == status)
+    return names[0] if names else f"NVML_ERROR_{status}"
+
 
 def _const_int_value(value: Any) -> int | None:
     try:
@@ -359,6 +407,7 @@ def _probe_gpus(p: _Prober, count: int) -> list[NvmlGpu]:
         numa_node = p.numa_node(where, handle)
         cpu_affinity = p.cpu_affinity(where, handle)
         nvlinks = p.nvlinks(where, handle)
+        fabric = p.fabric(where, handle)
         ok: list[str] = []
         not_ok: list[str] = []
         if has_p2p:
@@ -388,6 +437,7 @@ def _probe_gpus(p: _Prober, count: int) -> list[NvmlGpu]:
                 nvlinks=nvlinks,
                 p2p_ok=tuple(sorted(ok)),
                 p2p_not_ok=tuple(sorted(not_ok)),
+                fabric=fabric,
             )
         )
     return gpus

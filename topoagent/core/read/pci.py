@@ -31,9 +31,10 @@ from topoagent.core.parse.configspace import (
     ConfigSpaceError,
     parse_config_space,
 )
-from topoagent.core.pci import PORT_CODES
+from topoagent.core.parse.vpd import MAX_VPD_BYTES, parse_vpd
+from topoagent.core.pci import PORT_CODES, VPD_READ
 from topoagent.core.read.attr import parsed
-from topoagent.core.snapshot import AerCounts, ConfigSpace, LinkInfo, PciFunction, SriovCap
+from topoagent.core.snapshot import AerCounts, ConfigSpace, LinkInfo, PciFunction, SriovCap, VpdInfo
 
 __all__ = [
     "AER_FILES",
@@ -45,6 +46,7 @@ __all__ = [
     "REQUIRED",
     "SRIOV_FILES",
     "SUBSYSTEM_FILES",
+    "VPD_FILE",
     "PciReader",
     "read_links",
 ]
@@ -84,7 +86,13 @@ AER_FILES = tuple(name for name, _, _ in _AER)
 #: Optional links: ``driver`` (an unbound function has none), ``iommu_group`` (no IOMMU),
 #: ``physfn`` (SR-IOV VFs only; read where the PF's capability does not place the VF).
 LINKS = ("driver", "iommu_group", "physfn")
-#: Every attribute file a scan may read in a function's directory, besides ``config``.
+#: Optional binary file: the function's Vital Product Data (drivers/pci/vpd.c makes it for a
+#: function with a VPD capability; mode 0600).  Read only for the NVIDIA NIC functions whose
+#: ``V3`` keyword pairs a NIC with its Data Direct DMA function (:data:`~topoagent.core.pci.VPD_READ`),
+#: and only where config space lists the capability: reading VPD makes the device answer a
+#: slow, serial protocol, and other devices' VPD is of no use here.
+VPD_FILE = "vpd"
+#: Every attribute file a scan may read in a function's directory, besides ``config`` and ``vpd``.
 FUNCTION_FILES = (*REQUIRED, *SUBSYSTEM_FILES, *OPTIONAL, "local_cpus", *LINK_FILES, *SRIOV_FILES, *AER_FILES)
 
 #: PCIe Device/Port Types that can be SR-IOV physical functions, and None (type unknown: the
@@ -187,6 +195,7 @@ class PciReader:
             config=config,
             fell_off_bus=bdf in self._fell_off,
             aer=self._aer(d, t),
+            vpd=self._vpd(d, config, (vendor_id, device_id)) if not vf else None,
         )
 
     @classmethod
@@ -281,6 +290,13 @@ class PciReader:
         return AerCounts(
             fatal=totals["fatal"], nonfatal=totals["nonfatal"], correctable=totals["correctable"], errors=tuple(errors)
         )
+
+    def _vpd(self, d: str, config: ConfigSpace | None, ids: tuple[int | None, int | None]) -> VpdInfo | None:
+        """The function's VPD, for the functions :data:`VPD_FILE` says are read."""
+        if ids not in VPD_READ or config is None or not config.has_vpd:
+            return None
+        data = self.fs.bytes(f"{d}/{VPD_FILE}", limit=MAX_VPD_BYTES)
+        return parse_vpd(data) if data is not None else None
 
     def _local_cpus(self, d: str, cpulist: str | None) -> CpuSet | None:
         """``local_cpulist``'s CPUs (read already), else ``local_cpus``'s mask."""

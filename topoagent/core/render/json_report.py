@@ -20,6 +20,7 @@ from topoagent.core.analysis.paths import NIC_PAIR_LIMIT, omitted_nic_pairs, pai
 from topoagent.core.analysis.rails import NicRole
 from topoagent.core.findings import Finding
 from topoagent.core.pci import DeviceKind
+from topoagent.core.platform import ComplexKind, PlatformRole, PortRole
 from topoagent.core.render.escape import encodable
 from topoagent.core.result import Expectation, ScanResult
 from topoagent.core.snapshot import ProbeError, SourceStatus, enc_hook
@@ -154,8 +155,9 @@ class LinkEntry(msgspec.Struct, frozen=True):
     ] = None
 
 
-class DeviceEntry(msgspec.Struct, frozen=True):
-    """A PCI function: identity, placement, link, and what it is for."""
+class DeviceEntry(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A PCI function: identity, placement, link, and what it is for.  The fields after ``notes``
+    are present only on the functions of an NVIDIA platform (``platform``)."""
 
     id: Annotated[str, msgspec.Meta(pattern=r"^(gpu|nic|nvme|accel|nvswitch|bridge|other)[0-9]+$")]
     bdf: Bdf | None
@@ -188,6 +190,70 @@ class DeviceEntry(msgspec.Struct, frozen=True):
             description=("How the device was placed where the evidence was incomplete (a parent bridge not listed).")
         ),
     ]
+    platform_role: Annotated[
+        PlatformRole | None,
+        msgspec.Meta(
+            description="What the function is to NVIDIA's platform tool (rdma_topo): a Grace/Vera root port, a "
+            "ConnectX/BlueField-3 switch port, a ConnectX/BlueField-3 NIC, the ConnectX-8 Data Direct DMA function."
+        ),
+    ] = None
+    complex: Annotated[
+        str | None, msgspec.Meta(description="The platform complex (platform.complexes[].id) it belongs to.")
+    ] = None
+    ats: Annotated[
+        bool | None,
+        msgspec.Meta(description="A ConnectX/BlueField-3 NIC function: whether it exposes the ATS capability."),
+    ] = None
+    vpd_name: Annotated[
+        str | None, msgspec.Meta(description="Its VPD product name (ConnectX NICs and DMA functions).")
+    ] = None
+
+
+class AcsRuleEntry(msgspec.Struct, frozen=True):
+    """A platform port: the ACS mask it must hold, what it holds and whether that satisfies it."""
+
+    port: str
+    bdf: Bdf
+    role: PortRole
+    complex: str | None
+    required: Annotated[
+        str,
+        msgspec.Meta(
+            pattern=r"^[01x]{7}$",
+            description="rdma_topo's mask, bit 6 (DirectTrans) first, bit 0 (SrcValid) last; x: left as it is.",
+        ),
+    ]
+    control: Annotated[Hex | None, msgspec.Meta(description="The ACS Control register now; null: not readable.")]
+    holds: bool | None
+    why: str
+
+
+class ComplexEntry(msgspec.Struct, frozen=True):
+    """One complex: its kind, NIC PFs (primary first), DMA function, GPUs and ports, by device id."""
+
+    id: str
+    kind: ComplexKind
+    nics: list[str]
+    dma: str | None
+    gpus: list[str]
+    ports: list[str]
+    numa_node: int | None
+    name: str | None
+
+
+class PlatformEntry(msgspec.Struct, frozen=True):
+    """NVIDIA's platform kind of the host (topoagent.core.platform, after rdma_topo)."""
+
+    kind: ComplexKind | None
+    virtualized: Annotated[
+        bool | None, msgspec.Meta(description="Inline only: its NICs expose ATS (set up for virtual machines).")
+    ]
+    complexes: list[ComplexEntry]
+    acs: list[AcsRuleEntry]
+    problem: Annotated[
+        str | None,
+        msgspec.Meta(description="Why a host near a kind (kind null) was not recognised, as rdma_topo refuses it."),
+    ] = None
 
 
 class EvidenceEntry(msgspec.Struct, frozen=True):
@@ -252,7 +318,9 @@ class RailEntry(msgspec.Struct, frozen=True):
         msgspec.Meta(
             description="The path to nic as NCCL names it where that differs from kind: for a Grace "
             "GPU's NIC on its own CPU P2C (one of the GPU's fastest NICs, NCCL's ncclTopoGetLocal) or PHB "
-            "(a slower one); kind is then SYS, as nvidia-smi prints it; null otherwise."
+            "(a slower one), kind then SYS, as nvidia-smi prints it; for a ConnectX-8 Data Direct NIC the "
+            "class to its DMA function, where NCCL places it (NCCL_IB_DATA_DIRECT=1, the default); null "
+            "otherwise."
         ),
     ] = None
     gdr: Annotated[
@@ -295,7 +363,7 @@ class Recommendations(msgspec.Struct, frozen=True):
 
 class ScanReport(msgspec.Struct, frozen=True, omit_defaults=True):
     """``topoagent scan --format json``. Schema version 1. Additive changes keep the version;
-    breaking ones bump it.  Every field but ``paths_omitted`` is always present."""
+    breaking ones bump it.  Every field but ``paths_omitted`` and ``platform`` is always present."""
 
     schema_version: Literal[1]
     tool: Tool
@@ -341,6 +409,13 @@ class ScanReport(msgspec.Struct, frozen=True, omit_defaults=True):
             )
         ),
     ] = None
+    platform: Annotated[
+        PlatformEntry | None,
+        msgspec.Meta(
+            description="Present only on an NVIDIA GPU platform (Data Direct, Inline or NUMA complexes) or a host "
+            "near one: its complexes and the ACS each port must hold (docs/findings.md, the platform family)."
+        ),
+    ] = None
 
 
 def str_or_none(value: object) -> str | None:
@@ -352,8 +427,18 @@ def _hex(value: int | None, width: int) -> str | None:
     return None if value is None else f"0x{value:0{width}x}"
 
 
-def device_entry(d: Device, roles: Mapping[str, NicRole], cap: LinkCapability | None = None) -> DeviceEntry:
-    """One device as the contract's ``devices[]`` entry (``cap``: its link's capability)."""
+def device_entry(
+    d: Device,
+    roles: Mapping[str, NicRole],
+    cap: LinkCapability | None = None,
+    complex_id: str | None = None,
+    *,
+    platform: bool = False,
+) -> DeviceEntry:
+    """One device as the contract's ``devices[]`` entry (``cap``: its link's capability;
+    ``complex_id``: the platform complex it belongs to; ``platform``: the host is, or is near,
+    an NVIDIA platform, so its functions carry their platform facts)."""
+    nic = platform and d.platform_role in (PlatformRole.CX_NIC, PlatformRole.BF3_NIC)
     return DeviceEntry(
         id=d.id,
         bdf=d.bdf,
@@ -381,6 +466,56 @@ def device_entry(d: Device, roles: Mapping[str, NicRole], cap: LinkCapability | 
         virtfns=list(d.virtfns),
         acs_control=list(d.config.acs.enabled()) if d.config and d.config.acs else None,
         notes=list(d.notes),
+        platform_role=d.platform_role if platform else None,
+        complex=complex_id,
+        ats=d.ats if nic else None,
+        vpd_name=d.vpd.name if platform and d.vpd is not None else None,
+    )
+
+
+def platform_entry(topo: Topology) -> PlatformEntry | None:
+    """The contract's ``platform`` object, or None on a host that is no NVIDIA platform."""
+    p = topo.platform
+    if p.kind is None and p.problem is None:
+        return None
+
+    def ids(bdfs: tuple[str, ...]) -> list[str]:
+        return [d.id if (d := topo.by_bdf(b)) is not None else b for b in bdfs]
+
+    rules = []
+    for r in p.acs:
+        port = topo.by_bdf(r.bdf)
+        acs = port.config.acs if port is not None and port.config is not None else None
+        rules.append(
+            AcsRuleEntry(
+                port=port.id if port is not None else r.bdf,
+                bdf=r.bdf,
+                role=r.role,
+                complex=r.complex,
+                required=r.mask,
+                control=_hex(acs.control, 4) if acs is not None else None,
+                holds=r.holds(acs.control) if acs is not None else None,
+                why=r.why,
+            )
+        )
+    return PlatformEntry(
+        kind=p.kind,
+        virtualized=p.virt,
+        complexes=[
+            ComplexEntry(
+                c.id,
+                c.kind,
+                ids(c.nics),
+                ids((c.dma,))[0] if c.dma else None,
+                ids(c.gpus),
+                ids(c.ports),
+                c.numa_node,
+                c.name,
+            )
+            for c in p.complexes
+        ],
+        acs=rules,
+        problem=p.problem,
     )
 
 
@@ -417,6 +552,7 @@ def report(result: ScanResult) -> ScanReport:
     """The scan as the JSON contract's object."""
     topo = result.topology
     facts = result.baseline
+    on_platform = topo.platform.kind is not None or topo.platform.problem is not None
     return ScanReport(
         schema_version=SCHEMA_VERSION,
         tool=Tool("topoagent", __version__),
@@ -438,7 +574,10 @@ def report(result: ScanResult) -> ScanReport:
         sockets=[SocketEntry(s.id, list(s.nodes), str(s.cpus)) for s in topo.sockets],
         numa_nodes=numa_entries(topo),
         host_bridges=[HostBridgeEntry(h.name, h.numa_node, h.socket) for h in topo.host_bridges],
-        devices=[device_entry(d, result.rails.roles, capability(topo, d)) for d in topo.devices],
+        devices=[
+            device_entry(d, result.rails.roles, capability(topo, d), _complex_id(topo, d), platform=on_platform)
+            for d in topo.devices
+        ],
         paths=[
             PathEntry(
                 p.a,
@@ -479,7 +618,13 @@ def report(result: ScanResult) -> ScanReport:
         slots=list(facts.slots),
         paths_omitted=paths_omitted(topo),
         expectation=result.expectation,
+        platform=platform_entry(topo),
     )
+
+
+def _complex_id(topo: Topology, d: Device) -> str | None:
+    c = topo.complex_of(d) if topo.platform.complexes else None
+    return c.id if c is not None else None
 
 
 def paths_omitted(topo: Topology) -> PathsOmitted | None:

@@ -95,7 +95,8 @@ class _Tree:
                 # a kind of their own) are drawn.
                 self._interesting[node.id] = node.role is None and is_nvswitch_or_other_bridge(node.class_code)
             else:
-                self._interesting[node.id] = node.kind is not DeviceKind.OTHER
+                # a Data Direct DMA function is "other" but half of its NIC: drawn
+                self._interesting[node.id] = node.kind is not DeviceKind.OTHER or node.platform_role is not None
         return self._interesting[d.id]
 
     def below(self, d: Device) -> list[Device]:
@@ -137,6 +138,7 @@ class _Tree:
         rail = self.rails.get(d.id)
         if rail:
             extras.append(rail)
+        extras.extend(_platform_labels(self.topo, d))
         if d.notes:
             extras.append("parent bridge not listed: placed under its nearest listed ancestor")
         return text + ("  · " + " · ".join(extras) if extras else "")
@@ -183,41 +185,91 @@ def _summary(hidden: list[Device]) -> str:
     return f"(+{len(hidden)} not shown: {', '.join(parts)}; --all shows them)"
 
 
+def _platform_labels(topo: Topology, d: Device) -> list[str]:
+    """``Data Direct cx1 DMA function of nic1``, ``ACS xx110x1 required (holds)`` on a platform's
+    functions and ports (:mod:`topoagent.core.platform`)."""
+    platform = topo.platform
+    if platform.kind is None:
+        return []
+    out = []
+    cx = topo.complex_of(d)
+    if cx is not None and d.bdf is not None:
+        part = (
+            "NIC" if d.bdf in cx.nics else "DMA function" if d.bdf == cx.dma else "GPU" if d.bdf in cx.gpus else "port"
+        )
+        of = ""
+        if d.bdf == cx.dma or d.bdf in cx.gpus:
+            nic = topo.by_bdf(cx.nics[0])
+            of = f" of {nic.id}" if nic is not None and d.bdf == cx.dma else ""
+        out.append(f"{cx.kind.label} {cx.id} {part}{of}")
+    rule = platform.rule(d.bdf)
+    if rule is not None:
+        acs = d.config.acs if d.config is not None else None
+        state = "unknown" if acs is None else "holds" if rule.holds(acs.control) else f"is 0x{acs.control:04x}"
+        out.append(f"ACS {rule.mask} required ({state})")
+    return out
+
+
+def _platform_line(topo: Topology) -> str | None:
+    """The header line naming the host's NVIDIA platform kind, or None."""
+    p = topo.platform
+    if p.kind is None:
+        return f"NVIDIA platform: not recognised ({p.problem})" if p.problem else None
+    mode = "" if p.virt is None else (" · virtualized (NICs expose ATS)" if p.virt else " · bare metal (no ATS)")
+    return f"NVIDIA platform: {p.kind.label} · {len(p.complexes)} complex(es){mode}"
+
+
 def _rail_labels(result: ScanResult) -> dict[str, str]:
     """``rail nic0 (PIX)`` on GPUs, ``rail for gpu0`` / ``storage`` on NICs."""
     labels: dict[str, str] = {}
+    topo = result.topology
     for r in result.rails.rails:
         if r.nic is not None:  # the class is ? where no source shows the path (a partial paste)
-            labels[r.gpu] = f"rail {','.join(r.nics)} ({r.cls.token if r.cls is not None else '?'})"
+            text = f"rail {','.join(r.nics)} ({r.cls.token if r.cls is not None else '?'})"
+            dev = topo.by_id(r.nic)
+            cx = topo.complex_of(dev) if dev is not None else None
+            dma = topo.by_bdf(cx.dma) if cx is not None and cx.dma else None
+            if dma is not None and r.nccl_path is not None:  # NCCL reaches a Data Direct NIC at its DMA function
+                text += f" · NCCL {r.nccl_path.name} through {dma.id}"
+            labels[r.gpu] = text
     for nic, role in result.rails.roles.items():
         users = result.rails.users(nic)
         labels[nic] = f"rail for {','.join(users)}" if users else f"{role.value} NIC"
     return labels
 
 
-def render(result: ScanResult, *, show_all: bool = False, **_: Any) -> str:
-    """The scan as an indented tree for a person, then findings by severity, then lost probes."""
-    topo = result.topology
-    t = _Tree(topo, show_all, _rail_labels(result))
+def _header(topo: Topology) -> list[str]:
+    """The lines above the tree: the tool and host, its counts, its NVIDIA platform, a blank line."""
+    lines = []
     gpus, nics = len(topo.gpus), len(topo.nics)
     nvswitches = len(topo.of_kind(DeviceKind.NVSWITCH))
     nics_text = f"{nics} NIC(s)" + (f" · {nvswitches} NVSwitch(es)" if nvswitches else "")
     virt = {True: "yes", False: "no", None: "unknown"}[topo.virtualized]
     if topo.from_host_tree:
-        t.lines.append(f"topoagent {__version__} · host {shown(topo.hostname or '?')} · root {topo.root}")
-        t.lines.append(
+        lines.append(f"topoagent {__version__} · host {shown(topo.hostname or '?')} · root {topo.root}")
+        lines.append(
             f"{len(topo.sockets)} socket(s) · {len(topo.nodes)} NUMA node(s) · {len(topo.all_cpus)} CPUs · "
             f"{gpus} GPU(s) · {nics_text} · virtualized: {virt}"
         )
     else:
         given = ", ".join(s.name for s in topo.sources)
         cpus = f"{len(topo.all_cpus)} CPUs" if topo.all_cpus else "CPUs unknown"
-        t.lines.append(f"topoagent {__version__} · offline: {given} output, not read from a host")
-        t.lines.append(
+        lines.append(f"topoagent {__version__} · offline: {given} output, not read from a host")
+        lines.append(
             f"sockets unknown · {len(topo.nodes)} NUMA node(s) · {cpus} · {gpus} GPU(s) · {nics_text} · "
             f"virtualized: {virt}"
         )
-    t.lines.append("")
+    platform = _platform_line(topo)
+    if platform is not None:
+        lines.append(shown(platform))
+    return [*lines, ""]
+
+
+def render(result: ScanResult, *, show_all: bool = False, **_: Any) -> str:
+    """The scan as an indented tree for a person, then findings by severity, then lost probes."""
+    topo = result.topology
+    t = _Tree(topo, show_all, _rail_labels(result))
+    t.lines.extend(_header(topo))
 
     bridges_of: dict[int | None, list[str]] = {}
     for hb in topo.host_bridges:

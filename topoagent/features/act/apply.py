@@ -17,8 +17,9 @@ from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import Inputs
 from topoagent.core.read.process import ProcessError, cgroup_cpus, owner_uid, threads
+from topoagent.core.render.escape import shown
 from topoagent.core.write.files import DEFAULT_STATE_DIR
-from topoagent.features.act.changes import irq_changes, rail_nics, thread_changes
+from topoagent.features.act.changes import FILE, irq_changes, rail_nics, thread_changes
 from topoagent.features.act.execute import FAILED, LEFT, REFUSED, SKIPPED, apply_changes, describe, target_rel, undo
 from topoagent.features.act.irqs import device_irqs, irq_affinity, irqbalance_pids
 from topoagent.features.act.journal import Journal, JournalError
@@ -44,9 +45,26 @@ def _shown(value: str | None, absent: str) -> str:
     return repr(value) if "\n" in value else value
 
 
+def _file_lines(value: str | None, absent: str) -> list[str]:
+    """A file's text as the dry run shows it: one line each, control characters escaped."""
+    if value is None:
+        return [f"      {absent}"]
+    return [f"      | {shown(line)}" for line in value.rstrip("\n").split("\n")]
+
+
 def show(changes: Sequence[Any]) -> None:
-    """Print each planned change as ``what: current -> proposed``."""
+    """Print each planned change as ``what: current -> proposed``; a whole file as its lines,
+    exactly as it will be written (a grub drop-in's escaped quotes included)."""
     for ch in changes:
+        if ch.kind == FILE:
+            click.echo(f"  {ch.what}:")
+            click.echo("    now:")
+            for line in _file_lines(ch.before, "(no file)"):
+                click.echo(line)
+            click.echo("    proposed:")
+            for line in _file_lines(ch.after, "(removed)"):
+                click.echo(line)
+            continue
         click.echo(f"  {ch.what}: {_shown(ch.before, '(none)')} -> {_shown(ch.after, '(removed)')}")
 
 

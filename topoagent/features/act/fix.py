@@ -16,6 +16,7 @@ from topoagent.core.read import is_live
 from topoagent.core.read.kernel import UnsavableFile, config_bytes, file_text
 from topoagent.features.act.apply import run_changes, state_dir_option
 from topoagent.features.act.changes import (
+    GRUB_ACS_CONF,
     PEERMEM_CONF,
     PEERMEM_MODULE,
     acs_plan,
@@ -33,24 +34,44 @@ def fix() -> None:
 @scan_inputs(cross_check=False)
 @state_dir_option
 def acs(inputs: Inputs, state_dir: str, yes: bool) -> None:
-    """Clear ACS P2P redirect on the bridges of GPU-GPU and GPU-NIC paths only.
+    """Set ACS as GPUDirect needs it: on an NVIDIA GPU platform (Data Direct, Inline, NUMA
+    complexes) every platform port to the mask the platform requires, elsewhere P2P redirect
+    cleared on the bridges of GPU-GPU and GPU-NIC paths only.
 
-    Writes each bridge's ACS Control register through sysfs `config` (until reboot) and
-    prints the pci=disable_acs_redir= kernel parameter that does the same at every boot.
-    Refuses inside a VM and on bridges above a device bound to vfio-pci.
+    Writes each bridge's ACS Control register through sysfs `config` (until reboot).  On a
+    platform it also writes the pci=config_acs= boot parameter as a grub drop-in
+    (/etc/default/grub.d/config-acs.cfg, as NVIDIA's rdma_topo does); elsewhere it prints the
+    pci=disable_acs_redir= parameter.  Refuses inside a VM and where a change would end the
+    isolation of a device bound to vfio-pci.
     """
     if inputs.offline:
         fail("fix acs changes a host: it needs a host tree (--root), not pasted output")
     result = run_scan(inputs)
     fs = HostFS(inputs.root)
-    bridges = peer_path_bridges(result.topology, result.paths)
-    configs = {bdf: config_bytes(fs, bdf) for bdf in bridges}
-    p = acs_plan(result.topology, result.paths, configs)
+    topo = result.topology
+    bridges = set(peer_path_bridges(topo, result.paths)) | {r.bdf for r in topo.platform.acs}
+    configs = {bdf: config_bytes(fs, bdf) for bdf in sorted(bridges)}
+    try:
+        grub_now = file_text(fs, GRUB_ACS_CONF) if topo.platform.kind is not None else None
+    except UnsavableFile as exc:
+        fail(str(exc))
+    p = acs_plan(topo, result.paths, configs, grub_now=grub_now)
+    if topo.platform.kind is not None:
+        click.echo(
+            f"NVIDIA {topo.platform.kind.label} platform: {len(topo.platform.acs)} port(s) with a required ACS mask"
+        )
     for line in p.refused:
         click.echo(f"  refused: {line}")
-    if p.refused and not p.changes and result.topology.virtualized:
+    if p.refused and not p.changes and topo.virtualized:
         sys.exit(EXIT_FINDINGS)
-    status = run_changes(p.changes, inputs.root, state_dir, yes, needs="root (config space writes)")
+    status = run_changes(p.changes, inputs.root, state_dir, yes, needs="root (config space and /etc writes)")
+    if any(c.target.get("path") == GRUB_ACS_CONF for c in p.changes):
+        click.echo(
+            "The drop-in is read when grub's configuration is made: run update-grub (Debian, Ubuntu) or "
+            "grub2-mkconfig -o /boot/grub2/grub.cfg, then reboot."
+        )
+    for note in p.notes:
+        click.echo(note)
     if p.kernel_parameter:
         click.echo(
             f"To keep it across reboots, add to the kernel command line (quoted: ';' is special to shells "

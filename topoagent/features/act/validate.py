@@ -18,6 +18,7 @@ from topoagent.core.errors import InputError
 from topoagent.core.read.kernel import MAX_SAVED_FILE
 from topoagent.features.act.changes import (
     FILE,
+    GRUB_ACS_CONF,
     IRQ,
     MODULE,
     PCI_CONFIG,
@@ -29,8 +30,9 @@ from topoagent.features.act.journal import Entry
 
 __all__ = ["entry_problem"]
 
-#: The files and modules topoagent changes (``fix peermem``): nothing else is undone.
-FILES = frozenset({PEERMEM_CONF})
+#: The files and modules topoagent changes (``fix peermem``, ``fix acs``'s grub drop-in): nothing
+#: else is undone.
+FILES = frozenset({PEERMEM_CONF, GRUB_ACS_CONF})
 MODULES = frozenset({PEERMEM_MODULE})
 _REGISTER = re.compile(r"0x[0-9a-f]{4}\Z")
 

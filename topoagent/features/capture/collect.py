@@ -50,6 +50,8 @@ import msgspec
 from topoagent.core.bdf import is_bdf
 from topoagent.core.hostfs import ATTR_LIMIT, HostFS
 from topoagent.core.parse.kfd import bdf_of
+from topoagent.core.parse.vpd import MAX_VPD_BYTES
+from topoagent.core.pci import VPD_READ
 from topoagent.core.read import NVML_RECORDING, dmi, kfd, pci
 from topoagent.core.read.attr import numbered
 from topoagent.core.read.cpu import TOPOLOGY_FILES
@@ -127,7 +129,19 @@ def _copy_link(fs: HostFS, cap: Capture, rel: str) -> None:
         cap.add(Entry(rel, "link", target=name))
 
 
-def _pci(fs: HostFS, cap: Capture) -> None:
+def _vpd(fs: HostFS, cap: Capture, real: str, scrub: Scrubber) -> None:
+    """A function's VPD, for the functions a scan reads it of (``core.pci.VPD_READ``: reading
+    VPD is a slow serial exchange with the device), scrubbed."""
+    ids = (fs.text(f"{real}/vendor"), fs.text(f"{real}/device"))
+    try:
+        vendor, device = (int(v.strip(), 16) if v is not None else None for v in ids)
+    except ValueError:
+        return
+    if (vendor, device) in VPD_READ:
+        _copy_file(fs, cap, f"{real}/{pci.VPD_FILE}", limit=MAX_VPD_BYTES, transform=scrub.vpd)
+
+
+def _pci(fs: HostFS, cap: Capture, scrub: Scrubber) -> None:
     for entry in fs.listdir("sys/bus/pci/devices"):
         if not is_bdf(entry):
             continue
@@ -141,6 +155,7 @@ def _pci(fs: HostFS, cap: Capture) -> None:
         for attr in pci.FUNCTION_FILES:
             _copy_file(fs, cap, f"{real}/{attr}", limit=4096)
         _copy_file(fs, cap, f"{real}/config", limit=4096, transform=scrub_config)
+        _vpd(fs, cap, real, scrub)
         for name in pci.LINKS:
             _copy_link(fs, cap, f"{real}/{name}")
 
@@ -357,7 +372,7 @@ def collect_capture(
     cap = Capture()
     scrub = Scrubber()
     say("reading /sys and /proc")
-    _pci(fs, cap)
+    _pci(fs, cap, scrub)
     _class_devices(fs, cap, scrub)
     _system(fs, cap, scrub)
     _kfd(fs, cap)

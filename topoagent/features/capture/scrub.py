@@ -3,14 +3,19 @@
 The host name becomes ``captured-host``; each MAC address becomes ``00:00:00:00:00:NN`` (NN
 numbered per address, the same in every file); InfiniBand GUIDs become zeros; the PCIe Device
 Serial Number capability in ``config`` and lspci's ``Device Serial Number`` and VPD ``[SN]``
-lines are zeroed; NVML UUIDs become ``GPU-00000000-…-0000000000NN``; ``UUID=`` values on the
-kernel command line become zeros and init's arguments after ``--`` are dropped.  DMI serial
-numbers are not read at all (see ``docs/capture.md``).
+lines are zeroed; in a NIC's VPD the ``V3`` keyword (the board's UUID, which pairs a
+ConnectX-8 with its Data Direct DMA function) becomes a stand-in numbered per value, ``PN`` and
+``EC`` are kept and every other keyword's value (``SN``, vendor keywords) is zeroed; NVML UUIDs
+become ``GPU-00000000-…-0000000000NN``; ``UUID=`` values on the kernel command line become
+zeros and init's arguments after ``--`` are dropped.  DMI serial numbers are not read at all
+(see ``docs/capture.md``).
 """
 
 from __future__ import annotations
 
 import re
+
+from topoagent.core.parse.vpd import vpd_keyword_spans
 
 __all__ = ["Scrubber", "scrub_config"]
 
@@ -27,6 +32,7 @@ class Scrubber:
     def __init__(self) -> None:
         self.macs: dict[str, str] = {}
         self.uuids: dict[str, str] = {}
+        self.v3s: dict[bytes, bytes] = {}
         self.counts: dict[str, int] = {}
 
     def _count(self, what: str) -> None:
@@ -85,6 +91,25 @@ class Scrubber:
             self.uuids[value] = f"GPU-00000000-0000-0000-0000-{len(self.uuids):012x}"
         self._count("GPU UUID")
         return self.uuids[value]
+
+    def vpd(self, data: bytes) -> bytes:
+        """VPD bytes with every VPD-R value but the part number (``PN``), engineering change
+        (``EC``) and checksum (``RV``) replaced, in place: ``V3`` by a stand-in of its length, the
+        same for the same value (so a NIC and its DMA function still pair), the others by zeros."""
+        out = bytearray(data)
+        for key, start, end in vpd_keyword_spans(data):
+            if key in ("PN", "EC", "RV"):
+                continue
+            if key == "V3":
+                value = bytes(out[start:end])
+                if value not in self.v3s:
+                    self.v3s[value] = f"{len(self.v3s) + 1:0{end - start}x}"[-(end - start) :].encode("ascii")
+                out[start:end] = self.v3s[value]
+                self._count("VPD V3")
+            else:
+                out[start:end] = b"0" * (end - start)
+                self._count("VPD keyword")
+        return bytes(out)
 
     def cmdline(self, text: str) -> str:
         """The kernel's parameters with ``UUID=`` values zeroed; the arguments after a lone

@@ -148,6 +148,8 @@ _GDR_BLOCKERS = (
     "NO_RDMA_NIC",
     "NVLINK_P2P_DISABLED",
     "FELL_OFF_BUS",
+    "ACS_PLATFORM_MISMATCH",
+    "IOMMU_GROUP_PLATFORM",
 )
 
 
@@ -165,6 +167,31 @@ def _gdr_ready(result: ScanResult) -> bool:
         if rail is None or rail.nic is None or not rail.gdr:
             return False
     return not any(f.code in _GDR_BLOCKERS for f in result.findings)
+
+
+def _platform_features(result: ScanResult) -> dict[str, str]:
+    """``platform.kind`` (``data_direct``, ``inline``, ``numa``, ``none``), ``platform.acs-ok``
+    (every platform port holds its mask: ``true``, ``false``, ``unknown``), and, where NVML shows
+    an NVLink fabric, ``nvlink.fabric-state`` (``completed``, ``in-progress``, ``not-started``,
+    ``failed``, ``mixed``) and ``nvlink.clique`` (the GPUs' one clique id, else ``mixed``)."""
+    topo = result.topology
+    p = topo.platform
+    out = {"topoagent.platform.kind": p.kind.value.replace("_", "-") if p.kind is not None else "none"}
+    if p.kind is not None:
+        held = []
+        for rule in p.acs:
+            port = topo.by_bdf(rule.bdf)
+            acs = port.config.acs if port is not None and port.config is not None else None
+            held.append(None if acs is None else rule.holds(acs.control))
+        out["topoagent.platform.acs-ok"] = "false" if False in held else "unknown" if None in held else "true"
+    fabrics = [g.nvml.fabric for g in topo.gpus if g.nvml is not None and g.nvml.fabric is not None]
+    if fabrics:
+        states = {"failed" if f.state == "completed" and not f.ready else f.state.replace("_", "-") for f in fabrics}
+        out["topoagent.nvlink.fabric-state"] = states.pop() if len(states) == 1 else "mixed"
+        cliques = {f.clique_id for f in fabrics}
+        one = cliques.pop() if len(cliques) == 1 else None
+        out["topoagent.nvlink.clique"] = str(one) if one is not None else "mixed"
+    return out
 
 
 def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = True) -> dict[str, str]:
@@ -199,6 +226,7 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
         # readable string (topoagent_topology_info carries the string; docs/fleet.md).
         "topoagent.hw-class": class_hash(result.baseline.hw_class),
         "topoagent.fingerprint": result.baseline.fingerprint,
+        **_platform_features(result),
     }
     return {k: v for k, v in features.items() if valid_nfd_value(v) and _NFD_TOKEN.fullmatch(k)}
 

@@ -26,6 +26,7 @@ from topoagent.core.analysis.fingerprint import Baseline
 from topoagent.core.findings import Severity
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import encodable
+from topoagent.core.snapshot import FABRIC_STATES
 from topoagent.core.topology import Device
 from topoagent.core.version import __version__
 from topoagent.features.audit.codes import CODES
@@ -96,6 +97,7 @@ def families(status: Status) -> list[Any]:
     )
     if status.result is not None:
         _result_families(status, gauge)
+        _platform_families(status, gauge)
         out.extend(_aer_families(status))
         if status.audit is not None:
             _audit_families(status, gauge)
@@ -137,6 +139,62 @@ def _audit_families(status: Status, gauge: Callable[..., None]) -> None:
         "topoagent_audit_unreadable_processes",
         "Processes the last audit could not read (other users' without CAP_SYS_PTRACE, or gone).",
         rows=[((), len(audit.unreadable))],
+    )
+
+
+def _platform_families(status: Status, gauge: Callable[..., None]) -> None:
+    """NVIDIA's platform (Data Direct, Inline, NUMA complexes: core/platform.py) and each GPU's
+    NVLink fabric registration (NVML), from the last good result."""
+    r = status.result
+    assert r is not None
+    topo = r.topology
+    p = topo.platform
+    if p.kind is not None:
+        gauge(
+            "topoagent_platform_info",
+            "1, labelled with the host's NVIDIA platform kind (data_direct, inline, numa) and whether an "
+            "Inline host is set up for virtual machines.",
+            ["kind", "virtualized"],
+            [((p.kind.value, {True: "true", False: "false", None: ""}[p.virt]), 1)],
+        )
+    rows = []
+    for rule in p.acs:
+        port = topo.by_bdf(rule.bdf)
+        acs = port.config.acs if port is not None and port.config is not None else None
+        if acs is not None:
+            rows.append(
+                ((rule.bdf, rule.role.value, rule.complex or "", rule.mask), 1 if rule.holds(acs.control) else 0)
+            )
+    gauge(
+        "topoagent_platform_acs_ok",
+        "1 when a platform port's ACS control register holds the mask its platform requires, 0 when not "
+        "(ACS_PLATFORM_MISMATCH); required is rdma_topo's mask, bit 6 first.",
+        ["bdf", "role", "complex", "required"],
+        rows,
+    )
+    state, clique = [], []
+    for g in topo.gpus:
+        fabric = g.nvml.fabric if g.nvml is not None else None
+        if fabric is None:
+            continue
+        labels = (status.names.get(g.key, g.id), g.key)
+        code = next(k for k, v in FABRIC_STATES.items() if v == fabric.state)
+        state.append(((*labels, fabric.status or ""), code))
+        if fabric.clique_id is not None:
+            clique.append(((*labels, fabric.cluster_uuid or ""), fabric.clique_id))
+    gauge(
+        "topoagent_gpu_fabric_state",
+        "Each GPU's NVLink fabric registration (NVML): 1 not started, 2 in progress, 3 completed; status "
+        "is the completed registration's outcome (success, or an NVML error).",
+        ["gpu", "gpu_bdf", "status"],
+        state,
+    )
+    gauge(
+        "topoagent_gpu_fabric_clique",
+        "Each registered GPU's NVLink fabric clique id (its NVLink partition); cluster_uuid names the rack's "
+        "NVLink domain.",
+        ["gpu", "gpu_bdf", "cluster_uuid"],
+        clique,
     )
 
 

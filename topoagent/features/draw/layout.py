@@ -44,6 +44,7 @@ from topoagent.core.findings import Finding, Severity
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind, is_nvswitch_or_other_bridge
+from topoagent.core.platform import PlatformRole
 from topoagent.core.render.tree import format_bytes
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import LinkInfo
@@ -248,6 +249,8 @@ _TILE_KINDS = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.ACCELERATOR)
 def _chip_kind(d: Device) -> str | None:
     if d.kind is DeviceKind.NVME:
         return "NVMe"
+    if d.platform_role is PlatformRole.CX_DMA:
+        return "DMA"  # a ConnectX-8 Data Direct DMA function: its NIC's path to the GPU
     if d.kind is DeviceKind.NVSWITCH:
         return "NVSwitch"
     if d.kind is DeviceKind.BRIDGE and d.role is None and is_nvswitch_or_other_bridge(d.class_code):
@@ -566,7 +569,7 @@ LEGEND: tuple[tuple[str, str], ...] = (
     ("nic-storage", "NIC: storage"),
     ("nic-management", "NIC: management"),
     ("switch", "PCIe switch"),
-    ("tie-good", "rail GPU→NIC: PIX/PXB; Grace's own-CPU SYS (NCCL P2C)"),
+    ("tie-good", "rail GPU→NIC: PIX/PXB; Grace's own-CPU SYS (NCCL P2C); Data Direct (NCCL PXB via DMA)"),
     ("tie-warn", "rail through the CPU: PHB/NODE"),
     ("tie-bad", "rail across the interconnect: SYS"),
     ("tie-unknown", "rail the input does not show: ?"),
