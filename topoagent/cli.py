@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         fail(f"cannot write the output: {exc.strerror or exc}", monitor=mode)
     except KeyboardInterrupt:
         fail("interrupted", 130, monitor=mode)
-    except Exception as exc:  # the last line of defence: one line, exit 2
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 2
         fail(f"internal error: {type(exc).__name__}: {exc}", monitor=mode)
 
 

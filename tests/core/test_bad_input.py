@@ -145,7 +145,7 @@ def _scan_as_nobody(root: Path, conn) -> None:  # runs in a forked child
         os.setuid(65534)
         snap = read_host(root)
         conn.send([(e.path, e.error) for e in snap.probe_errors])
-    except BaseException as exc:  # report, do not hang the parent
+    except BaseException as exc:  # noqa: BLE001 - report, do not hang the parent
         conn.send(repr(exc))
 
 

@@ -8,17 +8,21 @@ from topoagent.core.snapshot import LinkInfo
 @pytest.mark.parametrize(
     "kwargs, port_type, link",
     [
-        (dict(port_type=0), 0, LinkInfo(16.0, 16, 16.0, 16)),
-        (dict(header_type=1, port_type=4, buses=(0, 1, 5)), 4, LinkInfo(16.0, 16, 16.0, 16)),
+        ({"port_type": 0}, 0, LinkInfo(16.0, 16, 16.0, 16)),
+        ({"header_type": 1, "port_type": 4, "buses": (0, 1, 5)}, 4, LinkInfo(16.0, 16, 16.0, 16)),
         (
-            dict(header_type=1, port_type=5, link_cap=(32.0, 16), link_status=(32.0, 16)),
+            {"header_type": 1, "port_type": 5, "link_cap": (32.0, 16), "link_status": (32.0, 16)},
             5,
             LinkInfo(32.0, 16, 32.0, 16),
         ),
-        (dict(header_type=1, port_type=6, link_cap=(32.0, 16), link_status=(16.0, 8)), 6, LinkInfo(16.0, 8, 32.0, 16)),
-        (dict(port_type=0, link_cap=(8.0, 8), link_status=(2.5, 8)), 0, LinkInfo(2.5, 8, 8.0, 8)),
-        (dict(port_type=9, link_cap=None, link_status=None), 9, LinkInfo(None, None, None, None)),
-        (dict(port_type=None), None, None),  # conventional PCI: no PCIe capability
+        (
+            {"header_type": 1, "port_type": 6, "link_cap": (32.0, 16), "link_status": (16.0, 8)},
+            6,
+            LinkInfo(16.0, 8, 32.0, 16),
+        ),
+        ({"port_type": 0, "link_cap": (8.0, 8), "link_status": (2.5, 8)}, 0, LinkInfo(2.5, 8, 8.0, 8)),
+        ({"port_type": 9, "link_cap": None, "link_status": None}, 9, LinkInfo(None, None, None, None)),
+        ({"port_type": None}, None, None),  # conventional PCI: no PCIe capability
     ],
 )
 def test_pcie_capability(kwargs, port_type, link):
@@ -135,15 +139,15 @@ def test_virtual_function_ids_read_ffff_by_design():
 @pytest.mark.parametrize(
     ("kwargs", "size", "vf_device", "caps"),
     [
-        (dict(vendor=0x15B3, device=0x101D, vf_device=0x101E), 4096, 0x101E, (0x0001, 0x0010)),
+        ({"vendor": 0x15B3, "device": 0x101D, "vf_device": 0x101E}, 4096, 0x101E, (0x0001, 0x0010)),
         (
-            dict(vendor=0x15B3, device=0x101D, vf_device=0x101E, acs=(0x5F, 0x1D)),
+            {"vendor": 0x15B3, "device": 0x101D, "vf_device": 0x101E, "acs": (0x5F, 0x1D)},
             4096,
             0x101E,
             (0x0001, 0x000D, 0x0010),
         ),
-        (dict(vendor=0x15B3, device=0x101D, vf_device=0x101E), 256, None, ()),  # extended space unseen
-        (dict(vendor=0x15B3, device=0x101D), 4096, None, (0x0001,)),  # no SR-IOV capability
+        ({"vendor": 0x15B3, "device": 0x101D, "vf_device": 0x101E}, 256, None, ()),  # extended space unseen
+        ({"vendor": 0x15B3, "device": 0x101D}, 4096, None, (0x0001,)),  # no SR-IOV capability
     ],
 )
 def test_sriov_vf_device_id(kwargs, size, vf_device, caps):

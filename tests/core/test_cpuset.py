@@ -9,7 +9,7 @@ from topoagent.core.cpuset import CpuSet, CpuSetError, format_cpulist, parse_cpu
     "text, cpus",
     [
         ("0-3", {0, 1, 2, 3}),
-        ("0-55,112-167", set(range(0, 56)) | set(range(112, 168))),
+        ("0-55,112-167", set(range(56)) | set(range(112, 168))),
         ("0,4,8,12", {0, 4, 8, 12}),
         ("1-1", {1}),
         ("12", {12}),

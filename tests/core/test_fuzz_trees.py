@@ -114,7 +114,7 @@ def _scan_as_nobody(root: Path, conn) -> None:  # runs in a forked child
         os.setgid(65534)
         os.setuid(65534)
         conn.send(scan_and_check(root))
-    except BaseException as exc:  # report, never hang the parent
+    except BaseException as exc:  # noqa: BLE001 - report, never hang the parent
         conn.send(f"{type(exc).__name__}: {exc}")
 
 

@@ -134,7 +134,7 @@ _DIRS = ["a", "a/b", "a/b/c", "a/d", "e", "e/f"]
 @st.composite
 def _link_trees(draw: st.DrawFn) -> list[tuple[str, str]]:
     """Symlinks (place, relative target) among a few directories: chains, climbs, loops."""
-    places = [d for d in _DIRS] + [""]
+    places = list(_DIRS) + [""]
     links = []
     for i in range(draw(st.integers(1, 6))):
         where = draw(st.sampled_from(places))

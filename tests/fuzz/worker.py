@@ -96,7 +96,7 @@ def main() -> None:
                     problems = scan_and_check(root)
                 finally:
                     _active.clear()
-            except Exception as exc:  # a crash: record it, go on
+            except Exception as exc:  # noqa: BLE001 - a crash: record it, go on
                 problems = [f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)[-6:])]
             finally:
                 undo()

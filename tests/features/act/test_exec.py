@@ -78,10 +78,10 @@ def test_auto_takes_local_rank_from_launchers_in_order(root):
     assert out.returncode == 0, out.stderr
     assert "local rank 1 from LOCAL_RANK" in out.stderr
     assert got["env"]["CUDA_VISIBLE_DEVICES"] == "1" and got["cpus"] == [1]
-    env = {k: "" for k in ("LOCAL_RANK", "SLURM_LOCALID")}
+    env = dict.fromkeys(("LOCAL_RANK", "SLURM_LOCALID"), "")
     out, got = run_child(root, "--auto", env={**env, "OMPI_COMM_WORLD_LOCAL_RANK": "0", "MPI_LOCALRANKID": "1"})
     assert "local rank 0 from OMPI_COMM_WORLD_LOCAL_RANK" in out.stderr and got["env"]["CUDA_VISIBLE_DEVICES"] == "0"
-    clean = {k: "" for k in ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")}
+    clean = dict.fromkeys(("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"), "")
     out, _ = run_child(root, "--auto", env=clean)
     assert out.returncode == 2 and "none of LOCAL_RANK" in out.stderr
 

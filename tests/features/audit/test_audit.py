@@ -314,7 +314,7 @@ def test_status_of_a_real_task():
         ("7f0000000000 bind:1 anon=4 dirty=4 N1=4 kernelpagesize_kB=4", {1: 4 * 4096}, ("bind:1",)),
         (
             "7f0000000000 interleave=static:0-3 anon=8 N0=2 N1=2 N2=2 N3=2",
-            {n: 2 * 4096 for n in range(4)},
+            dict.fromkeys(range(4), 2 * 4096),
             ("interleave=static:0-3",),
         ),
         ("7f0000000000 weighted interleave:0-1 anon=2 N0=1 N1=1", {0: 4096, 1: 4096}, ("weighted interleave:0-1",)),

@@ -34,7 +34,6 @@ from topoagent.core.snapshot import active_port
 if TYPE_CHECKING:
     from topoagent.core.analysis.paths import Path
     from topoagent.core.analysis.rails import Rails
-    from topoagent.core.findings import Finding
     from topoagent.core.topology import Device, Topology
 
 

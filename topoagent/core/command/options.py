@@ -108,7 +108,7 @@ def scan_inputs(*, cross_check: bool = True) -> Callable[[F], F]:
             kwargs["inputs"] = take_inputs(kwargs)
             return fn(*args, **kwargs)
 
-        return input_options(cross_check=cross_check)(cast(F, command))
+        return input_options(cross_check=cross_check)(cast("F", command))
 
     return wrap
 

@@ -538,7 +538,7 @@ _SRIOV_FIELDS: dict[str, tuple[str, Callable[[str], int | None]]] = {
 
 
 def _sriov_line(body: str, sriov: dict[str, int]) -> None:
-    if not (body.startswith("Initial VFs") or body.startswith("VF offset")):
+    if not (body.startswith(("Initial VFs", "VF offset"))):
         return
     for part in body.split(","):
         key, sep, value = part.partition(":")

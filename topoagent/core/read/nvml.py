@@ -113,7 +113,7 @@ def _path(fn_name: str, where: str) -> str:
 def _describe(exc: BaseException) -> str:
     try:
         text = str(exc)
-    except Exception:  # NVMLError.__str__ may call into the library
+    except Exception:  # noqa: BLE001 - NVMLError.__str__ may call into the library
         text = ""
     text = " ".join(text.split())
     name = type(exc).__name__
@@ -154,7 +154,7 @@ class _Prober:
             return fn(*args)
         except self._classes(silent):
             raise _Skip from None
-        except Exception as exc:  # any other failure is data, never the end of the scan
+        except Exception as exc:  # noqa: BLE001 - any other failure is data, never the end of the scan
             self.errors.append(ProbeError(_path(fn_name, where), _describe(exc)))
             raise _Skip from None
 
@@ -300,7 +300,7 @@ def probe_nvml(nvml: Any = None) -> NvmlProbe:
 
     try:
         nvml.nvmlInit()
-    except Exception as exc:  # LibraryNotFound, DriverNotLoaded, any NVMLError, OSError...
+    except Exception as exc:  # noqa: BLE001 - LibraryNotFound, DriverNotLoaded, any NVMLError, OSError...
         why = f"nvmlInit failed: {_describe(exc)}"
         return NvmlProbe((), None, SourceStatus(SOURCE, "unavailable", why), ())
 
@@ -316,7 +316,7 @@ def probe_nvml(nvml: Any = None) -> NvmlProbe:
     finally:
         try:
             nvml.nvmlShutdown()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a failed shutdown is a probe error, never the end of the scan
             p.errors.append(ProbeError(f"{SOURCE}:nvmlShutdown", _describe(exc)))
 
     errors = tuple(p.errors)
@@ -459,7 +459,7 @@ class GpuUtilization:
         if self._nvml is not None:
             try:
                 self._nvml.nvmlInit()
-            except Exception as exc:  # no driver: utilisation is unknown
+            except Exception as exc:  # noqa: BLE001 - no driver: utilisation is unknown
                 self.why_not, self._nvml = f"nvmlInit failed: {_describe(exc)}", None
 
     def percent(self, bdf: str) -> int | None:
@@ -471,7 +471,7 @@ class GpuUtilization:
             if handle is None:
                 handle = self._handles[bdf] = self._nvml.nvmlDeviceGetHandleByPciBusId(bdf.upper())
             return int(self._nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-        except Exception:  # a GPU gone or a call unsupported: unknown this time
+        except Exception:  # noqa: BLE001 - a GPU gone or a call unsupported: unknown this time
             self._handles.pop(bdf, None)
             return None
 
@@ -481,7 +481,7 @@ class GpuUtilization:
         if nvml is not None:
             try:
                 nvml.nvmlShutdown()
-            except Exception:  # shutting down: nothing to report to
+            except Exception:  # noqa: BLE001 - shutting down: nothing to report to
                 pass
 
 
@@ -513,7 +513,7 @@ def running_processes(nvml: Any = None) -> RunningProcesses:
             return RunningProcesses(why_not=why)
     try:
         nvml.nvmlInit()
-    except Exception as exc:  # no driver, no library: NVML has nothing to say
+    except Exception as exc:  # noqa: BLE001 - no driver, no library: NVML has nothing to say
         return RunningProcesses(why_not=f"nvmlInit failed: {_describe(exc)}")
     p = _Prober(nvml)
     out: dict[str, tuple[int, ...]] = {}
@@ -536,7 +536,7 @@ def running_processes(nvml: Any = None) -> RunningProcesses:
     finally:
         try:
             nvml.nvmlShutdown()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a failed shutdown is a probe error, never the end of the scan
             p.errors.append(ProbeError(f"{SOURCE}:nvmlShutdown", _describe(exc)))
     if count is None:
         return RunningProcesses(why_not="NVML could not count the GPUs", errors=tuple(p.errors))

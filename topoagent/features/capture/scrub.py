@@ -58,8 +58,7 @@ class Scrubber:
         )
         text = re.sub(r"(\[SN\] Serial number: ).*", lambda m: self._zero(m.group(1) + "0", "serial number"), text)
         text = _MAC.sub(lambda m: self.mac(m.group()), text)
-        text = re.sub(r"(GPU-)[0-9a-fA-F-]{36}", lambda m: self.uuid(m.group()), text)
-        return text
+        return re.sub(r"(GPU-)[0-9a-fA-F-]{36}", lambda m: self.uuid(m.group()), text)
 
     def _zero(self, replacement: str, what: str) -> str:
         self._count(what)

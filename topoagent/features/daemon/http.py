@@ -117,7 +117,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._reply(200, data, ctype, body)
                 return
             page = app.html() if path == "/" else None
-        except Exception as exc:  # a bug in a renderer must not take the endpoint down
+        except Exception as exc:  # noqa: BLE001 - a bug in a renderer must not take the endpoint down
             self.server.log.error("http_render_failed", path=path, error=f"{type(exc).__name__}: {exc}")
             self._reply(500, b"internal error\n", "text/plain; charset=utf-8", body)
             return

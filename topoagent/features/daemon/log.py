@@ -46,7 +46,7 @@ def make_logger(fmt: str = "auto", stream: IO[str] | None = None, level: str = "
         else structlog.dev.ConsoleRenderer(colors=False)
     )
     return structlog.wrap_logger(
-        structlog.PrintLogger(cast(TextIO, out)),
+        structlog.PrintLogger(cast("TextIO", out)),
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),

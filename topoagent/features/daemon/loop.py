@@ -126,7 +126,7 @@ class _Job:
         def work() -> None:
             try:
                 out: tuple[str, Any] = ("ok", fn())
-            except BaseException as exc:  # reported, never fatal: this is the point of the worker
+            except BaseException as exc:  # noqa: BLE001 - reported, never fatal: this is the point of the worker
                 out = ("error", exc)
             done.put((ident, out))
             wake()
@@ -459,7 +459,7 @@ class Daemon:
         process audit that breaks never costs the scan."""
         try:
             return self._audit_fn(cfg, result)
-        except Exception as exc:  # the scan stands; the audit's metrics go stale, the log says why
+        except Exception as exc:  # noqa: BLE001 - the scan stands; the audit's metrics go stale, the log says why
             self.log.warning("audit_failed", error=_describe(exc))
             return None
 

@@ -59,7 +59,7 @@ class UdevWatch:
             for subsystem in SUBSYSTEMS:
                 monitor.filter_by(subsystem)
             monitor.start()
-        except Exception as exc:  # ImportError, no libudev (OSError/ImportError), no netlink permission
+        except Exception as exc:  # noqa: BLE001 - ImportError, no libudev (OSError/ImportError), no netlink permission
             log.warning(
                 "udev_unavailable",
                 error=f"{type(exc).__name__}: {exc}",
@@ -78,7 +78,7 @@ class UdevWatch:
         while True:
             try:
                 device = self._monitor.poll(timeout=0)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a monitor failing mid-poll ends this drain; the next scan reads sysfs anyway
                 break
             if device is None:
                 break

@@ -24,7 +24,6 @@ from topoagent.features.plan.slurm import CORE_MODES
 if TYPE_CHECKING:
     from topoagent.core.advice.allocation import Allocation
     from topoagent.core.advice.plan import Plan
-    from topoagent.core.cpuset import CpuSet
     from topoagent.core.result import ScanResult
 
 

@@ -62,7 +62,7 @@ from topoagent.features.vms.vmware_advice import advise_vmx
 from topoagent.features.vms.vmx import parse_vmx
 
 if TYPE_CHECKING:
-    from topoagent.features.vms.advice import Affinity, HostView, VmReport
+    from topoagent.features.vms.advice import Affinity, HostView
     from topoagent.features.vms.domain import Domain
 
 
