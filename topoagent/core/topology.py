@@ -384,7 +384,7 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
         """The NUMA node with this id, or None (also for None)."""
         return self.index.nodes.get(node_id) if node_id is not None else None
 
-    @property
+    @derived("snapshot", "nodes")
     def all_cpus(self) -> CpuSet:
         """Every CPU that runs: the kernel's online CPUs where a host tree lists them (a CPU in no
         NUMA node's map counts, an offline one does not), else every CPU of every NUMA node."""

@@ -84,32 +84,48 @@ def inter_cpu_bw(topo: Topology) -> float | None:
     return None
 
 
-def _upstream_ports(topo: Topology, d: Device, below: int) -> list[Device]:
-    """The switch upstream ports above ``d`` below its first ``below`` ancestors."""
-    out = []
-    for bdf in d.ancestors[below:]:
-        br = topo.by_bdf(bdf)
-        if br is not None and br.role is BridgeRole.SWITCH_UPSTREAM:
-            out.append(br)
-    return out
+def _link_bws(topo: Topology) -> dict[str, float]:
+    """Every device's :func:`_link_bw`, by id: once per topology (kept in its aside), since the
+    GPU x NIC pairs NCCL ranks share their links."""
+    return topo.aside.derive(
+        "nccl_link_bw", topo, (topo.devices,), lambda: {d.id: _link_bw(topo, d) for d in topo.devices}
+    )
 
 
-def path_bw(topo: Topology, gpu: Device, nic: Device, p: Path, reach: Device | None = None) -> float:
+def _upstream_ports(topo: Topology) -> dict[str, tuple[tuple[int, Device], ...]]:
+    """Each device's switch upstream ports above it, with their depth (index in its ancestors),
+    by id: once per topology."""
+
+    def make() -> dict[str, tuple[tuple[int, Device], ...]]:
+        out: dict[str, tuple[tuple[int, Device], ...]] = {}
+        for d in topo.devices:
+            ports = ((i, topo.by_bdf(bdf)) for i, bdf in enumerate(d.ancestors))
+            out[d.id] = tuple((i, br) for i, br in ports if br is not None and br.role is BridgeRole.SWITCH_UPSTREAM)
+        return out
+
+    return topo.aside.derive("nccl_upstream_ports", topo, (topo.devices,), make)
+
+
+def path_bw(
+    topo: Topology, gpu: Device, nic: Device, p: Path, reach: Device | None = None, nic_gbps: float | None = None
+) -> float:
     """The bandwidth of NCCL's path from ``gpu`` to the NET of ``nic`` (reached at ``reach``: the
-    NIC, or its Data Direct DMA function), GB/s: the narrowest link on it."""
+    NIC, or its Data Direct DMA function), GB/s: the narrowest link on it (``nic_gbps``: the
+    NIC's speed where the caller knows it already)."""
     end = reach or nic
-    links = [nic_bandwidth_gbps(nic) / 8.0]
+    links = [(nic_bandwidth_gbps(nic) if nic_gbps is None else nic_gbps) / 8.0]
     if not (gpu.root_bus and end.root_bus):
         return links[0]  # no tree (pasted output): the NIC's speed alone
+    bws, ups = _link_bws(topo), _upstream_ports(topo)
     common = common_ancestors(gpu, end)
-    shared = [b for b in gpu.ancestors[:common] if (br := topo.by_bdf(b)) and br.role is BridgeRole.SWITCH_UPSTREAM]
+    shared = any(i < common for i, _ in ups[gpu.id])
     below = common if shared else 0  # meeting in a switch, else at the CPU
     c2c_up = is_c2c(topo, gpu) and not shared
     if not c2c_up:  # a C2C GPU reaches its CPU over C2C: that link's bandwidth is NVML's
-        links.append(_link_bw(topo, gpu))
-        links.extend(_link_bw(topo, u) for u in _upstream_ports(topo, gpu, below))
-    links.append(_link_bw(topo, end))
-    links.extend(_link_bw(topo, u) for u in _upstream_ports(topo, end, below))
+        links.append(bws[gpu.id])
+        links.extend(bws[u.id] for i, u in ups[gpu.id] if i >= below)
+    links.append(bws[end.id])
+    links.extend(bws[u.id] for i, u in ups[end.id] if i >= below)
     if p.pcie is PathClass.SYS and not shared and not own_cpu_nic(topo, gpu, end):
         # (nvidia-smi's SYS from a C2C GPU to its own CPU's NIC crosses no CPU link)
         sys_bw = inter_cpu_bw(topo)
@@ -147,11 +163,13 @@ class NetChoice:
         self.gpus = list(gpus)
         self.nets = sorted(nets, key=lambda n: (cpu.get(n.numa_node, len(cpu)), topo.index.position[n.id]))
         self.rank: dict[tuple[str, str], tuple[float, PathClass]] = {}
+        gbps = {n.id: nic_bandwidth_gbps(n) for n in self.nets}
         for g in self.gpus:
             own = topo.physical(g)
             for n in self.nets:
                 p = idx[(own.id, n.id)]
-                bw = path_bw(topo, own, n, p, nccl_reach(topo, own, n, p)) if p.shown else nic_bandwidth_gbps(n) / 8.0
+                reach = nccl_reach(topo, own, n, p)
+                bw = path_bw(topo, own, n, p, reach, gbps[n.id]) if p.shown else gbps[n.id] / 8.0
                 self.rank[(g.id, n.id)] = (bw, _nccl_type(topo, own, n, p))
 
     def _best(self, pairs: list[tuple[str, tuple[float, PathClass]]]) -> list[str]:

@@ -164,11 +164,15 @@ def _cpuinfo_fields(text: str) -> dict[str, str]:
     """``key: value`` lines of ``/proc/cpuinfo`` text, the first occurrence of each key: the
     first CPU's block and the lines some architectures print once after every CPU's (POWER's
     ``machine``, ``model``)."""
+    # Only the first block and the last: every CPU's block between repeats the first's keys, and
+    # POWER prints its summary (``machine``, ``model``) once, as the block after the last CPU's
+    # (Linux arch/powerpc/kernel/setup-common.c, show_cpuinfo).
+    first, _, rest = text.partition("\n\n")
     fields: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in (*first.splitlines(), *rest.rpartition("\n\n")[2].splitlines()):
         key, sep, value = line.partition(":")
-        if sep:
-            fields.setdefault(key.strip(), " ".join(value.split()))
+        if sep and (key := key.strip()) not in fields:
+            fields[key] = " ".join(value.split())
     return fields
 
 
