@@ -352,57 +352,71 @@ def parse_tree(text: str, blocks: dict | None = None, where: str = "tree", _seen
     """Parse the indented tree notation into nested node dicts (see README.md)."""
     blocks = blocks or {}
     roots: list[dict] = []
-    stack: list[tuple[int, dict | None]] = []
+    stack: list[tuple[int, dict | None]] = []  # (indent, the last item of that line's chain)
     for lineno, raw in enumerate(text.splitlines(), 1):
         here = f"{where}, line {lineno}"
-        stripped = raw.strip()
-        if not stripped or stripped.startswith("#"):
+        line = _parse_line(raw, here)
+        if line is None:
             continue
-        lead = raw[: len(raw) - len(raw.lstrip())]
-        if "\t" in lead:
-            raise DescriptionError(f"{here}: indent with spaces, not tabs")
-        indent = len(lead)
-        try:
-            tokens = shlex.split(raw, comments=True)
-        except ValueError as exc:
-            raise DescriptionError(f"{here}: {exc}") from None
-        if not tokens:
-            continue
-        groups: list[list[str]] = [[]]
-        for tok in tokens:
-            if tok == ">":
-                groups.append([])
-            else:
-                groups[-1].append(tok)
-        items = [_parse_item(g, here) for g in groups]
-        for it in items[1:]:
-            if it["count"] != 1:
-                raise DescriptionError(f"{here}: a count ('*N') is allowed on the first item of a chain only")
+        indent, items = line
         while stack and stack[-1][0] >= indent:
             stack.pop()
-        if stack:
-            parent = stack[-1][1]
-            if parent is None:
-                raise DescriptionError(f"{here}: a block reference ('@name') cannot have children")
-            siblings = parent["children"]
-        else:
-            siblings = roots
-        last: dict | None = None
-        for pos, it in enumerate(items):
-            if it["part"].startswith("@"):
-                if it["slot"] or it["attrs"] or it["count"] != 1:
-                    raise DescriptionError(f"{here}: a block reference takes no slot, count or attributes")
-                if pos != len(items) - 1:
-                    raise DescriptionError(f"{here}: nothing may follow a block reference in a chain")
-                expanded = _expand_block(it["part"][1:], blocks, here, _seen)
-                siblings.extend(expanded)
-                last = None
-            else:
-                siblings.append(it)
-                siblings = it["children"]
-                last = it
-        stack.append((indent, last))
+        siblings = _children_of(stack[-1][1], here) if stack else roots
+        stack.append((indent, _attach_chain(items, siblings, blocks, here, _seen)))
     return roots
+
+
+def _parse_line(raw: str, here: str) -> tuple[int, list[dict]] | None:
+    """A line's indent and its chain of items (``A > B > C``); None for a blank or comment line."""
+    stripped = raw.strip()
+    if not stripped or stripped.startswith("#"):
+        return None
+    lead = raw[: len(raw) - len(raw.lstrip())]
+    if "\t" in lead:
+        raise DescriptionError(f"{here}: indent with spaces, not tabs")
+    try:
+        tokens = shlex.split(raw, comments=True)
+    except ValueError as exc:
+        raise DescriptionError(f"{here}: {exc}") from None
+    if not tokens:
+        return None
+    groups: list[list[str]] = [[]]
+    for tok in tokens:
+        if tok == ">":
+            groups.append([])
+        else:
+            groups[-1].append(tok)
+    items = [_parse_item(g, here) for g in groups]
+    if any(it["count"] != 1 for it in items[1:]):
+        raise DescriptionError(f"{here}: a count ('*N') is allowed on the first item of a chain only")
+    return len(lead), items
+
+
+def _children_of(parent: dict | None, here: str) -> list[dict]:
+    """The list a line indented below ``parent`` (None: a block reference) joins."""
+    if parent is None:
+        raise DescriptionError(f"{here}: a block reference ('@name') cannot have children")
+    children: list[dict] = parent["children"]
+    return children
+
+
+def _attach_chain(items: list[dict], siblings: list[dict], blocks: dict, here: str, seen: tuple) -> dict | None:
+    """Append a chain to ``siblings``, each item the child of the one before it; return the last
+    item, the parent of more-indented lines (None when the chain ends in a block reference)."""
+    last: dict | None = None
+    for pos, it in enumerate(items):
+        if it["part"].startswith("@"):
+            if it["slot"] or it["attrs"] or it["count"] != 1:
+                raise DescriptionError(f"{here}: a block reference takes no slot, count or attributes")
+            if pos != len(items) - 1:
+                raise DescriptionError(f"{here}: nothing may follow a block reference in a chain")
+            siblings.extend(_expand_block(it["part"][1:], blocks, here, seen))
+            last = None
+        else:
+            siblings.append(it)
+            siblings = it["children"]
+            last = it
+    return last
 
 
 def _expand_block(name: str, blocks: dict, where: str, seen: tuple) -> list[dict]:
@@ -549,7 +563,24 @@ def _size_kb(d: dict, default_kb: int, where: str) -> int:
 
 
 def _build_cpus(desc: dict) -> tuple[list[Cpu], list[Node], list[list[int]], int]:
+    """The CPUs, NUMA nodes, node distances and ``nr_cpu_ids`` that the ``[cpu]``, ``[[node]]``
+    and ``[numa]`` tables describe."""
     c = desc.get("cpu", {})
+    cpus, nodes = _socket_cpus_and_nodes(c)
+    for i, extra in enumerate(desc.get("node", [])):
+        _apply_node_table(nodes, i, extra)
+    _move_cpus_to_nodes(cpus, nodes)
+    node_list = [nodes[k] for k in sorted(nodes)]
+    dist = _node_distances(desc.get("numa", {}), node_list)
+    nr_cpu_ids = int(c.get("possible", len(cpus)))
+    if nr_cpu_ids < len(cpus):
+        raise DescriptionError("cpu.possible is smaller than the number of CPUs")
+    return cpus, node_list, dist, nr_cpu_ids
+
+
+def _socket_cpus_and_nodes(c: dict) -> tuple[list[Cpu], dict[int, Node]]:
+    """The ``[cpu]`` table's CPUs, numbered thread by thread (every core's first thread, then every
+    core's second), and its nodes: each socket's cores split into ``nodes_per_socket`` runs."""
     sockets = int(c.get("sockets", 1))
     cores = int(c.get("cores", 1))
     threads = int(c.get("threads", 1))
@@ -557,33 +588,38 @@ def _build_cpus(desc: dict) -> tuple[list[Cpu], list[Node], list[list[int]], int
     if cores % nps:
         raise DescriptionError(f"cpu: {cores} cores do not split into {nps} nodes per socket")
     per_node = cores // nps
-    cpus: list[Cpu] = []
     total_cores = sockets * cores
-    for t in range(threads):
-        for s in range(sockets):
-            for core in range(cores):
-                cid = t * total_cores + s * cores + core
-                cpus.append(Cpu(cid, s, core, t, s * nps + core // per_node))
+    cpus = [
+        Cpu(t * total_cores + s * cores + core, s, core, t, s * nps + core // per_node)
+        for t in range(threads)
+        for s in range(sockets)
+        for core in range(cores)
+    ]
     cpus.sort(key=lambda x: x.id)
     default_kb = _size_kb(c, 64 * 1024 * 1024, "cpu")
-    nodes: dict[int, Node] = {}
-    for n in range(sockets * nps):
-        nodes[n] = Node(n, [x.id for x in cpus if x.node == n], default_kb, n // nps)
-    for i, extra in enumerate(desc.get("node", [])):
-        ids = extra.get("id")
-        ids = ids if isinstance(ids, list) else [ids]
-        for nid in ids:
-            if nid is None:
-                raise DescriptionError(f"node[{i}]: needs an id")
-            nid = int(nid)
-            node = nodes.get(nid) or Node(nid, [], 0, extra.get("socket"))
-            if "cpus" in extra:
-                node.cpus = parse_cpulist(extra["cpus"])
-            node.memory_kb = _size_kb(extra, node.memory_kb, f"node {nid}")
-            if "socket" in extra:
-                node.socket = int(extra["socket"])
-            nodes[nid] = node
-    # explicit cpus on nodes must still partition the CPUs
+    nodes = {n: Node(n, [x.id for x in cpus if x.node == n], default_kb, n // nps) for n in range(sockets * nps)}
+    return cpus, nodes
+
+
+def _apply_node_table(nodes: dict[int, Node], i: int, extra: dict) -> None:
+    """One ``[[node]]`` table: set the CPUs, memory and socket of the nodes it names (new or not)."""
+    ids = extra.get("id")
+    ids = ids if isinstance(ids, list) else [ids]
+    for nid in ids:
+        if nid is None:
+            raise DescriptionError(f"node[{i}]: needs an id")
+        nid = int(nid)
+        node = nodes.get(nid) or Node(nid, [], 0, extra.get("socket"))
+        if "cpus" in extra:
+            node.cpus = parse_cpulist(extra["cpus"])
+        node.memory_kb = _size_kb(extra, node.memory_kb, f"node {nid}")
+        if "socket" in extra:
+            node.socket = int(extra["socket"])
+        nodes[nid] = node
+
+
+def _move_cpus_to_nodes(cpus: list[Cpu], nodes: dict[int, Node]) -> None:
+    """Give each CPU the node that lists it: explicit cpus on nodes must still partition the CPUs."""
     seen: dict[int, int] = {}
     for node in nodes.values():
         for cid in node.cpus:
@@ -595,34 +631,31 @@ def _build_cpus(desc: dict) -> tuple[list[Cpu], list[Node], list[list[int]], int
         if cid not in by_id:
             raise DescriptionError(f"node {nid} lists cpu {cid}, which does not exist")
         by_id[cid].node = nid
-    node_list = [nodes[k] for k in sorted(nodes)]
 
-    numa = desc.get("numa", {})
+
+def _node_distances(numa: dict, node_list: list[Node]) -> list[list[int]]:
+    """The ``[numa]`` table's ``distances`` matrix, else one made of its ``same_socket``,
+    ``remote`` and ``cpuless`` distances (10 from a node to itself)."""
     if "distances" in numa:
         dist = [list(map(int, row)) for row in numa["distances"]]
         if len(dist) != len(node_list) or any(len(r) != len(node_list) for r in dist):
             raise DescriptionError("numa.distances must be a square matrix, one row per node")
-    else:
-        same_socket = int(numa.get("same_socket", 12))
-        remote = int(numa.get("remote", 21))
-        cpuless = int(numa.get("cpuless", remote))
-        dist = []
-        for a in node_list:
-            row = []
-            for b in node_list:
-                if a.id == b.id:
-                    row.append(10)
-                elif not a.cpus or not b.cpus:
-                    row.append(cpuless)
-                elif a.socket is not None and a.socket == b.socket:
-                    row.append(same_socket)
-                else:
-                    row.append(remote)
-            dist.append(row)
-    nr_cpu_ids = int(c.get("possible", len(cpus)))
-    if nr_cpu_ids < len(cpus):
-        raise DescriptionError("cpu.possible is smaller than the number of CPUs")
-    return cpus, node_list, dist, nr_cpu_ids
+        return dist
+    same_socket = int(numa.get("same_socket", 12))
+    remote = int(numa.get("remote", 21))
+    cpuless = int(numa.get("cpuless", remote))
+    return [[_node_distance(a, b, same_socket, remote, cpuless) for b in node_list] for a in node_list]
+
+
+def _node_distance(a: Node, b: Node, same_socket: int, remote: int, cpuless: int) -> int:
+    """The default distance from node ``a`` to node ``b``."""
+    if a.id == b.id:
+        return 10
+    if not a.cpus or not b.cpus:
+        return cpuless
+    if a.socket is not None and a.socket == b.socket:
+        return same_socket
+    return remote
 
 
 def _parse_rootbus_id(text: str, where: str) -> tuple[int, int]:
@@ -663,6 +696,116 @@ def _substitute_index(node: dict, i: int) -> dict:
         return out
 
     return walk(node, True)
+
+
+def _hex_pair(text: str, where: str) -> tuple[int, int]:
+    """A ``VVVV:DDDD`` id pair (vendor and device) as two numbers."""
+    v, d = text.split(":")
+    return _hex(v, where), _hex(d, where)
+
+
+def _override_part(part: dict, attrs: dict, where: str) -> dict:
+    """A copy of the part with the line's own ``id``, ``subsys``, ``class`` and ``rev``."""
+    part = dict(part)
+    if "id" in attrs:
+        part["_vendor"], part["_device"] = _hex_pair(attrs["id"], where)
+    if "subsys" in attrs:
+        part["_subvendor"], part["_subdevice"] = _hex_pair(attrs["subsys"], where)
+    if "class" in attrs:
+        part["_class"] = int(attrs["class"], 16)
+    if "rev" in attrs:
+        part["rev"] = int(attrs["rev"], 0)
+    return part
+
+
+#: What a function is by where it sits: the parent's role ("rootbus" for a root bus) -> (the
+#: role of a bridge below it, the role of any other function; None: none may sit there).
+_CHILD_ROLES: dict[str, tuple[str, str | None]] = {
+    "rootbus": ("root_port", "rciep"),
+    "root_port": ("switch_upstream", "endpoint"),
+    "switch_downstream": ("switch_upstream", "endpoint"),
+    "switch_upstream": ("switch_downstream", None),
+}
+_BELOW_PCI_BRIDGE = ("pci_bridge", "endpoint")  # below a PCIe-to-PCI bridge: conventional PCI
+
+
+def _role_of(parent: Any, part: dict, node: dict, attrs: dict) -> str:
+    """The function's role: what its place below ``parent`` makes it, unless ``role=`` says."""
+    where = node["where"]
+    bridge = (part["_class"] >> 8) == 0x0604
+    above = "rootbus" if isinstance(parent, RootBus) else parent.role
+    as_bridge, as_other = _CHILD_ROLES.get(above, _BELOW_PCI_BRIDGE)
+    role = as_bridge if bridge else as_other
+    if role is None:
+        raise DescriptionError(
+            f"{where}: {node['part']} sits directly below a switch upstream port; "
+            "only downstream ports can (write 'PORT > DEVICE')"
+        )
+    if "role" not in attrs:
+        return role
+    if attrs["role"] not in ROLE_ALIASES:
+        raise DescriptionError(f"{where}: role must be one of {', '.join(ROLE_ALIASES)}")
+    role = ROLE_ALIASES[attrs["role"]]
+    if (role in BRIDGE_ROLES) != bridge:
+        raise DescriptionError(f"{where}: role {role} does not fit class {part['_class']:#08x}")
+    return role
+
+
+def _default_to_max(link: Link) -> None:
+    """A link not given a current speed or width runs at its maximum."""
+    if link.cur_speed is None:
+        link.cur_speed = link.max_speed
+    if link.cur_width is None:
+        link.cur_width = link.max_width
+
+
+def _set_current(link: Link, speed: float | str | None, width: int | None) -> None:
+    """Set the link's current speed and width, each unless the description gave it."""
+    if not link.explicit_cur_speed:
+        link.cur_speed = speed
+    if not link.explicit_cur_width:
+        link.cur_width = width
+
+
+def _trained(head: Link, port: Link, what: str, fallback: Any) -> Any:
+    """The current ``what`` (``speed`` or ``width``) a link trains to: the device's given value,
+    else the port's, else ``fallback``."""
+    for end in (head, port):
+        if getattr(end, f"explicit_cur_{what}"):
+            return getattr(end, f"cur_{what}")
+    return fallback
+
+
+def _train(port: Func) -> None:
+    """A port and the device below it train to one speed and width: the lower of both ends'
+    maxima unless either end is given; an empty slot's link is down."""
+    below = [c for c in port.children if not c.is_vf and c.link.kind == "num" and c.dev == 0]
+    if not below:
+        # an empty slot: link down, Gen1 speed code, width 0
+        _set_current(port.link, 2.5, 0)
+        return
+    head = min(below, key=lambda c: c.fn)
+    maxima = [x for x in (_speed_num(port.link.max_speed), _speed_num(head.link.max_speed)) if x is not None]
+    speed = _trained(head.link, port.link, "speed", min(maxima) if maxima else None)
+    width = _trained(head.link, port.link, "width", min(port.link.max_width or 0, head.link.max_width or 0))
+    for c in below:
+        _set_current(c.link, speed, width)
+    num = _speed_num(speed)
+    _set_current(port.link, num if num is not None else speed, width)
+
+
+def _host_driver(f: Func) -> bool:
+    """Whether a host driver holds the function (one passed through with vfio-pci gets no names)."""
+    return bool(f.driver) and f.driver != "vfio-pci"
+
+
+def _name_nvme(funcs: list[Func]) -> None:
+    """NVMe controllers: the line's ``nvme=``, else nvmeN in PCI order."""
+    n = 0
+    for f in funcs:
+        if f.driver == "nvme":
+            f.nvme = f.attrs.get("nvme", f"nvme{n}")
+            n += 1
 
 
 class _Builder:
@@ -762,39 +905,10 @@ class _Builder:
             prev_dev = dev0 + node["count"] - 1
 
     def make_func(self, domain, bus, dev, fn, node, attrs, parent, rb) -> Func:
+        """The function a tree line makes at ``domain:bus:dev.fn`` below ``parent``, with its VFs."""
         where = node["where"]
-        part = dict(self.parts[node["part"]])
-        for key, field_ in (("id", "id"), ("subsys", "subsys")):
-            if key in attrs:
-                v, d = attrs[key].split(":")
-                if field_ == "id":
-                    part["_vendor"], part["_device"] = _hex(v, where), _hex(d, where)
-                else:
-                    part["_subvendor"], part["_subdevice"] = _hex(v, where), _hex(d, where)
-        if "class" in attrs:
-            part["_class"] = int(attrs["class"], 16)
-        if "rev" in attrs:
-            part["rev"] = int(attrs["rev"], 0)
-        bridge = (part["_class"] >> 8) == 0x0604
-        if isinstance(parent, RootBus):
-            role = "root_port" if bridge else "rciep"
-        elif parent.role in ("root_port", "switch_downstream"):
-            role = "switch_upstream" if bridge else "endpoint"
-        elif parent.role == "switch_upstream":
-            if not bridge:
-                raise DescriptionError(
-                    f"{where}: {node['part']} sits directly below a switch upstream port; "
-                    "only downstream ports can (write 'PORT > DEVICE')"
-                )
-            role = "switch_downstream"
-        else:  # below a PCIe-to-PCI bridge: conventional PCI
-            role = "pci_bridge" if bridge else "endpoint"
-        if "role" in attrs:
-            if attrs["role"] not in ROLE_ALIASES:
-                raise DescriptionError(f"{where}: role must be one of {', '.join(ROLE_ALIASES)}")
-            role = ROLE_ALIASES[attrs["role"]]
-            if (role in BRIDGE_ROLES) != bridge:
-                raise DescriptionError(f"{where}: role {role} does not fit class {part['_class']:#08x}")
+        part = _override_part(self.parts[node["part"]], attrs, where)
+        role = _role_of(parent, part, node, attrs)
         if not isinstance(parent, RootBus) and parent.role in ("root_port", "switch_downstream") and dev != 0:
             raise DescriptionError(
                 f"{where}: below a PCIe port only device 00 exists (got {dev:02x}.{fn}); a link carries one device"
@@ -910,49 +1024,14 @@ class _Builder:
     def negotiate_links(self) -> None:
         """Both ends of a link train to the same speed and width."""
         for f in self.funcs.values():
-            if f.link.kind != "num":
-                continue
-            if f.link.cur_speed is None:
-                f.link.cur_speed = f.link.max_speed
-            if f.link.cur_width is None:
-                f.link.cur_width = f.link.max_width
+            if f.link.kind == "num":
+                _default_to_max(f.link)
         for port in sorted(self.funcs.values(), key=lambda x: x.key):
-            if port.role not in ("root_port", "switch_downstream") or port.link.kind != "num":
-                continue
-            below = [c for c in port.children if not c.is_vf and c.link.kind == "num" and c.dev == 0]
-            if not below:
-                # an empty slot: link down, Gen1 speed code, width 0
-                if not port.link.explicit_cur_speed:
-                    port.link.cur_speed = 2.5
-                if not port.link.explicit_cur_width:
-                    port.link.cur_width = 0
-                continue
-            head = min(below, key=lambda c: c.fn)
-            pmax = _speed_num(port.link.max_speed)
-            cmax = _speed_num(head.link.max_speed)
-            if head.link.explicit_cur_speed:
-                speed = head.link.cur_speed
-            elif port.link.explicit_cur_speed:
-                speed = port.link.cur_speed
-            else:
-                speed = min(x for x in (pmax, cmax) if x is not None) if (pmax or cmax) else None
-            if head.link.explicit_cur_width:
-                width = head.link.cur_width
-            elif port.link.explicit_cur_width:
-                width = port.link.cur_width
-            else:
-                width = min(port.link.max_width or 0, head.link.max_width or 0)
-            for c in below:
-                if not c.link.explicit_cur_speed:
-                    c.link.cur_speed = speed
-                if not c.link.explicit_cur_width:
-                    c.link.cur_width = width
-            if not port.link.explicit_cur_speed:
-                port.link.cur_speed = _speed_num(speed) if _speed_num(speed) is not None else speed
-            if not port.link.explicit_cur_width:
-                port.link.cur_width = width
+            if port.role in ("root_port", "switch_downstream") and port.link.kind == "num":
+                _train(port)
 
     def assign_names(self, funcs: list[Func]) -> None:
+        """Mark multi-function devices, then name what the drivers make: netdevs, RDMA devices, NVMe."""
         by_slot: dict[tuple, list[Func]] = {}
         for f in funcs:
             if not f.is_vf:
@@ -961,28 +1040,35 @@ class _Builder:
             if len(group) > 1:
                 for f in group:
                     f.multifunction = True
-        # netdevs
+        self.name_netdevs(funcs)
+        self.name_rdma(funcs)
+        _name_nvme(funcs)
+
+    def name_netdevs(self, funcs: list[Func]) -> None:
+        """Network interfaces: the line's ``net=`` names, else the part's prefix and the PCI path."""
         for f in funcs:
             net = f.part.get("net")
             explicit = f.attrs.get("net")
-            if explicit == "none" or not f.driver or f.driver == "vfio-pci":
+            if explicit == "none" or not _host_driver(f):
                 continue
             if explicit:
                 f.netdevs = [n for n in explicit.split(",") if n]
             elif net and not f.is_vf:
                 f.netdevs = [self.path_name(net, f)]
         for f in funcs:  # VFs take the PF's name plus vN (systemd's scheme)
-            if f.is_vf and f.part.get("net") and f.driver and f.driver != "vfio-pci" and not f.netdevs:
+            if f.is_vf and f.part.get("net") and _host_driver(f) and not f.netdevs:
                 pf = f.physfn
                 base = self.path_name(pf.part.get("net") or f.part["net"], pf, with_port=False)
                 f.netdevs = [f"{base}v{f.vf_index}"]
-        # RDMA devices: mlx5_N in probe order (PFs by BDF, then VFs), EFA by PCI path
+
+    def name_rdma(self, funcs: list[Func]) -> None:
+        """RDMA devices: mlx5_N in probe order (PFs by BDF, then VFs), EFA by PCI path."""
         counter = 0
         ordered = [f for f in funcs if not f.is_vf] + [f for f in funcs if f.is_vf]
         for f in ordered:
             kind = f.part.get("rdma")
             explicit = f.attrs.get("rdma")
-            if not kind or not f.driver or f.driver == "vfio-pci":
+            if not kind or not _host_driver(f):
                 continue
             if kind == "mlx5":
                 idx = counter
@@ -992,12 +1078,6 @@ class _Builder:
                 f.rdma = explicit or f"mlx5_{idx}"
             elif explicit != "none":
                 f.rdma = explicit or self.path_name("rdma", f, with_port=False)
-        # NVMe controllers
-        n = 0
-        for f in funcs:
-            if f.driver == "nvme":
-                f.nvme = f.attrs.get("nvme", f"nvme{n}")
-                n += 1
 
     @staticmethod
     def path_name(prefix: str, f: Func, with_port: bool = True) -> str:
@@ -1134,6 +1214,16 @@ def modalias(f: Func) -> str:
 def build_config(f: Func) -> bytes:
     """The function's configuration space, truncated to its ``config_size``."""
     b = bytearray(4096)
+    _config_header(b, f)
+    _config_capabilities(b, f)
+    if f.link.kind != "none":
+        _config_express(b, f)
+        _config_extended(b, f)
+    return bytes(b[: f.config_size])
+
+
+def _config_header(b: bytearray, f: Func) -> None:
+    """The type 0 (device) or type 1 (bridge) header, pointing at the first capability."""
     bridge = f.is_bridge
     # An SR-IOV VF's Vendor ID and Device ID registers read 0xffff (SR-IOV spec 3.4.1.1-2);
     # sysfs's vendor/device files carry the PF's vendor and the VF device id instead.
@@ -1154,10 +1244,14 @@ def build_config(f: Func) -> bytes:
         _w(b, 0x2E, f.part["_subdevice"], 2)
         _w(b, 0x3D, 0 if f.is_vf else 1, 1)  # INTA#
     _w(b, 0x34, 0x40, 1)
-    has_pcie = f.link.kind != "none"
+
+
+def _config_capabilities(b: bytearray, f: Func) -> None:
+    """The capability list: power management, MSI or MSI-X, PCI Express, bridge subsystem ids, VPD."""
+    bridge = f.is_bridge
     caps: list[tuple[int, int]] = [(0x40, 0x01)]  # power management
     caps.append((0x50, 0x05 if bridge else 0x11))  # MSI on ports, MSI-X on endpoints
-    if has_pcie:
+    if f.link.kind != "none":
         caps.append((0x60, 0x10))
     if bridge:
         caps.append((0xA0, 0x0D))  # bridge subsystem vendor id
@@ -1175,56 +1269,67 @@ def build_config(f: Func) -> bytes:
         _w(b, 0xA6, f.part["_subdevice"], 2)
     else:
         _w(b, 0x52, max(len(f.irqs), 1) - 1, 2)  # MSI-X table size
-    if has_pcie:
-        cap = 0x60
-        ptype = PORT_TYPES[f.role]
-        slot = 0x0100 if f.role in ("root_port", "switch_downstream") else 0
-        _w(b, cap + 0x02, 0x0002 | (ptype << 4) | slot, 2)
-        _w(b, cap + 0x04, 0x00008022 if not bridge else 0x00008001, 4)
-        if f.link.kind == "num":
-            mcode = SPEED_CODES.get(_speed_num(f.link.max_speed) or 0.0, 0)
-            ccode = SPEED_CODES.get(_speed_num(f.link.cur_speed) or 0.0, 0)
-            lnkcap = mcode | (_width_reg(f.link.max_width) << 4)
-            if f.role in ("root_port", "switch_downstream"):
-                lnkcap |= 1 << 20  # data link layer link active reporting
-                lnkcap |= (f.dev & 0xFF) << 24  # port number
-            _w(b, cap + 0x0C, lnkcap, 4)
-            lnksta = ccode | (_width_reg(f.link.cur_width) << 4)
-            if f.role in ("root_port", "switch_downstream") and (f.link.cur_width or 0) > 0:
-                lnksta |= 1 << 13  # data link layer link active
-            _w(b, cap + 0x12, lnksta, 2)
-            _w(b, cap + 0x2C, ((1 << mcode) - 1) << 1 if mcode else 0, 4)  # supported speeds
-            _w(b, cap + 0x30, mcode, 2)  # target link speed
-        # extended capabilities
-        ext: list[tuple[int, int, int, bytes]] = [(0x0001, 2, 0x48, bytes(0x44))]  # AER
-        if f.acs_ctl is not None:
-            body = bytearray(4)
-            _w(body, 0, f.acs_cap, 2)
-            _w(body, 2, f.acs_ctl, 2)
-            ext.append((0x000D, 1, 0x08, bytes(body)))
-        if has_ats(f):  # Address Translation Services (PCIe Base Spec 7.8.8): 4 bytes of registers
-            ext.append((0x000F, 1, 0x08, bytes(4)))
-        sriov = f.part.get("_sriov")
-        if sriov:
-            body = bytearray(0x3C)
-            n = len(f.vfs)
-            _w(body, 0x08 - 4, 0x0009 if n else 0x0000, 2)  # VF enable, VF MSE
-            _w(body, 0x0C - 4, sriov["total"], 2)  # initial VFs
-            _w(body, 0x0E - 4, sriov["total"], 2)  # total VFs
-            _w(body, 0x10 - 4, n, 2)  # num VFs
-            _w(body, 0x14 - 4, sriov["offset"], 2)
-            _w(body, 0x16 - 4, sriov["stride"], 2)
-            _w(body, 0x1A - 4, sriov["vf_device"], 2)
-            ext.append((0x0010, 1, 0x40, bytes(body)))
-        off = 0x100
-        for i, (cid, ver, size, body) in enumerate(ext):
-            nxt = 0
-            if i + 1 < len(ext):
-                nxt = (off + size + 0xF) & ~0xF
-            _w(b, off, cid | (ver << 16) | (nxt << 20), 4)
-            b[off + 4 : off + 4 + len(body)] = body
-            off = nxt
-    return bytes(b[: f.config_size])
+
+
+def _config_express(b: bytearray, f: Func) -> None:
+    """The PCI Express capability at 0x60: port type, device and link registers."""
+    cap = 0x60
+    ptype = PORT_TYPES[f.role]
+    port = f.role in ("root_port", "switch_downstream")
+    _w(b, cap + 0x02, 0x0002 | (ptype << 4) | (0x0100 if port else 0), 2)
+    _w(b, cap + 0x04, 0x00008022 if not f.is_bridge else 0x00008001, 4)
+    if f.link.kind != "num":
+        return
+    mcode = SPEED_CODES.get(_speed_num(f.link.max_speed) or 0.0, 0)
+    ccode = SPEED_CODES.get(_speed_num(f.link.cur_speed) or 0.0, 0)
+    lnkcap = mcode | (_width_reg(f.link.max_width) << 4)
+    if port:
+        lnkcap |= 1 << 20  # data link layer link active reporting
+        lnkcap |= (f.dev & 0xFF) << 24  # port number
+    _w(b, cap + 0x0C, lnkcap, 4)
+    lnksta = ccode | (_width_reg(f.link.cur_width) << 4)
+    if port and (f.link.cur_width or 0) > 0:
+        lnksta |= 1 << 13  # data link layer link active
+    _w(b, cap + 0x12, lnksta, 2)
+    _w(b, cap + 0x2C, ((1 << mcode) - 1) << 1 if mcode else 0, 4)  # supported speeds
+    _w(b, cap + 0x30, mcode, 2)  # target link speed
+
+
+def _config_extended(b: bytearray, f: Func) -> None:
+    """The extended capabilities from 0x100: AER, then ACS, ATS and SR-IOV where the function has them."""
+    ext: list[tuple[int, int, int, bytes]] = [(0x0001, 2, 0x48, bytes(0x44))]  # AER
+    if f.acs_ctl is not None:
+        acs = bytearray(4)
+        _w(acs, 0, f.acs_cap, 2)
+        _w(acs, 2, f.acs_ctl, 2)
+        ext.append((0x000D, 1, 0x08, bytes(acs)))
+    if has_ats(f):  # Address Translation Services (PCIe Base Spec 7.8.8): 4 bytes of registers
+        ext.append((0x000F, 1, 0x08, bytes(4)))
+    sriov = f.part.get("_sriov")
+    if sriov:
+        ext.append((0x0010, 1, 0x40, _sriov_registers(f, sriov)))
+    off = 0x100
+    for i, (cid, ver, size, body) in enumerate(ext):
+        nxt = 0
+        if i + 1 < len(ext):
+            nxt = (off + size + 0xF) & ~0xF
+        _w(b, off, cid | (ver << 16) | (nxt << 20), 4)
+        b[off + 4 : off + 4 + len(body)] = body
+        off = nxt
+
+
+def _sriov_registers(f: Func, sriov: dict) -> bytes:
+    """The SR-IOV capability's registers after its header: VF enable, VF counts, offset, stride, device id."""
+    body = bytearray(0x3C)
+    n = len(f.vfs)
+    _w(body, 0x08 - 4, 0x0009 if n else 0x0000, 2)  # VF enable, VF MSE
+    _w(body, 0x0C - 4, sriov["total"], 2)  # initial VFs
+    _w(body, 0x0E - 4, sriov["total"], 2)  # total VFs
+    _w(body, 0x10 - 4, n, 2)  # num VFs
+    _w(body, 0x14 - 4, sriov["offset"], 2)
+    _w(body, 0x16 - 4, sriov["stride"], 2)
+    _w(body, 0x1A - 4, sriov["vf_device"], 2)
+    return bytes(body)
 
 
 # ------------------------------------------------------------------------------------------
@@ -1373,68 +1478,105 @@ _ARM_FEATURES = (
 )
 
 
-def write_tree(machine: Machine, out_root: Path) -> None:
-    w = _Writer(out_root)
-    s = machine.settings
-    link_format = str(s.get("link_format", "new"))
-    online = machine.online
-    nbits = machine.nr_cpu_ids
+_NODE_DIR = "sys/devices/system/node"
+_CPU_DIR = "sys/devices/system/cpu"
 
-    # ---- PCI: root buses ------------------------------------------------------------------
+
+def write_tree(machine: Machine, out_root: Path) -> None:
+    """Write the machine's ``sys/`` and ``proc/`` below ``out_root`` as Linux lays them out."""
+    w = _Writer(out_root)
+    nbits = machine.nr_cpu_ids
+    _write_pci(w, machine, nbits)
+    _write_iommu_groups(w, machine)
+    _write_netdevs(w, machine)
+    _write_rdma(w, machine)
+    _write_nvme(w, machine)
+    _write_nodes(w, machine, nbits)
+    _write_cpus(w, machine, nbits)
+    _write_l3(w, machine, nbits)
+    _write_modules(w, machine)
+    _write_dmi(w, machine)
+    _write_proc(w, machine, nbits)
+    _write_nvidia_information(w, machine)
+    _write_kfd(w, machine)
+    _write_processes(w, machine, nbits)
+    _write_irqs(w, machine, nbits)
+
+
+def _write_pci(w: _Writer, machine: Machine, nbits: int) -> None:
+    """The root buses with their CPU affinity, every function, and the drivers they are bound to."""
+    link_format = str(machine.settings.get("link_format", "new"))
     for rb in machine.rootbuses:
         w.text(f"{rb.relpath}/uevent", "", newline=False)
         cpus = machine_node_cpus(machine, rb.node)
         pb = f"{rb.relpath}/pci_bus/{rb.domain:04x}:{rb.bus:02x}"
         w.text(f"{pb}/cpulistaffinity", fmt_cpulist(cpus))
         w.text(f"{pb}/cpuaffinity", fmt_mask(cpus, nbits))
-
-    drivers: set[str] = set()
     for f in machine.funcs:
         _write_function(w, f, link_format, nbits)
-        if f.driver:
-            drivers.add(f.driver)
-    for drv in sorted(drivers):
+    for drv in sorted({f.driver for f in machine.funcs if f.driver}):
         w.dir(f"sys/bus/pci/drivers/{drv}")
 
-    # ---- IOMMU groups ------------------------------------------------------------------------
-    iommu = str(s.get("iommu", "identity"))
-    if iommu != "none":
-        for g in sorted({f.iommu_group for f in machine.funcs if f.iommu_group is not None}):
-            w.text(f"sys/kernel/iommu_groups/{g}/type", iommu)
 
-    # ---- network interfaces --------------------------------------------------------------
+def _write_iommu_groups(w: _Writer, machine: Machine) -> None:
+    """``sys/kernel/iommu_groups/N/type`` for each group, unless the machine has no IOMMU."""
+    iommu = str(machine.settings.get("iommu", "identity"))
+    if iommu == "none":
+        return
+    for g in sorted({f.iommu_group for f in machine.funcs if f.iommu_group is not None}):
+        w.text(f"sys/kernel/iommu_groups/{g}/type", iommu)
+
+
+def _is_down(f: Func) -> bool:
+    """Whether the line says the function's link to the network is down (``state=down``)."""
+    return f.attrs.get("state", "up") == "down"
+
+
+def _write_netdevs(w: _Writer, machine: Machine) -> None:
+    """The loopback, then every function's interfaces, ifindex counting on from 2 in PCI order."""
+    lo = "sys/devices/virtual/net/lo"
+    for name, value in (
+        ("address", "00:00:00:00:00:00"),
+        ("operstate", "unknown"),
+        ("carrier", "1"),
+        ("mtu", "65536"),
+        ("type", "772"),
+        ("ifindex", "1"),
+    ):
+        w.text(f"{lo}/{name}", value)
+    w.link("sys/class/net/lo", lo)
     ifindex = 2
-    w.text("sys/devices/virtual/net/lo/address", "00:00:00:00:00:00")
-    w.text("sys/devices/virtual/net/lo/operstate", "unknown")
-    w.text("sys/devices/virtual/net/lo/carrier", "1")
-    w.text("sys/devices/virtual/net/lo/mtu", "65536")
-    w.text("sys/devices/virtual/net/lo/type", "772")
-    w.text("sys/devices/virtual/net/lo/ifindex", "1")
-    w.link("sys/class/net/lo", "sys/devices/virtual/net/lo")
     for f in machine.funcs:
-        down = f.attrs.get("state", "up") == "down"
         for port, ifname in enumerate(f.netdevs):
-            nd = f"{f.relpath}/net/{ifname}"
-            ib = f.part.get("net") == "ib" or f.cls == 0x020700
-            w.text(f"{nd}/address", _ib_hwaddr(f) if ib else _mac(f, port))
-            w.text(f"{nd}/operstate", "down" if down else "up")
-            w.text(f"{nd}/carrier", "0" if down else "1")
-            w.text(f"{nd}/speed", "-1" if down else str(int(f.attrs.get("mbps", f.part.get("mbps", -1)))))
-            w.text(f"{nd}/mtu", "4092" if ib else "1500")
-            w.text(f"{nd}/type", "32" if ib else "1")
-            w.text(f"{nd}/ifindex", str(ifindex))
-            w.text(f"{nd}/dev_port", str(port))
-            if f.part.get("phys_port") and not f.is_vf:
-                w.text(f"{nd}/phys_port_name", f"p{f.fn}")
-            w.link(f"{nd}/device", f.relpath)
-            w.link(f"sys/class/net/{ifname}", nd)
+            _write_netdev(w, f, port, ifname, ifindex)
             ifindex += 1
 
-    # ---- RDMA ------------------------------------------------------------------------------
+
+def _write_netdev(w: _Writer, f: Func, port: int, ifname: str, ifindex: int) -> None:
+    """One network interface of a function: Ethernet, or IPoIB on an InfiniBand port."""
+    down = _is_down(f)
+    nd = f"{f.relpath}/net/{ifname}"
+    ib = f.part.get("net") == "ib" or f.cls == 0x020700
+    w.text(f"{nd}/address", _ib_hwaddr(f) if ib else _mac(f, port))
+    w.text(f"{nd}/operstate", "down" if down else "up")
+    w.text(f"{nd}/carrier", "0" if down else "1")
+    w.text(f"{nd}/speed", "-1" if down else str(int(f.attrs.get("mbps", f.part.get("mbps", -1)))))
+    w.text(f"{nd}/mtu", "4092" if ib else "1500")
+    w.text(f"{nd}/type", "32" if ib else "1")
+    w.text(f"{nd}/ifindex", str(ifindex))
+    w.text(f"{nd}/dev_port", str(port))
+    if f.part.get("phys_port") and not f.is_vf:
+        w.text(f"{nd}/phys_port_name", f"p{f.fn}")
+    w.link(f"{nd}/device", f.relpath)
+    w.link(f"sys/class/net/{ifname}", nd)
+
+
+def _write_rdma(w: _Writer, machine: Machine) -> None:
+    """``infiniband/DEV`` below each function with an RDMA device, and its class link."""
     for f in machine.funcs:
         if not f.rdma:
             continue
-        down = f.attrs.get("state", "up") == "down"
+        down = _is_down(f)
         ibd = f"{f.relpath}/infiniband/{f.rdma}"
         guid = _guid(f)
         w.text(f"{ibd}/node_type", "1: CA")
@@ -1450,7 +1592,9 @@ def write_tree(machine: Machine, out_root: Path) -> None:
         w.link(f"{ibd}/device", f.relpath)
         w.link(f"sys/class/infiniband/{f.rdma}", ibd)
 
-    # ---- NVMe ------------------------------------------------------------------------------
+
+def _write_nvme(w: _Writer, machine: Machine) -> None:
+    """``nvme/nvmeN`` below each NVMe controller, and its class link."""
     for f in machine.funcs:
         if not f.nvme:
             continue
@@ -1464,16 +1608,18 @@ def write_tree(machine: Machine, out_root: Path) -> None:
         w.link(f"{nv}/device", f.relpath)
         w.link(f"sys/class/nvme/{f.nvme}", nv)
 
-    # ---- NUMA nodes ------------------------------------------------------------------------
+
+def _write_nodes(w: _Writer, machine: Machine, nbits: int) -> None:
+    """``sys/devices/system/node``: the node masks, and each node's CPUs, distances and meminfo."""
     node_ids = [n.id for n in machine.nodes]
-    base = "sys/devices/system/node"
-    w.text(f"{base}/online", fmt_cpulist(node_ids))
-    w.text(f"{base}/possible", fmt_cpulist(node_ids))
-    w.text(f"{base}/has_cpu", fmt_cpulist([n.id for n in machine.nodes if n.cpus]))
-    w.text(f"{base}/has_memory", fmt_cpulist([n.id for n in machine.nodes if n.memory_kb]))
-    w.text(f"{base}/has_normal_memory", fmt_cpulist([n.id for n in machine.nodes if n.memory_kb]))
+    with_memory = fmt_cpulist([n.id for n in machine.nodes if n.memory_kb])
+    w.text(f"{_NODE_DIR}/online", fmt_cpulist(node_ids))
+    w.text(f"{_NODE_DIR}/possible", fmt_cpulist(node_ids))
+    w.text(f"{_NODE_DIR}/has_cpu", fmt_cpulist([n.id for n in machine.nodes if n.cpus]))
+    w.text(f"{_NODE_DIR}/has_memory", with_memory)
+    w.text(f"{_NODE_DIR}/has_normal_memory", with_memory)
     for i, n in enumerate(machine.nodes):
-        nd = f"{base}/node{n.id}"
+        nd = f"{_NODE_DIR}/node{n.id}"
         w.text(f"{nd}/cpulist", fmt_cpulist(n.cpus))
         w.text(f"{nd}/cpumap", fmt_mask(n.cpus, nbits))
         w.text(f"{nd}/distance", " ".join(str(x) for x in machine.distances[i]))
@@ -1492,11 +1638,13 @@ def write_tree(machine: Machine, out_root: Path) -> None:
             ),
         )
 
-    # ---- CPUs ------------------------------------------------------------------------------
-    cbase = "sys/devices/system/cpu"
-    w.text(f"{cbase}/online", fmt_cpulist(online))
-    w.text(f"{cbase}/present", fmt_cpulist(online))
-    w.text(f"{cbase}/possible", fmt_cpulist(range(machine.nr_cpu_ids)))
+
+def _write_cpus(w: _Writer, machine: Machine, nbits: int) -> None:
+    """``sys/devices/system/cpu``: the CPU masks, and each CPU's topology and node link."""
+    online = machine.online
+    w.text(f"{_CPU_DIR}/online", fmt_cpulist(online))
+    w.text(f"{_CPU_DIR}/present", fmt_cpulist(online))
+    w.text(f"{_CPU_DIR}/possible", fmt_cpulist(range(machine.nr_cpu_ids)))
     siblings: dict[tuple, list[int]] = {}
     package: dict[int, list[int]] = {}
     for c in machine.cpus:
@@ -1505,7 +1653,7 @@ def write_tree(machine: Machine, out_root: Path) -> None:
     sib_masks = {k: fmt_mask(v, nbits) for k, v in siblings.items()}
     pkg_masks = {k: fmt_mask(v, nbits) for k, v in package.items()}
     for c in machine.cpus:
-        t = f"{cbase}/cpu{c.id}/topology"
+        t = f"{_CPU_DIR}/cpu{c.id}/topology"
         sib = siblings[(c.socket, c.core)]
         w.text(f"{t}/physical_package_id", str(c.socket))
         w.text(f"{t}/die_id", "0")
@@ -1515,10 +1663,12 @@ def write_tree(machine: Machine, out_root: Path) -> None:
         w.text(f"{t}/package_cpus", pkg_masks[c.socket])
         w.text(f"{t}/package_cpus_list", fmt_cpulist(package[c.socket]))  # Linux >= 5.3 writes both
         w.text(f"{t}/core_siblings_list", fmt_cpulist(package[c.socket]))  # the older name
-        w.link(f"{cbase}/cpu{c.id}/node{c.node}", f"{base}/node{c.node}")
-    _write_l3(w, machine, nbits)
+        w.link(f"{_CPU_DIR}/cpu{c.id}/node{c.node}", f"{_NODE_DIR}/node{c.node}")
 
-    # ---- modules, peer memory ---------------------------------------------------------------
+
+def _write_modules(w: _Writer, machine: Machine) -> None:
+    """Loaded modules, peer-memory clients, and GPU memory onlined as a NUMA node."""
+    s = machine.settings
     for name, version in sorted(dict(s.get("modules", {})).items()):
         w.text(f"sys/module/{name}/initstate", "live")
         if version:
@@ -1530,13 +1680,18 @@ def write_tree(machine: Machine, out_root: Path) -> None:
     for bdf, node in sorted(dict(s.get("gpu_memory", {})).items()):
         w.text(f"proc/driver/nvidia/gpus/{bdf}/numa_status", f"Node: {int(node)}\nStatus: online")
 
-    # ---- DMI -------------------------------------------------------------------------------
-    dmi = list(s.get("dmi", ["Unknown", "Unknown"]))
+
+def _write_dmi(w: _Writer, machine: Machine) -> None:
+    """The DMI vendor and product name."""
+    dmi = list(machine.settings.get("dmi", ["Unknown", "Unknown"]))
     w.text("sys/devices/virtual/dmi/id/sys_vendor", str(dmi[0]))
     w.text("sys/devices/virtual/dmi/id/product_name", str(dmi[1]))
     w.link("sys/class/dmi/id", "sys/devices/virtual/dmi/id")
 
-    # ---- /proc -----------------------------------------------------------------------------
+
+def _write_proc(w: _Writer, machine: Machine, nbits: int) -> None:
+    """``/proc``'s kernel command line, host name, kernel release, own status and cpuinfo."""
+    s = machine.settings
     w.text("proc/cmdline", str(s.get("cmdline", "BOOT_IMAGE=/boot/vmlinuz root=/dev/sda1 ro")))
     w.text("proc/sys/kernel/hostname", str(s.get("hostname", machine.name)))
     release = re.search(r"vmlinuz-(\S+)", str(s.get("cmdline", "")))
@@ -1563,9 +1718,11 @@ def write_tree(machine: Machine, out_root: Path) -> None:
         ),
     )
     w.text("proc/cpuinfo", _cpuinfo(machine), newline=False)
-    _write_nvidia_information(w, machine)
-    _write_kfd(w, machine)
-    _write_processes(w, machine, nbits)
+
+
+def _write_irqs(w: _Writer, machine: Machine, nbits: int) -> None:
+    """``/proc/irq``: the default affinity and each function's interrupts, all on every online CPU."""
+    online = machine.online
     w.text("proc/irq/default_smp_affinity", fmt_mask(online, nbits))
     for f in machine.funcs:
         for irq in f.irqs:
