@@ -700,7 +700,9 @@ def _substitute_index(node: dict, i: int) -> dict:
 
 def _hex_pair(text: str, where: str) -> tuple[int, int]:
     """A ``VVVV:DDDD`` id pair (vendor and device) as two numbers."""
-    v, d = text.split(":")
+    v, sep, d = text.partition(":")
+    if not sep:
+        raise DescriptionError(f"{where}: {text!r} is no VVVV:DDDD id pair")
     return _hex(v, where), _hex(d, where)
 
 
