@@ -186,13 +186,13 @@ AGREEMENT = sorted(PLATFORMS) + sorted(VARIANTS)
 
 
 @pytest.fixture(scope="module")
-def variant_roots(tmp_path_factory):
+def variant_roots(module_tmp):
     made: dict[str, Path] = {}
 
     def get(name: str) -> Path:
         if name not in made:
             base, change = VARIANTS[name]
-            made[name] = generate(change(load_machine(base)), tmp_path_factory.mktemp(name) / "t")
+            made[name] = generate(change(load_machine(base)), module_tmp / name)
         return made[name]
 
     return get

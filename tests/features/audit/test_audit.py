@@ -91,11 +91,11 @@ PROCESSES = [
 
 
 @pytest.fixture(scope="module")
-def host(tmp_path_factory) -> Path:
+def host(module_tmp) -> Path:
     desc = load_machine("dgx-h100")
     desc["machine"]["nvidia_procfs"] = True
     desc["process"] = PROCESSES
-    root = generate(desc, tmp_path_factory.mktemp("audit") / "dgx")
+    root = generate(desc, module_tmp / "dgx")
     # gpu4 behind a DRM render node (nvidia-drm): /sys/class/drm/renderD129/device -> its function
     drm = root / "sys/class/drm/renderD129"
     drm.mkdir(parents=True)

@@ -17,11 +17,11 @@ from topoagent.features.daemon.status import Attempt, Status
 
 
 @pytest.fixture(scope="module")
-def host(tmp_path_factory):
+def host(module_tmp):
     desc = load_machine("dgx-h100")
     desc["machine"]["nvidia_procfs"] = True
     desc["process"] = PROCESSES
-    return generate(desc, tmp_path_factory.mktemp("daemon-audit") / "dgx")
+    return generate(desc, module_tmp / "dgx")
 
 
 def samples(status: Status) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
