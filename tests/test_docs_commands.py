@@ -37,7 +37,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -46,6 +45,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+
+from tests.daemon_helpers import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -343,12 +344,6 @@ def runnable(cmd: str, case: Case, world: dict, port: int) -> list[str]:
         if "--state-dir" not in head:
             extra += ["--state-dir", str(world["base"] / "daemon-state")]
     return [sys.executable, "-m", "topoagent", *head, *extra, *sep, *tail]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_daemon(argv: list[str], port: int, env: dict[str, str]) -> tuple[int, str]:

@@ -13,8 +13,9 @@ import jsonschema
 import msgspec
 import pytest
 
+from tests.daemon_helpers import quiet_config
 from tests.fakesysfs import generate, load_machine
-from tests.features.daemon.test_daemon_loop import Running, free_port, one
+from tests.features.daemon.test_daemon_loop import Running, one
 from tests.features.daemon.test_daemon_tree import copy_tree, remove_function
 from tests.paths import REPO
 from topoagent.core.api import scan
@@ -177,16 +178,7 @@ def test_pinned_names_never_renumber(dgx):
 
 @pytest.fixture
 def config(tmp_path, fixture_root) -> Config:
-    return Config(
-        root=str(fixture_root("dgx-h100")),
-        listen=f"127.0.0.1:{free_port()}",
-        state_dir=str(tmp_path / "state"),
-        nfd_dir=str(tmp_path),
-        interval=3600.0,
-        nvml=False,
-        udev=False,
-        scan_timeout=5.0,
-    )
+    return quiet_config(fixture_root("dgx-h100"), tmp_path)
 
 
 def in_turn(results: list):

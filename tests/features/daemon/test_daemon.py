@@ -25,6 +25,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from tests.daemon_helpers import free_port
 from tests.features.daemon.test_daemon_tree import copy_tree, remove_function, set_link
 from tests.paths import REPO
 
@@ -37,12 +38,6 @@ GPU_GONE = "0000:c3:00.0"  # gpu5 on the DGX H100 fixture
 NIC_LOW = "0000:18:00.0"  # nic2: gpu0's rail NIC (ConnectX-7, mlx5_0), x16
 MGMT_PORT = "0000:00:01.0"  # a Gen5 x16 root port above the x8 Gen3 X710 management NIC
 NFD_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Notifications:

@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from tests.daemon_helpers import quiet_config
 from topoagent.core.api import scan
 from topoagent.core.snapshot import LinkInfo
 from topoagent.features.daemon import http as daemon_http
@@ -29,12 +30,6 @@ pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families
 
 GPU0 = "0000:1b:00.0"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(pred, timeout: float = 10.0) -> None:
@@ -140,16 +135,7 @@ def dgx(fixture_root):
 
 @pytest.fixture
 def config(tmp_path, fixture_root) -> Config:
-    return Config(
-        root=str(fixture_root("dgx-h100")),
-        listen=f"127.0.0.1:{free_port()}",
-        state_dir=str(tmp_path / "state"),
-        nfd_dir=str(tmp_path),
-        interval=3600.0,
-        nvml=False,
-        udev=False,
-        scan_timeout=5.0,
-    )
+    return quiet_config(fixture_root("dgx-h100"), tmp_path)
 
 
 def one(fams, name, **labels) -> float:
