@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
+from topoagent.core.analysis.ncclnet import mirror_bits
 from topoagent.core.analysis.paths import Path, nccl_path_type
 from topoagent.core.pathclass import PathClass
 from topoagent.core.topology import Device, Topology
@@ -88,7 +89,7 @@ class _Nccl:
                 # in releases with NCCL_NETDEVS_POLICY; older ones take gpu.dev alone
                 net = self.gpus.index(gpu) % len(gpus)
                 if len(nets) & (len(nets) - 1) == 0:
-                    net = _mirror_bits(net, len(nets))
+                    net = mirror_bits(net, len(nets))
                 pick = nets[(net + channel % per_gpu) % len(nets)].id
             self._local_net[key] = pick
         return self._local_net[key]
@@ -105,16 +106,6 @@ class _Nccl:
                     break
             self._local_gpu[nic.id] = found
         return self._local_gpu[nic.id]
-
-
-def _mirror_bits(val: int, pow2: int) -> int:
-    """NCCL's ``mirrorBits`` (src/graph/topo.h): ``val``'s bits reversed within ``pow2``."""
-    mirror, b, mb = 0, 1, pow2 >> 1
-    while b < pow2:
-        if val & b:
-            mirror |= mb
-        b, mb = b << 1, mb >> 1
-    return mirror
 
 
 def _nvlinked(idx: Mapping[tuple[str, str], Path], a: Device, b: Device) -> bool:
