@@ -9,6 +9,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+#: A PCI address as tools print it, the domain optional (``18:00.0``, ``0000:18:00.0``): a
+#: pattern to build the pasted-output parsers' expressions from.
+PRINTED_BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 _BDF = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 _BUS_ID = re.compile(r"\s*(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*")
 

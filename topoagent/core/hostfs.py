@@ -34,8 +34,8 @@ import stat
 from collections.abc import Callable
 
 from topoagent.core.errors import TopoagentError
+from topoagent.core.filekind import kind_of
 from topoagent.core.snapshot import ProbeError, host_path
-from topoagent.core.write.files import kind_of
 
 __all__ = ["ATTR_LIMIT", "HostFS", "MemoryTree", "NotAHostTree", "is_root", "mount", "unmount"]
 
@@ -388,13 +388,7 @@ class HostFS:
             if not quiet:
                 self.record(rel, _describe(exc))
             return None
-        if len(data) > limit:
-            if truncate:
-                return data[:limit]
-            if not quiet:
-                self.record(rel, f"larger than {limit} bytes: not a sysfs attribute")
-            return None
-        return data
+        return self._within(rel, data, limit, quiet=quiet, truncate=truncate)
 
     def _read_tree(self, rel: str, path: str, limit: int, *, quiet: bool, truncate: bool) -> bytes | None:
         """:meth:`_read` of a mounted tree: a link at the last component resolved inside the
@@ -413,13 +407,18 @@ class HostFS:
             if not quiet:
                 self.record(rel, exc.why)
             return None
-        if len(data) > limit:
-            if truncate:
-                return data[:limit]
-            if not quiet:
-                self.record(rel, f"larger than {limit} bytes: not a sysfs attribute")
-            return None
-        return data
+        return self._within(rel, data, limit, quiet=quiet, truncate=truncate)
+
+    def _within(self, rel: str, data: bytes, limit: int, *, quiet: bool, truncate: bool) -> bytes | None:
+        """``data`` read from ``rel`` if it is within ``limit`` bytes, its first ``limit`` with
+        ``truncate``; else None, recorded (unless ``quiet``)."""
+        if len(data) <= limit:
+            return data
+        if truncate:
+            return data[:limit]
+        if not quiet:
+            self.record(rel, f"larger than {limit} bytes: not a sysfs attribute")
+        return None
 
     def _regular(self, rel: str, path: str) -> str | None:
         """The path to open for ``rel`` once ``lstat`` shows a regular file there (a last

@@ -27,12 +27,13 @@ import re
 
 import msgspec
 
+from topoagent.core.bdf import PRINTED_BDF
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
 
+_BDF_WORD = re.compile(PRINTED_BDF)
 __all__ = ["AmdGpuText", "AmdPair", "AmdTopoParseError", "AmdTopology", "read_amd_topology"]
 
-_BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 # "==== Weight between two GPUs ====" (rocm-smi) or "WEIGHT TABLE:" (amd-smi).
 _ROCM_BANNER = re.compile(r"^=+\s*(Weight|Hops|Link Type|Numa Nodes?)\b.*?=+\s*$", re.I)
 _OTHER_BANNER = re.compile(r"^=+[ A-Za-z]*=+$")
@@ -116,13 +117,13 @@ class _Tables:
             return True
         if self.table is None or not words:
             return False
-        if all(_GPU_LABEL.fullmatch(w) or re.fullmatch(_BDF, w) for w in words) and not self.header:
+        if all(_GPU_LABEL.fullmatch(w) or _BDF_WORD.fullmatch(w) for w in words) and not self.header:
             self.header = [w if _GPU_LABEL.fullmatch(w) else _bdf(w) for w in words]
             for w in self.header:
                 if w not in self.order:
                     self.order.append(w)
             return True
-        head = words[0] if _GPU_LABEL.fullmatch(words[0]) else _bdf(words[0]) if re.fullmatch(_BDF, words[0]) else None
+        head = words[0] if _GPU_LABEL.fullmatch(words[0]) else _bdf(words[0]) if _BDF_WORD.fullmatch(words[0]) else None
         if head is None or not self.header or len(words) - 1 != len(self.header):
             return False
         for col, value in zip(self.header, words[1:], strict=True):

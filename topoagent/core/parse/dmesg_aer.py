@@ -24,6 +24,7 @@ import re
 
 import msgspec
 
+from topoagent.core.bdf import PRINTED_BDF
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
 
@@ -33,12 +34,11 @@ _PREFIX = re.compile(
     r"^\s*(?:\[\s*\d+\.\d+\]\s*|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d [\d:]{8} \d{4}\]\s*|"
     r"[A-Z][a-z]{2} [ \d]\d [\d:]{8} \S+ kernel:\s*(?:\[\s*\d+\.\d+\]\s*)?)?"
 )
-_BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
-_DEVICE = re.compile(r"^(?P<driver>[\w-]{1,32})\s+(?P<bdf>" + _BDF + r"):\s*(?P<rest>.*)$")
+_DEVICE = re.compile(r"^(?P<driver>[\w-]{1,32})\s+(?P<bdf>" + PRINTED_BDF + r"):\s*(?P<rest>.*)$")
 _BUS_ERROR = re.compile(r"PCIe Bus Error:\s*severity=(?P<sev>[^,]+),\s*type=(?P<type>[^,]+)")
 _RECEIVED = re.compile(
     r"AER:\s*(?:Multiple\s+)?(?P<sev>Correct(?:ed|able)|Uncorrect(?:ed|able) \((?:Non-Fatal|Fatal)\)) error "
-    r"(?:message\s+)?received(?::|\s+from)\s*(?:id=)?(?P<src>" + _BDF + r"|[0-9a-fA-F]{4})"
+    r"(?:message\s+)?received(?::|\s+from)\s*(?:id=)?(?P<src>" + PRINTED_BDF + r"|[0-9a-fA-F]{4})"
 )
 _IDS = re.compile(r"device\s*\[(?P<ven>[0-9a-fA-F]{4}):(?P<dev>[0-9a-fA-F]{4})\]")
 _BIT = re.compile(r"^\[\s*\d{1,2}\]\s+(?P<name>\S+)")

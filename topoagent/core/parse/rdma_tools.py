@@ -20,6 +20,7 @@ import re
 
 import msgspec
 
+from topoagent.core.bdf import PRINTED_BDF
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
 
@@ -30,9 +31,8 @@ __all__ = [
     "read_ibv_devinfo",
 ]
 
-_BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 IBDEV2NETDEV = re.compile(
-    r"^\s*(?:(?P<bdf>" + _BDF + r")\s+)?(?P<dev>[A-Za-z][\w.-]{0,63})"
+    r"^\s*(?:(?P<bdf>" + PRINTED_BDF + r")\s+)?(?P<dev>[A-Za-z][\w.-]{0,63})"
     r"(?:\s+\((?P<part>[^)]*)\)(?P<desc>.*?))?"
     r"\s+port\s+(?P<port>\d{1,3})(?:\s+\((?P<state>[A-Z_]+)\))?"
     r"\s+==>\s+(?P<netdev>\S+)\s+\((?P<up>Up|Down|up|down)\)\s*(?:#.*)?$"

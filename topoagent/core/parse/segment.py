@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from topoagent.core.bdf import PRINTED_BDF
 from topoagent.core.parse import dmesg_aer, lstopo, nvsmi_nvlink, nvsmi_query, rdma_tools
 from topoagent.core.parse.nvsmi_p2p import is_p2p_row
 from topoagent.core.parse.paste import Skipped, dropped_why, is_prompt, merge_skipped, unwrap_lines
@@ -129,7 +130,7 @@ _ROCM_BANNER = re.compile(
 )
 _ROCM_ROW = re.compile(r"^\s*(?:GPU\d+\b|GPU\[\d+\]\s*:)")
 _AMD_TABLE = re.compile(r"^\s*[A-Z][A-Z -]*TABLE:\s*$")
-_BDF_WORD = re.compile(r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_BDF_WORD = re.compile("^" + PRINTED_BDF + "$")
 _LSTOPO_START = re.compile(r"^\s*(?:Machine\b|Package L#|Package P#|NUMANode [LP]#)")
 _KERNEL_LINE = re.compile(
     r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?:[A-Z][a-z]{2} [ \d]\d [\d:]{8} \S+ kernel:\s*)?(?:\[[^\]]{1,20}\]\s*)?"

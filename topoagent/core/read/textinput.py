@@ -12,8 +12,8 @@ import stat
 import sys
 
 from topoagent.core.errors import InputError
+from topoagent.core.filekind import kind_of
 from topoagent.core.parse.paste import decode_text
-from topoagent.core.write.files import kind_of
 
 __all__ = ["MAX_INPUT_BYTES", "open_regular", "read_fd", "read_regular", "read_text_input"]
 

@@ -19,6 +19,7 @@ import secrets
 import stat
 import tempfile
 
+from topoagent.core.filekind import kind_of
 from topoagent.core.write.beneath import DIR_FLAGS
 
 __all__ = ["DEFAULT_STATE_DIR", "kind_of", "unlink_quietly", "untrusted", "write_atomically", "write_in", "write_new"]
@@ -27,19 +28,6 @@ __all__ = ["DEFAULT_STATE_DIR", "kind_of", "unlink_quietly", "untrusted", "write
 DEFAULT_STATE_DIR = "/var/lib/topoagent"
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-_KINDS = {
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFDIR: "a directory",
-    stat.S_IFLNK: "a symbolic link",
-}
-
-
-def kind_of(mode: int) -> str:
-    """``a FIFO``, ``a directory``…: what a non-regular file is, for a refusal."""
-    return _KINDS.get(stat.S_IFMT(mode), "a special file")
 
 
 def untrusted(st: os.stat_result) -> str | None:
