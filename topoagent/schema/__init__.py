@@ -10,6 +10,7 @@ differs, so a schema cannot drift from its output.
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,7 @@ GENERATED = {
 
 def _document(root: type, name: str, title: str, description: str) -> dict[str, Any]:
     (_,), defs = msgspec.json.schema_components([root], ref_template="#/$defs/{name}")
+    defs = _cleaned(defs)
     body = defs.pop(root.__name__)
     body.pop("title", None)
     body.pop("description", None)
@@ -107,6 +109,28 @@ def _document(root: type, name: str, title: str, description: str) -> dict[str, 
         **body,
         "$defs": dict(sorted(defs.items())),
     }
+
+
+def _cleaned(value: Any) -> Any:
+    """``value`` with what msgspec releases print differently but mean the same made one way.
+
+    msgspec copies a Struct's docstring into its schema, indented as written before 0.23 and
+    cleaned since: every ``description`` is cleaned as :func:`inspect.cleandoc` cleans a
+    docstring.  The alternatives of an optional field (``anyOf``) come null first in 0.18 and
+    last in later releases; their order means nothing, so null goes last.  The published schema is then
+    the contract alone, the same under every msgspec the lock and the ranges allow.
+    """
+    if isinstance(value, dict):
+        out = {
+            k: inspect.cleandoc(v) if k == "description" and isinstance(v, str) else _cleaned(v)
+            for k, v in value.items()
+        }
+        if isinstance(out.get("anyOf"), list):
+            out["anyOf"] = sorted(out["anyOf"], key=lambda alt: alt == {"type": "null"})
+        return out
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    return value
 
 
 def schema_text(name: str) -> str:

@@ -2,5 +2,12 @@
 
 from topoagent.schema import write
 
-for path in write():
-    print(path)
+
+def main() -> None:
+    """Write every schema beside the package and print the paths written."""
+    for path in write():
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -5,6 +5,13 @@ from pathlib import Path
 
 from topoagent.core.findings.doc import page
 
-path = Path(__file__).resolve().parents[3] / "docs" / "findings.md"
-path.write_text(page())
-print(path)
+
+def main() -> None:
+    """Write the page and print its path."""
+    path = Path(__file__).resolve().parents[3] / "docs" / "findings.md"
+    path.write_text(page())
+    print(path)
+
+
+if __name__ == "__main__":
+    main()
