@@ -19,7 +19,51 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 # The real trees are unpacked once per session for every module that asks for them.
+from tests.paths import repository_files  # noqa: E402  (after the path is set)
 from tests.realtrees import real_tree_roots  # noqa: E402, F401  (a fixture, after the path is set)
+
+
+def pytest_sessionstart(session):
+    """A test run changes no file of the checkout (docs/testing.md): remember them all first
+    (once, in the process that runs the session: xdist's workers are not it)."""
+    updating = session.config.getoption("--update-golden")  # rewrites goldens on purpose
+    if not hasattr(session.config, "workerinput") and not updating:
+        session.config.stash[_BEFORE] = repository_files()
+
+
+def pytest_sessionfinish(session):
+    """Fail the run if any file of the checkout changed, appeared or went away while it ran."""
+    before = session.config.stash.get(_BEFORE, None)
+    if before is None:
+        return
+    after = repository_files() or {}
+    changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+    if changed:
+        session.config.stash[_CHANGED] = changed
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    from tests.paths import SHARED
+
+    missing = [
+        r
+        for r in terminalreporter.stats.get("skipped", [])
+        if isinstance(r.longrepr, tuple) and (str(SHARED) in r.longrepr[2] or "../shared" in r.longrepr[2])
+    ]
+    if missing:
+        terminalreporter.write_line(
+            f"{len(missing)} test(s) skipped for want of {SHARED} (../shared beside the checkout: README.md)"
+        )
+    changed = config.stash.get(_CHANGED, None)
+    if changed:
+        terminalreporter.section("files of the checkout the run changed", red=True)
+        for name in changed:
+            terminalreporter.write_line(name)
+
+
+_BEFORE = pytest.StashKey[dict]()
+_CHANGED = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser):
@@ -58,33 +102,35 @@ KEEP_ENV = "TOPOAGENT_TEST_KEEP_TMP"
 
 
 @contextlib.contextmanager
-def _shared_dir(tmp_path_factory, request, name: str):
-    """A directory for files a whole session or module shares, removed when it ends unless a
-    test failed meanwhile (its trees then stay for a look, as pytest keeps a failed test's
-    ``tmp_path``: ``tmp_path_retention_policy = "failed"`` in pyproject.toml)."""
-    failed = request.session.testsfailed
+def _shared_dir(tmp_path_factory, name: str):
+    """A directory for files a whole session or module shares, removed when it ends, also
+    after a failure: what is here is generated and made again by ``python -m tests.fakesysfs``
+    (a failed test's own ``tmp_path`` stays: ``tmp_path_retention_policy = "failed"`` in
+    pyproject.toml).  :data:`KEEP_ENV` keeps it."""
     path = tmp_path_factory.mktemp(name)
-    yield path
-    if request.session.testsfailed == failed and not os.environ.get(KEEP_ENV):
-        shutil.rmtree(path, ignore_errors=True)
+    try:
+        yield path
+    finally:
+        if not os.environ.get(KEEP_ENV):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
 def module_tmp(tmp_path_factory, request):
     """A directory for what one test module's fixtures share (trees generated for the module),
     removed after the module (see :func:`_shared_dir`)."""
-    with _shared_dir(tmp_path_factory, request, request.module.__name__.rsplit(".", 1)[-1]) as path:
+    with _shared_dir(tmp_path_factory, request.module.__name__.rsplit(".", 1)[-1]) as path:
         yield path
 
 
 @pytest.fixture(scope="session")
-def fixture_root(tmp_path_factory, request):
+def fixture_root(tmp_path_factory):
     """Generate (once per session) the fake sysfs root of a machine description by name.
     Shared by every test: read it, never change it (:func:`scratch_root` is for that)."""
     from tests.fakesysfs import generate
 
     cache: dict[str, Path] = {}
-    with _shared_dir(tmp_path_factory, request, "machines") as base:
+    with _shared_dir(tmp_path_factory, "machines") as base:
 
         def make(name: str) -> Path:
             if name not in cache:
@@ -95,11 +141,11 @@ def fixture_root(tmp_path_factory, request):
 
 
 @pytest.fixture(scope="session")
-def _scratch_trees(tmp_path_factory, request, fixture_root):
+def _scratch_trees(tmp_path_factory, fixture_root):
     from tests.fakesysfs import generate
     from tests.scratch import ScratchTrees
 
-    with _shared_dir(tmp_path_factory, request, "scratch") as base:
+    with _shared_dir(tmp_path_factory, "scratch") as base:
         yield ScratchTrees(base, fixture_root, generate)
 
 

@@ -227,10 +227,11 @@ def real_tree_roots(tmp_path_factory: pytest.TempPathFactory):
         except (OSError, ValueError, tarfile.TarError):
             _rmtree(shm)
             shm = None
+    where = shm
     if roots is None:
-        roots = unpack_all(tmp_path_factory.mktemp("real-sysfs"), folder)
+        where = tmp_path_factory.mktemp("real-sysfs")
+        roots = unpack_all(where, folder)
     try:
         yield roots
     finally:
-        if shm is not None:
-            _rmtree(shm)
+        _rmtree(where)  # about 70 MB, made again from the tarballs by the next session

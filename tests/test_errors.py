@@ -19,6 +19,7 @@ INTERNAL = {
     "topoagent.core.read.nvml._Skip",
     "topoagent.core.parse.lspci_common.LineError",
     "topoagent.core.platform._Unrecognised",  # recognise() turns it into Platform.problem
+    "topoagent.cli.Interrupted",  # Ctrl-C: cli.main turns it into one line and exit 130
 }
 
 
@@ -30,6 +31,21 @@ def _exception_classes() -> dict[str, type[BaseException]]:
             if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == info.name:
                 found[f"{info.name}.{value.__qualname__}"] = value
     return found
+
+
+def test_importing_every_module_changes_no_file():
+    """No import has side effects: importing every module of the package (a ``__main__`` among
+    them) writes nothing into the checkout (before: the schemas and docs/findings.md)."""
+    from tests.paths import repository_files
+
+    before = repository_files()
+    if before is None:
+        pytest.skip("not a git checkout: nothing to compare with")
+    modules = [info.name for info in pkgutil.walk_packages(topoagent.__path__, "topoagent.")]
+    assert "topoagent.schema.__main__" in modules
+    for name in modules:
+        importlib.import_module(name)
+    assert repository_files() == before
 
 
 def test_every_exception_class_derives_from_the_base():

@@ -163,7 +163,9 @@ def _rdma_topo(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-needs_rdma_topo = pytest.mark.skipif(not RDMA_TOPO.is_file(), reason="rdma_topo (rdma-core kernel-boot) not present")
+needs_rdma_topo = pytest.mark.skipif(
+    not RDMA_TOPO.is_file(), reason=f"rdma_topo (rdma-core kernel-boot) is absent: no {RDMA_TOPO}"
+)
 
 
 def _stock_kernel(desc: dict) -> dict:
