@@ -71,6 +71,29 @@ def test_public_api_is_exported():
     assert topoagent.scan is topoagent.core.api.scan
 
 
+def test_the_lazy_api_and_its_type_checking_names_are_one_list():
+    """``topoagent/__init__.py`` names each public name twice, for the run (``_API``, PEP 562)
+    and for the type checker (``if TYPE_CHECKING:``): the two lists must be the same."""
+    import ast
+
+    import topoagent
+
+    tree = ast.parse((REPO / "topoagent" / "__init__.py").read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    typed = {
+        (node.module, alias.name) for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
+    assert typed == {(module, name) for name, module in topoagent._API.items()}
+
+
+def test_import_topoagent_loads_no_module_of_the_api():
+    """``import topoagent`` (every command's first step) costs nothing until a name is asked
+    for, so Ctrl-C during start-up reaches the CLI's boundary (tests/test_interrupt.py)."""
+    code = "import sys, topoagent; print(sorted(m for m in sys.modules if m.startswith('topoagent')))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "['topoagent', 'topoagent.core', 'topoagent.core.version']"
+
+
 def test_typed_marker_ships():
     assert (REPO / "topoagent" / "py.typed").exists()
 

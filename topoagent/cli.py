@@ -9,16 +9,20 @@ on stderr and an exit code, never a traceback.  Exit codes: 0 ok, 1 findings at 
 from __future__ import annotations
 
 import errno
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib import import_module
+from types import FrameType
 
 import click
 
-from topoagent.core.command.common import EXIT_ERROR, EXIT_OK, fail, quiet_stdout
+from topoagent.core.command.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, quiet_stdout
 from topoagent.core.version import __version__
 
-__all__ = ["COMMANDS", "cli", "entry", "main"]
+__all__ = ["COMMANDS", "Interrupted", "cli", "main"]
 
 #: Every command: its name and where its click command lives (``module:attribute``).
 COMMANDS: dict[str, str] = {
@@ -102,14 +106,46 @@ def _run(args: list[str], mode: str | None) -> None:
         fail(exc.format_message(), monitor=mode)
 
 
+class Interrupted(BaseException):
+    """Ctrl-C (SIGINT) while a command runs, raised by the handler :func:`main` installs.
+
+    Not an :class:`Exception`, so no command's own error handling takes it for a failure, and
+    not a :class:`KeyboardInterrupt`, which click would answer with a blank line and ``Abort``
+    (a second, different ending): :func:`main` alone turns it into ``topoagent: interrupted``.
+    """
+
+
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGINT raises :class:`Interrupted` in this block (the main thread's only: a signal
+    handler can be set there alone), then the handler before it is back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run a command line; never lets a traceback reach a person."""
     args = list(sys.argv[1:] if argv is None else argv)
     mode = monitor_mode(args)
     try:
-        _run(args, mode)
+        with _interruptible():
+            _run(args, mode)
     except SystemExit:
         raise
+    except (Interrupted, KeyboardInterrupt):
+        # One ending for Ctrl-C at any moment: before the handler was set (KeyboardInterrupt)
+        # or after it (Interrupted); the shell's 128 + SIGINT.
+        fail("interrupted", EXIT_INTERRUPTED, monitor=mode)
     except BrokenPipeError:
         quiet_stdout()
         sys.exit(EXIT_OK)
@@ -118,12 +154,5 @@ def main(argv: Sequence[str] | None = None) -> None:
             fail(f"internal error: {type(exc).__name__}: {exc}", monitor=mode)
         quiet_stdout()  # a report that could not be written (a full disk, /dev/full): one line, exit 2
         fail(f"cannot write the output: {exc.strerror or exc}", monitor=mode)
-    except KeyboardInterrupt:
-        fail("interrupted", 130, monitor=mode)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 2
         fail(f"internal error: {type(exc).__name__}: {exc}", monitor=mode)
-
-
-def entry() -> None:
-    """The console script (and ``python -m topoagent``)."""
-    main()

@@ -113,7 +113,7 @@ if sys.argv[1] == "atexit":
     atexit.register(lambda: sys.stderr.write("exit handler ran\n"))
     del sys.argv[1]
 sys.argv[0] = "topoagent"
-from topoagent.cli import entry
+from topoagent.__main__ import entry
 entry()
 """
 
