@@ -326,9 +326,9 @@ def served(config, dgx, monkeypatch):
     d.stop()
 
 
-def request(d: Running, method: str, path: str) -> tuple[int, dict, bytes]:
+def request(d: Running, method: str, path: str, timeout: float = 5) -> tuple[int, dict, bytes]:
     host, port = d.daemon.config.address
-    c = http.client.HTTPConnection(host, port, timeout=5)
+    c = http.client.HTTPConnection(host, port, timeout=timeout)
     c.request(method, path)
     r = c.getresponse()
     out = r.status, dict(r.getheaders()), r.read()
@@ -435,7 +435,9 @@ def test_request_deadline_is_for_the_whole_request(served):
 
 def test_slow_clients_scrape_answered(config, dgx):
     """200 idle or trickling clients (real sockets on 127.0.0.1) cannot starve a scrape: the
-    pool closes the connection idle longest to make room."""
+    pool closes the connection idle longest to make room.  The server accepts connections one
+    at a time, so the scrape, queued behind 168 evictions, may wait for them on a loaded
+    machine: it is given a minute, the test is whether it is answered, not how fast."""
     d = Running(config, scan=lambda c: dgx)
     clients = []
     try:
@@ -446,7 +448,7 @@ def test_slow_clients_scrape_answered(config, dgx):
             if i % 2:
                 c.sendall(b"GET /metrics HTTP/1.0\r\nX-Slow: 1\r\n")
             clients.append(c)
-        status, _, body = request(d, "GET", "/metrics")
+        status, _, body = request(d, "GET", "/metrics", timeout=60)
         assert status == 200 and b"topoagent_devices" in body
     finally:
         for c in clients:

@@ -163,9 +163,10 @@ class MetricsServer(ThreadingHTTPServer):
     def process_request(self, request: Any, client_address: Any) -> None:
         """Serve the connection if a slot is free (making room by closing the longest-idle one), else close it."""
         if not self._slots.acquire(blocking=False):  # noqa: SIM102  the comment belongs to the second test
-            # full: close the connection idle longest to make room (its thread then ends and
-            # frees its slot); only when every slot is answering a request is this one dropped
-            if not self._evict_idlest() or not self._slots.acquire(timeout=1.0):
+            # full: close the connection idle longest to make room (its read returns at once,
+            # its thread ends and frees the slot as soon as it runs, however loaded the host);
+            # only when every slot is answering a request is this one dropped
+            if not self._evict_idlest() or not self._slots.acquire(timeout=REQUEST_DEADLINE):
                 self.shutdown_request(request)
                 return
         with self._waiting_lock:
