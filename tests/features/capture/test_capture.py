@@ -411,6 +411,87 @@ def test_a_replayed_capture_is_named_by_its_archive(tmp_path, fixture_root):
     assert default_scan(config).snapshot.root == path and len(default_sample(config)) > 10
 
 
+# -- a capture is a value: no registry shared by scans, threads or fleet -----------------------------
+
+
+def _pause_after_sysfs(monkeypatch, pause):
+    """Every scan calls ``pause()`` between its sysfs source and the sources after it, each of
+    which opens its own reader of the root: the point where two scans can meet."""
+    from topoagent.core import api
+
+    monkeypatch.setattr(
+        api, "SOURCES", (api.SOURCES[0], api.Source("pause", lambda c: pause(), lambda i: True), *api.SOURCES[1:])
+    )
+
+
+def test_scan_fleet_scan_of_one_capture(tmp_path, fixture_root):
+    """Issue 39: ``scan(tarball)``, then ``fleet``'s read of the same tarball, then ``scan`` again
+    raised NotAHostTree: fleet unmounted the tree the first scan had left registered."""
+    from topoagent.features.fleet.command import tally
+
+    tb = tarball(collect_capture(str(fixture_root("dgx-h100")), tools=False).ordered(), tmp_path / "dgx.tar.gz")
+    first = scan(str(tb), nvml="off").snapshot
+    counted, bad = tally([str(tb)], None)
+    assert bad == [] and counted.count == 1 and counted.files == {"dgx": [str(tb)]}
+    assert scan(str(tb), nvml="off").snapshot == first
+    assert first.root == os.path.realpath(tb) and first.l3_domains  # every source read the capture
+
+
+def test_two_captures_on_two_threads(tmp_path, fixture_root, monkeypatch):
+    """Two threads scan two captures at once (both stopped mid-scan until the other gets there):
+    each gets its own capture's result, the one a scan of its directory gives."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    machines = ("dgx-h100", "epyc-genoa-ccd")
+    paths = {
+        m: str(tarball(collect_capture(str(fixture_root(m)), tools=False).ordered(), tmp_path / f"{m}.tar.gz"))
+        for m in machines
+    }
+
+    def facts(root):
+        result = scan(root, nvml="off")
+        return normalised(report(result)), result.snapshot.l3_domains
+
+    want = {m: facts(unpack_capture(paths[m], str(tmp_path / m))) for m in machines}
+    meet = threading.Barrier(2, timeout=60)
+    _pause_after_sysfs(monkeypatch, meet.wait)
+    with ThreadPoolExecutor(2) as pool:
+        got = dict(zip(machines, pool.map(lambda m: facts(paths[m]), machines)))
+    assert got == want and got[machines[0]] != got[machines[1]]
+
+
+def test_fleet_on_one_thread_never_takes_a_capture_another_is_scanning(tmp_path, fixture_root, monkeypatch):
+    """One thread scans a capture; halfway, another thread's ``fleet`` reads the same tarball
+    whole; the first scan ends with its own capture, and the next scan of it reads it too."""
+    import threading
+
+    from topoagent.features.fleet.command import tally
+
+    tb = str(tarball(collect_capture(str(fixture_root("dgx-h100")), tools=False).ordered(), tmp_path / "dgx.tar.gz"))
+    want = scan(tb, nvml="off").snapshot
+    halfway, fleet_done = threading.Event(), threading.Event()
+    scanner: list[threading.Thread] = []
+
+    def pause():
+        if threading.current_thread() in scanner:
+            halfway.set()
+            assert fleet_done.wait(60)
+
+    _pause_after_sysfs(monkeypatch, pause)
+    got = []
+    scanner.append(threading.Thread(target=lambda: got.append(scan(tb, nvml="off").snapshot)))
+    scanner[0].start()
+    assert halfway.wait(60)
+    try:
+        assert tally([tb], None)[1] == []
+    finally:
+        fleet_done.set()
+        scanner[0].join(60)
+    assert got == [want] and want.l3_domains  # every source of the scan read its capture
+    assert scan(tb, nvml="off").snapshot == want
+
+
 @pytest.mark.parametrize("compress", ["", "gz", "bz2", "xz"])
 def test_a_tarball_is_opened_once(tmp_path, monkeypatch, compress):
     """The magic is peeked from the one open file the decompressor reads; it is closed after."""
