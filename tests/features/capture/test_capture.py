@@ -24,10 +24,11 @@ from tests.fakesysfs import machine_names
 from tests.paths import REPO
 from topoagent.cli import cli
 from topoagent.core.api import scan
-from topoagent.core.hostfs import HostFS, mount, unmount
+from topoagent.core.hostfs import HostFS
 from topoagent.core.read import archive as capture_archive
-from topoagent.core.read.archive import CaptureError, load_capture, mounted_capture, resolve_root, unpack_capture
+from topoagent.core.read.archive import CaptureError, load_capture, resolve_root, unpack_capture
 from topoagent.core.render.json_report import render
+from topoagent.core.tree import MemoryTree
 from topoagent.features.capture.collect import collect_capture
 from topoagent.features.capture.pack import entries_to_tar
 from topoagent.features.capture.scrub import Scrubber, scrub_config
@@ -87,15 +88,15 @@ def test_capture_of_this_host_replays_to_the_live_scan(tmp_path):
     assert run.returncode == 0, run.stderr
     assert f"wrote {out}" in run.stderr
     live = report(scan("/", nvml="off"))
-    replay = report(scan(resolve_root(str(out)), nvml="off"))
+    replay = report(scan(str(out), nvml="off"))
     assert normalised(replay) == normalised(live)
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_committed_capture_goldens(fmt, golden):
-    root = resolve_root(str(THIS_HOST))
+    root = os.path.realpath(THIS_HOST)  # what the reports call the root: the archive
     extra = ["--pretty"] if fmt == "json" else []
-    result = CliRunner().invoke(cli, ["scan", "--root", root, "--format", fmt, *extra])
+    result = CliRunner().invoke(cli, ["scan", "--root", str(THIS_HOST), "--format", fmt, *extra])
     # The captured VM has no GPU: its matrix is the one-line refusal, exit 2.
     assert result.exit_code in ((2,) if fmt == "matrix" else (0, 1)), result.output
     text = result.output.replace(root, "<ROOT>")
@@ -298,9 +299,10 @@ def test_resolve_root_forms(tmp_path, fixture_root):
     cap = collect_capture(str(root), tools=False)
     tb = tarball(cap.ordered(), tmp_path / "c.tar.gz")
     first = resolve_root(str(tb))
-    # read into memory once, mounted under the archive's own path: nothing is unpacked
-    assert first == os.path.realpath(tb) and resolve_root(str(tb)) == first
-    assert HostFS(first).isdir("sys/devices") and not os.path.isdir(first)
+    # read into memory, a tree named by the archive's own path: nothing is unpacked
+    assert isinstance(first, MemoryTree) and first.root == os.path.realpath(tb)
+    assert HostFS(first).isdir("sys/devices") and HostFS(first).root == os.path.realpath(tb)
+    assert resolve_root(str(tb)) is not first  # each call reads it: no registry keeps one
     outer = tmp_path / "outer"
     unpack_capture(str(tb), str(outer / "inner"))
     assert resolve_root(str(outer)) == str(outer / "inner")  # a hand-unpacked directory one level down
@@ -333,14 +335,10 @@ def test_links_of_a_capture_read_in_memory_never_leave_it(tmp_path):
         member("sys/up", tarfile.SYMTYPE, "../../../../etc"),
         member("etc/hostname"),
     )
-    root = mount(load_capture(path))
-    try:
-        fs = HostFS(root)
-        assert fs.text("sys/abs/passwd") is None and fs.text("sys/up/passwd") is None
-        assert fs.text("sys/abs/hostname") == "x" and fs.text("sys/up/hostname") == "x"  # the capture's own
-        assert fs.listdir("sys") == ["abs", "devices", "up"] and fs.resolve("sys/up") == "etc"
-    finally:
-        unmount(root)
+    fs = HostFS(load_capture(path))
+    assert fs.text("sys/abs/passwd") is None and fs.text("sys/up/passwd") is None
+    assert fs.text("sys/abs/hostname") == "x" and fs.text("sys/up/hostname") == "x"  # the capture's own
+    assert fs.listdir("sys") == ["abs", "devices", "up"] and fs.resolve("sys/up") == "etc"
 
 
 def test_a_capture_replays_from_memory_as_from_its_directory(tmp_path, fixture_root):
@@ -352,8 +350,7 @@ def test_a_capture_replays_from_memory_as_from_its_directory(tmp_path, fixture_r
     tb = tarball(cap.ordered(), tmp_path / "dgx.tar.gz")
     unpacked = unpack_capture(str(tb), str(tmp_path / "dir"))
     before = set(os.listdir(tempfile.gettempdir()))
-    with mounted_capture(str(tb)) as root:
-        from_memory = report(scan(root, nvml="off"))
+    from_memory = report(scan(str(tb), nvml="off"))
     assert set(os.listdir(tempfile.gettempdir())) == before
     assert normalised(from_memory) == normalised(report(scan(unpacked, nvml="off")))
 
@@ -390,14 +387,12 @@ def test_capture_scrubs_the_ipoib_address_file(scratch_root, tmp_path):
 def test_a_replayed_capture_is_named_by_its_archive(tmp_path, fixture_root):
     """scan, plan, vms, the API and the daemon read a capture archive and call the root by the
     archive's path, never by the temporary directory it was unpacked into."""
-    from topoagent.core.read.archive import replay_root
     from topoagent.features.daemon.config import Config
     from topoagent.features.daemon.loop import default_sample, default_scan
 
     cap = collect_capture(str(fixture_root("dgx-h100")), tools=False)
     tb = tarball(cap.ordered(), tmp_path / "dgx.tar.gz")
     path = os.path.realpath(tb)
-    assert replay_root(str(fixture_root("dgx-h100"))) == (str(fixture_root("dgx-h100")), None)
     tree = CliRunner().invoke(cli, ["scan", "--root", str(tb)])
     assert f"· root {path}\n" in tree.output.splitlines(keepends=True)[0]
     doc = json.loads(CliRunner().invoke(cli, ["scan", "--root", str(tb), "--format", "json"]).output)
@@ -457,7 +452,7 @@ def test_two_captures_on_two_threads(tmp_path, fixture_root, monkeypatch):
     meet = threading.Barrier(2, timeout=60)
     _pause_after_sysfs(monkeypatch, meet.wait)
     with ThreadPoolExecutor(2) as pool:
-        got = dict(zip(machines, pool.map(lambda m: facts(paths[m]), machines)))
+        got = dict(zip(machines, pool.map(lambda m: facts(paths[m]), machines), strict=True))
     assert got == want and got[machines[0]] != got[machines[1]]
 
 
