@@ -231,10 +231,13 @@ class HostFS:
             return {e.name: e.is_dir(follow_symlinks=False) for e in entries}
 
     def require_sysfs(self) -> None:
-        """Raise :class:`NotAHostTree` unless the root looks like a Linux host tree."""
+        """Raise :class:`NotAHostTree` unless the root looks like a Linux host tree.  A tree in
+        memory's notes (what its archive held oddly) are recorded here: once, by the scan."""
         if self._tree is not None:
             if not self.isdir("sys/devices") and not self.isdir("sys/bus/pci/devices"):
                 raise NotAHostTree(f"{self.root}: not a sysfs tree (no sys/devices or sys/bus/pci/devices in it)")
+            for rel, why in self._tree.notes:
+                self.record(rel, why)
             return
         if not os.path.exists(self.root):
             raise NotAHostTree(f"{self.root}: no such directory")

@@ -487,6 +487,29 @@ def test_fleet_on_one_thread_never_takes_a_capture_another_is_scanning(tmp_path,
     assert scan(tb, nvml="off").snapshot == want
 
 
+def test_a_capture_no_file_system_could_hold_says_so(tmp_path, fixture_root):
+    """Issue 44: a capture holding one path twice, or one path both as a file and a directory,
+    was read without a word; each is now a lost probe, and the Sources line says sysfs partial."""
+    cap = tarball(collect_capture(str(fixture_root("cloud-vm")), tools=False).ordered(), tmp_path / "c.tar.gz")
+    unpacked = unpack_capture(str(cap), str(tmp_path / "x"))
+    odd = tmp_path / "odd.tar"
+    with tarfile.open(odd, "w") as tar:
+        tar.add(unpacked, arcname=".")
+        for name, data in (("proc/cmdline", b"second copy\n"), ("proc/cmdline/below", b"x\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    result = scan(str(odd), nvml="off")
+    lost = {(e.path, e.error) for e in result.snapshot.probe_errors}
+    assert ("/proc/cmdline", "in the capture twice: the last copy is read") in lost
+    assert ("/proc/cmdline", "both a file and a directory in the capture") in lost
+    assert result.snapshot.kernel_cmdline == "second copy"
+    tree = CliRunner().invoke(cli, ["scan", "--root", str(odd)]).output
+    assert "Sources: sysfs partial (" in tree and "  /proc/cmdline: in the capture twice: the last copy is read" in tree
+    clean = scan(str(cap), nvml="off").snapshot.probe_errors
+    assert not [e for e in clean if "in the capture" in e.error]
+
+
 @pytest.mark.parametrize("compress", ["", "gz", "bz2", "xz"])
 def test_a_tarball_is_opened_once(tmp_path, monkeypatch, compress):
     """The magic is peeked from the one open file the decompressor reads; it is closed after."""

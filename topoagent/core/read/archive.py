@@ -24,6 +24,7 @@ import stat
 import tarfile
 import tempfile
 import zlib
+from collections import Counter
 from collections.abc import Callable
 
 from topoagent.core.errors import InputError
@@ -222,7 +223,8 @@ def load_capture(path: str) -> MemoryTree:
     ``sys/``: the archive's top, or its one top-level directory), named by the archive's real
     path.  Refuses, with :class:`CaptureError`, what :func:`unpack_capture` refuses: a hard
     link, a member at or under a symbolic link, a device file or FIFO, a name with a ``..``
-    component, and the count and size caps."""
+    component, and the count and size caps.  What no file system holds -- one path twice, a
+    file that is a directory too -- is read and said (the tree's ``notes``)."""
     stream, tar = _open_tarball(path)
     name = os.path.realpath(path)
     tree = MemoryTree(name)
@@ -243,6 +245,14 @@ def load_capture(path: str) -> MemoryTree:
         top = _top(members)
         for m in members:
             _add_member(tree, m, data.get(m.name, b""), top)
+        twice = Counter("/".join(_parts(m.name)[top:]) for m in members if not m.isdir())
+        tree.notes = sorted(
+            [(rel, "in the capture twice: the last copy is read") for rel, n in twice.items() if n > 1]
+            + [
+                (p[len(name) + 1 :], "both a file and a directory in the capture")
+                for p in tree.files.keys() & tree.dirs
+            ]
+        )
     except (CaptureError, *_UNPACK_ERRORS) as exc:
         if isinstance(exc, CaptureError):
             raise
