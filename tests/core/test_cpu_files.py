@@ -199,7 +199,6 @@ def test_numa_evidence_quotes_the_file(dgx, text, quoted):
 
 def test_a_capture_keeps_what_the_cpu_fallbacks_read(dgx, tmp_path):
     # cpumap-only nodes, an unreadable node, offline CPUs: the capture replays to the same nodes.
-    from topoagent.core.read.archive import replay_root
     from topoagent.features.capture.collect import collect_capture
     from topoagent.features.capture.pack import entries_to_tar
 
@@ -211,7 +210,7 @@ def test_a_capture_keeps_what_the_cpu_fallbacks_read(dgx, tmp_path):
     archive = tmp_path / "cap.tar.gz"
     with open(archive, "wb") as fh:
         entries_to_tar(collect_capture(str(dgx), tools=False).ordered(), fh)
-    replayed = scan(replay_root(str(archive))[0])
+    replayed = scan(str(archive))
     assert (
         nodes(replayed) == nodes(live) == {0: NODE0 & CpuSet.parse("0-15,56-71"), 1: NODE1 & CpuSet.parse("0-15,56-71")}
     )

@@ -25,7 +25,7 @@ from topoagent.core.inputs import NVML_AUTO, Inputs
 from topoagent.core.paste import collect as paste_collect
 from topoagent.core.paste import read_offline as read
 from topoagent.core.read import Collection, cache, nvml, sysfs, tools
-from topoagent.core.read.archive import replay_root
+from topoagent.core.read.archive import resolve_root
 from topoagent.core.result import ScanResult, analyse, with_timings
 from topoagent.core.snapshot import Snapshot
 
@@ -93,17 +93,15 @@ def run(inputs: Inputs) -> ScanResult:
 
 def scan(root: str | os.PathLike[str] = "/", *, nvml: Any = NVML_AUTO) -> ScanResult:
     """Read and analyse the host tree at ``root`` (``nvml`` as in :class:`Inputs`): a directory,
-    or a capture archive (``topoagent capture``), read into memory once per process (never
+    or a capture archive (``topoagent capture``), read into memory for this scan (never
     unpacked to disk) and named by its own path in the result."""
-    path, shown = os.fspath(root), None
-    if not os.path.isdir(path):  # a directory is read as it is: only an archive is loaded
-        path, shown = replay_root(path)
-    return run(Inputs(root=path, nvml=nvml, shown_root=shown))
+    return run(Inputs(root=resolve_root(os.fspath(root)), nvml=nvml))
 
 
 def read_host(root: str | os.PathLike[str] = "/", *, nvml: Any = NVML_AUTO) -> Snapshot:
-    """The snapshot of the host tree at ``root``, not analysed."""
-    c, _ = collect(Inputs(root=os.fspath(root), nvml=nvml))
+    """The snapshot of the host tree at ``root`` (a directory or a capture archive, as
+    :func:`scan` reads it), not analysed."""
+    c, _ = collect(Inputs(root=resolve_root(os.fspath(root)), nvml=nvml))
     return c.require_snapshot()
 
 

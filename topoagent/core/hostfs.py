@@ -15,7 +15,7 @@ reports) and owns it completely:
 On the live root ``/`` the kernel resolves paths itself (nothing can escape ``/``) and a read
 is three system calls: open, read, close.
 
-A root may also be a :class:`MemoryTree` mounted under a name (:func:`mount`): a capture
+A root may also be a :class:`~topoagent.core.tree.MemoryTree`, handed over as a value: a capture
 archive's members held in memory (:mod:`topoagent.core.read.archive`), read by the same
 resolution -- links re-rooted and clamped, only regular files read -- without a file being
 written to disk.
@@ -36,8 +36,9 @@ from collections.abc import Callable
 from topoagent.core.errors import TopoagentError
 from topoagent.core.filekind import kind_of
 from topoagent.core.snapshot import ProbeError, host_path
+from topoagent.core.tree import MemoryTree, Root
 
-__all__ = ["ATTR_LIMIT", "HostFS", "MemoryTree", "NotAHostTree", "is_root", "mount", "unmount"]
+__all__ = ["ATTR_LIMIT", "HostFS", "NotAHostTree"]
 
 _MAX_LINK_HOPS = 40  # the kernel's own MAXSYMLINKS
 #: The most one attribute read returns: sysfs attributes fit in a page (PAGE_SIZE is 4 KiB on
@@ -80,116 +81,17 @@ def _refuse_special(mode: int) -> None:
         raise _Fail(f"not a regular file ({kind_of(mode)})")
 
 
-class MemoryTree:
-    """A host tree held in memory: regular files, directories and symbolic links by absolute
-    path below ``root`` (a name, never opened: a capture archive's own path).  Answers what
-    :class:`HostFS` asks of a file system the way the kernel would (``FileNotFoundError``, EINVAL
-    from ``readlink`` of what is no link)."""
-
-    def __init__(self, root: str) -> None:
-        self.root = root.rstrip("/") or "/"
-        self.files: dict[str, bytes] = {}
-        self.links: dict[str, str] = {}
-        self.dirs: dict[str, dict[str, bool]] = {self.root: {}}
-
-    def _path(self, rel: str) -> str:
-        return f"{self.root}/{rel}" if rel else self.root
-
-    def _parent(self, path: str) -> None:
-        """Add ``path``'s directories, each entered in its parent's listing."""
-        head, _, name = path.rpartition("/")
-        if head not in self.dirs:
-            self._parent(head)
-            self.dirs[head] = {}
-        self.dirs[head].setdefault(name, False)
-
-    def add_dir(self, rel: str) -> None:
-        """A directory at ``rel`` (components already checked: no ``..``, none empty)."""
-        path = self._path(rel)
-        if path != self.root and path not in self.dirs:
-            self._parent(path)
-            self.dirs[path] = {}
-            self.dirs[path.rpartition("/")[0]][path.rpartition("/")[2]] = True
-
-    def add_file(self, rel: str, data: bytes) -> None:
-        """A regular file at ``rel``."""
-        path = self._path(rel)
-        self._parent(path)
-        self.files[path] = data
-
-    def add_link(self, rel: str, target: str) -> None:
-        """A symbolic link at ``rel`` (its target resolved by :class:`HostFS`, inside the root)."""
-        path = self._path(rel)
-        self._parent(path)
-        self.links[path] = target
-
-    def readlink(self, path: str) -> str:
-        """A link's target; EINVAL for what is no link, ENOENT for what is not there."""
-        target = self.links.get(path)
-        if target is not None:
-            return target
-        if path in self.files or path in self.dirs:
-            raise OSError(errno.EINVAL, "not a symbolic link", path)
-        raise FileNotFoundError(errno.ENOENT, "no such file", path)
-
-    def lexists(self, path: str) -> bool:
-        """Whether anything is at ``path`` (a link not followed)."""
-        return path in self.files or path in self.dirs or path in self.links
-
-    def isdir(self, path: str) -> bool:
-        """Whether ``path`` (no link) is a directory."""
-        return path in self.dirs
-
-    def read(self, path: str) -> bytes:
-        """A regular file's bytes (``path`` is no link: :class:`HostFS` resolved it)."""
-        data = self.files.get(path)
-        if data is not None:
-            return data
-        if path in self.dirs:
-            raise _Fail("not a regular file (directory)")
-        raise FileNotFoundError(errno.ENOENT, "no such file", path)
-
-    def entries(self, path: str) -> dict[str, bool]:
-        """A directory's entries: name -> whether it is a directory (not a link)."""
-        listing = self.dirs.get(path)
-        if listing is None:
-            if self.lexists(path):
-                raise NotADirectoryError(errno.ENOTDIR, "not a directory", path)
-            raise FileNotFoundError(errno.ENOENT, "no such directory", path)
-        return listing
-
-
-#: Trees mounted by name (:func:`mount`): ``HostFS(name)`` reads them.
-_MOUNTED: dict[str, MemoryTree] = {}
-
-
-def mount(tree: MemoryTree) -> str:
-    """Make ``HostFS(tree.root)`` read ``tree``; returns the name (the tree's root)."""
-    _MOUNTED[tree.root] = tree
-    return tree.root
-
-
-def unmount(root: str) -> None:
-    """Forget the tree mounted as ``root`` (its memory goes with it)."""
-    _MOUNTED.pop(root, None)
-
-
-def is_root(path: str) -> bool:
-    """Whether :class:`HostFS` can read ``path`` as a root: a directory, or a tree mounted under
-    that name (a capture archive read into memory)."""
-    return os.path.abspath(path) in _MOUNTED or os.path.isdir(path)
-
-
 class HostFS:
-    """Read host files below ``root``; collect what could not be read.
+    """Read host files below ``root`` (a directory, or a tree held in memory: its name is then
+    the root); collect what could not be read.
 
     Paths are host paths relative to the root, written without the leading slash
     (``"sys/bus/pci/devices"``); :meth:`host_path` gives the form a person reads.
     """
 
-    def __init__(self, root: str | os.PathLike[str] = "/") -> None:
-        given = os.path.abspath(os.fspath(root))
-        self._tree = _MOUNTED.get(given)
+    def __init__(self, root: Root | os.PathLike[str] = "/") -> None:
+        self._tree = root if isinstance(root, MemoryTree) else None
+        given = root.root if isinstance(root, MemoryTree) else os.path.abspath(os.fspath(root))
         self.root = given if self._tree is not None or not os.path.isdir(given) else os.path.realpath(given)
         self.errors: list[ProbeError] = []
         self._live = self.root == "/" and self._tree is None
@@ -311,7 +213,7 @@ class HostFS:
         return prefix + "/" + last
 
     # -- checks -----------------------------------------------------------------------
-    # -- the file system: the disk, or a mounted tree ----------------------------------------
+    # -- the file system: the disk, or a tree in memory --------------------------------------
     def _readlink(self, path: str) -> str:
         return self._tree.readlink(path) if self._tree is not None else os.readlink(path)
 
@@ -329,10 +231,13 @@ class HostFS:
             return {e.name: e.is_dir(follow_symlinks=False) for e in entries}
 
     def require_sysfs(self) -> None:
-        """Raise :class:`NotAHostTree` unless the root looks like a Linux host tree."""
+        """Raise :class:`NotAHostTree` unless the root looks like a Linux host tree.  A tree in
+        memory's notes (what its archive held oddly) are recorded here: once, by the scan."""
         if self._tree is not None:
             if not self.isdir("sys/devices") and not self.isdir("sys/bus/pci/devices"):
                 raise NotAHostTree(f"{self.root}: not a sysfs tree (no sys/devices or sys/bus/pci/devices in it)")
+            for rel, why in self._tree.notes:
+                self.record(rel, why)
             return
         if not os.path.exists(self.root):
             raise NotAHostTree(f"{self.root}: no such directory")
@@ -391,7 +296,7 @@ class HostFS:
         return self._within(rel, data, limit, quiet=quiet, truncate=truncate)
 
     def _read_tree(self, rel: str, path: str, limit: int, *, quiet: bool, truncate: bool) -> bytes | None:
-        """:meth:`_read` of a mounted tree: a link at the last component resolved inside the
+        """:meth:`_read` of a tree in memory: a link at the last component resolved inside the
         root, then the regular file's bytes (at most ``limit``, or its first ``limit``)."""
         assert self._tree is not None
         try:
@@ -403,9 +308,9 @@ class HostFS:
             data = self._tree.read(path)
         except _ABSENT:
             return None
-        except _Fail as exc:
+        except (_Fail, IsADirectoryError) as exc:
             if not quiet:
-                self.record(rel, exc.why)
+                self.record(rel, exc.why if isinstance(exc, _Fail) else f"not a regular file ({kind_of(stat.S_IFDIR)})")
             return None
         return self._within(rel, data, limit, quiet=quiet, truncate=truncate)
 

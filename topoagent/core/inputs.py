@@ -10,6 +10,8 @@ from typing import Any
 
 import msgspec
 
+from topoagent.core.tree import Root
+
 __all__ = ["Inputs", "NVML_AUTO", "NVML_OFF"]
 
 #: Ask NVML only when scanning the live host (``/``): NVML always describes the machine it
@@ -22,17 +24,18 @@ NVML_OFF = "off"
 class Inputs(msgspec.Struct, frozen=True):
     """The inputs of one scan.
 
-    ``root`` is the host tree to read (``/``, a fake or a captured root).  ``nvml`` is
+    ``root`` is the host tree to read: a directory (``/``, a fake or captured root) or a capture
+    archive read into memory (:func:`topoagent.core.read.archive.resolve_root` turns a path into
+    either), named in reports by the archive's path.  ``nvml`` is
     :data:`NVML_AUTO`, :data:`NVML_OFF`, or a module-like stand-in for ``pynvml`` (a recording,
     in tests).  The three ``*_text`` fields hold pasted tool output; when any is set the scan is
     *offline*: sysfs and NVML are not read.  ``cross_check`` runs this host's ``nvidia-smi`` and
     ``lspci`` too (live host only); ``runners`` replaces those tools (tests).
     ``paste_texts`` are whole pastes (``--paste``), read by :func:`topoagent.core.paste.whole.read_pastes`.
-    ``shown_root`` names the root in reports where ``root`` is not what the user named.
-    Equality and hashing ignore ``runners``, ``origins`` and ``shown_root``.
+    Equality and hashing ignore ``runners`` and ``origins``.
     """
 
-    root: str = "/"
+    root: Root = "/"
     nvml: Any = NVML_AUTO
     nvidia_smi_topo_text: str | None = None
     lspci_tree_text: str | None = None
@@ -45,14 +48,10 @@ class Inputs(msgspec.Struct, frozen=True):
     #: Where each pasted text came from (``{"nvidia_smi_topo_text": "--nvidia-smi-topo t.txt"}``),
     #: for error messages.
     origins: Any = None
-    #: What reports call the root where ``root`` is not it: the capture archive, by its real
-    #: path, that ``root`` (the name its in-memory tree is mounted under) was read from.  None:
-    #: ``root`` itself.
-    shown_root: str | None = None
 
     def _compared(self) -> tuple[Any, ...]:
-        # What a scan reads; ``runners`` (test stand-ins), ``origins`` and ``shown_root``
-        # (labels for messages and reports) change how, not what, so equality and hashing leave them out.
+        # What a scan reads; ``runners`` (test stand-ins) and ``origins`` (labels for messages)
+        # change how, not what, so equality and hashing leave them out.
         return (
             self.root,
             self.nvml,

@@ -24,10 +24,11 @@ from tests.fakesysfs import machine_names
 from tests.paths import REPO
 from topoagent.cli import cli
 from topoagent.core.api import scan
-from topoagent.core.hostfs import HostFS, mount, unmount
+from topoagent.core.hostfs import HostFS
 from topoagent.core.read import archive as capture_archive
-from topoagent.core.read.archive import CaptureError, load_capture, mounted_capture, resolve_root, unpack_capture
+from topoagent.core.read.archive import CaptureError, load_capture, resolve_root, unpack_capture
 from topoagent.core.render.json_report import render
+from topoagent.core.tree import MemoryTree
 from topoagent.features.capture.collect import collect_capture
 from topoagent.features.capture.pack import entries_to_tar
 from topoagent.features.capture.scrub import Scrubber, scrub_config
@@ -87,15 +88,15 @@ def test_capture_of_this_host_replays_to_the_live_scan(tmp_path):
     assert run.returncode == 0, run.stderr
     assert f"wrote {out}" in run.stderr
     live = report(scan("/", nvml="off"))
-    replay = report(scan(resolve_root(str(out)), nvml="off"))
+    replay = report(scan(str(out), nvml="off"))
     assert normalised(replay) == normalised(live)
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_committed_capture_goldens(fmt, golden):
-    root = resolve_root(str(THIS_HOST))
+    root = os.path.realpath(THIS_HOST)  # what the reports call the root: the archive
     extra = ["--pretty"] if fmt == "json" else []
-    result = CliRunner().invoke(cli, ["scan", "--root", root, "--format", fmt, *extra])
+    result = CliRunner().invoke(cli, ["scan", "--root", str(THIS_HOST), "--format", fmt, *extra])
     # The captured VM has no GPU: its matrix is the one-line refusal, exit 2.
     assert result.exit_code in ((2,) if fmt == "matrix" else (0, 1)), result.output
     text = result.output.replace(root, "<ROOT>")
@@ -298,9 +299,10 @@ def test_resolve_root_forms(tmp_path, fixture_root):
     cap = collect_capture(str(root), tools=False)
     tb = tarball(cap.ordered(), tmp_path / "c.tar.gz")
     first = resolve_root(str(tb))
-    # read into memory once, mounted under the archive's own path: nothing is unpacked
-    assert first == os.path.realpath(tb) and resolve_root(str(tb)) == first
-    assert HostFS(first).isdir("sys/devices") and not os.path.isdir(first)
+    # read into memory, a tree named by the archive's own path: nothing is unpacked
+    assert isinstance(first, MemoryTree) and first.root == os.path.realpath(tb)
+    assert HostFS(first).isdir("sys/devices") and HostFS(first).root == os.path.realpath(tb)
+    assert resolve_root(str(tb)) is not first  # each call reads it: no registry keeps one
     outer = tmp_path / "outer"
     unpack_capture(str(tb), str(outer / "inner"))
     assert resolve_root(str(outer)) == str(outer / "inner")  # a hand-unpacked directory one level down
@@ -333,14 +335,10 @@ def test_links_of_a_capture_read_in_memory_never_leave_it(tmp_path):
         member("sys/up", tarfile.SYMTYPE, "../../../../etc"),
         member("etc/hostname"),
     )
-    root = mount(load_capture(path))
-    try:
-        fs = HostFS(root)
-        assert fs.text("sys/abs/passwd") is None and fs.text("sys/up/passwd") is None
-        assert fs.text("sys/abs/hostname") == "x" and fs.text("sys/up/hostname") == "x"  # the capture's own
-        assert fs.listdir("sys") == ["abs", "devices", "up"] and fs.resolve("sys/up") == "etc"
-    finally:
-        unmount(root)
+    fs = HostFS(load_capture(path))
+    assert fs.text("sys/abs/passwd") is None and fs.text("sys/up/passwd") is None
+    assert fs.text("sys/abs/hostname") == "x" and fs.text("sys/up/hostname") == "x"  # the capture's own
+    assert fs.listdir("sys") == ["abs", "devices", "up"] and fs.resolve("sys/up") == "etc"
 
 
 def test_a_capture_replays_from_memory_as_from_its_directory(tmp_path, fixture_root, monkeypatch):
@@ -356,8 +354,7 @@ def test_a_capture_replays_from_memory_as_from_its_directory(tmp_path, fixture_r
     private.mkdir()
     monkeypatch.setenv("TMPDIR", str(private))
     monkeypatch.setattr(tempfile, "tempdir", str(private))
-    with mounted_capture(str(tb)) as root:
-        from_memory = report(scan(root, nvml="off"))
+    from_memory = report(scan(str(tb), nvml="off"))
     assert list(private.iterdir()) == []
     assert normalised(from_memory) == normalised(report(scan(unpacked, nvml="off")))
 
@@ -394,14 +391,12 @@ def test_capture_scrubs_the_ipoib_address_file(scratch_root, tmp_path):
 def test_a_replayed_capture_is_named_by_its_archive(tmp_path, fixture_root):
     """scan, plan, vms, the API and the daemon read a capture archive and call the root by the
     archive's path, never by the temporary directory it was unpacked into."""
-    from topoagent.core.read.archive import replay_root
     from topoagent.features.daemon.config import Config
     from topoagent.features.daemon.loop import default_sample, default_scan
 
     cap = collect_capture(str(fixture_root("dgx-h100")), tools=False)
     tb = tarball(cap.ordered(), tmp_path / "dgx.tar.gz")
     path = os.path.realpath(tb)
-    assert replay_root(str(fixture_root("dgx-h100"))) == (str(fixture_root("dgx-h100")), None)
     tree = CliRunner().invoke(cli, ["scan", "--root", str(tb)])
     assert f"· root {path}\n" in tree.output.splitlines(keepends=True)[0]
     doc = json.loads(CliRunner().invoke(cli, ["scan", "--root", str(tb), "--format", "json"]).output)
@@ -413,6 +408,110 @@ def test_a_replayed_capture_is_named_by_its_archive(tmp_path, fixture_root):
     assert scan(str(tb)).snapshot.root == path  # the API too
     config = Config(root=str(tb), nvml=False, state_dir=str(tmp_path / "st"))
     assert default_scan(config).snapshot.root == path and len(default_sample(config)) > 10
+
+
+# -- a capture is a value: no registry shared by scans, threads or fleet -----------------------------
+
+
+def _pause_after_sysfs(monkeypatch, pause):
+    """Every scan calls ``pause()`` between its sysfs source and the sources after it, each of
+    which opens its own reader of the root: the point where two scans can meet."""
+    from topoagent.core import api
+
+    monkeypatch.setattr(
+        api, "SOURCES", (api.SOURCES[0], api.Source("pause", lambda c: pause(), lambda i: True), *api.SOURCES[1:])
+    )
+
+
+def test_scan_fleet_scan_of_one_capture(tmp_path, fixture_root):
+    """Issue 39: ``scan(tarball)``, then ``fleet``'s read of the same tarball, then ``scan`` again
+    raised NotAHostTree: fleet unmounted the tree the first scan had left registered."""
+    from topoagent.features.fleet.command import tally
+
+    tb = tarball(collect_capture(str(fixture_root("dgx-h100")), tools=False).ordered(), tmp_path / "dgx.tar.gz")
+    first = scan(str(tb), nvml="off").snapshot
+    counted, bad = tally([str(tb)], None)
+    assert bad == [] and counted.count == 1 and counted.files == {"dgx": [str(tb)]}
+    assert scan(str(tb), nvml="off").snapshot == first
+    assert first.root == os.path.realpath(tb) and first.l3_domains  # every source read the capture
+
+
+def test_two_captures_on_two_threads(tmp_path, fixture_root, monkeypatch):
+    """Two threads scan two captures at once (both stopped mid-scan until the other gets there):
+    each gets its own capture's result, the one a scan of its directory gives."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    machines = ("dgx-h100", "epyc-genoa-ccd")
+    paths = {
+        m: str(tarball(collect_capture(str(fixture_root(m)), tools=False).ordered(), tmp_path / f"{m}.tar.gz"))
+        for m in machines
+    }
+
+    def facts(root):
+        result = scan(root, nvml="off")
+        return normalised(report(result)), result.snapshot.l3_domains
+
+    want = {m: facts(unpack_capture(paths[m], str(tmp_path / m))) for m in machines}
+    meet = threading.Barrier(2, timeout=60)
+    _pause_after_sysfs(monkeypatch, meet.wait)
+    with ThreadPoolExecutor(2) as pool:
+        got = dict(zip(machines, pool.map(lambda m: facts(paths[m]), machines), strict=True))
+    assert got == want and got[machines[0]] != got[machines[1]]
+
+
+def test_fleet_on_one_thread_never_takes_a_capture_another_is_scanning(tmp_path, fixture_root, monkeypatch):
+    """One thread scans a capture; halfway, another thread's ``fleet`` reads the same tarball
+    whole; the first scan ends with its own capture, and the next scan of it reads it too."""
+    import threading
+
+    from topoagent.features.fleet.command import tally
+
+    tb = str(tarball(collect_capture(str(fixture_root("dgx-h100")), tools=False).ordered(), tmp_path / "dgx.tar.gz"))
+    want = scan(tb, nvml="off").snapshot
+    halfway, fleet_done = threading.Event(), threading.Event()
+    scanner: list[threading.Thread] = []
+
+    def pause():
+        if threading.current_thread() in scanner:
+            halfway.set()
+            assert fleet_done.wait(60)
+
+    _pause_after_sysfs(monkeypatch, pause)
+    got = []
+    scanner.append(threading.Thread(target=lambda: got.append(scan(tb, nvml="off").snapshot)))
+    scanner[0].start()
+    assert halfway.wait(60)
+    try:
+        assert tally([tb], None)[1] == []
+    finally:
+        fleet_done.set()
+        scanner[0].join(60)
+    assert got == [want] and want.l3_domains  # every source of the scan read its capture
+    assert scan(tb, nvml="off").snapshot == want
+
+
+def test_a_capture_no_file_system_could_hold_says_so(tmp_path, fixture_root):
+    """Issue 44: a capture holding one path twice, or one path both as a file and a directory,
+    was read without a word; each is now a lost probe, and the Sources line says sysfs partial."""
+    cap = tarball(collect_capture(str(fixture_root("cloud-vm")), tools=False).ordered(), tmp_path / "c.tar.gz")
+    unpacked = unpack_capture(str(cap), str(tmp_path / "x"))
+    odd = tmp_path / "odd.tar"
+    with tarfile.open(odd, "w") as tar:
+        tar.add(unpacked, arcname=".")
+        for name, data in (("proc/cmdline", b"second copy\n"), ("proc/cmdline/below", b"x\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    result = scan(str(odd), nvml="off")
+    lost = {(e.path, e.error) for e in result.snapshot.probe_errors}
+    assert ("/proc/cmdline", "in the capture twice: the last copy is read") in lost
+    assert ("/proc/cmdline", "both a file and a directory in the capture") in lost
+    assert result.snapshot.kernel_cmdline == "second copy"
+    tree = CliRunner().invoke(cli, ["scan", "--root", str(odd)]).output
+    assert "Sources: sysfs partial (" in tree and "  /proc/cmdline: in the capture twice: the last copy is read" in tree
+    clean = scan(str(cap), nvml="off").snapshot.probe_errors
+    assert not [e for e in clean if "in the capture" in e.error]
 
 
 @pytest.mark.parametrize("compress", ["", "gz", "bz2", "xz"])

@@ -16,8 +16,9 @@ from topoagent.core.command.common import fail
 from topoagent.core.errors import OfflineInputError, TopoagentError
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.inputs import NVML_AUTO, NVML_OFF, Inputs
-from topoagent.core.read.archive import replay_root
+from topoagent.core.read.archive import resolve_root
 from topoagent.core.read.textinput import read_text_input
+from topoagent.core.tree import Root, is_this_host
 
 if TYPE_CHECKING:
     from topoagent.core.result import ScanResult
@@ -119,14 +120,14 @@ def build_inputs(
     """Inputs from the options; pasted files are read here (one line and exit 2 if they cannot be)."""
     given = {field: name for field, name in files.items() if name is not None}
     given.update({f"paste_texts#{n}": name for n, name in enumerate(pastes)})
-    if cross_check and (given or os.path.realpath(root) != "/"):
+    if cross_check and (given or not is_this_host(root)):
         fail("--cross-check runs this host's nvidia-smi and lspci: it needs a live scan of --root /")
-    shown = None
+    read: Root = root
     if not given and not os.path.isdir(os.path.join(root, "sys")):
         # A capture tarball (topoagent capture) replays like its unpacked directory (read into
         # memory, never unpacked to disk), and the reports name the tarball.
         try:
-            root, shown = replay_root(root)
+            read = resolve_root(root)
         except TopoagentError as exc:
             fail(f"--root {root}: {exc}")
     option_of = {field: option for field, option, *_ in OFFLINE_OPTIONS}
@@ -143,11 +144,10 @@ def build_inputs(
                 fail(f"{option_of[field]} {name}: {exc}")
     origins = FrozenMap({field: f"{option_of[field]} {name}" for field, name in given.items()})
     return Inputs(
-        root=root,
+        root=read,
         nvml=NVML_OFF if no_nvml else NVML_AUTO,
         cross_check=cross_check,
         origins=origins,
-        shown_root=shown,
         nvidia_smi_topo_text=texts.get("nvidia_smi_topo_text"),
         lspci_tree_text=texts.get("lspci_tree_text"),
         lspci_verbose_text=texts.get("lspci_verbose_text"),

@@ -13,13 +13,13 @@ of required and optional files: :mod:`.pci`, :mod:`.node`, :mod:`.cpu`, :mod:`.n
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import msgspec
 
 from topoagent.core.inputs import Inputs
 from topoagent.core.snapshot import Snapshot
+from topoagent.core.tree import is_this_host
 
 __all__ = ["NVML_RECORDING", "Collection", "is_live"]
 
@@ -44,7 +44,7 @@ class Collection(msgspec.Struct):
 
 def is_live(inputs: Inputs) -> bool:
     """Whether the scan reads the machine it runs on (``--root /``, nothing pasted)."""
-    return not inputs.offline and os.path.realpath(inputs.root) == "/"
+    return not inputs.offline and is_this_host(inputs.root)
 
 
 #: Where a capture keeps NVML's view (``topoagent capture``), below its root.

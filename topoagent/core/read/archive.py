@@ -1,8 +1,8 @@
 """Read capture tarballs for ``--root`` (``topoagent capture`` packs them: :mod:`topoagent.features.capture.pack`).
 
 :func:`resolve_root`: ``--root`` accepts a capture tarball (or its unpacked directory).  The
-tarball is read into memory (:func:`load_capture`: a :class:`~topoagent.core.hostfs.MemoryTree`
-mounted under the archive's own path), never written out: a DGX capture's 3,000 files cost a
+tarball is read into memory (:func:`load_capture`: a :class:`~topoagent.core.tree.MemoryTree`
+named by the archive's own path, handed to the reader as a value), never written out: a DGX capture's 3,000 files cost a
 tenth of a second to hold where unpacking them cost seconds (issue 32: a DGX capture replayed 10x
 slower than its directory), and nothing lands on disk, so no member can land outside it.  The
 reader then resolves every link inside the root as it does for a directory.
@@ -14,7 +14,6 @@ member-count caps, no hard links, no member at or under a symbolic link, no spec
 from __future__ import annotations
 
 import bz2
-import contextlib
 import gzip
 import io
 import lzma
@@ -25,10 +24,11 @@ import stat
 import tarfile
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable
 
 from topoagent.core.errors import InputError
-from topoagent.core.hostfs import MemoryTree, mount, unmount
+from topoagent.core.tree import MemoryTree, Root
 
 __all__ = [
     "MAX_MEMBERS",
@@ -36,8 +36,6 @@ __all__ = [
     "MAX_TOTAL_BYTES",
     "CaptureError",
     "load_capture",
-    "mounted_capture",
-    "replay_root",
     "resolve_root",
     "unpack_capture",
 ]
@@ -225,7 +223,8 @@ def load_capture(path: str) -> MemoryTree:
     ``sys/``: the archive's top, or its one top-level directory), named by the archive's real
     path.  Refuses, with :class:`CaptureError`, what :func:`unpack_capture` refuses: a hard
     link, a member at or under a symbolic link, a device file or FIFO, a name with a ``..``
-    component, and the count and size caps."""
+    component, and the count and size caps.  What no file system holds -- one path twice, a
+    file that is a directory too -- is read and said (the tree's ``notes``)."""
     stream, tar = _open_tarball(path)
     name = os.path.realpath(path)
     tree = MemoryTree(name)
@@ -246,6 +245,14 @@ def load_capture(path: str) -> MemoryTree:
         top = _top(members)
         for m in members:
             _add_member(tree, m, data.get(m.name, b""), top)
+        twice = Counter("/".join(_parts(m.name)[top:]) for m in members if not m.isdir())
+        tree.notes = sorted(
+            [(rel, "in the capture twice: the last copy is read") for rel, n in twice.items() if n > 1]
+            + [
+                (p[len(name) + 1 :], "both a file and a directory in the capture")
+                for p in tree.files.keys() & tree.dirs
+            ]
+        )
     except (CaptureError, *_UNPACK_ERRORS) as exc:
         if isinstance(exc, CaptureError):
             raise
@@ -289,13 +296,10 @@ def _capture_root(directory: str) -> str:
     return directory
 
 
-_LOADED: dict[tuple[str, int, int], str] = {}
-
-
-def resolve_root(root: str) -> str:
-    """``--root`` as a root :class:`~topoagent.core.hostfs.HostFS` reads: a capture tarball is
-    read into memory once per process and mounted under its own real path; a directory is
-    returned as is, or its one subdirectory holding ``sys/`` (a tarball unpacked by hand).
+def resolve_root(root: str) -> Root:
+    """``--root`` as a root :class:`~topoagent.core.hostfs.HostFS` reads: a capture tarball read
+    into memory (:func:`load_capture`; the tree is the caller's, and goes when it lets go of it),
+    a directory as is, or its one subdirectory holding ``sys/`` (a tarball unpacked by hand).
     Anything else is returned unchanged for the scan to judge.  Raises :class:`CaptureError`
     for a tarball that cannot be read safely."""
     try:
@@ -304,29 +308,4 @@ def resolve_root(root: str) -> str:
         return root
     if stat.S_ISDIR(st.st_mode):
         return _capture_root(root)
-    if not stat.S_ISREG(st.st_mode):
-        return root
-    key = (os.path.realpath(root), st.st_size, st.st_mtime_ns)
-    if key not in _LOADED:
-        _LOADED[key] = mount(load_capture(root))
-    return _LOADED[key]
-
-
-@contextlib.contextmanager
-def mounted_capture(path: str) -> Iterator[str]:
-    """A capture tarball mounted for the ``with`` block only (``fleet`` reads a thousand: each
-    one's memory goes when it has been scanned); yields the root to scan."""
-    root = mount(load_capture(path))
-    try:
-        yield root
-    finally:
-        unmount(root)
-
-
-def replay_root(root: str) -> tuple[str, str | None]:
-    """``root`` as :func:`resolve_root` makes it a root to read, and what reports should call
-    the root: the archive's own path when ``root`` is a capture archive (read into memory,
-    mounted under its real path), else None (the directory read is the root)."""
-    resolved = resolve_root(root)
-    shown = os.path.realpath(root) if resolved != root and os.path.isfile(root) else None
-    return resolved, shown
+    return load_capture(root) if stat.S_ISREG(st.st_mode) else root

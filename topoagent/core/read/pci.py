@@ -35,6 +35,7 @@ from topoagent.core.parse.vpd import MAX_VPD_BYTES, parse_vpd
 from topoagent.core.pci import PORT_CODES, VPD_READ
 from topoagent.core.read.attr import parsed
 from topoagent.core.snapshot import AerCounts, ConfigSpace, LinkInfo, PciFunction, SriovCap, VpdInfo
+from topoagent.core.tree import Root
 
 __all__ = [
     "AER_FILES",
@@ -439,7 +440,7 @@ def _may_have_aer(config: ConfigSpace | None, virtual_function: bool) -> bool:
     )
 
 
-def read_links(root: str) -> dict[str, LinkInfo]:
+def read_links(root: Root) -> dict[str, LinkInfo]:
     """Every listed function's PCIe link now, by BDF, and nothing else: the daemon's cheap
     between-scan sample of links (config space, else the link files)."""
     reader = PciReader(HostFS(root))

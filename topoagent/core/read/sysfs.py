@@ -92,8 +92,5 @@ def _config_status(functions: tuple[PciFunction, ...]) -> SourceStatus:
 
 def collect(c: Collection) -> None:
     """The primary source of a host scan: the snapshot of ``inputs.root`` (whose root, in the
-    snapshot, is ``inputs.shown_root`` where that is given: a capture archive's path)."""
-    snap = read_sysfs(HostFS(c.inputs.root))
-    if c.inputs.shown_root is not None:
-        snap = msgspec.structs.replace(snap, root=c.inputs.shown_root)
-    c.snapshot = snap
+    snapshot, is a capture archive's path where the root is the archive read into memory)."""
+    c.snapshot = read_sysfs(HostFS(c.inputs.root))

@@ -18,6 +18,7 @@ from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import Inputs
 from topoagent.core.read.process import ProcessError, cgroup_cpus, owner_uid, threads
 from topoagent.core.render.escape import shown
+from topoagent.core.tree import Root, is_this_host, root_name
 from topoagent.core.write.files import DEFAULT_STATE_DIR
 from topoagent.features.act.changes import FILE, irq_changes, rail_nics, thread_changes
 from topoagent.features.act.execute import FAILED, LEFT, REFUSED, SKIPPED, apply_changes, describe, target_rel, undo
@@ -68,7 +69,7 @@ def show(changes: Sequence[Any]) -> None:
         click.echo(f"  {ch.what}: {_shown(ch.before, '(none)')} -> {_shown(ch.after, '(removed)')}")
 
 
-def run_changes(changes: Sequence[Any], root: str, state_dir: str, yes: bool, *, needs: str) -> int:
+def run_changes(changes: Sequence[Any], root: Root, state_dir: str, yes: bool, *, needs: str) -> int:
     """Show the changes; with ``yes`` check privileges, then make them through the writer
     and journal.  Returns the exit status (0 all made or refused by the kernel, 1 a failure)."""
     if not changes:
@@ -79,7 +80,7 @@ def run_changes(changes: Sequence[Any], root: str, state_dir: str, yes: bool, *,
     if not yes:
         click.echo("Dry run: nothing was changed. Run again with --yes to make these changes.")
         return EXIT_OK
-    writer, journal = HostWriter(root), Journal(state_dir)
+    writer, journal = HostWriter(root_name(root)), Journal(state_dir)
     if not journal.writable():
         fail(f"cannot write the undo journal in {state_dir} ({needs}, or choose --state-dir): nothing changed")
     rels = (target_rel(c.kind, c.target) for c in changes)
@@ -99,7 +100,7 @@ def run_changes(changes: Sequence[Any], root: str, state_dir: str, yes: bool, *,
     if refused:
         click.echo(f"{len(refused)} change(s) refused by the kernel (not an error: left as they were).")
     # undo takes only the records of the root it is given (apply/validate.py): name it
-    where = "" if os.path.realpath(root) == "/" else f" --root {shlex.quote(root)}"
+    where = "" if is_this_host(root) else f" --root {shlex.quote(root_name(root))}"
     click.echo(f"Journal: {journal.path}  (undo: topoagent apply --undo --yes{where} --state-dir {state_dir})")
     return EXIT_FINDINGS if any(o.status == FAILED for o in outcomes) else EXIT_OK
 
@@ -180,7 +181,7 @@ def _pid(inputs: Inputs, pid: int, gpu: int | None, node: int | None, state_dir:
 CONVERGE_ROUNDS = 10
 
 
-def bind_threads(pid: int, target: Any, current: Sequence[Any], root: str, state_dir: str, yes: bool) -> int:
+def bind_threads(pid: int, target: Any, current: Sequence[Any], root: Root, state_dir: str, yes: bool) -> int:
     """Show (and with ``yes`` make) the changes that move ``current`` -- ``pid``'s threads as
     listed -- onto ``target``.  With ``yes``, then bind the threads it started meanwhile: list
     them again until no new one appears (at most :data:`CONVERGE_ROUNDS` times), and name every
@@ -239,7 +240,7 @@ def _irqs(inputs: Inputs, state_dir: str, yes: bool) -> int:
     return max(status, EXIT_FINDINGS) if disputed else status
 
 
-def _undo(root: str, state_dir: str, yes: bool) -> int:
+def _undo(root: Root, state_dir: str, yes: bool) -> int:
     journal = Journal(state_dir)
     try:
         entries = journal.to_undo()
@@ -258,7 +259,7 @@ def _undo(root: str, state_dir: str, yes: bool) -> int:
         return EXIT_OK
     if not journal.writable():
         fail(f"cannot write the journal {journal.path} (needs root, or choose --state-dir): nothing undone")
-    outcomes = undo(journal, entries, root)
+    outcomes = undo(journal, entries, root_name(root))
     for o in outcomes:
         click.echo(f"  {o.status}: {o.what}" + (f" -- {o.detail}" if o.detail else ""))
     bad = journal.skipped or any(o.status in (FAILED, LEFT, SKIPPED) for o in outcomes)

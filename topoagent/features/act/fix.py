@@ -14,6 +14,7 @@ from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import Inputs
 from topoagent.core.read import is_live
 from topoagent.core.read.kernel import UnsavableFile, config_bytes, file_text
+from topoagent.core.tree import root_name
 from topoagent.features.act.apply import run_changes, state_dir_option
 from topoagent.features.act.changes import (
     GRUB_ACS_CONF,
@@ -98,7 +99,8 @@ def peermem(inputs: Inputs, state_dir: str, yes: bool) -> None:
     live = is_live(inputs)
     loaded = PEERMEM_MODULE in result.topology.modules
     if not live:
-        click.echo(f"  (--root {inputs.root} is not this host: modprobe is not run, only the boot entry is written)")
+        where = root_name(inputs.root)
+        click.echo(f"  (--root {where} is not this host: modprobe is not run, only the boot entry is written)")
     try:
         conf_now = file_text(fs, PEERMEM_CONF)
     except UnsavableFile as exc:

@@ -26,6 +26,7 @@ from topoagent.core.hostfs import HostFS
 from topoagent.core.read.nvml import running_processes
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import NvmlGpu
+from topoagent.core.tree import Root
 from topoagent.features.audit.advise import AuditReport, advise
 from topoagent.features.audit.facts import ENV_KEYS, AuditFacts, ProcessFacts, ThreadAffinity, Unreadable
 from topoagent.features.audit.parse import (
@@ -238,7 +239,7 @@ def read_audit(
     )
 
 
-def audit_host(result: ScanResult, root: str, *, ask_nvml: bool, why_not: str | None = None) -> AuditReport:
+def audit_host(result: ScanResult, root: Root, *, ask_nvml: bool, why_not: str | None = None) -> AuditReport:
     """Audit the processes below ``root`` against its scan ``result``: NVML's running processes
     where ``ask_nvml`` (the live host) and a driver answers, else open device nodes (``why_not``:
     why NVML is not asked).  What ``topoagent audit`` prints and the daemon exports."""

@@ -8,13 +8,13 @@ a user's bug report becomes a fixture.  What is recorded and what is scrubbed:
 from __future__ import annotations
 
 import io
-import os
 import sys
 
 import click
 
 from topoagent.core.command.common import EXIT_OK, Progress, fail, write_output
 from topoagent.core.errors import TopoagentError
+from topoagent.core.tree import is_this_host
 from topoagent.features.capture.collect import collect_capture
 from topoagent.features.capture.pack import entries_to_tar
 
@@ -36,7 +36,7 @@ from topoagent.features.capture.pack import entries_to_tar
 def capture(output: str, root: str, no_tools: bool, tool_timeout: float, quiet: bool) -> None:
     """Record the allow-listed /sys and /proc files a scan reads, plus lspci and nvidia-smi output,
     with host names, MACs, GUIDs and serial numbers scrubbed, into a .tar.gz."""
-    live = os.path.realpath(root) == "/"
+    live = is_this_host(root)
     with Progress("capture", quiet=quiet) as progress:
         try:
             cap = collect_capture(root, tools=live and not no_tools, tool_timeout=tool_timeout, step=progress.step)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from topoagent.core.command.common import fail
 from topoagent.core.errors import TopoagentError
-from topoagent.core.hostfs import is_root
 from topoagent.core.read.archive import resolve_root
 from topoagent.features.daemon.config import ConfigError, ConfigReader
 from topoagent.features.daemon.loop import Daemon, SetupError
@@ -88,10 +88,10 @@ def daemon(
 
 def _check_root(root: str) -> None:
     """One line and exit 2 unless ``root`` is a directory or a capture archive that reads (into
-    memory, once: every scan reads it there)."""
+    memory: every scan reads it again, so a capture put in its place counts from the next scan)."""
     try:
         resolved = resolve_root(root)
     except TopoagentError as exc:
         fail(f"--root {root}: {exc}")
-    if not is_root(resolved):
+    if isinstance(resolved, str) and not os.path.isdir(resolved):
         fail(f"--root {root}: not a directory or a capture archive")

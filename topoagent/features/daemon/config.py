@@ -30,6 +30,7 @@ import msgspec
 
 from topoagent.core.errors import InputError
 from topoagent.core.read.textinput import read_regular
+from topoagent.core.tree import is_this_host
 from topoagent.core.write.files import DEFAULT_STATE_DIR
 
 __all__ = [
@@ -95,7 +96,7 @@ class Config(msgspec.Struct, frozen=True):
     @property
     def live(self) -> bool:
         """Whether the daemon scans the machine it runs on (udev, NVML and load make sense)."""
-        return os.path.realpath(self.root) == "/"
+        return is_this_host(self.root)
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -33,7 +33,7 @@ from topoagent.core.api import run
 from topoagent.core.errors import TopoagentError
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.inputs import NVML_AUTO, NVML_OFF, Inputs
-from topoagent.core.read.archive import replay_root, resolve_root
+from topoagent.core.read.archive import resolve_root
 from topoagent.core.read.expectation import load_expectation
 from topoagent.core.read.pci import read_links
 from topoagent.core.result import ScanResult, with_expected
@@ -82,9 +82,8 @@ class SetupError(TopoagentError):
 
 def default_scan(config: Config) -> ScanResult:
     """The one orchestration, with the inputs a daemon has: a root (a directory or a capture
-    archive, read into memory once per process and named by its own path), and NVML on or off."""
-    root, shown = replay_root(config.root)
-    result = run(Inputs(root=root, nvml=NVML_AUTO if config.nvml else NVML_OFF, shown_root=shown))
+    archive, read into memory at each scan and named by its own path), and NVML on or off."""
+    result = run(Inputs(root=resolve_root(config.root), nvml=NVML_AUTO if config.nvml else NVML_OFF))
     if config.expect:
         # Read at each scan: a new baseline dropped in place counts from the next scan; one
         # that cannot be read fails the scan, with the reason, like any other scan error.

@@ -19,7 +19,7 @@ from topoagent.core.api import run
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail
 from topoagent.core.errors import InputError, TopoagentError
 from topoagent.core.inputs import NVML_OFF, Inputs
-from topoagent.core.read.archive import mounted_capture
+from topoagent.core.read.archive import resolve_root
 from topoagent.core.read.expectation import load_expectation
 from topoagent.core.read.textinput import open_regular, read_fd
 from topoagent.core.render.escape import shown
@@ -75,10 +75,7 @@ def _scan_capture(path: str) -> bytes:
     """A capture (tarball or directory) scanned here, as its scan JSON: a tarball is read into
     memory for its scan only (nothing is unpacked to disk), so a thousand cost a thousand times
     one."""
-    if os.path.isdir(path):
-        return render(run(Inputs(root=path, nvml=NVML_OFF))).encode()
-    with mounted_capture(path) as root:
-        return render(run(Inputs(root=root, nvml=NVML_OFF))).encode()
+    return render(run(Inputs(root=resolve_root(path), nvml=NVML_OFF))).encode()
 
 
 def _read(path: str) -> tuple[bytes, bool]:

@@ -25,6 +25,7 @@ from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import TopoagentError
 from topoagent.core.inputs import Inputs
 from topoagent.core.read.textinput import read_text_input
+from topoagent.core.tree import root_name
 from topoagent.core.write.files import DEFAULT_STATE_DIR
 from topoagent.features.vms import FORMATS
 from topoagent.features.vms import libvirt_xml as vms_libvirt
@@ -195,14 +196,14 @@ def _esxi_report(esxcli_file: str, vmx_files: tuple[str, ...]) -> VmReport:
 def _host(inputs: Inputs) -> HostView:
     result = run_scan(inputs)
     origins = inputs.origins or {}
-    where = ", ".join(origins.values()) if origins else f"scan of {inputs.shown_root or inputs.root}"
+    where = ", ".join(origins.values()) if origins else f"scan of {root_name(inputs.root)}"
     return host_from_scan(result.topology, result.rails, source=where)
 
 
 def _kvm_report(inputs: Inputs, uri: str | None, *, pin: bool, reserve_cores: int) -> VmReport:
     host = _host(inputs)
     try:
-        read = read_domains(root=inputs.root, uri=uri, shown_root=inputs.shown_root)
+        read = read_domains(root=inputs.root, uri=uri)
     except LibvirtError as exc:
         fail(str(exc))
     notes = list(read.errors)

@@ -27,6 +27,7 @@ import msgspec
 from topoagent.core.errors import TopoagentError
 from topoagent.core.hostfs import HostFS
 from topoagent.core.read.tools import ToolResult, run_tool
+from topoagent.core.tree import Root, is_this_host
 
 __all__ = [
     "DEFAULT_URI",
@@ -117,11 +118,11 @@ def read_domains_with_virsh(uri: str) -> LibvirtRead:
     return LibvirtRead(tuple(domains), f"virsh -c {uri}", tuple(errors))
 
 
-def read_domains_from_files(root: str, shown_root: str | None = None) -> LibvirtRead:
+def read_domains_from_files(root: Root) -> LibvirtRead:
     """The QEMU driver's persistent definitions under ``<root>/etc/libvirt/qemu``, each named by
-    the path it was read from (below ``shown_root`` where given: a capture archive's path)."""
+    the path it was read from (below a capture archive's path where the root is one)."""
     fs = HostFS(root)
-    base = shown_root or fs.root
+    base = fs.root
 
     def where(rel: str) -> str:
         return fs.host_path(rel) if base == "/" else os.path.join(base, rel)
@@ -146,25 +147,24 @@ def read_domains_from_files(root: str, shown_root: str | None = None) -> Libvirt
     return LibvirtRead(tuple(domains), where(QEMU_CONFIG_DIR), tuple(errors))
 
 
-def read_domains(*, root: str, uri: str | None, shown_root: str | None = None) -> LibvirtRead:
+def read_domains(*, root: Root, uri: str | None) -> LibvirtRead:
     """Domains by the rule of the ``vms`` command.
 
     A URI given: virsh (it must be installed).  None given: on the live host (``root`` is
     ``/``) ``virsh -c qemu:///system`` when virsh is installed and answers, else the files;
     under any other root the files, so a captured or fake tree never asks this machine's libvirt.
-    ``shown_root`` names the root in the paths reported (see :func:`read_domains_from_files`).
     """
     if uri is not None:
         if not virsh_available():
             raise LibvirtError(f"--connect {uri} needs virsh (Debian package libvirt-clients), which is not installed")
         return read_domains_with_virsh(uri)
-    if os.path.realpath(root) == "/" and virsh_available():
+    if is_this_host(root) and virsh_available():
         try:
             return read_domains_with_virsh(DEFAULT_URI)
         except LibvirtError as exc:
             files = read_domains_from_files(root)
             return LibvirtRead(files.domains, files.source, (str(exc), *files.errors))
-    return read_domains_from_files(root, shown_root)
+    return read_domains_from_files(root)
 
 
 def _virsh_quote(path: str) -> str:
