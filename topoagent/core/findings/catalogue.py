@@ -6,7 +6,7 @@ and when it applies), what kind of evidence proves it (:class:`Proof`), what it 
 prose of ``docs/findings.md``), its messages and remedies (:class:`Wording`: ``str.format``
 templates over the fields the check fills in, keyed by the case they are for; a remedy says
 which :class:`HostKind` it is written for where that differs) and real examples.  The checks
-make every finding through :meth:`Entry.finding`, and ``python -m topoagent.core.findings``
+make every finding through :func:`finding`, and ``python -m topoagent.core.findings``
 writes ``docs/findings.md`` from this module, so the page says what the code does.
 
 Codes are stable: never renumber or reuse one.
@@ -61,7 +61,7 @@ class Proof(Enum):
 
 
 #: The most severe a finding may be when a line of its evidence is of this kind: a finding is
-#: bounded by its weakest link (:meth:`Entry.finding` clamps to it).  What the kernel, config
+#: bounded by its weakest link (:func:`finding` clamps to it).  What the kernel, config
 #: space, NVML or a tool's own output states can prove a fault; what is inferred from other
 #: facts (a node reached through paths, a path class the tree gives) can only suggest one.
 PROOF_BOUND: dict[Proof, Severity] = {
@@ -189,32 +189,6 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True):
                     return key
         return ""
 
-    def finding(
-        self,
-        subjects: Iterable[str],
-        evidence: Iterable[Evidence],
-        *,
-        say: str = "",
-        fix: str | None = None,
-        host: HostKind | None = None,
-        severity: Severity | None = None,
-        **fields: object,
-    ) -> Finding:
-        """A finding of this code: the message ``say`` and the remedy ``fix`` (keys of
-        :attr:`messages` and :attr:`remedies`; without ``fix``, the remedy written for
-        ``host``) filled with ``fields``, at ``severity`` or the default -- never above what
-        its evidence proves (:func:`evidence_bound`: the weakest link bounds it)."""
-        lines = tuple(evidence)
-        wanted = severity if severity is not None else self.default
-        return Finding(
-            self.code,
-            min(wanted, evidence_bound(lines)),
-            tuple(subjects),
-            self.messages[say].say(fields),
-            lines,
-            self.remedies[self.remedy_key(fix, host)].say(fields),
-        )
-
 
 def finding(
     code: str,
@@ -227,8 +201,20 @@ def finding(
     severity: Severity | None = None,
     **fields: object,
 ) -> Finding:
-    """A finding of ``code`` as its catalogue entry words it (:meth:`Entry.finding`)."""
-    return CATALOGUE[code].finding(subjects, evidence, say=say, fix=fix, host=host, severity=severity, **fields)
+    """A finding of ``code`` as its entry words it: the message ``say`` and the remedy ``fix``
+    (keys of :attr:`Entry.messages` and :attr:`Entry.remedies`; without ``fix``, the remedy
+    written for ``host``) filled with ``fields``, at ``severity`` or the default -- never above
+    what its evidence proves (:func:`evidence_bound`: the weakest link bounds it)."""
+    entry, lines = CATALOGUE[code], tuple(evidence)
+    wanted = severity if severity is not None else entry.default
+    return Finding(
+        code,
+        min(wanted, evidence_bound(lines)),
+        tuple(subjects),
+        entry.messages[say].say(fields),
+        lines,
+        entry.remedies[entry.remedy_key(fix, host)].say(fields),
+    )
 
 
 def _prose(text: str) -> str:

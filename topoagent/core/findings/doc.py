@@ -37,7 +37,7 @@ when a code is raised by no fixture nor named test.
 Each evidence line is of one kind -- a file the kernel exports, config space, NVML, a token of
 pasted tool output, an expected topology, or an inference from other facts (a path class the
 tree gives, a NIC's node reached through its paths) -- and a finding is never more severe than
-its weakest line allows (the catalogue's `Entry.finding` clamps it):
+its weakest line allows (the catalogue's `finding` clamps it):
 
 """
 
