@@ -1,6 +1,7 @@
 """Judge what the audit read against the scan: each process's threads, memory and NICs
 against its GPUs' NUMA node, CPUs and rail NICs.  Pure: facts and a scan result in, a report
-with findings (:mod:`.codes`) out.
+with findings out: the catalogue's family ``audit``
+(:mod:`topoagent.core.findings.catalogue`), raised here.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from topoagent.core.pci import DeviceKind
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import host_path
 from topoagent.core.topology import Device, Topology
-from topoagent.features.audit.codes import MEMORY_MIN_BYTES, PROCESS_CPUS, PROCESS_HCA, PROCESS_MEMORY
 from topoagent.features.audit.facts import AuditFacts, ProcessFacts, Unreadable
 from topoagent.features.audit.parse import parse_hca_list, policy_nodes
 
-__all__ = ["AuditReport", "GpuUse", "ProcessReport", "advise", "gib"]
+__all__ = ["MEMORY_MIN_BYTES", "AuditReport", "GpuUse", "ProcessReport", "advise", "gib"]
+
+#: Below this much anonymous memory off the GPU's node a process is not flagged for it: the
+#: pages a small process touches cost little wherever they are.
+MEMORY_MIN_BYTES = 256 << 20
 
 
 class ProcessReport(msgspec.Struct, frozen=True):
@@ -155,7 +159,7 @@ def _cpu_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> tuple[Fi
         Evidence(host_path(f"sys/bus/pci/devices/{g.bdf}/numa_node"), str(g.numa_node)) for g in place.gpus if g.bdf
     )
     found = finding(
-        PROCESS_CPUS,
+        "PROCESS_CPUS_OFF_GPU_NODE",
         (*(g.id for g in place.gpus), f"pid:{p.pid}"),
         evidence,
         severity=_severity(place, _sockets_of(topo, where)),
@@ -206,7 +210,7 @@ def _memory_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> tuple
         ),
     )
     found = finding(
-        PROCESS_MEMORY,
+        "PROCESS_MEMORY_OFF_GPU_NODE",
         (*(g.id for g in place.gpus), f"pid:{p.pid}"),
         evidence,
         severity=Severity.WARNING if node_sockets - place.sockets and place.sockets else Severity.INFO,
@@ -245,7 +249,7 @@ def _hca_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> Finding 
     gpus = ", ".join(g.id for g in place.gpus)
     rails = ", ".join(f"{n.id} ({' '.join(n.rdma_devices)})" for n in nics)
     return finding(
-        PROCESS_HCA,
+        "PROCESS_HCA_NOT_RAIL",
         (*(g.id for g in place.gpus), *(n.id for n in nics), f"pid:{p.pid}"),
         (
             Evidence(host_path(f"proc/{p.pid}/environ"), f"NCCL_IB_HCA={value}"),
