@@ -14,7 +14,7 @@ import pytest
 
 from tests.paths import REPO
 from topoagent.core.findings import CATALOGUE, Evidence, Finding, Severity
-from topoagent.core.findings.catalogue import FAMILIES, PROOF_BOUND, Proof, evidence_bound, proof_of
+from topoagent.core.findings.catalogue import FAMILIES, PROOF_BOUND, Proof, evidence_bound, finding, proof_of
 from topoagent.core.findings.doc import example_text, page
 
 GOLDEN = sorted((REPO / "tests/golden").glob("*/scan.json"))
@@ -91,12 +91,12 @@ def test_goldens_raise_what_the_catalogue_says():
 def test_a_finding_is_bounded_by_its_weakest_evidence():
     """What is inferred can only suggest: a finding with an inference among its evidence is at
     most a warning, whatever its code's rule asks; stated facts leave the rule's severity."""
-    entry = CATALOGUE["GPU_NIC_CROSS_SOCKET"]
+    code = "GPU_NIC_CROSS_SOCKET"
     stated = [Evidence("/sys/bus/pci/devices/0000:17:00.0/numa_node", "0")]
     inferred = [*stated, Evidence("nvidia-smi topo -m NIC0: NUMA node via its paths to GPUs", "1")]
     fields = {"gpu": "gpu0", "nic": "nic0", "nic_socket": 1, "gpu_socket": 0}
-    assert entry.finding(["gpu0", "nic0"], stated, **fields).severity is Severity.CRITICAL
-    assert entry.finding(["gpu0", "nic0"], inferred, **fields).severity is Severity.WARNING
+    assert finding(code, ["gpu0", "nic0"], stated, **fields).severity is Severity.CRITICAL
+    assert finding(code, ["gpu0", "nic0"], inferred, **fields).severity is Severity.WARNING
     assert PROOF_BOUND[Proof.INFERENCE] is Severity.WARNING
     assert proof_of(Evidence("inferred: NVLinked GPUs, every GPU-NIC and NIC-NIC cell PHB", "x")) is Proof.INFERENCE
 
@@ -105,11 +105,11 @@ def test_the_remedy_fits_the_host_kind():
     """Without a remedy the check chose, the one written for the host's kind is said."""
     from topoagent.core.findings.catalogue import HostKind
 
-    entry = CATALOGUE["GPU_NIC_VIA_HOST_BRIDGE"]
+    code = "GPU_NIC_VIA_HOST_BRIDGE"
     fields = {"gpu": "gpu0", "nic": "nic0", "path": "PHB"}
     ev = [Evidence("lspci 0000:05:00.0: NUMA node", "unknown")]
-    guest = entry.finding(["gpu0"], ev, host=HostKind.GUEST, **fields).remedy
-    metal = entry.finding(["gpu0"], ev, host=HostKind.BARE_METAL, **fields).remedy
+    guest = finding(code, ["gpu0"], ev, host=HostKind.GUEST, **fields).remedy
+    metal = finding(code, ["gpu0"], ev, host=HostKind.BARE_METAL, **fields).remedy
     assert "pxb-pcie" in guest and "topoagent vms" in guest and "PCIe switch" in metal
 
 

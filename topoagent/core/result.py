@@ -24,7 +24,7 @@ from topoagent.core.analysis.paths import Path, pair_path, path_index, scan_path
 from topoagent.core.analysis.rails import Rails, pair_rails
 from topoagent.core.aside import Aside, derived
 from topoagent.core.findings import Finding, Severity, find_all, sort_findings
-from topoagent.core.findings.expect import compare_hosts
+from topoagent.core.findings.expect import comparable, compare_hosts
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import Snapshot, SourceStatus
@@ -182,7 +182,7 @@ def with_expected(result: ScanResult, expected: Baseline) -> ScanResult:
         host=expected.host,
         hw_class=expected.hw_class,
         fingerprint=expected.fingerprint,
-        compared=not any(f.code == "EXPECT_CLASS" for f in found),
+        compared=comparable(expected, result.baseline),
         differences=len(found),
     )
     aside = result.aside.noting(expected=note)

@@ -5,9 +5,11 @@ this package), its severity rule (:class:`Grade`: the default first, then each o
 and when it applies), what kind of evidence proves it (:class:`Proof`), what it means (the
 prose of ``docs/findings.md``), its messages and remedies (:class:`Wording`: ``str.format``
 templates over the fields the check fills in, keyed by the case they are for; a remedy says
-which :class:`HostKind` it is written for where that differs) and real examples.  The checks
-make every finding through :meth:`Entry.finding`, and ``python -m topoagent.core.findings``
-writes ``docs/findings.md`` from this module, so the page says what the code does.
+which :class:`HostKind` it is written for where that differs), the outputs that carry it
+(:class:`Output`: an output that treats some codes apart asks :func:`codes_for` instead of
+naming them), the alert that pages on it and real examples.  The checks make every finding
+through :func:`finding`, and ``python -m topoagent.core.findings`` writes ``docs/findings.md``
+from this module, so the page says what the code does and where it goes.
 
 Codes are stable: never renumber or reuse one.
 """
@@ -31,8 +33,11 @@ __all__ = [
     "Grade",
     "PROOF_BOUND",
     "HostKind",
+    "Output",
     "Proof",
     "Wording",
+    "carries",
+    "codes_for",
     "evidence_bound",
     "finding",
     "proof_of",
@@ -60,8 +65,24 @@ class Proof(Enum):
     EXPECTATION = "an expected topology (a baseline, or a fleet's majority)"
 
 
+class Output(Enum):
+    """An output that carries a code (its value: how ``docs/findings.md`` names it).  Every
+    finding a scan raises reaches :attr:`FINDINGS`; the others are read by the one consumer
+    each names, through :func:`codes_for`, so a new code reaches them by its entry alone."""
+
+    FINDINGS = "every view of a scan's findings (above)"
+    PROCESS_SERIES = "the metric `topoagent_gpu_processes_misplaced{code}` (the daemon's audit)"
+    GDR_BLOCKER = "NFD `topoagent.gdr.ready=false`"
+    ACS_BLOCKING = "NFD `topoagent.acs.blocking=true`"
+    ACS_UNREAD = "NFD `topoagent.acs.blocking=unknown` (unless a redirect was found)"
+    DEVICE_FAULT = "the daemon's `device_fault` event (one per device, keyed by its BDF)"
+    DRAWN_ON_RAIL = "`draw`: the GPU-NIC rail drawn in the finding's colour"
+    DRAWN_ON_LINK = "`draw`: the device's link drawn degraded"
+    DRAWN_ON_BRIDGE = "`draw`: an ACS mark on the bridge"
+
+
 #: The most severe a finding may be when a line of its evidence is of this kind: a finding is
-#: bounded by its weakest link (:meth:`Entry.finding` clamps to it).  What the kernel, config
+#: bounded by its weakest link (:func:`finding` clamps to it).  What the kernel, config
 #: space, NVML or a tool's own output states can prove a fault; what is inferred from other
 #: facts (a node reached through paths, a path class the tree gives) can only suggest one.
 PROOF_BOUND: dict[Proof, Severity] = {
@@ -157,12 +178,15 @@ class Family(msgspec.Struct, frozen=True):
 
 
 class Entry(msgspec.Struct, frozen=True, kw_only=True):
-    """One code: its family, severity rule, proof, meaning, wordings and examples."""
+    """One code: its family, severity rule, proof, outputs, the alert (a rule's name in
+    ``deploy/prometheus/topoagent-rules.yml``) that pages on it, meaning, wordings and examples."""
 
     code: str
     family: str
     severity: tuple[Grade, ...]
     proof: tuple[Proof, ...]
+    outputs: tuple[Output, ...] = (Output.FINDINGS,)
+    alert: str = ""
     about: str
     messages: Mapping[str, Wording]
     remedies: Mapping[str, Wording]
@@ -189,32 +213,6 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True):
                     return key
         return ""
 
-    def finding(
-        self,
-        subjects: Iterable[str],
-        evidence: Iterable[Evidence],
-        *,
-        say: str = "",
-        fix: str | None = None,
-        host: HostKind | None = None,
-        severity: Severity | None = None,
-        **fields: object,
-    ) -> Finding:
-        """A finding of this code: the message ``say`` and the remedy ``fix`` (keys of
-        :attr:`messages` and :attr:`remedies`; without ``fix``, the remedy written for
-        ``host``) filled with ``fields``, at ``severity`` or the default -- never above what
-        its evidence proves (:func:`evidence_bound`: the weakest link bounds it)."""
-        lines = tuple(evidence)
-        wanted = severity if severity is not None else self.default
-        return Finding(
-            self.code,
-            min(wanted, evidence_bound(lines)),
-            tuple(subjects),
-            self.messages[say].say(fields),
-            lines,
-            self.remedies[self.remedy_key(fix, host)].say(fields),
-        )
-
 
 def finding(
     code: str,
@@ -227,8 +225,31 @@ def finding(
     severity: Severity | None = None,
     **fields: object,
 ) -> Finding:
-    """A finding of ``code`` as its catalogue entry words it (:meth:`Entry.finding`)."""
-    return CATALOGUE[code].finding(subjects, evidence, say=say, fix=fix, host=host, severity=severity, **fields)
+    """A finding of ``code`` as its entry words it: the message ``say`` and the remedy ``fix``
+    (keys of :attr:`Entry.messages` and :attr:`Entry.remedies`; without ``fix``, the remedy
+    written for ``host``) filled with ``fields``, at ``severity`` or the default -- never above
+    what its evidence proves (:func:`evidence_bound`: the weakest link bounds it)."""
+    entry, lines = CATALOGUE[code], tuple(evidence)
+    wanted = severity if severity is not None else entry.default
+    return Finding(
+        code,
+        min(wanted, evidence_bound(lines)),
+        tuple(subjects),
+        entry.messages[say].say(fields),
+        lines,
+        entry.remedies[entry.remedy_key(fix, host)].say(fields),
+    )
+
+
+def carries(f: Finding, output: Output) -> bool:
+    """Whether ``output`` carries ``f`` (its code's entry names it)."""
+    return output in CATALOGUE[f.code].outputs
+
+
+def codes_for(output: Output) -> tuple[str, ...]:
+    """The codes whose entries name ``output``, in catalogue order: what its consumer reads
+    instead of a list of its own."""
+    return tuple(code for code, e in CATALOGUE.items() if output in e.outputs)
 
 
 def _prose(text: str) -> str:
@@ -280,7 +301,7 @@ FAMILIES: dict[str, Family] = {
             (`/proc/PID/task/TID/status`), their memory (`/proc/PID/numa_maps`) and their `NCCL_IB_HCA`
             (`/proc/PID/environ`).  A process reaching across sockets is a warning; one on another node
             of its GPU's socket (AMD NPS, Intel SNC), or where sockets are unknown, is info."""),
-            raised_in="topoagent.features.audit.codes",  # the names advise.py raises them by
+            raised_in="topoagent.features.audit.advise",
         ),
         Family(
             "expect",
@@ -312,6 +333,8 @@ _ENTRIES = (
         family="placement",
         severity=(Grade(Severity.CRITICAL),),
         proof=(Proof.SYSFS, Proof.PASTED, Proof.INFERENCE),
+        outputs=(Output.FINDINGS, Output.DRAWN_ON_RAIL),
+        alert="TopoagentRailCrossesSockets",
         about=_prose("""A GPU whose best RDMA NIC is on another socket (SYS across packages). NCCL refuses
         GPUDirect RDMA beyond PXB by default, and the data also crosses UPI/xGMI. See NCCL's
         `NCCL_NET_GDR_LEVEL` documentation and NVIDIA/nccl issue 1435.
@@ -385,6 +408,7 @@ _ENTRIES = (
         family="placement",
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.SYSFS, Proof.PASTED, Proof.INFERENCE),
+        outputs=(Output.FINDINGS, Output.DRAWN_ON_RAIL),
         about=_prose("""Best NIC on another NUMA node (SYS in nvidia-smi terms): no GDR by default.  On a host
         tree whose sockets are known, another node of the same socket (AMD NPS2/NPS4, Intel SNC),
         where the remedy is the BIOS NUMA setting; from an input that does not show sockets (a pasted
@@ -433,6 +457,7 @@ _ENTRIES = (
         family="placement",
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.SYSFS, Proof.PASTED, Proof.INFERENCE),
+        outputs=(Output.FINDINGS, Output.DRAWN_ON_RAIL),
         about=_prose("""Best NIC reachable only through the CPU (PHB or NODE): same NUMA node is not enough for
         GDR (sriov-network-operator#736). Not raised for Grace GPUs, where GPU-NIC through the same
         CPU is NCCL's P2C and GDR is on, nor where NCCL reaches the NIC through an NVLinked peer GPU
@@ -528,6 +553,7 @@ _ENTRIES = (
         family="placement",
         severity=(Grade(Severity.INFO),),
         proof=(Proof.SYSFS, Proof.PASTED),
+        outputs=(Output.FINDINGS, Output.GDR_BLOCKER),
         about=_prose("""GPUs but no RDMA-capable NIC (no RDMA device, no InfiniBand-class function, no ConnectX or
         AWS EFA -- vendor 1d0f, NCCL's network through the aws-ofi-nccl plugin).  An absence is
         claimed only from an input that lists every NIC: a host tree with `/sys/class`, or a whole
@@ -692,6 +718,7 @@ _ENTRIES = (
         family="peer",
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.SYSFS,),
+        outputs=(Output.FINDINGS, Output.GDR_BLOCKER),
         about=_prose("""GPUs that use GPUDirect RDMA by NCCL's defaults (a rail NIC under their PCIe switch, on their
         Grace, or reached through an NVLinked peer GPU: `rails[].gdr` true), but none of
         nvidia_peermem, nv_peer_mem, /sys/kernel/mm/memory_peers (the files NCCL checks, NVIDIA/nccl
@@ -749,6 +776,7 @@ _ENTRIES = (
             ),
         ),
         proof=(Proof.CONFIG_SPACE, Proof.PASTED),
+        outputs=(Output.FINDINGS, Output.GDR_BLOCKER, Output.ACS_BLOCKING, Output.DRAWN_ON_BRIDGE),
         about=_prose("""ACS P2P Request/Completion Redirect or Egress Control enabled on a bridge where GPU peer
         traffic (GPU–GPU or GPU–NIC, PIX/PXB) would turn round. Parsed from the ACS extended capability in config
         space (or `lspci -vvv`'s `ACSCtl`). In pasted `lspci -vvv` a switch downstream or root port that
@@ -792,6 +820,7 @@ _ENTRIES = (
         family="peer",
         severity=(Grade(Severity.INFO),),
         proof=(Proof.CONFIG_SPACE, Proof.PASTED),
+        outputs=(Output.FINDINGS, Output.GDR_BLOCKER, Output.ACS_UNREAD),
         about=_prose("""Bridges on GPU paths whose extended config space was not seen: ACS is unknown, never assumed
         fine. The message says why, from the bytes the config file gave: 64 (the kernel gives a reader
         without CAP_SYS_ADMIN the header only: run as root), 256 (the function has no PCIe extended
@@ -838,6 +867,7 @@ _ENTRIES = (
         family="peer",
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.SYSFS,),
+        outputs=(Output.FINDINGS, Output.GDR_BLOCKER),
         about="GPUs or RDMA NICs in IOMMU groups of type DMA/DMA-FQ without iommu=pt (nccl#257, pytorch#84803). "
         "Only on hosts with GPUs.",
         messages={
@@ -872,6 +902,7 @@ _ENTRIES = (
             Grade(Severity.WARNING, "any other ConnectX/BlueField-3 switch port or Grace/Vera root port"),
         ),
         proof=(Proof.CONFIG_SPACE,),
+        outputs=(Output.FINDINGS, Output.GDR_BLOCKER),
         about=_prose("""A port whose ACS Control register does not hold the mask its platform requires
         (rdma_topo `compute_acs`): on a Data Direct complex the DMA function's port `xx110x1`, the GPU's
         port `xx101x1`, the root port `xx111x0`; on an Inline complex the NIC's port, the GPU's port and the
@@ -910,6 +941,7 @@ _ENTRIES = (
             Grade(Severity.WARNING, "any other grouping the platform does not want, or no IOMMU groups"),
         ),
         proof=(Proof.SYSFS,),
+        outputs=(Output.FINDINGS, Output.GDR_BLOCKER),
         about=_prose("""The IOMMU grouping a complex needs (rdma_topo `check`): a Data Direct DMA function and
         its GPU in one group (its root port's Source Validation off at boot: NVIDIA's GPU driver checks it
         before GPUDirect RDMA, or refuses without `NVreg_GrdmaPciTopoCheckOverride=1`); an Inline complex's
@@ -1013,6 +1045,7 @@ _ENTRIES = (
             Grade(Severity.INFO, "at its slot's width, below its own maximum"),
         ),
         proof=(Proof.SYSFS, Proof.PASTED),
+        outputs=(Output.FINDINGS, Output.DRAWN_ON_LINK),
         about=_prose("""A GPU, NIC, NVMe, accelerator or switch uplink trained narrower than its maximum. Judged
         against the link's capability, the lower of the device's maximum and its slot's (the port above):
         narrower than both is a warning (width does not change at idle, so this is a real fault); an x16
@@ -1056,6 +1089,7 @@ _ENTRIES = (
             Grade(Severity.INFO, "the port above cannot go faster, as a Gen5 card in a Gen4 slot"),
         ),
         proof=(Proof.SYSFS, Proof.PASTED),
+        outputs=(Output.FINDINGS, Output.DRAWN_ON_LINK),
         about="A NIC, NVMe, accelerator or switch uplink below its maximum speed.",
         messages={
             "": Wording(
@@ -1130,6 +1164,8 @@ _ENTRIES = (
             Grade(Severity.WARNING, "any other device"),
         ),
         proof=(Proof.CONFIG_SPACE, Proof.SYSFS),
+        outputs=(Output.FINDINGS, Output.GDR_BLOCKER, Output.DEVICE_FAULT),
+        alert="TopoagentDeviceFellOffBus",
         about=_prose("""A function sysfs still lists whose config space reads all ones (vendor id 0xffff) and that is
         no SR-IOV VF (a VF's id registers read 0xffff by design): the device no longer answers, what
         the kernel shows after an NVIDIA GPU's Xid 79 or a surprise removal. The device stays in the
@@ -1168,6 +1204,7 @@ _ENTRIES = (
         family="pcie",
         severity=(Grade(Severity.CRITICAL, "any error was fatal"), Grade(Severity.WARNING, "non-fatal errors only")),
         proof=(Proof.SYSFS,),
+        outputs=(Output.FINDINGS, Output.DEVICE_FAULT),
         about=_prose("""Uncorrectable PCIe errors the kernel counted on a function since boot (`aer_dev_fatal`,
         `aer_dev_nonfatal`: drivers/pci/pcie/aer.c). Correctable errors (`aer_dev_correctable`) are no
         finding: they matter as a rate, which the daemon's `topoagent_pcie_aer_errors_total` counter gives
@@ -1385,6 +1422,7 @@ _ENTRIES = (
         family="numa",
         severity=(Grade(Severity.CRITICAL),),
         proof=(Proof.SYSFS, Proof.PASTED),
+        alert="TopoagentNumaSwitchMismatch",
         about=_prose("""A GPU or NIC whose `numa_node` differs from the node every other function below its PCIe
         switch reports (two at least, the switch's ports included).  All of them hang off one root
         port of one host bridge, and the kernel gives them the host bridge's node (`pcibus_to_node`,
@@ -1482,6 +1520,7 @@ _ENTRIES = (
         family="nvml",
         severity=(Grade(Severity.CRITICAL),),
         proof=(Proof.NVML,),
+        outputs=(Output.FINDINGS, Output.GDR_BLOCKER),
         about="Two GPUs joined by NVLink (from NVML) whose P2P read status NVML reports not OK (NCCL then fails with "
         'a hardware error: NVIDIA/nccl issues on "peer access is not supported").',
         messages={
@@ -1606,6 +1645,8 @@ _ENTRIES = (
             Grade(Severity.INFO, "on another node of the GPU's socket, or where sockets are unknown"),
         ),
         proof=(Proof.SYSFS, Proof.NVML),
+        outputs=(Output.PROCESS_SERIES,),
+        alert="TopoagentProcessMisplaced",
         about=_prose("""A process using a GPU some of whose threads may run on no CPU of the GPU's NUMA node
         (`Cpus_allowed_list` of `/proc/PID/task/TID/status`): its kernel launches and copies reach the
         GPU from afar."""),
@@ -1641,6 +1682,8 @@ _ENTRIES = (
             Grade(Severity.INFO, "on another node of the GPU's socket, or where sockets are unknown"),
         ),
         proof=(Proof.SYSFS, Proof.NVML),
+        outputs=(Output.PROCESS_SERIES,),
+        alert="TopoagentProcessMisplaced",
         about=_prose("""A process using a GPU most of whose anonymous memory (at least 256 MiB) lives off the
         GPU's node, or whose memory policy names only other nodes (`/proc/PID/numa_maps`): every
         host-device copy of it crosses nodes."""),
@@ -1669,6 +1712,8 @@ _ENTRIES = (
         family="audit",
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.SYSFS, Proof.NVML),
+        outputs=(Output.PROCESS_SERIES,),
+        alert="TopoagentProcessMisplaced",
         about=_prose("""A process whose `NCCL_IB_HCA` (`/proc/PID/environ`) lets NCCL use none of the RDMA
         devices of its GPUs' rail NICs: the GPU's traffic goes through a farther NIC.  A process
         holding several GPUs is flagged only when none of them keeps a rail."""),

@@ -10,13 +10,13 @@ checks cite, and a finding is bounded by its weakest line.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from functools import partial
 
 from topoagent.core.analysis.guest import FlatTree, flat_tree
 from topoagent.core.analysis.paths import Path, path_index
 from topoagent.core.analysis.rails import Rails
-from topoagent.core.findings.catalogue import CATALOGUE, HostKind
-from topoagent.core.findings.finding import Evidence, Finding, Severity
+from topoagent.core.findings.catalogue import HostKind, finding
+from topoagent.core.findings.finding import Evidence
 from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import ConfigSpace, host_path
 from topoagent.core.topology import Device, Topology
@@ -71,6 +71,9 @@ class Context:
         self.rails = rails
         #: A guest's flat PCI tree, where the input shows or suggests one (analysis.guest).
         self.flat: FlatTree | None = flat_tree(topo, paths)
+        #: :func:`~topoagent.core.findings.catalogue.finding`, with the remedy written for this
+        #: host's kind (:attr:`host_kind`) where the check chooses none.
+        self.finding = partial(finding, host=self.host_kind)
 
     @property
     def host_kind(self) -> HostKind:
@@ -90,26 +93,6 @@ class Context:
         """The path between two GPUs/NICs by id; a VF's path is its PF's (as in scan_paths)."""
         pa, pb = self.topo.physical(self.dev(a)), self.topo.physical(self.dev(b))
         return self.idx[(pa.id, pb.id)]
-
-    def finding(
-        self,
-        code: str,
-        subjects: Iterable[str],
-        evidence: Iterable[Evidence],
-        *,
-        say: str = "",
-        fix: str | None = None,
-        host: HostKind | None = None,
-        severity: Severity | None = None,
-        **fields: object,
-    ) -> Finding:
-        """A finding as the catalogue words it (:meth:`~topoagent.core.findings.catalogue.Entry.finding`):
-        message ``say`` and remedy ``fix`` (else the one for ``host``, else for this host's
-        kind) filled with ``fields``, at the catalogue's severity unless one is given, never
-        above what its evidence proves."""
-        return CATALOGUE[code].finding(
-            subjects, evidence, say=say, fix=fix, host=host or self.host_kind, severity=severity, **fields
-        )
 
     @property
     def rdma_nics(self) -> list[Device]:

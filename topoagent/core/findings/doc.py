@@ -24,10 +24,17 @@ prove it) and a concrete `remedy`. `topoagent scan --fail-on SEVERITY` exits 1 w
 or above SEVERITY is raised (default `critical`).
 
 This page is the catalogue (`topoagent/core/findings/catalogue.py`) the checks word their
-findings from: for each code its severity rule, what kind of evidence proves it, its messages
-and remedies as templates (a `{field}` is filled in by the check; where the remedy differs by
-host kind -- bare metal, guest, Grace, pasted text -- each is given) and an example. Each
-example is real output of a fixture in `tests/fixtures/machines/` (see
+findings from: for each code its severity rule, what kind of evidence proves it, the outputs
+that carry it, the alert that pages on it (`deploy/prometheus/topoagent-rules.yml`), its
+messages and remedies as templates (a `{field}` is filled in by the check; where the remedy
+differs by host kind -- bare metal, guest, Grace, pasted text -- each is given) and an example.
+Every finding a scan raises is in every view of the scan's findings: text, JSON, exit status,
+Nagios/NPD, `draw`'s list, the daemon's `topoagent_finding` series, NFD
+`topoagent.findings.worst` and `health`'s drain reason. An output that treats some codes apart
+(an NFD label, a drawing's mark, a daemon event) reads them from the entries, so a new code
+reaches what its entry names.
+
+Each example is real output of a fixture in `tests/fixtures/machines/` (see
 `tests/golden/*/scan.json`) or of the test it names; `tests/core/test_catalogue.py` fails when
 this page differs from the catalogue, when a fixture's example is not that fixture's output, and
 when a code is raised by no fixture nor named test.
@@ -37,7 +44,7 @@ when a code is raised by no fixture nor named test.
 Each evidence line is of one kind -- a file the kernel exports, config space, NVML, a token of
 pasted tool output, an expected topology, or an inference from other facts (a path class the
 tree gives, a NIC's node reached through its paths) -- and a finding is never more severe than
-its weakest line allows (the catalogue's `Entry.finding` clamps it):
+its weakest line allows (the catalogue's `finding` clamps it):
 
 """
 
@@ -121,6 +128,7 @@ def _section(e: Entry) -> str:
             "Bounded by its evidence",
             [f"at most {PROOF_BOUND[p].label} where a line of its evidence is {p.value}" for p in capped],
         )
+    out += _listed("Outputs", [o.value for o in e.outputs] + ([f"the alert `{e.alert}`"] if e.alert else []))
     out += _listed("Message", [_wording(w) for w in e.messages.values()])
     out += _listed("Remedy", [_wording(w) for w in e.remedies.values()])
     for x in e.examples:

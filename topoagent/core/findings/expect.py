@@ -31,7 +31,7 @@ from topoagent.core.findings.catalogue import finding
 from topoagent.core.findings.finding import Evidence, Finding, Severity, sort_findings
 from topoagent.core.pci import DeviceKind
 
-__all__ = ["MAX_LISTED", "compare", "compare_hosts", "knows_more", "upgraded"]
+__all__ = ["MAX_LISTED", "comparable", "compare", "compare_hosts", "knows_more", "upgraded"]
 
 #: The most devices one finding lists in its evidence (the rest are counted on one more line).
 MAX_LISTED = 32
@@ -652,12 +652,17 @@ def upgraded(expected: Baseline, seen: Baseline) -> Baseline:
     return msgspec.structs.replace(expected, slots=slots)
 
 
+def comparable(expected: Baseline, seen: Baseline) -> bool:
+    """Whether the two are compared slot by slot: of one hardware class, or of classes one of
+    which is the other less what it lost or could not read (:func:`class_related`)."""
+    return class_related(expected.hw_class, seen.hw_class) or class_related(seen.hw_class, expected.hw_class)
+
+
 def compare_hosts(expected: Baseline, seen: Baseline) -> tuple[Finding, ...]:
-    """:func:`compare` where the two are of one hardware class, or of classes one of which is
-    the other less what it lost or could not read (:func:`class_related`); else the one
-    ``EXPECT_CLASS`` finding (``scan --expect`` against another class's baseline listed 117
-    differences and no sentence saying the classes differ)."""
-    a, b = expected.hw_class, seen.hw_class
-    if class_related(a, b) or class_related(b, a):
+    """:func:`compare` where the two are :func:`comparable`; else the one ``EXPECT_CLASS``
+    finding (``scan --expect`` against another class's baseline listed 117 differences and no
+    sentence saying the classes differ)."""
+    if comparable(expected, seen):
         return compare(upgraded(expected, seen), seen)
+    a, b = expected.hw_class, seen.hw_class
     return (finding("EXPECT_CLASS", ("host",), [_ev("host", "hw_class", a, b)], seen=b, expected=a),)

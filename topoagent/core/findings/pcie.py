@@ -60,35 +60,22 @@ def check_links(c: Context) -> list[Finding]:
             evidence = link_evidence(c, d, ("current_link_speed", "current_gts"), ("max_link_speed", "max_gts"))
             if capped:
                 evidence.append(Evidence(c.attr(parent, "max_link_speed"), fmt(slot_max)))  # type: ignore[arg-type]
-            if d.kind is DeviceKind.GPU:
-                out.append(
-                    c.finding(
-                        "LINK_SPEED_BELOW_MAX_GPU",
-                        [d.id],
-                        evidence,
-                        fix="slot" if capped else "",
-                        id=d.id,
-                        speed=lk.current_gts,
-                        max_speed=lk.max_gts,
-                        slot_speed=slot_max,
-                    )
+            other = d.kind is not DeviceKind.GPU  # a GPU's own code: it slows its link at idle
+            out.append(
+                c.finding(
+                    "LINK_SPEED_DEGRADED" if other else "LINK_SPEED_BELOW_MAX_GPU",
+                    [d.id],
+                    evidence,
+                    say="slot" if capped and other else "",
+                    fix="slot" if capped else "",
+                    severity=Severity.INFO if capped and other else None,
+                    id=d.id,
+                    name=d.name,
+                    speed=lk.current_gts,
+                    max_speed=lk.max_gts,
+                    slot_speed=slot_max,
                 )
-            else:
-                out.append(
-                    c.finding(
-                        "LINK_SPEED_DEGRADED",
-                        [d.id],
-                        evidence,
-                        say="slot" if capped else "",
-                        fix="slot" if capped else "",
-                        severity=Severity.INFO if capped else None,
-                        id=d.id,
-                        name=d.name,
-                        speed=lk.current_gts,
-                        max_speed=lk.max_gts,
-                        slot_speed=slot_max,
-                    )
-                )
+            )
     return out
 
 

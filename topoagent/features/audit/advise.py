@@ -1,6 +1,7 @@
 """Judge what the audit read against the scan: each process's threads, memory and NICs
 against its GPUs' NUMA node, CPUs and rail NICs.  Pure: facts and a scan result in, a report
-with findings (:mod:`.codes`) out.
+with findings out: the catalogue's family ``audit``
+(:mod:`topoagent.core.findings.catalogue`), raised here.
 """
 
 from __future__ import annotations
@@ -11,16 +12,20 @@ import msgspec
 
 from topoagent.core.advice.plan import gpu_cpus
 from topoagent.core.cpuset import CpuSet
-from topoagent.core.findings import CATALOGUE, Evidence, Finding, Severity, sort_findings
+from topoagent.core.findings import Evidence, Finding, Severity, sort_findings
+from topoagent.core.findings.catalogue import finding
 from topoagent.core.pci import DeviceKind
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import host_path
 from topoagent.core.topology import Device, Topology
-from topoagent.features.audit.codes import MEMORY_MIN_BYTES, PROCESS_CPUS, PROCESS_HCA, PROCESS_MEMORY
 from topoagent.features.audit.facts import AuditFacts, ProcessFacts, Unreadable
 from topoagent.features.audit.parse import parse_hca_list, policy_nodes
 
-__all__ = ["AuditReport", "GpuUse", "ProcessReport", "advise", "gib"]
+__all__ = ["MEMORY_MIN_BYTES", "AuditReport", "GpuUse", "ProcessReport", "advise", "gib"]
+
+#: Below this much anonymous memory off the GPU's node a process is not flagged for it: the
+#: pages a small process touches cost little wherever they are.
+MEMORY_MIN_BYTES = 256 << 20
 
 
 class ProcessReport(msgspec.Struct, frozen=True):
@@ -153,7 +158,8 @@ def _cpu_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> tuple[Fi
     evidence += tuple(
         Evidence(host_path(f"sys/bus/pci/devices/{g.bdf}/numa_node"), str(g.numa_node)) for g in place.gpus if g.bdf
     )
-    finding = CATALOGUE[PROCESS_CPUS].finding(
+    found = finding(
+        "PROCESS_CPUS_OFF_GPU_NODE",
         (*(g.id for g in place.gpus), f"pid:{p.pid}"),
         evidence,
         severity=_severity(place, _sockets_of(topo, where)),
@@ -166,7 +172,7 @@ def _cpu_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> tuple[Fi
         apply=_apply_hint(result, p, place),
         exec=_exec_hint(result, place),
     )
-    return finding, len(off)
+    return found, len(off)
 
 
 def _memory_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> tuple[Finding | None, int | None]:
@@ -203,7 +209,8 @@ def _memory_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> tuple
             f"anonymous: {shown}" + (f"; policies: {' '.join(p.memory.policies)}" if p.memory.policies else ""),
         ),
     )
-    finding = CATALOGUE[PROCESS_MEMORY].finding(
+    found = finding(
+        "PROCESS_MEMORY_OFF_GPU_NODE",
         (*(g.id for g in place.gpus), f"pid:{p.pid}"),
         evidence,
         severity=Severity.WARNING if node_sockets - place.sockets and place.sockets else Severity.INFO,
@@ -216,7 +223,7 @@ def _memory_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> tuple
         exec=_exec_hint(result, place, " --mem bind"),
         policy=" -- its policy stays until it restarts." if wrong else ".",
     )
-    return finding, off
+    return found, off
 
 
 def _hca_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> Finding | None:
@@ -241,7 +248,8 @@ def _hca_finding(result: ScanResult, p: ProcessFacts, place: _Place) -> Finding 
     node_env = dict(first.env).get("NCCL_IB_HCA") if first is not None else None
     gpus = ", ".join(g.id for g in place.gpus)
     rails = ", ".join(f"{n.id} ({' '.join(n.rdma_devices)})" for n in nics)
-    return CATALOGUE[PROCESS_HCA].finding(
+    return finding(
+        "PROCESS_HCA_NOT_RAIL",
         (*(g.id for g in place.gpus), *(n.id for n in nics), f"pid:{p.pid}"),
         (
             Evidence(host_path(f"proc/{p.pid}/environ"), f"NCCL_IB_HCA={value}"),

@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from topoagent.core.findings import Finding
+from topoagent.core.findings.catalogue import Output, carries
 from topoagent.core.pci import DeviceKind
 from topoagent.core.result import ScanResult
 from topoagent.core.topology import Device
@@ -204,11 +205,6 @@ def _findings(old: ScanResult, new: ScanResult) -> list[ScanChange]:
     return out
 
 
-#: Findings that are a device's own fault (not its placement): a device's fault findings are
-#: one ``device_fault`` event per device, keyed by its BDF.
-FAULT_CODES = ("FELL_OFF_BUS", "PCIE_AER_ERRORS")
-
-
 class _Fault(msgspec.Struct, frozen=True):
     """One fault of one device (a finding or a probe error), before they are grouped."""
 
@@ -219,12 +215,14 @@ class _Fault(msgspec.Struct, frozen=True):
 
 
 def _new_faults(old: ScanResult | None, new: ScanResult) -> dict[str, list[_Fault]]:
-    """The faults ``new`` shows and ``old`` did not, by device key, in the result's order."""
+    """The faults ``new`` shows and ``old`` did not, by device key, in the result's order: a
+    device's own faults (:attr:`~topoagent.core.findings.catalogue.Output.DEVICE_FAULT`, not
+    its placement) and probe errors on its files."""
     before = {(f.code, finding_keys(old, f)): f.message for f in old.findings} if old is not None else {}
     out: dict[str, list[_Fault]] = {}
     for f in new.findings:
         keys = finding_keys(new, f)
-        if f.code not in FAULT_CODES or before.get((f.code, keys)) == f.message:
+        if not carries(f, Output.DEVICE_FAULT) or before.get((f.code, keys)) == f.message:
             continue
         for key in keys:
             out.setdefault(key, []).append(

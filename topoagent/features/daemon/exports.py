@@ -23,6 +23,7 @@ import msgspec
 
 from topoagent.core.analysis.fingerprint import class_hash
 from topoagent.core.errors import InputError, TopoagentError
+from topoagent.core.findings.catalogue import CATALOGUE, Output, carries
 from topoagent.core.pci import DeviceKind
 from topoagent.core.read.textinput import read_regular
 from topoagent.core.render.json_report import encode, report
@@ -138,25 +139,12 @@ def state_document(
 
 # -- node-feature-discovery ---------------------------------------------------------------
 
-#: Findings that keep GPUDirect RDMA off (or unsafe) even when a rail NIC is close enough.
-#: Findings that deny GPUDirect RDMA, or leave it unproven (ACS unread: a redirect may be on).
-_GDR_BLOCKERS = (
-    "NO_PEER_MEMORY",
-    "ACS_REDIRECT",
-    "ACS_UNKNOWN",
-    "IOMMU_TRANSLATING",
-    "NO_RDMA_NIC",
-    "NVLINK_P2P_DISABLED",
-    "FELL_OFF_BUS",
-    "ACS_PLATFORM_MISMATCH",
-    "IOMMU_GROUP_PLATFORM",
-)
-
 
 def _gdr_ready(result: ScanResult) -> bool:
     """Ready means proven: a pod that selects ``gdr.ready=true`` must land where GPUDirect RDMA
     works.  Every GPU has a rail NCCL uses with GDR on, peer memory is known to be there (not
-    merely not known to be missing), and nothing that denies it or leaves it unproven was found."""
+    merely not known to be missing), and nothing that denies it or leaves it unproven was found
+    (:attr:`~topoagent.core.findings.catalogue.Output.GDR_BLOCKER`: ACS unread, a redirect may be on)."""
     gpus = [g for g in result.topology.gpus if not g.is_vf]
     if not gpus or result.topology.peer_memory is not True:
         return False
@@ -166,7 +154,7 @@ def _gdr_ready(result: ScanResult) -> bool:
         # GPU's NIC on its own CPU (analysis.paths.gdr_by_default).
         if rail is None or rail.nic is None or not rail.gdr:
             return False
-    return not any(f.code in _GDR_BLOCKERS for f in result.findings)
+    return not any(carries(f, Output.GDR_BLOCKER) for f in result.findings)
 
 
 def _platform_features(result: ScanResult) -> dict[str, str]:
@@ -208,8 +196,8 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
     gpus = [g for g in topo.gpus if not g.is_vf]
     nodes = sorted({g.numa_node for g in gpus if g.numa_node is not None})
     classes = [c for r in result.rails.rails if r.nic is not None and (c := r.nccl_class) is not None]
-    codes = {f.code for f in result.findings}
-    acs = "true" if "ACS_REDIRECT" in codes else "unknown" if "ACS_UNKNOWN" in codes else "false"
+    carried = {o for f in result.findings for o in CATALOGUE[f.code].outputs}
+    acs = "true" if Output.ACS_BLOCKING in carried else "unknown" if Output.ACS_UNREAD in carried else "false"
     worst = result.worst()
     features = {
         "topoagent.gpu.count": str(len(gpus)),

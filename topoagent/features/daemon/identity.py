@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from topoagent.core.findings import sort_findings
+from topoagent.core.findings import CATALOGUE, sort_findings
 from topoagent.core.result import ScanResult, reanalyse, with_timings
 from topoagent.core.topology import Device
 
@@ -28,8 +28,8 @@ def _recalled(d: Device, old: Device | None) -> dict[str, int]:
 
 def recall_identity(previous: ScanResult | None, new: ScanResult) -> ScanResult:
     """``new``, re-analysed with the ids of its fallen-off functions that only ``previous``
-    knew; ``new`` itself where there are none.  Findings of another tool's view
-    (``SOURCES_DISAGREE``, which analysis alone cannot redo) are kept."""
+    knew; ``new`` itself where there are none.  Findings of another tool's view (the family
+    ``crosscheck``: ``SOURCES_DISAGREE``, which analysis alone cannot redo) are kept."""
     if previous is None or not any(d.fell_off_bus for d in new.topology.devices):
         return new
     recalled = {
@@ -40,5 +40,5 @@ def recall_identity(previous: ScanResult | None, new: ScanResult) -> ScanResult:
     if not recalled:
         return new
     redone = reanalyse(new, recalled)
-    kept = tuple(x for x in new.findings if x.code == "SOURCES_DISAGREE")
+    kept = tuple(x for x in new.findings if CATALOGUE[x.code].family == "crosscheck")
     return with_timings(msgspec.structs.replace(redone, findings=sort_findings(redone.findings + kept)), new.timings)

@@ -24,12 +24,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from topoagent.core.analysis.fingerprint import Baseline
 from topoagent.core.findings import Severity
+from topoagent.core.findings.catalogue import Output, codes_for
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import encodable
 from topoagent.core.snapshot import FABRIC_STATES
 from topoagent.core.topology import Device
 from topoagent.core.version import __version__
-from topoagent.features.audit.codes import CODES
 from topoagent.features.daemon.changes import finding_keys
 from topoagent.features.daemon.linkwatch import watched_links
 from topoagent.features.daemon.status import Status
@@ -111,14 +111,14 @@ def _audit_families(status: Status, gauge: Callable[..., None]) -> None:
     could not be read."""
     r, audit = status.result, status.audit
     assert r is not None and audit is not None
-    used, misplaced = [], []
+    used, misplaced, codes = [], [], codes_for(Output.PROCESS_SERIES)
     for g in audit.gpus:
         d = r.topology.by_id(g.gpu)
         if d is None:
             continue
         name = status.names.get(d.key, d.id)
         used.append(((name, d.key), len(g.processes)))
-        for code in CODES:
+        for code in codes:
             count = len(g.by_code.get(code, ()))
             if count:
                 misplaced.append(((name, d.key, code), count))
@@ -130,8 +130,8 @@ def _audit_families(status: Status, gauge: Callable[..., None]) -> None:
     )
     gauge(
         "topoagent_gpu_processes_misplaced",
-        "Processes using each GPU that an audit finding names (code: PROCESS_CPUS_OFF_GPU_NODE, "
-        "PROCESS_MEMORY_OFF_GPU_NODE, PROCESS_HCA_NOT_RAIL; `topoagent audit` names the pids).",
+        f"Processes using each GPU that an audit finding names (code: {', '.join(codes)}; "
+        "`topoagent audit` names the pids).",
         ["gpu", "gpu_bdf", "code"],
         misplaced,
     )

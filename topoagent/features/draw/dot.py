@@ -31,13 +31,13 @@ from typing import Any
 import msgspec
 
 from topoagent.core.analysis.paths import switch_of
+from topoagent.core.findings.catalogue import Output, carries
 from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import text_output, xml_text
 from topoagent.core.result import ScanResult
 from topoagent.core.topology import Device
 from topoagent.features.draw.layout import (
-    DEGRADED_CODES,
     LEGEND,
     MARGIN,
     REGION_GAP,
@@ -141,12 +141,12 @@ class _Dot:
         self.acs_in: dict[str, list[Device]] = {}
         topo = result.topology
         for f in result.findings:
-            br = topo.by_id(f.subjects[0]) if f.code == "ACS_REDIRECT" and f.subjects else None
+            br = topo.by_id(f.subjects[0]) if carries(f, Output.DRAWN_ON_BRIDGE) and f.subjects else None
             if br is None:
                 continue
             sw = switch_of(topo, br)
             self.acs_in.setdefault(f"sw-{sw}" if sw is not None else f"hb-{br.root_bus}", []).append(br)
-        self.degraded = {f.subjects[0] for f in result.findings if f.code in DEGRADED_CODES and f.subjects}
+        self.degraded = {f.subjects[0] for f in result.findings if carries(f, Output.DRAWN_ON_LINK) and f.subjects}
         self.clusters = 0
 
     def emit(self, depth: int, text: str) -> None:

@@ -41,6 +41,7 @@ from topoagent.core.analysis.paths import Path, switch_of
 from topoagent.core.analysis.rails import Rail
 from topoagent.core.bdf import bdf_key, root_bus_key
 from topoagent.core.findings import Finding, Severity
+from topoagent.core.findings.catalogue import Output, carries
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind, is_nvswitch_or_other_bridge
@@ -51,8 +52,6 @@ from topoagent.core.snapshot import LinkInfo
 from topoagent.core.topology import BridgeRole, Device, Node, Topology, id_key
 
 __all__ = [
-    "CROSS_CODES",
-    "DEGRADED_CODES",
     "Chip",
     "Layout",
     "LegendEntry",
@@ -101,9 +100,6 @@ MAX_WIDTH = 1640.0  #: sockets side by side only up to this width; rows wrap at 
 MARGIN = 16.0
 LABEL_H = 14.0
 
-#: Findings drawn on a rail tie, and on a PCIe link.
-CROSS_CODES = ("GPU_NIC_CROSS_SOCKET", "GPU_NIC_CROSS_NUMA", "GPU_NIC_VIA_HOST_BRIDGE")
-DEGRADED_CODES = ("LINK_WIDTH_DEGRADED", "LINK_SPEED_DEGRADED")
 #: Path class of a rail -> how it is painted (``good``, ``warn``; ``bad`` for any other).
 TIE_GRADE = {
     PathClass.NV: "good",
@@ -502,7 +498,7 @@ class Wire(msgspec.Struct, frozen=True):
     width: float
     device: str | None = None
     bdf: str | None = None
-    #: A link finding drawn on it (``LINK_WIDTH_DEGRADED``...), None when fine.
+    #: A link finding drawn on it (:attr:`Output.DRAWN_ON_LINK`), None when fine.
     finding: str | None = None
     label: str | None = None
 
@@ -519,13 +515,13 @@ class Tie(msgspec.Struct, frozen=True):
     cls: PathClass | None
     points: tuple[tuple[float, float], ...]
     label: Rect
-    #: The placement finding about this rail (``GPU_NIC_CROSS_SOCKET``...), None when fine.
+    #: The placement finding about this rail (:attr:`Output.DRAWN_ON_RAIL`), None when fine.
     finding: str | None
     severity: str | None
 
 
 class Mark(msgspec.Struct, frozen=True):
-    """A finding drawn on a bridge (``ACS_REDIRECT``)."""
+    """A finding drawn on a bridge (:attr:`Output.DRAWN_ON_BRIDGE`)."""
 
     finding: str
     bdf: str | None
@@ -600,7 +596,9 @@ class _Placer:
         for f in result.findings:
             for s in f.subjects:
                 self.findings_of[s].append(f)
-        self.degraded = {f.subjects[0]: f.code for f in result.findings if f.code in DEGRADED_CODES and f.subjects}
+        self.degraded = {
+            f.subjects[0]: f.code for f in result.findings if carries(f, Output.DRAWN_ON_LINK) and f.subjects
+        }
 
     # -- containers -------------------------------------------------------------------------
     def head_h(self, box: SceneBox) -> float:
@@ -853,10 +851,10 @@ _LABEL_TS = tuple(sorted((i / 40 for i in range(2, 39)), key=lambda t: (abs(t - 
 
 
 def tie_findings(result: ScanResult) -> dict[tuple[str, str], Finding]:
-    """(GPU id, NIC id) -> the placement finding about that rail (one of :data:`CROSS_CODES`)."""
+    """(GPU id, NIC id) -> the placement finding about that rail (:attr:`Output.DRAWN_ON_RAIL`)."""
     out: dict[tuple[str, str], Finding] = {}
     for f in result.findings:
-        if f.code in CROSS_CODES and len(f.subjects) >= 2:
+        if carries(f, Output.DRAWN_ON_RAIL) and len(f.subjects) >= 2:
             out.setdefault((f.subjects[0], f.subjects[1]), f)
     return out
 
@@ -1060,12 +1058,13 @@ def _legend(width: float, ly: float) -> tuple[list[LegendEntry], Rect]:
 
 
 def _acs_marks(result: ScanResult, p: _Placer) -> list[Mark]:
-    """One mark per ACS_REDIRECT finding: on the link stub of what hangs below the port."""
+    """One mark per finding drawn on a bridge (:attr:`Output.DRAWN_ON_BRIDGE`): on the link stub
+    of what hangs below the port."""
     topo = result.topology
     marks: list[Mark] = []
     fallback: dict[str, int] = defaultdict(int)
     for f in result.findings:
-        if f.code != "ACS_REDIRECT" or not f.subjects:
+        if not carries(f, Output.DRAWN_ON_BRIDGE) or not f.subjects:
             continue
         br = topo.by_id(f.subjects[0])
         if br is None:

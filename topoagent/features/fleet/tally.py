@@ -117,10 +117,8 @@ def own_fault(f: FindingView) -> bool:
     """Whether a host's own finding is a fault the fleet shows beside its differences: any
     critical, and the PCIe family's (fallen off the bus, a degraded link, AER errors) -- never an
     ``EXPECT_*`` one, which says what the host's own expectation found."""
-    if f.code.startswith("EXPECT_"):
-        return False
-    entry = CATALOGUE.get(f.code)
-    return f.severity == "critical" or (entry is not None and entry.family == "pcie" and f.severity == "warning")
+    family = entry.family if (entry := CATALOGUE.get(f.code)) is not None else None
+    return family != "expect" and (f.severity == "critical" or (family == "pcie" and f.severity == "warning"))
 
 
 class _Group:
