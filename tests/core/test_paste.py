@@ -86,6 +86,7 @@ def _only(r: ScanResult, code: str) -> str:
         ("lspci_tree_filtered_b200.txt", (seg.LSPCI_TREE,)),
         ("derived_h100_topo_and_p2p_n.txt", (seg.TOPO_M, seg.P2P)),
         ("derived_matrix_and_ibv_devinfo_port_down.txt", (seg.TOPO_M, seg.IBV_DEVINFO)),
+        ("lstopo_v_p4d_efa_fixture.txt", (seg.LSTOPO,)),
     ],
 )
 def test_each_paste_is_recognised_as_the_tools_it_holds(name: str, kinds: tuple[str, ...]) -> None:

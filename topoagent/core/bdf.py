@@ -21,6 +21,12 @@ def is_bdf(name: str) -> bool:
     return _BDF.fullmatch(name) is not None
 
 
+def printed_bdf(text: str) -> str:
+    """A PCI address a tool printed (:data:`PRINTED_BDF`) as sysfs names it (``0000:18:00.0``)."""
+    dom, bus, rest = text.lower().rsplit(":", 2) if text.count(":") == 2 else ("0", *text.lower().split(":", 1))
+    return f"{int(dom, 16):04x}:{bus}:{rest}"
+
+
 def bdf_key(bdf: str) -> tuple[int, int, int, int]:
     """Sort key in PCI bus order (domain, bus, device, function) -- nvidia-smi's and CUDA's order."""
     dom, bus, devfn = bdf.split(":")

@@ -158,6 +158,16 @@ class AerCounts(msgspec.Struct, frozen=True):
     (``aer_dev_fatal``, ``aer_dev_nonfatal``, ``aer_dev_correctable``; drivers/pci/pcie/aer.c).
     A total is None where its file could not be read."""
 
+    #: The kernel's counter files: (file, severity, its last line's name); the kernel makes
+    #: them for every function with an AER capability (drivers/pci/pcie/aer.c, ``aer_stats_attrs``).
+    FILES: ClassVar[tuple[tuple[str, str, str], ...]] = (
+        ("aer_dev_fatal", "fatal", "TOTAL_ERR_FATAL"),
+        ("aer_dev_nonfatal", "nonfatal", "TOTAL_ERR_NONFATAL"),
+        ("aer_dev_correctable", "correctable", "TOTAL_ERR_COR"),
+    )
+    #: The severities, most severe first (a pasted kernel log's events are said in the same words).
+    SEVERITIES: ClassVar[tuple[str, ...]] = tuple(severity for _, severity, _ in FILES)
+
     fatal: int | None = None
     nonfatal: int | None = None
     correctable: int | None = None

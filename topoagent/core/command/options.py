@@ -16,6 +16,7 @@ from topoagent.core.command.common import fail
 from topoagent.core.errors import OfflineInputError, TopoagentError
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.inputs import NVML_AUTO, NVML_OFF, Inputs
+from topoagent.core.parse.segment import KINDS
 from topoagent.core.read.archive import resolve_root
 from topoagent.core.read.textinput import read_text_input
 from topoagent.core.tree import Root, is_this_host
@@ -70,8 +71,7 @@ def input_options(*, cross_check: bool) -> Callable[[F], F]:
             metavar="FILE",
             multiple=True,
             help="Analyse every tool output found in this text (a bug report, an e-mail; - for stdin; "
-            "repeatable): nvidia-smi topo -m/-p2p/-q/nvlink -s, lspci, lstopo, numactl -H, "
-            "ibdev2netdev, ibv_devinfo, rocm-smi/amd-smi topology, dmesg AER lines.",
+            f"repeatable): {', '.join(k.name for k in KINDS)}.",
         )(fn)
         fn = click.option(
             "--no-nvml", "no_nvml", is_flag=True, help="Do not ask NVML (it is asked only when scanning /)."

@@ -23,6 +23,7 @@ from enum import Enum
 import msgspec
 
 from topoagent.core.findings.finding import Evidence, Finding, Severity
+from topoagent.core.parse.segment import KINDS
 
 __all__ = [
     "CATALOGUE",
@@ -95,18 +96,9 @@ PROOF_BOUND: dict[Proof, Severity] = {
 }
 
 
-#: The tools whose pasted output an evidence line names first (``numactl -H: node 2 cpus``).
-PASTED_TOOLS = (
-    "nvidia-smi",
-    "lspci",
-    "numactl",
-    "ibdev2netdev",
-    "ibv_devinfo",
-    "rocm-smi",
-    "amd-smi",
-    "lstopo",
-    "dmesg",
-)
+#: What an evidence line from pasted output starts with (``numactl -H: node 2 cpus``): the paste
+#: kinds' ``evidence`` (core/parse/segment.py), whose ``bound`` bounds it.
+PASTED_TOOLS = tuple(dict.fromkeys(k.evidence for k in KINDS))
 
 
 def proof_of(e: Evidence) -> Proof:
@@ -126,10 +118,17 @@ def proof_of(e: Evidence) -> Proof:
     return Proof.INFERENCE
 
 
+def _bound(e: Evidence) -> Severity:
+    proof = proof_of(e)
+    kinds = [Severity.parse(k.bound) for k in KINDS if proof is Proof.PASTED and e.path.startswith(k.evidence)]
+    return min([PROOF_BOUND[proof], *kinds])
+
+
 def evidence_bound(evidence: Iterable[Evidence]) -> Severity:
     """The most severe a finding with this evidence may be: its weakest link's
-    :data:`PROOF_BOUND` (critical where there is no evidence line to bound it)."""
-    return min((PROOF_BOUND[proof_of(e)] for e in evidence), default=Severity.CRITICAL)
+    :data:`PROOF_BOUND` (and a pasted line's kind's ``bound``; critical where there is no
+    evidence line to bound it)."""
+    return min((_bound(e) for e in evidence), default=Severity.CRITICAL)
 
 
 class Grade(msgspec.Struct, frozen=True):

@@ -12,7 +12,7 @@ from topoagent.core.findings.finding import Evidence, Finding, Severity
 from topoagent.core.parse.nvsmi_p2p import STATUS
 from topoagent.core.parse.nvsmi_query import GEN_GTS
 from topoagent.core.pathclass import PathClass
-from topoagent.core.snapshot import GivenP2P, host_path
+from topoagent.core.snapshot import AerCounts, GivenP2P, host_path
 from topoagent.core.topology import Device
 
 __all__ = ["check_aer_logged", "check_gpu_activity", "check_nvlink_inactive", "check_p2p", "check_ports"]
@@ -208,9 +208,7 @@ def check_aer_logged(c: Context) -> list[Finding]:
     for d in c.topo.devices:
         if not d.aer_logged:
             continue
-        counts = {
-            sev: sum(1 for e in d.aer_logged if e.severity == sev) for sev in ("fatal", "nonfatal", "correctable")
-        }
+        counts = {sev: sum(1 for e in d.aer_logged if e.severity == sev) for sev in AerCounts.SEVERITIES}
         severity = Severity.CRITICAL if counts["fatal"] else Severity.WARNING if counts["nonfatal"] else Severity.INFO
         names = sorted({name for e in d.aer_logged for name in e.errors})
         shown = [e for e in d.aer_logged if e.severity != "correctable"] or list(d.aer_logged)

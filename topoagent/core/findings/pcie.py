@@ -8,6 +8,7 @@ from topoagent.core.analysis.rails import NicRole
 from topoagent.core.findings.context import Context, fmt, link_evidence, sysfs_attr
 from topoagent.core.findings.finding import Evidence, Finding, Severity
 from topoagent.core.pci import DeviceKind
+from topoagent.core.snapshot import AerCounts
 from topoagent.core.topology import BridgeRole, Device
 
 _CHECK_LINK_KINDS = (DeviceKind.GPU, DeviceKind.NIC, DeviceKind.NVME, DeviceKind.ACCELERATOR)
@@ -127,12 +128,9 @@ def check_aer(c: Context) -> list[Finding]:
                 "PCIE_AER_ERRORS",
                 [d.id],
                 [
-                    Evidence(sysfs_attr(d, name), f"TOTAL_ERR_{total} {aer.total(sev)}")
-                    for name, sev, total in (
-                        ("aer_dev_fatal", "fatal", "FATAL"),
-                        ("aer_dev_nonfatal", "nonfatal", "NONFATAL"),
-                    )
-                    if aer.total(sev)
+                    Evidence(sysfs_attr(d, name), f"{total} {aer.total(sev)}")
+                    for name, sev, total in AerCounts.FILES
+                    if sev != "correctable" and aer.total(sev)
                 ],
                 severity=None if fatal else Severity.WARNING,
                 kind=d.kind.value,

@@ -27,7 +27,7 @@ import re
 
 import msgspec
 
-from topoagent.core.bdf import PRINTED_BDF
+from topoagent.core.bdf import PRINTED_BDF, printed_bdf
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
 
@@ -82,11 +82,6 @@ class AmdTopology(msgspec.Struct, frozen=True):
         return next((p for p in self.pairs if {p.a, p.b} == {a, b}), None)
 
 
-def _bdf(text: str) -> str:
-    text = text.lower()
-    return text if text.count(":") == 2 else f"0000:{text}"
-
-
 class _Tables:
     def __init__(self) -> None:
         self.tool: str | None = None
@@ -118,12 +113,16 @@ class _Tables:
         if self.table is None or not words:
             return False
         if all(_GPU_LABEL.fullmatch(w) or _BDF_WORD.fullmatch(w) for w in words) and not self.header:
-            self.header = [w if _GPU_LABEL.fullmatch(w) else _bdf(w) for w in words]
+            self.header = [w if _GPU_LABEL.fullmatch(w) else printed_bdf(w) for w in words]
             for w in self.header:
                 if w not in self.order:
                     self.order.append(w)
             return True
-        head = words[0] if _GPU_LABEL.fullmatch(words[0]) else _bdf(words[0]) if _BDF_WORD.fullmatch(words[0]) else None
+        head = (
+            words[0]
+            if _GPU_LABEL.fullmatch(words[0])
+            else (printed_bdf(words[0]) if _BDF_WORD.fullmatch(words[0]) else None)
+        )
         if head is None or not self.header or len(words) - 1 != len(self.header):
             return False
         for col, value in zip(self.header, words[1:], strict=True):

@@ -24,7 +24,7 @@ import re
 
 import msgspec
 
-from topoagent.core.bdf import PRINTED_BDF
+from topoagent.core.bdf import PRINTED_BDF, printed_bdf
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
 
@@ -66,11 +66,6 @@ class AerEvent(msgspec.Struct, frozen=True):
     text: str = ""
 
 
-def _bdf(text: str) -> str:
-    text = text.lower()
-    return text if text.count(":") == 2 else f"0000:{text}"
-
-
 def _severity(text: str) -> str:
     text = text.lower()
     if "fatal" in text and "non" not in text:
@@ -91,11 +86,11 @@ def read_dmesg_aer(text: str) -> tuple[tuple[AerEvent, ...], tuple[Skipped, ...]
         if m is None:
             skipped.append(Skipped(ln.number, ln.number, f"no AER report: {line.strip()[:60]!r}"))
             continue
-        bdf, rest = _bdf(m.group("bdf")), m.group("rest").strip()
+        bdf, rest = printed_bdf(m.group("bdf")), m.group("rest").strip()
         if r := _RECEIVED.search(rest):
             src = r.group("src")
             header: dict[str, object] = {
-                "bdf": _bdf(src) if ":" in src else bdf,
+                "bdf": printed_bdf(src) if ":" in src else bdf,
                 "severity": _severity(r.group("sev")),
                 "line": ln.number,
                 "text": ln.text.strip(),

@@ -33,6 +33,7 @@ import re
 
 import msgspec
 
+from topoagent.core.bdf import printed_bdf
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
@@ -133,11 +134,6 @@ class _Obj(msgspec.Struct):
     host_bridge: int | None = None
 
 
-def _bdf(text: str) -> str:
-    text = text.lower()
-    return text if text.count(":") == 2 else f"0000:{text}"
-
-
 def _size(text: str) -> int | None:
     m = _SIZE.search(text)
     return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else None
@@ -197,7 +193,7 @@ def _attach(obj: _Obj, stack: list[_Obj], devices: list[dict[str, object]], node
         busid = _BUSID.search(body)
         pci = _PCI.match(body)
         bdf = busid.group(1) if busid else (pci.group("bdf") if pci and obj.kind == "PCI" else None)
-        obj.bdf = _bdf(bdf) if bdf else None
+        obj.bdf = printed_bdf(bdf) if bdf else None
         ids = _IDS.search(body)
         cls = _CLASS.search(body)
         code = int(cls.group(1), 16) if cls else (CLASS_WORDS.get(pci.group("cls") or "") if pci else None)

@@ -86,10 +86,10 @@ def is_p2p_row(line: str) -> bool:
     return all(_CELL.fullmatch(c) for c in cells) and cells.count("X") == 1 and any(c != "X" for c in cells)
 
 
-def read_p2p_matrix(text: str, capability: str | None = None) -> P2PMatrix:
-    """Read a pasted ``nvidia-smi topo -p2p`` matrix leniently (``capability``: the option
-    letter or word seen on its command line).  Raises :class:`P2PParseError` when there is
-    no header of GPU labels followed by a status row."""
+def read_p2p_matrix(text: str, command: str | None = None) -> P2PMatrix:
+    """Read a pasted ``nvidia-smi topo -p2p`` matrix leniently (``command``: the command line
+    seen before it, whose option letter names the capability).  Raises :class:`P2PParseError`
+    when there is no header of GPU labels followed by a status row."""
     cleaned = clean_paste(text)
     labels: list[str] | None = None
     rows: dict[str, tuple[str, ...]] = {}
@@ -114,5 +114,6 @@ def read_p2p_matrix(text: str, capability: str | None = None) -> P2PMatrix:
     if not labels or not rows:
         raise P2PParseError("no nvidia-smi topo -p2p matrix (a header of GPU labels and a row of OK/NS/... cells)")
     cells: tuple[tuple[str, ...], ...] = tuple(rows.get(lb, ("?",) * n) for lb in labels)
-    cap = CAPABILITIES.get(capability, capability) if capability else None
+    words = (command or "").split()
+    cap = CAPABILITIES.get(words[words.index("-p2p") + 1]) if "-p2p" in words[:-1] else None
     return P2PMatrix(tuple(labels), cells, cap, tuple(merge_skipped(skipped)), row_lines)

@@ -25,15 +25,17 @@ import re
 
 import msgspec
 
+from topoagent.core.bdf import PRINTED_BDF, printed_bdf
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
 
-__all__ = ["GpuQuery", "QueryParseError", "QueryReport", "read_nvsmi_query"]
+__all__ = ["GPU_HEADER", "GpuQuery", "QueryParseError", "QueryReport", "read_nvsmi_query"]
 
 #: PCIe generation -> GT/s per lane (PCIe Base Specification; REFERENCE §3).
 GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 
-_GPU_HEADER = re.compile(r"^\s*GPU\s+((?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
+#: The line that opens one GPU's block (``GPU 00000000:18:00.0``); the segmenter finds ``-q`` output by it.
+GPU_HEADER = re.compile(r"^\s*GPU\s+(" + PRINTED_BDF + r")\s*$")
 _KEY_VALUE = re.compile(r"^(\s*)(\S[^:]*?)\s*:\s*(.*?)\s*$")
 _SECTION = re.compile(r"^(\s*)([A-Za-z][\w /()+.-]*?)\s*$")
 _UNKNOWN = frozenset({"", "N/A", "[N/A]", "Unknown Error", "Not Supported", "[Not Supported]", "Unknown"})
@@ -85,11 +87,6 @@ class QueryReport(msgspec.Struct, frozen=True):
     gpus: tuple[GpuQuery, ...]
     driver_version: str | None = None
     skipped: tuple[Skipped, ...] = ()
-
-
-def _bdf(text: str) -> str:
-    dom, bus, rest = text.lower().rsplit(":", 2) if text.count(":") == 2 else ("0", *text.lower().split(":", 1))
-    return f"{int(dom, 16):04x}:{bus}:{rest}"
 
 
 def _number(value: str) -> int | None:
@@ -200,11 +197,11 @@ def read_nvsmi_query(text: str) -> QueryReport:
     skipped: list[Skipped] = list(cleaned.skipped)
     for ln in cleaned.lines:
         line = ln.text.expandtabs(4)
-        header = _GPU_HEADER.match(line)
+        header = GPU_HEADER.match(line)
         if header:
             if block is not None:
                 gpus.append(block.finish())
-            block = _Block(len(gpus), _bdf(header.group(1)), len(line) - len(line.lstrip()))
+            block = _Block(len(gpus), printed_bdf(header.group(1)), len(line) - len(line.lstrip()))
             continue
         kv = _KEY_VALUE.match(line)
         if block is None:

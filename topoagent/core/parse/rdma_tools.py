@@ -20,7 +20,7 @@ import re
 
 import msgspec
 
-from topoagent.core.bdf import PRINTED_BDF
+from topoagent.core.bdf import PRINTED_BDF, printed_bdf
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
 
@@ -66,11 +66,6 @@ class IbPort(msgspec.Struct, frozen=True):
     text: str = ""
 
 
-def _bdf(text: str) -> str:
-    text = text.lower()
-    return text if text.count(":") == 2 else f"0000:{text}"
-
-
 def read_ibdev2netdev(text: str) -> tuple[tuple[IbPort, ...], tuple[Skipped, ...]]:
     """The ports of a pasted ``ibdev2netdev`` (``-v``) and the lines skipped.  Raises
     :class:`RdmaToolsParseError` when no line is one of its."""
@@ -86,7 +81,7 @@ def read_ibdev2netdev(text: str) -> tuple[tuple[IbPort, ...], tuple[Skipped, ...
             IbPort(
                 device=m.group("dev"),
                 port=int(m.group("port")),
-                bdf=_bdf(m.group("bdf")) if m.group("bdf") else None,
+                bdf=printed_bdf(m.group("bdf")) if m.group("bdf") else None,
                 netdev=m.group("netdev"),
                 netdev_up=m.group("up").lower() == "up",
                 state=m.group("state"),

@@ -1,43 +1,25 @@
-"""Snapshots from pasted tool output: ``nvidia-smi topo -m``, ``lspci -tv`` and ``lspci -vvv``.
+"""Snapshots from pasted tool output instead of a host tree.
 
-Pure conversions (:mod:`.matrix`, :mod:`.lspci`, :mod:`.merge`): the parsed text in, a
-:class:`~topoagent.core.snapshot.Snapshot` out, never a path or a host file (reading the files is
-the CLI's and :func:`topoagent.core.api.read_offline`'s job).  A snapshot made here has
-``root = None``: the kernel's state (loaded modules, command line, IOMMU types, CPU topology)
-is unknown, not empty, and the analysis treats it so.
-
-What each source gives:
-
-* the matrix: GPUs and NICs by label (``GPU0``, ``NIC3``), no BDF, no tree; the path class of
-  every pair verbatim (:class:`~topoagent.core.snapshot.GivenPath`); a GPU's CPU affinity and, where
-  it is one node, its NUMA node; the NICs' RDMA names from the ``NIC Legend``; Grace GPU memory
-  nodes from ``GPU NUMA ID``.  NUMA nodes are those the GPUs name, their CPUs the union of those
-  GPUs' CPU affinities; sockets are unknown.
-* ``lspci -tv``: the tree (``sysfs_path``-like strings are built from the nesting, so the
-  ancestry code that reads sysfs paths works unchanged) and device names (ids with ``-tvnn``).
-* ``lspci -vvv``: class, ids (``-nn``), driver, ``NUMA node``, link (``LnkCap`` = max,
-  ``LnkSta`` = current), port type and ACS, as a :class:`~topoagent.core.snapshot.ConfigSpace`.
-  Without a tree, parents come from the bridges' ``Bus: secondary=…, subordinate=…`` lines.
-
-Given both a matrix and lspci, :func:`merge` names lspci's functions by the matrix's labels.
-ASSUMPTION (stated in the source status): the matrix lists GPUs and NICs in PCI bus order --
-GPU0 is the first NVIDIA GPU function in BDF order (nvidia-smi's own enumeration order), NIC0 the
-first RDMA-capable NIC function (mlx5_N are numbered in probe order, which is bus order on
-every host seen; bonded ports break it).  Counts that do not agree are refused rather than
-matched halfway.
+:func:`read_pastes` (:mod:`.whole`) finds every output in whole texts -- each kind read is one
+record, :data:`topoagent.core.parse.segment.KINDS` -- and joins them into one host;
+:func:`read_offline` reads the per-kind options' ``nvidia-smi topo -m``, ``lspci -tv`` and
+``lspci -vvv``.  The conversions are pure (:mod:`.matrix`, :mod:`.lspci`, :mod:`.merge`,
+:mod:`.hwloc`, :mod:`.amd`, :mod:`.facts`: parsed text in, a
+:class:`~topoagent.core.snapshot.Snapshot` out, never a path or a host file).  A snapshot made
+here has ``root = None``: the kernel's state (loaded modules, command line, IOMMU types, CPU
+topology) is unknown, not empty, and the analysis treats it so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from typing import Any
 
 import msgspec
 
 from topoagent.core.errors import InputError, OfflineInputError
-from topoagent.core.parse.lspci_tree import LspciTree, read_lspci_tree
-from topoagent.core.parse.lspci_verbose import LspciListing, read_lspci_verbose
-from topoagent.core.parse.nvsmi_topo import read_topo_matrix
+from topoagent.core.parse.lspci_tree import LspciTree
+from topoagent.core.parse.lspci_verbose import LspciListing
+from topoagent.core.parse.segment import LSPCI_TREE, LSPCI_VERBOSE, TOPO_M
 from topoagent.core.paste.lspci import snapshot_from_lspci
 from topoagent.core.paste.matrix import snapshot_from_topo_matrix
 from topoagent.core.paste.merge import MATCH_ASSUMPTION, merge
@@ -45,8 +27,6 @@ from topoagent.core.paste.whole import PasteInput, combine, read_pastes
 from topoagent.core.read import Collection
 from topoagent.core.read.pciids_db import lookup
 from topoagent.core.snapshot import ProbeError, Snapshot, SourceStatus
-
-T = TypeVar("T")
 
 __all__ = [
     "MATCH_ASSUMPTION",
@@ -62,12 +42,8 @@ __all__ = [
 ]
 
 
-#: Input name -> (source name, tool as people call it).
-_TOOLS = {
-    "nvidia_smi_topo": ("nvidia-smi", "nvidia-smi topo -m"),
-    "lspci_tree": ("lspci", "lspci -tv"),
-    "lspci_verbose": ("lspci", "lspci -vvv"),
-}
+#: Input name -> the kind of output its option forces (its source: the tool's name).
+_TOOLS = {"nvidia_smi_topo": TOPO_M, "lspci_tree": LSPCI_TREE, "lspci_verbose": LSPCI_VERBOSE}
 
 
 def read_offline(
@@ -85,13 +61,13 @@ def read_offline(
     """
     failures: list[tuple[str, OfflineInputError]] = []
 
-    def parse(name: str, text: str | None, parser: Callable[[str], T]) -> T | None:
+    def parse(name: str, text: str | None) -> Any:
         if text is None:
             return None
         try:
             if not text.strip():
                 raise OfflineInputError("empty", input=name)
-            return parser(text)
+            return _TOOLS[name].read(text, None)
         except OfflineInputError as exc:
             failures.append((name, exc))
         except InputError as exc:
@@ -100,9 +76,9 @@ def read_offline(
             failures.append((name, err))
         return None
 
-    matrix = parse("nvidia_smi_topo", nvidia_smi_topo, read_topo_matrix)
-    tree = parse("lspci_tree", lspci_tree, read_lspci_tree)
-    verbose = parse("lspci_verbose", lspci_verbose, read_lspci_verbose)
+    matrix = parse("nvidia_smi_topo", nvidia_smi_topo)
+    tree = parse("lspci_tree", lspci_tree)
+    verbose = parse("lspci_verbose", lspci_verbose)
     if matrix is None and tree is None and verbose is None:
         if failures:
             raise failures[0][1]
@@ -112,9 +88,10 @@ def read_offline(
         names = lookup
     snap = combine(matrix, tree, verbose, names=names)
     if failures:
-        errors = tuple(ProbeError(path=_TOOLS[name][1], error=f"nothing read: {exc}") for name, exc in failures)
+        errors = tuple(ProbeError(path=_TOOLS[name].name, error=f"nothing read: {exc}") for name, exc in failures)
         status = tuple(
-            SourceStatus(_TOOLS[name][0], "unavailable", f"{_TOOLS[name][1]}: {exc}") for name, exc in failures
+            SourceStatus(_TOOLS[name].evidence.split()[0], "unavailable", f"{_TOOLS[name].name}: {exc}")
+            for name, exc in failures
         )
         snap = msgspec.structs.replace(snap, sources=snap.sources + status, probe_errors=snap.probe_errors + errors)
     return snap
@@ -128,14 +105,6 @@ def _needs_names(tree: LspciTree | None, verbose: LspciListing | None) -> bool:
     return any(d and ("Device " in d or "device " in d) for d in descs)
 
 
-#: Input field -> the kind (topoagent.core.parse.segment) its option forces.
-_FORCED = {
-    "nvidia_smi_topo_text": "nvidia-smi topo -m",
-    "lspci_tree_text": "lspci -tv",
-    "lspci_verbose_text": "lspci -vvv",
-}
-
-
 def collect(c: Collection) -> None:
     """The primary source of an offline scan: the snapshot of the pasted outputs.  With whole
     pastes (``--paste``) every input is read by :func:`read_pastes`, the per-kind options as
@@ -146,9 +115,9 @@ def collect(c: Collection) -> None:
         return
     origins = i.origins or {}
     given = [
-        PasteInput(origins.get(field, kind), text, kind)
-        for field, kind in _FORCED.items()
-        if (text := getattr(i, field)) is not None
+        PasteInput(origins.get(f"{name}_text", kind.name), text, kind)
+        for name, kind in _TOOLS.items()
+        if (text := getattr(i, f"{name}_text")) is not None
     ]
     given += [
         PasteInput(origins.get(f"paste_texts#{n}", f"--paste #{n + 1}"), text) for n, text in enumerate(i.paste_texts)

@@ -2,18 +2,11 @@
 
 :func:`read_pastes` takes texts (a bug report, an e-mail, a ``nvidia-bug-report`` excerpt) and
 the outputs given by kind (the ``--nvidia-smi-topo`` … flags), finds each tool's output in the
-texts (:func:`~topoagent.core.parse.segment.find_outputs`), reads each with its lenient parser,
-and joins them into one snapshot:
-
-1. the drawing: ``nvidia-smi topo -m`` with ``lspci -tv``/``-vvv``
-   (:func:`topoagent.core.paste.combine`), else ``lstopo``, else an AMD tool's tables, else
-   ``nvidia-smi -q``'s GPUs; an AMD tool's tables next to a drawing add their stated pairs;
-2. the facts that enrich it (:mod:`.facts`): ``nvidia-smi -q``, ``numactl -H``,
-   ``ibdev2netdev``/``ibv_devinfo``, ``-p2p``, ``nvlink -s``, ``dmesg``.
-
-What was recognised where, and what was not (line ranges), is the ``paste`` source's detail;
-the lines each parser could not read are probe errors.  A text in which nothing is recognised
-is refused with one line (:class:`~topoagent.core.errors.OfflineInputError`).
+texts (:func:`~topoagent.core.parse.segment.find_outputs`), reads each with its kind's parser,
+and joins them into one snapshot: the drawing (:func:`_drawing`), then the facts that enrich it
+(:mod:`.facts`).  What was recognised where, and what was not (line ranges), is the ``paste``
+source's detail; the lines each parser could not read are probe errors.  A text in which
+nothing is recognised is refused with one line (:class:`~topoagent.core.errors.OfflineInputError`).
 """
 
 from __future__ import annotations
@@ -26,18 +19,12 @@ import msgspec
 
 from topoagent.core.errors import InputError, OfflineInputError
 from topoagent.core.parse import segment as seg
-from topoagent.core.parse.amd_topo import AmdTopology, read_amd_topology
-from topoagent.core.parse.dmesg_aer import read_dmesg_aer
-from topoagent.core.parse.lspci_tree import LspciTree, LspciTreeNode, read_lspci_tree
-from topoagent.core.parse.lspci_verbose import LspciFunction, LspciListing, read_lspci_verbose
-from topoagent.core.parse.lstopo import read_lstopo
-from topoagent.core.parse.numactl import read_numactl
-from topoagent.core.parse.nvsmi_nvlink import read_nvlink_status
-from topoagent.core.parse.nvsmi_p2p import P2PMatrix, read_p2p_matrix
-from topoagent.core.parse.nvsmi_query import read_nvsmi_query
-from topoagent.core.parse.nvsmi_topo import TopoMatrix, read_topo_matrix
+from topoagent.core.parse.amd_topo import AmdTopology
+from topoagent.core.parse.lspci_tree import LspciTree, LspciTreeNode
+from topoagent.core.parse.lspci_verbose import LspciFunction, LspciListing
+from topoagent.core.parse.nvsmi_p2p import P2PMatrix
+from topoagent.core.parse.nvsmi_topo import TopoMatrix
 from topoagent.core.parse.paste import Skipped
-from topoagent.core.parse.rdma_tools import read_ibdev2netdev, read_ibv_devinfo
 from topoagent.core.paste.amd import given_token, snapshot_from_amd
 from topoagent.core.paste.facts import (
     apply_aer,
@@ -64,7 +51,7 @@ class PasteInput(msgspec.Struct, frozen=True):
 
     origin: str
     text: str
-    kind: str | None = None
+    kind: seg.PasteKind | None = None
 
 
 class _Part(msgspec.Struct, frozen=True):
@@ -73,46 +60,16 @@ class _Part(msgspec.Struct, frozen=True):
     command: str | None
 
 
-def _p2p_letter(command: str | None) -> str | None:
-    if not command:
-        return None
-    words = command.split()
-    if "-p2p" in words and words.index("-p2p") + 1 < len(words):
-        letter = words[words.index("-p2p") + 1]
-        return letter if letter in ("r", "w", "n", "a", "p") else None
-    return None
-
-
-#: Kind -> its lenient parser (the P2P parser also takes the command line seen).
-_PARSERS: dict[str, Callable[[_Part], Any]] = {
-    seg.TOPO_M: lambda p: read_topo_matrix(p.text),
-    seg.P2P: lambda p: read_p2p_matrix(p.text, _p2p_letter(p.command)),
-    seg.QUERY: lambda p: read_nvsmi_query(p.text),
-    seg.NVLINK: lambda p: read_nvlink_status(p.text),
-    seg.NUMACTL: lambda p: read_numactl(p.text),
-    seg.IBDEV2NETDEV: lambda p: read_ibdev2netdev(p.text),
-    seg.IBV_DEVINFO: lambda p: read_ibv_devinfo(p.text),
-    seg.ROCM_SMI: lambda p: read_amd_topology(p.text),
-    seg.AMD_SMI: lambda p: read_amd_topology(p.text),
-    seg.LSTOPO: lambda p: read_lstopo(p.text),
-    seg.DMESG: lambda p: read_dmesg_aer(p.text),
-    seg.LSPCI_TREE: lambda p: read_lspci_tree(p.text),
-    seg.LSPCI_VERBOSE: lambda p: read_lspci_verbose(p.text),
-}
-#: The outputs that list a host's NICs: without one, no NIC's absence is known.
-_NIC_LISTINGS = (seg.TOPO_M, seg.LSPCI_TREE, seg.LSPCI_VERBOSE, seg.LSTOPO, seg.IBDEV2NETDEV, seg.IBV_DEVINFO)
 #: A command line that shows part of a listing: lspci -s/-d, a grep.
 _FILTERED = re.compile(r"(?:^|\s)-[sd]\b|\|\s*e?grep\b")
-#: Kinds of which one host has one output: a second one is set aside (and said so).
-_ONE_PER_HOST = (seg.TOPO_M, seg.LSPCI_TREE, seg.LSTOPO, seg.ROCM_SMI, seg.AMD_SMI, seg.NUMACTL, seg.QUERY, seg.P2P)
 
 
 class _Reading:
     """The outputs of every input, parsed, and the report of what was found."""
 
     def __init__(self) -> None:
-        self.parts: dict[str, list[_Part]] = {}
-        self.parsed: dict[str, list[tuple[_Part, Any]]] = {}
+        self.parts: dict[seg.PasteKind, list[_Part]] = {}
+        self.parsed: dict[seg.PasteKind, list[tuple[_Part, Any]]] = {}
         self.report: list[str] = []
         self.notes: list[str] = []
         self.errors: list[ProbeError] = []
@@ -123,7 +80,7 @@ class _Reading:
             self.parts.setdefault(given.kind, []).append(_Part(given.origin, given.text, None))
             return
         found = seg.find_outputs(given.text)
-        where = "; ".join(f"{s.where}: {s.kind}" for s in found.segments)
+        where = "; ".join(f"{s.where}: {s.kind.name}" for s in found.segments)
         skipped = ", ".join(s.where for s in found.unrecognised)
         self.report.append(
             f"{given.origin}: " + (where or "no tool output") + (f"; not recognised: {skipped}" if skipped else "")
@@ -139,27 +96,34 @@ class _Reading:
         for kind, parts in self.parts.items():
             for part in parts:
                 try:
-                    value = _PARSERS[kind](part)
+                    value = kind.read(part.text, part.command)
                 except InputError as exc:
-                    self.errors.append(ProbeError(f"{part.origin}: {kind}", f"nothing read: {exc}"))
+                    self.errors.append(ProbeError(f"{part.origin}: {kind.name}", f"nothing read: {exc}"))
                     continue
-                if kind in _ONE_PER_HOST and self.parsed.get(kind):
-                    self.notes.append(f"a second {kind} output ({part.origin}) set aside: one host is read at a time")
+                if kind.one_per_host and self.parsed.get(kind):
+                    self.notes.append(
+                        f"a second {kind.name} output ({part.origin}) set aside: one host is read at a time"
+                    )
                     continue
                 self.parsed.setdefault(kind, []).append((part, value))
                 self.errors += _skipped(part.origin, kind, value)
 
-    def first(self, kind: str) -> Any:
+    def first(self, kind: seg.PasteKind) -> Any:
         got = self.parsed.get(kind)
         return got[0][1] if got else None
 
+    def found(self, *of: seg.PasteKind) -> list[Any]:
+        """Everything found in the outputs of these kinds (their parsers give found, skipped)."""
+        return [x for kind in of for _, (items, _) in self.parsed.get(kind, []) for x in items]
 
-def _skipped(origin: str, kind: str, value: Any) -> list[ProbeError]:
-    """The lines a parser skipped, as probe errors (the drawing's kinds report their own)."""
-    if kind in (seg.TOPO_M, seg.LSPCI_TREE, seg.LSPCI_VERBOSE, seg.LSTOPO, seg.ROCM_SMI, seg.AMD_SMI):
+
+def _skipped(origin: str, kind: seg.PasteKind, value: Any) -> list[ProbeError]:
+    """The lines a parser skipped, as probe errors (where the snapshot made of it does not
+    report them)."""
+    if kind.own_report:
         return []
     skipped: tuple[Skipped, ...] = value[1] if isinstance(value, tuple) else getattr(value, "skipped", ())
-    return [ProbeError(f"{origin}: {kind} {s.where}", s.why) for s in skipped]
+    return [ProbeError(f"{origin}: {kind.name} {s.where}", s.why) for s in skipped]
 
 
 def read_pastes(inputs: Sequence[PasteInput]) -> Snapshot:
@@ -172,14 +136,15 @@ def read_pastes(inputs: Sequence[PasteInput]) -> Snapshot:
     if not r.parsed:
         origins = ", ".join(i.origin for i in inputs)
         why = "; ".join(e.error for e in r.errors[:2])
-        looked = ", ".join(seg.KINDS)
+        looked = ", ".join(k.name for k in seg.KINDS)
         raise OfflineInputError(
             f"no tool output recognised in {origins}" + (f" ({why})" if why else f" (looked for: {looked})")
         )
     snap = _drawing(r)
     snap = _enrich(r, snap)
-    if not any(k in r.parsed for k in _NIC_LISTINGS):
-        r.partial.append("no output given lists the host's NICs (topo -m, lspci, lstopo, ibdev2netdev): NICs unknown")
+    if not any(k.lists_nics for k in r.parsed):
+        listings = ", ".join(dict.fromkeys(k.evidence for k in seg.KINDS if k.lists_nics))
+        r.partial.append(f"no output given lists the host's NICs ({listings}): NICs unknown")
     status = SourceStatus(
         "paste",
         "partial" if r.notes or r.errors else "ok",
@@ -231,8 +196,9 @@ def combine(
 
 
 def _drawing(r: _Reading) -> Snapshot:
-    """The snapshot that places the devices: the matrix and lspci, else lstopo, else an AMD
-    tool's tables, else nvidia-smi -q's GPUs, else an empty host for the other facts."""
+    """The snapshot that places the devices: ``nvidia-smi topo -m`` with ``lspci -tv``/``-vvv``
+    (:func:`combine`), else ``lstopo``, else an AMD tool's tables (which add their stated pairs
+    next to a drawing), else an empty host for the other facts (``nvidia-smi -q`` adds GPUs)."""
     matrix, tree, verbose = r.first(seg.TOPO_M), r.first(seg.LSPCI_TREE), r.first(seg.LSPCI_VERBOSE)
     amd: AmdTopology | None = r.first(seg.AMD_SMI) or r.first(seg.ROCM_SMI)
     lstopo = r.first(seg.LSTOPO)
@@ -299,14 +265,12 @@ def _enrich(r: _Reading, snap: Snapshot) -> Snapshot:
     numactl = r.first(seg.NUMACTL)
     if numactl is not None:
         snap = apply_numactl(snap, numactl)
-    ports = [
-        p for kind in (seg.IBDEV2NETDEV, seg.IBV_DEVINFO) for _, (found, _) in r.parsed.get(kind, []) for p in found
-    ]
+    ports = r.found(seg.IBDEV2NETDEV, seg.IBV_DEVINFO)
     if ports:
         snap, notes = apply_rdma(snap, ports)
         r.notes += notes
     p2p: P2PMatrix | None = r.first(seg.P2P)
-    nvlink = [g for _, (gpus, _) in r.parsed.get(seg.NVLINK, []) for g in gpus]
+    nvlink = r.found(seg.NVLINK)
     if p2p is not None or nvlink:
         snap, note = gpu_labels(snap)
         if note:
@@ -316,7 +280,7 @@ def _enrich(r: _Reading, snap: Snapshot) -> Snapshot:
         snap = apply_p2p(snap, p2p, f"nvidia-smi topo -p2p {letter}" if letter else "nvidia-smi topo -p2p")
     if nvlink:
         snap = apply_nvlink(snap, nvlink)
-    events = [e for _, (found, _) in r.parsed.get(seg.DMESG, []) for e in found]
+    events = r.found(seg.DMESG)
     if events:
         snap = apply_aer(snap, events)
     return snap

@@ -75,15 +75,9 @@ LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max
 #: Optional (SR-IOV physical functions only), read where the extended capabilities list SR-IOV
 #: or cannot be seen.
 SRIOV_FILES = ("sriov_totalvfs", "sriov_numvfs")
-#: Optional AER counters: (file, severity, its last line's name).  The kernel makes them for
-#: every function with an AER capability (drivers/pci/pcie/aer.c, ``aer_stats_attrs``); read
-#: where config space lists AER or cannot show it, and never for a VF.
-_AER = (
-    ("aer_dev_fatal", "fatal", "TOTAL_ERR_FATAL"),
-    ("aer_dev_nonfatal", "nonfatal", "TOTAL_ERR_NONFATAL"),
-    ("aer_dev_correctable", "correctable", "TOTAL_ERR_COR"),
-)
-AER_FILES = tuple(name for name, _, _ in _AER)
+#: Optional AER counters (:attr:`AerCounts.FILES`): read where config space lists AER or
+#: cannot show it, and never for a VF.
+AER_FILES = tuple(name for name, _, _ in AerCounts.FILES)
 #: Optional links: ``driver`` (an unbound function has none), ``iommu_group`` (no IOMMU),
 #: ``physfn`` (SR-IOV VFs only; read where the PF's capability does not place the VF).
 LINKS = ("driver", "iommu_group", "physfn")
@@ -284,7 +278,7 @@ class PciReader:
             return None
         totals: dict[str, int | None] = {}
         errors: list[tuple[str, str, int]] = []
-        for name, severity, total_name in _AER:
+        for name, severity, total_name in AerCounts.FILES:
             counts = self._attr(d, texts, name, partial(sv.parse_aer_stats, total=total_name))
             totals[severity] = counts[0] if counts is not None else None
             errors.extend((severity, error, count) for error, count in (counts[1] if counts else ()))

@@ -27,7 +27,7 @@ from topoagent.core.findings import Severity
 from topoagent.core.findings.catalogue import Output, codes_for
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import encodable
-from topoagent.core.snapshot import FABRIC_STATES
+from topoagent.core.snapshot import FABRIC_STATES, AerCounts
 from topoagent.core.topology import Device
 from topoagent.core.version import __version__
 from topoagent.features.daemon.changes import finding_keys
@@ -198,9 +198,6 @@ def _platform_families(status: Status, gauge: Callable[..., None]) -> None:
     )
 
 
-_AER = ("fatal", "nonfatal", "correctable")
-
-
 def _aer_families(status: Status) -> list[Any]:
     """``topoagent_host_pcie_aer_errors_total{severity}``: every function's AER counts summed
     (from the first scan on, 0 included, so the first error anywhere is an ``increase()``), and
@@ -221,11 +218,11 @@ def _aer_families(status: Status) -> list[Any]:
         "(the host's sum is topoagent_host_pcie_aer_errors_total).",
         labels=["bdf", "kind", "severity"],
     )
-    totals = dict.fromkeys(_AER, 0)
+    totals = dict.fromkeys(AerCounts.SEVERITIES, 0)
     for d in r.topology.devices:
         if d.aer is None:
             continue
-        for severity in _AER:
+        for severity in AerCounts.SEVERITIES:
             value = getattr(d.aer, severity)
             if value:
                 totals[severity] += value
