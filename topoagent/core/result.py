@@ -18,11 +18,12 @@ from typing import Any
 import msgspec
 
 from topoagent.core.advice.plan import Plan, PlanOptions, make_plan, plan_for
-from topoagent.core.analysis.fingerprint import Baseline, baseline, slot_names
+from topoagent.core.analysis.fingerprint import baseline, slot_names
 from topoagent.core.analysis.given import matrix_vs_tree
 from topoagent.core.analysis.paths import Path, pair_path, path_index, scan_paths
 from topoagent.core.analysis.rails import Rails, pair_rails
 from topoagent.core.aside import Aside, derived
+from topoagent.core.baseline import Baseline
 from topoagent.core.findings import Finding, Severity, find_all, sort_findings
 from topoagent.core.findings.expect import compare_hosts
 from topoagent.core.frozen import FrozenMap

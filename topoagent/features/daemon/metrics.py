@@ -22,7 +22,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from topoagent.core.analysis.fingerprint import Baseline
+from topoagent.core.baseline import Baseline
 from topoagent.core.findings import Severity
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import encodable
