@@ -71,10 +71,6 @@ def _root(slot: str) -> str | None:
     return head if _ROOT.fullmatch(head) else None
 
 
-def _under(slot: str, top: str) -> bool:
-    return slot.startswith(top + "/")
-
-
 def _fmt(value: object) -> str:
     if isinstance(value, list):
         return "[" + ",".join(value) + "]"

@@ -28,6 +28,7 @@ from topoagent.core.baseline import Baseline
 from topoagent.core.findings import Severity
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import encodable
+from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import FABRIC_STATES
 from topoagent.core.topology import Device
 from topoagent.core.version import __version__
@@ -56,10 +57,10 @@ class Metric(msgspec.Struct, frozen=True):
 
     #: The family's name (a counter's samples add ``_total``).
     name: str
-    labels: tuple[str, ...]
-    #: :data:`ALWAYS`, :data:`SCANNED`, or the condition under which it has samples.
-    when: str
     help: str
+    labels: tuple[str, ...] = ()
+    #: :data:`ALWAYS`, :data:`SCANNED`, or the condition under which it has samples.
+    when: str = SCANNED
     counter: bool = False
 
     @property
@@ -68,192 +69,174 @@ class Metric(msgspec.Struct, frozen=True):
         return self.name + "_total" if self.counter else self.name
 
 
-_GPU = ("gpu", "gpu_bdf")
-_LINK = ("bdf", "kind", "state")
-_LINKS = "on hosts with GPUs, NICs or NVSwitches"
-
 #: Every family the collector serves, in docs/daemon.md's order, and the process collector's.
 METRICS = (
-    Metric("topoagent_build_info", ("version",), ALWAYS, "topoagent's version (always 1)."),
+    Metric("topoagent_build_info", "topoagent's version (always 1).", ("version",), when=ALWAYS),
     Metric(
         "topoagent_scan_success",
-        (),
-        ALWAYS,
-        "Whether the last scan succeeded (1) or failed or timed out (0); 0 before the first scan ends "
-        "(a first scan that never ends alerts).",
+        "Whether the last scan succeeded (1) or failed or timed out (0); 0 before the first scan ends (a first scan "
+        "that never ends alerts).",
+        when=ALWAYS,
     ),
     Metric(
         "topoagent_scan_duration_seconds",
-        (),
-        "after the first scan ends",
         "How long the last scan took (the timeout, if it hung).",
+        when="after the first scan ends",
     ),
     Metric(
         "topoagent_last_scan_timestamp_seconds",
-        (),
-        SCANNED,
         "When the last successful scan started, in seconds since the epoch.",
     ),
     Metric(
         "topoagent_scan_interval_seconds",
-        (),
-        ALWAYS,
         "The configured seconds between timer scans (alerts on stale scans scale with it).",
+        when=ALWAYS,
     ),
-    Metric("topoagent_scans", (), ALWAYS, "Scans attempted since the daemon started.", counter=True),
-    Metric("topoagent_scan_failures", (), ALWAYS, "Scans that raised or timed out.", counter=True),
-    Metric("topoagent_changes", (), ALWAYS, "Changes (events) seen between scans.", counter=True),
+    Metric("topoagent_scans", "Scans attempted since the daemon started.", when=ALWAYS, counter=True),
+    Metric("topoagent_scan_failures", "Scans that raised or timed out.", when=ALWAYS, counter=True),
+    Metric("topoagent_changes", "Changes (events) seen between scans.", when=ALWAYS, counter=True),
     Metric(
         "topoagent_source_up",
-        ("source",),
-        SCANNED,
         "Whether each source (sysfs, configspace, nvml ...) gave evidence in the last good scan.",
+        ("source",),
     ),
     Metric(
         "topoagent_source_duration_seconds",
+        'Seconds each source took in the last good scan (source="analyse": building and analysing the tree), as '
+        "node_exporter's node_scrape_collector_duration_seconds.",
         ("source",),
-        SCANNED,
-        'Seconds each source took in the last good scan (source="analyse": building and analysing the tree), '
-        "as node_exporter's node_scrape_collector_duration_seconds.",
     ),
-    Metric("topoagent_probe_errors", (), SCANNED, "Probes (files, calls) that failed in the last good scan."),
+    Metric("topoagent_probe_errors", "Probes (files, calls) that failed in the last good scan."),
     Metric(
         "topoagent_devices",
-        ("kind",),
-        SCANNED,
         f"PCI functions of each kind ({', '.join(k.value for k in DeviceKind)}) in the last good scan, zeros "
         'included (an NVSwitch that falls off the bus lowers kind="nvswitch").',
+        ("kind",),
     ),
-    Metric("topoagent_gpus", (), SCANNED, "Physical GPUs (no virtual functions) in the last good scan."),
+    Metric("topoagent_gpus", "Physical GPUs (no virtual functions) in the last good scan."),
     Metric(
         "topoagent_gpus_expected",
-        (),
-        SCANNED,
-        "Physical GPUs this node should have: expected_gpus from the configuration, else the most the "
-        "daemon has seen (kept across restarts).",
+        "Physical GPUs this node should have: expected_gpus from the configuration, else the most the daemon has seen "
+        "(kept across restarts).",
     ),
-    Metric("topoagent_gpu_numa_nodes", (), SCANNED, "NUMA nodes that have at least one GPU."),
+    Metric("topoagent_gpu_numa_nodes", "NUMA nodes that have at least one GPU."),
     Metric(
         "topoagent_finding",
-        ("code", "severity", "subject"),
-        "while a finding is active",
         "1 for each active finding and each device it names (subject = BDF).",
+        ("code", "severity", "subject"),
+        when="while a finding is active",
     ),
-    Metric("topoagent_findings", ("severity",), SCANNED, "Active findings of each severity."),
+    Metric("topoagent_findings", "Active findings of each severity.", ("severity",)),
     Metric(
         "topoagent_rail_info",
+        "1 for each GPU -> rail NIC pair, with its path class; gpu and nic are display names pinned to the devices' "
+        "BDFs (labels never renumber).",
         ("gpu", "gpu_bdf", "nic", "nic_bdf", "path_class"),
-        "on hosts with GPUs and rail NICs",
-        "1 for each GPU -> rail NIC pair, with its path class; gpu and nic are display names pinned to the "
-        "devices' BDFs (labels never renumber).",
+        when="on hosts with GPUs and rail NICs",
     ),
     Metric(
         "topoagent_host_pcie_aer_errors",
+        "PCIe AER errors the kernel counted since boot, all functions together, per severity (aer_dev_fatal, "
+        "aer_dev_nonfatal, aer_dev_correctable summed), 0 included, so the first error anywhere is an increase(); "
+        "what TopoagentPcieUncorrectableErrors reads.",
         ("severity",),
         SCANNED,
-        "PCIe AER errors the kernel counted since boot, all functions together, per severity "
-        "(aer_dev_fatal, aer_dev_nonfatal, aer_dev_correctable summed), 0 included, so the first error "
-        "anywhere is an increase(); what TopoagentPcieUncorrectableErrors reads.",
         counter=True,
     ),
     Metric(
         "topoagent_pcie_aer_errors",
+        "PCIe AER errors the kernel counted on each function since boot, where it has counted any (the host's sum is "
+        "topoagent_host_pcie_aer_errors_total).",
         ("bdf", "kind", "severity"),
-        "once a function has counted an AER error",
-        "PCIe AER errors the kernel counted on each function since boot, where it has counted any "
-        "(the host's sum is topoagent_host_pcie_aer_errors_total).",
+        when="once a function has counted an AER error",
         counter=True,
     ),
     Metric(
         "topoagent_topology_info",
+        "1, labelled with the host's hardware class and topology fingerprint (docs/fleet.md), and the facts its scan "
+        "could not read (unknown: none, or acs, iommu, nvlinks, peer_memory, shape): hosts of one class scanned alike "
+        "with another fingerprint differ from their siblings (the rule TopoagentTopologyOutlier).",
         ("hw_class", "fingerprint", "unknown"),
-        SCANNED,
-        "1, labelled with the host's hardware class and topology fingerprint (docs/fleet.md), and "
-        "the facts its scan could not read (unknown: none, or acs, iommu, nvlinks, peer_memory, "
-        "shape): hosts of one class scanned alike with another fingerprint differ from their siblings "
-        "(the rule TopoagentTopologyOutlier).",
     ),
     Metric(
         "topoagent_pcie_link_width",
-        _LINK,
-        _LINKS,
-        "PCIe link width in lanes of the links of GPUs, NICs and NVSwitches, by the function at the "
-        "link's lower end (state: current; while the link is degraded also capability = the lower "
-        "of both ends' maxima, and max_seen = the widest it was seen at).",
+        "PCIe link width in lanes of the links of GPUs, NICs and NVSwitches, by the function at the link's lower end "
+        "(state: current; while the link is degraded also capability = the lower of both ends' maxima, and max_seen = "
+        "the widest it was seen at).",
+        ("bdf", "kind", "state"),
+        when="on hosts with GPUs, NICs or NVSwitches",
     ),
     Metric(
         "topoagent_pcie_link_speed_transfers_per_second",
-        _LINK,
-        _LINKS,
         "PCIe link speed per lane in transfers per second (32e9 = 32 GT/s, Gen5; states as for the width).",
+        ("bdf", "kind", "state"),
+        when="on hosts with GPUs, NICs or NVSwitches",
     ),
     Metric(
         "topoagent_pcie_link_degraded",
+        "1 when the link runs below its capability, judged over time (a GPU's speed only if it stayed below under "
+        "load; a width below it at once, as the scan's LINK_WIDTH_DEGRADED); one series per physical link of a GPU, "
+        "NIC or NVSwitch and of the bridges on their paths, named by the BDF of function 0 at its lower end (link) "
+        "and that function's kind.",
         ("link", "kind"),
-        _LINKS,
-        "1 when the link runs below its capability, judged over time (a GPU's speed only if it "
-        "stayed below under load; a width below it at once, as the scan's LINK_WIDTH_DEGRADED); "
-        "one series per physical link of a GPU, NIC or NVSwitch and of the bridges on their paths, "
-        "named by the BDF of function 0 at its lower end (link) and that function's kind.",
+        when="on hosts with GPUs, NICs or NVSwitches",
     ),
     Metric(
         "topoagent_gpu_processes",
-        _GPU,
-        "with the audit on",
         "Processes using each GPU at the last scan (NVML's running processes, else open device nodes; docs/audit.md).",
+        ("gpu", "gpu_bdf"),
+        when="with the audit on",
     ),
     Metric(
         "topoagent_gpu_processes_misplaced",
-        (*_GPU, "code"),
-        "where an audit finding names a process",
         "Processes using each GPU that an audit finding names (code: PROCESS_CPUS_OFF_GPU_NODE, "
         "PROCESS_MEMORY_OFF_GPU_NODE, PROCESS_HCA_NOT_RAIL; topoagent audit names the pids).",
+        ("gpu", "gpu_bdf", "code"),
+        when="where an audit finding names a process",
     ),
     Metric(
         "topoagent_audit_unreadable_processes",
-        (),
-        "with the audit on",
         "Processes the last audit could not read (other users' without CAP_SYS_PTRACE, or gone).",
+        when="with the audit on",
     ),
     Metric(
         "topoagent_platform_info",
+        "1, labelled with the host's NVIDIA platform kind (data_direct, inline, numa) and whether an Inline host is "
+        "set up for virtual machines (true, false; empty for the other kinds).",
         ("kind", "virtualized"),
-        "on hosts of one of NVIDIA's platform kinds",
-        "1, labelled with the host's NVIDIA platform kind (data_direct, inline, numa) and whether an "
-        "Inline host is set up for virtual machines (true, false; empty for the other kinds).",
+        when="on hosts of one of NVIDIA's platform kinds",
     ),
     Metric(
         "topoagent_platform_acs_ok",
-        ("bdf", "role", "complex", "required"),
-        "on platform ports whose ACS is readable",
         "1 when a platform port's ACS control register holds the mask its platform requires, 0 when not "
         "(ACS_PLATFORM_MISMATCH); required is rdma_topo's mask, bit 6 first.",
+        ("bdf", "role", "complex", "required"),
+        when="on platform ports whose ACS is readable",
     ),
     Metric(
         "topoagent_gpu_fabric_state",
-        (*_GPU, "status"),
-        "for GPUs NVML gives fabric information for",
-        "Each GPU's NVLink fabric registration (NVML nvmlDeviceGetGpuFabricInfoV): 1 not started, "
-        "2 in progress, 3 completed; status is the completed registration's outcome (success, or an NVML error).",
+        "Each GPU's NVLink fabric registration (NVML nvmlDeviceGetGpuFabricInfoV): 1 not started, 2 in progress, 3 "
+        "completed; status is the completed registration's outcome (success, or an NVML error).",
+        ("gpu", "gpu_bdf", "status"),
+        when="for GPUs NVML gives fabric information for",
     ),
     Metric(
         "topoagent_gpu_fabric_clique",
-        (*_GPU, "cluster_uuid"),
-        "for GPUs registered in an NVLink fabric",
-        "Each registered GPU's NVLink fabric clique id (its NVLink partition); cluster_uuid names the rack's "
-        "NVLink domain.",
+        "Each registered GPU's NVLink fabric clique id (its NVLink partition); cluster_uuid names the rack's NVLink "
+        "domain.",
+        ("gpu", "gpu_bdf", "cluster_uuid"),
+        when="for GPUs registered in an NVLink fabric",
     ),
     Metric(
         "topoagent_export_ok",
-        ("export",),
-        "once an export file was written",
         "Whether the last write of each export file (state, nfd, textfile) worked.",
+        ("export",),
+        when="once an export file was written",
     ),
     Metric(
         "process_*",
-        (),
-        "on /metrics, not the textfile",
         "The daemon's own CPU, memory and file descriptors (prometheus_client's process collector).",
+        when="on /metrics, not the textfile",
     ),
 )
 _BY_NAME = {m.name: m for m in METRICS}
@@ -290,22 +273,23 @@ def families(status: Status) -> list[Any]:
     add("topoagent_scan_failures", [((), status.failures_total)])
     add("topoagent_changes", [((), status.changes_total)])
     add("topoagent_export_ok", [((name,), 1 if ok else 0) for name, ok in sorted(status.exports.items())])
-    if status.result is not None:
-        _result_families(status, add)
-        _platform_families(status, add)
-        out.extend(_aer_families(status))
+    r = status.result
+    if r is not None:
+        for part in (_host_families, _finding_families, _rail_families, _link_families, _platform_families):
+            part(status, r, add)
+        _aer_families(r, add)
         if status.audit is not None:
-            _audit_families(status, add)
+            _audit_families(status, r, add)
     return out
 
 
-def _audit_families(status: Status, add: Callable[..., None]) -> None:
+def _audit_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:
     """Per GPU, the processes using it and those each audit finding names (``topoagent audit``;
     only where a finding names any: a gauge, whose alert needs no earlier 0, and 24 series of
     zeros on an 8-GPU node were most of the series budget's margin), and the processes that
     could not be read."""
-    r, audit = status.result, status.audit
-    assert r is not None and audit is not None
+    audit = status.audit
+    assert audit is not None
     used, misplaced = [], []
     for g in audit.gpus:
         d = r.topology.by_id(g.gpu)
@@ -322,11 +306,9 @@ def _audit_families(status: Status, add: Callable[..., None]) -> None:
     add("topoagent_audit_unreadable_processes", [((), len(audit.unreadable))])
 
 
-def _platform_families(status: Status, add: Callable[..., None]) -> None:
+def _platform_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:
     """NVIDIA's platform (Data Direct, Inline, NUMA complexes: core/platform.py) and each GPU's
     NVLink fabric registration (NVML), from the last good result."""
-    r = status.result
-    assert r is not None
     topo = r.topology
     p = topo.platform
     if p.kind is not None:
@@ -357,34 +339,26 @@ def _platform_families(status: Status, add: Callable[..., None]) -> None:
 _AER = ("fatal", "nonfatal", "correctable")
 
 
-def _aer_families(status: Status) -> list[Any]:
+def _aer_families(r: ScanResult, add: Callable[..., None]) -> None:
     """``topoagent_host_pcie_aer_errors_total{severity}``: every function's AER counts summed
     (from the first scan on, 0 included, so the first error anywhere is an ``increase()``), and
     ``topoagent_pcie_aer_errors_total{bdf,kind,severity}`` for each function and severity that
     has counted (counters since boot; a DGX has ~100 functions with AER files, 3 series each
     where all are 0)."""
-    r = status.result
-    assert r is not None
-    host = _family("topoagent_host_pcie_aer_errors")
-    fam = _family("topoagent_pcie_aer_errors")
     totals = dict.fromkeys(_AER, 0)
+    counted = []
     for d in r.topology.devices:
-        if d.aer is None:
-            continue
-        for severity in _AER:
+        for severity in _AER if d.aer is not None else ():
             value = getattr(d.aer, severity)
             if value:
                 totals[severity] += value
-                fam.add_metric([d.key, d.kind.value, severity], value)
-    for severity, total in totals.items():
-        host.add_metric([severity], total)
-    return [host, fam]
+                counted.append(((d.key, d.kind.value, severity), value))
+    add("topoagent_host_pcie_aer_errors", [((severity,), total) for severity, total in totals.items()])
+    add("topoagent_pcie_aer_errors", counted)
 
 
-def _host_families(status: Status, add: Callable[..., None]) -> None:
+def _host_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:
     """Sources, probe errors, device counts, GPUs expected, the topology's identity."""
-    r = status.result
-    assert r is not None
     topo = r.topology
     add("topoagent_source_up", [((s.name,), 1 if s.status in _UP else 0) for s in topo.sources])
     # One series per source, as node_exporter's node_scrape_collector_duration_seconds{collector}.
@@ -403,9 +377,7 @@ def _host_families(status: Status, add: Callable[..., None]) -> None:
     add("topoagent_gpu_numa_nodes", [((), len(numa))])
 
 
-def _finding_families(status: Status, add: Callable[..., None]) -> None:
-    r = status.result
-    assert r is not None
+def _finding_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:
     rows: dict[tuple[str, str, str], int] = {}
     for f in r.findings:
         for subject in finding_keys(r, f) or ("",):
@@ -417,9 +389,7 @@ def _finding_families(status: Status, add: Callable[..., None]) -> None:
     add("topoagent_findings", [((s,), n) for s, n in per_sev.items()])
 
 
-def _rail_families(status: Status, add: Callable[..., None]) -> None:
-    r = status.result
-    assert r is not None
+def _rail_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:
     topo = r.topology
     rails = []
 
@@ -443,12 +413,10 @@ def _rail_families(status: Status, add: Callable[..., None]) -> None:
 _ENDPOINTS = ("gpu", "nic", "nvswitch")
 
 
-def _link_families(status: Status, add: Callable[..., None]) -> None:
+def _link_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:
     """One series per physical link: degraded or not for every watched link; the current width
     and speed of GPUs', NICs' and NVSwitches' own links; a link's capability and the most it was
     seen at only while it is degraded (what the alert's reader compares)."""
-    r = status.result
-    assert r is not None
     topo = r.topology
     width: list[tuple[tuple[str, str, str], float]] = []
     speed: list[tuple[tuple[str, str, str], float]] = []
@@ -480,14 +448,6 @@ def _link_families(status: Status, add: Callable[..., None]) -> None:
         "topoagent_pcie_link_degraded",
         [((link, kind), 1 if bad else 0) for link, (kind, bad) in sorted(degraded.items())],
     )
-
-
-def _result_families(status: Status, add: Callable[..., None]) -> None:
-    """The families of the last good result, added through ``gauge``."""
-    _host_families(status, add)
-    _finding_families(status, add)
-    _rail_families(status, add)
-    _link_families(status, add)
 
 
 def unknown_facts(facts: Baseline) -> str:
