@@ -2,7 +2,7 @@
 
 :func:`page` is the whole page: the hand-written :data:`HEADER` and :data:`FOOTER` around a
 table of every code and one section per code, grouped by family.  ``python -m
-topoagent.core.findings`` writes it; ``tests/core/test_catalogue.py`` fails when the file differs.
+topoagent.core.findings`` writes it; ``tests/core/findings/test_catalogue.py`` fails when the file differs.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ findings from: for each code its severity rule, what kind of evidence proves it,
 and remedies as templates (a `{field}` is filled in by the check; where the remedy differs by
 host kind -- bare metal, guest, Grace, pasted text -- each is given) and an example. Each
 example is real output of a fixture in `tests/fixtures/machines/` (see
-`tests/golden/*/scan.json`) or of the test it names; `tests/core/test_catalogue.py` fails when
+`tests/golden/*/scan.json`) or of the test it names; `tests/core/findings/test_catalogue.py` fails when
 this page differs from the catalogue, when a fixture's example is not that fixture's output, and
 when a code is raised by no fixture nor named test.
 
@@ -144,7 +144,7 @@ def _wording(w: Wording) -> str:
 
 
 def _code(text: str) -> str:
-    """A template as Markdown code (no template holds a backtick: tests/core/test_catalogue.py)."""
+    """A template as Markdown code (no template holds a backtick: tests/core/findings/test_catalogue.py)."""
     return f"`{text}`"
 
 
