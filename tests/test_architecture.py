@@ -3,11 +3,13 @@ and a deliberately wrong import in a scratch copy of the package breaks the cont
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,12 +30,96 @@ def test_import_contract_holds():
     assert "0 broken" in proc.stdout
 
 
+def _modules() -> list[str]:
+    """Every module of the package, dotted (a package by its own name)."""
+    names = []
+    for path in sorted((REPO / "topoagent").rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def _layered() -> set[str]:
+    """Every module or package a layers contract names."""
+    contracts = msgspec.toml.decode((REPO / "pyproject.toml").read_bytes())["tool"]["importlinter"]["contracts"]
+    return {n.strip() for c in contracts for layer in c.get("layers", ()) for n in re.split(r"[|:]", layer)}
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _unplaced(modules: list[str], named: set[str]) -> list[str]:
+    """The modules no layers contract places: a module is placed where a contract names it, or
+    where it lies in a named package whose parts no contract names apart (``core/parse/*`` are
+    the core's ``parse`` layer; a module beside ``core/read/sysfs.py`` must join the read
+    contract, one beside ``core/pci.py`` the core's, and a package's ``__init__`` its parent's)."""
+    out = []
+    for m in modules:
+        parent = m.rpartition(".")[0]
+        if not parent or m in named:
+            continue
+        siblings_named = any(_inside(n, parent) and n != parent and not _inside(n, m) for n in named)
+        if siblings_named or not any(_inside(m, n) for n in named):
+            out.append(m)
+    return out
+
+
+def test_every_module_is_in_a_contract():
+    assert _unplaced(_modules(), _layered()) == []
+
+
+@pytest.mark.parametrize(
+    "module, placed",
+    [
+        ("topoagent.core.newbase", False),  # beside the core's named modules
+        ("topoagent.core.read.newsource", False),  # beside the read contract's readers
+        ("topoagent.features.daemon.newpart", False),
+        ("topoagent.features.newslice", False),
+        ("topoagent.core.parse.newformat", True),  # the parsers are one layer of the core
+    ],
+)
+def test_a_module_in_no_contract_is_found(module, placed):
+    assert (_unplaced([module], _layered()) == []) is placed
+
+
+def _module_table() -> dict[str, set[str]]:
+    """docs/architecture.md's module table: each folder (``core/`` for the core's own modules,
+    named in its base row or as a row's file) and the modules it names."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    table = text.split("| where | modules | owns |\n", 1)[1].split("\n\n", 1)[0]
+    places: dict[str, set[str]] = {"core/": set()}
+    for row in table.splitlines()[1:]:
+        where, names = row.split(" | ")[:2]
+        for path in re.findall(r"`([\w/.]+)`", where):
+            if re.fullmatch(r"core/\w+\.py", path):
+                places["core/"].add(path[5:-3])
+            elif path.endswith("/"):
+                places.setdefault(path, set()).update(re.findall(r"`(\w+)`", names))
+    return places
+
+
+def test_the_module_table_is_the_package():
+    pkg = REPO / "topoagent"
+    folders = [pkg / "core", *(pkg / "core").iterdir(), *(pkg / "features").iterdir()]
+    actual = {
+        f"{d.relative_to(pkg)}/": {p.stem for p in d.glob("*.py") if p.stem != "__init__"}
+        for d in folders
+        if (d / "__init__.py").exists()
+    }
+    assert _module_table() == actual
+
+
 @pytest.mark.parametrize(
     "module, bad_import",
     [
         ("topoagent/core/render/tree.py", "from topoagent.core.read import sysfs as _sysfs  # noqa"),
         ("topoagent/core/analysis/paths.py", "import subprocess as _subprocess  # noqa"),
         ("topoagent/core/topology.py", "from topoagent.core.result import ScanResult as _R  # noqa"),
+        # the readers and parsers are the ground floor: below the model and what is concluded from it
+        ("topoagent/core/read/expectation.py", "from topoagent.core.analysis import fingerprint as _f  # noqa"),
+        ("topoagent/core/paste/amd.py", "from topoagent.core.topology import Topology as _T  # noqa"),
+        ("topoagent/core/parse/kfd.py", "from topoagent.core.findings import Finding as _F  # noqa"),
         # an import for the type checker only counts too (exclude_type_checking_imports = false)
         (
             "topoagent/core/advice/cores.py",

@@ -5,7 +5,7 @@ Size: ``TOPOAGENT_FUZZ_EXAMPLES`` (default :data:`DEFAULT_EXAMPLES`) is the numb
 inputs *per property*; CI keeps the default, a long sitting raises it::
 
     TOPOAGENT_FUZZ_EXAMPLES=2000 .venv/bin/python -m pytest -q \
-        tests/core/test_fuzz_parsers.py tests/core/test_fuzz_trees.py
+        tests/core/parse/test_fuzz_parsers.py tests/core/read/test_fuzz_trees.py
 
 Every property is derandomized (hypothesis draws from a seed fixed by the test itself, no example
 database), so a CI run is deterministic: a failure is found again on every run until fixed.

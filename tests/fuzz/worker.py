@@ -3,7 +3,7 @@ and report as JSON what went wrong.
 
     python -m tests.fuzz.worker --count 500 --seed 1 --fixtures sriov-nic,cloud-vm [--base DIR]
 
-Run as a subprocess by tests/core/test_fuzz_trees.py, since an audit hook (PEP 578) cannot be
+Run as a subprocess by tests/core/read/test_fuzz_trees.py, since an audit hook (PEP 578) cannot be
 removed once added.  While a scan runs, every ``open``/``os.listdir``/``os.scandir`` outside the
 damaged tree's root (and outside Python's own files) is a leak; any exception that is not a
 :class:`~topoagent.core.errors.TopoagentError` is a crash; views that disagree are a lost or doubled

@@ -22,7 +22,10 @@ from enum import IntEnum
 
 from topoagent.core.digits import is_decimal
 
-__all__ = ["PathClass"]
+__all__ = ["XGMI", "PathClass"]
+
+#: What rocm-smi and amd-smi print for a pair of GPUs joined by XGMI (``Link Type``).
+XGMI = "XGMI"
 
 
 class PathClass(IntEnum):

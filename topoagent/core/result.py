@@ -17,12 +17,13 @@ from typing import Any
 
 import msgspec
 
-from topoagent.core.advice.plan import Plan, PlanOptions, make_plan, plan_for
-from topoagent.core.analysis.fingerprint import Baseline, baseline, slot_names
+from topoagent.core.advice.plan import Plan, PlanOptions, base_plan, plan_for
+from topoagent.core.analysis.fingerprint import baseline, slot_names
 from topoagent.core.analysis.given import matrix_vs_tree
 from topoagent.core.analysis.paths import Path, pair_path, path_index, scan_paths
 from topoagent.core.analysis.rails import Rails, pair_rails
 from topoagent.core.aside import Aside, derived
+from topoagent.core.baseline import Baseline
 from topoagent.core.findings import Finding, Severity, find_all, sort_findings
 from topoagent.core.findings.expect import comparable, compare_hosts
 from topoagent.core.frozen import FrozenMap
@@ -155,7 +156,7 @@ def analyse(snapshot: Snapshot, *, tool_findings: Any = None) -> ScanResult:
     findings = find_all(topo, paths, rails)
     if tool_findings is not None:
         findings = sort_findings(findings + tuple(tool_findings(topo, paths)))
-    return ScanResult(topo, paths, rails, findings, make_plan(topo, rails))
+    return ScanResult(topo, paths, rails, findings, base_plan(topo, rails))
 
 
 def reanalyse(result: ScanResult, ids: Mapping[str, Mapping[str, Any]]) -> ScanResult:

@@ -406,6 +406,16 @@ class Cpu(msgspec.Struct, frozen=True):
     siblings: CpuSet | None = None  # cpu<id>/topology/thread_siblings_list
 
 
+class ThreadAffinity(msgspec.Struct, frozen=True):
+    """One thread and the CPUs it may run on (``task/<tid>/status`` ``Cpus_allowed_list``, or
+    ``sched_getaffinity``); ``start`` its start in clock ticks after boot where read, which
+    with the tid names one thread even once the tid is reused."""
+
+    tid: int
+    cpus: CpuSet
+    start: int | None = None
+
+
 class IommuGroup(msgspec.Struct, frozen=True):
     """An IOMMU group and its type (``sys/kernel/iommu_groups/N/type``: ``identity``, ``DMA``...)."""
 

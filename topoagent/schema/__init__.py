@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from topoagent.core.analysis.fingerprint import BASELINE_VERSION, Baseline
+from topoagent.core.baseline import BASELINE_VERSION, Baseline
 from topoagent.core.render.json_report import SCHEMA_VERSION as SCAN_VERSION
 from topoagent.core.render.json_report import ScanReport
 from topoagent.features.audit.render import AUDIT_SCHEMA_VERSION, AuditDoc

@@ -546,7 +546,7 @@ VERBOSE_CASES = [
 def test_every_lspci_sample_has_a_case():
     names = {c[0] for c in VERBOSE_CASES} | {c[0] for c in TREE_CASES}
     # paste_*.txt are whole pastes, read leniently: tests/core/parse/test_pastes.py covers them;
-    # verdict_*.txt are the findings' inputs: tests/core/test_verdicts.py
+    # verdict_*.txt are the findings' inputs: tests/core/findings/test_verdicts.py
     assert names == {p.name for p in SAMPLES.glob("*.txt") if not p.name.startswith(("paste_", "verdict_"))}
 
 

@@ -338,7 +338,7 @@ CASES = [
 def test_every_sample_has_a_case():
     covered = {case[0] for case in CASES}
     # paste_*.txt are whole pastes, read leniently: tests/core/parse/test_pastes.py covers them;
-    # verdict_*.txt are the findings' inputs: tests/core/test_verdicts.py
+    # verdict_*.txt are the findings' inputs: tests/core/findings/test_verdicts.py
     assert covered == {p.name for p in SAMPLES.glob("*.txt") if not p.name.startswith(("paste_", "verdict_"))}
     assert len(covered) >= 15
 

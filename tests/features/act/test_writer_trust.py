@@ -374,7 +374,7 @@ def test_pid_threads_started_meanwhile_are_bound_and_unbound_named(monkeypatch, 
     """The first bind and the rounds after it are one loop (commands.apply.bind_threads): the
     threads listed first, then those started meanwhile, each tried once; a dry run lists once."""
     from topoagent.core.cpuset import CpuSet
-    from topoagent.core.read.process import ThreadAffinity
+    from topoagent.core.snapshot import ThreadAffinity
     from topoagent.features.act import apply as cmd
 
     target, other = CpuSet({0, 1}), CpuSet({0})
@@ -382,7 +382,7 @@ def test_pid_threads_started_meanwhile_are_bound_and_unbound_named(monkeypatch, 
     calls: list[tuple[tuple[int, ...], bool]] = []
 
     def listing(pid, tids):
-        return tuple(ThreadAffinity(pid, t, target if t in bound or t == 1 else other, 100 + t) for t in tids)
+        return tuple(ThreadAffinity(t, target if t in bound or t == 1 else other, 100 + t) for t in tids)
 
     def run_changes(changes, root, state_dir, yes, *, needs):
         calls.append((tuple(c.target["tid"] for c in changes), yes))

@@ -20,6 +20,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from fnmatch import fnmatch
 from pathlib import Path
 
 import jsonschema
@@ -33,6 +34,8 @@ SCHEMA = json.loads((REPO / "topoagent/schema/scan.schema.json").read_text())
 
 prometheus_client = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402  once importorskip found it
+
+from topoagent.features.daemon.metrics import METRICS  # noqa: E402  it imports prometheus_client
 
 GPU_GONE = "0000:c3:00.0"  # gpu5 on the DGX H100 fixture
 NIC_LOW = "0000:18:00.0"  # nic2: gpu0's rail NIC (ConnectX-7, mlx5_0), x16
@@ -247,6 +250,7 @@ def test_daemon_end_to_end(daemon, tree):
     mgmt_link = next(s.labels["link"] for s in fams["topoagent_pcie_link_degraded"] if s.labels["link"] != MGMT_PORT)
     assert mgmt_link and {s.value for s in fams["topoagent_pcie_link_degraded"]} == {0}
     assert len(daemon.last_text.splitlines()) < 400  # the exposition, comments included (docs/daemon.md)
+    assert all(any(fnmatch(name, m.name) for m in METRICS) for name in fams), "a family not in docs/daemon.md"
     # Low cardinality: per device, never per CPU or IRQ.
     assert not any("cpu" in k or "irq" in k for f in fams.values() for s in f for k in s.labels)
     if shutil.which("promtool"):

@@ -482,14 +482,18 @@ def _status(result, **kw) -> Status:
 def test_metrics_of_every_fixture_parse_and_are_unique(fixture_root, machine):
     from prometheus_client.parser import text_string_to_metric_families
 
-    from topoagent.features.daemon.metrics import render_text
+    from topoagent.features.daemon.metrics import ALWAYS, METRICS, SCANNED, render_text
 
     r = scan(fixture_root(machine), nvml="off")
     text = render_text(_status(r)).decode()
     seen = set()
     series = 0
+    table = {m.name: m.when for m in METRICS}
+    served = set()
     for fam in text_string_to_metric_families(text):
         assert fam.name.startswith("topoagent_")
+        assert fam.name in table, f"{fam.name} is not in docs/daemon.md's table (METRICS)"
+        served.update([fam.name] if fam.samples else [])
         for s in fam.samples:
             ident = (s.name, tuple(sorted(s.labels.items())))
             assert ident not in seen, ident
@@ -502,9 +506,19 @@ def test_metrics_of_every_fixture_parse_and_are_unique(fixture_root, machine):
     assert series < 50 * len(r.topology.devices) + 50  # per device, not per CPU
     names = {s[0] for s in seen}
     assert {"topoagent_devices", "topoagent_findings", "topoagent_scan_success"} <= names
+    # what the table says every scanned host serves, each scanned host serves
+    assert {name for name, when in table.items() if when in (ALWAYS, SCANNED)} <= served
     findings = {(s[1]) for s in seen if s[0] == "topoagent_finding"}
     codes = {dict(labels)["code"] for labels in findings}
     assert codes == {f.code for f in r.findings}
+
+
+def test_the_metric_table_is_the_generated_one():
+    """Fails when METRICS changed and docs/daemon.md was not regenerated."""
+    from topoagent.features.daemon.metrics import with_table
+
+    page = (REPO / "docs" / "daemon.md").read_text()
+    assert page == with_table(page), "run python -m topoagent.features.daemon.metrics"
 
 
 def test_metrics_export_each_source_duration(dgx):

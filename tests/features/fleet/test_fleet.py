@@ -25,17 +25,17 @@ from tests.fleet_hosts import (
     variant_result,
 )
 from tests.paths import REPO
-from topoagent.core.analysis.fingerprint import (
+from topoagent.core.analysis.fingerprint import class_related
+from topoagent.core.api import read_host
+from topoagent.core.baseline import (
     MAX_SLOTS,
     Baseline,
     SlotFacts,
     SlotLink,
-    class_related,
     fingerprint,
     read_expectation,
     read_head,
 )
-from topoagent.core.api import read_host
 from topoagent.core.findings import CATALOGUE, Severity
 from topoagent.core.findings.doc import example_text
 from topoagent.core.findings.expect import compare, compare_hosts
@@ -613,7 +613,7 @@ def test_fleet_html_page_names_the_outliers_and_escapes(fleet_dir):
 def test_fleet_outputs_treat_a_hostile_fingerprint_as_data():
     """A fingerprint (and a host name) comes from files nobody here wrote: the HTML page escapes
     it and the text shows no raw control character."""
-    from topoagent.core.analysis.fingerprint import FindingView
+    from topoagent.core.baseline import FindingView
     from topoagent.features.fleet.report import render_html, render_text
     from topoagent.features.fleet.tally import ClassSummary, FleetClass, FleetVerdict, Outlier
 

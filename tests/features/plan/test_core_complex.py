@@ -114,7 +114,7 @@ def test_exec_binds_each_rank_to_its_ccd(fixture_root, monkeypatch, rank):
     """``exec --bind core-complex``: the CPUs it would bind local rank ``rank`` to (two ranks per
     GPU: rank r is on GPU r // 2, and gets CCD r).  This process's own CPUs bound the plan, so
     they are widened to the fixture's for the dry run."""
-    monkeypatch.setattr("topoagent.features.plan.command.allowed_cpus", lambda: CpuSet(range(256)))
+    monkeypatch.setattr("topoagent.features.plan.options.allowed_cpus", lambda: CpuSet(range(256)))
     out = CliRunner().invoke(
         cli,
         [

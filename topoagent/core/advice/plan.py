@@ -173,7 +173,7 @@ def gpu_cpus(topo: Topology, gpu: Device) -> CpuSet | None:
     return None
 
 
-def make_plan(topo: Topology, rails: Rails) -> Plan:
+def base_plan(topo: Topology, rails: Rails) -> Plan:
     """The scan's summary plan: per GPU its local CPUs within the allowed CPUs, its rail NICs
     and the CUDA/NCCL variables; the GPUs grouped by NUMA node."""
     allowed = topo.allowed_cpus
@@ -212,7 +212,7 @@ def make_plan(topo: Topology, rails: Rails) -> Plan:
 
 # -- the plan a job uses: `topoagent plan`, `exec` -------------------------------------------
 #
-# make_plan above is the scan's summary (``recommendations`` in the scan JSON).  The plan
+# base_plan above is the scan's summary (``recommendations`` in the scan JSON).  The plan
 # below adds what a launcher needs: each rail NIC's RDMA and netdev names, whole-core CPU
 # shares per rank, reserved cores, the split of the host into jobs, and the notes that say
 # what is wrong with a GPU's placement.  Both are values; neither changes anything.
@@ -368,7 +368,7 @@ def plan_for(
 ) -> Plan:
     """The plan of a scanned host under ``options``.  Pure.
 
-    ``base`` is the scan's default plan (:func:`make_plan`), ``paths``, ``findings`` and
+    ``base`` is the scan's default plan (:func:`base_plan`), ``paths``, ``findings`` and
     ``pairing`` (its rails) the scan's: its parts, not the :class:`~topoagent.core.result.ScanResult` (advice sits
     below it).
 

@@ -36,13 +36,10 @@ import msgspec
 from topoagent.core import pci
 from topoagent.core.analysis.c2c import is_c2c, own_cpu_nic, p2c_nic
 from topoagent.core.digits import is_decimal
-from topoagent.core.pathclass import PathClass
+from topoagent.core.pathclass import XGMI, PathClass
 from topoagent.core.pci import DeviceKind
 from topoagent.core.platform import ComplexKind
 from topoagent.core.topology import BridgeRole, Device, Topology, common_ancestors
-
-#: What rocm-smi and amd-smi print for a pair of GPUs joined by XGMI (``Link Type``).
-XGMI = "XGMI"
 
 
 class Path(msgspec.Struct, frozen=True):

@@ -534,7 +534,7 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                source="`tests/core/test_verdicts.py` (a pasted 8x V100 hybrid cube mesh with one mlx5_0, "
+                source="`tests/core/findings/test_verdicts.py` (a pasted 8x V100 hybrid cube mesh with one mlx5_0, "
                 "OneFlow-Inc OneFlow-Benchmark reports)",
                 text=_prose("""
                 [info] gpu0 reaches its rail NIC nic0 (mlx5_0) through gpu2 over NVLink (NV1, NCCL's PXN): gpu2 is PIX to it, so GPUDirect RDMA is on from gpu2's memory; gpu0's own path is NODE.
@@ -1404,7 +1404,7 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                source="`tests/core/test_cpu_files.py` (the DGX H100 fixture with both nodes' `cpulist` set to "
+                source="`tests/core/read/test_cpu_files.py` (the DGX H100 fixture with both nodes' `cpulist` set to "
                 "`0-223`)",
                 text=_prose("""
                 [warning] NUMA nodes 0, 1 claim the same CPUs: the firmware's SRAT is inconsistent, so device placement by CPUs and per-node binding are unreliable.
@@ -1623,8 +1623,8 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                source="`tests/core/test_crosscheck.py` (the DGX H100 fixture against a matrix with one cell and "
-                "one NUMA affinity changed)",
+                source="`tests/core/findings/test_crosscheck.py` (the DGX H100 fixture against a matrix with one cell "
+                "and one NUMA affinity changed)",
                 text=_prose("""
                 [warning] nvidia-smi says GPU0-NIC2 is SYS; the sysfs tree says gpu0-nic4 is NODE.
                     subjects: gpu0, nic4
@@ -2090,8 +2090,8 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                source="`tests/core/test_paste.py` (an A10G's `nvidia-smi -q` from NVIDIA/DCGM#232: P0, a process "
-                "holding 8.7 GB, link x8 of x16)",
+                source="`tests/core/paste/test_paste.py` (an A10G's `nvidia-smi -q` from NVIDIA/DCGM#232: P0, a "
+                "process holding 8.7 GB, link x8 of x16)",
                 text=_prose("""
                 [warning] gpu0 NVIDIA A10G ran its PCIe link at Gen4 x8 of Gen4 x16 while busy (P0, 0 %): a GPU at work runs at its maximum, so the link is degraded.
                     subjects: gpu0
@@ -2126,7 +2126,7 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                source="`tests/core/test_paste.py` (an L4's `nvidia-smi -a` captured in thamada/nvidia-smi "
+                source="`tests/core/paste/test_paste.py` (an L4's `nvidia-smi -a` captured in thamada/nvidia-smi "
                 "`gls/L4_smi.py`: P8, Gen1 x8 of Gen4 x16)",
                 text=_prose("""
                 [info] gpu0 NVIDIA L4 was idle (P8, 0 %, Idle clock event reason Active) when its link ran at Gen1 x8 of Gen4 x16: GPUs lower their link at idle by design, so this is no fault.
@@ -2192,8 +2192,8 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                source="`tests/core/test_paste.py` (derived: the H100 NV18 matrix of NVIDIA/nccl#1453 with a `-p2p n` "
-                "matrix whose GPU0-GPU1 cell is NS)",
+                source="`tests/core/paste/test_paste.py` (derived: the H100 NV18 matrix of NVIDIA/nccl#1453 with a "
+                "`-p2p n` matrix whose GPU0-GPU1 cell is NS)",
                 text=_prose("""
                 [critical] gpu0 and gpu1 share NVLinks (NV18) but the driver reports P2P NS (Not supported, nvlink): NCCL aborts with a hardware error or falls back to host memory.
                     subjects: gpu0, gpu1
@@ -2226,8 +2226,8 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                source="`tests/core/test_paste.py` (derived: the V100 of Azure/azhpc-diagnostics#73 with links 3 and 5 "
-                "`<inactive>`, after a V100 with all six active)",
+                source="`tests/core/paste/test_paste.py` (derived: the V100 of Azure/azhpc-diagnostics#73 with links "
+                "3 and 5 `<inactive>`, after a V100 with all six active)",
                 text=_prose("""
                 [warning] gpu1 (GPU3) has 4 active NVLinks where another GPU of this host has 6 (2 inactive): its NVLink bandwidth is cut.
                     subjects: gpu1
@@ -2273,8 +2273,8 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                source="`tests/core/test_paste.py` (derived: a public 4-GPU/4-NIC matrix with `ibv_devinfo` blocks "
-                "whose mlx5_1 is PORT_DOWN)",
+                source="`tests/core/paste/test_paste.py` (derived: a public 4-GPU/4-NIC matrix with `ibv_devinfo` "
+                "blocks whose mlx5_1 is PORT_DOWN)",
                 text=_prose("""
                 [warning] nic1 (mlx5_1) is a rail NIC but no port of it is active (DOWN): NCCL skips it and its GPUs' traffic goes through another NIC.
                     subjects: nic1
@@ -2322,7 +2322,7 @@ _ENTRIES = (
         },
         examples=(
             Example(
-                source="`tests/core/test_paste.py` (journal AER lines of a root port from pop-os/pop#3363)",
+                source="`tests/core/paste/test_paste.py` (journal AER lines of a root port from pop-os/pop#3363)",
                 text=_prose("""
                 [info] bridge0 (0000:00:03.1) logged 2 corrected PCIe error(s) in the kernel log given (BadTLP, Timeout): the link repaired them; a rising rate points at the slot, riser or retimer.
                     subjects: bridge0

@@ -2,7 +2,7 @@
 
 :func:`page` is the whole page: the hand-written :data:`HEADER` and :data:`FOOTER` around a
 table of every code and one section per code, grouped by family.  ``python -m
-topoagent.core.findings`` writes it; ``tests/core/test_catalogue.py`` fails when the file differs.
+topoagent.core.findings`` writes it; ``tests/core/findings/test_catalogue.py`` fails when the file differs.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ Nagios/NPD, `draw`'s list, the daemon's `topoagent_finding` series, NFD
 reaches what its entry names.
 
 Each example is real output of a fixture in `tests/fixtures/machines/` (see
-`tests/golden/*/scan.json`) or of the test it names; `tests/core/test_catalogue.py` fails when
+`tests/golden/*/scan.json`) or of the test it names; `tests/core/findings/test_catalogue.py` fails when
 this page differs from the catalogue, when a fixture's example is not that fixture's output, and
 when a code is raised by no fixture nor named test.
 
@@ -152,7 +152,7 @@ def _wording(w: Wording) -> str:
 
 
 def _code(text: str) -> str:
-    """A template as Markdown code (no template holds a backtick: tests/core/test_catalogue.py)."""
+    """A template as Markdown code (no template holds a backtick: tests/core/findings/test_catalogue.py)."""
     return f"`{text}`"
 
 

@@ -1,7 +1,7 @@
 """Every difference between an expected topology and a host's, as findings, each cause once.
 
 :func:`compare` is the one comparison ``scan --expect``, the daemon's ``expect`` setting and
-``topoagent fleet`` use: both sides are :class:`~topoagent.core.analysis.fingerprint.Baseline`
+``topoagent fleet`` use: both sides are :class:`~topoagent.core.baseline.Baseline`
 values (a baseline file, a scan, or the majority of a hardware class).  Subjects are slot names
 (docs/fleet.md); evidence names the slot's fact with ``expected`` and ``seen`` values.
 
@@ -26,7 +26,8 @@ from collections.abc import Iterator
 
 import msgspec
 
-from topoagent.core.analysis.fingerprint import Baseline, HostShape, SlotFacts, SlotLink, class_related
+from topoagent.core.analysis.fingerprint import class_related
+from topoagent.core.baseline import Baseline, HostShape, SlotFacts, SlotLink
 from topoagent.core.findings.catalogue import finding
 from topoagent.core.findings.finding import Evidence, Finding, Severity, sort_findings
 from topoagent.core.pci import DeviceKind
@@ -68,10 +69,6 @@ def _shown(slots: list[str], most: int = 2) -> str:
 def _root(slot: str) -> str | None:
     head = slot.split("/", 1)[0]
     return head if _ROOT.fullmatch(head) else None
-
-
-def _under(slot: str, top: str) -> bool:
-    return slot.startswith(top + "/")
 
 
 def _fmt(value: object) -> str:

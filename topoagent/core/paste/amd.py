@@ -15,8 +15,8 @@ the source states (:class:`~topoagent.core.snapshot.GivenPath`), only where it s
 from __future__ import annotations
 
 from topoagent.core import pci
-from topoagent.core.analysis.paths import XGMI
 from topoagent.core.parse.amd_topo import AmdPair, AmdTopology
+from topoagent.core.pathclass import XGMI
 from topoagent.core.snapshot import GivenPath, NumaNode, PciFunction, ProbeError, Snapshot, SourceStatus
 
 __all__ = ["given_token", "snapshot_from_amd"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from topoagent.core.analysis.fingerprint import Baseline, read_expectation
+from topoagent.core.baseline import Baseline, read_expectation
 from topoagent.core.errors import InputError
 from topoagent.core.read.textinput import read_text_input
 

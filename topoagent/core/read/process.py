@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-import msgspec
-
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import TopoagentError
 from topoagent.core.hostfs import HostFS
+from topoagent.core.snapshot import ThreadAffinity
 
 
 class ProcessError(TopoagentError):
@@ -65,15 +64,6 @@ def allowed_cpus() -> CpuSet:
     return mine & cg if cg else mine
 
 
-class ThreadAffinity(msgspec.Struct, frozen=True):
-    """One thread of a process and the CPUs it may run on."""
-
-    pid: int
-    tid: int
-    cpus: CpuSet
-    start: int | None = None
-
-
 def threads(pid: int) -> tuple[ThreadAffinity, ...]:
     """Every thread of ``pid`` with its current affinity (psutil lists the threads)."""
     psutil = _psutil()
@@ -87,7 +77,7 @@ def threads(pid: int) -> tuple[ThreadAffinity, ...]:
     out = []
     for tid in tids:
         try:
-            out.append(ThreadAffinity(pid, tid, CpuSet(os.sched_getaffinity(tid)), thread_start(tid)))
+            out.append(ThreadAffinity(tid, CpuSet(os.sched_getaffinity(tid)), thread_start(tid)))
         except ProcessLookupError:
             continue  # the thread ended meanwhile
     if not out:

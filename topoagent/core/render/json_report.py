@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from topoagent.core.analysis.fingerprint import HostShape, SlotFacts
 from topoagent.core.analysis.links import LinkCapability, capability
 from topoagent.core.analysis.paths import NIC_PAIR_LIMIT, omitted_nic_pairs, paired_devices
 from topoagent.core.analysis.rails import NicRole
+from topoagent.core.baseline import HostShape, SlotFacts
 from topoagent.core.findings import Finding
 from topoagent.core.pci import DeviceKind
 from topoagent.core.platform import ComplexKind, PlatformRole, PortRole

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from topoagent.core.analysis.paths import NIC_PAIR_LIMIT, XGMI, pair_path, path_index
+from topoagent.core.analysis.paths import NIC_PAIR_LIMIT, pair_path, path_index
 from topoagent.core.parse.nvsmi_topo import TopoDevice, TopoMatrix
-from topoagent.core.pathclass import PathClass
+from topoagent.core.pathclass import XGMI, PathClass
 from topoagent.core.render.escape import shown
 from topoagent.core.result import ScanResult
 

@@ -25,7 +25,7 @@ from topoagent.features.act.execute import FAILED, LEFT, REFUSED, SKIPPED, apply
 from topoagent.features.act.irqs import device_irqs, irq_affinity, irqbalance_pids
 from topoagent.features.act.journal import Journal, JournalError
 from topoagent.features.act.writer import HostWriter
-from topoagent.features.plan.command import make_plan
+from topoagent.features.plan.options import make_plan
 
 
 def state_dir_option(f: Any) -> Any:

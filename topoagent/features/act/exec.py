@@ -29,7 +29,7 @@ from topoagent.core.inputs import Inputs
 from topoagent.core.read.dra_metadata import METADATA_DIR, read_dra_metadata
 from topoagent.core.render.escape import comment, shown
 from topoagent.features.act.mempolicy import MODES, MempolicyError, set_policy
-from topoagent.features.plan.command import make_plan, plan_options
+from topoagent.features.plan.options import make_plan, plan_options
 
 
 def _say(message: str) -> None:

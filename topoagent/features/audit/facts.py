@@ -5,20 +5,13 @@ from __future__ import annotations
 
 import msgspec
 
-from topoagent.core.cpuset import CpuSet
+from topoagent.core.snapshot import ThreadAffinity
 from topoagent.features.audit.parse import MemoryPlacement
 
-__all__ = ["ENV_KEYS", "AuditFacts", "ProcessFacts", "ThreadAffinity", "Unreadable"]
+__all__ = ["ENV_KEYS", "AuditFacts", "ProcessFacts", "Unreadable"]
 
 #: The variables the audit keeps from a process's environment (nothing else: it holds secrets).
 ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "NCCL_IB_HCA")
-
-
-class ThreadAffinity(msgspec.Struct, frozen=True):
-    """One thread and the CPUs it may run on (``task/<tid>/status`` ``Cpus_allowed_list``)."""
-
-    tid: int
-    cpus: CpuSet
 
 
 class ProcessFacts(msgspec.Struct, frozen=True):

@@ -25,10 +25,10 @@ from topoagent.core.bdf import is_bdf
 from topoagent.core.hostfs import HostFS
 from topoagent.core.read.nvml import running_processes
 from topoagent.core.result import ScanResult
-from topoagent.core.snapshot import NvmlGpu
+from topoagent.core.snapshot import NvmlGpu, ThreadAffinity
 from topoagent.core.tree import Root
 from topoagent.features.audit.advise import AuditReport, advise
-from topoagent.features.audit.facts import ENV_KEYS, AuditFacts, ProcessFacts, ThreadAffinity, Unreadable
+from topoagent.features.audit.facts import ENV_KEYS, AuditFacts, ProcessFacts, Unreadable
 from topoagent.features.audit.parse import (
     DeviceNode,
     device_node,

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator
 import click
 import msgspec
 
-from topoagent.core.analysis.fingerprint import Baseline, read_head
 from topoagent.core.api import run
+from topoagent.core.baseline import Baseline, read_head
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail
 from topoagent.core.errors import InputError, TopoagentError
 from topoagent.core.inputs import NVML_OFF, Inputs

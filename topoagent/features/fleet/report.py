@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from topoagent.core.analysis.fingerprint import FindingView
+from topoagent.core.baseline import FindingView
 from topoagent.core.render.escape import shown, text_output
 from topoagent.core.render.escape import xml_text as escape
 from topoagent.core.render.json_report import FindingEntry, encode, finding_entry

@@ -35,13 +35,13 @@ from collections.abc import Iterable
 
 import msgspec
 
-from topoagent.core.analysis.fingerprint import (
+from topoagent.core.analysis.fingerprint import class_related
+from topoagent.core.baseline import (
     NO_SLOTS,
     Baseline,
     FindingView,
     RawDoc,
     SlotFacts,
-    class_related,
     decode_slots,
     fingerprint,
     fingerprint_of,
@@ -247,7 +247,7 @@ class FleetTally:
         return known
 
     def add(self, name: str, file: str, doc: RawDoc) -> None:
-        """Count one host from its document (:func:`~topoagent.core.analysis.fingerprint.read_head`);
+        """Count one host from its document (:func:`~topoagent.core.baseline.read_head`);
         raises ``ValueError`` or ``msgspec`` errors, counting nothing, when its facts cannot be read."""
         hw, peers, shape = doc.identity
         if hw is None or doc.slots is None:

@@ -3,8 +3,9 @@
 One module per format (:data:`FORMATS`): :mod:`.text` for people, :mod:`.report` (the JSON
 contract), :mod:`.env` (one rank's exports), :mod:`.slurm` (gres.conf), :mod:`.nccl_topo`
 (an ``NCCL_TOPO_FILE``), :mod:`.rails` (topograph's rail record), :mod:`.dra` (Kubernetes DRA
-attributes); :mod:`.common` what they share, :mod:`.command` the CLI.  The plan itself is the
-core's (:mod:`topoagent.core.advice.plan`): ``scan --format json`` carries it too.
+attributes); :mod:`.common` what they share, :mod:`.options` how ``plan``, ``exec`` and ``apply``
+ask for a plan, :mod:`.command` the CLI.  The plan itself is the core's
+(:mod:`topoagent.core.advice.plan`): ``scan --format json`` carries it too.
 """
 
 from __future__ import annotations

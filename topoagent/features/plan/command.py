@@ -8,23 +8,17 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
-from topoagent.core.advice.allocation import allocated_gpus
-from topoagent.core.advice.plan import BIND_MODES, PlanOptions
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail, require_gpus
 from topoagent.core.command.options import run_scan, scan_inputs
-from topoagent.core.cpuset import MAX_CPUS, CpuSet
-from topoagent.core.errors import InputError, TopoagentError
+from topoagent.core.errors import TopoagentError
 from topoagent.core.findings import Severity
 from topoagent.core.inputs import Inputs
-from topoagent.core.read import is_live
-from topoagent.core.read.process import allowed_cpus
 from topoagent.features.plan import FORMATS, dra
+from topoagent.features.plan.options import make_plan, plan_options
 from topoagent.features.plan.slurm import CORE_MODES
 
 if TYPE_CHECKING:
-    from topoagent.core.advice.allocation import Allocation
     from topoagent.core.advice.plan import Plan
-    from topoagent.core.result import ScanResult
 
 
 #: Formats with nothing to say without a GPU (exit 2, one line), and what each would write.
@@ -47,97 +41,6 @@ def only_gpu(p: Plan, n: int) -> Plan:
         numa_groups=tuple(x for x in p.numa_groups if g.gpu in x.gpus),
         split=tuple(x for x in p.split if g.gpu in x.gpus),
     )
-
-
-def plan_options(f: Any) -> Any:
-    """The options `plan` and `exec` share: how CPUs are shared out."""
-    for option in reversed(
-        [
-            click.option(
-                "--ranks-per-gpu",
-                type=click.IntRange(min=1, max=MAX_CPUS),
-                default=1,
-                show_default=True,
-                metavar="K",
-                help="Ranks per GPU; each gets its own whole cores (SMT siblings together).",
-            ),
-            click.option(
-                "--reserve-cores",
-                type=click.IntRange(min=0),
-                default=0,
-                show_default=True,
-                metavar="N",
-                help="Whole cores per NUMA node kept for the OS and daemons.",
-            ),
-            click.option(
-                "--bind",
-                type=click.Choice(BIND_MODES),
-                default="numa",
-                show_default=True,
-                help="How a NUMA node's CPUs are shared out among its GPUs and their ranks: runs of whole cores "
-                "(numa), or whole core complexes -- CPUs sharing one L3 cache, AMD CCDs (core-complex, as "
-                "torchrun --numa-binding=core-complex).",
-            ),
-            click.option(
-                "--allowed-cpus",
-                default="auto",
-                show_default=True,
-                metavar="auto|self|LIST",
-                help="CPUs the plan may use (never widened): auto = this process's on a live scan, "
-                "the tree's recorded Cpus_allowed otherwise; self = this process's affinity and "
-                "cgroup cpuset, whatever the root; or a CPU list.",
-            ),
-        ]
-    ):
-        f = option(f)
-    return f
-
-
-def resolve_allowed(spec: str, inputs: Inputs) -> CpuSet | None:
-    """The allowed-CPU set an --allowed-cpus value names (None: the tree's record)."""
-    if spec == "self" or (spec == "auto" and is_live(inputs)):
-        return allowed_cpus()
-    if spec == "auto":
-        return None
-    try:
-        return CpuSet.parse(spec)
-    except ValueError as exc:
-        fail(f"--allowed-cpus {spec!r}: {exc}")
-
-
-def make_plan(
-    result: ScanResult,
-    inputs: Inputs,
-    allowed: str,
-    reserve_cores: int,
-    ranks_per_gpu: int,
-    split: int = 0,
-    *,
-    this_process: bool = False,
-    allocation: Allocation | None = None,
-    bind: str = "numa",
-) -> Plan:
-    """The plan of a result under the command's options (one line and exit 2 on bad ones).
-
-    ``this_process``: the plan is applied to this process (``exec``), so its own CPUs bound
-    every set too, whatever the root and --allowed-cpus say.  ``allocation``: the job's GPUs;
-    a node's cores are then shared among those of its GPUs only.
-    """
-    cpus = resolve_allowed(allowed, inputs)
-    if this_process:
-        mine = allowed_cpus()
-        cpus = mine if cpus is None else cpus & mine
-    options = PlanOptions(
-        allowed=cpus, reserve_cores=reserve_cores, ranks_per_gpu=ranks_per_gpu, split=split, bind=bind
-    )
-    try:
-        plan = result.plan_with(options)
-        if allocation is None or not allocation.gpus or not plan.gpus:
-            return plan
-        given = tuple(g.gpu for g in allocated_gpus(allocation, plan, result.topology.nvml_gpus))
-        return result.plan_with(msgspec.structs.replace(options, gpus=given))
-    except (ValueError, InputError) as exc:
-        fail(str(exc))
 
 
 @click.command()

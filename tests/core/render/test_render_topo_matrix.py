@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import msgspec
 import pytest
 
+from tests.paths import TESTS
 from topoagent.core.parse.nvsmi_topo import TopoDevice, TopoMatrix, parse_topo_matrix
 from topoagent.core.render.matrix import LEGEND, render_topo_matrix
 
-SAMPLES = Path(__file__).parent / "samples" / "nvsmi"
+SAMPLES = TESTS / "core" / "parse" / "samples" / "nvsmi"
 # paste_*: test_pastes.py; verdict_* (the findings' inputs, some with cells glued as posted): test_verdicts.py
 NAMES = sorted(p.name for p in SAMPLES.glob("*.txt") if not p.name.startswith(("paste_", "verdict_")))
 

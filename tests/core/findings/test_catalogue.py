@@ -47,14 +47,14 @@ def test_every_code_is_documented_once():
 def test_every_code_is_raised_by_a_fixture():
     raised = {f.code for p in GOLDEN for f in _findings(p)}
     # NVLink P2P needs NVML (tests/core/test_nvml_join.py, recorded HGX H100); disagreements need a
-    # second source (tests/core/test_crosscheck.py); overlapping nodes a damaged copy of a fixture
-    # (tests/core/test_cpu_files.py); EXPECT_* an expected topology to compare with (scan --expect,
+    # second source (tests/core/findings/test_crosscheck.py); overlapping nodes a damaged copy of a fixture
+    # (tests/core/read/test_cpu_files.py); EXPECT_* an expected topology to compare with (scan --expect,
     # fleet: tests/features/fleet/test_fleet.py, faulty copies of dgx-h100 against its baseline);
     # NVLink fabric registration an NVML recording, an unrecognised platform a GB300 tray without a
     # DMA function's VPD and an idle slower NIC a variant of epyc-nps2-mixed (tests/core/test_platform.py);
-    # the pasted family real pastes of the tools that show those facts (tests/core/test_paste.py).
+    # the pasted family real pastes of the tools that show those facts (tests/core/paste/test_paste.py).
     # Each of those tests checks that its finding is the catalogue's example.
-    # PXN needs NVLinks and a NIC farther than a peer (tests/core/test_verdicts.py, a pasted V100
+    # PXN needs NVLinks and a NIC farther than a peer (tests/core/findings/test_verdicts.py, a pasted V100
     # mesh); the audit's codes running processes (tests/features/audit/test_audit.py).
     expect = {code for code, e in CATALOGUE.items() if e.family == "expect"}
     audit = {code for code, e in CATALOGUE.items() if e.family == "audit"}
