@@ -53,7 +53,7 @@ from topoagent.core.analysis.paths import Path, nccl_path_type, nccl_reach
 from topoagent.core.pathclass import PathClass
 from topoagent.core.topology import BridgeRole, Device, Topology, common_ancestors, id_key
 
-__all__ = ["MAXCHANNELS", "NetChoice", "nccl_nesting", "nccl_net_choice", "nccl_order", "nccl_parent", "net_order"]
+__all__ = ["MAXCHANNELS", "NetChoice", "nccl_nesting", "nccl_net_choice", "nccl_sequence"]
 
 #: NCCL's channel count bound (src/include/device.h ``MAXCHANNELS``): ``ncclTopoGetLocalGpu``
 #: tries every channel before it gives up.
@@ -170,7 +170,7 @@ def _nccl_type(topo: Topology, gpu: Device, nic: Device, p: Path) -> PathClass:
     return PathClass.PHB if t is PathClass.NODE else t
 
 
-def nccl_parent(d: Device) -> str | None:
+def _nccl_parent(d: Device) -> str | None:
     """The BDF of the function NCCL nests ``d`` under, None for the <cpu>: two levels up the
     sysfs path, unless that walk reaches the root bus first (``ncclTopoGetXmlFromSys``; a switch
     is known by its upstream port, root ports vanish)."""
@@ -181,13 +181,13 @@ def nccl_nesting(topo: Topology, d: Device) -> tuple[int, tuple[Device, ...]]:
     """Where NCCL's XML puts ``d``: the numaid of its <cpu> (that of the topmost function, -1
     where unknown) and the <pci> elements from below that <cpu> down to ``d``."""
     chain = [d]
-    while (up := nccl_parent(chain[-1])) is not None and (dev := topo.by_bdf(up)) is not None:
+    while (up := _nccl_parent(chain[-1])) is not None and (dev := topo.by_bdf(up)) is not None:
         chain.append(dev)
     top = chain[-1].numa_node
     return (top if top is not None else -1), tuple(reversed(chain))
 
 
-def net_order(topo: Topology, nets: Sequence[Device]) -> list[Device]:
+def _net_order(topo: Topology, nets: Sequence[Device]) -> list[Device]:
     """The NICs in the net plugin's order (its device index): by RDMA device (else netdev) name as
     the kernel numbers them, ``mlx5_10`` after ``mlx5_9``; unnamed ones (pasted output) in PCI order."""
 
@@ -199,22 +199,16 @@ def net_order(topo: Topology, nets: Sequence[Device]) -> list[Device]:
     return sorted(nets, key=key)
 
 
+def nccl_sequence(topo: Topology, gpus: Sequence[Device], nets: Sequence[Device]) -> list[Device]:
+    """The devices in the order NCCL's fused tree adds them: rank 0's tree (``gpus[0]``, then every
+    NET in :func:`_net_order`), then each other rank's GPU (``ncclTopoGetSystem`` fuses the ranks'
+    trees, a new child after its siblings).  Each device's elements (:func:`nccl_nesting`) read
+    depth first in that order of creation give the order NCCL numbers its GPUs and NETs in."""
+    return [*gpus[:1], *_net_order(topo, nets), *gpus[1:]]
+
+
 #: An element of NCCL's XML tree: ("cpu", numaid) or ("pci", device id).
-Element = tuple[str, int | str]
-
-
-def nccl_order(topo: Topology, gpus: Sequence[Device], nets: Sequence[Device]) -> dict[Element, int]:
-    """The order NCCL creates its XML elements in, each <cpu> and <pci> by its index: rank 0's
-    tree (``gpus[0]``, then every NET in :func:`net_order`), then each other rank's GPU
-    (``ncclTopoGetSystem`` fuses the ranks' trees, a child appended after its siblings).  Read
-    depth first, children in that order, it is the order NCCL numbers its GPUs and NETs in."""
-    made: dict[Element, int] = {}
-    for d in [*gpus[:1], *net_order(topo, nets), *gpus[1:]]:
-        node, chain = nccl_nesting(topo, d)
-        els: list[Element] = [("cpu", node)] + [("pci", x.id) for x in chain]
-        for el in els:
-            made.setdefault(el, len(made))
-    return made
+_Element = tuple[str, int | str]
 
 
 class NetChoice:
@@ -226,16 +220,17 @@ class NetChoice:
     def __init__(
         self, topo: Topology, gpus: Sequence[Device], nets: Sequence[Device], idx: Mapping[tuple[str, str], Path]
     ) -> None:
-        made = nccl_order(topo, gpus, nets)
-
-        def key(d: Device) -> tuple[int, ...]:
+        made: dict[_Element, int] = {}  # each element's index in the order of creation
+        keys: dict[str, tuple[int, ...]] = {}  # each device's path of indexes: depth-first order
+        for d in nccl_sequence(topo, gpus, nets):
             node, chain = nccl_nesting(topo, d)
-            return (made[("cpu", node)], *(made[("pci", x.id)] for x in chain))
+            els: list[_Element] = [("cpu", node)] + [("pci", x.id) for x in chain]
+            keys[d.id] = tuple(made.setdefault(el, len(made)) for el in els)
 
         self.topo = topo
         self.dev = {g.id: i for i, g in enumerate(gpus)}
-        self.gpus = sorted(gpus, key=key)
-        self.nets = sorted(nets, key=key)
+        self.gpus = sorted(gpus, key=lambda d: keys[d.id])
+        self.nets = sorted(nets, key=lambda d: keys[d.id])
         #: NET -> GPU (its local GPUs), which PXN leaves alone; and GPU -> NET, PXN applied
         self._from_net: dict[tuple[str, str], tuple[float, PathClass]] = {}
         self._unshown: set[tuple[str, str]] = set()

@@ -46,7 +46,7 @@ from typing import Any
 
 import msgspec
 
-from topoagent.core.analysis.ncclnet import nccl_nesting, net_order
+from topoagent.core.analysis.ncclnet import nccl_nesting, nccl_sequence
 from topoagent.core.errors import InputError
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import xml_attr
@@ -114,7 +114,7 @@ def _nets(nic: Device) -> list[Element]:
 
 def build(result: ScanResult) -> Element:
     """The <system> element of a scanned host, its elements in the order NCCL's own fused tree
-    holds them (:func:`~topoagent.core.analysis.ncclnet.nccl_order`): NCCL numbers its GPUs and
+    holds them (:func:`~topoagent.core.analysis.ncclnet.nccl_sequence`): NCCL numbers its GPUs and
     NETs in the file's order, so the file gives the order NCCL reading sysfs would."""
     topo = result.topology
     wanted = [
@@ -125,7 +125,7 @@ def build(result: ScanResult) -> Element:
         raise InputError("an NCCL topology needs GPUs with PCI addresses (a sysfs tree, a capture or lspci output)")
     elements: dict[str, Element] = {}
     cpus: dict[int, Element] = {}
-    for d in [gpus[0], *net_order(topo, [d for d in wanted if d.kind is DeviceKind.NIC]), *gpus[1:]]:
+    for d in nccl_sequence(topo, gpus, [d for d in wanted if d.kind is DeviceKind.NIC]):
         node, chain = nccl_nesting(topo, d)
         if node not in cpus:
             attrs = [("numaid", str(node))]
