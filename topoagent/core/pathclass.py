@@ -10,7 +10,7 @@ compares them as numbers (``ncclTopoCheckGdr``: GPUDirect RDMA only up to ``netG
 
     X < NV < C2C < PIX < PXB < P2C < PXN < PHB < NODE < SYS
 
-PXN (a GPU's path to a NIC through an NVLinked peer GPU, :mod:`topoagent.core.analysis.pxn`)
+PXN (a GPU's path to a NIC through an NVLinked peer GPU, :mod:`topoagent.core.analysis.ncclnet`)
 names how NCCL routes a rail, never a path of the PCIe tree.  NCCL's NVB (NVLink through another
 GPU), NET and DIS are left out: nothing here computes or states them.  The values are ranks,
 not NCCL's numbers (NODE has none).

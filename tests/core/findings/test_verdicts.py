@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.paths import REPO
-from topoagent.core.analysis.pxn import local_gpu, pxn_nics
+from topoagent.core.analysis.ncclnet import NetChoice, nccl_net_choice
+from topoagent.core.analysis.paths import path_index
+from topoagent.core.analysis.rails import compute_nics
 from topoagent.core.api import analyse, read_offline, scan
 from topoagent.core.errors import TopoagentError
 from topoagent.core.findings import CATALOGUE, Severity
@@ -45,6 +47,12 @@ def lspci_listing(name: str):
     return analyse(read_offline(lspci_verbose=text(LSPCI / name)))
 
 
+def nccl(result) -> NetChoice:
+    """The one NCCL model, asked as the rails ask it."""
+    topo = result.topology
+    return nccl_net_choice(topo, compute_nics(topo, result.rails.roles), path_index(result.paths))
+
+
 def codes(result, code: str):
     return [f for f in result.findings if f.code == code]
 
@@ -66,13 +74,15 @@ def test_a_single_socket_epyc_in_nps4_is_cross_numa_not_cross_socket():
     r = matrix("verdict_polaris_a100_nps4_markdown.txt")
     assert codes(r, "GPU_NIC_CROSS_SOCKET") == []
     found = codes(r, "GPU_NIC_CROSS_NUMA")
-    # both take nic1 on channel 0: equally local NICs go as NCCL spreads them (topo.cc
-    # ncclTopoGetLocalNetType, analysis.ncclnet; issue 31 item 12)
+    # both take nic0 (mlx5_0) on channel 0: equally local NICs go as NCCL spreads them (topo.cc
+    # ncclTopoGetLocalNetType, analysis.ncclnet), in the order NCCL numbers its NETs -- GPU0's CPU
+    # first, then the CPUs its net plugin's devices walk to, mlx5_0's before mlx5_1's.  NCCL 2.30.7
+    # itself (nccl-topo-check on a sysfs tree of this node) gives ranks 0 and 2 mlx5_0 on channel 0.
     assert [(f.subjects, f.severity) for f in found] == [
-        (("gpu0", "nic1"), Severity.WARNING),
-        (("gpu2", "nic1"), Severity.WARNING),
+        (("gpu0", "nic0"), Severity.WARNING),
+        (("gpu2", "nic0"), Severity.WARNING),
     ]
-    assert "on NUMA node 2, the GPU on node 3" in found[0].message
+    assert "on NUMA node 0, the GPU on node 3" in found[0].message
     assert "whether that is another socket is unknown from this input" in found[0].message
     assert "lscpu" in found[0].remedy  # the pasted-text remedy: find the sockets
     assert cli("--nvidia-smi-topo", str(NVSMI / "verdict_polaris_a100_nps4_markdown.txt")).returncode == 0
@@ -116,8 +126,7 @@ def test_pxn_follows_ncclTopoComputePaths_on_a_v100_mesh_with_one_nic():
     (NV1) -> info, GPUDirect on.  GPU7 is NVLinked to GPU3 only, which is PIX to the NIC but not
     its local GPU: no PXN, the cross-NUMA warning stays (as for GPU4 and GPU5)."""
     r = matrix("v100_nv1_nv2_one_mlx5.txt")
-    nic = r.topology.by_id("nic0")
-    assert local_gpu(r.topology, {(p.a, p.b): p for p in r.paths} | {(p.b, p.a): p for p in r.paths}, nic) == "gpu2"
+    assert nccl(r).local_gpu("nic0") == "gpu2"
     pxn = codes(r, "GPU_NIC_VIA_PXN")
     assert [(f.subjects, f.severity) for f in pxn] == [
         (("gpu0", "nic0", "gpu2"), Severity.INFO),
@@ -143,12 +152,8 @@ def test_no_pxn_where_the_peer_is_itself_behind_the_cpu():
     peer within PXB (paths.cc: peerNode->paths[NET][n].type <= PATH_PXB, or P2C on Grace)."""
     r = matrix("verdict_polaris_a100_nps4_markdown.txt")
     assert codes(r, "GPU_NIC_VIA_PXN") == []
-    assert (
-        pxn_nics(
-            r.topology, {(p.a, p.b): p for p in r.paths} | {(p.b, p.a): p for p in r.paths}, r.topology.by_id("gpu0")
-        )
-        == ()
-    )
+    choice = nccl(r)
+    assert [n.id for n in choice.nets if choice.via("gpu0", n.id)] == []
 
 
 # -- 3. guests: the flat tree is the hypervisor's, and so is the remedy --------------------------------

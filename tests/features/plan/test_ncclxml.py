@@ -8,6 +8,7 @@ Where NCCL 2.30.7 itself is at hand (the team's nccl-topo-check, outside the rep
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import subprocess
@@ -16,7 +17,13 @@ from pathlib import Path
 import pytest
 
 from tests import ncclxml
+from tests.fakenvml import load_recording, make_fake
+from tests.fakesysfs import generate, load_machine
 from tests.plan_helpers import REPO, topoagent
+from topoagent.core.analysis.ncclnet import nccl_net_choice
+from topoagent.core.analysis.paths import path_index
+from topoagent.core.api import scan
+from topoagent.features.plan import nccl_topo
 
 #: The fixtures with NVIDIA GPUs and RDMA devices (what NCCL's net plugin lists).
 GPU_FIXTURES = [
@@ -140,7 +147,8 @@ def _this_cpu() -> dict[str, str]:
 @pytest.mark.parametrize("name", GPU_FIXTURES)
 def test_nccls_own_code_agrees(fixture_root, tmp_path, name):
     """NCCL 2.30.7's xml.cc/topo.cc/paths.cc, run by nccl-topo-check, given the file and given the
-    fixture's sysfs.  Its sysfs run takes the CPU identity from this runner's CPUID, so the file's
+    fixture's sysfs; and topoagent's NCCL model against what NCCL reading the sysfs chose.  Its
+    sysfs run takes the CPU identity from this runner's CPUID, so the file's
     <cpu> identity is swapped for the runner's (the SYS bandwidth depends on it; nothing else)."""
     why = _runnable()
     if why:
@@ -163,3 +171,93 @@ def test_nccls_own_code_agrees(fixture_root, tmp_path, name):
         pytest.skip("nccl-topo-check cannot run here: " + run.stdout.strip().splitlines()[-1])
     assert run.returncode == 0, run.stdout[-3000:]
     assert "same paths and local NETs" in run.stdout
+    # and topoagent's one model of ncclTopoGetLocalNet (analysis.ncclnet: the rails, PXN) gives
+    # every rank the NET NCCL gives it on every channel the check prints
+    result = scan(root, nvml="off")
+    names = _ibv_order(root)
+    by_name = {x: n for n in result.topology.nics for x in n.rdma_devices}
+    nets = [by_name[x] for x in names]
+    if any(n.is_vf for n in nets):
+        return  # NCCL is given the VFs' RDMA devices too; the rails leave VFs out (sriov-nic)
+    choice = nccl_net_choice(result.topology, nets, path_index(result.paths))
+    for bdf, devs in _nccl_channels(run.stdout).items():
+        gpu = result.topology.by_bdf(bdf)
+        assert gpu is not None
+        used = choice.channels(gpu.id)
+        assert [used[c % len(used)] for c in range(len(devs))] == [by_name[names[d]].id for d in devs], bdf
+
+
+def _ibv_order(root: Path) -> list[str]:
+    """The RDMA devices in the order the check's emulated IB plugin lists them (its device index):
+    by name, ``mlx5_10`` after ``mlx5_9`` (its prep-fixture.py)."""
+
+    def key(name: str) -> tuple[str, int]:
+        m = re.match(r"^(.*?)(\d+)$", name)
+        return (m.group(1), int(m.group(2))) if m else (name, 0)
+
+    return sorted((p.name for p in (root / "sys/class/infiniband").iterdir()), key=key)
+
+
+def _section(out: str, given: str) -> str:
+    """The check's output of NCCL reading the fixture's sysfs (``given="sysfs"``) or the file."""
+    sysfs, _, file = out.partition("=== NCCL from file")
+    return sysfs if given == "sysfs" else file.partition("nccl-topo-check:")[0]
+
+
+def _nccl_channels(out: str, given: str = "sysfs") -> dict[str, list[int]]:
+    """From the check's run on sysfs (or ``given="file"``): each rank's GPU (BDF) and the NET
+    device of each channel."""
+    chans: dict[str, list[int]] = {}
+    gpu = None
+    for line in _section(out, given).splitlines():
+        if m := re.match(r"rank \d+ gpu (\S+):", line):
+            gpu = m.group(1)
+        elif gpu is not None and line.strip().startswith("local net per channel:"):
+            chans[gpu] = [int(d) for d in re.findall(r"\(dev(\d+)\)", line)]
+    assert chans, out[-2000:]
+    return chans
+
+
+def test_nccls_own_code_routes_through_the_peer_the_model_names(tmp_path):
+    """PXN and the spreading that follows it, judged by NCCL 2.30.7: gb200-tray with every NIC on
+    Grace 0, NVLinks to the NVSwitches (NVML) and NVLink-C2C (the <c2c> NVML gives NCCL, added
+    to the file).  NCCL routes gpu2 and gpu3 to Grace 0's NICs through their NVLinked peers
+    (PATH_PXN) and spreads them over those NICs as over any; the model's channels, relays and
+    paths are NCCL's on every channel.  (The file's arm64 <cpu> fuses twice: the copies' NETs
+    are unreachable, DIS, and change no choice.)"""
+    why = _runnable()
+    if why:
+        pytest.skip(why)
+    desc = load_machine("gb200-tray")
+    for bus in desc["rootbus"]:
+        if "gb200" not in bus["tree"]:
+            bus["node"] = 0
+    root = generate(desc, tmp_path / "tray")
+    recording = copy.deepcopy(load_recording("gb200_nvl72_tray"))
+    for gpu in recording["gpus"]:
+        gpu["nvlinks"] = ["FFFFFFFF:FF:FF.0"] * 18  # to the NVSwitch trays, no function on this host
+    result = scan(root, nvml=make_fake(recording))
+    topo = tmp_path / "topo.xml"
+    topo.write_text(re.sub(r'(<gpu dev="\d+">)', r'\1<c2c bw="45000" count="10"/>', nccl_topo.render(result)))
+    run = subprocess.run(["bash", str(CHECK), str(root), str(topo)], check=False, capture_output=True, text=True)
+    if run.returncode == 2:
+        pytest.skip("nccl-topo-check cannot run here: " + run.stdout.strip().splitlines()[-1])
+    names = _ibv_order(root)
+    by_name = {x: n for n in result.topology.nics for x in n.rdma_devices}
+    choice = nccl_net_choice(result.topology, [by_name[x] for x in names], path_index(result.paths))
+    given = _section(run.stdout, "file")
+    relays = []
+    for bdf, line in re.findall(r"rank \d+ gpu (\S+): (.*)", given):
+        first: dict[int, str] = {}  # a NET's path type (its fused copies after it are DIS)
+        for dev, kind in re.findall(r"\(dev(\d+)\)=(\w+)/", line):
+            first.setdefault(int(dev), kind)
+        gpu = result.topology.by_bdf(bdf)
+        assert gpu is not None
+        devs = _nccl_channels(run.stdout, given="file")[bdf]
+        used = choice.channels(gpu.id)
+        assert [used[c % len(used)] for c in range(len(devs))] == [by_name[names[d]].id for d in devs], bdf
+        rail = result.rails.rail(gpu.id)
+        assert rail is not None and rail.nccl_class is not None
+        assert (rail.nic, rail.nccl_class.name) == (by_name[names[devs[0]]].id, first[devs[0]]), bdf
+        relays.append((rail.gpu, rail.nic, rail.pxn_via))
+    assert [r for r in relays if r[2]] == [("gpu2", "nic0", "gpu0"), ("gpu3", "nic4", "gpu1")]

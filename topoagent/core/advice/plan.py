@@ -66,7 +66,7 @@ class RailNic(msgspec.Struct, frozen=True):
     #: own CPU ``P2C`` (one of its fastest NICs) or ``PHB`` (a slower one), for a ConnectX-8 Data
     #: Direct NIC ``PXB`` (at its DMA function); ``cls`` is then SYS, as nvidia-smi prints it
     #: (analysis.c2c, analysis.paths); ``PXN`` where NCCL relays through an NVLinked peer GPU
-    #: near the NIC (analysis.pxn).
+    #: near the NIC (analysis.ncclnet).
     nccl_path: PathClass | None = None
     #: Whether NCCL uses GPUDirect RDMA to this NIC by default (analysis.paths.gdr_by_default).
     gdr: bool | None = None
@@ -270,7 +270,7 @@ def ucx_device(rdma: str, port: int | None) -> str:
 
 def _rail_nic(topo: Topology, gpu: Device, nic: Device, path: Path | None, *, pxn: bool = False) -> RailNic:
     """``pxn``: the pairing routes this GPU to ``nic`` through an NVLinked peer (its rail's
-    ``nccl_path`` is PXN): GPUDirect RDMA is on from the peer's memory (analysis.pxn)."""
+    ``nccl_path`` is PXN): GPUDirect RDMA is on from the peer's memory (analysis.ncclnet)."""
     cls = path.cls if path is not None and path.shown else None
     nccl, gdr = (PathClass.PXN, True) if pxn else nccl_view(topo, gpu, nic, path)
     return RailNic(

@@ -1,25 +1,46 @@
-"""Which network device NCCL gives each GPU: ``ncclTopoGetLocalNet`` on the topology NCCL builds.
+"""NCCL's network device for each GPU, and its PXN relays: the one model of ``ncclTopoGetLocalNet``
+and ``ncclTopoGetLocalGpu`` on the topology NCCL builds.
 
-NVIDIA/nccl ``src/graph/topo.cc``:
+Rails (:mod:`topoagent.core.analysis.rails`), the PXN finding, the plan and the NCCL topology
+file all ask :class:`NetChoice`; no other code chooses a GPU's NET.  NVIDIA/nccl 2.30
+``src/graph/topo.cc`` and ``paths.cc``:
 
-* ``ncclTopoGetLocal`` keeps a GPU's NETs with the **highest path bandwidth**, and among those the
-  **best path type**: bandwidth first.  A path's bandwidth is the narrowest link on it
-  (``paths.cc``, ``ncclTopoSetPaths``): a PCIe link is ``width * speed / 80`` GB/s
-  (``ncclTopoAddPci``, speeds per lane from ``kvDictPciGen``, the lower of the device's and its
-  port's ``max_link_speed``, a width of 0 read as 16), a NET link its port speed (Mb/s / 8000),
-  and a hop between CPUs ``ncclTopoGetInterCpuBw``'s figure (AMD 16, Intel 6/10/22/40 GB/s by
-  generation, Arm 6, POWER 32).  So a GPU behind the SMP interconnect sees every NIC of the
-  other CPU at the same bandwidth, whatever the NICs' speeds.
-* ``ncclTopoGetLocalNetType`` then spreads GPUs over equally local NETs: with ``localGpuCount``
-  the GPUs local to the first of them, GPU ``dev`` (its CUDA index) takes
-  ``localNets[mirrorBits(dev % localGpuCount, n) % n]`` on channel 0 (``mirrorBits`` only when
-  ``n`` is a power of two: ``topo.h``), and the next ``DIVUP(n, localGpuCount) - 1`` NETs on the
-  following channels.
-
-NCCL has no NODE: its PHB covers it, so two NICs NODE and PHB from a GPU are a tie.  NETs come in
-the order NCCL's system lists them: by CPU (in the order the GPUs' CPUs appear), then by PCI
-address.  A GPU on NVLink-C2C (Grace) reaches its CPU over C2C, whose bandwidth NVML alone knows:
-it is left out of the minimum, as the other links decide (:mod:`topoagent.core.analysis.c2c`).
+* **Paths.**  A path's bandwidth is the narrowest link on it (``ncclTopoSetPaths``): a PCIe link
+  is ``width * speed / 80`` GB/s (``ncclTopoAddPci``, speeds per lane from ``kvDictPciGen``, the
+  lower of the device's and its port's ``max_link_speed``, a width of 0 read as 16), a NET link
+  its port speed (Mb/s / 8000), and a hop between CPUs ``ncclTopoGetInterCpuBw``'s figure (AMD
+  16, Intel 6/10/22/40 GB/s by generation, Arm 6, POWER 32).  So a GPU behind the SMP
+  interconnect sees every NIC of the other CPU at the same bandwidth, whatever the NICs'
+  speeds.  A GPU on NVLink-C2C (Grace) reaches its CPU over C2C, whose bandwidth NVML alone
+  knows: it is left out of the minimum (:mod:`topoagent.core.analysis.c2c`).  NCCL has no NODE:
+  its PHB covers it.  A path no source shows ranks as SYS.  Where the input gives no bandwidth
+  (pasted output without link widths or port rates) every path has the same, and the path type
+  alone decides: the same rule, not another one.
+* **Local NETs** (``ncclTopoGetLocal``): a GPU's NETs with the **highest path bandwidth**, and
+  among those the **best path type**; a NET's local GPUs by the same rule from its side.
+* **Spreading** (``ncclTopoGetLocalNetType``): with ``localGpuCount`` the GPUs local to the first
+  of its local NETs, GPU ``dev`` (its CUDA index) takes ``localNets[mirrorBits(dev %
+  localGpuCount, n) % n]`` on channel 0 (``mirrorBits`` only when ``n`` is a power of two:
+  ``topo.h``), and the next ``DIVUP(n, localGpuCount) - 1`` NETs on the following channels
+  (``NCCL_NETDEVS_POLICY=AUTO``, the default).
+* **Local GPU** (``ncclTopoGetLocalGpu``): of a NET's local GPUs, the first, channel by channel
+  up to ``MAXCHANNELS``, whose NET on that channel is this one; none where no GPU's channels
+  reach it.
+* **PXN** (``ncclTopoComputePaths``, ``NCCL_PXN_DISABLE=0`` by default since 2.12): for each NET
+  in turn and each GPU, NCCL routes the GPU to the NET through the NET's local GPU (asked afresh
+  as the paths change) when that peer's path is ``PATH_PXB`` or better (``PATH_P2C`` with
+  ``NCCL_PXN_C2C=1``, the default), the peer reaches the GPU over NVLink (``PATH_NVL``: direct
+  or through NVSwitches), and the peer's path is faster or the GPU's own is worse than
+  ``PATH_PXN`` (PHB or SYS).  The GPU's path becomes ``PATH_PXN`` at the peer's bandwidth, and
+  the rules above rank it as any other: PXN (7) before PHB (8).  Distance only, as
+  :func:`topoagent.core.analysis.paths.gdr_by_default`: peer memory, ACS and the IOMMU are
+  findings of their own; and the NVLink leg is taken as no narrower than the peer's path (its
+  bandwidth, ``SMxx_NVLINK_BW`` per link, needs the GPU's SM, which a scan does not carry).
+* **Order.**  NCCL numbers its GPUs and NETs depth first through the tree it fuses
+  (``ncclTopoGetSystem``, ``ncclTopoFuseXml``): rank 0's tree (its GPU, then every NET in the
+  net plugin's order, RDMA devices as the kernel numbers them), then each other rank's GPU.
+  So the first GPU's CPU comes first, then the CPUs the NETs walk to, and inside a CPU the first
+  GPU's branch, then the NETs' branches, each device nested as :func:`nccl_nesting` says.
 """
 
 from __future__ import annotations
@@ -30,9 +51,15 @@ from topoagent.core.analysis.c2c import is_c2c, own_cpu_nic
 from topoagent.core.analysis.nicspeed import nic_bandwidth_gbps
 from topoagent.core.analysis.paths import Path, nccl_path_type, nccl_reach
 from topoagent.core.pathclass import PathClass
-from topoagent.core.topology import BridgeRole, Device, Topology, common_ancestors
+from topoagent.core.topology import BridgeRole, Device, Topology, common_ancestors, id_key
 
-__all__ = ["NetChoice", "inter_cpu_bw", "local_nets", "mirror_bits", "nccl_net_choice", "path_bw"]
+__all__ = ["MAXCHANNELS", "NetChoice", "nccl_nesting", "nccl_net_choice", "nccl_sequence"]
+
+#: NCCL's channel count bound (src/include/device.h ``MAXCHANNELS``): ``ncclTopoGetLocalGpu``
+#: tries every channel before it gives up.
+MAXCHANNELS = 64
+#: The worst path a peer may have to the NET for PXN: ``PATH_P2C`` with ``NCCL_PXN_C2C=1``.
+_PXN_PEER_LEVEL = PathClass.P2C
 
 #: GB/s per lane x 80 (NCCL's ``kvDictPciGen``: 100 Mb/s units with the encoding's cost); an
 #: unknown speed falls back to 60 (Gen3), as ``kvConvertToInt`` does.
@@ -42,7 +69,7 @@ _LANE_FALLBACK = 60
 _AMD_BW, _BDW_BW, _SKL_BW, _SRP_BW, _ERP_BW, _ARM_BW, _P9_BW = 16.0, 6.0, 10.0, 22.0, 40.0, 6.0, 32.0
 
 
-def mirror_bits(val: int, pow2: int) -> int:
+def _mirror_bits(val: int, pow2: int) -> int:
     """NCCL's ``mirrorBits``: ``val``'s bits reversed within ``log2(pow2)`` bits."""
     mirror, b, mb = 0, 1, pow2 >> 1
     while b < pow2:
@@ -63,7 +90,7 @@ def _link_bw(topo: Topology, d: Device) -> float:
     return width * lane / 80.0
 
 
-def inter_cpu_bw(topo: Topology) -> float | None:
+def _inter_cpu_bw(topo: Topology) -> float | None:
     """NCCL's bandwidth between two CPUs (``ncclTopoGetInterCpuBw``), by the first CPU's identity;
     None where it is unknown (pasted output)."""
     ident = topo.cpu_identity
@@ -106,7 +133,7 @@ def _upstream_ports(topo: Topology) -> dict[str, tuple[tuple[int, Device], ...]]
     return topo.aside.derive("nccl_upstream_ports", topo, (topo.devices,), make)
 
 
-def path_bw(
+def _path_bw(
     topo: Topology, gpu: Device, nic: Device, p: Path, reach: Device | None = None, nic_gbps: float | None = None
 ) -> float:
     """The bandwidth of NCCL's path from ``gpu`` to the NET of ``nic`` (reached at ``reach``: the
@@ -128,7 +155,7 @@ def path_bw(
     links.extend(bws[u.id] for i, u in ups[end.id] if i >= below)
     if p.pcie is PathClass.SYS and not shared and not own_cpu_nic(topo, gpu, end):
         # (nvidia-smi's SYS from a C2C GPU to its own CPU's NIC crosses no CPU link)
-        sys_bw = inter_cpu_bw(topo)
+        sys_bw = _inter_cpu_bw(topo)
         if sys_bw is not None:
             links.append(sys_bw)
     return min(links)
@@ -143,36 +170,88 @@ def _nccl_type(topo: Topology, gpu: Device, nic: Device, p: Path) -> PathClass:
     return PathClass.PHB if t is PathClass.NODE else t
 
 
-def _cpu_order(topo: Topology) -> dict[int | None, int]:
-    """The order of NCCL's CPU nodes: NUMA nodes as the GPUs (in PCI order) first name them."""
-    order: dict[int | None, int] = {}
-    for d in (*topo.gpus, *topo.nics):
-        order.setdefault(d.numa_node, len(order))
-    return order
+def _nccl_parent(d: Device) -> str | None:
+    """The BDF of the function NCCL nests ``d`` under, None for the <cpu>: two levels up the
+    sysfs path, unless that walk reaches the root bus first (``ncclTopoGetXmlFromSys``; a switch
+    is known by its upstream port, root ports vanish)."""
+    return d.ancestors[-2] if len(d.ancestors) >= 2 else None
+
+
+def nccl_nesting(topo: Topology, d: Device) -> tuple[int, tuple[Device, ...]]:
+    """Where NCCL's XML puts ``d``: the numaid of its <cpu> (that of the topmost function, -1
+    where unknown) and the <pci> elements from below that <cpu> down to ``d``."""
+    chain = [d]
+    while (up := _nccl_parent(chain[-1])) is not None and (dev := topo.by_bdf(up)) is not None:
+        chain.append(dev)
+    top = chain[-1].numa_node
+    return (top if top is not None else -1), tuple(reversed(chain))
+
+
+def _net_order(topo: Topology, nets: Sequence[Device]) -> list[Device]:
+    """The NICs in the net plugin's order (its device index): by RDMA device (else netdev) name as
+    the kernel numbers them, ``mlx5_10`` after ``mlx5_9``; unnamed ones (pasted output) in PCI order."""
+
+    def key(n: Device) -> tuple[int, str, int, int]:
+        names = n.rdma_devices or n.netdevs
+        head, num = id_key(names[0]) if names else ("", 0)
+        return (0 if names else 1), head, num, topo.index.position[n.id]
+
+    return sorted(nets, key=key)
+
+
+def nccl_sequence(topo: Topology, gpus: Sequence[Device], nets: Sequence[Device]) -> list[Device]:
+    """The devices in the order NCCL's fused tree adds them: rank 0's tree (``gpus[0]``, then every
+    NET in :func:`_net_order`), then each other rank's GPU (``ncclTopoGetSystem`` fuses the ranks'
+    trees, a new child after its siblings).  Each device's elements (:func:`nccl_nesting`) read
+    depth first in that order of creation give the order NCCL numbers its GPUs and NETs in."""
+    return [*gpus[:1], *_net_order(topo, nets), *gpus[1:]]
+
+
+#: An element of NCCL's XML tree: ("cpu", numaid) or ("pci", device id).
+_Element = tuple[str, int | str]
 
 
 class NetChoice:
-    """NCCL's view of every GPU -> NET path: (bandwidth, type) per pair, the local NETs of each
-    GPU, and channel 0's NET."""
+    """NCCL's view of every GPU -> NET path: (bandwidth, type) per pair after PXN, the local NETs
+    and channels of each GPU, the local GPU of each NET, and the PXN relays (module docstring).
+
+    ``gpus`` in CUDA order (their index is NCCL's ``dev``), ``nets`` the NICs NCCL is given."""
 
     def __init__(
         self, topo: Topology, gpus: Sequence[Device], nets: Sequence[Device], idx: Mapping[tuple[str, str], Path]
     ) -> None:
-        cpu = _cpu_order(topo)
+        made: dict[_Element, int] = {}  # each element's index in the order of creation
+        keys: dict[str, tuple[int, ...]] = {}  # each device's path of indexes: depth-first order
+        for d in nccl_sequence(topo, gpus, nets):
+            node, chain = nccl_nesting(topo, d)
+            els: list[_Element] = [("cpu", node)] + [("pci", x.id) for x in chain]
+            keys[d.id] = tuple(made.setdefault(el, len(made)) for el in els)
+
         self.topo = topo
-        self.gpus = list(gpus)
-        self.nets = sorted(nets, key=lambda n: (cpu.get(n.numa_node, len(cpu)), topo.index.position[n.id]))
-        self.rank: dict[tuple[str, str], tuple[float, PathClass]] = {}
+        self.dev = {g.id: i for i, g in enumerate(gpus)}
+        self.gpus = sorted(gpus, key=lambda d: keys[d.id])
+        self.nets = sorted(nets, key=lambda d: keys[d.id])
+        #: NET -> GPU (its local GPUs), which PXN leaves alone; and GPU -> NET, PXN applied
+        self._from_net: dict[tuple[str, str], tuple[float, PathClass]] = {}
+        self._unshown: set[tuple[str, str]] = set()
         gbps = {n.id: nic_bandwidth_gbps(n) for n in self.nets}
         for g in self.gpus:
             own = topo.physical(g)
             for n in self.nets:
                 p = idx[(own.id, n.id)]
-                reach = nccl_reach(topo, own, n, p)
-                bw = path_bw(topo, own, n, p, reach, gbps[n.id]) if p.shown else gbps[n.id] / 8.0
-                self.rank[(g.id, n.id)] = (bw, _nccl_type(topo, own, n, p))
+                if p.shown:
+                    bw = _path_bw(topo, own, n, p, nccl_reach(topo, own, n, p), gbps[n.id])
+                else:
+                    bw = gbps[n.id] / 8.0
+                    self._unshown.add((g.id, n.id))
+                self._from_net[(g.id, n.id)] = (bw, _nccl_type(topo, own, n, p))
+        self._rank = dict(self._from_net)
+        self._via: dict[tuple[str, str], str] = {}
+        self._channels: dict[str, list[str]] = {}
+        self._pxn(idx)
 
-    def _best(self, pairs: list[tuple[str, tuple[float, PathClass]]]) -> list[str]:
+    @staticmethod
+    def _best(pairs: list[tuple[str, tuple[float, PathClass]]]) -> list[str]:
         """``ncclTopoGetLocal``: the highest bandwidth, then the best type."""
         if not pairs:
             return []
@@ -182,37 +261,66 @@ class NetChoice:
 
     def local(self, gpu: str) -> list[str]:
         """The GPU's local NETs (ids), in NET order."""
-        return self._best([(n.id, self.rank[(gpu, n.id)]) for n in self.nets])
+        return self._best([(n.id, self._rank[(gpu, n.id)]) for n in self.nets])
 
     def local_gpus(self, net: str) -> list[str]:
-        """The GPUs local to a NET (the same rule from the NET's side)."""
-        return self._best([(g.id, self.rank[(g.id, net)]) for g in self.gpus])
+        """The GPUs local to a NET, in GPU order."""
+        return self._best([(g.id, self._from_net[(g.id, net)]) for g in self.gpus])
 
     def channels(self, gpu: str) -> list[str]:
-        """The NETs ``gpu``'s channels use, channel 0's first (``ncclTopoGetLocalNetType`` with the
-        default ``NCCL_NETDEVS_POLICY=AUTO``: ``DIVUP(localNetCount, localGpuCount)`` NETs per GPU)."""
-        nets = self.local(gpu)
-        if not nets:
-            return []
-        dev = next(i for i, g in enumerate(self.topo.gpus) if g.id == gpu)
-        count = max(len(self.local_gpus(nets[0])), 1)
-        base = dev % count
-        if len(nets) & (len(nets) - 1) == 0:
-            base = mirror_bits(base, len(nets))
-        per = -(-len(nets) // count)
-        return [nets[(base + c) % len(nets)] for c in range(per)]
+        """The NETs ``gpu``'s channels use, channel 0's first (``ncclTopoGetLocalNetType``);
+        channel ``c`` takes the ``c % len``-th."""
+        if gpu not in self._channels:
+            nets, used = self.local(gpu), []
+            if nets:
+                count = max(len(self.local_gpus(nets[0])), 1)
+                base = self.dev[gpu] % count
+                if len(nets) & (len(nets) - 1) == 0:
+                    base = _mirror_bits(base, len(nets))
+                used = [nets[(base + c) % len(nets)] for c in range(-(-len(nets) // count))]
+            self._channels[gpu] = used
+        return self._channels[gpu]
 
-    def pick(self, gpu: str) -> str | None:
-        """Channel 0's NET of ``gpu``, or None."""
-        used = self.channels(gpu)
-        return used[0] if used else None
+    def local_gpu(self, net: str) -> str | None:
+        """``ncclTopoGetLocalGpu``: the NET's local GPU, or None."""
+        near = [(g, self.channels(g)) for g in self.local_gpus(net)]
+        # each GPU's channels repeat: past the longest cycle no channel finds another
+        for c in range(min(MAXCHANNELS, max((len(used) for _, used in near), default=0))):
+            found = next((g for g, used in near if used and used[c % len(used)] == net), None)
+            if found is not None:
+                return found
+        return None
+
+    def via(self, gpu: str, net: str) -> str | None:
+        """The peer GPU NCCL relays ``gpu``'s traffic to ``net`` through (PXN), or None."""
+        return self._via.get((gpu, net))
+
+    def _pxn(self, idx: Mapping[tuple[str, str], Path]) -> None:
+        """``ncclTopoComputePaths``'s PXN pass (module docstring), NET by NET, GPU by GPU."""
+        phys = {g.id: self.topo.physical(g).id for g in self.gpus}
+
+        def nvlinked(a: str, b: str) -> bool:
+            p = idx.get((phys[a], phys[b]))
+            return p is not None and p.shown and p.nvlinks > 0
+
+        if not any(nvlinked(a.id, b.id) for a in self.gpus for b in self.gpus if a is not b):
+            return
+        for n in self.nets:
+            peer: str | None = None
+            stale = True
+            for g in self.gpus:
+                if stale:
+                    peer, stale = self.local_gpu(n.id), False
+                if peer is None or peer == g.id or (g.id, n.id) in self._unshown or (peer, n.id) in self._unshown:
+                    continue
+                (bw, own), (peer_bw, peer_type) = self._rank[(g.id, n.id)], self._rank[(peer, n.id)]
+                if peer_type <= _PXN_PEER_LEVEL and nvlinked(peer, g.id) and (peer_bw > bw or own > PathClass.PXN):
+                    self._rank[(g.id, n.id)] = (peer_bw, PathClass.PXN)
+                    self._via[(g.id, n.id)] = peer
+                    self._channels.pop(g.id, None)
+                    stale = True
 
 
 def nccl_net_choice(topo: Topology, nets: Sequence[Device], idx: Mapping[tuple[str, str], Path]) -> NetChoice:
     """NCCL's choice for every GPU among ``nets`` (the NICs NCCL is given)."""
     return NetChoice(topo, topo.gpus, nets, idx)
-
-
-def local_nets(choice: NetChoice, gpu: str) -> list[str]:
-    """The GPU's local NETs, in NET order (``ncclTopoGetLocal``)."""
-    return choice.local(gpu)

@@ -1,28 +1,26 @@
 """Rails: which NIC each GPU should use, and which NICs are not rails at all.
 
-Pairing (NCCL's rules, NVIDIA/nccl src/graph/topo.cc ``ncclTopoGetLocalNet``, followed in
-:mod:`topoagent.core.analysis.ncclnet`): for every GPU, its candidates are the compute NICs
-with the highest path bandwidth, then the best path type; among equally local ones the GPU
-takes the one NCCL's channel 0 does.  A GPU without GPUDirect RDMA to any of them takes, as
-NCCL does, the NICs it reaches through an NVLinked peer GPU (PXN:
-:mod:`topoagent.core.analysis.pxn`).  Storage and management NICs are never rails.
+Pairing is NCCL's own choice, asked of the one model of it (NVIDIA/nccl src/graph/topo.cc
+``ncclTopoGetLocalNet``, :mod:`topoagent.core.analysis.ncclnet`): the compute NICs are the
+NETs; each GPU takes the NET NCCL's channel 0 gives it among its local ones (the highest path
+bandwidth, then the best path type, routes through an NVLinked peer GPU -- PXN -- included).
+Storage and management NICs are never rails.
 """
 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections.abc import Mapping
 from enum import Enum
 
 import msgspec
 
-from topoagent.core.analysis.ncclnet import NetChoice, nccl_net_choice
+from topoagent.core.analysis.ncclnet import nccl_net_choice
 from topoagent.core.analysis.nicspeed import nic_bandwidth_gbps
 from topoagent.core.analysis.paths import Path, nccl_view, path_index
-from topoagent.core.analysis.pxn import pxn_nics
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.pathclass import PathClass
-from topoagent.core.topology import Device, Topology, id_key
+from topoagent.core.topology import Device, Topology
 
 #: Below this a NIC without RDMA is a management/front-end port, not a GPU fabric port.
 _FABRIC_MBPS = 100_000
@@ -54,7 +52,7 @@ class Rail(msgspec.Struct, frozen=True):
     gdr: bool | None = None
     #: The path to ``nic`` as NCCL classes it where that differs from ``cls``: ``P2C`` (or
     #: ``PHB`` for a slower one) for a C2C GPU's NIC on its own Grace (``cls`` is SYS, as
-    #: nvidia-smi prints it); ``PXN`` where NCCL routes through :attr:`pxn_via` (analysis.pxn).
+    #: nvidia-smi prints it); ``PXN`` where NCCL routes through :attr:`pxn_via` (analysis.ncclnet).
     nccl_path: PathClass | None = None
     #: The NIC's local GPU that NCCL relays this GPU's traffic through over NVLink (PXN), with
     #: GPUDirect RDMA on from that GPU's memory; None where the GPU uses its direct path.
@@ -81,6 +79,12 @@ class Rails(msgspec.Struct, frozen=True):
     def users(self, nic: str) -> tuple[str, ...]:
         """The GPUs whose primary NIC is ``nic``."""
         return tuple(r.gpu for r in self.rails if r.nic == nic)
+
+
+def compute_nics(topo: Topology, roles: Mapping[str, NicRole]) -> tuple[Device, ...]:
+    """The NICs ``roles`` calls compute, in PCI order: the rail NICs (rail *i* is the *i*-th),
+    the NETs NCCL is given.  Physical functions only (:func:`nic_roles` leaves VFs out)."""
+    return tuple(n for n in topo.nics if roles.get(n.id) is NicRole.COMPUTE)
 
 
 def _is_fabric(nic: Device) -> bool:
@@ -111,7 +115,7 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
         """Whether every GPU's path to the NIC is shown and worse than PXB (an unshown one may be near)."""
         return all((p := paths[(g.id, n.id)]).shown and p.cls > PathClass.PXB for g in gpus)
 
-    compute = [n for n in nics if roles[n.id] is NicRole.COMPUTE]
+    compute = compute_nics(topo, roles)
     if gpus and any(near(n) for n in compute):
         for n in compute:
             if far(n):
@@ -119,64 +123,22 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
     return FrozenMap(roles)
 
 
-def _pxn_relays(
-    topo: Topology, idx: dict[tuple[str, str], Path], roles: FrozenMap[str, NicRole], choice: NetChoice
-) -> dict[str, dict[str, str]]:
-    """GPU -> NIC -> the peer GPU NCCL relays through (PXN), for the GPUs with GPUDirect RDMA to
-    none of their local NICs (PATH_PXN ranks before PATH_PHB: analysis.pxn)."""
-    relay: dict[str, dict[str, str]] = {}
-    for g in topo.gpus:
-        phys = topo.physical(g)  # a GPU VF's paths are its PF's (analysis.paths.scan_paths)
-        local = [n for nid in choice.local(g.id) if (n := topo.by_id(nid)) is not None]
-        direct = [idx[(phys.id, n.id)] for n in local]
-        if not local or not any(p.shown for p in direct):
-            continue
-        if any(nccl_view(topo, phys, n, p)[1] for n, p in zip(local, direct, strict=True)):
-            continue
-        routes = {r.nic: r.via for r in pxn_nics(topo, idx, phys) if roles.get(r.nic) is NicRole.COMPUTE}
-        if routes:
-            relay[g.id] = routes
-    return relay
-
-
-def _pxn_picks(
-    topo: Topology, compute: list[Device], relay: dict[str, dict[str, str]], used: dict[str, list[str]]
-) -> None:
-    """Each PXN GPU's NIC among its relayed ones: the fastest, the least used (ties: lowest id),
-    most constrained GPU first."""
-    bw = {n.id: nic_bandwidth_gbps(n) for n in compute}
-    load: dict[str, int] = defaultdict(int)
-    for g, nets in used.items():
-        if g not in relay and nets:
-            load[nets[0]] += 1
-    best = {}
-    for g, routes in relay.items():
-        top = max(bw[n] for n in routes)
-        best[g] = [n.id for n in compute if n.id in routes and bw[n.id] == top]
-    for g in sorted(best, key=lambda g: (len(best[g]), id_key(g))):
-        pick = min(best[g], key=lambda n: (load[n], id_key(n)))
-        load[pick] += 1
-        used[g] = [pick, *(n for n in best[g] if n != pick)]
-
-
 def pair_rails(topo: Topology, paths: tuple[Path, ...]) -> Rails:
     """Pair every GPU with its rail NICs as NCCL does (:mod:`topoagent.core.analysis.ncclnet`):
     the compute NICs are the NETs; a GPU's primary NIC is the one NCCL's channel 0 takes among its
-    local NETs (highest path bandwidth, then best path type), its rail NICs those its channels use,
-    then the other local NETs no GPU takes first."""
+    local NETs (highest path bandwidth, then best path type, PXN routes included), its rail NICs
+    those its channels use, then the other local NETs no GPU takes first."""
     idx = path_index(paths)
     roles = nic_roles(topo, idx)
-    compute = [n for n in topo.nics if roles.get(n.id) is NicRole.COMPUTE]
+    compute = compute_nics(topo, roles)
     choice = nccl_net_choice(topo, compute, idx) if compute else None
     used = {g.id: choice.channels(g.id) if choice is not None else [] for g in topo.gpus}
-    relay = _pxn_relays(topo, idx, roles, choice) if choice is not None else {}
-    _pxn_picks(topo, compute, relay, used)
     picks = {g: nets[0] if nets else None for g, nets in used.items()}
     primaries = {n for n in picks.values() if n is not None}
     rails = []
     for g in topo.gpus:
         nic = picks[g.id]
-        local = used[g.id] if g.id in relay else choice.local(g.id) if choice is not None else []
+        local = choice.local(g.id) if choice is not None else []
         # the NETs its channels use, then equally local ones no GPU takes first
         extra = [n for n in local if n not in used[g.id] and n not in primaries]
         nics = tuple(used[g.id]) + tuple(extra)
@@ -184,13 +146,13 @@ def pair_rails(topo: Topology, paths: tuple[Path, ...]) -> Rails:
         dev = topo.by_id(nic) if nic else None
         phys = topo.physical(g)  # a GPU VF's paths are its PF's (analysis.paths.scan_paths)
         p = idx[(phys.id, dev.id)] if dev is not None else None
-        # A path no source shows has no class, so no NCCL name or GDR verdict either.
-        nccl, gdr = nccl_view(topo, phys, dev, p) if dev is not None else (None, None)
-        cls = p.cls if p is not None and p.shown else None
-        via = relay.get(g.id, {}).get(nic or "")
+        via = choice.via(g.id, nic) if choice is not None and nic is not None else None
         if via is not None and p is not None:
             # through the NIC's local GPU over NVLink: GPUDirect RDMA from that GPU's memory
             rails.append(Rail(g.id, nic, p.cls, nics, shared, True, PathClass.PXN, via))
-        else:
-            rails.append(Rail(g.id, nic, cls, nics, shared, gdr, nccl))
+            continue
+        # A path no source shows has no class, so no NCCL name or GDR verdict either.
+        nccl, gdr = nccl_view(topo, phys, dev, p) if dev is not None else (None, None)
+        cls = p.cls if p is not None and p.shown else None
+        rails.append(Rail(g.id, nic, cls, nics, shared, gdr, nccl))
     return Rails(roles, tuple(rails))

@@ -16,7 +16,7 @@ from topoagent.core.topology import Device
 def check_gpu_nic_placement(c: Context) -> list[Finding]:
     """GPU_NIC_CROSS_SOCKET / GPU_NIC_CROSS_NUMA / GPU_NIC_VIA_HOST_BRIDGE: a GPU whose rail
     NIC is worse than PXB, so GPUDirect RDMA is off by default; GPU_NIC_VIA_PXN where NCCL
-    reaches it through an NVLinked peer instead (analysis.pxn)."""
+    reaches it through an NVLinked peer instead (analysis.ncclnet)."""
     return [f for rail in c.rails.rails if (f := _rail_finding(c, rail)) is not None]
 
 
@@ -116,7 +116,7 @@ def _soc_contradiction(c: Context, n: Device) -> str | None:
 
 
 def _via_pxn(c: Context, g: Device, n: Device, via: Device) -> Finding:
-    """GPU_NIC_VIA_PXN: the rail is the NIC's local GPU's, reached over NVLink (analysis.pxn)."""
+    """GPU_NIC_VIA_PXN: the rail is the NIC's local GPU's, reached over NVLink (analysis.ncclnet)."""
     direct, hop, peer = c.path(g.id, n.id), c.path(g.id, via.id), c.path(via.id, n.id)
     ev = _cell(c, g, n, direct) + _cell(c, g, via, hop) + _cell(c, via, n, peer)
     return c.finding(

@@ -3,7 +3,7 @@ DRA_PCIE_ROOT_MISMATCH (their words and rules: :mod:`~topoagent.core.findings.ca
 
 from __future__ import annotations
 
-from topoagent.core.analysis.rails import NicRole
+from topoagent.core.analysis.rails import compute_nics
 from topoagent.core.findings.context import Context, nic_label
 from topoagent.core.findings.finding import Evidence, Finding
 from topoagent.core.pathclass import PathClass
@@ -15,7 +15,7 @@ def check_rails(c: Context) -> list[Finding]:
     """SOCKET_WITHOUT_RAIL and NIC_SHARED_WHILE_IDLE."""
     topo, plan = c.topo, c.rails
     out = []
-    compute = [n for n in topo.nics if plan.roles.get(n.id) is NicRole.COMPUTE]
+    compute = compute_nics(topo, plan.roles)
     if compute:
         for s in topo.sockets:
             gpus = [g for g in topo.gpus if g.socket == s.id]
@@ -73,7 +73,7 @@ def check_dra_pcie_root(c: Context) -> list[Finding]:
     """
     if c.offline:
         return []
-    compute = [n for n in c.topo.nics if not n.is_vf and c.rails.roles.get(n.id) is NicRole.COMPUTE]
+    compute = compute_nics(c.topo, c.rails.roles)
     off: list[tuple[Device, Device, str]] = []
     for rail in c.rails.rails:
         # a Grace GPU's NIC on its own CPU is within one NUMA node too: SYS as nvidia-smi prints it, P2C

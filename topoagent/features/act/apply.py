@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from topoagent.core.analysis.locality import switch_node_mismatches
+from topoagent.core.analysis.rails import compute_nics
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, fail
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.hostfs import HostFS
@@ -20,7 +21,7 @@ from topoagent.core.read.process import ProcessError, cgroup_cpus, owner_uid, th
 from topoagent.core.render.escape import shown
 from topoagent.core.tree import Root, is_this_host, root_name
 from topoagent.core.write.files import DEFAULT_STATE_DIR
-from topoagent.features.act.changes import FILE, irq_changes, rail_nics, thread_changes
+from topoagent.features.act.changes import FILE, irq_changes, thread_changes
 from topoagent.features.act.execute import FAILED, LEFT, REFUSED, SKIPPED, apply_changes, describe, target_rel, undo
 from topoagent.features.act.irqs import device_irqs, irq_affinity, irqbalance_pids
 from topoagent.features.act.journal import Journal, JournalError
@@ -215,7 +216,7 @@ def _irqs(inputs: Inputs, state_dir: str, yes: bool) -> int:
         fail("--irqs changes a host: it needs a host tree (--root), not pasted output")
     result = run_scan(inputs)
     fs = HostFS(inputs.root)
-    nics = rail_nics(result.topology, result.rails)
+    nics = compute_nics(result.topology, result.rails.roles)
     if not nics:
         click.echo("No rail NICs: nothing to place.")
         return EXIT_OK

@@ -8,7 +8,7 @@ device by stable key (BDF) in ``label``, as the journal requires.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -22,9 +22,6 @@ from topoagent.core.pci import ACS_P2P_REDIRECT_MASK, DeviceKind
 from topoagent.core.platform import KERNEL_DEFAULT, ComplexKind, PlatformRole
 from topoagent.core.snapshot import AcsInfo
 from topoagent.core.topology import Device, Topology, common_ancestors
-
-if TYPE_CHECKING:
-    from topoagent.core.analysis.rails import Rails
 
 #: Kinds of change and the value each holds: a CPU list, a 16-bit register as ``0x....``,
 #: a file's text (None: no file), a module state (``loaded`` / ``absent``).
@@ -74,12 +71,6 @@ def thread_changes(
 
 
 # -- IRQ affinity ---------------------------------------------------------------------------------
-
-
-def rail_nics(topo: Topology, rails: Rails) -> tuple[Device, ...]:
-    """The NICs that are some GPU's rail, in PCI order."""
-    ids = {n for r in rails.rails for n in r.nics}
-    return tuple(n for n in topo.nics if n.id in ids)
 
 
 def irq_changes(

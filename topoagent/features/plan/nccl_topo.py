@@ -46,6 +46,7 @@ from typing import Any
 
 import msgspec
 
+from topoagent.core.analysis.ncclnet import nccl_nesting, nccl_sequence
 from topoagent.core.errors import InputError
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import xml_attr
@@ -68,12 +69,6 @@ class Element(msgspec.Struct):
 def link_speed(gts: float | None) -> str:
     """A speed in the spelling NCCL's table knows (``16.0 GT/s PCIe``); "" when unknown."""
     return f"{gts:.1f} GT/s PCIe" if gts else ""
-
-
-def nccl_parent(d: Device) -> str | None:
-    """The BDF of the function NCCL nests ``d`` under, None for the <cpu>: two levels up the
-    sysfs path, unless that walk reaches the root bus first."""
-    return d.ancestors[-2] if len(d.ancestors) >= 2 else None
 
 
 def _pci(topo: Topology, d: Device) -> Element:
@@ -118,87 +113,53 @@ def _nets(nic: Device) -> list[Element]:
 
 
 def build(result: ScanResult) -> Element:
-    """The <system> element of a scanned host."""
+    """The <system> element of a scanned host, its elements in the order NCCL's own fused tree
+    holds them (:func:`~topoagent.core.analysis.ncclnet.nccl_sequence`): NCCL numbers its GPUs and
+    NETs in the file's order, so the file gives the order NCCL reading sysfs would."""
     topo = result.topology
     wanted = [
         d for d in topo.devices if d.bdf is not None and not d.is_vf and d.kind in (DeviceKind.GPU, DeviceKind.NIC)
     ]
-    if not any(d.kind is DeviceKind.GPU for d in wanted):
+    gpus = [d for d in wanted if d.kind is DeviceKind.GPU]
+    if not gpus:
         raise InputError("an NCCL topology needs GPUs with PCI addresses (a sysfs tree, a capture or lspci output)")
     elements: dict[str, Element] = {}
     cpus: dict[int, Element] = {}
-
-    def place(d: Device) -> Element:
-        assert d.bdf is not None
-        if d.bdf in elements:
-            return elements[d.bdf]
-        el = elements[d.bdf] = _pci(topo, d)
-        up = nccl_parent(d)
-        up_dev = topo.by_bdf(up) if up else None
-        if up_dev is not None:
-            place(up_dev).children.append(el)
-        else:
-            node = d.numa_node if d.numa_node is not None else -1
-            if node not in cpus:
-                attrs = [("numaid", str(node))]
-                n = topo.node(d.numa_node)
-                if n is not None and n.cpus:
-                    attrs.append(("affinity", n.cpus.mask()))
-                attrs += cpu_identity_attrs(topo.cpu_identity)
-                cpus[node] = Element("cpu", attrs)
-            cpus[node].children.append(el)
-        return el
-
-    gpu_ranks: dict[int, list[int]] = {}
-    net_names: dict[int, list[tuple[str, int]]] = {}
-    for d in wanted:
-        el = place(d)
-        node = _cpu_node(topo, d)
+    for d in nccl_sequence(topo, gpus, [d for d in wanted if d.kind is DeviceKind.NIC]):
+        node, chain = nccl_nesting(topo, d)
+        if node not in cpus:
+            attrs = [("numaid", str(node))]
+            n = topo.node(node)
+            if n is not None and n.cpus:
+                attrs.append(("affinity", n.cpus.mask()))
+            cpus[node] = Element("cpu", attrs + cpu_identity_attrs(topo.cpu_identity))
+        parent = cpus[node]
+        for x in chain:
+            if x.id not in elements:
+                elements[x.id] = _pci(topo, x)
+                parent.children.append(elements[x.id])
+            parent = elements[x.id]
         if d.kind is DeviceKind.GPU:
-            nv = d.nvml
-            gpu_ranks.setdefault(node, []).append(nv.index if nv is not None else sum(map(len, gpu_ranks.values())))
-            gpu = Element("gpu", [("dev", str(nv.index))] if nv is not None else [])
-            if nv is not None:
-                for link in nv.nvlinks:
-                    peer = topo.by_bdf(link.peer_bdf)
-                    tclass = f"0x{peer.class_code:06x}" if peer is not None and peer.class_code else "0x068000"
-                    gpu.children.append(
-                        Element("nvlink", [("target", link.peer_bdf), ("count", str(link.count)), ("tclass", tclass)])
-                    )
-            el.children.append(gpu)
-        else:
-            nets = _nets(d)
-            if nets:
-                el.children.append(Element("nic", [], nets))
-                net_names.setdefault(node, []).extend(_natural(dict(n.attrs)["name"]) for n in nets)
-    for e in [*elements.values(), *cpus.values()]:
-        e.children.sort(key=lambda c: dict(c.attrs).get("busid", ""))
+            parent.children.append(_gpu(topo, d))
+        elif nets := _nets(d):
+            parent.children.append(Element("nic", [], nets))
     _check_fusable(cpus.values(), elements.values())
-    rank0 = min(min(v) for v in gpu_ranks.values())
-
-    def order(node: int) -> tuple[Any, ...]:
-        # NCCL's own fused tree lists first the CPU of rank 0's GPU, then the CPUs its net plugin's
-        # devices walk to (in device order), then those of the other ranks' GPUs (ncclTopoGetSystem:
-        # rank 0's tree, trimmed, then each rank's fused in) -- and numbers its NETs in that order.
-        gpus, nets = gpu_ranks.get(node, []), net_names.get(node, [])
-        if rank0 in gpus:
-            return (0,)
-        return (1, min(nets)) if nets else (2, min(gpus, default=0), node)
-
-    return Element("system", [("version", "1")], [cpus[k] for k in sorted(cpus, key=order)])
+    return Element("system", [("version", "1")], list(cpus.values()))
 
 
-def _cpu_node(topo: Topology, d: Device) -> int:
-    """The numaid of the ``<cpu>`` that ``d`` hangs below (as ``place`` in :func:`build` nests it)."""
-    while (up := nccl_parent(d)) is not None and (up_dev := topo.by_bdf(up)) is not None:
-        d = up_dev
-    return d.numa_node if d.numa_node is not None else -1
-
-
-def _natural(name: str) -> tuple[str, int]:
-    """``mlx5_10`` after ``mlx5_9``: the order RDMA devices are numbered in."""
-    head = name.rstrip("0123456789")
-    return (head, int(name[len(head) :]) if len(head) < len(name) else -1)
+def _gpu(topo: Topology, d: Device) -> Element:
+    """A <gpu>: its ``dev`` and <nvlink> elements from NVML, else empty for NCCL to fill."""
+    nv = d.nvml
+    if nv is None:
+        return Element("gpu")
+    gpu = Element("gpu", [("dev", str(nv.index))])
+    for link in nv.nvlinks:
+        peer = topo.by_bdf(link.peer_bdf)
+        tclass = f"0x{peer.class_code:06x}" if peer is not None and peer.class_code else "0x068000"
+        gpu.children.append(
+            Element("nvlink", [("target", link.peer_bdf), ("count", str(link.count)), ("tclass", tclass)])
+        )
+    return gpu
 
 
 def cpu_identity_attrs(cpu: CpuIdentity | None) -> list[tuple[str, str]]:

@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 
 from topoagent.core.analysis.paths import nccl_view
-from topoagent.core.analysis.rails import NicRole
+from topoagent.core.analysis.rails import compute_nics
 from topoagent.core.pathclass import PathClass
 from topoagent.core.render.json_report import encode
 from topoagent.core.result import ScanResult
@@ -86,23 +86,17 @@ def address(d: Device) -> str:
     return d.bdf or d.key
 
 
-def rail_nics(result: ScanResult) -> tuple[Device, ...]:
-    """The compute NICs in PCI order: rail *i* is the *i*-th."""
-    roles = result.rails.roles
-    return tuple(n for n in result.topology.nics if not n.is_vf and roles.get(n.id) is NicRole.COMPUTE)
-
-
 def record(result: ScanResult, node_uid: str | None = None) -> RailRecord:
     """The node's rail record."""
     topo = result.topology
-    nics = rail_nics(result)
+    nics = compute_nics(topo, result.rails.roles)
     physical = [g for g in topo.gpus if topo.physical(g) is g]  # a GPU VF is its PF's slice
     by_uuid = bool(physical) and all(g.nvml is not None and g.nvml.uuid for g in physical)
     gpus: dict[str, GpuRails] = {}
     for g in physical:
         rails = {}
         own = result.rails.rail(g.id)
-        # the NICs NCCL reaches through an NVLinked peer near them (PXN: analysis.pxn)
+        # the NICs NCCL reaches through an NVLinked peer near them (PXN: analysis.ncclnet)
         relayed = own.nics if own is not None and own.nccl_path is PathClass.PXN else ()
         for i, n in enumerate(nics):
             path = result.path(g.id, n.id)
