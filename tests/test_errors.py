@@ -19,7 +19,7 @@ INTERNAL = {
     "topoagent.core.read.nvml._Skip",
     "topoagent.core.parse.lspci_common.LineError",
     "topoagent.core.platform._Unrecognised",  # recognise() turns it into Platform.problem
-    "topoagent.cli.Interrupted",  # Ctrl-C: cli.main turns it into one line and exit 130
+    "topoagent.core.command.interrupt.Interrupted",  # Ctrl-C: cli.main turns it into one line and exit 130
 }
 
 

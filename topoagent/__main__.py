@@ -1,22 +1,25 @@
 """``python -m topoagent`` and the ``topoagent`` console script (:func:`entry`).
 
 Ctrl-C is one line at any moment -- ``topoagent: interrupted`` on stderr, exit 130 -- also while
-the command-line interface is still being imported.  So the interface is imported inside that
-boundary, here, in a module that imports nothing else first (``import topoagent`` itself loads
-no module of the API until one is asked for); :func:`topoagent.cli.main` keeps the boundary
-from then on.
+the command-line interface is still being imported: so that import happens here, under
+:func:`~topoagent.core.command.interrupt.deferred`, in a module that imports nothing heavy
+first (``import topoagent`` itself loads no module of the API until one is asked for);
+:func:`topoagent.cli.main` keeps the boundary from then on.
 """
 
 import sys
+
+from topoagent.core.command.interrupt import EXIT_INTERRUPTED, Interrupted, deferred
 
 
 def entry() -> None:
     """Run the command line in ``sys.argv``."""
     try:
-        from topoagent.cli import main
-    except KeyboardInterrupt:
+        with deferred():
+            from topoagent.cli import main
+    except (Interrupted, KeyboardInterrupt):
         sys.stderr.write("topoagent: interrupted\n")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     main()
 
 

@@ -9,20 +9,17 @@ on stderr and an exit code, never a traceback.  Exit codes: 0 ok, 1 findings at 
 from __future__ import annotations
 
 import errno
-import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from importlib import import_module
-from types import FrameType
 
 import click
 
-from topoagent.core.command.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, fail, quiet_stdout
+from topoagent.core.command.common import EXIT_ERROR, EXIT_OK, fail, quiet_stdout
+from topoagent.core.command.interrupt import EXIT_INTERRUPTED, Interrupted, deferred, raising
 from topoagent.core.version import __version__
 
-__all__ = ["COMMANDS", "Interrupted", "cli", "main"]
+__all__ = ["COMMANDS", "cli", "main"]
 
 #: Every command: its name and where its click command lives (``module:attribute``).
 COMMANDS: dict[str, str] = {
@@ -55,7 +52,9 @@ class CommandGroup(click.Group):
         if cmd_name not in COMMANDS:
             return None
         module, _, attr = COMMANDS[cmd_name].partition(":")
-        command: click.Command = getattr(import_module(module), attr)
+        with deferred():  # an import is not cut short (core/command/interrupt.py)
+            loaded = import_module(module)
+        command: click.Command = getattr(loaded, attr)
         return command
 
 
@@ -106,39 +105,12 @@ def _run(args: list[str], mode: str | None) -> None:
         fail(exc.format_message(), monitor=mode)
 
 
-class Interrupted(BaseException):
-    """Ctrl-C (SIGINT) while a command runs, raised by the handler :func:`main` installs.
-
-    Not an :class:`Exception`, so no command's own error handling takes it for a failure, and
-    not a :class:`KeyboardInterrupt`, which click would answer with a blank line and ``Abort``
-    (a second, different ending): :func:`main` alone turns it into ``topoagent: interrupted``.
-    """
-
-
-def _interrupt(_signum: int, _frame: FrameType | None) -> None:
-    raise Interrupted
-
-
-@contextmanager
-def _interruptible() -> Iterator[None]:
-    """SIGINT raises :class:`Interrupted` in this block (the main thread's only: a signal
-    handler can be set there alone), then the handler before it is back."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """Run a command line; never lets a traceback reach a person."""
     args = list(sys.argv[1:] if argv is None else argv)
     mode = monitor_mode(args)
     try:
-        with _interruptible():
+        with raising():
             _run(args, mode)
     except SystemExit:
         raise

@@ -43,8 +43,6 @@ _ASCII = str.maketrans(
 #: Exit code of a monitoring check that could not run (Nagios UNKNOWN; node-problem-detector
 #: reads any code but 0 and 1 as Unknown).
 EXIT_UNKNOWN = 3
-#: Ctrl-C: the shell's 128 + SIGINT, as an interrupted program's exit reads there.
-EXIT_INTERRUPTED = 130
 
 
 def monitoring() -> str | None:
