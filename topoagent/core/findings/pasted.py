@@ -168,7 +168,8 @@ def check_ports(c: Context) -> list[Finding]:
         down_netdevs = sorted(name for name, up in n.netdev_up.items() if not up)
         active = [p for _, p in states if p.state.upper() == "ACTIVE"]  # type: ignore[union-attr]
         if states and not active:
-            compute = c.rails.roles.get(n.id) is NicRole.COMPUTE
+            # a rail NIC only where GPUs are shown: the RDMA tools alone show none to serve
+            compute = c.rails.roles.get(n.id) is NicRole.COMPUTE and bool(c.topo.gpus)
             out.append(
                 c.finding(
                     "NIC_PORT_DOWN",

@@ -79,6 +79,7 @@ _PROMPT_FULL = re.compile(
     r"^\s*(?:\([^()\s]{1,64}\)\s*)?"  # (venv) or (base)
     r"(?:\[[^\[\]]{1,128}\]\s*[#$%>]"  # [root@node ~]#
     r"|[\w.-]{1,64}@[\w.-]{1,128}(?::[^\s#$%]{0,256})?\s*[#$%>]"  # user@host:~$
+    r"|[\w.-]{1,64}:[~/][^\s#$%]{0,256}[#$]"  # host:/home/user:~$ (a PS1 without the user)
     r"|[➜❯→λ»](?:\s+\S{1,256})?"  # zsh / fish themes: ➜  ~
     r"|PS [A-Za-z]:\\[^>]{0,256}>)"  # PowerShell
     r"(?:\s|$)"

@@ -158,8 +158,6 @@ NVLINK = PasteKind(
 _NUMACTL = re.compile(r"^\s*(?:available:\s*\d+\s+nodes?|node\s+\d+\s+(?:cpus|size|free):|node distances:)")
 _NUMACTL_DIST = re.compile(r"^\s*(?:node(?:\s+\d+)+|\d+:(?:\s+\d+)+)\s*$")
 _HCA = re.compile(r"^\s*hca_id:\s*\S+")
-# (``Device ports:`` heads the port blocks of older libibverbs, rdma-core's ibv_devinfo.c)
-_IBV_ATTR = re.compile(r"^\s+[A-Za-z_][\w]*(?: [a-z]+)?(?:\[\s*\d+\])?:\s*")
 
 NUMACTL = PasteKind(
     "numactl -H",
@@ -182,7 +180,7 @@ IBV_DEVINFO = PasteKind(
     "ibv_devinfo",
     "ibv_devinfo",
     _any(_HCA),
-    _any(_HCA, _IBV_ATTR),
+    _any(_HCA, re.compile(r"\s")),  # every line of a block is indented (-v's flag lists too)
     _text(rdma_tools.read_ibv_devinfo),
     lists_nics=True,
     one_per_host=False,

@@ -181,22 +181,22 @@ def apply_numactl(snap: Snapshot, report: NumactlReport) -> Snapshot:
 def apply_rdma(snap: Snapshot, ports: Iterable[IbPort]) -> tuple[Snapshot, list[str]]:
     """``snap`` with the RDMA devices, ports and netdevs the tools list.  A device the paste
     names by BDF (``ibdev2netdev -v``) is that function's; a matrix's NIC of the same RDMA name
-    takes the BDF."""
+    takes the BDF.  Where no other output lists a NIC, each RDMA device is a NIC of its own
+    (its ids from the part or ``vendor_part_id``), placed nowhere."""
     notes: list[str] = []
     by_dev: dict[str, list[IbPort]] = defaultdict(list)
     for p in ports:
         by_dev[p.device].append(p)
     bdf_of = {d: next((p.bdf for p in ps if p.bdf), None) for d, ps in by_dev.items()}
     fns = list(snap.pci)
+    alone = not any(f.kind == "nic" or pci.is_nic_class(pci.class16(f.class_code)) for f in fns)
     for dev, bdf in bdf_of.items():
-        if bdf is None:
-            continue
         at = next((i for i, f in enumerate(fns) if f.bdf is None and dev in f.rdma_names), None)
-        if at is not None:  # a matrix's NIC named by its legend: the same RDMA device
+        if bdf is not None and at is not None:  # a matrix's NIC named by its legend: the same RDMA device
             fns[at] = msgspec.structs.replace(fns[at], bdf=bdf)
-        elif not any(f.bdf == bdf for f in fns):
-            part = next((p.part for p in by_dev[dev] if p.part), None)
-            fns.append(PciFunction(bdf=bdf, kind="nic", rdma=True, name=part or "RDMA NIC", rdma_names=(dev,)))
+        elif (bdf is not None and not any(f.bdf == bdf for f in fns)) or (bdf is None and at is None and alone):
+            fns.append(_rdma_function(dev, bdf, by_dev[dev]))
+    fns = _with_physfns(fns)
     rdma = list(snap.rdma)
     netdevs = list(snap.netdevs)
     named = {r.name for r in rdma}
@@ -217,19 +217,47 @@ def apply_rdma(snap: Snapshot, ports: Iterable[IbPort]) -> tuple[Snapshot, list[
     return msgspec.structs.replace(snap, pci=tuple(fns), rdma=tuple(rdma), netdevs=tuple(netdevs)), notes
 
 
+def _rdma_function(dev: str, bdf: str | None, ps: list[IbPort]) -> PciFunction:
+    """The NIC function behind an RDMA device the tools name: its ids where a part or
+    ``vendor_part_id`` states them, named as the PCI tables name them."""
+    vendor = next((p.vendor_id for p in ps if p.vendor_id is not None), None)
+    device = next((p.device_id for p in ps if p.device_id is not None), None)
+    known = pci.known_device(vendor, device)
+    return PciFunction(
+        bdf=bdf,
+        kind="nic",
+        rdma=True,
+        vendor_id=vendor,
+        device_id=device,
+        name=pci.device_name(vendor, device, None) if known else "RDMA NIC",
+        rdma_names=(dev,),
+    )
+
+
+def _with_physfns(fns: list[PciFunction]) -> list[PciFunction]:
+    """``fns`` with each pasted VF (a VF's id: ``ConnectX-5 Virtual Function``) that has no
+    physical function yet given the nearest physical function before it on its bus: an SR-IOV
+    PF's VFs follow it (First VF Offset, PCIe Base Specification 9.3.3.10)."""
+    pf_of: dict[str, str] = {}
+    last_pf: dict[tuple[str, int | None], str] = {}  # (domain:bus, vendor) -> the last PF seen
+    for f in sorted((f for f in fns if f.bdf is not None), key=lambda f: bdf_key(f.bdf)):  # type: ignore[arg-type]
+        bus = (f.bdf[: f.bdf.rindex(":")], f.vendor_id)  # type: ignore[union-attr]
+        if not pci.is_vf_id(f.vendor_id, f.device_id):
+            last_pf[bus] = f.bdf  # type: ignore[assignment]
+        elif f.physfn is None and bus in last_pf:
+            pf_of[f.bdf] = last_pf[bus]  # type: ignore[index]
+    return [msgspec.structs.replace(f, physfn=pf_of[f.bdf]) if f.bdf in pf_of else f for f in fns]
+
+
 def _ports(ps: list[IbPort]) -> tuple[RdmaPort, ...]:
-    """One record per port number: the IB state and link layer from whichever line gave them."""
+    """One record per port number: the IB state, link layer and rate from whichever line gave them."""
     by_port: dict[int, dict[str, object]] = {}
     for p in ps:
-        slot = by_port.setdefault(p.port, {"state": None, "link_layer": None})
-        if p.state and slot["state"] is None:
-            slot["state"] = p.state
-        if p.link_layer and slot["link_layer"] is None:
-            slot["link_layer"] = p.link_layer
-    return tuple(
-        RdmaPort(n, state=v["state"], link_layer=v["link_layer"])  # type: ignore[arg-type]
-        for n, v in sorted(by_port.items())
-    )
+        slot = by_port.setdefault(p.port, {"state": None, "link_layer": None, "rate_gbps": None})
+        for key in slot:
+            if slot[key] is None:
+                slot[key] = getattr(p, key)
+    return tuple(RdmaPort(n, **v) for n, v in sorted(by_port.items()))  # type: ignore[arg-type]
 
 
 # -- labels: how the per-GPU outputs name GPUs ------------------------------------------------

@@ -1,0 +1,155 @@
+"""``scan --paste``, third round (issue 42): RDMA tools alone, ``-q`` fragments, quoted mail, ``nvlink
+-R``, Grace lists, ``lstopo`` without ``-v``, guests, roles, and two hosts glued in one report.
+
+Each test reads a public paste (tests/core/paste_samples/README.md names each source); the facts
+and findings it expects were written by hand from the paste before the code read it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.paths import REPO
+from tests.plan_helpers import run_cli
+from topoagent.core.api import analyse
+from topoagent.core.paste import PasteInput, read_pastes
+from topoagent.core.result import ScanResult
+from topoagent.core.snapshot import Snapshot
+
+SAMPLES = REPO / "tests/core/paste_samples"
+
+
+def _text(name: str) -> str:
+    return (SAMPLES / name).read_text()
+
+
+def _snapshot(*texts: str) -> Snapshot:
+    return read_pastes([PasteInput(f"--paste #{i + 1}", t) for i, t in enumerate(texts)])
+
+
+def _scan(*names: str) -> ScanResult:
+    return analyse(_snapshot(*(_text(n) for n in names)))
+
+
+def _codes(r: ScanResult) -> list[tuple[str, str, tuple[str, ...]]]:
+    return sorted((f.code, f.severity.label, f.subjects) for f in r.findings)
+
+
+# -- 1. the RDMA tools alone describe the NICs ---------------------------------------------------
+
+
+def test_ibdev2netdev_v_alone_gives_each_hca_and_its_down_ports() -> None:
+    """A public ``ibdev2netdev`` and ``ibdev2netdev -v`` (README): eight RDMA devices, each a NIC at
+    the address ``-v`` prints, named from its part (MT4117 is device 0x1015, a ConnectX-4 Lx;
+    MT4119 0x1017; MT4123 0x101b; MT4120 0x1018, a ConnectX-5 VF: 4b:00.1 and 4b:00.2 are the VFs
+    of the ConnectX-5 at 4b:00.0 beside them), placement unknown.  mlx5_0, mlx5_1 and mlx5_4 are physical functions whose only port is DOWN: NCCL skips
+    them (NIC_PORT_DOWN).  No GPU is shown, so none is any GPU's rail: info.  The VFs' ports are
+    down as unused VFs' are: no finding."""
+    r = _scan("ibdev2netdev_v_cx4lx_ports_down.txt")
+    nics = {n.bdf: n for n in r.topology.nics}
+    assert sorted(nics) == [
+        "0000:31:00.0",
+        "0000:31:00.1",
+        "0000:4b:00.0",
+        "0000:4b:00.1",
+        "0000:4b:00.2",
+        "0000:98:00.0",
+        "0000:98:00.1",
+        "0000:b1:00.0",
+    ]
+    assert {b: (n.device_id, n.rdma_devices, n.netdevs) for b, n in nics.items()} == {
+        "0000:31:00.0": (0x1015, ("mlx5_0",), ("ens4f0",)),
+        "0000:31:00.1": (0x1015, ("mlx5_1",), ("ens4f1",)),
+        "0000:4b:00.0": (0x1017, ("mlx5_2",), ("ens6",)),
+        "0000:4b:00.1": (0x1018, ("mlx5_6",), ("ens6f1",)),
+        "0000:4b:00.2": (0x1018, ("mlx5_7",), ("ens6f2",)),
+        "0000:98:00.0": (0x1015, ("mlx5_3",), ("ens14f0",)),
+        "0000:98:00.1": (0x1015, ("mlx5_4",), ("ens14f1",)),
+        "0000:b1:00.0": (0x101B, ("mlx5_5",), ("ib0",)),
+    }
+    assert nics["0000:31:00.0"].name == "Mellanox ConnectX-4 Lx"
+    assert [b for b, n in nics.items() if n.is_vf] == ["0000:4b:00.1", "0000:4b:00.2"]
+    assert all(n.numa_node is None for n in nics.values())
+    states = {d: p.state for n in nics.values() for d, ports in n.rdma_ports.items() for p in ports}
+    assert states == {
+        "mlx5_0": "DOWN",
+        "mlx5_1": "DOWN",
+        "mlx5_2": "ACTIVE",
+        "mlx5_3": "ACTIVE",
+        "mlx5_4": "DOWN",
+        "mlx5_5": "ACTIVE",
+        "mlx5_6": "DOWN",
+        "mlx5_7": "DOWN",
+    }
+    down = [(f.severity.label, nics_of(r, f)) for f in r.findings if f.code == "NIC_PORT_DOWN"]
+    assert down == [("info", "0000:31:00.0"), ("info", "0000:31:00.1"), ("info", "0000:98:00.1")]
+    assert [f.code for f in r.findings if f.code != "NIC_PORT_DOWN"] == []
+
+
+def nics_of(r: ScanResult, f) -> str:  # noqa: ANN001 - a Finding
+    (subject,) = f.subjects
+    return r.topology.by_id(subject).bdf or ""
+
+
+def test_ibdev2netdev_without_v_gives_nics_known_by_their_rdma_names() -> None:
+    """imbue-ai/cluster-health#4 (``ibdev2netdev | column -t``): twelve RDMA devices and no
+    address, so twelve NICs known by RDMA name and netdev, placed nowhere; ``(Down)`` here is
+    the IPoIB/Ethernet interface's state, not the port's, so each is info, and its key names
+    the RDMA device (a stable key, not the position)."""
+    r = _scan("ibdev2netdev_column_comments.txt")
+    nics = {n.rdma_devices: n for n in r.topology.nics}
+    assert len(nics) == 12 and all(n.bdf is None for n in nics.values())
+    assert nics[("mlx5_0",)].netdevs == ("ibp26s0",) and nics[("mlx5_0",)].key == "rdma:mlx5_0"
+    down = sorted(r.topology.by_id(f.subjects[0]).rdma_devices[0] for f in r.findings if f.code == "NIC_PORT_DOWN")
+    assert down == sorted(f"mlx5_{i}" for i in (0, 2, 3, 4, 5, 6, 8, 9, 10, 11))
+    assert {f.severity.label for f in r.findings if f.code == "NIC_PORT_DOWN"} == {"info"}
+
+
+def test_ibv_devinfo_alone_gives_each_hca_its_ports_link_layer_and_rate() -> None:
+    """The same host's ``ibv_devinfo`` and ``ibv_devinfo -v`` (README): eight HCAs by name, their
+    ids from ``vendor_part_id`` (4117 = 0x1015), link layer Ethernet but mlx5_5 (InfiniBand);
+    ``-v`` adds mlx5_0's width and speed (4X of 10.0 Gbps: 40 Gb/s)."""
+    r = _scan("ibv_devinfo_cx4lx_alone.txt")
+    nics = {n.rdma_devices[0]: n for n in r.topology.nics}
+    assert sorted(nics) == [f"mlx5_{i}" for i in range(8)]
+    assert nics["mlx5_0"].device_id == 0x1015 and nics["mlx5_5"].device_id == 0x101B
+    ports = {d: p for n in nics.values() for d, ps in n.rdma_ports.items() for p in ps}
+    assert {d: p.link_layer for d, p in ports.items()} == {
+        **{f"mlx5_{i}": "Ethernet" for i in range(8)},
+        "mlx5_5": "InfiniBand",
+    }
+    assert ports["mlx5_0"].rate_gbps == 40.0 and ports["mlx5_0"].state == "DOWN"
+    # 4120 is a ConnectX-5 VF's id, but with no address its physical function is unknown (in a
+    # guest a VF is the rail): every HCA whose only port is DOWN is reported
+    down = sorted(r.topology.by_id(f.subjects[0]).rdma_devices[0] for f in r.findings if f.code == "NIC_PORT_DOWN")
+    assert down == ["mlx5_0", "mlx5_1", "mlx5_4", "mlx5_6", "mlx5_7"]
+
+
+def test_an_ibdev2netdev_line_with_a_trailing_comment_is_read() -> None:
+    """A reader's note after a line (``← this one``) is no part of the output but keeps the line
+    (issue 42 item 3)."""
+    text = _text("ibdev2netdev_v_cx4lx_ports_down.txt").replace(
+        "==> ens14f1 (Down)\n", "==> ens14f1 (Down)   ← this one\n", 1
+    )
+    snap = _snapshot(text)
+    assert {n.name: n.up for n in snap.netdevs}["ens14f1"] is False
+    (status,) = [s for s in snap.sources if s.name == "paste"]
+    assert "not recognised" not in (status.detail or "")  # ubuntu:/home/ubuntu:~$ is a prompt too
+
+
+def test_the_port_down_paste_through_the_command_line() -> None:
+    out = run_cli("scan", "--paste", str(SAMPLES / "ibdev2netdev_v_cx4lx_ports_down.txt"))
+    assert out.returncode == 0, out.stderr
+    assert "NIC_PORT_DOWN" in out.stdout and "8 NIC(s)" in out.stdout
+
+
+@pytest.fixture
+def tmp_text(tmp_path: Path):  # noqa: ANN201 - a factory
+    def write(name: str, text: str) -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return write
