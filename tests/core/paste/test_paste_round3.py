@@ -153,3 +153,55 @@ def tmp_text(tmp_path: Path):  # noqa: ANN201 - a factory
         return path
 
     return write
+
+
+# -- 3. decorated text ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["mail_quoted_aer_gl975x_lkml.txt", "mail_nested_quotes_aer_gl975x_lkml.txt"])
+def test_aer_lines_quoted_in_a_mail_give_the_aer_finding(name: str) -> None:
+    """LKML, "mmc: sdhci-pci-gli: GL975[05]: Mask the replay timer timeout of AER" (README): the
+    kernel log is quoted (``> `` once, then eight levels deep), quoted-printable (``=3D``, soft
+    breaks), and wrapped by the mail client after ``received:``, ``Bus Error:`` and ``error``.
+    One corrected Data Link Layer error (Timeout) on the root port 0000:00:1c.0 [8086:7ab9]:
+    PCIE_AER_LOGGED, info (corrected: the link repaired it)."""
+    r = _scan(name)
+    (f,) = [f for f in r.findings if f.code == "PCIE_AER_LOGGED"]
+    port = r.topology.by_id(f.subjects[0])
+    assert (port.bdf, port.vendor_id, port.device_id) == ("0000:00:1c.0", 0x8086, 0x7AB9)
+    assert f.severity.label == "info" and "logged 1 corrected" in f.message and "(Timeout)" in f.message
+    assert [e.value for e in f.evidence] == [
+        "[ 1100.326991] pcieport 0000:00:1c.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, "
+        "(Transmitter ID)"
+    ]
+    assert _codes(r) == [("PCIE_AER_LOGGED", "info", f.subjects)]
+
+
+def test_a_quoted_mail_through_the_command_line_exits_0() -> None:
+    out = run_cli("scan", "--paste", str(SAMPLES / "mail_quoted_aer_gl975x_lkml.txt"))
+    assert out.returncode == 0, out.stderr
+    assert "PCIE_AER_LOGGED" in out.stdout
+
+
+def test_a_cpu_list_wrapped_by_a_mail_client_keeps_its_cpus() -> None:
+    """numactl/numactl#165's ``numactl -H`` with node 2's CPU list wrapped after ``37`` (derived:
+    what a 72-column mail client does to it): node 2 still has 12-17 and 36-41, not 12-17,36-37."""
+    text = _text("numactl_nps4_memoryless_nodes.txt").replace(
+        "node 2 cpus: 12 13 14 15 16 17 36 37 38 39 40 41", "node 2 cpus: 12 13 14 15 16 17 36 37\n38 39 40 41"
+    )
+    nodes = {n.id: n for n in _snapshot(text).numa_nodes}
+    assert str(nodes[2].cpus) == "12-17,36-41" and str(nodes[3].cpus) == "18-23,42-47"
+
+
+def test_a_matrix_coloured_with_font_tags_in_a_markdown_quote_is_read() -> None:
+    """The C-comment matrix of a public cuda_mem_reg_mr.c (README) as a markdown quote whose
+    author coloured a row (derived): ``> <font color=red>GPU1 …</font>`` reads as the row."""
+    text = _text("c_comment_topology_4gpu_4nic.txt")
+    plain = analyse(_snapshot(text))
+    lines = [ln[3:] if ln.startswith(" * ") else ln.lstrip("/* ").rstrip("*/") for ln in text.splitlines()]
+    quoted = "\n".join(
+        "> " + (f'<font color="red">{ln}</font>' if ln.startswith("GPU1") else ln) for ln in lines if ln.strip()
+    )
+    read = analyse(_snapshot(quoted))
+    assert [(p.a, p.b, p.token) for p in read.paths] == [(p.a, p.b, p.token) for p in plain.paths]
+    assert len(read.topology.gpus) == 4

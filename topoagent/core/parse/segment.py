@@ -17,11 +17,10 @@ from typing import Any, Literal
 import msgspec
 
 from topoagent.core.bdf import PRINTED_BDF
-from topoagent.core.parse import dmesg_aer, lstopo, nvsmi_nvlink, nvsmi_query, rdma_tools
+from topoagent.core.parse import dmesg_aer, lstopo, numactl, nvsmi_nvlink, nvsmi_query, rdma_tools
 from topoagent.core.parse.amd_topo import read_amd_topology
 from topoagent.core.parse.lspci_tree import read_lspci_tree
 from topoagent.core.parse.lspci_verbose import read_lspci_verbose
-from topoagent.core.parse.numactl import read_numactl
 from topoagent.core.parse.nvsmi_p2p import is_p2p_row, read_p2p_matrix
 from topoagent.core.parse.nvsmi_topo import read_topo_matrix
 from topoagent.core.parse.paste import Skipped, dropped_why, is_prompt, merge_skipped, unwrap_lines
@@ -163,8 +162,8 @@ NUMACTL = PasteKind(
     "numactl -H",
     "numactl -H",
     _any(_NUMACTL),
-    _any(_NUMACTL, _NUMACTL_DIST),
-    _text(read_numactl),
+    _any(_NUMACTL, _NUMACTL_DIST, numactl.CPU_WRAP),
+    _text(numactl.read_numactl),
     typed=r"numactl\s+-H|numactl\s+--hardware",
 )
 IBDEV2NETDEV = PasteKind(
@@ -241,7 +240,7 @@ DMESG = PasteKind(
     "dmesg (AER)",
     "dmesg",
     lambda line, _: bool(_KERNEL_LINE.match(line) and dmesg_aer.AER_LINE.search(line)),
-    _any(_KERNEL_LINE),
+    _any(_KERNEL_LINE, dmesg_aer.WRAPPED),
     _text(dmesg_aer.read_dmesg_aer),
     one_per_host=False,
 )
