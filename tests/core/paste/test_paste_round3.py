@@ -205,3 +205,70 @@ def test_a_matrix_coloured_with_font_tags_in_a_markdown_quote_is_read() -> None:
     read = analyse(_snapshot(quoted))
     assert [(p.a, p.b, p.token) for p in read.paths] == [(p.a, p.b, p.token) for p in plain.paths]
     assert len(read.topology.gpus) == 4
+
+
+# -- 2. nvidia-smi -q fragments, and two hosts glued -------------------------------------------
+
+
+def test_a_pci_section_of_nvidia_smi_q_gives_its_gpus_link_at_its_bus_id() -> None:
+    """The ``PCI`` section of a public ``nvidia-smi -q`` (README), pasted without its ``GPU
+    00000000:01:00.0`` header: the GPU at 0000:01:00.0, 10de:1f91 (subsystem 1043:109f), its
+    link Gen1 x8 of Gen3 x16.  Whether it was busy is not in the fragment, so what a one-shot
+    reading proves is said: x8 of x16 (LINK_WIDTH_DEGRADED, warning) and Gen1 of Gen3
+    (LINK_SPEED_BELOW_MAX_GPU, info: GPUs slow their link at idle)."""
+    r = _scan("nvsmi_q_pci_section_gtx1650_laptop.txt")
+    (gpu,) = r.topology.gpus
+    assert (gpu.bdf, gpu.vendor_id, gpu.device_id) == ("0000:01:00.0", 0x10DE, 0x1F91)
+    assert (gpu.subsystem_vendor_id, gpu.subsystem_device_id) == (0x1043, 0x109F)
+    lk = gpu.link
+    assert (lk.current_gts, lk.current_width, lk.max_gts, lk.max_width) == (2.5, 8, 8.0, 16)
+    assert _codes(r) == [
+        ("LINK_SPEED_BELOW_MAX_GPU", "info", (gpu.id,)),
+        ("LINK_WIDTH_DEGRADED", "warning", (gpu.id,)),
+    ]
+
+
+def test_a_query_of_one_gpu_of_eight_is_not_the_matrixs_gpu0_by_position() -> None:
+    """NVIDIA/nvidia-docker#868's ``nvidia-smi -q`` shows ``Attached GPUs : 8`` and one block,
+    0000:06:00.0 (a Tesla V100-SXM2-16GB), glued to a DGX-1V's matrix (pytorch's DDP benchmark
+    README, the same model of host): the block is the first in the paste, not GPU0, and the
+    matrix names no bus id.  So it is its own GPU, said so, and no matrix GPU takes its name."""
+    text = _text("nvsmi_q_one_of_eight_dgx1.txt") + "\n" + (REPO / "tests/core/parse/samples/nvsmi/dgx1_v100_raw_mlx5.txt").read_text()
+    r = analyse(_snapshot(text))
+    named = [(g.label, g.bdf, g.name) for g in r.topology.gpus if g.bdf is not None]
+    assert named == [(None, "0000:06:00.0", "Tesla V100-SXM2-16GB")]
+    assert {g.name for g in r.topology.gpus if g.bdf is None} == {"NVIDIA GPU (model not in the matrix)"}
+    (status,) = [s for s in r.topology.sources if s.name == "paste"]
+    assert "not joined by position" in (status.detail or "")
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "why"),
+    [
+        # two hosts' nvidia-smi -q glued: an A10G at 00:1e.0 (driver 535) and an L4 at 01:00.0 (550)
+        ("nvsmi_q_a10g_p0_x8.txt", "nvsmi_q_l4_idle_gen1.txt", "driver version"),
+        # a 4-GPU matrix and a -q whose host has one GPU
+        ("topo_m_4xh100_nv6_nccl1617.txt", "nvsmi_q_a10g_p0_x8.txt", "GPU count"),
+        # the same bus id, 01:00.0, an L4 (10de:27b8) in one output and 10de:1f91 in the other
+        ("nvsmi_q_l4_idle_gen1.txt", "nvsmi_q_pci_section_gtx1650_laptop.txt", "0000:01:00.0"),
+    ],
+)
+def test_two_hosts_outputs_glued_are_refused_with_one_line(first: str, second: str, why: str, tmp_path: Path) -> None:
+    """Issue 44's "Also": outputs of two hosts in one report were merged into one host.  Where
+    they disagree on what one host has one of (its GPU count, a bus id's device, the driver),
+    the paste is refused with one line naming the disagreement, in one text or in two."""
+    glued = tmp_path / "glued.txt"
+    glued.write_text(_text(first) + "\n\nand the other node:\n\n" + _text(second))
+    out = run_cli("scan", "--paste", str(glued))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "two hosts" in out.stderr and why in out.stderr
+    out = run_cli("scan", "--paste", str(SAMPLES / first), "--paste", str(SAMPLES / second))
+    assert out.returncode == 2 and "two hosts" in out.stderr and why in out.stderr
+
+
+def test_two_matrices_of_one_paste_are_two_outputs_not_one() -> None:
+    """A report with a second ``topo -m`` (another host: 8 GPUs, then 4): the second was read as
+    nothing and the first analysed as if alone; now the GPU counts disagree: refused."""
+    text = (REPO / "tests/core/parse/samples/nvsmi/dgx1_v100_raw_mlx5.txt").read_text()
+    with pytest.raises(Exception, match="two hosts.*GPU count"):
+        _snapshot(text + "\nother node:\n\n" + _text("topo_m_4xh100_nv6_nccl1617.txt"))

@@ -198,12 +198,16 @@ def unwrap_lines(text: str) -> list[tuple[int, str]]:
     """Every line of ``text`` with its number, as the tool printed it: CR, ANSI codes and
     invisible characters gone, quoted-printable soft breaks joined (a joined line keeps its
     first number, so numbers may skip), and a block's common prefix (C comment, ``>``, ``#``,
-    ``//``, ``|``) removed.  Nothing is dropped: :func:`clean_paste` and the segmenter
+    ``//``, ``|``) removed.  Nothing is dropped but the empty lines before the first: :func:`clean_paste` and the segmenter
     (:mod:`topoagent.core.parse.segment`) judge each line."""
     if not isinstance(text, str):
         raise InputError(f"expected text, got {type(text).__name__}")
+    # Leading empty lines are numbered but not returned (a segment's text is its paste's lines
+    # at their numbers, blank before it: reading it costs its own lines, not its position).
+    lead = len(text) - len(text.lstrip("\n"))
     numbered = [
-        (n, _untagged(strip_ansi(raw.translate(_INVISIBLE))).rstrip()) for n, raw in enumerate(text.split("\n"), 1)
+        (n, _untagged(strip_ansi(raw.translate(_INVISIBLE))).rstrip())
+        for n, raw in enumerate(text[lead:].split("\n"), lead + 1)
     ]
     return _unprefixed(_soft_breaks_joined(numbered))
 

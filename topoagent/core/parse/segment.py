@@ -11,7 +11,7 @@ linear in the paste.  Pure: text in, :class:`Found` out (line numbers are the pa
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -59,7 +59,12 @@ class PasteKind(msgspec.Struct, frozen=True, eq=False):
     its tool's name and the rest of the line).  ``ended_by_others``: another kind's start ends
     its output; ``ends_others``: its start ends another kind's.  ``one_per_host``: a second one
     is set aside (False: outputs of it add up); ``lists_nics``: it lists every NIC;
-    ``own_report``: the snapshot made of it reports its skipped lines itself.
+    ``own_report``: the snapshot made of it reports its skipped lines itself; ``restarts``:
+    each of its starts begins another output (a matrix's header line), so two in one text are
+    two outputs.  ``census(value)``: what the parsed output states that a host has one of --
+    ``(fact, value)`` pairs such as ``("GPU count", "8")``, ``("PCI ids of 0000:18:00.0",
+    "10de:2330")``: two outputs stating one fact differently are two hosts' (the reader refuses
+    them, :mod:`topoagent.core.paste.whole`).
     """
 
     name: str
@@ -74,6 +79,8 @@ class PasteKind(msgspec.Struct, frozen=True, eq=False):
     one_per_host: bool = True
     lists_nics: bool = False
     own_report: bool = False
+    restarts: bool = False
+    census: Callable[[Any], Iterable[tuple[str, str]]] = lambda _: ()
 
 
 def _any(*patterns: re.Pattern[str]) -> Callable[..., bool]:
@@ -84,6 +91,26 @@ def _any(*patterns: re.Pattern[str]) -> Callable[..., bool]:
 def _text(parser: Callable[[str], Any]) -> Callable[[str, str | None], Any]:
     """A parser of the text alone, as ``read``."""
     return lambda text, _: parser(text)
+
+
+def _ids(items: Iterable[Any]) -> list[tuple[str, str]]:
+    """``("PCI ids of BDF", "vvvv:dddd")`` of each item (a parsed function, port or event) that
+    states its bus id and both ids: one function has one pair of ids."""
+    return [
+        (f"PCI ids of {x.bdf}", f"{x.vendor_id:04x}:{x.device_id:04x}")
+        for x in items
+        if x.bdf and x.vendor_id is not None and x.device_id is not None
+    ]
+
+
+def _query_census(r: nvsmi_query.QueryReport) -> list[tuple[str, str]]:
+    """A ``-q``'s GPU count (each header's ``Attached GPUs``; more bus ids than that is a
+    second host's), driver versions and each GPU's ids."""
+    out = [("driver version", d) for d in r.drivers] + [("GPU count", str(n)) for n in r.attached]
+    buses = {q.bdf for q in r.gpus if q.bdf}
+    if r.attached and len(buses) > max(r.attached):
+        out.append(("GPU count", f"{len(buses)} (bus ids)"))
+    return out + _ids(r.gpus)
 
 
 # -- nvidia-smi: topo -m, topo -p2p, -q, nvlink -s ---------------------------------------------
@@ -125,6 +152,8 @@ TOPO_M = PasteKind(
     lists_nics=True,
     own_report=True,
     typed=_NVIDIA_SMI,
+    restarts=True,
+    census=lambda m: () if m.elided else [("GPU count", str(sum(d.kind == "gpu" for d in m.devices)))],
 )
 P2P = PasteKind(
     "nvidia-smi topo -p2p",
@@ -133,14 +162,17 @@ P2P = PasteKind(
     _any(_MATRIX_ROW, _LEGEND),
     read_p2p_matrix,
     typed=_NVIDIA_SMI,
+    census=lambda m: [("GPU count", str(len(m.labels)))],
 )
 QUERY = PasteKind(
     "nvidia-smi -q",
     "nvidia-smi -q",
-    _any(_QUERY_TOP, nvsmi_query.GPU_HEADER),
-    _any(re.compile(r"\s"), _QUERY_TOP, nvsmi_query.GPU_HEADER),
+    lambda line, after: bool(_QUERY_TOP.match(line) or nvsmi_query.GPU_HEADER.match(line))
+    or nvsmi_query.fragment_starts(line, after),
+    _any(re.compile(r"\s"), _QUERY_TOP, nvsmi_query.GPU_HEADER, nvsmi_query.FRAGMENT),
     _text(nvsmi_query.read_nvsmi_query),
     typed=_NVIDIA_SMI,
+    census=_query_census,
 )
 NVLINK = PasteKind(
     "nvidia-smi nvlink -s",
@@ -174,6 +206,7 @@ IBDEV2NETDEV = PasteKind(
     _text(rdma_tools.read_ibdev2netdev),
     lists_nics=True,
     one_per_host=False,
+    census=lambda v: _ids(v[0]) + [(f"PCI address of {p.device}", p.bdf) for p in v[0] if p.bdf],
 )
 IBV_DEVINFO = PasteKind(
     "ibv_devinfo",
@@ -243,6 +276,7 @@ DMESG = PasteKind(
     _any(_KERNEL_LINE, dmesg_aer.WRAPPED),
     _text(dmesg_aer.read_dmesg_aer),
     one_per_host=False,
+    census=lambda v: _ids(v[0]),
 )
 LSPCI_TREE = PasteKind(
     "lspci -tv",
@@ -253,6 +287,7 @@ LSPCI_TREE = PasteKind(
     ends_others=False,
     lists_nics=True,
     own_report=True,
+    census=lambda t: _ids(t.walk()),
 )
 LSPCI_VERBOSE = PasteKind(
     "lspci -vvv",
@@ -265,6 +300,7 @@ LSPCI_VERBOSE = PasteKind(
     lists_nics=True,
     own_report=True,
     one_per_host=False,
+    census=lambda v: _ids(v.functions),
 )
 
 #: Every kind, in the order of the records above: the order a report lists them and
@@ -367,8 +403,13 @@ def _extend(kind: PasteKind, lines: list[str], i: int) -> int:
     return last
 
 
-def segment_text(found: Found, kind: PasteKind) -> str:
-    """The text of every output of ``kind``, each line at its number in the paste and every
-    other line blank, so a parser's line numbers are the paste's."""
-    keep = {n for s in found.of(kind) for n in range(s.first, s.last + 1)}
-    return "\n".join(found.lines.get(n, "") if n in keep else "" for n in range(1, max(keep, default=0) + 1))
+def segment_text(found: Found, kind: PasteKind, segments: Sequence[Segment] | None = None) -> str:
+    """The text of every output of ``kind`` (or of ``segments``), each line at its number in
+    the paste and every other line blank, so a parser's line numbers are the paste's."""
+    spans = [(s.first, s.last) for s in (found.of(kind) if segments is None else segments)]
+    if not spans:
+        return ""
+    start = spans[0][0]  # the lines before the first are blank: one string, not a line each
+    keep = {n for first, last in spans for n in range(first, last + 1)}
+    body = "\n".join(found.lines.get(n, "") if n in keep else "" for n in range(start, spans[-1][1] + 1))
+    return "\n" * (start - 1) + body

@@ -84,6 +84,8 @@ def _query_link(q: GpuQuery) -> LinkInfo:
 
 
 def _query_where(q: GpuQuery) -> str:
+    if q.bdf is None:
+        return f"nvidia-smi -q block {q.index} (lines {min(q.lines.values(), default=0)}-)"
     dom, rest = q.bdf.split(":", 1)
     return f"nvidia-smi -q GPU {int(dom, 16):08X}:{rest.upper()}"
 
@@ -94,7 +96,7 @@ def _with_query(f: PciFunction, q: GpuQuery) -> PciFunction:
     joined = f.link.filled_from(link) if f.link.known else link
     return msgspec.structs.replace(
         f,
-        bdf=q.bdf,
+        bdf=q.bdf or f.bdf,
         name=q.name if f.name in (None, _NO_MODEL) and q.name else f.name,
         vendor_id=f.vendor_id if f.vendor_id is not None else q.vendor_id,
         device_id=f.device_id if f.device_id is not None else q.device_id,
@@ -108,41 +110,42 @@ def _with_query(f: PciFunction, q: GpuQuery) -> PciFunction:
     )
 
 
-def _query_function(q: GpuQuery) -> PciFunction:
-    return _with_query(
-        PciFunction(bdf=q.bdf, label=f"GPU{q.index}", kind="gpu", vendor_id=pci.NVIDIA, class_code=None), q
-    )
+def _query_function(q: GpuQuery, whole: bool) -> PciFunction:
+    """A GPU only the query shows: labelled ``GPU<i>`` where its block's place is nvidia-smi's
+    index (the paste holds every attached GPU), else by its bus id alone."""
+    label = f"GPU{q.index}" if whole else None
+    return _with_query(PciFunction(bdf=q.bdf, label=label, kind="gpu", vendor_id=pci.NVIDIA, class_code=None), q)
 
 
 def apply_query(snap: Snapshot, report: QueryReport) -> tuple[Snapshot, list[str]]:
-    """``snap`` with the GPUs of a ``nvidia-smi -q``: joined by BDF, else a matrix's labels by
-    index, else added."""
+    """``snap`` with the GPUs of a ``nvidia-smi -q``: joined by BDF; to a matrix's ``GPU<i>`` by
+    index only where the query holds every attached GPU and as many as the matrix (then its
+    i-th block is nvidia-smi's GPU i); else each is a GPU of its own, at its bus id."""
     queries = list(report.gpus)
-    by_bdf = {q.bdf: q for q in queries}
+    by_bdf = {q.bdf: q for q in queries if q.bdf is not None}
     gpus = [f for f in snap.pci if is_gpu(f)]
     notes: list[str] = []
     labelled = {f.label: f for f in gpus if f.bdf is None and f.label is not None}
-    if labelled and not any(f.bdf in by_bdf for f in gpus):
+    if labelled and report.whole and len(labelled) == len(queries) and not any(f.bdf in by_bdf for f in gpus):
         # A matrix's GPU<i> is nvidia-smi's index i, the order of -q's blocks (one enumeration).
-        if len(labelled) != len(queries):
-            notes.append(
-                f"nvidia-smi -q lists {len(queries)} GPU(s), the matrix {len(labelled)}: "
-                "joined by index where both have one"
-            )
         by_label = {f"GPU{q.index}": q for q in queries}
         fns = [_with_query(f, by_label[f.label]) if f.label in by_label and f in gpus else f for f in snap.pci]
-        used = {f.label for f in gpus if f.label in by_label}
-        fns += [_query_function(q) for q in queries if f"GPU{q.index}" not in used]
         notes.append("GPUs joined to nvidia-smi -q by nvidia-smi's index (GPU<i> is the i-th -q block)")
     else:
         fns = [_with_query(f, by_bdf[f.bdf]) if f.bdf in by_bdf else f for f in snap.pci]
         known = {f.bdf for f in snap.pci}
-        added = [q for q in queries if q.bdf not in known]
-        if added and gpus:
+        added = [q for q in queries if q.bdf is None or q.bdf not in known]
+        if added and labelled:
+            held = f"{len(queries)} of the host's {max(report.attached)}" if report.attached else str(len(queries))
+            notes.append(
+                f"nvidia-smi -q holds {held} GPU(s), the matrix {len(labelled)} without a bus id: "
+                "not joined by position (a block's place in a paste is no GPU's index); each is a GPU of its own"
+            )
+        elif added and gpus:
             notes.append(
                 f"nvidia-smi -q names {len(added)} GPU(s) the other outputs do not show (first: {added[0].bdf})"
             )
-        fns += [_query_function(q) for q in added]
+        fns += [_query_function(q, report.whole) for q in added]
     driver = snap.driver_version or report.driver_version
     return _replace_pci(snap, fns, driver_version=driver), notes
 
