@@ -272,3 +272,36 @@ def test_two_matrices_of_one_paste_are_two_outputs_not_one() -> None:
     text = (REPO / "tests/core/parse/samples/nvsmi/dgx1_v100_raw_mlx5.txt").read_text()
     with pytest.raises(Exception, match="two hosts.*GPU count"):
         _snapshot(text + "\nother node:\n\n" + _text("topo_m_4xh100_nv6_nccl1617.txt"))
+
+
+# -- 4. nvidia-smi nvlink -R ------------------------------------------------------------------
+
+
+def test_nvlink_r_lists_active_links_to_their_remote_devices() -> None:
+    """NVIDIA/nccl#1182's ``nvidia-smi nvlink -R`` (cut inside GPU 1 as the excerpt is): GPU 0's
+    18 links each reach an NVSwitch (05:00.0-08:00.0); ``Remote Device`` lines are active links,
+    not inactive ones.  GPU 1 shows two links and none inactive: nothing is missing, no
+    NVLINK_INACTIVE (the paste was cut, not the links)."""
+    snap = _snapshot(_text("nvlink_r_h100_nvswitch_nccl1182.txt"))
+    status = {s.label: s for s in snap.nvlink_status}
+    assert status["GPU0"].active == 18 and status["GPU0"].inactive == ()
+    assert sorted(set(status["GPU0"].remote)) == [f"0000:0{b}:00.0" for b in (5, 6, 7, 8)]
+    assert status["GPU1"].active == 2
+    assert status["GPU0"].source.startswith("nvidia-smi nvlink -R GPU 0")
+    assert "NVLINK_INACTIVE" not in {f.code for f in analyse(snap).findings}
+
+
+def test_nvlink_s_and_r_of_one_host_agree() -> None:
+    """Azure/azhpc-diagnostics#73's ``nvlink -s`` GPU 3 (four active, links 3 and 5 inactive) and
+    the same GPU's links as ``nvlink -R`` would list them (derived: four Remote Device lines and
+    two ``<inactive>``): four active either way; with a second GPU of six active links
+    (README's derived two-V100 paste), GPU 3 is NVLINK_INACTIVE once, not twice."""
+    s = _text("derived_nvlink_s_two_v100.txt")
+    r_lines = "\n".join(
+        f"         Link {i}: <inactive>" if i in (3, 5) else f"         Link {i}: Remote Device 00000000:1{i}:00.0: Link 0"
+        for i in range(6)
+    )
+    r_text = "$ nvidia-smi nvlink -R\nGPU 3: Tesla V100-SXM2-32GB (UUID: ...)\n" + r_lines + "\n"
+    r = analyse(_snapshot(s + "\n" + r_text))
+    found = [f for f in r.findings if f.code == "NVLINK_INACTIVE"]
+    assert len(found) == 1 and "4 active" in found[0].evidence[0].value

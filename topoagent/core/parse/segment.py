@@ -113,7 +113,7 @@ def _query_census(r: nvsmi_query.QueryReport) -> list[tuple[str, str]]:
     return out + _ids(r.gpus)
 
 
-# -- nvidia-smi: topo -m, topo -p2p, -q, nvlink -s ---------------------------------------------
+# -- nvidia-smi: topo -m, topo -p2p, -q, nvlink -s / -R ---------------------------------------------
 
 _NVIDIA_SMI = r"nvidia-smi(?:\s+-\S+)*(?:\s+(?:topo|nvlink|-q)\b[^\n]*)?"
 _TOPO_TOKEN = re.compile(r"(?<![A-Za-z])(?:NV\d{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)(?![a-z])")
@@ -175,8 +175,8 @@ QUERY = PasteKind(
     census=_query_census,
 )
 NVLINK = PasteKind(
-    "nvidia-smi nvlink -s",
-    "nvidia-smi nvlink -s",
+    "nvidia-smi nvlink",
+    "nvidia-smi nvlink",
     lambda line, after: bool(nvsmi_nvlink.GPU_LINE.match(line) and after and nvsmi_nvlink.LINK_LINE.match(after[0])),
     _any(nvsmi_nvlink.GPU_LINE, nvsmi_nvlink.LINK_LINE),
     _text(nvsmi_nvlink.read_nvlink_status),

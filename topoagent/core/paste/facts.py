@@ -9,7 +9,7 @@ joined in, and the notes on how they were joined.
 * ``ibdev2netdev`` / ``ibv_devinfo``: RDMA devices, their ports' state and their netdevs,
   joined to NICs by RDMA name (``-v`` adds the PCI function: joined by BDF).
 * ``nvidia-smi topo -p2p``: each GPU pair's P2P status, by label.
-* ``nvidia-smi nvlink -s``: each GPU's active and inactive NVLinks, by label.
+* ``nvidia-smi nvlink -s`` / ``-R``: each GPU's active and inactive NVLinks, by label.
 * ``dmesg``: AER events, by BDF (a function the rest does not show is added with what the
   log says of it: driver, ids).
 
@@ -308,17 +308,28 @@ def apply_p2p(snap: Snapshot, matrix: P2PMatrix, where: str) -> Snapshot:
 
 
 def apply_nvlink(snap: Snapshot, gpus: Iterable[NvlinkGpu]) -> Snapshot:
-    """``snap`` with ``nvidia-smi nvlink -s``'s links of each GPU (by label ``GPU<index>``)."""
-    gpus = tuple(gpus)
-    snap = with_labelled_gpus(snap, (f"GPU{g.index}" for g in gpus))
-    status = list(snap.nvlink_status)
+    """``snap`` with ``nvidia-smi nvlink -s``'s and ``-R``'s links of each GPU (by label
+    ``GPU<index>``), one record per GPU however many outputs list it: a link is active where
+    any shows it so (a speed, a remote device)."""
+    by_index: dict[int, list[NvlinkGpu]] = defaultdict(list)
     for g in gpus:
+        by_index[g.index].append(g)
+    snap = with_labelled_gpus(snap, (f"GPU{i}" for i in by_index))
+    status = list(snap.nvlink_status)
+    for i, gs in by_index.items():
+        speeds = dict(s for g in gs for s in g.speeds)
+        remote = dict(r for g in gs for r in g.remote)
+        links = sorted(speeds.keys() | remote.keys())
+        first = gs[0]
+        how = "-s" if first.speeds or not first.remote else "-R"
         status.append(
             NvlinkStatus(
-                f"GPU{g.index}",
-                tuple(speed for _, speed in g.speeds),
-                g.inactive,
-                f"nvidia-smi nvlink -s GPU {g.index} (line {g.line})",
+                f"GPU{i}",
+                tuple(speeds.values()),
+                tuple(sorted({n for g in gs for n in g.inactive} - set(links))),
+                f"nvidia-smi nvlink {how} GPU {i} (line {first.line})",
+                remote=tuple(remote.values()),
+                links=tuple(links),
             )
         )
     return msgspec.structs.replace(snap, nvlink_status=tuple(status))
