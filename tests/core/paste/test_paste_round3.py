@@ -305,3 +305,19 @@ def test_nvlink_s_and_r_of_one_host_agree() -> None:
     r = analyse(_snapshot(s + "\n" + r_text))
     found = [f for f in r.findings if f.code == "NVLINK_INACTIVE"]
     assert len(found) == 1 and "4 active" in found[0].evidence[0].value
+
+
+# -- 8. a role no paste proves -----------------------------------------------------------------
+
+
+def test_a_nic_sys_to_every_gpu_in_a_matrix_is_no_storage_nic() -> None:
+    """NVIDIA/nccl#1453's H100 matrix (tests/core/parse/samples/nvsmi): mlx5_0 is SYS to all
+    eight GPUs while mlx5_1-8 are each a GPU's PIX.  What mlx5_0 is for the matrix does not say:
+    it is no "storage NIC" and stays in NCCL_IB_HCA; the tree says no GPU is near it."""
+    text = (REPO / "tests/core/parse/samples/nvsmi/h100_nv18_9nic_tabs.txt").read_text()
+    r = analyse(_snapshot(text))
+    nic0 = next(n for n in r.topology.nics if n.rdma_devices == ("mlx5_0",))
+    assert r.rails.roles[nic0.id].value == "compute"
+    assert {g.env["NCCL_IB_HCA"] for g in r.plan.gpus} == {"=" + ",".join(f"mlx5_{i}" for i in range(9))}
+    out = run_cli("scan", "--nvidia-smi-topo", str(REPO / "tests/core/parse/samples/nvsmi/h100_nv18_9nic_tabs.txt"))
+    assert "mlx5_0 · NUMA unknown · no GPU is near it" in out.stdout and "storage NIC" not in out.stdout
