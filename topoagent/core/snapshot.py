@@ -570,7 +570,8 @@ class AmdGpu(msgspec.Struct, frozen=True):
 
 class GivenPath(msgspec.Struct, frozen=True):
     """A path class a source states outright: a cell of ``nvidia-smi topo -m`` (``PIX``,
-    ``NV12``, ``SYS`` ...), verbatim, between two devices named by label."""
+    ``NV12``, ``SYS`` ...), verbatim, between two devices named by label; or the class
+    ``lstopo``'s nesting shows between two functions below one host bridge, named by BDF."""
 
     a: str
     b: str

@@ -320,10 +320,11 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
         return self.index.by_key.get(key)
 
     def given_token(self, a: Device, b: Device) -> str | None:
-        """The path class a source stated between two labelled devices (a matrix cell)."""
-        if a.label is None or b.label is None:
-            return None
-        return self.index.given.get((a.label, b.label))
+        """The path class a source stated between two devices (a matrix cell, by label; a
+        class lstopo's nesting shows, by BDF)."""
+        given = self.index.given
+        keys = [(x, y) for x in (a.label, a.bdf) for y in (b.label, b.bdf) if x is not None and y is not None]
+        return next((given[k] for k in keys if k in given), None)
 
     @property
     def lists_every_nic(self) -> bool:

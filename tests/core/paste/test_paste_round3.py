@@ -15,6 +15,7 @@ from tests.paths import REPO
 from tests.plan_helpers import run_cli
 from topoagent.core.api import analyse
 from topoagent.core.paste import PasteInput, read_pastes
+from topoagent.core.pathclass import PathClass
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import Snapshot
 
@@ -321,3 +322,50 @@ def test_a_nic_sys_to_every_gpu_in_a_matrix_is_no_storage_nic() -> None:
     assert {g.env["NCCL_IB_HCA"] for g in r.plan.gpus} == {"=" + ",".join(f"mlx5_{i}" for i in range(9))}
     out = run_cli("scan", "--nvidia-smi-topo", str(REPO / "tests/core/parse/samples/nvsmi/h100_nv18_9nic_tabs.txt"))
     assert "mlx5_0 · NUMA unknown · no GPU is near it" in out.stdout and "storage NIC" not in out.stdout
+
+
+# -- 6. lstopo without -v, 7. a console VGA is no GPU -------------------------------------------
+
+
+def _lstopo_of(root: Path) -> str:
+    import os
+    import shutil
+    import subprocess
+
+    lstopo = shutil.which("lstopo-no-graphics") or shutil.which("lstopo")
+    if lstopo is None:
+        pytest.skip("lstopo not installed (Debian package hwloc)")
+    env = {**os.environ, "HWLOC_FSROOT": str(root), "HWLOC_THISSYSTEM": "1"}
+    return subprocess.run(
+        [lstopo, "--of", "console"], capture_output=True, text=True, env=env, timeout=120, check=True
+    ).stdout
+
+
+def test_lstopo_without_v_shows_the_paths_below_one_switch(fixture_root) -> None:
+    """hwloc's plain ``lstopo`` of the p4d-efa fixture (four PCIe switches, each with an EFA and
+    two A100s): no bridge prints its busid, but the indentation puts each EFA and its two GPUs
+    below one switch: those three pairs per switch are PIX (12 in all), as the sysfs scan of the
+    same tree says; pairs across host bridges stay unknown."""
+    from topoagent.core.api import scan
+
+    root = fixture_root("p4d-efa")
+    pasted = analyse(read_pastes([PasteInput("lstopo", _lstopo_of(root))]))
+    live = scan(root, nvml="off")
+    bdf = {d.id: d.bdf for d in pasted.topology.devices}
+    live_bdf = {d.id: d.bdf for d in live.topology.devices}
+    live_cls = {frozenset((live_bdf[p.a], live_bdf[p.b])): p.token for p in live.paths}
+    shown = {frozenset((bdf[p.a], bdf[p.b])): p.token for p in pasted.paths if p.shown}
+    assert len(shown) == 12 and set(shown.values()) == {"PIX"}
+    assert all(live_cls[k] == token for k, token in shown.items())
+    rails = {r.gpu: r.cls for r in pasted.rails.rails}
+    assert set(rails.values()) == {PathClass.PIX}
+
+
+def test_a_console_vga_in_plain_lstopo_is_no_gpu(fixture_root) -> None:
+    """The cloud-vm fixture's QEMU VGA as plain ``lstopo`` prints it, ``PCI 00:01.0 (VGA)`` with no
+    vendor and no compute device below it: a BMC's or hypervisor's console as likely as a GPU, so
+    no GPU is claimed (the sysfs scan of the same tree, which reads the vendor, counts none)."""
+    r = analyse(read_pastes([PasteInput("lstopo", _lstopo_of(fixture_root("cloud-vm")))]))
+    assert r.topology.gpus == ()
+    vga = r.topology.by_bdf("0000:00:01.0")
+    assert vga is not None and "no GPU" in vga.name
