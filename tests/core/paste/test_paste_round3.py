@@ -369,3 +369,25 @@ def test_a_console_vga_in_plain_lstopo_is_no_gpu(fixture_root) -> None:
     assert r.topology.gpus == ()
     vga = r.topology.by_bdf("0000:00:01.0")
     assert vga is not None and "no GPU" in vga.name
+
+
+# -- 9. a redirecting switch port above a lone GPU ------------------------------------------------
+
+
+def test_a_redirecting_pex8749_port_above_a_gpu_whose_peers_are_not_shown_is_reported() -> None:
+    """HeyMeco/Rockchip-pcie-devices#6's PLX downstream port 03:08.0 (``ACSCtl: … ReqRedir+
+    CmpltRedir+``, link up) as a PEX 8749, with a GPU below it: luigifcruz/stelline's RTX 6000
+    Ada record (tests/core/parse/samples/lspci) moved to bus 04 (derived).  With nothing below it
+    the port was reported (info: the excerpt shows no GPU path through it); with its GPU shown
+    and no peer of the GPU, it was not -- now it is, the same way."""
+    lspci = REPO / "tests/core/parse/samples/lspci"
+    port = (lspci / "vvv_plx_pex8725_acs.txt").read_text().split("\n\n")[1].replace(
+        "PEX 8725 24-Lane, 10-Port PCI Express Gen 3 (8.0 GT/s) Multi-Root Switch with DMA",
+        "PEX 8749 48-Lane, 18-Port PCI Express Gen 3 (8.0 GT/s) Switch",
+    )
+    gpu = (lspci / "vvv_rtx6000ada_legacy_endpoint.txt").read_text().split("\n", 1)[1].replace("01:00.0 VGA", "04:00.0 VGA", 1)
+    assert "PEX 8749" in port and "04:00.0 VGA" in gpu
+    r = analyse(_snapshot(port + "\n\n" + gpu))
+    (f,) = [f for f in r.findings if f.code == "ACS_REDIRECT"]
+    assert f.severity.label == "info" and "0000:03:08.0" in f.message and "no GPU path" in f.message
+    assert r.topology.by_bdf("0000:04:00.0").parent == "0000:03:08.0"
