@@ -391,3 +391,29 @@ def test_a_redirecting_pex8749_port_above_a_gpu_whose_peers_are_not_shown_is_rep
     (f,) = [f for f in r.findings if f.code == "ACS_REDIRECT"]
     assert f.severity.label == "info" and "0000:03:08.0" in f.message and "no GPU path" in f.message
     assert r.topology.by_bdf("0000:04:00.0").parent == "0000:03:08.0"
+
+
+def test_a_guests_gpus_on_the_emulated_host_bridge_are_a_flat_tree() -> None:
+    """elasticluster/elasticluster#504: ``lspci -v`` of a Google Cloud guest, an i440FX host
+    bridge ("Qemu virtual machine") and two Tesla K80 functions straight on bus 00: the emulated
+    chipset proves a guest and no switch is above the GPUs: VM_FLAT_PCI_TREE (info); the
+    hypervisor's devices are no GPUs."""
+    r = _scan("lspci_v_gce_k80_guest_i440fx.txt")
+    assert [g.bdf for g in r.topology.gpus] == ["0000:00:04.0", "0000:00:05.0"]
+    assert r.topology.virtualized is True
+    assert ("VM_FLAT_PCI_TREE", "info") in {(f.code, f.severity.label) for f in r.findings}
+
+
+# -- 5. Grace in a pasted matrix -----------------------------------------------------------------
+
+
+def test_a_gb200_matrix_places_each_gpu_on_its_grace_and_claims_no_cross_numa_nic() -> None:
+    """sgl-project/sglang#11208's GB200 matrix (tests/core/parse/samples/nvsmi): NUMA Affinity
+    lists ``0,3-9,11-17`` and ``1,19-25,27-33`` with GPU NUMA IDs 2, 10, 18, 26: each GPU's CPU
+    node is its list's lowest (0, 0, 1, 1) and its memory node its GPU NUMA ID; every NIC is SYS
+    as nvidia-smi prints it on Grace, and NCCL reaches its own Grace's NICs by P2C with
+    GPUDirect on: no GPU_NIC_CROSS_NUMA."""
+    text = (REPO / "tests/core/parse/samples/nvsmi/paste_gb200_all_sys_numa_lists_sglang11208.txt").read_text()
+    r = analyse(_snapshot(text))
+    assert [(g.numa_node, g.memory_node) for g in r.topology.gpus] == [(0, 2), (0, 10), (1, 18), (1, 26)]
+    assert "GPU_NIC_CROSS_NUMA" not in {f.code for f in r.findings}
