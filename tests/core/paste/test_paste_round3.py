@@ -45,9 +45,10 @@ def test_ibdev2netdev_v_alone_gives_each_hca_and_its_down_ports() -> None:
     """A public ``ibdev2netdev`` and ``ibdev2netdev -v`` (README): eight RDMA devices, each a NIC at
     the address ``-v`` prints, named from its part (MT4117 is device 0x1015, a ConnectX-4 Lx;
     MT4119 0x1017; MT4123 0x101b; MT4120 0x1018, a ConnectX-5 VF: 4b:00.1 and 4b:00.2 are the VFs
-    of the ConnectX-5 at 4b:00.0 beside them), placement unknown.  mlx5_0, mlx5_1 and mlx5_4 are physical functions whose only port is DOWN: NCCL skips
-    them (NIC_PORT_DOWN).  No GPU is shown, so none is any GPU's rail: info.  The VFs' ports are
-    down as unused VFs' are: no finding."""
+    of the ConnectX-5 at 4b:00.0 beside them), placement unknown.  mlx5_0, mlx5_1 and mlx5_4 are
+    physical functions whose only port is DOWN: NCCL skips them (NIC_PORT_DOWN).  No GPU is
+    shown, so none is any GPU's rail: info.  The VFs' ports are down as unused VFs' are: no
+    finding."""
     r = _scan("ibdev2netdev_v_cx4lx_ports_down.txt")
     nics = {n.bdf: n for n in r.topology.nics}
     assert sorted(nics) == [
@@ -89,7 +90,7 @@ def test_ibdev2netdev_v_alone_gives_each_hca_and_its_down_ports() -> None:
     assert [f.code for f in r.findings if f.code != "NIC_PORT_DOWN"] == []
 
 
-def nics_of(r: ScanResult, f) -> str:  # noqa: ANN001 - a Finding
+def nics_of(r: ScanResult, f) -> str:
     (subject,) = f.subjects
     return r.topology.by_id(subject).bdf or ""
 
@@ -147,7 +148,7 @@ def test_the_port_down_paste_through_the_command_line() -> None:
 
 
 @pytest.fixture
-def tmp_text(tmp_path: Path):  # noqa: ANN201 - a factory
+def tmp_text(tmp_path: Path):
     def write(name: str, text: str) -> Path:
         path = tmp_path / name
         path.write_text(text)
@@ -234,7 +235,11 @@ def test_a_query_of_one_gpu_of_eight_is_not_the_matrixs_gpu0_by_position() -> No
     0000:06:00.0 (a Tesla V100-SXM2-16GB), glued to a DGX-1V's matrix (pytorch's DDP benchmark
     README, the same model of host): the block is the first in the paste, not GPU0, and the
     matrix names no bus id.  So it is its own GPU, said so, and no matrix GPU takes its name."""
-    text = _text("nvsmi_q_one_of_eight_dgx1.txt") + "\n" + (REPO / "tests/core/parse/samples/nvsmi/dgx1_v100_raw_mlx5.txt").read_text()
+    text = (
+        _text("nvsmi_q_one_of_eight_dgx1.txt")
+        + "\n"
+        + (REPO / "tests/core/parse/samples/nvsmi/dgx1_v100_raw_mlx5.txt").read_text()
+    )
     r = analyse(_snapshot(text))
     named = [(g.label, g.bdf, g.name) for g in r.topology.gpus if g.bdf is not None]
     assert named == [(None, "0000:06:00.0", "Tesla V100-SXM2-16GB")]
@@ -299,7 +304,9 @@ def test_nvlink_s_and_r_of_one_host_agree() -> None:
     (README's derived two-V100 paste), GPU 3 is NVLINK_INACTIVE once, not twice."""
     s = _text("derived_nvlink_s_two_v100.txt")
     r_lines = "\n".join(
-        f"         Link {i}: <inactive>" if i in (3, 5) else f"         Link {i}: Remote Device 00000000:1{i}:00.0: Link 0"
+        f"         Link {i}: <inactive>"
+        if i in (3, 5)
+        else f"         Link {i}: Remote Device 00000000:1{i}:00.0: Link 0"
         for i in range(6)
     )
     r_text = "$ nvidia-smi nvlink -R\nGPU 3: Tesla V100-SXM2-32GB (UUID: ...)\n" + r_lines + "\n"
@@ -381,11 +388,21 @@ def test_a_redirecting_pex8749_port_above_a_gpu_whose_peers_are_not_shown_is_rep
     the port was reported (info: the excerpt shows no GPU path through it); with its GPU shown
     and no peer of the GPU, it was not -- now it is, the same way."""
     lspci = REPO / "tests/core/parse/samples/lspci"
-    port = (lspci / "vvv_plx_pex8725_acs.txt").read_text().split("\n\n")[1].replace(
-        "PEX 8725 24-Lane, 10-Port PCI Express Gen 3 (8.0 GT/s) Multi-Root Switch with DMA",
-        "PEX 8749 48-Lane, 18-Port PCI Express Gen 3 (8.0 GT/s) Switch",
+    port = (
+        (lspci / "vvv_plx_pex8725_acs.txt")
+        .read_text()
+        .split("\n\n")[1]
+        .replace(
+            "PEX 8725 24-Lane, 10-Port PCI Express Gen 3 (8.0 GT/s) Multi-Root Switch with DMA",
+            "PEX 8749 48-Lane, 18-Port PCI Express Gen 3 (8.0 GT/s) Switch",
+        )
     )
-    gpu = (lspci / "vvv_rtx6000ada_legacy_endpoint.txt").read_text().split("\n", 1)[1].replace("01:00.0 VGA", "04:00.0 VGA", 1)
+    gpu = (
+        (lspci / "vvv_rtx6000ada_legacy_endpoint.txt")
+        .read_text()
+        .split("\n", 1)[1]
+        .replace("01:00.0 VGA", "04:00.0 VGA", 1)
+    )
     assert "PEX 8749" in port and "04:00.0 VGA" in gpu
     r = analyse(_snapshot(port + "\n\n" + gpu))
     (f,) = [f for f in r.findings if f.code == "ACS_REDIRECT"]

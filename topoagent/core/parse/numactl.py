@@ -86,7 +86,8 @@ def read_numactl(text: str) -> NumactlReport:
         line = ln.text.strip()
         if cpus_of is not None and CPU_WRAP.match(line):
             # a CPU list a mail client wrapped ("… 108" / "109 110 …"): the same node's CPUs
-            cpus_of["cpus"] = cpus_of.get("cpus", CpuSet()) | CpuSet(int(w) for w in line.split())  # type: ignore[operator]
+            before: CpuSet = cpus_of["cpus"]  # type: ignore[assignment]
+            cpus_of["cpus"] = before | CpuSet(int(w) for w in line.split())
             continue
         cpus_of = None
         if _AVAILABLE.match(line) or line == "node distances:":

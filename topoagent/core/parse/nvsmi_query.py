@@ -38,7 +38,15 @@ from topoagent.core.digits import is_decimal
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
 
-__all__ = ["FRAGMENT", "GPU_HEADER", "fragment_starts", "GpuQuery", "QueryParseError", "QueryReport", "read_nvsmi_query"]
+__all__ = [
+    "FRAGMENT",
+    "GPU_HEADER",
+    "fragment_starts",
+    "GpuQuery",
+    "QueryParseError",
+    "QueryReport",
+    "read_nvsmi_query",
+]
 
 #: PCIe generation -> GT/s per lane (PCIe Base Specification; REFERENCE §3).
 GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
@@ -251,8 +259,10 @@ def read_nvsmi_query(text: str) -> QueryReport:
         kv = _KEY_VALUE.match(line)
         fragment = FRAGMENT.match(line)
         # a section this block has already printed starts another GPU's (a second fragment)
-        again = block is not None and fragment is not None and (
-            block.first == line or fragment.group(1) in block.opened or f"PCI/{fragment.group(1)}" in block.opened
+        again = (
+            block is not None
+            and fragment is not None
+            and (block.first == line or fragment.group(1) in block.opened or f"PCI/{fragment.group(1)}" in block.opened)
         )
         new = header is not None or again
         if new or _LOG_TOP.match(line) or (kv and kv.group(2) in _TOP and (block is None or indent <= block.indent)):
@@ -282,6 +292,4 @@ def read_nvsmi_query(text: str) -> QueryReport:
         raise QueryParseError("no nvidia-smi -q GPU block (a line 'GPU 00000000:bb:dd.f') found")
     drivers = tuple(top["Driver Version"])
     attached = tuple(int(a) for a in top["Attached GPUs"] if is_decimal(a) and len(a) <= 4)
-    return QueryReport(
-        tuple(gpus), drivers[0] if drivers else None, tuple(merge_skipped(skipped)), attached, drivers
-    )
+    return QueryReport(tuple(gpus), drivers[0] if drivers else None, tuple(merge_skipped(skipped)), attached, drivers)

@@ -198,8 +198,8 @@ def unwrap_lines(text: str) -> list[tuple[int, str]]:
     """Every line of ``text`` with its number, as the tool printed it: CR, ANSI codes and
     invisible characters gone, quoted-printable soft breaks joined (a joined line keeps its
     first number, so numbers may skip), and a block's common prefix (C comment, ``>``, ``#``,
-    ``//``, ``|``) removed.  Nothing is dropped but the empty lines before the first: :func:`clean_paste` and the segmenter
-    (:mod:`topoagent.core.parse.segment`) judge each line."""
+    ``//``, ``|``) removed.  Nothing is dropped but the empty lines before the first:
+    :func:`clean_paste` and the segmenter (:mod:`topoagent.core.parse.segment`) judge each line."""
     if not isinstance(text, str):
         raise InputError(f"expected text, got {type(text).__name__}")
     # Leading empty lines are numbered but not returned (a segment's text is its paste's lines

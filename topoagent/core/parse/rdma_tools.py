@@ -30,9 +30,9 @@ import msgspec
 
 from topoagent.core.bdf import PRINTED_BDF, printed_bdf
 from topoagent.core.digits import is_decimal
-from topoagent.core.pci import MELLANOX
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
+from topoagent.core.pci import MELLANOX
 
 __all__ = [
     "IbPort",
@@ -168,7 +168,8 @@ class _Hca:
                 rate_gbps=_rate(p.get("active_width"), p.get("active_speed")),  # type: ignore[arg-type]
                 line=p["line"],  # type: ignore[arg-type]
                 text=p["text"],  # type: ignore[arg-type]
-                **self.ids,
+                vendor_id=self.ids.get("vendor_id"),
+                device_id=self.ids.get("device_id"),
             )
             for p in self.ports
         ]

@@ -167,8 +167,9 @@ P2P = PasteKind(
 QUERY = PasteKind(
     "nvidia-smi -q",
     "nvidia-smi -q",
-    lambda line, after: bool(_QUERY_TOP.match(line) or nvsmi_query.GPU_HEADER.match(line))
-    or nvsmi_query.fragment_starts(line, after),
+    lambda line, after: (
+        bool(_QUERY_TOP.match(line) or nvsmi_query.GPU_HEADER.match(line)) or nvsmi_query.fragment_starts(line, after)
+    ),
     _any(re.compile(r"\s"), _QUERY_TOP, nvsmi_query.GPU_HEADER, nvsmi_query.FRAGMENT),
     _text(nvsmi_query.read_nvsmi_query),
     typed=_NVIDIA_SMI,

@@ -243,12 +243,12 @@ def _with_physfns(fns: list[PciFunction]) -> list[PciFunction]:
     PF's VFs follow it (First VF Offset, PCIe Base Specification 9.3.3.10)."""
     pf_of: dict[str, str] = {}
     last_pf: dict[tuple[str, int | None], str] = {}  # (domain:bus, vendor) -> the last PF seen
-    for f in sorted((f for f in fns if f.bdf is not None), key=lambda f: bdf_key(f.bdf)):  # type: ignore[arg-type]
-        bus = (f.bdf[: f.bdf.rindex(":")], f.vendor_id)  # type: ignore[union-attr]
+    for bdf, f in sorted(((f.bdf, f) for f in fns if f.bdf is not None), key=lambda bf: bdf_key(bf[0])):
+        bus = (bdf[: bdf.rindex(":")], f.vendor_id)
         if not pci.is_vf_id(f.vendor_id, f.device_id):
-            last_pf[bus] = f.bdf  # type: ignore[assignment]
+            last_pf[bus] = bdf
         elif f.physfn is None and bus in last_pf:
-            pf_of[f.bdf] = last_pf[bus]  # type: ignore[index]
+            pf_of[bdf] = last_pf[bus]
     return [msgspec.structs.replace(f, physfn=pf_of[f.bdf]) if f.bdf in pf_of else f for f in fns]
 
 

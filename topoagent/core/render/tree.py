@@ -235,7 +235,9 @@ def _rail_labels(result: ScanResult) -> dict[str, str]:
     for nic, role in result.rails.roles.items():
         users = result.rails.users(nic)
         unplaced = role.value == "compute" and nic in result.rails.far  # a paste proves no role
-        labels[nic] = f"rail for {','.join(users)}" if users else "no GPU is near it" if unplaced else f"{role.value} NIC"
+        labels[nic] = (
+            f"rail for {','.join(users)}" if users else "no GPU is near it" if unplaced else f"{role.value} NIC"
+        )
     return labels
 
 
