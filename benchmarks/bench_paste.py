@@ -25,7 +25,7 @@ SAMPLES = {
     "nvidia-smi topo -m": "derived_h100_topo_and_p2p_n.txt",
     "nvidia-smi topo -p2p": "topo_m_p2p_details_2x5090.txt",
     "nvidia-smi -q": "nvsmi_q_a10g_p0_x8.txt",
-    "nvidia-smi nvlink -s": "derived_nvlink_s_two_v100.txt",
+    "nvidia-smi nvlink": "derived_nvlink_s_two_v100.txt",
     "numactl -H": "numactl_nps4_memoryless_nodes.txt",
     "ibdev2netdev": "ibdev2netdev_column_comments.txt",
     "ibv_devinfo": "ibv_devinfo_mlx4_two_ports.txt",

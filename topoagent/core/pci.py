@@ -168,7 +168,10 @@ DEVICES = {
     (0x15B3, 0x1007): "ConnectX-3 Pro",
     (0x15B3, 0x1013): "ConnectX-4",
     (0x15B3, 0x1015): "ConnectX-4 Lx",
+    (0x15B3, 0x1014): "ConnectX-4 Virtual Function",
+    (0x15B3, 0x1016): "ConnectX-4 Lx Virtual Function",
     (0x15B3, 0x1018): "ConnectX-5 Virtual Function",
+    (0x15B3, 0x101A): "ConnectX-5 Ex Virtual Function",
     (0x15B3, 0x101C): "ConnectX-6 Virtual Function",
     (0x15B3, 0xA2D2): "BlueField integrated ConnectX-5",
     (0x15B3, 0x1979): "ConnectX-7 PCIe Bridge",
@@ -736,6 +739,13 @@ def kind_from_name(text: str | None, vendor: int | None, device: int | None) -> 
     if vendor in (AMD_ATI, INTEL) and re.search(_OTHER_GPU_NAME, text) and not re.search(_NOT_A_GPU, text):
         return "gpu"
     return None
+
+
+def is_vf_id(vendor: int | None, device: int | None) -> bool:
+    """Whether the built-in table names this id an SR-IOV virtual function (``ConnectX-5
+    Virtual Function``, ``ConnectX Family VF``): what a paste that shows no ``physfn`` has."""
+    name = DEVICES.get((vendor, device)) if vendor is not None and device is not None else None
+    return name is not None and re.search(r"Virtual Function|\bVF\b", name) is not None
 
 
 def known_device(vendor: int | None, device: int | None) -> bool:

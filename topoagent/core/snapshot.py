@@ -500,13 +500,22 @@ class GivenP2P(msgspec.Struct, frozen=True):
 
 
 class NvlinkStatus(msgspec.Struct, frozen=True):
-    """One GPU's NVLinks as ``nvidia-smi nvlink -s`` lists them (by the GPU's label, ``GPU0``):
-    the speed of each active link (GB/s) and the numbers of the inactive ones."""
+    """One GPU's NVLinks as ``nvidia-smi nvlink -s`` and ``-R`` list them (by the GPU's label,
+    ``GPU0``): the speed of each active link whose speed is shown (GB/s, ``-s``), the device
+    each active link reaches where shown (``-R``'s ``Remote Device``), the active links'
+    numbers, and the inactive ones'."""
 
     label: str
     speeds: tuple[float, ...] = ()
     inactive: tuple[int, ...] = ()
     source: str = ""
+    remote: tuple[str, ...] = ()
+    links: tuple[int, ...] = ()
+
+    @property
+    def active(self) -> int:
+        """How many links are active."""
+        return len(self.links) if self.links else len(self.speeds)
 
 
 #: KFD io_link types (include/uapi/linux/kfd_sysfs.h and drivers/gpu/drm/amd/amdkfd/kfd_crat.h,
@@ -561,7 +570,8 @@ class AmdGpu(msgspec.Struct, frozen=True):
 
 class GivenPath(msgspec.Struct, frozen=True):
     """A path class a source states outright: a cell of ``nvidia-smi topo -m`` (``PIX``,
-    ``NV12``, ``SYS`` ...), verbatim, between two devices named by label."""
+    ``NV12``, ``SYS`` ...), verbatim, between two devices named by label; or the class
+    ``lstopo``'s nesting shows between two functions below one host bridge, named by BDF."""
 
     a: str
     b: str

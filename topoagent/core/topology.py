@@ -81,7 +81,8 @@ class Device(msgspec.Struct, frozen=True):
     ``id`` (``gpu0``) is the device's position in PCI order among its kind: what people,
     CUDA and the JSON contract count by, and it shifts when a device before it disappears.
     ``key`` is stable: the BDF, or ``nvidia-smi:GPU0`` for a device known only by a tool's
-    label.  Events, metrics and journals name devices by key.
+    label, or ``rdma:mlx5_0`` for a NIC known only by its RDMA device.  Events, metrics and
+    journals name devices by key.
     """
 
     id: str
@@ -319,10 +320,11 @@ class Topology(msgspec.Struct, frozen=True, weakref=True):
         return self.index.by_key.get(key)
 
     def given_token(self, a: Device, b: Device) -> str | None:
-        """The path class a source stated between two labelled devices (a matrix cell)."""
-        if a.label is None or b.label is None:
-            return None
-        return self.index.given.get((a.label, b.label))
+        """The path class a source stated between two devices (a matrix cell, by label; a
+        class lstopo's nesting shows, by BDF)."""
+        given = self.index.given
+        keys = [(x, y) for x in (a.label, a.bdf) for y in (b.label, b.bdf) if x is not None and y is not None]
+        return next((given[k] for k in keys if k in given), None)
 
     @property
     def lists_every_nic(self) -> bool:
@@ -1047,11 +1049,14 @@ def common_ancestors(a: Device, b: Device) -> int:
 
 
 def device_key(f: PciFunction, ident: str) -> str:
-    """A function's stable key: its BDF, else the label its source gave it (only a pasted
-    ``nvidia-smi topo -m`` names devices without an address), else its display id."""
+    """A function's stable key: its BDF, else the label its source gave it (a pasted
+    ``nvidia-smi topo -m`` names devices without an address), else its RDMA device (a pasted
+    ``ibdev2netdev`` or ``ibv_devinfo``), else its display id."""
     if f.bdf is not None:
         return f.bdf
-    return f"nvidia-smi:{f.label}" if f.label is not None else ident
+    if f.label is not None:
+        return f"nvidia-smi:{f.label}"
+    return f"rdma:{f.rdma_names[0]}" if f.rdma_names else ident
 
 
 def id_key(ident: str) -> tuple[str, int]:

@@ -109,8 +109,10 @@ def test_matrix_topology_paths_rails_and_findings():
     assert [(f.code, f.severity.label, f.subjects) for f in r.findings] == [("NUMA_UNKNOWN", "info", ("nic0",))]
     plan = {g.gpu: g for g in r.plan.gpus}
     assert str(plan["gpu0"].cpus) == "0-79" and plan["gpu0"].env["UCX_NET_DEVICES"] == "mlx5_8:1"
-    # One NCCL_IB_HCA for every rank: the compute HCAs (mlx5_0 is SYS to every GPU: storage).
-    assert {g.env["NCCL_IB_HCA"] for g in plan.values()} == {"=" + ",".join(f"mlx5_{i}" for i in range(1, 9))}
+    # One NCCL_IB_HCA for every rank: every HCA.  mlx5_0 is SYS to every GPU, but nothing in a
+    # paste proves it is for storage (issue 42 item 8): no GPU is near it, and it stays listed.
+    assert {g.env["NCCL_IB_HCA"] for g in plan.values()} == {"=" + ",".join(f"mlx5_{i}" for i in range(9))}
+    assert r.rails.roles["nic0"].value == "compute" and r.rails.far == ("nic0",)
     assert plan["gpu0"].bdf is None
 
 

@@ -362,9 +362,10 @@ def test_lstopo_verbose_of_a_host_gives_its_paths_as_nvidia_smi_names_them(fixtu
     assert nics == {d.bdf: d.rdma_devices for d in live.topology.nics}
 
 
-def test_lstopo_without_v_gives_nodes_cpus_and_placement_but_no_paths(fixture_root) -> None:
-    """Plain ``lstopo``: a ``PCIBridge`` names no function, so the tree is unknown (said so);
-    the NUMA nodes, their CPUs and each device's node are still lstopo's."""
+def test_lstopo_without_v_gives_nodes_cpus_and_placement_but_no_bridge_tree(fixture_root) -> None:
+    """Plain ``lstopo``: a ``PCIBridge`` names no function, so the bridges are unknown (said so;
+    tests/core/paste/test_paste_round3.py reads the paths the nesting shows); the NUMA nodes,
+    their CPUs and each device's node are still lstopo's."""
     root = fixture_root("dgx-h100")
     snap = read_pastes([PasteInput("lstopo", _lstopo(root))])
     live = scan(root, nvml="off")

@@ -71,6 +71,9 @@ class Rails(msgspec.Struct, frozen=True):
 
     roles: FrozenMap[str, NicRole]
     rails: tuple[Rail, ...]
+    #: The fabric NICs every GPU reaches worse than PXB, by a path some source shows: on a
+    #: host read from sysfs, storage NICs (:func:`nic_roles`); in a paste, NICs no GPU is near.
+    far: tuple[str, ...] = ()
 
     def rail(self, gpu: str) -> Rail | None:
         """The rail of a GPU (by device id), or None."""
@@ -91,10 +94,32 @@ def _is_fabric(nic: Device) -> bool:
     return nic.rdma_capable or nic_bandwidth_gbps(nic) * 1000 >= _FABRIC_MBPS
 
 
-def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[str, NicRole]:
-    """Classify physical NICs (VFs are left out: they are a PF's slices, not rails)."""
-    nics = [n for n in topo.nics if not n.is_vf]
+def far_nics(topo: Topology, paths: dict[tuple[str, str], Path]) -> tuple[str, ...]:
+    """The physical fabric NICs every GPU's shown path reaches worse than PXB, on a host whose
+    other fabric NICs do sit next to GPUs (if none is near any GPU, the host simply has poor
+    rails)."""
+    nics = [n for n in topo.nics if not n.is_vf and _is_fabric(n)]
     gpus = [g for g in topo.gpus if topo.physical(g) is g]  # a GPU VF's paths are its PF's
+
+    def near(n: Device) -> bool:
+        """Whether any GPU reaches the NIC within one PCIe switch hierarchy (PXB or better)."""
+        return any(paths[(g.id, n.id)].cls <= PathClass.PXB for g in gpus)
+
+    def far(n: Device) -> bool:
+        """Whether every GPU's path to the NIC is shown and worse than PXB (an unshown one may be near)."""
+        return all((p := paths[(g.id, n.id)]).shown and p.cls > PathClass.PXB for g in gpus)
+
+    if not gpus or not any(near(n) for n in nics):
+        return ()
+    return tuple(n.id for n in nics if far(n))
+
+
+def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[str, NicRole]:
+    """Classify physical NICs (VFs are left out: they are a PF's slices, not rails).  A NIC's
+    name can say storage (``mlx5_stor_0``); on a host read from sysfs a fabric NIC far from every
+    GPU (:func:`far_nics`) is placed for storage too.  A paste proves no role: there a far NIC
+    stays a compute NIC that no GPU is near."""
+    nics = [n for n in topo.nics if not n.is_vf]
     roles: dict[str, NicRole] = {}
     for n in nics:
         names = " ".join(n.rdma_devices + n.netdevs)
@@ -104,22 +129,10 @@ def nic_roles(topo: Topology, paths: dict[tuple[str, str], Path]) -> FrozenMap[s
             roles[n.id] = NicRole.MANAGEMENT
         else:
             roles[n.id] = NicRole.COMPUTE
-
-    # A fabric NIC worse than PXB to every GPU, on a host whose other NICs do sit next to
-    # GPUs, is placed for storage; if no NIC is near any GPU the host simply has poor rails.
-    def near(n: Device) -> bool:
-        """Whether any GPU reaches the NIC within one PCIe switch hierarchy (PXB or better)."""
-        return any(paths[(g.id, n.id)].cls <= PathClass.PXB for g in gpus)
-
-    def far(n: Device) -> bool:
-        """Whether every GPU's path to the NIC is shown and worse than PXB (an unshown one may be near)."""
-        return all((p := paths[(g.id, n.id)]).shown and p.cls > PathClass.PXB for g in gpus)
-
-    compute = compute_nics(topo, roles)
-    if gpus and any(near(n) for n in compute):
-        for n in compute:
-            if far(n):
-                roles[n.id] = NicRole.STORAGE
+    if topo.from_host_tree:
+        for nid in far_nics(topo, paths):
+            if roles[nid] is NicRole.COMPUTE:
+                roles[nid] = NicRole.STORAGE
     return FrozenMap(roles)
 
 
@@ -130,6 +143,7 @@ def pair_rails(topo: Topology, paths: tuple[Path, ...]) -> Rails:
     those its channels use, then the other local NETs no GPU takes first."""
     idx = path_index(paths)
     roles = nic_roles(topo, idx)
+    far = far_nics(topo, idx)
     compute = compute_nics(topo, roles)
     choice = nccl_net_choice(topo, compute, idx) if compute else None
     used = {g.id: choice.channels(g.id) if choice is not None else [] for g in topo.gpus}
@@ -155,4 +169,4 @@ def pair_rails(topo: Topology, paths: tuple[Path, ...]) -> Rails:
         nccl, gdr = nccl_view(topo, phys, dev, p) if dev is not None else (None, None)
         cls = p.cls if p is not None and p.shown else None
         rails.append(Rail(g.id, nic, cls, nics, shared, gdr, nccl))
-    return Rails(roles, tuple(rails))
+    return Rails(roles, tuple(rails), far)

@@ -1,6 +1,6 @@
 """What the tools people paste say beyond the tree: GPU_LINK_SLOW_UNDER_LOAD and
 GPU_LINK_IDLE_DOWNCLOCKED (``nvidia-smi -q``), P2P_NOT_SUPPORTED (``nvidia-smi topo -p2p``),
-NVLINK_INACTIVE (``nvidia-smi nvlink -s``), NIC_PORT_DOWN (``ibdev2netdev``, ``ibv_devinfo``,
+NVLINK_INACTIVE (``nvidia-smi nvlink -s`` / ``-R``), NIC_PORT_DOWN (``ibdev2netdev``, ``ibv_devinfo``,
 or sysfs's port state) and PCIE_AER_LOGGED (``dmesg``) -- their words and rules:
 :mod:`~topoagent.core.findings.catalogue`."""
 
@@ -133,24 +133,24 @@ def _label_key(label: str) -> tuple[int, str]:
 
 def check_nvlink_inactive(c: Context) -> list[Finding]:
     """NVLINK_INACTIVE: a GPU with fewer active NVLinks than the most any GPU of the host has
-    (``nvidia-smi nvlink -s``): the same build gives every GPU the same links."""
+    (``nvidia-smi nvlink -s`` or ``-R``): the same build gives every GPU the same links."""
     status = c.topo.nvlink_status
     if not status:
         return []
-    most = max(len(s.speeds) for s in status)
+    most = max(s.active for s in status)
     by_label = {g.label: g for g in c.topo.gpus if g.label is not None}
     out = []
     for s in status:
         gpu = by_label.get(s.label)
-        if gpu is None or len(s.speeds) >= most or not s.inactive:
+        if gpu is None or s.active >= most or not s.inactive:
             continue
         out.append(
             c.finding(
                 "NVLINK_INACTIVE",
                 [gpu.id],
-                [Evidence(s.source, f"{len(s.speeds)} active, inactive: {', '.join(map(str, s.inactive))}")],
+                [Evidence(s.source, f"{s.active} active, inactive: {', '.join(map(str, s.inactive))}")],
                 gpu=gpu.id if (gpu.label or "").lower() == gpu.id else f"{gpu.id} ({s.label})",
-                active=len(s.speeds),
+                active=s.active,
                 most=most,
                 inactive=len(s.inactive),
             )
@@ -168,7 +168,8 @@ def check_ports(c: Context) -> list[Finding]:
         down_netdevs = sorted(name for name, up in n.netdev_up.items() if not up)
         active = [p for _, p in states if p.state.upper() == "ACTIVE"]  # type: ignore[union-attr]
         if states and not active:
-            compute = c.rails.roles.get(n.id) is NicRole.COMPUTE
+            # a rail NIC only where GPUs are shown: the RDMA tools alone show none to serve
+            compute = c.rails.roles.get(n.id) is NicRole.COMPUTE and bool(c.topo.gpus)
             out.append(
                 c.finding(
                     "NIC_PORT_DOWN",

@@ -97,11 +97,12 @@ def _peer_bridges(c: Context) -> tuple[dict[str, set[str]], dict[str, set[str]],
 
 def _unseen_redirects(c: Context, seen: dict[str, set[str]]) -> list[tuple[Device, AcsInfo]]:
     """In pasted ``lspci -vvv``: switch downstream and root ports whose ACS redirects and whose link
-    is up (``LnkSta`` shows lanes: something answers below) while the excerpt shows nothing below
-    them -- a ``grep`` or ``-s`` may have left the GPU out.  A port with devices shown below it and
-    no GPU among them carries no GPU traffic, and an empty slot none at all.  A port of a kind
-    NVIDIA's platforms set up with redirect on (a ConnectX/BlueField-3 switch port, a Grace/Vera
-    root port) is left alone: its platform may require just that."""
+    is up (``LnkSta`` shows lanes: something answers below) while the excerpt shows no GPU path
+    through them: nothing below them -- a ``grep`` or ``-s`` may have left the GPU out -- or a GPU
+    whose peers the excerpt does not show.  A port with devices shown below it and no GPU among
+    them carries no GPU traffic, and an empty slot none at all.  A port of a kind NVIDIA's
+    platforms set up with redirect on (a ConnectX/BlueField-3 switch port, a Grace/Vera root port)
+    is left alone: its platform may require just that."""
     if not c.offline:
         return []
     return [
@@ -110,12 +111,19 @@ def _unseen_redirects(c: Context, seen: dict[str, set[str]]) -> list[tuple[Devic
         if d.role in (BridgeRole.SWITCH_DOWNSTREAM, BridgeRole.ROOT_PORT)
         and d.id not in seen
         and d.platform_role is None
-        and not c.topo.children(d.bdf)
+        and _no_gpu_path_shown(c, d)
         and (d.link.current_width or 0) > 0
         and d.config is not None
         and (acs := d.config.acs) is not None
         and acs.redirects_p2p
     ]
+
+
+def _no_gpu_path_shown(c: Context, port: Device) -> bool:
+    """Nothing shown below ``port``, or one GPU and no GPU or NIC beside it to be its peer."""
+    below = [d for d in c.topo.devices if port.bdf in d.ancestors]
+    ends = [d for d in below if d.kind in (DeviceKind.GPU, DeviceKind.NIC) and not d.is_vf]
+    return not below or (len(ends) == 1 and ends[0].kind is DeviceKind.GPU)
 
 
 def _acs_finding(c: Context, br: Device, acs: AcsInfo, devs: set[str], *, unseen: bool = False) -> Finding:

@@ -16,6 +16,11 @@ received`` line (``Corrected error received: <src>``, since Linux 6.x ``Correcta
 received from <src>``) counts for its source only when no ``PCIe Bus Error`` line follows it: the
 kernel prints one detail line per function whose status it found set (``aer_print_error``),
 so with details the header adds nothing, and its source may be the requester ID 0000:00:00.0.
+
+A mail client wraps long lines at a space (RFC 5322 2.1.1 asks for 78 characters): a line that
+is only what follows such a break in an AER line (:data:`WRAPPED`: the source after
+``received:``, ``severity=…``, ``type=…``, ``status/mask=…``, ``(Receiver ID)``) is joined to
+the line before it.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ import msgspec
 
 from topoagent.core.bdf import PRINTED_BDF, printed_bdf
 from topoagent.core.errors import InputError
-from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
+from topoagent.core.parse.paste import Line, Skipped, clean_paste, merge_skipped
 
-__all__ = ["AER_LINE", "AerEvent", "AerParseError", "read_dmesg_aer"]
+__all__ = ["AER_LINE", "WRAPPED", "AerEvent", "AerParseError", "read_dmesg_aer"]
 
 _PREFIX = re.compile(
     r"^\s*(?:\[\s*\d+\.\d+\]\s*|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d [\d:]{8} \d{4}\]\s*|"
@@ -42,6 +47,11 @@ _RECEIVED = re.compile(
 )
 _IDS = re.compile(r"device\s*\[(?P<ven>[0-9a-fA-F]{4}):(?P<dev>[0-9a-fA-F]{4})\]")
 _BIT = re.compile(r"^\[\s*\d{1,2}\]\s+(?P<name>\S+)")
+#: What a mail client leaves on a line of its own when it wraps an AER line (see the module).
+WRAPPED = re.compile(
+    r"^\s*(?:(?:id=)?" + PRINTED_BDF + r"\s*$|severity=|type=|(?:error\s+)?status/mask=|"
+    r"\((?:Receiver|Transmitter|Requester|Completer) ID\)\s*$)"
+)
 #: A line that can only be the kernel's AER report (the segmenter finds them by it).
 AER_LINE = re.compile(r"(?:AER:|PCIe Bus Error:|error status/mask=|^\s*\[\s*\d{1,2}\]\s+\w+\s*(?:\(First\))?$)")
 
@@ -73,6 +83,17 @@ def _severity(text: str) -> str:
     return "nonfatal" if "uncorrect" in text else "correctable"
 
 
+def _unwrapped(lines: tuple[Line, ...]) -> list[Line]:
+    """``lines`` with each :data:`WRAPPED` line joined to the line before it (its number kept)."""
+    out: list[Line] = []
+    for ln in lines:
+        if out and WRAPPED.match(ln.text):
+            out[-1] = Line(out[-1].number, f"{out[-1].text.rstrip()} {ln.text.strip()}")
+        else:
+            out.append(ln)
+    return out
+
+
 def read_dmesg_aer(text: str) -> tuple[tuple[AerEvent, ...], tuple[Skipped, ...]]:
     """The AER events of a pasted kernel log, and its lines that are no AER report (other
     kernel messages are skipped and listed).  Raises :class:`AerParseError` when none is."""
@@ -80,7 +101,7 @@ def read_dmesg_aer(text: str) -> tuple[tuple[AerEvent, ...], tuple[Skipped, ...]
     events: list[dict[str, object]] = []
     pending: list[dict[str, object]] = []  # a port's "error received", until a detail line follows
     skipped: list[Skipped] = list(cleaned.skipped)
-    for ln in cleaned.lines:
+    for ln in _unwrapped(cleaned.lines):
         line = _PREFIX.sub("", ln.text, count=1).rstrip()
         m = _DEVICE.match(line)
         if m is None:

@@ -114,6 +114,10 @@ class LstopoDevice(msgspec.Struct, frozen=True):
     osdevs: tuple[tuple[str, str], ...] = ()
     #: Whether every bridge between it and its HostBridge has a busid (the path is whole).
     path_known: bool = False
+    #: The bridges between its HostBridge and it, top first, by their place in the output:
+    #: without ``-v`` they name no function, but the nesting still shows which devices share
+    #: which bridges.
+    bridges: tuple[int, ...] = ()
 
 
 class LstopoReport(msgspec.Struct, frozen=True):
@@ -132,6 +136,7 @@ class _Obj(msgspec.Struct):
     cpus: set[int] = msgspec.field(default_factory=set)
     bdf: str | None = None
     host_bridge: int | None = None
+    order: int = 0
 
 
 def _size(text: str) -> int | None:
@@ -160,7 +165,7 @@ def read_lstopo(text: str) -> LstopoReport:
         while stack and stack[-1].indent >= indent:
             stack.pop()
         kind = OBJECT.match(parts[-1]).group(1) if OBJECT.match(parts[-1]) else parts[0].split()[0]  # type: ignore[union-attr]
-        obj = _Obj(indent, kind, body)
+        obj = _Obj(indent, kind, body, order=len(objs))
         if kind == "HostBridge":
             obj.host_bridge = bridges
             bridges += 1
@@ -251,6 +256,7 @@ def _devices(entries: list[dict[str, object]], sole: int | None) -> list[LstopoD
                 numa_node=holder.numa[0] if holder is not None and len(holder.numa) == 1 else sole,
                 osdevs=tuple(e["osdevs"]),  # type: ignore[arg-type]
                 path_known=obj.host_bridge is not None and all(a.bdf for a in above),
+                bridges=tuple(a.order for a in above if a.kind == "PCIBridge"),
             )
         )
     return out

@@ -27,7 +27,7 @@ from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
 
-__all__ = ["NumaNodeText", "NumactlParseError", "NumactlReport", "read_numactl"]
+__all__ = ["CPU_WRAP", "NumaNodeText", "NumactlParseError", "NumactlReport", "read_numactl"]
 
 _AVAILABLE = re.compile(r"^available:\s*(\d+)\s+nodes?\b")
 _NODE = re.compile(r"^node\s+(\d{1,4})\s+(cpus|size|free):\s*(.*?)\s*$")
@@ -35,6 +35,8 @@ _DIST_HEADER = re.compile(r"^node(?:\s+\d{1,4})+\s*$")
 _DIST_ROW = re.compile(r"^(\d{1,4}):((?:\s+\d{1,4})+)\s*$")
 _SIZE = re.compile(r"^(\d{1,12})\s*MB$")
 _CPU_WORDS = re.compile(r"^[0-9 ]*$")
+#: A line of CPU numbers only: the rest of a ``node N cpus:`` line a mail client wrapped.
+CPU_WRAP = re.compile(r"^\s*\d{1,5}(?:\s+\d{1,5})*\s*$")
 
 
 class NumactlParseError(InputError):
@@ -79,13 +81,21 @@ def read_numactl(text: str) -> NumactlReport:
     header: tuple[int, ...] = ()
     rows: dict[int, tuple[int, ...]] = {}
     skipped: list[Skipped] = list(cleaned.skipped)
+    cpus_of: dict[str, object] | None = None  # the node whose CPU list the last line gave
     for ln in cleaned.lines:
         line = ln.text.strip()
+        if cpus_of is not None and CPU_WRAP.match(line):
+            # a CPU list a mail client wrapped ("… 108" / "109 110 …"): the same node's CPUs
+            before: CpuSet = cpus_of["cpus"]  # type: ignore[assignment]
+            cpus_of["cpus"] = before | CpuSet(int(w) for w in line.split())
+            continue
+        cpus_of = None
         if _AVAILABLE.match(line) or line == "node distances:":
             continue
         if m := _NODE.match(line):
             node = fields.setdefault(int(m.group(1)), {})
             _field(node, m.group(2), m.group(3), ln.number)
+            cpus_of = node if m.group(2) == "cpus" and "cpus" in node else None
             continue
         if _DIST_HEADER.match(line):
             header = tuple(int(w) for w in line.split()[1:])

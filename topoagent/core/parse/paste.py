@@ -17,7 +17,9 @@ What a paste carries besides the output, as found in public bug reports (see
 * carriage returns (CRLF), ANSI colour codes, a UTF-8 or UTF-16 byte-order mark, no-break
   spaces, UTF-16 text (from Windows consoles; :func:`decode_text` decodes it);
 * a prefix on every line of a block: a C comment (`` * `` between ``/*`` and ``*/``), a
-  ``// `` or ``# `` comment, a mail or markdown quote (``> ``), a ``| `` gutter;
+  ``// `` or ``# `` comment, a mail or markdown quote (``> ``, nested ``> > ``, with the
+  ``On … wrote:`` line above it), a ``| `` gutter;
+* HTML that colours the text (``<font color=red>``, ``<b>``);
 * quoted-printable soft line breaks (``Intel Cor=`` / ``poration``) and escapes (``=3D``) from
   a mailing-list archive (RFC 2045, 6.7).
 
@@ -79,6 +81,7 @@ _PROMPT_FULL = re.compile(
     r"^\s*(?:\([^()\s]{1,64}\)\s*)?"  # (venv) or (base)
     r"(?:\[[^\[\]]{1,128}\]\s*[#$%>]"  # [root@node ~]#
     r"|[\w.-]{1,64}@[\w.-]{1,128}(?::[^\s#$%]{0,256})?\s*[#$%>]"  # user@host:~$
+    r"|[\w.-]{1,64}:[~/][^\s#$%]{0,256}[#$]"  # host:/home/user:~$ (a PS1 without the user)
     r"|[➜❯→λ»](?:\s+\S{1,256})?"  # zsh / fish themes: ➜  ~
     r"|PS [A-Za-z]:\\[^>]{0,256}>)"  # PowerShell
     r"(?:\s|$)"
@@ -106,6 +109,12 @@ _ELISION = re.compile(
 # A marker that a person's editor or mail client puts before every line of a block; "#" only
 # with a space or alone (a "#" prompt is judged per line, after the block is read).
 _BLOCK_PREFIX = re.compile(r"^(?:[ \t]*(\*|//)|(#|>|\|))(?: |$)")
+# Inline HTML that colours or weights text (GitHub renders it); no tool prints these tags, and
+# what tools do print in angle brackets (``<?>``, ``<inactive>``, ``<access denied>``) is none.
+_INLINE_TAG = re.compile(r"</?(?:font|span|b|i|u|strong|em|tt|mark|small|big)\b[^<>]{0,200}>", re.I)
+# Every level of a mail or markdown quote: ">", "> > ", ">>" (RFC 3676 4.5 and what mail clients
+# write); what follows the quote is the line as it was written.
+_QUOTE = re.compile(r"^(?:[ \t]{0,3}>)+[ \t]?")
 # What lspci -tv draws at the start of a line: a "|" block whose lines go on like this is a
 # piece of a tree (its columns matter), not a quote gutter.
 _TREE_DRAWING = re.compile(r"^\s*(?:[+\\]-|\|)")
@@ -189,12 +198,24 @@ def unwrap_lines(text: str) -> list[tuple[int, str]]:
     """Every line of ``text`` with its number, as the tool printed it: CR, ANSI codes and
     invisible characters gone, quoted-printable soft breaks joined (a joined line keeps its
     first number, so numbers may skip), and a block's common prefix (C comment, ``>``, ``#``,
-    ``//``, ``|``) removed.  Nothing is dropped: :func:`clean_paste` and the segmenter
-    (:mod:`topoagent.core.parse.segment`) judge each line."""
+    ``//``, ``|``) removed.  Nothing is dropped but the empty lines before the first:
+    :func:`clean_paste` and the segmenter (:mod:`topoagent.core.parse.segment`) judge each line."""
     if not isinstance(text, str):
         raise InputError(f"expected text, got {type(text).__name__}")
-    numbered = [(n, strip_ansi(raw.translate(_INVISIBLE)).rstrip()) for n, raw in enumerate(text.split("\n"), 1)]
+    # Leading empty lines are numbered but not returned (a segment's text is its paste's lines
+    # at their numbers, blank before it: reading it costs its own lines, not its position).
+    lead = len(text) - len(text.lstrip("\n"))
+    numbered = [
+        (n, _untagged(strip_ansi(raw.translate(_INVISIBLE))).rstrip())
+        for n, raw in enumerate(text[lead:].split("\n"), lead + 1)
+    ]
     return _unprefixed(_soft_breaks_joined(numbered))
+
+
+def _untagged(line: str) -> str:
+    """``line`` without the HTML a person put around the output to colour it (``<font
+    color=red>``, ``<b>``, ``<span …>``): GitHub's markdown renders them and leaves the text."""
+    return _INLINE_TAG.sub("", line) if "<" in line else line
 
 
 def is_noise(line: str) -> bool:
@@ -244,13 +265,25 @@ def _qp_decoded(line: str) -> str:
         return line  # escapes that are no UTF-8: keep the text as pasted, the parser judges it
 
 
+def _unquoted(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Lines with every level of a mail or markdown quote removed (``> > [ 1100.3] pcieport``):
+    in a run of at least two consecutive quoted lines, whatever stands around the run (a mail's
+    ``On Tue, … wrote:`` above it, nothing but ``>`` between its paragraphs)."""
+    quoted = [bool(_QUOTE.match(t)) for _, t in lines]
+    return [
+        (n, _QUOTE.sub("", t, count=1) if q and (i and quoted[i - 1] or i + 1 < len(lines) and quoted[i + 1]) else t)
+        for i, ((n, t), q) in enumerate(zip(lines, quoted, strict=True))
+    ]
+
+
 def _unprefixed(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """Lines with the prefix that every line of their block carries removed (a block: lines
-    between blank ones, at least two).  A markdown table (every line also ends in ``|``) is
-    no prefixed block; a C comment's ``/*`` and ``*/`` lines go with its `` * ``."""
+    between blank ones, at least two), after mail quotes (:func:`_unquoted`).  A markdown table
+    (every line also ends in ``|``) is no prefixed block; a C comment's ``/*`` and ``*/`` lines
+    go with its `` * ``."""
     out: list[tuple[int, str]] = []
     block: list[tuple[int, str]] = []
-    for item in [*lines, (0, "")]:
+    for item in [*_unquoted(lines), (0, "")]:
         if item[1].strip():
             block.append(item)
             continue

@@ -11,17 +11,16 @@ linear in the paste.  Pure: text in, :class:`Found` out (line numbers are the pa
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import msgspec
 
 from topoagent.core.bdf import PRINTED_BDF
-from topoagent.core.parse import dmesg_aer, lstopo, nvsmi_nvlink, nvsmi_query, rdma_tools
+from topoagent.core.parse import dmesg_aer, lstopo, numactl, nvsmi_nvlink, nvsmi_query, rdma_tools
 from topoagent.core.parse.amd_topo import read_amd_topology
 from topoagent.core.parse.lspci_tree import read_lspci_tree
 from topoagent.core.parse.lspci_verbose import read_lspci_verbose
-from topoagent.core.parse.numactl import read_numactl
 from topoagent.core.parse.nvsmi_p2p import is_p2p_row, read_p2p_matrix
 from topoagent.core.parse.nvsmi_topo import read_topo_matrix
 from topoagent.core.parse.paste import Skipped, dropped_why, is_prompt, merge_skipped, unwrap_lines
@@ -60,7 +59,12 @@ class PasteKind(msgspec.Struct, frozen=True, eq=False):
     its tool's name and the rest of the line).  ``ended_by_others``: another kind's start ends
     its output; ``ends_others``: its start ends another kind's.  ``one_per_host``: a second one
     is set aside (False: outputs of it add up); ``lists_nics``: it lists every NIC;
-    ``own_report``: the snapshot made of it reports its skipped lines itself.
+    ``own_report``: the snapshot made of it reports its skipped lines itself; ``restarts``:
+    each of its starts begins another output (a matrix's header line), so two in one text are
+    two outputs.  ``census(value)``: what the parsed output states that a host has one of --
+    ``(fact, value)`` pairs such as ``("GPU count", "8")``, ``("PCI ids of 0000:18:00.0",
+    "10de:2330")``: two outputs stating one fact differently are two hosts' (the reader refuses
+    them, :mod:`topoagent.core.paste.whole`).
     """
 
     name: str
@@ -75,6 +79,8 @@ class PasteKind(msgspec.Struct, frozen=True, eq=False):
     one_per_host: bool = True
     lists_nics: bool = False
     own_report: bool = False
+    restarts: bool = False
+    census: Callable[[Any], Iterable[tuple[str, str]]] = lambda _: ()
 
 
 def _any(*patterns: re.Pattern[str]) -> Callable[..., bool]:
@@ -87,7 +93,27 @@ def _text(parser: Callable[[str], Any]) -> Callable[[str, str | None], Any]:
     return lambda text, _: parser(text)
 
 
-# -- nvidia-smi: topo -m, topo -p2p, -q, nvlink -s ---------------------------------------------
+def _ids(items: Iterable[Any]) -> list[tuple[str, str]]:
+    """``("PCI ids of BDF", "vvvv:dddd")`` of each item (a parsed function, port or event) that
+    states its bus id and both ids: one function has one pair of ids."""
+    return [
+        (f"PCI ids of {x.bdf}", f"{x.vendor_id:04x}:{x.device_id:04x}")
+        for x in items
+        if x.bdf and x.vendor_id is not None and x.device_id is not None
+    ]
+
+
+def _query_census(r: nvsmi_query.QueryReport) -> list[tuple[str, str]]:
+    """A ``-q``'s GPU count (each header's ``Attached GPUs``; more bus ids than that is a
+    second host's), driver versions and each GPU's ids."""
+    out = [("driver version", d) for d in r.drivers] + [("GPU count", str(n)) for n in r.attached]
+    buses = {q.bdf for q in r.gpus if q.bdf}
+    if r.attached and len(buses) > max(r.attached):
+        out.append(("GPU count", f"{len(buses)} (bus ids)"))
+    return out + _ids(r.gpus)
+
+
+# -- nvidia-smi: topo -m, topo -p2p, -q, nvlink -s / -R ---------------------------------------------
 
 _NVIDIA_SMI = r"nvidia-smi(?:\s+-\S+)*(?:\s+(?:topo|nvlink|-q)\b[^\n]*)?"
 _TOPO_TOKEN = re.compile(r"(?<![A-Za-z])(?:NV\d{1,3}|PIX|PXB|PHB|NODE|SYS|SOC)(?![a-z])")
@@ -126,6 +152,8 @@ TOPO_M = PasteKind(
     lists_nics=True,
     own_report=True,
     typed=_NVIDIA_SMI,
+    restarts=True,
+    census=lambda m: () if m.elided else [("GPU count", str(sum(d.kind == "gpu" for d in m.devices)))],
 )
 P2P = PasteKind(
     "nvidia-smi topo -p2p",
@@ -134,18 +162,22 @@ P2P = PasteKind(
     _any(_MATRIX_ROW, _LEGEND),
     read_p2p_matrix,
     typed=_NVIDIA_SMI,
+    census=lambda m: [("GPU count", str(len(m.labels)))],
 )
 QUERY = PasteKind(
     "nvidia-smi -q",
     "nvidia-smi -q",
-    _any(_QUERY_TOP, nvsmi_query.GPU_HEADER),
-    _any(re.compile(r"\s"), _QUERY_TOP, nvsmi_query.GPU_HEADER),
+    lambda line, after: (
+        bool(_QUERY_TOP.match(line) or nvsmi_query.GPU_HEADER.match(line)) or nvsmi_query.fragment_starts(line, after)
+    ),
+    _any(re.compile(r"\s"), _QUERY_TOP, nvsmi_query.GPU_HEADER, nvsmi_query.FRAGMENT),
     _text(nvsmi_query.read_nvsmi_query),
     typed=_NVIDIA_SMI,
+    census=_query_census,
 )
 NVLINK = PasteKind(
-    "nvidia-smi nvlink -s",
-    "nvidia-smi nvlink -s",
+    "nvidia-smi nvlink",
+    "nvidia-smi nvlink",
     lambda line, after: bool(nvsmi_nvlink.GPU_LINE.match(line) and after and nvsmi_nvlink.LINK_LINE.match(after[0])),
     _any(nvsmi_nvlink.GPU_LINE, nvsmi_nvlink.LINK_LINE),
     _text(nvsmi_nvlink.read_nvlink_status),
@@ -158,15 +190,13 @@ NVLINK = PasteKind(
 _NUMACTL = re.compile(r"^\s*(?:available:\s*\d+\s+nodes?|node\s+\d+\s+(?:cpus|size|free):|node distances:)")
 _NUMACTL_DIST = re.compile(r"^\s*(?:node(?:\s+\d+)+|\d+:(?:\s+\d+)+)\s*$")
 _HCA = re.compile(r"^\s*hca_id:\s*\S+")
-# (``Device ports:`` heads the port blocks of older libibverbs, rdma-core's ibv_devinfo.c)
-_IBV_ATTR = re.compile(r"^\s+[A-Za-z_][\w]*(?: [a-z]+)?(?:\[\s*\d+\])?:\s*")
 
 NUMACTL = PasteKind(
     "numactl -H",
     "numactl -H",
     _any(_NUMACTL),
-    _any(_NUMACTL, _NUMACTL_DIST),
-    _text(read_numactl),
+    _any(_NUMACTL, _NUMACTL_DIST, numactl.CPU_WRAP),
+    _text(numactl.read_numactl),
     typed=r"numactl\s+-H|numactl\s+--hardware",
 )
 IBDEV2NETDEV = PasteKind(
@@ -177,12 +207,13 @@ IBDEV2NETDEV = PasteKind(
     _text(rdma_tools.read_ibdev2netdev),
     lists_nics=True,
     one_per_host=False,
+    census=lambda v: _ids(v[0]) + [(f"PCI address of {p.device}", p.bdf) for p in v[0] if p.bdf],
 )
 IBV_DEVINFO = PasteKind(
     "ibv_devinfo",
     "ibv_devinfo",
     _any(_HCA),
-    _any(_HCA, _IBV_ATTR),
+    _any(_HCA, re.compile(r"\s")),  # every line of a block is indented (-v's flag lists too)
     _text(rdma_tools.read_ibv_devinfo),
     lists_nics=True,
     one_per_host=False,
@@ -243,9 +274,10 @@ DMESG = PasteKind(
     "dmesg (AER)",
     "dmesg",
     lambda line, _: bool(_KERNEL_LINE.match(line) and dmesg_aer.AER_LINE.search(line)),
-    _any(_KERNEL_LINE),
+    _any(_KERNEL_LINE, dmesg_aer.WRAPPED),
     _text(dmesg_aer.read_dmesg_aer),
     one_per_host=False,
+    census=lambda v: _ids(v[0]),
 )
 LSPCI_TREE = PasteKind(
     "lspci -tv",
@@ -256,6 +288,7 @@ LSPCI_TREE = PasteKind(
     ends_others=False,
     lists_nics=True,
     own_report=True,
+    census=lambda t: _ids(t.walk()),
 )
 LSPCI_VERBOSE = PasteKind(
     "lspci -vvv",
@@ -268,6 +301,7 @@ LSPCI_VERBOSE = PasteKind(
     lists_nics=True,
     own_report=True,
     one_per_host=False,
+    census=lambda v: _ids(v.functions),
 )
 
 #: Every kind, in the order of the records above: the order a report lists them and
@@ -370,8 +404,13 @@ def _extend(kind: PasteKind, lines: list[str], i: int) -> int:
     return last
 
 
-def segment_text(found: Found, kind: PasteKind) -> str:
-    """The text of every output of ``kind``, each line at its number in the paste and every
-    other line blank, so a parser's line numbers are the paste's."""
-    keep = {n for s in found.of(kind) for n in range(s.first, s.last + 1)}
-    return "\n".join(found.lines.get(n, "") if n in keep else "" for n in range(1, max(keep, default=0) + 1))
+def segment_text(found: Found, kind: PasteKind, segments: Sequence[Segment] | None = None) -> str:
+    """The text of every output of ``kind`` (or of ``segments``), each line at its number in
+    the paste and every other line blank, so a parser's line numbers are the paste's."""
+    spans = [(s.first, s.last) for s in (found.of(kind) if segments is None else segments)]
+    if not spans:
+        return ""
+    start = spans[0][0]  # the lines before the first are blank: one string, not a line each
+    keep = {n for first, last in spans for n in range(first, last + 1)}
+    body = "\n".join(found.lines.get(n, "") if n in keep else "" for n in range(start, spans[-1][1] + 1))
+    return "\n" * (start - 1) + body

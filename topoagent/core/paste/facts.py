@@ -9,7 +9,7 @@ joined in, and the notes on how they were joined.
 * ``ibdev2netdev`` / ``ibv_devinfo``: RDMA devices, their ports' state and their netdevs,
   joined to NICs by RDMA name (``-v`` adds the PCI function: joined by BDF).
 * ``nvidia-smi topo -p2p``: each GPU pair's P2P status, by label.
-* ``nvidia-smi nvlink -s``: each GPU's active and inactive NVLinks, by label.
+* ``nvidia-smi nvlink -s`` / ``-R``: each GPU's active and inactive NVLinks, by label.
 * ``dmesg``: AER events, by BDF (a function the rest does not show is added with what the
   log says of it: driver, ids).
 
@@ -84,6 +84,8 @@ def _query_link(q: GpuQuery) -> LinkInfo:
 
 
 def _query_where(q: GpuQuery) -> str:
+    if q.bdf is None:
+        return f"nvidia-smi -q block {q.index} (lines {min(q.lines.values(), default=0)}-)"
     dom, rest = q.bdf.split(":", 1)
     return f"nvidia-smi -q GPU {int(dom, 16):08X}:{rest.upper()}"
 
@@ -94,7 +96,7 @@ def _with_query(f: PciFunction, q: GpuQuery) -> PciFunction:
     joined = f.link.filled_from(link) if f.link.known else link
     return msgspec.structs.replace(
         f,
-        bdf=q.bdf,
+        bdf=q.bdf or f.bdf,
         name=q.name if f.name in (None, _NO_MODEL) and q.name else f.name,
         vendor_id=f.vendor_id if f.vendor_id is not None else q.vendor_id,
         device_id=f.device_id if f.device_id is not None else q.device_id,
@@ -108,41 +110,42 @@ def _with_query(f: PciFunction, q: GpuQuery) -> PciFunction:
     )
 
 
-def _query_function(q: GpuQuery) -> PciFunction:
-    return _with_query(
-        PciFunction(bdf=q.bdf, label=f"GPU{q.index}", kind="gpu", vendor_id=pci.NVIDIA, class_code=None), q
-    )
+def _query_function(q: GpuQuery, whole: bool) -> PciFunction:
+    """A GPU only the query shows: labelled ``GPU<i>`` where its block's place is nvidia-smi's
+    index (the paste holds every attached GPU), else by its bus id alone."""
+    label = f"GPU{q.index}" if whole else None
+    return _with_query(PciFunction(bdf=q.bdf, label=label, kind="gpu", vendor_id=pci.NVIDIA, class_code=None), q)
 
 
 def apply_query(snap: Snapshot, report: QueryReport) -> tuple[Snapshot, list[str]]:
-    """``snap`` with the GPUs of a ``nvidia-smi -q``: joined by BDF, else a matrix's labels by
-    index, else added."""
+    """``snap`` with the GPUs of a ``nvidia-smi -q``: joined by BDF; to a matrix's ``GPU<i>`` by
+    index only where the query holds every attached GPU and as many as the matrix (then its
+    i-th block is nvidia-smi's GPU i); else each is a GPU of its own, at its bus id."""
     queries = list(report.gpus)
-    by_bdf = {q.bdf: q for q in queries}
+    by_bdf = {q.bdf: q for q in queries if q.bdf is not None}
     gpus = [f for f in snap.pci if is_gpu(f)]
     notes: list[str] = []
     labelled = {f.label: f for f in gpus if f.bdf is None and f.label is not None}
-    if labelled and not any(f.bdf in by_bdf for f in gpus):
+    if labelled and report.whole and len(labelled) == len(queries) and not any(f.bdf in by_bdf for f in gpus):
         # A matrix's GPU<i> is nvidia-smi's index i, the order of -q's blocks (one enumeration).
-        if len(labelled) != len(queries):
-            notes.append(
-                f"nvidia-smi -q lists {len(queries)} GPU(s), the matrix {len(labelled)}: "
-                "joined by index where both have one"
-            )
         by_label = {f"GPU{q.index}": q for q in queries}
         fns = [_with_query(f, by_label[f.label]) if f.label in by_label and f in gpus else f for f in snap.pci]
-        used = {f.label for f in gpus if f.label in by_label}
-        fns += [_query_function(q) for q in queries if f"GPU{q.index}" not in used]
         notes.append("GPUs joined to nvidia-smi -q by nvidia-smi's index (GPU<i> is the i-th -q block)")
     else:
         fns = [_with_query(f, by_bdf[f.bdf]) if f.bdf in by_bdf else f for f in snap.pci]
         known = {f.bdf for f in snap.pci}
-        added = [q for q in queries if q.bdf not in known]
-        if added and gpus:
+        added = [q for q in queries if q.bdf is None or q.bdf not in known]
+        if added and labelled:
+            held = f"{len(queries)} of the host's {max(report.attached)}" if report.attached else str(len(queries))
+            notes.append(
+                f"nvidia-smi -q holds {held} GPU(s), the matrix {len(labelled)} without a bus id: "
+                "not joined by position (a block's place in a paste is no GPU's index); each is a GPU of its own"
+            )
+        elif added and gpus:
             notes.append(
                 f"nvidia-smi -q names {len(added)} GPU(s) the other outputs do not show (first: {added[0].bdf})"
             )
-        fns += [_query_function(q) for q in added]
+        fns += [_query_function(q, report.whole) for q in added]
     driver = snap.driver_version or report.driver_version
     return _replace_pci(snap, fns, driver_version=driver), notes
 
@@ -181,22 +184,22 @@ def apply_numactl(snap: Snapshot, report: NumactlReport) -> Snapshot:
 def apply_rdma(snap: Snapshot, ports: Iterable[IbPort]) -> tuple[Snapshot, list[str]]:
     """``snap`` with the RDMA devices, ports and netdevs the tools list.  A device the paste
     names by BDF (``ibdev2netdev -v``) is that function's; a matrix's NIC of the same RDMA name
-    takes the BDF."""
+    takes the BDF.  Where no other output lists a NIC, each RDMA device is a NIC of its own
+    (its ids from the part or ``vendor_part_id``), placed nowhere."""
     notes: list[str] = []
     by_dev: dict[str, list[IbPort]] = defaultdict(list)
     for p in ports:
         by_dev[p.device].append(p)
     bdf_of = {d: next((p.bdf for p in ps if p.bdf), None) for d, ps in by_dev.items()}
     fns = list(snap.pci)
+    alone = not any(f.kind == "nic" or pci.is_nic_class(pci.class16(f.class_code)) for f in fns)
     for dev, bdf in bdf_of.items():
-        if bdf is None:
-            continue
         at = next((i for i, f in enumerate(fns) if f.bdf is None and dev in f.rdma_names), None)
-        if at is not None:  # a matrix's NIC named by its legend: the same RDMA device
+        if bdf is not None and at is not None:  # a matrix's NIC named by its legend: the same RDMA device
             fns[at] = msgspec.structs.replace(fns[at], bdf=bdf)
-        elif not any(f.bdf == bdf for f in fns):
-            part = next((p.part for p in by_dev[dev] if p.part), None)
-            fns.append(PciFunction(bdf=bdf, kind="nic", rdma=True, name=part or "RDMA NIC", rdma_names=(dev,)))
+        elif (bdf is not None and not any(f.bdf == bdf for f in fns)) or (bdf is None and at is None and alone):
+            fns.append(_rdma_function(dev, bdf, by_dev[dev]))
+    fns = _with_physfns(fns)
     rdma = list(snap.rdma)
     netdevs = list(snap.netdevs)
     named = {r.name for r in rdma}
@@ -217,19 +220,47 @@ def apply_rdma(snap: Snapshot, ports: Iterable[IbPort]) -> tuple[Snapshot, list[
     return msgspec.structs.replace(snap, pci=tuple(fns), rdma=tuple(rdma), netdevs=tuple(netdevs)), notes
 
 
+def _rdma_function(dev: str, bdf: str | None, ps: list[IbPort]) -> PciFunction:
+    """The NIC function behind an RDMA device the tools name: its ids where a part or
+    ``vendor_part_id`` states them, named as the PCI tables name them."""
+    vendor = next((p.vendor_id for p in ps if p.vendor_id is not None), None)
+    device = next((p.device_id for p in ps if p.device_id is not None), None)
+    known = pci.known_device(vendor, device)
+    return PciFunction(
+        bdf=bdf,
+        kind="nic",
+        rdma=True,
+        vendor_id=vendor,
+        device_id=device,
+        name=pci.device_name(vendor, device, None) if known else "RDMA NIC",
+        rdma_names=(dev,),
+    )
+
+
+def _with_physfns(fns: list[PciFunction]) -> list[PciFunction]:
+    """``fns`` with each pasted VF (a VF's id: ``ConnectX-5 Virtual Function``) that has no
+    physical function yet given the nearest physical function before it on its bus: an SR-IOV
+    PF's VFs follow it (First VF Offset, PCIe Base Specification 9.3.3.10)."""
+    pf_of: dict[str, str] = {}
+    last_pf: dict[tuple[str, int | None], str] = {}  # (domain:bus, vendor) -> the last PF seen
+    for bdf, f in sorted(((f.bdf, f) for f in fns if f.bdf is not None), key=lambda bf: bdf_key(bf[0])):
+        bus = (bdf[: bdf.rindex(":")], f.vendor_id)
+        if not pci.is_vf_id(f.vendor_id, f.device_id):
+            last_pf[bus] = bdf
+        elif f.physfn is None and bus in last_pf:
+            pf_of[bdf] = last_pf[bus]
+    return [msgspec.structs.replace(f, physfn=pf_of[f.bdf]) if f.bdf in pf_of else f for f in fns]
+
+
 def _ports(ps: list[IbPort]) -> tuple[RdmaPort, ...]:
-    """One record per port number: the IB state and link layer from whichever line gave them."""
+    """One record per port number: the IB state, link layer and rate from whichever line gave them."""
     by_port: dict[int, dict[str, object]] = {}
     for p in ps:
-        slot = by_port.setdefault(p.port, {"state": None, "link_layer": None})
-        if p.state and slot["state"] is None:
-            slot["state"] = p.state
-        if p.link_layer and slot["link_layer"] is None:
-            slot["link_layer"] = p.link_layer
-    return tuple(
-        RdmaPort(n, state=v["state"], link_layer=v["link_layer"])  # type: ignore[arg-type]
-        for n, v in sorted(by_port.items())
-    )
+        slot = by_port.setdefault(p.port, {"state": None, "link_layer": None, "rate_gbps": None})
+        for key in slot:
+            if slot[key] is None:
+                slot[key] = getattr(p, key)
+    return tuple(RdmaPort(n, **v) for n, v in sorted(by_port.items()))  # type: ignore[arg-type]
 
 
 # -- labels: how the per-GPU outputs name GPUs ------------------------------------------------
@@ -277,17 +308,28 @@ def apply_p2p(snap: Snapshot, matrix: P2PMatrix, where: str) -> Snapshot:
 
 
 def apply_nvlink(snap: Snapshot, gpus: Iterable[NvlinkGpu]) -> Snapshot:
-    """``snap`` with ``nvidia-smi nvlink -s``'s links of each GPU (by label ``GPU<index>``)."""
-    gpus = tuple(gpus)
-    snap = with_labelled_gpus(snap, (f"GPU{g.index}" for g in gpus))
-    status = list(snap.nvlink_status)
+    """``snap`` with ``nvidia-smi nvlink -s``'s and ``-R``'s links of each GPU (by label
+    ``GPU<index>``), one record per GPU however many outputs list it: a link is active where
+    any shows it so (a speed, a remote device)."""
+    by_index: dict[int, list[NvlinkGpu]] = defaultdict(list)
     for g in gpus:
+        by_index[g.index].append(g)
+    snap = with_labelled_gpus(snap, (f"GPU{i}" for i in by_index))
+    status = list(snap.nvlink_status)
+    for i, gs in by_index.items():
+        speeds = dict(s for g in gs for s in g.speeds)
+        remote = dict(r for g in gs for r in g.remote)
+        links = sorted(speeds.keys() | remote.keys())
+        first = gs[0]
+        how = "-s" if first.speeds or not first.remote else "-R"
         status.append(
             NvlinkStatus(
-                f"GPU{g.index}",
-                tuple(speed for _, speed in g.speeds),
-                g.inactive,
-                f"nvidia-smi nvlink -s GPU {g.index} (line {g.line})",
+                f"GPU{i}",
+                tuple(speeds.values()),
+                tuple(sorted({n for g in gs for n in g.inactive} - set(links))),
+                f"nvidia-smi nvlink {how} GPU {i} (line {first.line})",
+                remote=tuple(remote.values()),
+                links=tuple(links),
             )
         )
     return msgspec.structs.replace(snap, nvlink_status=tuple(status))

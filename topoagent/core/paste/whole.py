@@ -74,6 +74,8 @@ class _Reading:
         self.notes: list[str] = []
         self.errors: list[ProbeError] = []
         self.partial: list[str] = []
+        #: What every output read (set aside or not) states that a host has one of.
+        self.census: list[tuple[str, str, str]] = []
 
     def find(self, given: PasteInput) -> None:
         if given.kind is not None:
@@ -86,8 +88,13 @@ class _Reading:
             f"{given.origin}: " + (where or "no tool output") + (f"; not recognised: {skipped}" if skipped else "")
         )
         for kind in found.kinds():
-            first = found.of(kind)[0]
-            self.parts.setdefault(kind, []).append(_Part(given.origin, seg.segment_text(found, kind), first.command))
+            # a kind whose every start is another output (a matrix): one part each; else its
+            # outputs in one text are read as one (a -q broken by prose, lspci records)
+            outputs = [(s,) for s in found.of(kind)] if kind.restarts else [found.of(kind)]
+            for segs in outputs:
+                origin = f"{given.origin} {segs[0].where}" if len(outputs) > 1 else given.origin
+                text = seg.segment_text(found, kind, segs)
+                self.parts.setdefault(kind, []).append(_Part(origin, text, segs[0].command))
             filtered = [s.command for s in found.of(kind) if s.command and _FILTERED.search(s.command)]
             if filtered:
                 self.partial.append(f"{given.origin}: {filtered[0]}: a filtered listing, only what the filter kept")
@@ -100,6 +107,7 @@ class _Reading:
                 except InputError as exc:
                     self.errors.append(ProbeError(f"{part.origin}: {kind.name}", f"nothing read: {exc}"))
                     continue
+                self.census += [(fact, v, f"{kind.name} ({part.origin})") for fact, v in kind.census(value)]
                 if kind.one_per_host and self.parsed.get(kind):
                     self.notes.append(
                         f"a second {kind.name} output ({part.origin}) set aside: one host is read at a time"
@@ -107,6 +115,15 @@ class _Reading:
                     continue
                 self.parsed.setdefault(kind, []).append((part, value))
                 self.errors += _skipped(part.origin, kind, value)
+
+    def two_hosts(self) -> str | None:
+        """Where two outputs state one fact differently (their census): they are two hosts'."""
+        seen: dict[str, tuple[str, str]] = {}
+        for fact, value, where in self.census:
+            if fact in seen and seen[fact][0] != value:
+                return f"{fact} is {seen[fact][0]} in {seen[fact][1]} but {value} in {where}"
+            seen.setdefault(fact, (value, where))
+        return None
 
     def first(self, kind: seg.PasteKind) -> Any:
         got = self.parsed.get(kind)
@@ -133,6 +150,11 @@ def read_pastes(inputs: Sequence[PasteInput]) -> Snapshot:
     for given in inputs:
         r.find(given)
     r.parse()
+    if (clash := r.two_hosts()) is not None:
+        origins = ", ".join(i.origin for i in inputs)
+        raise OfflineInputError(
+            f"{origins} holds two hosts' outputs ({clash}): one host is read at a time; give each host's outputs alone"
+        )
     if not r.parsed:
         origins = ", ".join(i.origin for i in inputs)
         why = "; ".join(e.error for e in r.errors[:2])

@@ -234,7 +234,10 @@ def _rail_labels(result: ScanResult) -> dict[str, str]:
             labels[r.gpu] = text
     for nic, role in result.rails.roles.items():
         users = result.rails.users(nic)
-        labels[nic] = f"rail for {','.join(users)}" if users else f"{role.value} NIC"
+        unplaced = role.value == "compute" and nic in result.rails.far  # a paste proves no role
+        labels[nic] = (
+            f"rail for {','.join(users)}" if users else "no GPU is near it" if unplaced else f"{role.value} NIC"
+        )
     return labels
 
 
