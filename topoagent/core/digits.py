@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from topoagent.core.errors import InputError
 
-__all__ = ["MAX_DIGITS", "decimal", "is_decimal", "is_hex", "parse_decimal"]
+__all__ = ["MAX_DIGITS", "decimal", "is_decimal", "is_hex", "parse_decimal", "trailing_number"]
 
 _HEX = frozenset("0123456789abcdefABCDEF")
 #: The most digits a number read from input may have: a 64-bit value has at most 20.  Python's
@@ -35,6 +35,14 @@ def decimal(text: str, *, digits: int = MAX_DIGITS) -> int | None:
     """The number ``text`` writes in one to ``digits`` (at most :data:`MAX_DIGITS`) ASCII
     decimal digits, no sign, no spaces; None for anything else."""
     return int(text) if len(text) <= digits and is_decimal(text) else None
+
+
+def trailing_number(name: str) -> tuple[str, int | None]:
+    """``name`` without the decimal number it ends in, and that number (``mlx5_10`` ->
+    ``("mlx5_", 10)``); ``(name, None)`` where it ends in none, or in more digits than a number has."""
+    head = name.rstrip("0123456789")
+    number = decimal(name[len(head) :])
+    return (name, None) if number is None else (head, number)
 
 
 def parse_decimal(text: str, *, signed: bool = False) -> int:

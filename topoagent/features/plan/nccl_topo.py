@@ -46,6 +46,7 @@ from typing import Any
 
 import msgspec
 
+from topoagent.core.digits import trailing_number
 from topoagent.core.errors import InputError
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import xml_attr
@@ -197,8 +198,8 @@ def _cpu_node(topo: Topology, d: Device) -> int:
 
 def _natural(name: str) -> tuple[str, int]:
     """``mlx5_10`` after ``mlx5_9``: the order RDMA devices are numbered in."""
-    head = name.rstrip("0123456789")
-    return (head, int(name[len(head) :]) if len(head) < len(name) else -1)
+    head, number = trailing_number(name)
+    return (head, -1 if number is None else number)
 
 
 def cpu_identity_attrs(cpu: CpuIdentity | None) -> list[tuple[str, str]]:
