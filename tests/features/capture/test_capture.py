@@ -592,3 +592,20 @@ def test_a_capture_s_name_of_5000_digits_is_no_number(tmp_path, fixture_root):
     for args in (["scan"], ["plan", "--format", "nccl-topo"], ["plan", "--format", "rails"], ["audit", "--no-nvml"]):
         out = CliRunner().invoke(cli, [*args, "--root", cap])
         assert out.exit_code in (0, 1) and isinstance(out.exception, (SystemExit, type(None))), (args, out.output)
+
+
+@pytest.mark.parametrize("location", ["9" * 5000, "abc"])
+def test_capture_of_a_kfd_node_with_a_location_no_kernel_writes(scratch_root, tmp_path, location):
+    """Issue 44: capture read a KFD node's ``location_id`` with int() of its own (an internal
+    error for 5,000 digits or a word); it reads the properties as the scan does, and a node the
+    scan cannot read has no GPU files to copy."""
+    root = scratch_root("mi300x")
+    props = next(
+        p
+        for p in sorted(root.glob("sys/devices/virtual/kfd/kfd/topology/nodes/*/properties"))
+        if re.search(r"^location_id [1-9]", p.read_text(), re.M)
+    )
+    props.write_text(re.sub(r"^location_id [0-9]+", f"location_id {location}", props.read_text(), flags=re.M))
+    out = CliRunner().invoke(cli, ["capture", "--root", str(root), "-o", str(tmp_path / "c.tar.gz"), "-q"])
+    assert out.exit_code == 0, out.output
+    assert scan(str(tmp_path / "c.tar.gz"), nvml="off").topology.gpus
