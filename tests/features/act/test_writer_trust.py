@@ -431,6 +431,31 @@ def test_a_link_as_the_last_name_is_refused_not_followed(tmp_path):
     assert os.path.islink(root / "etc/modules-load.d/nvidia-peermem.conf")
 
 
+def test_a_file_is_replaced_with_its_own_mode_and_owner_or_not_at_all(tmp_path, monkeypatch):
+    """Issue 44 item 3: a file replaced keeps its mode and owner (it became 0644 and the
+    writer's); an owner the writer may not give (only root gives a file away) refuses the
+    write in one line and leaves the file as it was."""
+    from topoagent.core.write import files
+
+    (tmp_path / "etc/modules-load.d").mkdir(parents=True)
+    conf = tmp_path / "etc/modules-load.d/nvidia-peermem.conf"
+    conf.write_text("mine\n")
+    conf.chmod(0o600)
+    writer = HostWriter(str(tmp_path))
+    mine = {"mode": 0o600, "uid": os.getuid(), "gid": os.getgid()}
+    assert writer.file_meta("etc/modules-load.d/nvidia-peermem.conf") == mine
+    writer.replace_file("etc/modules-load.d/nvidia-peermem.conf", "nvidia_peermem\n")
+    assert conf.read_text() == "nvidia_peermem\n" and stat.S_IMODE(conf.stat().st_mode) == 0o600
+
+    def refused(fd, uid, gid):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(files.os, "fchown", refused)
+    with pytest.raises(WriteError, match=r"its owner 4242:4242 cannot be kept: refused \(nothing written\)$"):
+        writer.replace_file("etc/modules-load.d/nvidia-peermem.conf", "x\n", {"mode": 0o600, "uid": 4242, "gid": 4242})
+    assert conf.read_text() == "nvidia_peermem\n" and os.listdir(conf.parent) == [conf.name]
+
+
 def test_a_hard_linked_lock_is_refused(tmp_path):
     from topoagent.features.daemon.lock import LockRefused, StateLock
 
