@@ -231,11 +231,18 @@ def test_tampered_journal_records_are_validated_not_obeyed(dgx_copy, tmp_path):
             {"root": root, "kind": "file", "target": {"path": "../victim"}, "before": None, "after": "keep\n"},
             {"root": root, "kind": "shell", "target": {}, "before": None, "after": None},
             {"root": root, "kind": IRQ, "target": {"irq": "104/../../etc"}, "before": "0", "after": "0-223"},
+            {  # a setuid mode for the file undo would write back
+                "root": root,
+                "kind": "file",
+                "target": {"path": "etc/modules-load.d/nvidia-peermem.conf", "mode": 0o4777, "uid": 0, "gid": 0},
+                "before": "x\n",
+                "after": None,
+            },
         ],
     )
     entries = journal.to_undo()
     outcomes = undo(journal, entries, root)
-    assert [o.status for o in outcomes] == [SKIPPED] * 6
+    assert [o.status for o in outcomes] == [SKIPPED] * 7
     whys = " | ".join(o.detail for o in outcomes)
     for why in (
         "not '" + root + "' given now",
@@ -244,6 +251,7 @@ def test_tampered_journal_records_are_validated_not_obeyed(dgx_copy, tmp_path):
         "not a file topoagent installs",
         "unknown kind 'shell'",
         "IRQ is not a number",
+        "its mode and owner are not a file's",
     ):
         assert why in whys
     assert victim.read_text() == "keep\n" and irq(dgx_copy, 104) == "0-223"

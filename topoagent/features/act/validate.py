@@ -57,7 +57,7 @@ def _target_problem(kind: str, t: dict[str, Any]) -> str | None:
         if t.get("path") not in FILES:
             return "not a file topoagent installs"
         meta = [t[k] for k in META if k in t]  # all or none: the file's mode and owner before
-        limits = (0o7777, (1 << 32) - 2, (1 << 32) - 2)
+        limits = (0o777, (1 << 32) - 2, (1 << 32) - 2)
         ok = not meta or (len(meta) == len(META) and all(_int(v, 0, hi) for v, hi in zip(meta, limits, strict=True)))
         return None if ok else "its mode and owner are not a file's"
     if kind == MODULE:

@@ -25,7 +25,8 @@ _WRITE = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os
 #: How a file's bytes travel as text through plans and the journal: undecodable bytes as lone
 #: surrogates (PEP 383), so a saved file comes back byte for byte.
 FILE_ENCODING = ("utf-8", "surrogateescape")
-#: A file's metadata as the journal keeps it beside its path: its permission bits and owner.
+#: A file's metadata as the journal keeps it beside its path: its permission bits (never
+#: set-user-ID, set-group-ID or sticky: no file topoagent writes has them) and owner.
 META = ("mode", "uid", "gid")
 
 
@@ -179,4 +180,4 @@ def _meta(dir_fd: int, name: str) -> dict[str, int] | None:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
-    return {"mode": stat.S_IMODE(st.st_mode), "uid": st.st_uid, "gid": st.st_gid} if stat.S_ISREG(st.st_mode) else None
+    return {"mode": st.st_mode & 0o777, "uid": st.st_uid, "gid": st.st_gid} if stat.S_ISREG(st.st_mode) else None
