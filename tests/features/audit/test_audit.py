@@ -31,9 +31,12 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
 
+from tests.core.parse.test_fuzz_parsers import hostile_text
 from tests.fakenvml import load_recording, make_fake
 from tests.fakesysfs import generate, load_machine
+from tests.fuzz import fuzz_settings, own_errors_only
 from tests.paths import REPO
 from tests.plan_helpers import topoagent
 from topoagent.core.api import scan
@@ -392,18 +395,26 @@ def test_status_of_a_real_task_one_bad_field_loses_one_fact(line, bad, facts):
     assert (s.name, s.uid, s.cpus) == facts
 
 
+#: numa_maps of a python process (real lines).
+REAL_NUMA_MAPS = (
+    "5623b7e4a000 default file=/usr/bin/python3.11 mapped=2 mapmax=2 N0=2 kernelpagesize_kB=4\n"
+    "5623b9c80000 default heap anon=3210 dirty=3210 N0=3000 N1=210 kernelpagesize_kB=4\n"
+    "7f2a40000000 default anon=512 dirty=512 N1=512 kernelpagesize_kB=2048\n"
+    "7ffd6c1f3000 default stack anon=9 dirty=9 N0=9 kernelpagesize_kB=4"
+)
+#: /proc/driver/nvidia/gpus/<bdf>/information of an H100 (real lines).
+REAL_INFORMATION = (
+    "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 596\nGPU UUID: \t GPU-0d3c8f8e-1111-2222-3333-444455556666\n"
+    "Video BIOS: \t 96.00.74.00.0c\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n"
+    "Bus Location: \t 0000:1b:00.0\nDevice Minor: \t 3\nGPU Firmware: \t 535.161.08\nGPU Excluded:\t No\n"
+)
+
+
 @pytest.mark.parametrize(
     "text, by_node, policies",
     [
         # real lines (a python process), file pages left out
-        (
-            "5623b7e4a000 default file=/usr/bin/python3.11 mapped=2 mapmax=2 N0=2 kernelpagesize_kB=4\n"
-            "5623b9c80000 default heap anon=3210 dirty=3210 N0=3000 N1=210 kernelpagesize_kB=4\n"
-            "7f2a40000000 default anon=512 dirty=512 N1=512 kernelpagesize_kB=2048\n"
-            "7ffd6c1f3000 default stack anon=9 dirty=9 N0=9 kernelpagesize_kB=4",
-            {0: 3009 * 4096, 1: 210 * 4096 + 512 * 2048 * 1024},
-            (),
-        ),
+        (REAL_NUMA_MAPS, {0: 3009 * 4096, 1: 210 * 4096 + 512 * 2048 * 1024}, ()),
         ("7f0000000000 bind:1 anon=4 dirty=4 N1=4 kernelpagesize_kB=4", {1: 4 * 4096}, ("bind:1",)),
         (
             "7f0000000000 interleave=static:0-3 anon=8 N0=2 N1=2 N2=2 N3=2",
@@ -444,12 +455,7 @@ def test_environ_keeps_only_what_is_asked():
 
 
 def test_nvidia_information_minor():
-    text = (
-        "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 596\nGPU UUID: \t GPU-0d3c8f8e-1111-2222-3333-444455556666\n"
-        "Video BIOS: \t 96.00.74.00.0c\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n"
-        "Bus Location: \t 0000:1b:00.0\nDevice Minor: \t 3\nGPU Firmware: \t 535.161.08\nGPU Excluded:\t No\n"
-    )
-    assert parse_minor(text) == 3
+    assert parse_minor(REAL_INFORMATION) == 3
     assert parse_minor("Model: x\n") is None
     assert parse_minor(f"Device Minor: \t {BIG}\n") is None
 
@@ -492,6 +498,20 @@ def test_device_nodes(target, kind, number):
 )
 def test_nccl_ib_hca_matches_as_nccl_does(value, device, port, allowed):
     assert parse_hca_list(value).allows(device, port) is allowed
+
+
+@fuzz_settings()
+@given(
+    hostile_text(
+        (REAL_STATUS, REAL_NUMA_MAPS, REAL_INFORMATION, ALL_HCAS, "^=mlx5_0:1,mlx5_3:2", "dev/nvidia3", "bind:0-1")
+    )
+)
+def test_the_audit_parsers_take_any_text(text):
+    """What a process writes (its environment) or a capture forges, mangled, with hostile values
+    and 5,000-digit numbers spliced in: each parser answers or refuses with the project's error."""
+    for parse in (parse_status, parse_numa_maps, parse_minor, device_node, parse_hca_list, policy_nodes):
+        own_errors_only(parse, text)
+    own_errors_only(parse_environ, text.encode("utf-8", "surrogateescape"), ("NCCL_IB_HCA",))
 
 
 # -- this machine's real processes -------------------------------------------------------------------
