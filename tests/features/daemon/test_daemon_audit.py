@@ -67,13 +67,9 @@ def test_the_audit_can_be_turned_off(host, tmp_path):
     assert not any(name.startswith("topoagent_gpu_processes") for name, _ in samples(status))
 
 
-def test_a_failed_audit_never_costs_the_scan(host, tmp_path):
+def daemon_audit(host, config, **kw):
+    """The daemon's audit of ``host`` (its scan, the audit's report and the warnings it logged)."""
     from topoagent.features.daemon.loop import Daemon
-
-    config = Config(root=str(host), state_dir=str(tmp_path), nvml=False, udev=False)
-
-    def broken(cfg, result):
-        raise OSError("no /proc")
 
     warnings = []
 
@@ -84,11 +80,22 @@ def test_a_failed_audit_never_costs_the_scan(host, tmp_path):
         def __getattr__(self, name):
             return lambda *a, **k: None
 
-    d = Daemon(config, log=Log(), audit=broken, install_signals=False)
+    d = Daemon(config, log=Log(), install_signals=False, **kw)
     try:
-        assert d._audit(config, scan(host, nvml="off")) is None
+        result = scan(host, nvml="off")
+        return result, d._audit(config, result), warnings
     finally:
         d._teardown()
+
+
+def test_a_failed_audit_never_costs_the_scan(host, tmp_path):
+    config = Config(root=str(host), state_dir=str(tmp_path), nvml=False, udev=False)
+
+    def broken(cfg, result):
+        raise OSError("no /proc")
+
+    _, audit, warnings = daemon_audit(host, config, audit=broken)
+    assert audit is None
     assert warnings and warnings[0][0] == "audit_failed" and "no /proc" in warnings[0][1]["error"]
 
 
@@ -96,25 +103,9 @@ def test_one_process_s_bad_data_never_costs_the_audit_its_series(module_tmp, tmp
     """Issue 44 item 1: a process's own NCCL_IB_HCA with a 5,000-digit port (and a forged
     numa_maps, and a status field no audit uses) made every scan log ``audit_failed`` and export
     no process series, so TopoagentProcessMisplaced could fire for no one."""
-    from topoagent.features.daemon.loop import Daemon
-
     host = hostile_host(module_tmp / "hostile")
     config = Config(root=str(host), state_dir=str(tmp_path), nvml=False, udev=False)
-    warnings = []
-
-    class Log:
-        def warning(self, event, **kw):
-            warnings.append((event, kw))
-
-        def __getattr__(self, name):
-            return lambda *a, **k: None
-
-    d = Daemon(config, log=Log(), install_signals=False)
-    try:
-        result = scan(host, nvml="off")
-        audit = d._audit(config, result)
-    finally:
-        d._teardown()
+    result, audit, warnings = daemon_audit(host, config)
     assert warnings == [] and audit is not None
     got = samples(Status(started_at=0.0, result=result, last=Attempt(0.0, True, 0.1), audit=audit))
     for gpu, bdf in (
