@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from topoagent.core.digits import is_decimal, is_hex
+from topoagent.core.digits import decimal, is_hex
 from topoagent.core.errors import InputError
 
 __all__ = ["MAX_CPUS", "CpuSet", "CpuSetError", "format_cpulist", "parse_cpulist", "parse_cpumask"]
@@ -194,10 +194,9 @@ class CpuSet(AbstractSet[int]):
 
 def _cpu_id(text: str, whole: str) -> int:
     t = text.strip()
-    # ASCII digits only (topoagent.core.digits): "²" and "١" are no CPU ids.
-    if len(t) > 6 or not is_decimal(t):
+    value = decimal(t, digits=6)  # ASCII digits only: "²" and "١" are no CPU ids
+    if value is None:
         raise CpuSetError(f"bad CPU list {whole[:80]!r}")
-    value = int(t)
     if value >= MAX_CPUS:
         raise CpuSetError(f"CPU {value} out of range (0..{MAX_CPUS - 1}) in {whole[:80]!r}")
     return value

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 
 from topoagent.core.cpuset import CpuSet
+from topoagent.core.digits import decimal
 from topoagent.core.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK, CAP_ID_VPD, EXT_CAP_ID_ATS
 
 SNAPSHOT_VERSION = 1
@@ -241,7 +242,7 @@ class GpuActivity(msgspec.Struct, frozen=True):
         reason is active (a GPU can sit at P0 with nothing running); idle: a lower state or
         that reason at 0 %; None: unknown."""
         state = self.performance_state
-        level = int(state[1:]) if state and state[1:].isdigit() else None
+        level = decimal(state[1:], digits=2) if state else None
         if self.utilization is not None and self.utilization > 0:
             return True
         if self.idle_reason:

@@ -17,6 +17,7 @@ from topoagent.core import pci
 from topoagent.core.aside import Aside, derived
 from topoagent.core.bdf import bdf_key, root_bus_key
 from topoagent.core.cpuset import CpuSet
+from topoagent.core.digits import trailing_number
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind
@@ -1061,5 +1062,5 @@ def device_key(f: PciFunction, ident: str) -> str:
 
 def id_key(ident: str) -> tuple[str, int]:
     """Sort key of a device id: ``gpu2`` before ``gpu10`` (kind, then number)."""
-    head = ident.rstrip("0123456789")
-    return head, int(ident[len(head) :] or 0)
+    head, number = trailing_number(ident)
+    return head, number or 0

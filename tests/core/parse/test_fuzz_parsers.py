@@ -13,6 +13,7 @@ Size: ``TOPOAGENT_FUZZ_EXAMPLES`` (see tests/fuzz/__init__.py); deterministic fo
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 
@@ -50,6 +51,7 @@ def _samples(*patterns: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+PASTES = _samples("core/paste_samples/*.txt")
 NVSMI = _samples("core/parse/samples/nvsmi/*.txt", "core/parse/samples/nvsmi/*.utf16", "offline_samples/*topo.txt")
 LSPCI_TREE = _samples(
     "core/parse/samples/lspci/tree_*.txt", "core/parse/samples/lspci/paste_t*.txt", "offline_samples/*_tv.txt"
@@ -84,7 +86,16 @@ def hostile_text(samples: tuple[str, ...]) -> st.SearchStrategy[str]:
         return "\n".join(lines)
 
     spliced = st.builds(splice, st.randoms(use_true_random=False), sample)
-    return st.one_of(mangled, spliced, st.sampled_from(HOSTILE_TEXTS), st.text(max_size=300))
+    swollen = st.builds(swell, st.randoms(use_true_random=False), sample)
+    return st.one_of(mangled, spliced, swollen, st.sampled_from(HOSTILE_TEXTS), st.text(max_size=300))
+
+
+def swell(rng, text: str) -> str:
+    """``text`` with some of its numbers 5,000 digits long: past what ``int()`` takes (issue 44)."""
+    runs = list(re.finditer("[0-9]+", text))
+    for m in sorted(rng.sample(runs, min(len(runs), rng.randint(1, 3))), key=lambda m: -m.start()):
+        text = text[: m.start()] + "9" * 5000 + text[m.end() :]
+    return text
 
 
 def check(fn: Callable[[str], object], text: str) -> None:
@@ -190,6 +201,32 @@ def test_offline_pipeline(topo, tree, verbose):
     bdfs = [d.bdf for d in result.topology.devices if d.bdf is not None]
     assert len(ids) == len(set(ids)) and len(bdfs) == len(set(bdfs))
     assert time.perf_counter() - start < ABSURD_SECONDS
+
+
+def _whole_paste(text: str) -> object:
+    from topoagent.core.api import analyse
+    from topoagent.core.paste import PasteInput, read_pastes
+
+    return analyse(read_pastes([PasteInput("fuzz", text)]))
+
+
+@fuzz_settings(0.5)
+@given(hostile_text(PASTES))
+def test_whole_pastes(text):
+    """Every kind of output ``scan --paste`` reads (tests/core/paste_samples), found, read and
+    analysed."""
+    check(_whole_paste, text)
+
+
+@pytest.mark.parametrize("sample", range(len(PASTES)))
+def test_whole_pastes_with_one_number_of_5000_digits(sample):
+    """Each sample with one of its numbers (up to 40 of them, spread over it) 5,000 digits long,
+    past what ``int()`` takes: an AMD NUMA node, a ROCm weight or an lstopo size was an internal
+    error (issue 44)."""
+    text = PASTES[sample]
+    runs = list(re.finditer("[0-9]+", text))
+    for m in runs[:: max(1, len(runs) // 40)]:
+        check(_whole_paste, text[: m.start()] + "9" * 5000 + text[m.end() :])
 
 
 # -- sysfs values, CPU sets, config space ---------------------------------------------------------

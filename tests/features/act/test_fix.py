@@ -3,6 +3,9 @@ refusing where a fix would do harm."""
 
 from __future__ import annotations
 
+import os
+import stat
+
 import pytest
 
 from tests.plan_helpers import run_cli
@@ -144,6 +147,34 @@ def test_platform_acs_fix_writes_the_masks_and_the_drop_in_and_undoes_both(scrat
     assert undone.returncode == 0, undone.stdout + undone.stderr
     assert {b: acs_control(root, b) for b in ports} == before
     assert not conf.exists()
+
+
+def test_the_drop_in_keeps_its_owner_and_mode_and_undo_puts_them_back(scratch_root, tmp_path):
+    """Issue 44 item 3: ``fix acs --yes`` made an existing drop-in that another user owned with
+    mode 0600 root's and world-readable (0644), and undo put back its bytes only.  The file keeps
+    its owner and mode, and the journal keeps them, so undo restores them whatever befell the
+    file meanwhile.  As root the drop-in is another user's; unprivileged, the tester's own."""
+    root = scratch_root("gb300-tray-faults")
+    state = str(tmp_path / "state")
+    conf = root / "etc/default/grub.d/config-acs.cfg"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text('GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX pci=noats"\n')
+    conf.chmod(0o600)
+    owner = (4242, 4243) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    os.chown(conf, *owner)
+    before = conf.read_bytes()
+
+    def meta():
+        st = conf.stat()
+        return st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)
+
+    done = run_cli("fix", "acs", "--root", str(root), "--state-dir", state, "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "pci=config_acs=" in conf.read_text() and meta() == (*owner, 0o600)
+    conf.chmod(0o644)  # made world-readable meanwhile: undo restores what the journal kept
+    undone = run_cli("apply", "--undo", "--yes", "--root", str(root), "--state-dir", state)
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert conf.read_bytes() == before and meta() == (*owner, 0o600)
 
 
 def test_scan_and_fix_peermem_give_one_verdict(faulty):

@@ -231,11 +231,18 @@ def test_tampered_journal_records_are_validated_not_obeyed(dgx_copy, tmp_path):
             {"root": root, "kind": "file", "target": {"path": "../victim"}, "before": None, "after": "keep\n"},
             {"root": root, "kind": "shell", "target": {}, "before": None, "after": None},
             {"root": root, "kind": IRQ, "target": {"irq": "104/../../etc"}, "before": "0", "after": "0-223"},
+            {  # a setuid mode for the file undo would write back
+                "root": root,
+                "kind": "file",
+                "target": {"path": "etc/modules-load.d/nvidia-peermem.conf", "mode": 0o4777, "uid": 0, "gid": 0},
+                "before": "x\n",
+                "after": None,
+            },
         ],
     )
     entries = journal.to_undo()
     outcomes = undo(journal, entries, root)
-    assert [o.status for o in outcomes] == [SKIPPED] * 6
+    assert [o.status for o in outcomes] == [SKIPPED] * 7
     whys = " | ".join(o.detail for o in outcomes)
     for why in (
         "not '" + root + "' given now",
@@ -244,6 +251,7 @@ def test_tampered_journal_records_are_validated_not_obeyed(dgx_copy, tmp_path):
         "not a file topoagent installs",
         "unknown kind 'shell'",
         "IRQ is not a number",
+        "its mode and owner are not a file's",
     ):
         assert why in whys
     assert victim.read_text() == "keep\n" and irq(dgx_copy, 104) == "0-223"
@@ -429,6 +437,31 @@ def test_a_link_as_the_last_name_is_refused_not_followed(tmp_path):
         writer.remove_file("etc/modules-load.d/nvidia-peermem.conf")
     assert victim.read_text() == "precious\n"
     assert os.path.islink(root / "etc/modules-load.d/nvidia-peermem.conf")
+
+
+def test_a_file_is_replaced_with_its_own_mode_and_owner_or_not_at_all(tmp_path, monkeypatch):
+    """Issue 44 item 3: a file replaced keeps its mode and owner (it became 0644 and the
+    writer's); an owner the writer may not give (only root gives a file away) refuses the
+    write in one line and leaves the file as it was."""
+    from topoagent.core.write import files
+
+    (tmp_path / "etc/modules-load.d").mkdir(parents=True)
+    conf = tmp_path / "etc/modules-load.d/nvidia-peermem.conf"
+    conf.write_text("mine\n")
+    conf.chmod(0o600)
+    writer = HostWriter(str(tmp_path))
+    mine = {"mode": 0o600, "uid": os.getuid(), "gid": os.getgid()}
+    assert writer.file_meta("etc/modules-load.d/nvidia-peermem.conf") == mine
+    writer.replace_file("etc/modules-load.d/nvidia-peermem.conf", "nvidia_peermem\n")
+    assert conf.read_text() == "nvidia_peermem\n" and stat.S_IMODE(conf.stat().st_mode) == 0o600
+
+    def refused(fd, uid, gid):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(files.os, "fchown", refused)
+    with pytest.raises(WriteError, match=r"its owner 4242:4242 cannot be kept: refused \(nothing written\)$"):
+        writer.replace_file("etc/modules-load.d/nvidia-peermem.conf", "x\n", {"mode": 0o600, "uid": 4242, "gid": 4242})
+    assert conf.read_text() == "nvidia_peermem\n" and os.listdir(conf.parent) == [conf.name]
 
 
 def test_a_hard_linked_lock_is_refused(tmp_path):

@@ -31,17 +31,22 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
 
+from tests.core.parse.test_fuzz_parsers import hostile_text
 from tests.fakenvml import load_recording, make_fake
 from tests.fakesysfs import generate, load_machine
+from tests.fuzz import fuzz_settings, own_errors_only
 from tests.paths import REPO
 from tests.plan_helpers import topoagent
 from topoagent.core.api import scan
 from topoagent.core.cpuset import CpuSet
+from topoagent.core.errors import InputError
 from topoagent.core.findings import CATALOGUE
 from topoagent.core.findings.doc import example_text
 from topoagent.core.hostfs import HostFS
 from topoagent.core.read.nvml import running_processes
+from topoagent.core.tree import MemoryTree
 from topoagent.features.audit.advise import advise
 from topoagent.features.audit.parse import (
     device_node,
@@ -254,6 +259,84 @@ def test_what_cannot_be_read_is_said_per_process(host, tmp_path):
     assert "PROCESS_MEMORY_OFF_GPU_NODE" not in bad.codes and "PROCESS_CPUS_OFF_GPU_NODE" in bad.codes
 
 
+# -- hostile /proc (issue 44 items 1 and 4) ---------------------------------------------------------
+
+#: A run of digits past what ``int()`` takes (4,300): one process's own environment, or a forged file.
+BIG = "9" * 5000
+#: Pid 1001 (fine) beside processes whose files hold what no kernel writes; each must cost its own
+#: facts only, never the audit.  3001's NCCL_IB_HCA (its own environment: any user's to set) ends
+#: in a 5,000-digit port; 3002's numa_maps counts 5,000-digit pages and 3001 lists a thread "²";
+#: 3003 (threads off gpu1's node) has a Mems_allowed_list that is no list.
+HOSTILE = [
+    PROCESSES[0],
+    {
+        "pid": 3001,
+        "name": "hca-port",
+        "fds": ["/dev/nvidia3"],
+        "threads": [NODE0],
+        "environ": {"NCCL_IB_HCA": ALL_HCAS + ":" + BIG},
+    },
+    {"pid": 3002, "name": "pages", "fds": ["/dev/nvidia6"], "threads": [NODE1], "memory": {"1": 64}},
+    {"pid": 3003, "name": "mems", "fds": ["/dev/nvidia1"], "threads": [NODE1], "memory": {"0": 64}},
+]
+
+
+def hostile_host(where: Path) -> Path:
+    """The DGX fixture with :data:`HOSTILE`'s processes and their forged files."""
+    desc = load_machine("dgx-h100")
+    desc["machine"]["nvidia_procfs"] = True
+    desc["process"] = HOSTILE
+    root = generate(desc, where)
+    with (root / "proc/3002/numa_maps").open("a") as f:
+        f.write(f"\n7f0000000000 default anon=1 N1={BIG} kernelpagesize_kB=4\n")
+    for status in (root / "proc/3003/status", root / "proc/3003/task/3003/status"):
+        status.write_text(status.read_text().replace("Mems_allowed_list:\t0-1", "Mems_allowed_list:\tgarbage"))
+    (root / "proc/3001/task/²").mkdir()
+    (root / "proc/3001/task/²/status").write_text("Name:\tx\nCpus_allowed_list:\t0\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def hostile(module_tmp) -> Path:
+    return hostile_host(module_tmp / "hostile")
+
+
+def test_one_process_s_bad_data_costs_its_own_facts_only(hostile):
+    result = scan(hostile, nvml="off")
+    rep = advise(result, read_audit(HostFS(str(hostile))))
+    assert [p.pid for p in rep.processes] == [1001, 3001, 3002, 3003] and rep.unreadable == ()
+    by_pid = {p.pid: p for p in rep.processes}
+    assert by_pid[1001].unread == () and by_pid[1001].threads == 3 and by_pid[1001].memory_bytes
+    assert by_pid[3001].threads == 1 and by_pid[3001].env is not None and by_pid[3001].unread == ()
+    pages = by_pid[3002]
+    assert pages.memory_bytes is None and pages.threads == 1
+    assert len(pages.unread) == 1 and pages.unread[0].startswith("numa_maps: unparsable (not a page count")
+    # the status field the audit never uses hid the process and its finding (exit 0)
+    assert by_pid[3003].threads == 1 and by_pid[3003].memory_bytes is not None
+    assert findings_by_pid(rep) == {3003: ["PROCESS_CPUS_OFF_GPU_NODE"]}
+
+
+def test_the_cli_audits_a_hostile_proc_and_exits_1_for_the_findings(hostile):
+    out = topoagent("audit", "--root", str(hostile), "--no-nvml")
+    assert out.returncode == 1 and out.stderr == "", out.stderr
+    assert "WARNING PROCESS_CPUS_OFF_GPU_NODE: pid 3003 (mems) uses gpu1" in out.stdout
+    assert "numa_maps: unparsable" in out.stdout
+
+
+def test_a_capture_s_numbers_past_a_device_number_name_no_device():
+    """A capture holds names no file system does: a pid and a ``/dev/nvidia`` minor of 5,000
+    digits are no process and no GPU device node (the link's target alone was 4 kB)."""
+    tree = MemoryTree("/captured")
+    tree.add_file("proc/driver/nvidia/gpus/0000:1b:00.0/information", b"Device Minor: \t 0\n")
+    for pid, target in (("4001", "/dev/nvidia" + BIG), ("4002", "/dev/nvidia0"), (BIG, "/dev/nvidia0")):
+        tree.add_file(f"proc/{pid}/cmdline", b"x\0")
+        tree.add_file(f"proc/{pid}/status", f"Name:\tp{pid[:4]}\n".encode())
+        tree.add_link(f"proc/{pid}/fd/3", target)
+    facts = read_audit(HostFS(tree))
+    assert [(p.pid, p.gpus) for p in facts.processes] == [(4002, ("0000:1b:00.0",))]
+    assert facts.examined == 2 and facts.unreadable == ()
+
+
 # -- NVML's running processes ----------------------------------------------------------------------
 
 
@@ -288,29 +371,50 @@ def test_nvml_without_a_driver_says_why():
 # -- the parsers, on real strings ------------------------------------------------------------------
 
 
-def test_status_of_a_real_task():
-    text = (
-        "Name:\tpt_main_thread\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\nPid:\t4250\n"
-        "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nThreads:\t87\n"
-        "Cpus_allowed:\tff,ffffffff,ffffffff\nCpus_allowed_list:\t0-71\n"
-        "Mems_allowed:\t00000000,00000003\nMems_allowed_list:\t0-1\n"
-    )
-    s = parse_status(text)
-    assert (s.name, s.uid, s.cpus, s.mems) == ("pt_main_thread", 1000, CpuSet(range(72)), CpuSet({0, 1}))
+REAL_STATUS = (
+    "Name:\tpt_main_thread\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\nPid:\t4250\n"
+    "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nThreads:\t87\n"
+    "Cpus_allowed:\tff,ffffffff,ffffffff\nCpus_allowed_list:\t0-71\n"
+    "Mems_allowed:\t00000000,00000003\nMems_allowed_list:\t0-1\n"
+)
+
+
+@pytest.mark.parametrize(
+    "line, bad, facts",
+    [
+        (None, None, ("pt_main_thread", 1000, CpuSet(range(72)))),
+        # a field the audit does not use costs nothing (issue 44 item 4: it voided the status)
+        ("Mems_allowed_list:\t0-1", "Mems_allowed_list:\tgarbage", ("pt_main_thread", 1000, CpuSet(range(72)))),
+        ("Cpus_allowed_list:\t0-71", "Cpus_allowed_list:\t0-99999999", ("pt_main_thread", 1000, None)),
+        ("Uid:\t1000", "Uid:\t" + "9" * 5000, ("pt_main_thread", None, CpuSet(range(72)))),
+        ("Uid:\t1000", "Uid:\t١٠٠٠", ("pt_main_thread", None, CpuSet(range(72)))),
+    ],
+)
+def test_status_of_a_real_task_one_bad_field_loses_one_fact(line, bad, facts):
+    s = parse_status(REAL_STATUS.replace(line, bad) if line else REAL_STATUS)
+    assert (s.name, s.uid, s.cpus) == facts
+
+
+#: numa_maps of a python process (real lines).
+REAL_NUMA_MAPS = (
+    "5623b7e4a000 default file=/usr/bin/python3.11 mapped=2 mapmax=2 N0=2 kernelpagesize_kB=4\n"
+    "5623b9c80000 default heap anon=3210 dirty=3210 N0=3000 N1=210 kernelpagesize_kB=4\n"
+    "7f2a40000000 default anon=512 dirty=512 N1=512 kernelpagesize_kB=2048\n"
+    "7ffd6c1f3000 default stack anon=9 dirty=9 N0=9 kernelpagesize_kB=4"
+)
+#: /proc/driver/nvidia/gpus/<bdf>/information of an H100 (real lines).
+REAL_INFORMATION = (
+    "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 596\nGPU UUID: \t GPU-0d3c8f8e-1111-2222-3333-444455556666\n"
+    "Video BIOS: \t 96.00.74.00.0c\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n"
+    "Bus Location: \t 0000:1b:00.0\nDevice Minor: \t 3\nGPU Firmware: \t 535.161.08\nGPU Excluded:\t No\n"
+)
 
 
 @pytest.mark.parametrize(
     "text, by_node, policies",
     [
         # real lines (a python process), file pages left out
-        (
-            "5623b7e4a000 default file=/usr/bin/python3.11 mapped=2 mapmax=2 N0=2 kernelpagesize_kB=4\n"
-            "5623b9c80000 default heap anon=3210 dirty=3210 N0=3000 N1=210 kernelpagesize_kB=4\n"
-            "7f2a40000000 default anon=512 dirty=512 N1=512 kernelpagesize_kB=2048\n"
-            "7ffd6c1f3000 default stack anon=9 dirty=9 N0=9 kernelpagesize_kB=4",
-            {0: 3009 * 4096, 1: 210 * 4096 + 512 * 2048 * 1024},
-            (),
-        ),
+        (REAL_NUMA_MAPS, {0: 3009 * 4096, 1: 210 * 4096 + 512 * 2048 * 1024}, ()),
         ("7f0000000000 bind:1 anon=4 dirty=4 N1=4 kernelpagesize_kB=4", {1: 4 * 4096}, ("bind:1",)),
         (
             "7f0000000000 interleave=static:0-3 anon=8 N0=2 N1=2 N2=2 N3=2",
@@ -326,6 +430,12 @@ def test_status_of_a_real_task():
 def test_numa_maps(text, by_node, policies):
     got = parse_numa_maps(text)
     assert got.bytes_by_node == by_node and got.policies == policies
+
+
+@pytest.mark.parametrize("word", [f"N0={BIG}", f"N{BIG}=1"])
+def test_numa_maps_with_a_count_no_kernel_writes_is_refused(word):
+    with pytest.raises(InputError, match="not a page count"):
+        parse_numa_maps(f"7f0000000000 default anon=1 {word} kernelpagesize_kB=4")
 
 
 @pytest.mark.parametrize(
@@ -345,13 +455,9 @@ def test_environ_keeps_only_what_is_asked():
 
 
 def test_nvidia_information_minor():
-    text = (
-        "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 596\nGPU UUID: \t GPU-0d3c8f8e-1111-2222-3333-444455556666\n"
-        "Video BIOS: \t 96.00.74.00.0c\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n"
-        "Bus Location: \t 0000:1b:00.0\nDevice Minor: \t 3\nGPU Firmware: \t 535.161.08\nGPU Excluded:\t No\n"
-    )
-    assert parse_minor(text) == 3
+    assert parse_minor(REAL_INFORMATION) == 3
     assert parse_minor("Model: x\n") is None
+    assert parse_minor(f"Device Minor: \t {BIG}\n") is None
 
 
 @pytest.mark.parametrize(
@@ -364,6 +470,8 @@ def test_nvidia_information_minor():
         ("dev/nvidia-uvm", None, None),
         ("dev/nvidia-caps/nvidia-cap1", None, None),
         ("proc/4242/fd/socket:[1234]", None, None),
+        ("dev/nvidia" + BIG, None, None),  # more than a minor's 20 bits: no device node
+        ("dev/dri/renderD" + "1" * 8, None, None),
     ],
 )
 def test_device_nodes(target, kind, number):
@@ -384,10 +492,26 @@ def test_device_nodes(target, kind, number):
         ("mlx5_0:1,mlx5_1:1", "mlx5_1", 1, True),
         ("mlx5_0:1", "mlx5_0", None, True),
         ("", "mlx5_0", 1, True),  # no list: every device
+        ("mlx5_0:" + BIG, "mlx5_0", 2, True),  # a port past any number names none
+        ("=mlx5_1:" + BIG, "mlx5_10", 1, False),
     ],
 )
 def test_nccl_ib_hca_matches_as_nccl_does(value, device, port, allowed):
     assert parse_hca_list(value).allows(device, port) is allowed
+
+
+@fuzz_settings()
+@given(
+    hostile_text(
+        (REAL_STATUS, REAL_NUMA_MAPS, REAL_INFORMATION, ALL_HCAS, "^=mlx5_0:1,mlx5_3:2", "dev/nvidia3", "bind:0-1")
+    )
+)
+def test_the_audit_parsers_take_any_text(text):
+    """What a process writes (its environment) or a capture forges, mangled, with hostile values
+    and 5,000-digit numbers spliced in: each parser answers or refuses with the project's error."""
+    for parse in (parse_status, parse_numa_maps, parse_minor, device_node, parse_hca_list, policy_nodes):
+        own_errors_only(parse, text)
+    own_errors_only(parse_environ, text.encode("utf-8", "surrogateescape"), ("NCCL_IB_HCA",))
 
 
 # -- this machine's real processes -------------------------------------------------------------------

@@ -17,6 +17,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -574,3 +575,37 @@ def test_vpd_is_scrubbed_but_still_pairs():
     assert a.name == "NVIDIA ConnectX-8" and a.part == "900-9X81Q-"
     assert a.v3 != b.v3 and "3f2b6c1e" not in (a.v3 or "")
     assert b"MT2439" not in nic and a.serial == "000000000000"
+
+
+def test_a_capture_s_name_of_5000_digits_is_no_number(tmp_path, fixture_root):
+    """Issue 44: a capture holds names no file system could (a component of 5,000 digits); an
+    RDMA device named so made every command that scans an internal error (a NIC's sort key read
+    the name's trailing digits as a number)."""
+    big = "mlx5_" + "9" * 5000
+    entries = [
+        msgspec.structs.replace(e, path=e.path.replace("mlx5_0", big), target=e.target.replace("mlx5_0", big))
+        for e in collect_capture(str(fixture_root("faulty-gpu-node")), tools=False).ordered()
+    ]
+    cap = str(tarball(entries, tmp_path / "c.tar.gz"))
+    result = scan(cap, nvml="off")
+    assert [n.rdma_devices for n in result.topology.nics if big in n.rdma_devices] == [(big,)]
+    for args in (["scan"], ["plan", "--format", "nccl-topo"], ["plan", "--format", "rails"], ["audit", "--no-nvml"]):
+        out = CliRunner().invoke(cli, [*args, "--root", cap])
+        assert out.exit_code in (0, 1) and isinstance(out.exception, (SystemExit, type(None))), (args, out.output)
+
+
+@pytest.mark.parametrize("location", ["9" * 5000, "abc"])
+def test_capture_of_a_kfd_node_with_a_location_no_kernel_writes(scratch_root, tmp_path, location):
+    """Issue 44: capture read a KFD node's ``location_id`` with int() of its own (an internal
+    error for 5,000 digits or a word); it reads the properties as the scan does, and a node the
+    scan cannot read has no GPU files to copy."""
+    root = scratch_root("mi300x")
+    props = next(
+        p
+        for p in sorted(root.glob("sys/devices/virtual/kfd/kfd/topology/nodes/*/properties"))
+        if re.search(r"^location_id [1-9]", p.read_text(), re.M)
+    )
+    props.write_text(re.sub(r"^location_id [0-9]+", f"location_id {location}", props.read_text(), flags=re.M))
+    out = CliRunner().invoke(cli, ["capture", "--root", str(root), "-o", str(tmp_path / "c.tar.gz"), "-q"])
+    assert out.exit_code == 0, out.output
+    assert scan(str(tmp_path / "c.tar.gz"), nvml="off").topology.gpus

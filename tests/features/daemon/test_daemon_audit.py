@@ -8,7 +8,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakesysfs import generate, load_machine
-from tests.features.audit.test_audit import PROCESSES
+from tests.features.audit.test_audit import PROCESSES, hostile_host
 from topoagent.core.api import scan
 from topoagent.features.daemon.config import Config, load
 from topoagent.features.daemon.loop import default_audit
@@ -67,13 +67,9 @@ def test_the_audit_can_be_turned_off(host, tmp_path):
     assert not any(name.startswith("topoagent_gpu_processes") for name, _ in samples(status))
 
 
-def test_a_failed_audit_never_costs_the_scan(host, tmp_path):
+def daemon_audit(host, config, **kw):
+    """The daemon's audit of ``host`` (its scan, the audit's report and the warnings it logged)."""
     from topoagent.features.daemon.loop import Daemon
-
-    config = Config(root=str(host), state_dir=str(tmp_path), nvml=False, udev=False)
-
-    def broken(cfg, result):
-        raise OSError("no /proc")
 
     warnings = []
 
@@ -84,9 +80,41 @@ def test_a_failed_audit_never_costs_the_scan(host, tmp_path):
         def __getattr__(self, name):
             return lambda *a, **k: None
 
-    d = Daemon(config, log=Log(), audit=broken, install_signals=False)
+    d = Daemon(config, log=Log(), install_signals=False, **kw)
     try:
-        assert d._audit(config, scan(host, nvml="off")) is None
+        result = scan(host, nvml="off")
+        return result, d._audit(config, result), warnings
     finally:
         d._teardown()
+
+
+def test_a_failed_audit_never_costs_the_scan(host, tmp_path):
+    config = Config(root=str(host), state_dir=str(tmp_path), nvml=False, udev=False)
+
+    def broken(cfg, result):
+        raise OSError("no /proc")
+
+    _, audit, warnings = daemon_audit(host, config, audit=broken)
+    assert audit is None
     assert warnings and warnings[0][0] == "audit_failed" and "no /proc" in warnings[0][1]["error"]
+
+
+def test_one_process_s_bad_data_never_costs_the_audit_its_series(module_tmp, tmp_path):
+    """Issue 44 item 1: a process's own NCCL_IB_HCA with a 5,000-digit port (and a forged
+    numa_maps, and a status field no audit uses) made every scan log ``audit_failed`` and export
+    no process series, so TopoagentProcessMisplaced could fire for no one."""
+    host = hostile_host(module_tmp / "hostile")
+    config = Config(root=str(host), state_dir=str(tmp_path), nvml=False, udev=False)
+    result, audit, warnings = daemon_audit(host, config)
+    assert warnings == [] and audit is not None
+    got = samples(Status(started_at=0.0, result=result, last=Attempt(0.0, True, 0.1), audit=audit))
+    for gpu, bdf in (
+        ("gpu0", "0000:1b:00.0"),
+        ("gpu1", "0000:43:00.0"),
+        ("gpu3", "0000:61:00.0"),
+        ("gpu6", "0000:d1:00.0"),
+    ):
+        assert got[("topoagent_gpu_processes", (("gpu", gpu), ("gpu_bdf", bdf)))] == 1
+    gpu1 = (("code", "PROCESS_CPUS_OFF_GPU_NODE"), ("gpu", "gpu1"), ("gpu_bdf", "0000:43:00.0"))
+    assert got[("topoagent_gpu_processes_misplaced", gpu1)] == 1
+    assert got[("topoagent_audit_unreadable_processes", ())] == 0

@@ -209,6 +209,17 @@ def test_a_class_mismatch_is_one_finding(results, fixture_root):
     assert len(compare(other, results["good"].baseline)) > 5  # what would have been listed
 
 
+def test_an_expectation_whose_slot_names_hold_5000_digits_is_compared(results):
+    """Issue 44: a root bus ordinal of 5,000 digits in an expected topology (``s0.r9…9``, a
+    user's file) made ``scan --expect`` an internal error: a finding's subject sort read it as a
+    number."""
+    good = results["good"].baseline
+    big = "s0.r" + "9" * 5000
+    slots = [msgspec.structs.replace(s, slot=s.slot.replace("s0.r0", big, 1)) for s in good.slots]
+    found = with_expected(results["good"], msgspec.structs.replace(good, slots=slots)).findings
+    assert any(big in " ".join(f.subjects) for f in found if f.code.startswith("EXPECT_"))
+
+
 def _slot(**kw) -> SlotFacts:
     base = {
         "slot": GPU0_SLOT,

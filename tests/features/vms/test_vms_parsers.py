@@ -141,6 +141,13 @@ def test_libvirt_sets_and_addresses_read_as_libvirt_reads_them():
             ),
             "is not a number",
         ),
+        (  # past a 64-bit long: its decimal for the message was past int()'s 4,300 digits (issue 44)
+            (
+                "<domain><name>x</name><devices><hostdev mode='subsystem' type='pci'><source><address bus='0x1'"
+                " slot='0' function='0x" + "9" * 5000 + "'/></source></hostdev></devices></domain>"
+            ),
+            "is not a number",
+        ),
         (
             "<domain><name>x</name><numatune><memory mode='strict' nodeset='1-0'/></numatune></domain>",
             "bad <numatune> nodeset",

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from topoagent.core.bdf import bdf_key, is_bdf
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 from topoagent.core.errors import InputError
 
 if TYPE_CHECKING:
@@ -78,8 +78,8 @@ def _entries(name: str, value: str, *, cuda: bool) -> tuple[str, ...]:
         token = raw.strip()
         if cuda and token == "-1":
             break
-        if is_decimal(token):
-            out.append(str(int(token)))
+        if (index := decimal(token)) is not None:
+            out.append(str(index))
         elif _is_uuid(token):
             out.append(token)
         else:

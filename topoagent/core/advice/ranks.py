@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 from topoagent.core.errors import InputError
 
 #: Launchers' local-rank variables, in the order they are consulted.
@@ -23,8 +23,8 @@ def local_rank_from(env: Mapping[str, str]) -> tuple[int, str]:
         value = env.get(name)
         if value is None or value == "":
             continue
-        text = value.strip()
-        if not is_decimal(text):
+        rank = decimal(value.strip())
+        if rank is None:
             raise InputError(f"{name}={value!r} is not a local rank (a number >= 0)")
-        return int(text), name
+        return rank, name
     raise InputError(f"--auto: none of {', '.join(LOCAL_RANK_VARS)} is set (not started by a launcher?)")

@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from topoagent.core.analysis.c2c import is_c2c, own_cpu_nic
 from topoagent.core.analysis.nicspeed import nic_bandwidth_gbps
 from topoagent.core.analysis.paths import Path, nccl_path_type, nccl_reach
+from topoagent.core.digits import decimal
 from topoagent.core.pathclass import PathClass
 from topoagent.core.topology import BridgeRole, Device, Topology, common_ancestors, id_key
 
@@ -103,8 +104,8 @@ def _inter_cpu_bw(topo: Topology) -> float | None:
     if ident.vendor == "AuthenticAMD":
         return _AMD_BW
     if ident.vendor == "GenuineIntel":
-        family = int(ident.familyid) if ident.familyid and ident.familyid.isdigit() else 0
-        model = int(ident.modelid) if ident.modelid and ident.modelid.isdigit() else 0
+        family = decimal(ident.familyid or "") or 0
+        model = decimal(ident.modelid or "") or 0
         if family != 6:
             return _BDW_BW
         return _ERP_BW if model >= 0xCF else _SRP_BW if model >= 0x8F else _SKL_BW if model >= 0x55 else _BDW_BW

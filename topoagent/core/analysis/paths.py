@@ -35,7 +35,7 @@ import msgspec
 
 from topoagent.core import pci
 from topoagent.core.analysis.c2c import is_c2c, own_cpu_nic, p2c_nic
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 from topoagent.core.pathclass import XGMI, PathClass
 from topoagent.core.pci import DeviceKind
 from topoagent.core.platform import ComplexKind
@@ -211,14 +211,15 @@ def given_path(topo: Topology, a: Device, b: Device) -> Path | None:
     token = topo.given_token(a, b)
     if token is None:
         return None
-    nv = token.startswith("NV") and is_decimal(token[2:]) and len(token) <= 6  # NV#: # NVLinks
+    links = decimal(token[2:], digits=4) if token.startswith("NV") else None  # NV#: # NVLinks
+    nv = links is not None
     if nv or token == XGMI:
         if a.root_bus is not None and b.root_bus is not None:
             cls, known = pcie_class(topo, a, b)  # the PCIe class beneath, from the lspci tree
         else:
             cls, known = PathClass.SYS, False  # NV#/XGMI alone says nothing of PCIe: the worst case
         same = _same_socket(a, b) if cls is PathClass.SYS and known else None
-        return Path(a.id, b.id, cls, int(token[2:]) if nv else 0, same, known, xgmi=not nv)
+        return Path(a.id, b.id, cls, links or 0, same, known, xgmi=not nv)
     stated = PathClass.from_token(token)
     if stated is None or stated in (PathClass.X, PathClass.NV):
         return None  # "?" (unreadable), NV# past the NVLink counts, or X off the diagonal: compute instead

@@ -39,7 +39,7 @@ MAX_LISTED = 32
 #: Path classes a NUMA layout or a root complex's socket changes between (the path between
 #: two devices crosses nodes, or no longer does): folded into that cause.
 _NUMA_CLASSES = frozenset({"NODE", "SYS"})
-_ROOT = re.compile(r"s[^./]+\.r[0-9]+")
+_ROOT = re.compile(r"s[^./]+\.r[0-9]{1,6}")  # a socket's root bus by ordinal: a few digits
 
 
 def _what(s: SlotFacts) -> str:

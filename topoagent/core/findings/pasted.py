@@ -7,6 +7,7 @@ or sysfs's port state) and PCIE_AER_LOGGED (``dmesg``) -- their words and rules:
 from __future__ import annotations
 
 from topoagent.core.analysis.rails import NicRole
+from topoagent.core.digits import decimal
 from topoagent.core.findings.context import Context, given_evidence, nic_label
 from topoagent.core.findings.finding import Evidence, Finding, Severity
 from topoagent.core.parse.nvsmi_p2p import STATUS
@@ -127,8 +128,8 @@ def check_p2p(c: Context) -> list[Finding]:
 
 
 def _label_key(label: str) -> tuple[int, str]:
-    digits = label.lstrip("GPU")
-    return (int(digits), label) if digits.isdigit() else (1 << 30, label)
+    number = decimal(label.lstrip("GPU"))
+    return (1 << 30 if number is None else number, label)
 
 
 def check_nvlink_inactive(c: Context) -> list[Finding]:

@@ -28,6 +28,7 @@ import re
 import msgspec
 
 from topoagent.core.bdf import PRINTED_BDF, printed_bdf
+from topoagent.core.digits import decimal
 from topoagent.core.errors import InputError
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
 
@@ -38,7 +39,7 @@ __all__ = ["AmdGpuText", "AmdPair", "AmdTopoParseError", "AmdTopology", "read_am
 _ROCM_BANNER = re.compile(r"^=+\s*(Weight|Hops|Link Type|Numa Nodes?)\b.*?=+\s*$", re.I)
 _OTHER_BANNER = re.compile(r"^=+[ A-Za-z]*=+$")
 _AMD_TABLE = re.compile(r"^\s*([A-Z][A-Z -]*?)\s+TABLE:\s*$")
-_NUMA = re.compile(r"^GPU\[(\d{1,4})\]\s*:\s*\(Topology\)\s*Numa (Node|Affinity):\s*(-?\d+)\s*$")
+_NUMA = re.compile(r"^GPU\[([0-9]{1,4})\]\s*:\s*\(Topology\)\s*Numa (Node|Affinity):\s*(-?[0-9]{1,6})\s*$")
 _GPU_LABEL = re.compile(r"GPU\d{1,4}")
 _TABLES = {"weight": "weight", "hops": "hops", "link type": "link", "access": "access"}
 
@@ -178,8 +179,8 @@ def _pair(t: _Tables, la: str, lb: str, a: str, b: str) -> AmdPair:
         la,
         lb,
         link=link.upper() if link and link.upper() in ("XGMI", "PCIE") else None,
-        weight=int(weight) if weight and weight.isdigit() else None,
-        hops=int(hops) if hops and hops.isdigit() else None,
+        weight=decimal(weight or ""),
+        hops=decimal(hops or ""),
         access={"ENABLED": True, "DISABLED": False}.get(access or ""),
         line=line,
     )

@@ -15,7 +15,7 @@ Pure: text in, values out.
 
 from __future__ import annotations
 
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 
 __all__ = ["bdf_of", "gfx_name", "parse_properties"]
 
@@ -32,10 +32,10 @@ def parse_properties(text: str) -> dict[str, int]:
         if not line:
             continue
         name, _, value = line.partition(" ")
-        value = value.strip()
-        if not name or not is_decimal(value) or len(value) > 20 or int(value) > _U64:
+        number = decimal(value.strip())
+        if not name or number is None or number > _U64:
             raise ValueError(f"not a 'name value' property line: {line[:60]!r}")
-        out[name] = int(value)
+        out[name] = number
     return out
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 from topoagent.core.parse.lspci_common import LineError, LspciParseError, split_ids
 from topoagent.core.parse.paste import Skipped, clean_paste, merge_skipped
 from topoagent.core.pci import ACS_FLAGS, ACS_P2P_REDIRECT_MASK, CLASSES, LSPCI_PORT_NAMES
@@ -464,8 +464,8 @@ _HEX_ID = re.compile(r"[0-9a-fA-F]{1,8}")
 
 
 def _decimal(word: str) -> int | None:
-    """A number lspci prints in decimal (at most 10 ASCII digits: :mod:`topoagent.core.digits`)."""
-    return int(word) if is_decimal(word) and len(word) <= 10 else None
+    """A number lspci prints in decimal (at most 10 ASCII digits)."""
+    return decimal(word, digits=10)
 
 
 def _hex(word: str) -> int | None:

@@ -47,7 +47,7 @@ OBJECT = re.compile(
     r"PCI|Bridge|Misc|Net|Network|OpenFabrics|Block|Storage|CoProc|GPU|DMA|Co-Processor|OSDev)\b"
 )
 _PHYS = re.compile(r"\bP#(\d{1,6})")
-_SIZE = re.compile(r"\b(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB)\b")
+_SIZE = re.compile(r"(?<![\w.])([0-9]{1,12}(?:\.[0-9]{1,6})?)\s*(KB|MB|GB|TB)\b")  # not the tail of a longer number
 _PCI = re.compile(
     r"^PCI\s+(?:L#\d+\s+)?(?:(?P<bdf>(?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\s*)?(?:\((?P<cls>[^)]*)\))?"
 )

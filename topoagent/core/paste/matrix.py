@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from itertools import combinations
 
 from topoagent.core.cpuset import CpuSet
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 from topoagent.core.parse.nvsmi_topo import TopoDevice, TopoMatrix
 from topoagent.core.pci import NVIDIA
 from topoagent.core.snapshot import (
@@ -32,7 +32,7 @@ __all__ = ["snapshot_from_topo_matrix", "summary"]
 
 def _single_node(text: str | None) -> int | None:
     """The node of a NUMA Affinity naming exactly one node (``3``); None for lists, N/A."""
-    return int(text) if text is not None and is_decimal(text) and len(text) <= 4 else None
+    return decimal(text, digits=4) if text is not None else None
 
 
 def _listed_nodes(text: str | None) -> set[int]:

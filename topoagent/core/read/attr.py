@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 from topoagent.core.hostfs import HostFS
 
 __all__ = ["numbered", "parsed", "value"]
@@ -22,10 +22,8 @@ T = TypeVar("T")
 def numbered(name: str, prefix: str) -> int | None:
     """The number of a numbered sysfs directory (``node3`` -> 3 with prefix ``node``), as the
     kernel writes it (ASCII digits, no leading zero); None for any other name."""
-    digits = name[len(prefix) :] if name.startswith(prefix) else ""
-    if is_decimal(digits) and len(digits) <= 7 and (digits == "0" or digits[0] != "0"):
-        return int(digits)
-    return None
+    text = name[len(prefix) :] if name.startswith(prefix) else ""
+    return decimal(text, digits=7) if text == "0" or not text.startswith("0") else None
 
 
 def value(fs: HostFS, rel: str, parse: Callable[[str], T], *, quiet: bool = False) -> T | None:

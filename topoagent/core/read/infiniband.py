@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 from topoagent.core.hostfs import HostFS
 from topoagent.core.parse import sysfs_values as sv
 from topoagent.core.read.attr import value
@@ -42,12 +42,13 @@ def _ports(fs: HostFS, base: str) -> tuple[RdmaPort, ...]:
     """A device's numbered ports, in order."""
     ports = []
     for port in fs.listdir(f"{base}/ports"):
-        if not is_decimal(port):
+        number = decimal(port)
+        if number is None:
             continue
         p = f"{base}/ports/{port}"
         ports.append(
             RdmaPort(
-                port=int(port),
+                port=number,
                 state=value(fs, f"{p}/state", sv.parse_rdma_state),
                 rate_gbps=value(fs, f"{p}/rate", sv.parse_rdma_rate),
                 link_layer=fs.text(f"{p}/link_layer"),

@@ -11,7 +11,7 @@ on Instinct parts).  A KFD node whose properties name no PCI function is not a G
 
 from __future__ import annotations
 
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 from topoagent.core.hostfs import HostFS
 from topoagent.core.parse.kfd import bdf_of, gfx_name, parse_properties
 from topoagent.core.read.attr import parsed, value
@@ -30,10 +30,10 @@ AMDGPU_FILES = (
 
 
 def _decimal(text: str) -> int:
-    text = text.strip()
-    if not is_decimal(text) or len(text) > 20:
-        raise ValueError(f"not a decimal number: {text[:40]!r}")
-    return int(text)
+    number = decimal(text.strip())
+    if number is None:
+        raise ValueError(f"not a decimal number: {text.strip()[:40]!r}")
+    return number
 
 
 def _word(text: str) -> str:
@@ -48,13 +48,14 @@ def amd_gpus(fs: HostFS) -> tuple[AmdGpu, ...]:
     with its io_links and the amdgpu facts of its PCI function; () without KFD."""
     nodes: dict[int, dict[str, int]] = {}
     for name in fs.listdir(KFD_NODES):
-        if is_decimal(name) and len(name) <= 6:
+        node = decimal(name, digits=6)
+        if node is not None:
             base = f"{KFD_NODES}/{name}"
             props = parsed(
                 fs, f"{base}/properties", fs.text(f"{base}/properties"), parse_properties, required_by="KFD node"
             )
             if props is not None:
-                nodes[int(name)] = props
+                nodes[node] = props
     bdf = {
         n: bdf_of(p.get("domain", 0), p["location_id"])
         for n, p in nodes.items()
@@ -87,7 +88,7 @@ def amd_gpus(fs: HostFS) -> tuple[AmdGpu, ...]:
 def _links(fs: HostFS, base: str, bdf: dict[int, str]) -> tuple[KfdLink, ...]:
     """A node's io_links, in their order (``io_links/0``, ``1`` ...)."""
     links = []
-    names = sorted(int(m) for m in fs.listdir(f"{base}/io_links") if is_decimal(m) and len(m) <= 6)
+    names = sorted(n for m in fs.listdir(f"{base}/io_links") if (n := decimal(m, digits=6)) is not None)
     for m in names:
         rel = f"{base}/io_links/{m}/properties"
         props = value(fs, rel, parse_properties)

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from topoagent.core.bdf import is_bdf, vf_bdfs
 from topoagent.core.cpuset import CpuSet
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 from topoagent.core.hostfs import HostFS
 from topoagent.core.parse import sysfs_values as sv
 from topoagent.core.parse.configspace import (
@@ -309,7 +309,7 @@ class PciReader:
 
     def _link_int(self, rel: str) -> int | None:
         name = self.fs.link_name(rel)
-        return int(name) if name is not None and is_decimal(name) else None
+        return decimal(name) if name is not None else None
 
     def _link_bdf(self, rel: str) -> str | None:
         name = self.fs.link_name(rel)

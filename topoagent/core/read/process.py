@@ -12,6 +12,7 @@ import os
 from types import ModuleType
 
 from topoagent.core.cpuset import CpuSet
+from topoagent.core.digits import decimal
 from topoagent.core.errors import TopoagentError
 from topoagent.core.hostfs import HostFS
 from topoagent.core.snapshot import ThreadAffinity
@@ -91,10 +92,7 @@ def thread_start(tid: int) -> int | None:
     even after the kernel hands the number to another."""
     text = HostFS("/").text(f"proc/{tid}/stat", quiet=True)
     fields = (text or "").rpartition(")")[2].split()  # the name (field 2) may hold spaces and ')'
-    try:
-        return int(fields[19])  # fields[0] is field 3
-    except (IndexError, ValueError):
-        return None
+    return decimal(fields[19]) if len(fields) > 19 else None  # fields[0] is field 3
 
 
 def thread_affinity(tid: int) -> CpuSet | None:

@@ -7,8 +7,8 @@ descriptor: what is at the target is looked at without following a link, and onl
 file (or nothing) may be replaced -- a device, FIFO, directory or symbolic link there is
 refused (renaming over ``/dev/null`` would replace the device with a plain file).  The data
 goes to a new temp file beside it (``O_EXCL|O_NOFOLLOW``: it never follows a planted link and
-never clobbers a name), is fsynced and given its mode, and is renamed over the target, so a
-reader sees the old content or the new, never a torn one.
+never clobbers a name), is fsynced and given its owner and mode, and is renamed over the target,
+so a reader sees the old content or the new, never a torn one.
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ def write_new(directory: str, prefix: str, data: bytes, *, mode: int = 0o600) ->
     return tmp
 
 
-def write_in(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644) -> None:
-    """Replace ``name`` in the directory ``dir_fd`` with ``data``, all or nothing.  Refuses
-    (:class:`OSError`, one line in ``strerror``) anything at ``name`` but a regular file."""
+def write_in(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644, owner: tuple[int, int] | None = None) -> None:
+    """Replace ``name`` in the directory ``dir_fd`` with ``data``, all or nothing, with ``mode``
+    and ``owner`` (uid, gid; None: the writer's own).  Refuses (:class:`OSError`, one line in
+    ``strerror``) anything at ``name`` but a regular file, and an owner it may not give."""
     if name in ("", ".", "..") or "/" in name:
         raise OSError(errno.EISDIR, "not a file name")
     _check_target(dir_fd, name)
@@ -70,7 +71,8 @@ def write_in(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fchmod(fd, mode)
+            _give(fd, owner)
+            os.fchmod(fd, mode)  # after fchown, which clears set-user-ID and set-group-ID
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -86,6 +88,19 @@ def write_in(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644) -> None:
         os.fsync(dir_fd)  # the rename itself survives a crash
     except OSError:  # some file systems cannot sync a directory: the data is synced already
         pass
+
+
+def _give(fd: int, owner: tuple[int, int] | None) -> None:
+    """Give the new file ``owner`` (only root may give a file away: chown(2))."""
+    st = os.fstat(fd)
+    if owner is None or owner == (st.st_uid, st.st_gid):
+        return
+    try:
+        os.fchown(fd, *owner)
+    except PermissionError:
+        raise OSError(
+            errno.EPERM, f"its owner {owner[0]}:{owner[1]} cannot be kept: refused (nothing written)"
+        ) from None
 
 
 def _check_target(dir_fd: int, name: str) -> None:

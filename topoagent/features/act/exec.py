@@ -22,7 +22,7 @@ from topoagent.core.advice.ranks import local_rank_from
 from topoagent.core.command.common import EXIT_ERROR, fail
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.cpuset import CpuSet
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 from topoagent.core.errors import InputError
 from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import Inputs
@@ -340,8 +340,8 @@ def _narrowed(alloc: Any, index: int, g: Any, nvml: Any) -> str:
 
 
 def _pick_gpu(result: Any, plan: Any, ref: str) -> Any:
-    if is_decimal(ref):
-        index = int(ref)
+    index = decimal(ref)
+    if index is not None:
         if index >= len(plan.gpus):
             fail(f"--gpu {ref}: the host has {len(plan.gpus)} GPU(s) (0-{len(plan.gpus) - 1})")
         return plan.gpus[index]

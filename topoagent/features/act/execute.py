@@ -23,7 +23,7 @@ from topoagent.features.act.changes import FILE, IRQ, MODULE, PCI_CONFIG, THREAD
 from topoagent.features.act.irqs import affinity_rel
 from topoagent.features.act.journal import Entry, Journal
 from topoagent.features.act.validate import entry_problem
-from topoagent.features.act.writer import HostWriter, WriteError
+from topoagent.features.act.writer import META, HostWriter, WriteError
 
 APPLIED, FAILED, REFUSED = "applied", "failed", "refused"
 #: Undo only: a target changed again since apply (left as it is), a record not trusted.
@@ -86,7 +86,7 @@ def perform(writer: HostWriter, kind: str, target: Any, value: str | None) -> No
     elif value is None:
         writer.remove_file(rel)
     else:
-        writer.replace_file(rel, value)
+        writer.replace_file(rel, value, {k: target[k] for k in META} if "mode" in target else None)
 
 
 def _same(kind: str, a: str | None, b: str | None) -> bool:
@@ -119,13 +119,17 @@ def _write(writer: HostWriter, kind: str, target: Any, value: str | None) -> tup
 
 
 def apply_changes(changes: Sequence[HostChange], writer: HostWriter, journal: Journal) -> list[Outcome]:
-    """Make each change: journal its undo record, write, read back, journal the result."""
+    """Make each change: journal its undo record, write, read back, journal the result.  A file
+    it replaces keeps its mode and owner, and the record keeps them for undo (:data:`META`)."""
     out = []
     for ch in changes:
+        target = dict(ch.target)
+        if ch.kind == FILE:
+            target.update(writer.file_meta(str(target["path"])) or {})
         ident = journal.begin(
-            root=writer.root, kind=ch.kind, target=dict(ch.target), before=ch.before, after=ch.after, label=ch.label
+            root=writer.root, kind=ch.kind, target=target, before=ch.before, after=ch.after, label=ch.label
         )
-        status, detail = _write(writer, ch.kind, ch.target, ch.after)
+        status, detail = _write(writer, ch.kind, target, ch.after)
         journal.mark(ident, "done" if status == APPLIED else status, detail)
         out.append(Outcome(ch.label, ch.what, status, detail))
     return out

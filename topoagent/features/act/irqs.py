@@ -9,7 +9,7 @@ holds a fake ``/proc/irq``.
 from __future__ import annotations
 
 from topoagent.core.cpuset import CpuSet
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 from topoagent.core.hostfs import HostFS
 
 
@@ -20,7 +20,9 @@ def affinity_rel(irq: int) -> str:
 
 def device_irqs(fs: HostFS, bdf: str) -> tuple[int, ...]:
     """The MSI/MSI-X IRQ numbers of a PCI function, ascending (none for legacy INTx)."""
-    return tuple(sorted(int(n) for n in fs.listdir(f"sys/bus/pci/devices/{bdf}/msi_irqs") if is_decimal(n)))
+    return tuple(
+        sorted(n for name in fs.listdir(f"sys/bus/pci/devices/{bdf}/msi_irqs") if (n := decimal(name)) is not None)
+    )
 
 
 def irq_affinity(fs: HostFS, irq: int) -> CpuSet | None:
@@ -39,6 +41,7 @@ def irqbalance_pids(fs: HostFS) -> tuple[int, ...]:
     """Processes named ``irqbalance`` (it rewrites IRQ affinity every 10 s by default)."""
     out = []
     for entry in fs.listdir("proc"):
-        if is_decimal(entry) and fs.text(f"proc/{entry}/comm", quiet=True) == "irqbalance":
-            out.append(int(entry))
+        pid = decimal(entry)
+        if pid is not None and fs.text(f"proc/{entry}/comm", quiet=True) == "irqbalance":
+            out.append(pid)
     return tuple(out)

@@ -3,8 +3,8 @@
 A record names its own root, kind, target and values; undo trusts none of it until it passes
 the rules apply itself follows: the root is the one given now, the kind is one of the five,
 an IRQ is a number, a thread a positive tid, a BDF a BDF, an offset inside config space, a
-file one that topoagent installs, a module one it loads (never a name modprobe reads as an
-option), and each value in its kind's spelling.
+file one that topoagent installs (its mode and owner, where kept, numbers), a module one it
+loads (never a name modprobe reads as an option), and each value in its kind's spelling.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from topoagent.features.act.changes import (
     THREAD,
 )
 from topoagent.features.act.journal import Entry
+from topoagent.features.act.writer import META
 
 __all__ = ["entry_problem"]
 
@@ -53,7 +54,12 @@ def _target_problem(kind: str, t: dict[str, Any]) -> str | None:
             return "the device is not a PCI address"
         return None if _int(t.get("offset"), 0x100, 0xFFE) else "the offset is not inside config space"
     if kind == FILE:
-        return None if t.get("path") in FILES else "not a file topoagent installs"
+        if t.get("path") not in FILES:
+            return "not a file topoagent installs"
+        meta = [t[k] for k in META if k in t]  # all or none: the file's mode and owner before
+        limits = (0o777, (1 << 32) - 2, (1 << 32) - 2)
+        ok = not meta or (len(meta) == len(META) and all(_int(v, 0, hi) for v, hi in zip(meta, limits, strict=True)))
+        return None if ok else "its mode and owner are not a file's"
     if kind == MODULE:
         return None if t.get("module") in MODULES else "not a module topoagent loads"
     return f"unknown kind {kind[:32]!r}"

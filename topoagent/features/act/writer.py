@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Mapping
 from typing import Any
 
 from topoagent.core.cpuset import CpuSet
@@ -24,6 +25,9 @@ _WRITE = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os
 #: How a file's bytes travel as text through plans and the journal: undecodable bytes as lone
 #: surrogates (PEP 383), so a saved file comes back byte for byte.
 FILE_ENCODING = ("utf-8", "surrogateescape")
+#: A file's metadata as the journal keeps it beside its path: its permission bits (never
+#: set-user-ID, set-group-ID or sticky: no file topoagent writes has them) and owner.
+META = ("mode", "uid", "gid")
 
 
 class WriteError(TopoagentError):
@@ -116,12 +120,24 @@ class HostWriter:
         finally:
             os.close(fd)
 
-    def replace_file(self, rel: str, text: str) -> None:
-        """Write a whole configuration file atomically (temp file, then rename), mode 0644.
+    def file_meta(self, rel: str) -> dict[str, int] | None:
+        """The :data:`META` of the regular file ``rel``; None where there is none."""
+        try:
+            with self._where(rel) as (dir_fd, rest):
+                return _meta(dir_fd, rest[0]) if len(rest) == 1 else None
+        except OSError:
+            return None
+
+    def replace_file(self, rel: str, text: str, meta: Mapping[str, Any] | None = None) -> None:
+        """Write a whole configuration file atomically (temp file, then rename) with the mode
+        and owner ``meta`` names (:data:`META`) -- by default the replaced file's own: a file
+        someone made private stays private and theirs; a new one is 0644 and the writer's.
         ``text`` is the file's bytes as :data:`FILE_ENCODING` decoded them (byte for byte)."""
         try:
             with self._where(rel, create_dirs=True) as (dir_fd, rest):
-                write_in(dir_fd, rest[0], text.encode(*FILE_ENCODING), mode=0o644)
+                meta = meta or _meta(dir_fd, rest[0]) or {"mode": 0o644}
+                owner = (meta["uid"], meta["gid"]) if "uid" in meta else None
+                write_in(dir_fd, rest[0], text.encode(*FILE_ENCODING), mode=meta["mode"], owner=owner)
         except OSError as exc:
             raise self._fail(rel, exc) from None
 
@@ -156,3 +172,12 @@ class HostWriter:
         out = run_tool(["modprobe", *(["-r"] if remove else []), "--", module], timeout=60)
         if not out.ok:
             raise WriteError(f"modprobe {'-r ' if remove else ''}{module}: {out.error}")
+
+
+def _meta(dir_fd: int, name: str) -> dict[str, int] | None:
+    """The :data:`META` of ``name`` in ``dir_fd`` where it is a regular file (a link not followed)."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return {"mode": st.st_mode & 0o777, "uid": st.st_uid, "gid": st.st_gid} if stat.S_ISREG(st.st_mode) else None

@@ -10,7 +10,8 @@ import re
 import msgspec
 
 from topoagent.core.cpuset import CpuSet
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
+from topoagent.core.errors import InputError
 
 __all__ = [
     "DeviceNode",
@@ -27,31 +28,29 @@ __all__ = [
 
 
 class TaskStatus(msgspec.Struct, frozen=True):
-    """What ``/proc/<pid>/status`` (or ``task/<tid>/status``) says of a task (proc(5))."""
+    """What the audit uses of ``/proc/<pid>/status`` (or ``task/<tid>/status``, proc(5)); each
+    None where its line is absent or does not parse."""
 
     name: str | None = None
     uid: int | None = None
     #: ``Cpus_allowed_list``: the CPUs the task may run on (its affinity within its cpuset).
     cpus: CpuSet | None = None
-    #: ``Mems_allowed_list``: the nodes its cpuset lets it allocate on.
-    mems: CpuSet | None = None
 
 
 def parse_status(text: str) -> TaskStatus:
-    """``Name``, the real ``Uid``, ``Cpus_allowed_list`` and ``Mems_allowed_list``; ValueError
-    for a list that is no list."""
+    """``Name``, the real ``Uid`` and ``Cpus_allowed_list``, each read on its own: a line that
+    does not parse loses its own fact, never the others' (nothing else is read; never raises)."""
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if sep:
             fields[key] = value.strip()
     uid = fields.get("Uid", "").split()
-    return TaskStatus(
-        name=fields.get("Name"),
-        uid=int(uid[0]) if uid and is_decimal(uid[0]) else None,
-        cpus=CpuSet.parse(fields["Cpus_allowed_list"]) if "Cpus_allowed_list" in fields else None,
-        mems=CpuSet.parse(fields["Mems_allowed_list"]) if "Mems_allowed_list" in fields else None,
-    )
+    try:
+        cpus = CpuSet.parse(fields["Cpus_allowed_list"]) if "Cpus_allowed_list" in fields else None
+    except InputError:
+        cpus = None
+    return TaskStatus(name=fields.get("Name"), uid=decimal(uid[0]) if uid else None, cpus=cpus)
 
 
 class MemoryPlacement(msgspec.Struct, frozen=True):
@@ -75,7 +74,9 @@ def parse_numa_maps(text: str) -> MemoryPlacement:
     Counted: the pages of mappings without ``file=`` (anonymous memory: what the process itself
     allocated); a file's pages are the page cache's, shared with every reader.  A policy names
     its mode, ``=static``/``=relative`` flags, then ``:`` and its nodes (``bind:0-1``); mappings
-    that say ``default`` follow the task's own policy, which numa_maps does not show.
+    that say ``default`` follow the task's own policy, which numa_maps does not show.  Raises
+    :class:`~topoagent.core.errors.InputError` for a count that is no number the kernel writes
+    (a total without it would be wrong).
     """
     by_node: dict[int, int] = {}
     policies: dict[str, None] = {}
@@ -89,13 +90,15 @@ def parse_numa_maps(text: str) -> MemoryPlacement:
         words = line[m.end() :].split()
         if any(w.startswith("file=") for w in words):
             continue
-        sizes = (w.partition("=")[2] for w in words if w.startswith("kernelpagesize_kB="))
-        page_kb = next((int(v) for v in sizes if is_decimal(v)), 4)
+        sizes = (decimal(w.partition("=")[2]) for w in words if w.startswith("kernelpagesize_kB="))
+        page_kb = next((v for v in sizes if v is not None), 4)
         for w in words:
             n = _NODE_PAGES.match(w)
             if n:
-                node = int(n.group(1))
-                by_node[node] = by_node.get(node, 0) + int(n.group(2)) * page_kb * 1024
+                node, pages = decimal(n.group(1)), decimal(n.group(2))
+                if node is None or pages is None:
+                    raise InputError(f"not a page count the kernel writes: {w[:40]!r}")
+                by_node[node] = by_node.get(node, 0) + pages * page_kb * 1024
     return MemoryPlacement(dict(sorted(by_node.items())), tuple(policies))
 
 
@@ -130,8 +133,8 @@ def parse_minor(text: str) -> int | None:
     procfs, kernel-open/nvidia/nv-procfs.c): the N of the GPU's ``/dev/nvidiaN``."""
     for line in text.splitlines():
         key, sep, value = line.partition(":")
-        if sep and key.strip() == "Device Minor" and is_decimal(value.strip()):
-            return int(value.strip())
+        if sep and key.strip() == "Device Minor":
+            return decimal(value.strip())
     return None
 
 
@@ -146,19 +149,19 @@ class DeviceNode(msgspec.Struct, frozen=True):
 
 _NODES = (
     ("nvidia", re.compile(r"^dev/nvidia([0-9]+)$")),
-    ("render", re.compile(r"^dev/dri/(renderD[0-9]+)$")),
-    ("card", re.compile(r"^dev/dri/(card[0-9]+)$")),
+    ("render", re.compile(r"^dev/dri/renderD([0-9]+)$")),
+    ("card", re.compile(r"^dev/dri/card([0-9]+)$")),
 )
 
 
 def device_node(target: str) -> DeviceNode | None:
     """The GPU device node an fd link's target names (root-relative: ``dev/nvidia3``); None for
-    anything else -- ``nvidiactl``, ``nvidia-uvm``, files, sockets."""
+    anything else -- ``nvidiactl``, ``nvidia-uvm``, files, sockets, and a number longer than
+    a device number is (a minor has 20 bits: include/linux/kdev_t.h, ``MINORBITS``)."""
     for kind, pattern in _NODES:
         m = pattern.match(target)
-        if m:
-            token = m.group(1)
-            number = int(token) if kind == "nvidia" else int(re.sub(r"^\D+", "", token))
+        number = decimal(m.group(1), digits=7) if m else None
+        if number is not None:
             return DeviceNode(kind, number, "/" + target)
     return None
 
@@ -187,7 +190,9 @@ class HcaList(msgspec.Struct, frozen=True):
 
 def parse_hca_list(value: str) -> HcaList:
     """``NCCL_IB_HCA``'s value: ``^`` first, then ``=``, then comma-separated ``name[:port]``
-    (a name runs up to ``:`` or ``,``; empty names are skipped, as parseStringList does)."""
+    (a name runs up to ``:`` or ``,``; empty names are skipped, as parseStringList does).  A
+    port is read as NCCL's ``atoi`` reads it, digits up to the first other character; one
+    longer than a number (whose ``atoi`` C leaves undefined) names no port."""
     text = value
     exclude = text.startswith("^")
     text = text[1:] if exclude else text
@@ -199,5 +204,5 @@ def parse_hca_list(value: str) -> HcaList:
         if not name:
             continue
         digits = re.match(r"[0-9]*", port).group(0) if sep else ""  # type: ignore[union-attr]
-        entries.append((name, int(digits) if digits else (0 if sep else None)))
+        entries.append((name, (decimal(digits) if digits else 0) if sep else None))
     return HcaList(exclude, exact, tuple(entries))

@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from topoagent.core.bdf import is_bdf
+from topoagent.core.digits import decimal
+from topoagent.core.errors import InputError
 from topoagent.core.hostfs import HostFS
 from topoagent.core.read.nvml import running_processes
 from topoagent.core.result import ScanResult
@@ -92,7 +94,7 @@ def drm_functions(fs: HostFS) -> dict[str, str]:
 
 
 def _pids(fs: HostFS) -> list[int]:
-    return sorted(int(n) for n in (fs.names("proc") or ()) if n.isdigit() and n.isascii())
+    return sorted(pid for n in (fs.names("proc") or ()) if (pid := decimal(n)) is not None)
 
 
 def _nodes_held(fs: HostFS, pid: int) -> tuple[list[DeviceNode] | None, str | None]:
@@ -122,14 +124,11 @@ def _threads(fs: HostFS, pid: int) -> tuple[tuple[ThreadAffinity, ...] | None, s
     if why is not None or not tids:
         return None, why or "no threads listed (the process ended?)"
     out = []
-    for tid in (t for t in tids if t.isdigit()):
+    for tid in (n for t in tids if (n := decimal(t)) is not None):
         text = fs.text(f"proc/{pid}/task/{tid}/status", quiet=True)
-        try:
-            status = parse_status(text) if text else None
-        except ValueError:
-            status = None
-        if status is not None and status.cpus is not None:
-            out.append(ThreadAffinity(int(tid), status.cpus))
+        cpus = parse_status(text).cpus if text else None
+        if cpus is not None:
+            out.append(ThreadAffinity(tid, cpus))
     return (tuple(out), None) if out else (None, "no thread's status could be read")
 
 
@@ -137,14 +136,12 @@ def process_facts(
     fs: HostFS, pid: int, gpus: tuple[str, ...], devices: tuple[str, ...], unknown: tuple[str, ...]
 ) -> ProcessFacts | Unreadable:
     """Everything the audit reads of one process using ``gpus``; Unreadable where even its
-    ``status`` is gone (it ended, or lives in another PID namespace)."""
+    ``status`` is gone (it ended, or lives in another PID namespace).  A file that does not
+    parse loses its own facts, named in ``unread``, never the process."""
     text, why = _attempt(fs, lambda: fs.text(f"proc/{pid}/status"))
-    try:
-        status = parse_status(text) if text else None
-    except ValueError:
-        status = None
-    if status is None:
+    if not text:
         return Unreadable(pid, why or "not in /proc (it ended, or runs in another PID namespace)")
+    status = parse_status(text)
     unread: list[str] = []
     threads, why = _threads(fs, pid)
     if why is not None:
@@ -156,7 +153,10 @@ def process_facts(
         unread.append(f"numa_maps: {why or 'absent (a kernel without NUMA)'}")
     else:
         truncated = len(raw) >= NUMA_MAPS_LIMIT
-        memory = parse_numa_maps(raw.decode("utf-8", "replace"))
+        try:
+            memory = parse_numa_maps(raw.decode("utf-8", "replace"))
+        except InputError as exc:
+            unread.append(f"numa_maps: unparsable ({exc})")
     env_raw, why = _attempt(fs, lambda: fs.bytes(f"proc/{pid}/environ", limit=ENVIRON_LIMIT, truncate=True))
     env = None
     if env_raw is None:

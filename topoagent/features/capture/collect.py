@@ -48,8 +48,9 @@ from pathlib import Path
 import msgspec
 
 from topoagent.core.bdf import is_bdf
+from topoagent.core.digits import decimal
 from topoagent.core.hostfs import ATTR_LIMIT, HostFS
-from topoagent.core.parse.kfd import bdf_of
+from topoagent.core.parse.kfd import bdf_of, parse_properties
 from topoagent.core.parse.vpd import MAX_VPD_BYTES
 from topoagent.core.pci import VPD_READ
 from topoagent.core.read import NVML_RECORDING, dmi, kfd, pci
@@ -302,30 +303,34 @@ def _kfd(fs: HostFS, cap: Capture) -> None:
     real = fs.resolve("sys/class/kfd/kfd") or "sys/class/kfd/kfd"
     base = kfd.KFD_NODES.replace("sys/class/kfd/kfd", real, 1)  # files under the link's target
     for node in fs.listdir(base):
-        if not node.isdecimal():
+        number = decimal(node, digits=6)
+        if number is None:
             continue
         nb = f"{base}/{node}"
         for attr in ("gpu_id", "name"):
             _copy_file(fs, cap, f"{nb}/{attr}", limit=256)
-        scrub_id = functools.partial(_no_unique_id, node=node)
+        scrub_id = functools.partial(_no_unique_id, node=number)
         props = _copy_file(fs, cap, f"{nb}/properties", limit=8192, transform=scrub_id)
         for link in fs.listdir(f"{nb}/io_links"):
             _copy_file(fs, cap, f"{nb}/io_links/{link}/properties", limit=4096)
         if props is None:
             continue
-        values = dict(line.split(" ", 1) for line in props.decode("ascii", "replace").splitlines() if " " in line)
-        if values.get("location_id", "0").strip() not in ("", "0"):
-            bdf = bdf_of(int(values.get("domain", "0")), int(values["location_id"]))
+        try:
+            values = parse_properties(props.decode("ascii", "replace"))
+        except ValueError:  # the scan cannot read this node either: nothing of its GPU to copy
+            continue
+        if values.get("location_id"):
+            bdf = bdf_of(values.get("domain", 0), values["location_id"])
             dev = fs.resolve(f"sys/bus/pci/devices/{bdf}")  # the function's real directory
             for attr in kfd.AMDGPU_FILES if dev is not None else ():
                 _copy_file(fs, cap, f"{dev}/{attr}", limit=256)
 
 
-def _no_unique_id(data: bytes, *, node: str) -> bytes:
+def _no_unique_id(data: bytes, *, node: int) -> bytes:
     """A KFD node's ``properties`` with a non-zero ``unique_id`` (the GPU's serial) replaced."""
     lines = data.decode("ascii", "replace").splitlines()
     return "".join(
-        (f"unique_id {int(node) + 1}" if ln.startswith("unique_id ") and ln[10:].strip() != "0" else ln) + "\n"
+        (f"unique_id {node + 1}" if ln.startswith("unique_id ") and ln[10:].strip() != "0" else ln) + "\n"
         for ln in lines
     ).encode()
 

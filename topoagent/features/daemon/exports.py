@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from topoagent.core.analysis.fingerprint import class_hash
+from topoagent.core.digits import decimal
 from topoagent.core.errors import InputError, TopoagentError
 from topoagent.core.findings.catalogue import CATALOGUE, Output, carries
 from topoagent.core.pci import DeviceKind
@@ -115,7 +116,7 @@ def read_count(path: str) -> int | None:
         text = read_regular(path, 64).decode("ascii").strip()
     except (OSError, InputError, UnicodeDecodeError):
         return None
-    return int(text) if text.isdigit() and len(text) < 6 else None
+    return decimal(text, digits=5)
 
 
 def iso_time(t: float) -> str:

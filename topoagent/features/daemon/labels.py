@@ -13,15 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from topoagent.core.digits import trailing_number
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.topology import Device
 
 __all__ = ["pin_names"]
-
-
-def _split(name: str) -> tuple[str, int | None]:
-    digits = len(name) - len(name.rstrip("0123456789"))
-    return (name[:-digits], int(name[-digits:])) if digits else (name, None)
 
 
 def pin_names(pinned: Mapping[str, str], devices: Iterable[Device]) -> FrozenMap[str, str]:
@@ -35,8 +31,8 @@ def pin_names(pinned: Mapping[str, str], devices: Iterable[Device]) -> FrozenMap
             continue
         name = d.id
         if name in used:
-            prefix, _ = _split(d.id)
-            numbers = [n for p, n in map(_split, used) if p == prefix and n is not None]
+            prefix, _ = trailing_number(d.id)
+            numbers = [n for p, n in map(trailing_number, used) if p == prefix and n is not None]
             name = f"{prefix}{max(numbers, default=-1) + 1}"
         out[d.key] = name
         used.add(name)

@@ -12,7 +12,7 @@ import fcntl
 import os
 import stat
 
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 from topoagent.core.errors import TopoagentError
 
 __all__ = ["AlreadyRunning", "LockRefused", "StateLock"]
@@ -85,4 +85,4 @@ def _read_pid(fd: int) -> int | None:
         text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
     except OSError:
         return None
-    return int(text) if is_decimal(text) else None
+    return decimal(text)

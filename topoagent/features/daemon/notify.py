@@ -13,7 +13,7 @@ import os
 import socket
 from collections.abc import Mapping
 
-from topoagent.core.digits import is_decimal
+from topoagent.core.digits import decimal
 
 __all__ = ["Notifier"]
 
@@ -31,8 +31,8 @@ class Notifier:
         self._sock: socket.socket | None = None
         self.last_error: str | None = None
         usec, pid = env.get("WATCHDOG_USEC", ""), env.get("WATCHDOG_PID", "")
-        self._watchdog_usec = int(usec) if is_decimal(usec) and int(usec) > 0 else None
-        if pid and is_decimal(pid) and int(pid) != os.getpid():
+        self._watchdog_usec = decimal(usec) or None
+        if decimal(pid) not in (None, os.getpid()):
             self._watchdog_usec = None  # the watchdog is meant for another process
 
     @property

@@ -158,7 +158,7 @@ def parse_libvirt_set(text: str, *, what: str = "cpuset") -> CpuSet:
         raise DomainXmlError(f"bad {what} {text!r}") from None
 
 
-_C_INT = re.compile(r"0x([0-9a-f]+)|0([0-7]+)")
+_C_INT = re.compile(r"0x([0-9a-f]{1,16})|0([0-7]{1,22})")  # what a 64-bit long holds
 
 
 def _c_int(value: str | None, what: str) -> int:
