@@ -272,14 +272,6 @@ def data_direct_dma(topo: Topology, nic: Device) -> Device | None:
     return topo.by_bdf(c.dma)
 
 
-def nccl_reach(topo: Topology, gpu: Device, nic: Device, p: Path) -> Device | None:
-    """Where NCCL's topology puts ``nic``'s network device: at its Data Direct DMA function when
-    it has one (``NCCL_IB_DATA_DIRECT=1``, the default: NVIDIA/nccl src/transport/net_ib/init.cc
-    exposes only the ``<dev>_dma`` device, whose PCI path is the DMA function's), else None (at
-    the NIC itself)."""
-    return data_direct_dma(topo, nic)
-
-
 def nccl_path_type(topo: Topology, gpu: Device, nic: Device, p: Path) -> PathClass:
     """The GPU -> NIC path as NCCL classes it: through a Data Direct NIC's DMA function where
     that is within one switch hierarchy (``PXB``: NCCL then also forces a flush,
