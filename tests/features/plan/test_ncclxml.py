@@ -85,6 +85,37 @@ def test_nccl_builds_from_the_file_what_it_builds_from_sysfs(fixture_root, name,
             assert {"vendor", "familyid", "modelid", "affinity"} <= set(cpu.attrs), cpu.attrs
 
 
+def _dual_port_tray(tmp_path: Path) -> Path:
+    """gb300-tray with the board-0 Prime ConnectX-8 as two PCI functions on one Data Direct DMA
+    function, as NVIDIA/nccl#2097 shows a GB300 ("newer dual-port HCAs: each port a separate PCI
+    function", mlx5_0_dma and mlx5_1_dma in one <nic> at 0009:03:00.0, one GUID)."""
+    desc = load_machine("gb300-tray")
+    bus = next(b for b in desc["rootbus"] if b["id"] == "0000:00")
+    line = next(ln for ln in bus["tree"].splitlines() if "cx8-ib" in ln)
+    nic = line.split("> ", 1)[1]
+    bus["tree"] = bus["tree"].replace(line, f"    cx8-switch\n      00.0 {nic}\n      .1 {nic}")
+    return generate(desc, tmp_path / "tray")
+
+
+@pytest.mark.parametrize("data_direct", [0, 1, 2])
+def test_two_nics_of_one_dma_function(tmp_path, data_direct):
+    root = str(_dual_port_tray(tmp_path))
+    text = nccl_topo.render(scan(root, nvml="off"))
+    nics = [n for n in ncclxml.parse(text).nodes if n.name == "nic"]
+    assert [[x.attrs["name"] for x in n.subs] for n in nics if n.parent.attrs["busid"] == "0009:03:00.0"] == [
+        ["mlx5_0_dma", "mlx5_1_dma"]
+    ]
+    reference, got = ncclxml.nccl(root, None, data_direct), ncclxml.nccl(root, text, data_direct)
+    assert got == reference
+    assert [list(p) for p in got.paths.values()] == [list(p) for p in reference.paths.values()]
+    if data_direct == 1 and not _runnable():  # and NCCL 2.30.7's own code, where it is at hand
+        topo = tmp_path / "topo.xml"
+        topo.write_text(_as_runner(text, _this_cpu()))
+        code, out = _judge(Path(root), topo, tmp_path / "root")
+        assert code == 0, out[-3000:]
+        _model_agrees(Path(root), out)
+
+
 def _without_family(text: str) -> str:
     return re.sub(r' familyid="\d+" modelid="\d+"', "", text)
 
@@ -216,10 +247,7 @@ def _as_runner(text: str, cpu: dict[str, str]) -> str:
 def test_nccls_own_code_agrees(fixture_root, tmp_path, name, data_direct):
     """NCCL 2.30.7's xml.cc/topo.cc/paths.cc, run by nccl-topo-check, given the file and given the
     fixture's sysfs, with each NCCL_IB_DATA_DIRECT (:func:`_judge`); and topoagent's NCCL model
-    against what NCCL reading the sysfs chose: every rank's NET on every channel, and GPUDirect
-    RDMA where NCCL's ncclTopoCheckGdr turns it on (its distance test on NCCL's own path type:
-    at most PXB, or P2C -- which the judge, without NVML, never sees: a C2C GPU's NIC on its own
-    Grace is PHB to it, P2C to NCCL on the host and to the model)."""
+    against what NCCL reading the sysfs chose (:func:`_model_agrees`)."""
     why = _runnable()
     if why:
         pytest.skip(why)
@@ -230,10 +258,18 @@ def test_nccls_own_code_agrees(fixture_root, tmp_path, name, data_direct):
     if code == 2:
         pytest.skip(out.strip().splitlines()[-1])
     assert code == 0, out[-3000:]
-    if data_direct != 1:
-        return  # the model is NCCL's default
+    if data_direct == 1:  # the model is NCCL's default
+        _model_agrees(root, out)
+
+
+def _model_agrees(root: Path, out: str) -> None:
+    """topoagent's model (analysis.ncclnet, the rails) against what NCCL reading the sysfs chose:
+    every rank's NET on every channel, and GPUDirect RDMA where ncclTopoCheckGdr turns it on (its
+    distance test on NCCL's own path type: at most PXB, or P2C -- which the judge, without NVML,
+    never sees: a C2C GPU's NIC on its own Grace is PHB to it, P2C to NCCL on the host and to the
+    model)."""
     result = scan(root, nvml="off")
-    names = [n for n, _, _ in ncclxml.Host.of(str(root), data_direct).nets]
+    names = [n for n, _, _ in ncclxml.Host.of(str(root)).nets]
     by_name = {x + suffix: n for n in result.topology.nics for x in n.rdma_devices for suffix in ("", DMA_SUFFIX)}
     nets = [by_name[x] for x in names]
     if any(n.is_vf for n in nets):

@@ -229,7 +229,10 @@ def nccl_order(
     siblings (``ncclTopoFuseXml`` appends).  ``every_mode``: a Data Direct NIC's own function and
     its DMA function both, as ``NCCL_IB_DATA_DIRECT=2`` lists them, an order each other mode
     keeps (what a topology file holds, for NCCL to keep what its plugin lists)."""
-    placed = [f for n in _net_order(topo, nets) for f in net_functions(topo, n, every_mode=every_mode)]
+    # (two NICs of one ConnectX-8 may share a DMA function: its <nic> holds both NETs)
+    placed = list(
+        {f.id: f for n in _net_order(topo, nets) for f in net_functions(topo, n, every_mode=every_mode)}.values()
+    )
     cpus: dict[int, tuple[int, str]] = {}
     made: dict[str, int] = {}  # each <pci>'s device id -> the rank whose tree first holds it
     keys: dict[str, tuple[tuple[int, str], ...]] = {}
@@ -254,7 +257,8 @@ class NetChoice:
         self.topo = topo
         self.dev = {g.id: i for i, g in enumerate(gpus)}
         self.gpus = sorted(gpus, key=lambda d: at[d.id])
-        self.nets = sorted(nets, key=lambda d: at[net_functions(topo, d)[0].id])
+        plugin = {d.id: i for i, d in enumerate(_net_order(topo, nets))}
+        self.nets = sorted(nets, key=lambda d: (at[net_functions(topo, d)[0].id], plugin[d.id]))
         #: NET -> GPU (its local GPUs), which PXN leaves alone; and GPU -> NET, PXN applied
         self._from_net: dict[tuple[str, str], tuple[float, PathClass]] = {}
         self._unshown: set[tuple[str, str]] = set()

@@ -129,10 +129,16 @@ def build(result: ScanResult) -> Element:
     if not gpus:
         raise InputError("an NCCL topology needs GPUs with PCI addresses (a sysfs tree, a capture or lspci output)")
     nics = [d for d in wanted if d.kind is DeviceKind.NIC]
-    dma_of = {f.id: n for n in nics for f in net_functions(topo, n, every_mode=True) if f is not n}
+    order = nccl_order(topo, gpus, nics, every_mode=True)
+    at = {d.id: i for i, d in enumerate(order)}
+    dma_of: dict[str, list[Device]] = {}  # a Data Direct DMA function's NICs, in the plugin's order
+    for n in sorted(nics, key=lambda n: at[n.id]):
+        for f in net_functions(topo, n)[:1]:
+            if f is not n:
+                dma_of.setdefault(f.id, []).append(n)
     elements: dict[str, Element] = {}
     cpus: dict[int, Element] = {}
-    for d in nccl_order(topo, gpus, nics, every_mode=True):
+    for d in order:
         node, chain = nccl_nesting(topo, d)
         if node not in cpus:
             attrs = [("numaid", str(node))]
@@ -148,7 +154,7 @@ def build(result: ScanResult) -> Element:
             parent = elements[x.id]
         if d.kind is DeviceKind.GPU:
             parent.children.append(_gpu(topo, d))
-        elif nets := (_nets(dma_of[d.id], DMA_SUFFIX) if d.id in dma_of else _nets(d)):
+        elif nets := ([x for n in dma_of[d.id] for x in _nets(n, DMA_SUFFIX)] if d.id in dma_of else _nets(d)):
             parent.children.append(Element("nic", [], nets))
     _check_fusable(cpus.values(), elements.values())
     return Element("system", [("version", "1")], list(cpus.values()))
