@@ -101,15 +101,12 @@ def _flattened_into(topo: Topology, usp: Device) -> Device | None:
     """The upper level of a Broadcom chip that NCCL flattens this lower level's upstream port
     into, or None.  NCCL sees the switch above as the upstream port two levels up the sysfs path
     (the downstream port between vanishes) and checks only the two upstream ports' ids; a switch
-    that has itself been flattened into one above is marked and absorbs nothing more."""
-    dsp = topo.by_bdf(usp.parent) if usp.parent else None
-    upper = topo.by_bdf(dsp.parent) if dsp is not None and dsp.parent else None
-    if (
-        dsp is None
-        or dsp.role is not BridgeRole.SWITCH_DOWNSTREAM
-        or upper is None
-        or upper.role is not BridgeRole.SWITCH_UPSTREAM
-    ):
+    that has itself been flattened into one above is marked and absorbs nothing more.  In NCCL's
+    own topology file the downstream port is already gone: the upper port is the parent."""
+    upper = topo.by_bdf(usp.parent) if usp.parent else None
+    if upper is not None and upper.role is BridgeRole.SWITCH_DOWNSTREAM:
+        upper = topo.by_bdf(upper.parent) if upper.parent else None
+    if upper is None or upper.role is not BridgeRole.SWITCH_UPSTREAM:
         return None
     gen = _bcm_gen(upper, 0)
     if not gen or _bcm_gen(usp, 1) != gen or _flattened_into(topo, upper) is not None:
