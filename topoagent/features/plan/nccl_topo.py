@@ -132,10 +132,10 @@ def build(result: ScanResult) -> Element:
     order = nccl_order(topo, gpus, nics, every_mode=True)
     at = {d.id: i for i, d in enumerate(order)}
     dma_of: dict[str, list[Device]] = {}  # a Data Direct DMA function's NICs, in the plugin's order
-    for n in sorted(nics, key=lambda n: at[n.id]):
-        for f in net_functions(topo, n)[:1]:
-            if f is not n:
-                dma_of.setdefault(f.id, []).append(n)
+    for nic in sorted(nics, key=lambda x: at[x.id]):
+        place = net_functions(topo, nic)[0]
+        if place is not nic:
+            dma_of.setdefault(place.id, []).append(nic)
     elements: dict[str, Element] = {}
     cpus: dict[int, Element] = {}
     for d in order:
@@ -154,7 +154,7 @@ def build(result: ScanResult) -> Element:
             parent = elements[x.id]
         if d.kind is DeviceKind.GPU:
             parent.children.append(_gpu(topo, d))
-        elif nets := ([x for n in dma_of[d.id] for x in _nets(n, DMA_SUFFIX)] if d.id in dma_of else _nets(d)):
+        elif nets := ([x for nic in dma_of[d.id] for x in _nets(nic, DMA_SUFFIX)] if d.id in dma_of else _nets(d)):
             parent.children.append(Element("nic", [], nets))
     _check_fusable(cpus.values(), elements.values())
     return Element("system", [("version", "1")], list(cpus.values()))
