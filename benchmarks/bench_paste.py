@@ -31,6 +31,7 @@ SAMPLES = {
     "ibv_devinfo": "ibv_devinfo_mlx4_two_ports.txt",
     "rocm-smi --showtopo": "rocm_smi_showtopo_4gpu_pcie.txt",
     "amd-smi topology": "amd_smi_topology_mi300x_8gpu.txt",
+    "NCCL topology XML": "../parse/samples/nccl_xml/oci_h100_topology.xml",
     "lstopo": "lstopo_v_p4d_efa_fixture.txt",
     "dmesg (AER)": "dmesg_aer_journal_root_port.txt",
     "lspci -tv": "dmesg_aer_and_lspci_tree_laptop.txt",

@@ -10,6 +10,10 @@ does (refusing a missing attribute with NCCL's own message), flattens Broadcom s
 (``ncclTopoFlattenBcmSwitches``) and classifies each GPU->NET path.  With no file it is NCCL's
 own sysfs detection: the reference a file must reproduce.
 
+The net plugin's devices are the IB plugin's (src/transport/net_ib/init.cc), ConnectX-8 Data
+Direct included: with ``NCCL_IB_DATA_DIRECT=1`` (its default) an RDMA device that has a Data
+Direct DMA function is listed as ``<name>_dma`` at that function (:meth:`Host.of`).
+
 Left out: NVLink/C2C (no NVML here), NIC fusion (``NCCL_NET_MERGE_LEVEL``), bandwidths.  The CPU
 NCCL runs on answers CPUID with the host's identity; here that is the fixture's
 ``/proc/cpuinfo``.
@@ -159,7 +163,11 @@ class Host:
     identity: dict[str, str]
 
     @classmethod
-    def of(cls, root: str) -> Host:
+    def of(cls, root: str, data_direct: int = 1) -> Host:
+        """The host at ``root`` as NCCL sees it with ``NCCL_IB_DATA_DIRECT=data_direct`` (1, its
+        default): src/transport/net_ib/init.cc lists an RDMA device that has a Data Direct DMA
+        function as ``<name>_dma`` at that function (1), as itself then ``<name>_dma`` (2), or as
+        itself (0)."""
         devs = os.path.join(root, "sys/bus/pci/devices")
         gpus = [
             b
@@ -167,6 +175,7 @@ class Host:
             if _read(os.path.join(devs, b, "vendor")) == "0x10de"
             and _read(os.path.join(devs, b, "class"))[:6] in ("0x0300", "0x0302")
         ]
+        dma = data_direct_functions(root)
         nets = []
         ib = os.path.join(root, "sys/class/infiniband")
         names = (
@@ -177,7 +186,11 @@ class Host:
         for name in names:
             busid = os.path.basename(os.path.realpath(os.path.join(ib, name, "device")))
             rate = re.match(r"(\d+)", _read(os.path.join(ib, name, "ports/1/rate")))
-            nets.append((name, busid, int(rate.group(1)) * 1000 if rate else 10000))
+            speed = int(rate.group(1)) * 1000 if rate else 10000
+            places = [(name, busid)]
+            if data_direct and busid in dma:
+                places = [(name + "_dma", dma[busid])] if data_direct == 1 else [*places, (name + "_dma", dma[busid])]
+            nets += [(n, b, speed) for n, b in places]
         info = _read(os.path.join(root, "proc/cpuinfo")).split("\n\n")[0]
         fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in info.splitlines())}
         ident = {"arch": "x86_64" if "vendor_id" in fields else "arm64"}
@@ -198,6 +211,45 @@ class Host:
 
     def read(self, path: str) -> str:
         return _read(os.path.join(self.root, path.lstrip("/")))
+
+
+def vpd_keywords(data: bytes) -> dict[str, bytes]:
+    """The read-only keywords of a PCI VPD image (PCI Local Bus 3.0 section 6.4: large resource
+    tags 0x82 identifier, 0x90 VPD-R, 0x91 VPD-W, small tag 0x78 the end)."""
+    out: dict[str, bytes] = {}
+    i = 0
+    while i + 3 <= len(data) and data[i] & 0x80:
+        tag, size = data[i], int.from_bytes(data[i + 1 : i + 3], "little")
+        body = data[i + 3 : i + 3 + size]
+        if tag == 0x90:
+            j = 0
+            while j + 3 <= len(body):
+                key, n = body[j : j + 2].decode("latin-1"), body[j + 2]
+                out[key] = body[j + 3 : j + 3 + n]
+                j += 3 + n
+        i += 3 + size
+    return out
+
+
+def data_direct_functions(root: str) -> dict[str, str]:
+    """Each NIC function's ConnectX-8 Data Direct DMA function (15b3:2100), by bus id: the DMA
+    function whose VPD ``V3`` (the VUID the mlx5 driver matches them by) is the NIC's own, as
+    linux-rdma's ``rdma_topo`` pairs them."""
+    devs = os.path.join(root, "sys/bus/pci/devices")
+    vuid: dict[bytes, list[str]] = {}
+    for b in sorted(os.listdir(devs)):
+        try:
+            with open(os.path.join(devs, b, "vpd"), "rb") as f:
+                v3 = vpd_keywords(f.read()).get("V3")
+        except OSError:
+            continue
+        if v3:
+            vuid.setdefault(v3, []).append(b)
+    out = {}
+    for group in vuid.values():
+        dma = [b for b in group if _read(os.path.join(devs, b, "device")) == "0x2100"]
+        out |= {b: dma[0] for b in group if dma and b not in dma}
+    return out
 
 
 def _read(path: str) -> str:
@@ -551,10 +603,11 @@ class Verdict:
         return {n for n, t in self.paths[gpu].items() if order.index(t) == best}
 
 
-def nccl(root: str, text: str | None) -> Verdict:
+def nccl(root: str, text: str | None, data_direct: int = 1) -> Verdict:
     """NCCL's system for every local rank of the host at ``root``: from ``text`` as NCCL_TOPO_FILE,
-    or from sysfs alone when ``text`` is None."""
-    host = Host.of(root)
+    or from sysfs alone when ``text`` is None; its IB plugin's list as ``NCCL_IB_DATA_DIRECT``
+    makes it (:meth:`Host.of`)."""
+    host = Host.of(root, data_direct)
     top = fuse([rank_tree(host, text, r) for r in range(len(host.gpus))])
     verts = build_system(top)
     nets = [v for v in verts if v.kind == "NET"]

@@ -545,9 +545,11 @@ def classify(fn: PciFunction) -> DeviceKind:
 
     A ConnectX-8 Data Direct DMA function (15b3:2100) is ``other`` whatever its class: it is its
     NIC's second path to the GPU, with no network or RDMA device of its own, never a NIC to
-    pick (NCCL exposes it under its PF's name, ``mlx5_N_dma``: src/transport/net_ib/init.cc).
+    pick (NCCL exposes it under its PF's name, ``mlx5_N_dma``: src/transport/net_ib/init.cc) --
+    unless its source says it is a NIC: NCCL's topology file, which shows NCCL's NET there and
+    no PF (:mod:`topoagent.core.paste.nccl_xml`).
     """
-    if (fn.vendor_id, fn.device_id) in pci.CX_DMA:
+    if (fn.vendor_id, fn.device_id) in pci.CX_DMA and fn.kind != "nic":
         return DeviceKind.OTHER
     if fn.class_code is None and fn.kind is None:
         by_ids = (

@@ -30,6 +30,7 @@ from topoagent.core.parse import (
     configspace,
     lspci_tree,
     lspci_verbose,
+    nccl_xml,
     nvsmi_topo,
     paste,
     pciids,
@@ -65,6 +66,7 @@ LSPCI_VERBOSE = _samples(
 LIBVIRT = _samples("fixtures/libvirt/*.xml", "fixtures/libvirt/qemu/*.xml")
 VMX = _samples("vms_samples/*.vmx")
 ESXCLI = _samples("vms_samples/esxcli-*.txt")
+NCCL_XML = _samples("core/parse/samples/nccl_xml/*.xml")
 
 
 def hostile_text(samples: tuple[str, ...]) -> st.SearchStrategy[str]:
@@ -154,6 +156,19 @@ def test_vmx(text):
 @given(hostile_text(ESXCLI))
 def test_esxcli(text):
     check(esxcli.parse_esxcli_pci_list, text)
+
+
+@fuzz_settings()
+@given(hostile_text(NCCL_XML))
+def test_nccl_topology_xml(text):
+    """The parser, and the host made of what it read, analysed: a hand-written file may place a
+    function twice, nest a <pci> anywhere or name any bus id."""
+    from topoagent.core.api import analyse
+    from topoagent.core.parse import segment
+    from topoagent.core.paste import PasteInput, read_pastes
+
+    check(nccl_xml.read_nccl_xml, text)
+    check(lambda t: analyse(read_pastes([PasteInput("fuzz", t, segment.NCCL_XML)])), text)
 
 
 @fuzz_settings()

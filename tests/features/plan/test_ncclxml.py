@@ -20,9 +20,10 @@ from tests import ncclxml
 from tests.fakenvml import load_recording, make_fake
 from tests.fakesysfs import generate, load_machine
 from tests.plan_helpers import REPO, topoagent
-from topoagent.core.analysis.ncclnet import nccl_net_choice
+from topoagent.core.analysis.ncclnet import DMA_SUFFIX, nccl_net_choice
 from topoagent.core.analysis.paths import path_index
 from topoagent.core.api import scan
+from topoagent.core.pathclass import PathClass
 from topoagent.features.plan import nccl_topo
 
 #: The fixtures with NVIDIA GPUs and RDMA devices (what NCCL's net plugin lists).
@@ -36,13 +37,20 @@ GPU_FIXTURES = [
     "sriov-nic",
     "unprivileged",
     "grace-hopper",
+    "gb200-tray",
+    "gb200-tray-faults",
+    "gb300-tray",
+    "gb300-tray-faults",
     "hgx-b300",
     "hgx-b300-baremetal",
+    "hgx-b300-faults",
 ]
-# gb200-tray and gb300-tray are not here yet: NCCL given the file puts the second Grace's GPUs SYS
-# from every NET (and lists the NETs twice) where NCCL reading the trays' sysfs gives them PHB to
-# their own CPU's NICs -- the file's layout for a multi-domain Grace tray is still to be settled.
-CHECK = REPO.parent / "shared" / "tools" / "nccl-topo-check" / "check"
+#: The fixtures with ConnectX-8 Data Direct DMA functions: judged with each NCCL_IB_DATA_DIRECT.
+DATA_DIRECT = ["gb300-tray", "gb300-tray-faults"]
+#: Every fixture with NCCL_IB_DATA_DIRECT=1 (NCCL's default); the Data Direct ones with 0 and 2 too.
+MODES = [(name, 1) for name in GPU_FIXTURES] + [(name, mode) for name in DATA_DIRECT for mode in (0, 2)]
+TOOL = REPO.parent / "shared" / "tools" / "nccl-topo-check"
+HARNESS = TOOL / "harness"
 
 
 def _plan(root: str) -> str:
@@ -51,19 +59,61 @@ def _plan(root: str) -> str:
     return out.stdout
 
 
-@pytest.mark.parametrize("name", GPU_FIXTURES)
-def test_nccl_builds_from_the_file_what_it_builds_from_sysfs(fixture_root, name):
+@pytest.mark.parametrize("name, data_direct", MODES)
+def test_nccl_builds_from_the_file_what_it_builds_from_sysfs(fixture_root, name, data_direct):
+    """The same system, in the same order (NCCL numbers its GPUs and NETs by it), with each
+    NCCL_IB_DATA_DIRECT: the file holds a Data Direct NIC's own function and its DMA function,
+    and NCCL keeps the one its IB plugin lists."""
     root = str(fixture_root(name))
     text = _plan(root)
-    reference, got = ncclxml.nccl(root, None), ncclxml.nccl(root, text)
+    reference, got = ncclxml.nccl(root, None, data_direct), ncclxml.nccl(root, text, data_direct)
     assert (got.cpus, got.nets) == (reference.cpus, reference.nets)
     assert got.paths == reference.paths
+    assert list(got.paths) == list(reference.paths)
+    # the file itself places every NET of a physical function the IB plugin lists, where it
+    # lists it (a VM's sysfs may not say; the file leaves SR-IOV VFs to NCCL)
+    placed = {n.attrs["name"]: n.parent.parent.attrs["busid"] for n in ncclxml.parse(text).nodes if n.name == "net"}
+    pf = Path(root, "sys/bus/pci/devices")
+    listed = {n: b for n, b, _ in ncclxml.Host.of(root, data_direct).nets if not (pf / b / "physfn").exists()}
+    assert listed and listed.items() <= placed.items()
     for gpu in reference.paths:
+        assert list(got.paths[gpu]) == list(reference.paths[gpu]), gpu
         assert got.local(gpu) == reference.local(gpu), gpu
     # Stricter than any one NCCL release: the full identity on every x86 <cpu>.
     for cpu in (n for n in ncclxml.parse(text).nodes if n.name == "cpu"):
         if cpu.attrs["arch"] == "x86_64":
             assert {"vendor", "familyid", "modelid", "affinity"} <= set(cpu.attrs), cpu.attrs
+
+
+def _dual_port_tray(tmp_path: Path) -> Path:
+    """gb300-tray with the board-0 Prime ConnectX-8 as two PCI functions on one Data Direct DMA
+    function, as NVIDIA/nccl#2097 shows a GB300 ("newer dual-port HCAs: each port a separate PCI
+    function", mlx5_0_dma and mlx5_1_dma in one <nic> at 0009:03:00.0, one GUID)."""
+    desc = load_machine("gb300-tray")
+    bus = next(b for b in desc["rootbus"] if b["id"] == "0000:00")
+    line = next(ln for ln in bus["tree"].splitlines() if "cx8-ib" in ln)
+    nic = line.split("> ", 1)[1]
+    bus["tree"] = bus["tree"].replace(line, f"    cx8-switch\n      00.0 {nic}\n      .1 {nic}")
+    return generate(desc, tmp_path / "tray")
+
+
+@pytest.mark.parametrize("data_direct", [0, 1, 2])
+def test_two_nics_of_one_dma_function(tmp_path, data_direct):
+    root = str(_dual_port_tray(tmp_path))
+    text = nccl_topo.render(scan(root, nvml="off"))
+    nics = [n for n in ncclxml.parse(text).nodes if n.name == "nic"]
+    assert [[x.attrs["name"] for x in n.subs] for n in nics if n.parent.attrs["busid"] == "0009:03:00.0"] == [
+        ["mlx5_0_dma", "mlx5_1_dma"]
+    ]
+    reference, got = ncclxml.nccl(root, None, data_direct), ncclxml.nccl(root, text, data_direct)
+    assert got == reference
+    assert [list(p) for p in got.paths.values()] == [list(p) for p in reference.paths.values()]
+    if data_direct == 1 and not _runnable():  # and NCCL 2.30.7's own code, where it is at hand
+        topo = tmp_path / "topo.xml"
+        topo.write_text(_as_runner(text, _this_cpu()))
+        code, out = _judge(Path(root), topo, tmp_path / "root")
+        assert code == 0, out[-3000:]
+        _model_agrees(Path(root), out)
 
 
 def _without_family(text: str) -> str:
@@ -126,8 +176,8 @@ def test_bcm_generation(ids, level, gen):
 
 
 def _runnable() -> str | None:
-    if not CHECK.exists():
-        return f"{CHECK} is absent"
+    if not HARNESS.exists():
+        return f"{HARNESS} is absent"
     if os.geteuid() != 0:
         return "nccl-topo-check needs root (a mount namespace)"
     return None
@@ -144,58 +194,110 @@ def _this_cpu() -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("name", GPU_FIXTURES)
-def test_nccls_own_code_agrees(fixture_root, tmp_path, name):
+def _judge(root: Path, topo: Path, work: Path, data_direct: int = 1) -> tuple[int, str]:
+    """nccl-topo-check (its README) on ``root`` and ``topo``, its IB plugin's device list as
+    ``NCCL_IB_DATA_DIRECT=data_direct`` makes it: the tool's ``check`` does what is done here --
+    ``prep-fixture.py``, then ``harness`` twice in a private mount namespace, on the fixture's
+    sysfs and on the file -- but lists each RDMA device at its own function (what ``=0`` gives);
+    here a Data Direct device is ``<name>_dma`` at its DMA function where the mode says so
+    (:meth:`tests.ncclxml.Host.of`), as src/transport/net_ib/init.cc lists it.  The output and
+    the exit status are ``check``'s: 0 the same, 1 different, 2 it cannot run."""
+    host = ncclxml.Host.of(str(root), data_direct)
+    prep = subprocess.run(
+        ["python3", str(TOOL / "prep-fixture.py"), str(root), str(work)], check=False, capture_output=True, text=True
+    )
+    if prep.returncode or not host.gpus or not host.nets:
+        return 2, "nccl-topo-check: cannot prepare the fixture " + prep.stderr[-300:]
+    nets = ",".join(f"{name}={host.pci_path(busid)}:{speed}" for name, busid, speed in host.nets)
+    out, norm = [], []
+    for given in ("-", str(topo)):
+        gpus = ",".join(host.gpus)
+        cmd = (
+            f"mount --bind '{work}/sys' /sys && NCCL_IGNORE_DISABLED_P2P=2 '{TOOL}/harness' '{given}' '{gpus}' '{nets}'"
+        )
+        run = subprocess.run(
+            ["unshare", "-m", "--propagation", "private", "bash", "-c", cmd],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if run.returncode and given == "-":
+            return 2, f"nccl-topo-check: cannot run: {run.stderr[-300:]}"
+        out.append(f"=== NCCL from {'sysfs' if given == '-' else 'file'} (exit {run.returncode})\n{run.stdout}")
+        norm.append([ln for ln in run.stdout.splitlines() if ln.startswith("rank") or "local net" in ln])
+    same = bool(norm[1]) and norm[0] == norm[1]
+    verdict = "same paths and local NETs" if same else f"DIFFERENT: {norm[0]} / {norm[1]}"
+    return (0 if same else 1), "".join(out) + f"nccl-topo-check: {verdict}\n"
+
+
+def _as_runner(text: str, cpu: dict[str, str]) -> str:
+    """The file with every <cpu>'s identity the runner's: the judge is NCCL built for x86_64, whose
+    sysfs run takes its CPU identity from this runner's CPUID (the SYS bandwidth depends on it)
+    and whose ncclTopoGetXmlFromCpu adds vendor/familyid/modelid to an arm64 <cpu> above each
+    rank's own GPU -- which an aarch64 build never does -- so that the ranks' copies differ and
+    fuse twice.  An arm64 tray is judged as the same tree on this runner's CPUs."""
+    if not cpu["vendor"]:
+        return text
+    ident = f'arch="x86_64" vendor="{cpu["vendor"]}" familyid="{cpu["familyid"]}" modelid="{cpu["modelid"]}"'
+    return re.sub(r'arch="x86_64" vendor="[^"]*" familyid="\d+" modelid="\d+"|arch="arm64"', ident, text)
+
+
+@pytest.mark.parametrize("name, data_direct", MODES)
+def test_nccls_own_code_agrees(fixture_root, tmp_path, name, data_direct):
     """NCCL 2.30.7's xml.cc/topo.cc/paths.cc, run by nccl-topo-check, given the file and given the
-    fixture's sysfs; and topoagent's NCCL model against what NCCL reading the sysfs chose.  Its
-    sysfs run takes the CPU identity from this runner's CPUID, so the file's
-    <cpu> identity is swapped for the runner's (the SYS bandwidth depends on it; nothing else)."""
+    fixture's sysfs, with each NCCL_IB_DATA_DIRECT (:func:`_judge`); and topoagent's NCCL model
+    against what NCCL reading the sysfs chose (:func:`_model_agrees`)."""
     why = _runnable()
     if why:
         pytest.skip(why)
     root = fixture_root(name)
-    cpu = _this_cpu()
-    text = _plan(str(root))
-    if cpu["vendor"]:
-        text = re.sub(
-            r'vendor="[^"]*" familyid="\d+" modelid="\d+"',
-            f'vendor="{cpu["vendor"]}" familyid="{cpu["familyid"]}" modelid="{cpu["modelid"]}"',
-            text,
-        )
     topo = tmp_path / "topo.xml"
-    topo.write_text(text)
-    run = subprocess.run(
-        ["bash", str(CHECK), str(root), str(topo)], check=False, capture_output=True, text=True, timeout=300
-    )
-    if run.returncode == 2:
-        pytest.skip("nccl-topo-check cannot run here: " + run.stdout.strip().splitlines()[-1])
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert "same paths and local NETs" in run.stdout
-    # and topoagent's one model of ncclTopoGetLocalNet (analysis.ncclnet: the rails, PXN) gives
-    # every rank the NET NCCL gives it on every channel the check prints
+    topo.write_text(_as_runner(_plan(str(root)), _this_cpu()))
+    code, out = _judge(root, topo, tmp_path / "root", data_direct)
+    if code == 2:
+        pytest.skip(out.strip().splitlines()[-1])
+    assert code == 0, out[-3000:]
+    if data_direct == 1:  # the model is NCCL's default
+        _model_agrees(root, out)
+
+
+def _model_agrees(root: Path, out: str) -> None:
+    """topoagent's model (analysis.ncclnet, the rails) against what NCCL reading the sysfs chose:
+    every rank's NET on every channel, and GPUDirect RDMA where ncclTopoCheckGdr turns it on (its
+    distance test on NCCL's own path type: at most PXB, or P2C -- which the judge, without NVML,
+    never sees: a C2C GPU's NIC on its own Grace is PHB to it, P2C to NCCL on the host and to the
+    model)."""
     result = scan(root, nvml="off")
-    names = _ibv_order(root)
-    by_name = {x: n for n in result.topology.nics for x in n.rdma_devices}
+    names = [n for n, _, _ in ncclxml.Host.of(str(root)).nets]
+    by_name = {x + suffix: n for n in result.topology.nics for x in n.rdma_devices for suffix in ("", DMA_SUFFIX)}
     nets = [by_name[x] for x in names]
     if any(n.is_vf for n in nets):
         return  # NCCL is given the VFs' RDMA devices too; the rails leave VFs out (sriov-nic)
     choice = nccl_net_choice(result.topology, nets, path_index(result.paths))
-    for bdf, devs in _nccl_channels(run.stdout).items():
+    types = _nccl_types(out)
+    for bdf, devs in _nccl_channels(out).items():
         gpu = result.topology.by_bdf(bdf)
         assert gpu is not None
         used = choice.channels(gpu.id)
         assert [used[c % len(used)] for c in range(len(devs))] == [by_name[names[d]].id for d in devs], bdf
+        rail = result.rails.rail(gpu.id)
+        assert rail is not None and rail.nic == by_name[names[devs[0]]].id, bdf
+        seen = types[bdf][devs[0]]
+        if rail.nccl_class is PathClass.P2C:
+            assert seen == "PHB", bdf
+        else:
+            assert (rail.nccl_class.name if rail.nccl_class else None, rail.gdr) == (seen, seen in ("PIX", "PXB")), bdf
 
 
-def _ibv_order(root: Path) -> list[str]:
-    """The RDMA devices in the order the check's emulated IB plugin lists them (its device index):
-    by name, ``mlx5_10`` after ``mlx5_9`` (its prep-fixture.py)."""
-
-    def key(name: str) -> tuple[str, int]:
-        m = re.match(r"^(.*?)(\d+)$", name)
-        return (m.group(1), int(m.group(2))) if m else (name, 0)
-
-    return sorted((p.name for p in (root / "sys/class/infiniband").iterdir()), key=key)
+def _nccl_types(out: str, given: str = "sysfs") -> dict[str, dict[int, str]]:
+    """From the check's run: each rank's GPU (BDF) and its path type to each NET device (the
+    first of a NET's fused copies)."""
+    types: dict[str, dict[int, str]] = {}
+    for bdf, line in re.findall(r"rank \d+ gpu (\S+): (.*)", _section(out, given)):
+        for dev, kind in re.findall(r"\(dev(\d+)\)=(\w+)/", line):
+            types.setdefault(bdf, {}).setdefault(int(dev), kind)
+    return types
 
 
 def _section(out: str, given: str) -> str:
@@ -223,8 +325,7 @@ def test_nccls_own_code_routes_through_the_peer_the_model_names(tmp_path):
     Grace 0, NVLinks to the NVSwitches (NVML) and NVLink-C2C (the <c2c> NVML gives NCCL, added
     to the file).  NCCL routes gpu2 and gpu3 to Grace 0's NICs through their NVLinked peers
     (PATH_PXN) and spreads them over those NICs as over any; the model's channels, relays and
-    paths are NCCL's on every channel.  (The file's arm64 <cpu> fuses twice: the copies' NETs
-    are unreachable, DIS, and change no choice.)"""
+    paths are NCCL's on every channel."""
     why = _runnable()
     if why:
         pytest.skip(why)
@@ -238,22 +339,19 @@ def test_nccls_own_code_routes_through_the_peer_the_model_names(tmp_path):
         gpu["nvlinks"] = ["FFFFFFFF:FF:FF.0"] * 18  # to the NVSwitch trays, no function on this host
     result = scan(root, nvml=make_fake(recording))
     topo = tmp_path / "topo.xml"
-    topo.write_text(re.sub(r'(<gpu dev="\d+">)', r'\1<c2c bw="45000" count="10"/>', nccl_topo.render(result)))
-    run = subprocess.run(["bash", str(CHECK), str(root), str(topo)], check=False, capture_output=True, text=True)
-    if run.returncode == 2:
-        pytest.skip("nccl-topo-check cannot run here: " + run.stdout.strip().splitlines()[-1])
-    names = _ibv_order(root)
+    text = re.sub(r'(<gpu dev="\d+">)', r'\1<c2c bw="45000" count="10"/>', nccl_topo.render(result))
+    topo.write_text(_as_runner(text, _this_cpu()))
+    code, out = _judge(root, topo, tmp_path / "root")
+    if code == 2:
+        pytest.skip(out.strip().splitlines()[-1])
+    names = [n for n, _, _ in ncclxml.Host.of(str(root)).nets]
     by_name = {x: n for n in result.topology.nics for x in n.rdma_devices}
     choice = nccl_net_choice(result.topology, [by_name[x] for x in names], path_index(result.paths))
-    given = _section(run.stdout, "file")
     relays = []
-    for bdf, line in re.findall(r"rank \d+ gpu (\S+): (.*)", given):
-        first: dict[int, str] = {}  # a NET's path type (its fused copies after it are DIS)
-        for dev, kind in re.findall(r"\(dev(\d+)\)=(\w+)/", line):
-            first.setdefault(int(dev), kind)
+    for bdf, first in _nccl_types(out, given="file").items():
         gpu = result.topology.by_bdf(bdf)
         assert gpu is not None
-        devs = _nccl_channels(run.stdout, given="file")[bdf]
+        devs = _nccl_channels(out, given="file")[bdf]
         used = choice.channels(gpu.id)
         assert [used[c % len(used)] for c in range(len(devs))] == [by_name[names[d]].id for d in devs], bdf
         rail = result.rails.rail(gpu.id)

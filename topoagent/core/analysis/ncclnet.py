@@ -41,6 +41,11 @@ file all ask :class:`NetChoice`; no other code chooses a GPU's NET.  NVIDIA/nccl
   net plugin's order, RDMA devices as the kernel numbers them), then each other rank's GPU.
   So the first GPU's CPU comes first, then the CPUs the NETs walk to, and inside a CPU the first
   GPU's branch, then the NETs' branches, each device nested as :func:`nccl_nesting` says.
+* **Data Direct.**  A ConnectX-8 with a Data Direct DMA function is a NET at that function
+  (:func:`net_functions`): NCCL's IB plugin with ``NCCL_IB_DATA_DIRECT=1``, the default, lists
+  only ``<dev>_dma``, whose PCI path is the DMA function's (``mlx5dv_get_data_direct_sysfs_path``;
+  src/transport/net_ib/init.cc); with ``=2`` it lists the NIC's own function first, then the
+  ``_dma`` one; with ``=0`` the NIC's own only.
 """
 
 from __future__ import annotations
@@ -49,13 +54,16 @@ from collections.abc import Mapping, Sequence
 
 from topoagent.core.analysis.c2c import is_c2c, own_cpu_nic
 from topoagent.core.analysis.nicspeed import nic_bandwidth_gbps
-from topoagent.core.analysis.paths import Path, nccl_path_type, nccl_reach
+from topoagent.core.analysis.paths import Path, data_direct_dma, nccl_path_type
 from topoagent.core.digits import decimal
 from topoagent.core.pathclass import PathClass
 from topoagent.core.topology import BridgeRole, Device, Topology, common_ancestors, id_key
 
-__all__ = ["MAXCHANNELS", "NetChoice", "nccl_nesting", "nccl_net_choice", "nccl_sequence"]
+__all__ = ["DMA_SUFFIX", "MAXCHANNELS", "NetChoice", "nccl_nesting", "nccl_net_choice", "nccl_order", "net_functions"]
 
+#: What NCCL's IB plugin appends to an RDMA device's name for its Data Direct NET
+#: (src/transport/net_ib/init.cc: ``snprintf(devName, ..., "%s_dma", ...)``).
+DMA_SUFFIX = "_dma"
 #: NCCL's channel count bound (src/include/device.h ``MAXCHANNELS``): ``ncclTopoGetLocalGpu``
 #: tries every channel before it gives up.
 MAXCHANNELS = 64
@@ -200,16 +208,41 @@ def _net_order(topo: Topology, nets: Sequence[Device]) -> list[Device]:
     return sorted(nets, key=key)
 
 
-def nccl_sequence(topo: Topology, gpus: Sequence[Device], nets: Sequence[Device]) -> list[Device]:
-    """The devices in the order NCCL's fused tree adds them: rank 0's tree (``gpus[0]``, then every
-    NET in :func:`_net_order`), then each other rank's GPU (``ncclTopoGetSystem`` fuses the ranks'
-    trees, a new child after its siblings).  Each device's elements (:func:`nccl_nesting`) read
-    depth first in that order of creation give the order NCCL numbers its GPUs and NETs in."""
-    return [*gpus[:1], *_net_order(topo, nets), *gpus[1:]]
+def net_functions(topo: Topology, nic: Device, *, every_mode: bool = False) -> tuple[Device, ...]:
+    """The PCI functions NCCL's IB plugin places ``nic``'s NETs at (module docstring, Data
+    Direct): its Data Direct DMA function where it has one, else the NIC; with ``every_mode``
+    each function some ``NCCL_IB_DATA_DIRECT`` places it at, in the order ``=2`` lists them (the
+    NIC, then its DMA function)."""
+    dma = data_direct_dma(topo, nic)
+    if dma is None:
+        return (nic,)
+    return (nic, dma) if every_mode else (dma,)
 
 
-#: An element of NCCL's XML tree: ("cpu", numaid) or ("pci", device id).
-_Element = tuple[str, int | str]
+def nccl_order(
+    topo: Topology, gpus: Sequence[Device], nets: Sequence[Device], *, every_mode: bool = False
+) -> list[Device]:
+    """The GPUs and the NETs' functions (:func:`net_functions`) in the order NCCL numbers them:
+    depth first through the tree it fuses (``ncclTopoGetSystem``).  Rank 0's tree is its GPU,
+    then every NET in :func:`_net_order`, each walked up from sysfs (``ncclTopoGetXmlFromSys``),
+    which inserts a ``<pci>`` among its siblings in bus-id order (NVIDIA/nccl#820) and adds a
+    ``<cpu>`` after the others; each other rank adds its GPU's new elements after their
+    siblings (``ncclTopoFuseXml`` appends).  ``every_mode``: a Data Direct NIC's own function and
+    its DMA function both, as ``NCCL_IB_DATA_DIRECT=2`` lists them, an order each other mode
+    keeps (what a topology file holds, for NCCL to keep what its plugin lists)."""
+    # (two NICs of one ConnectX-8 may share a DMA function: its <nic> holds both NETs)
+    placed = list(
+        {f.id: f for n in _net_order(topo, nets) for f in net_functions(topo, n, every_mode=every_mode)}.values()
+    )
+    cpus: dict[int, tuple[int, str]] = {}
+    made: dict[str, int] = {}  # each <pci>'s device id -> the rank whose tree first holds it
+    keys: dict[str, tuple[tuple[int, str], ...]] = {}
+    for rank, devices in enumerate([[*gpus[:1], *placed], *([g] for g in gpus[1:])]):
+        for d in devices:
+            node, chain = nccl_nesting(topo, d)
+            cpu = cpus.setdefault(node, (rank, f"{len(cpus):06d}"))
+            keys[d.id] = (cpu, *((made.setdefault(x.id, rank), x.bdf or "") for x in chain))
+    return sorted((d for d in [*gpus, *placed] if d.id in keys), key=lambda d: keys[d.id])
 
 
 class NetChoice:
@@ -221,17 +254,12 @@ class NetChoice:
     def __init__(
         self, topo: Topology, gpus: Sequence[Device], nets: Sequence[Device], idx: Mapping[tuple[str, str], Path]
     ) -> None:
-        made: dict[_Element, int] = {}  # each element's index in the order of creation
-        keys: dict[str, tuple[int, ...]] = {}  # each device's path of indexes: depth-first order
-        for d in nccl_sequence(topo, gpus, nets):
-            node, chain = nccl_nesting(topo, d)
-            els: list[_Element] = [("cpu", node)] + [("pci", x.id) for x in chain]
-            keys[d.id] = tuple(made.setdefault(el, len(made)) for el in els)
-
+        at = {d.id: i for i, d in enumerate(nccl_order(topo, gpus, nets))}
         self.topo = topo
         self.dev = {g.id: i for i, g in enumerate(gpus)}
-        self.gpus = sorted(gpus, key=lambda d: keys[d.id])
-        self.nets = sorted(nets, key=lambda d: keys[d.id])
+        self.gpus = sorted(gpus, key=lambda d: at[d.id])
+        plugin = {d.id: i for i, d in enumerate(_net_order(topo, nets))}
+        self.nets = sorted(nets, key=lambda d: (at[net_functions(topo, d)[0].id], plugin[d.id]))
         #: NET -> GPU (its local GPUs), which PXN leaves alone; and GPU -> NET, PXN applied
         self._from_net: dict[tuple[str, str], tuple[float, PathClass]] = {}
         self._unshown: set[tuple[str, str]] = set()
@@ -241,7 +269,7 @@ class NetChoice:
             for n in self.nets:
                 p = idx[(own.id, n.id)]
                 if p.shown:
-                    bw = _path_bw(topo, own, n, p, nccl_reach(topo, own, n, p), gbps[n.id])
+                    bw = _path_bw(topo, own, n, p, net_functions(topo, n)[0], gbps[n.id])
                 else:
                     bw = gbps[n.id] / 8.0
                     self._unshown.add((g.id, n.id))

@@ -101,15 +101,12 @@ def _flattened_into(topo: Topology, usp: Device) -> Device | None:
     """The upper level of a Broadcom chip that NCCL flattens this lower level's upstream port
     into, or None.  NCCL sees the switch above as the upstream port two levels up the sysfs path
     (the downstream port between vanishes) and checks only the two upstream ports' ids; a switch
-    that has itself been flattened into one above is marked and absorbs nothing more."""
-    dsp = topo.by_bdf(usp.parent) if usp.parent else None
-    upper = topo.by_bdf(dsp.parent) if dsp is not None and dsp.parent else None
-    if (
-        dsp is None
-        or dsp.role is not BridgeRole.SWITCH_DOWNSTREAM
-        or upper is None
-        or upper.role is not BridgeRole.SWITCH_UPSTREAM
-    ):
+    that has itself been flattened into one above is marked and absorbs nothing more.  In NCCL's
+    own topology file the downstream port is already gone: the upper port is the parent."""
+    upper = topo.by_bdf(usp.parent) if usp.parent else None
+    if upper is not None and upper.role is BridgeRole.SWITCH_DOWNSTREAM:
+        upper = topo.by_bdf(upper.parent) if upper.parent else None
+    if upper is None or upper.role is not BridgeRole.SWITCH_UPSTREAM:
         return None
     gen = _bcm_gen(upper, 0)
     if not gen or _bcm_gen(usp, 1) != gen or _flattened_into(topo, upper) is not None:
@@ -271,14 +268,6 @@ def data_direct_dma(topo: Topology, nic: Device) -> Device | None:
     if c is None or c.kind is not ComplexKind.DATA_DIRECT or c.dma is None or nic.bdf not in c.nics:
         return None
     return topo.by_bdf(c.dma)
-
-
-def nccl_reach(topo: Topology, gpu: Device, nic: Device, p: Path) -> Device | None:
-    """Where NCCL's topology puts ``nic``'s network device: at its Data Direct DMA function when
-    it has one (``NCCL_IB_DATA_DIRECT=1``, the default: NVIDIA/nccl src/transport/net_ib/init.cc
-    exposes only the ``<dev>_dma`` device, whose PCI path is the DMA function's), else None (at
-    the NIC itself)."""
-    return data_direct_dma(topo, nic)
 
 
 def nccl_path_type(topo: Topology, gpu: Device, nic: Device, p: Path) -> PathClass:

@@ -17,6 +17,7 @@ from topoagent.core.analysis.paths import Path, path_index
 from topoagent.core.analysis.rails import Rails
 from topoagent.core.findings.catalogue import HostKind, finding
 from topoagent.core.findings.finding import Evidence
+from topoagent.core.parse.segment import NCCL_XML
 from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import ConfigSpace, host_path
 from topoagent.core.topology import Device, Topology
@@ -38,6 +39,16 @@ _LSPCI_FIELDS = {
     "max_link_speed": "LnkCap",
 }
 _NVSMI_FIELDS = {"numa_node": "NUMA Affinity", "local_cpulist": "CPU Affinity"}
+#: Where NCCL's topology file says it: the attribute of the <pci> (its <cpu>'s for the node);
+#: ACS it never holds.
+_NCCL_FIELDS = {
+    "numa_node": "<cpu numaid>",
+    "config": "ACS",
+    "max_link_width": "link_width",
+    "max_link_speed": "link_speed",
+    "current_link_width": "link_width",
+    "current_link_speed": "link_speed",
+}
 #: Where ``nvidia-smi -q`` prints a link value (its GPU Link Info section).
 _QUERY_FIELDS = {
     "current_link_width": "Link Width Current",
@@ -58,6 +69,8 @@ def evidence_path(topo: Topology, d: Device, attr: str) -> str:
         return f"nvidia-smi topo -m {d.label}: {_NVSMI_FIELDS.get(attr, attr)}"
     if d.label is not None and d.numa_source == "nvidia-smi" and attr in _NVSMI_FIELDS:
         return f"nvidia-smi topo -m {d.label}: {_NVSMI_FIELDS[attr]}"
+    if d.numa_source == NCCL_XML.evidence:
+        return f"{NCCL_XML.evidence} {d.bdf}: {_NCCL_FIELDS.get(attr, attr)}"
     return f"lspci {d.bdf}: {_LSPCI_FIELDS.get(attr, attr)}"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from topoagent.core.analysis.peermem import peermem_need
 from topoagent.core.findings.context import Context, config_size, sysfs_attr
 from topoagent.core.findings.finding import Evidence, Finding, Severity
+from topoagent.core.parse.segment import NCCL_XML
 from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind
 from topoagent.core.platform import ComplexKind
@@ -160,15 +161,7 @@ def check_acs(c: Context) -> list[Finding]:
             c.finding(
                 "ACS_UNKNOWN",
                 ids,
-                [
-                    Evidence(
-                        c.attr(c.dev(i), "config"),
-                        "capabilities not listed (<access denied> or not -vvv)"
-                        if c.dev(i).config
-                        else "not in lspci -vvv",
-                    )
-                    for i in ids[:8]
-                ],
+                [Evidence(c.attr(c.dev(i), "config"), _pasted_acs(c.dev(i))) for i in ids[:8]],
                 say="pasted",
                 fix="pasted",
                 bridges=len(ids),
@@ -215,3 +208,10 @@ def check_iommu(c: Context) -> list[Finding]:
             functions=len(hit),
         )
     ]
+
+
+def _pasted_acs(d: Device) -> str:
+    """Why a pasted bridge's ACS is unknown, as its source shows it."""
+    if d.numa_source == NCCL_XML.evidence:
+        return "an NCCL topology holds no ACS"
+    return "capabilities not listed (<access denied> or not -vvv)" if d.config else "not in lspci -vvv"

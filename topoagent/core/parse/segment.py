@@ -17,7 +17,7 @@ from typing import Any, Literal
 import msgspec
 
 from topoagent.core.bdf import PRINTED_BDF
-from topoagent.core.parse import dmesg_aer, lstopo, numactl, nvsmi_nvlink, nvsmi_query, rdma_tools
+from topoagent.core.parse import dmesg_aer, lstopo, nccl_xml, numactl, nvsmi_nvlink, nvsmi_query, rdma_tools
 from topoagent.core.parse.amd_topo import read_amd_topology
 from topoagent.core.parse.lspci_tree import read_lspci_tree
 from topoagent.core.parse.lspci_verbose import read_lspci_verbose
@@ -34,6 +34,7 @@ __all__ = [
     "LSPCI_TREE",
     "LSPCI_VERBOSE",
     "LSTOPO",
+    "NCCL_XML",
     "NUMACTL",
     "NVLINK",
     "P2P",
@@ -241,6 +242,26 @@ AMD_SMI = PasteKind(
     _any(_AMD_TABLE),
     _any(_AMD_TABLE, re.compile(r"^\s*(?:" + PRINTED_BDF + r"(?:\s|$)|Legend:|SELF|ENABLED|N/A|T/F|C/NC|64,32|<BW)")),
     _text(read_amd_topology),
+    own_report=True,
+)
+
+# -- NCCL's topology file -----------------------------------------------------------------------
+
+_XML_COMMENT = re.compile(r"^\s*<!--")
+
+NCCL_XML = PasteKind(
+    "NCCL topology XML",
+    "NCCL topology",
+    # <system>, or a comment right before it (RCCL's models open with their licence)
+    lambda line, after: bool(
+        nccl_xml.START.match(line) or (_XML_COMMENT.match(line) and any(map(nccl_xml.START.match, after)))
+    ),
+    # (" - " lines: such a comment's own)
+    _any(re.compile(r"^\s*(?:<[/!?A-Za-z]|-->|-\s)")),
+    _text(nccl_xml.read_nccl_xml),
+    # what people show it with: the file, or the variables that name it
+    typed=r"(?:cat|less|more|head)\s+\S*\.xml\b[^\n]*|NCCL_TOPO_(?:DUMP_)?FILE\S*",
+    lists_nics=True,
     own_report=True,
 )
 

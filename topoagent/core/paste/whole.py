@@ -40,6 +40,7 @@ from topoagent.core.paste.hwloc import snapshot_from_lstopo
 from topoagent.core.paste.lspci import snapshot_from_lspci
 from topoagent.core.paste.matrix import snapshot_from_topo_matrix
 from topoagent.core.paste.merge import merge
+from topoagent.core.paste.nccl_xml import snapshot_from_nccl_xml
 from topoagent.core.snapshot import GivenPath, ProbeError, Snapshot, SourceStatus
 
 __all__ = ["PasteInput", "combine", "read_pastes"]
@@ -219,17 +220,22 @@ def combine(
 
 def _drawing(r: _Reading) -> Snapshot:
     """The snapshot that places the devices: ``nvidia-smi topo -m`` with ``lspci -tv``/``-vvv``
-    (:func:`combine`), else ``lstopo``, else an AMD tool's tables (which add their stated pairs
-    next to a drawing), else an empty host for the other facts (``nvidia-smi -q`` adds GPUs)."""
+    (:func:`combine`), else ``lstopo``, else an NCCL topology file, else an AMD tool's tables
+    (which add their stated pairs next to a drawing), else an empty host for the other facts
+    (``nvidia-smi -q`` adds GPUs)."""
     matrix, tree, verbose = r.first(seg.TOPO_M), r.first(seg.LSPCI_TREE), r.first(seg.LSPCI_VERBOSE)
     amd: AmdTopology | None = r.first(seg.AMD_SMI) or r.first(seg.ROCM_SMI)
-    lstopo = r.first(seg.LSTOPO)
+    lstopo, nccl = r.first(seg.LSTOPO), r.first(seg.NCCL_XML)
+    if nccl is not None and (matrix is not None or tree is not None or verbose is not None or lstopo is not None):
+        r.notes.append("the NCCL topology XML set aside: the host is drawn from the other tools' output")
     if matrix is not None or tree is not None or verbose is not None:
         snap = combine(matrix, tree, verbose)
         if lstopo is not None:
             snap = _numa_from(snap, snapshot_from_lstopo(lstopo))
     elif lstopo is not None:
         snap = snapshot_from_lstopo(lstopo)
+    elif nccl is not None:
+        snap = snapshot_from_nccl_xml(nccl)
     elif amd is not None:
         return snapshot_from_amd(amd)
     else:

@@ -115,7 +115,8 @@ class _Tree:
             text = f"{d.bdf} root port"
         elif d.role is BridgeRole.SWITCH_UPSTREAM:
             ports = [c for c in self.topo.children(d.bdf) if c.role is BridgeRole.SWITCH_DOWNSTREAM]
-            text = f"{d.bdf} switch {shown(d.name)} ({len(ports)} downstream ports)"
+            # (none shown: a source without them, NCCL's topology file drops every one)
+            text = f"{d.bdf} switch {shown(d.name)}" + (f" ({len(ports)} downstream ports)" if ports else "")
         elif d.role is not None:
             text = f"{d.bdf} {d.role.value.replace('_', ' ')} {shown(d.name)}"
         else:

@@ -31,6 +31,11 @@ node's CPUs are unknown (pasted tool output) and the file would hold several ``<
 refused rather than written to be fused wrong; with a single ``<cpu>`` they are left for NCCL to
 fill, the same on every rank.
 
+A ConnectX-8 with a Data Direct DMA function has two ``<net>``s: its RDMA device's name at its own
+function and ``<name>_dma`` at the DMA function, in the order ``NCCL_IB_DATA_DIRECT=2`` lists them
+(:func:`~topoagent.core.analysis.ncclnet.net_functions`); NCCL keeps the ones its IB plugin lists
+(``ncclTopoPopulateNics``, ``ncclTopoTrimXml``), so each setting finds its NETs where sysfs puts them.
+
 Left out on purpose, for NCCL to fill on the host: ``dev`` of a ``<net>`` (its net plugin's device
 index, which NCCL sets itself -- older releases kept a file's value, which cannot know the
 plugin's order), ``gdr``, ``maxconn``, ``guid``, ``coll``, ``latency``, and ``sm``/``rank``/
@@ -46,7 +51,7 @@ from typing import Any
 
 import msgspec
 
-from topoagent.core.analysis.ncclnet import nccl_nesting, nccl_sequence
+from topoagent.core.analysis.ncclnet import DMA_SUFFIX, nccl_nesting, nccl_order, net_functions
 from topoagent.core.errors import InputError
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import xml_attr
@@ -91,11 +96,11 @@ def _pci(topo: Topology, d: Device) -> Element:
     return Element("pci", attrs)
 
 
-def _nets(nic: Device) -> list[Element]:
+def _nets(nic: Device, suffix: str = "") -> list[Element]:
     out = []
     names = nic.rdma_devices or nic.netdevs
     for name in names:
-        attrs = [("name", name)]
+        attrs = [("name", name + suffix)]
         ports = nic.rdma_ports.get(name)
         speed = None
         port = None
@@ -114,7 +119,7 @@ def _nets(nic: Device) -> list[Element]:
 
 def build(result: ScanResult) -> Element:
     """The <system> element of a scanned host, its elements in the order NCCL's own fused tree
-    holds them (:func:`~topoagent.core.analysis.ncclnet.nccl_sequence`): NCCL numbers its GPUs and
+    holds them (:func:`~topoagent.core.analysis.ncclnet.nccl_order`): NCCL numbers its GPUs and
     NETs in the file's order, so the file gives the order NCCL reading sysfs would."""
     topo = result.topology
     wanted = [
@@ -123,9 +128,17 @@ def build(result: ScanResult) -> Element:
     gpus = [d for d in wanted if d.kind is DeviceKind.GPU]
     if not gpus:
         raise InputError("an NCCL topology needs GPUs with PCI addresses (a sysfs tree, a capture or lspci output)")
+    nics = [d for d in wanted if d.kind is DeviceKind.NIC]
+    order = nccl_order(topo, gpus, nics, every_mode=True)
+    at = {d.id: i for i, d in enumerate(order)}
+    dma_of: dict[str, list[Device]] = {}  # a Data Direct DMA function's NICs, in the plugin's order
+    for nic in sorted(nics, key=lambda x: at[x.id]):
+        place = net_functions(topo, nic)[0]
+        if place is not nic:
+            dma_of.setdefault(place.id, []).append(nic)
     elements: dict[str, Element] = {}
     cpus: dict[int, Element] = {}
-    for d in nccl_sequence(topo, gpus, [d for d in wanted if d.kind is DeviceKind.NIC]):
+    for d in order:
         node, chain = nccl_nesting(topo, d)
         if node not in cpus:
             attrs = [("numaid", str(node))]
@@ -141,7 +154,7 @@ def build(result: ScanResult) -> Element:
             parent = elements[x.id]
         if d.kind is DeviceKind.GPU:
             parent.children.append(_gpu(topo, d))
-        elif nets := _nets(d):
+        elif nets := ([x for nic in dma_of[d.id] for x in _nets(nic, DMA_SUFFIX)] if d.id in dma_of else _nets(d)):
             parent.children.append(Element("nic", [], nets))
     _check_fusable(cpus.values(), elements.values())
     return Element("system", [("version", "1")], list(cpus.values()))
