@@ -81,7 +81,7 @@ def nagios_unknown(message: str) -> str:
 def npd_text(result: ScanResult, fail_on: Severity) -> tuple[str, int]:
     """node-problem-detector's message (fault first, within :data:`NPD_LIMIT`) and exit code:
     1 (NonOK) when a finding is at or above ``fail_on``."""
-    bad = [f for f in _ordered(result) if f.severity >= fail_on]
+    bad = sorted(result.failing(fail_on), key=lambda f: -int(f.severity))
     if not bad:
         return f"topoagent: no finding at or above {fail_on.label}\n", 0
     head = _named(bad[0])
