@@ -124,6 +124,14 @@ class ScanResult(msgspec.Struct, frozen=True, weakref=True):
         """The most severe finding's severity, or None when there are none."""
         return max((f.severity for f in self.findings), default=None)
 
+    def counts(self) -> dict[str, int]:
+        """How many findings of each severity, by label, most severe first, zeros included (the
+        Nagios perfdata, ``topoagent_findings{severity}``)."""
+        counts = {s.label: 0 for s in sorted(Severity, reverse=True)}
+        for f in self.findings:
+            counts[f.severity.label] += 1
+        return counts
+
     def failing(self, threshold: Severity, *, expect_warns: bool = False) -> tuple[Finding, ...]:
         """The findings at or above ``threshold`` (:func:`failing`): what every command's exit
         status, ``health``'s drain and node-problem-detector's NonOK are decided by."""

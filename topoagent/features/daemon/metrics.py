@@ -24,7 +24,6 @@ import msgspec
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from topoagent.core.findings import Severity
 from topoagent.core.findings.catalogue import Output, codes_for
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import encodable
@@ -386,10 +385,7 @@ def _finding_families(status: Status, r: ScanResult, add: Callable[..., None]) -
         for subject in devices or keys or ("",):
             rows[(f.code, f.severity.label, subject)] = 1
     add("topoagent_finding", [(k, v) for k, v in sorted(rows.items())])
-    per_sev = {s.label: 0 for s in sorted(Severity, reverse=True)}
-    for f in r.findings:
-        per_sev[f.severity.label] += 1
-    add("topoagent_findings", [((s,), n) for s, n in per_sev.items()])
+    add("topoagent_findings", [((s,), n) for s, n in r.counts().items()])
 
 
 def _rail_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:
