@@ -155,6 +155,13 @@ def _plan(root: str, doc: dict[str, Any]) -> dict[str, View]:
             left = re.findall(r"^# (gpu\d+) \(.*\) left out: unusable", slurm.stdout, re.MULTILINE)
             lines = re.findall(r"^Name=gpu ", slurm.stdout, re.MULTILINE)
             views["plan slurm"] = {"gpu_count": len(lines) + len(left), "unusable": set(left)}
+        nccl = run_cli("plan", "--root", root, "--format", "nccl-topo")
+        if nccl.returncode in (0, 1):  # an NCCL topology holds the GPUs NCCL on the host can use
+            views["plan nccl-topo"] = {"usable_count": len(re.findall(r"<gpu\b", nccl.stdout))}
+    dra = json.loads(_cli("plan", "--root", root, "--format", "dra").stdout)
+    views["plan dra"] = {"gpus": {d["device"] for d in dra["devices"] if d["kind"] == "gpu"}}
+    rails = json.loads(_cli("plan", "--root", root, "--format", "rails").stdout)
+    views["plan rails"] = {"gpu_count": len(rails["gpus"])}
     return views
 
 
