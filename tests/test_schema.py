@@ -34,6 +34,7 @@ def test_the_generated_scan_schema_checks_what_the_contract_promises():
         "findings",
         "recommendations",
         "probe_errors",
+        "unknown",
         "slots",
     }
     bad = {"id": "gpu0", "bdf": "0000:1B:00.0"}  # upper-case hex is not a BDF the contract writes

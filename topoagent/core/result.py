@@ -22,16 +22,27 @@ from topoagent.core.analysis.fingerprint import baseline, slot_names
 from topoagent.core.analysis.given import matrix_vs_tree
 from topoagent.core.analysis.paths import Path, pair_path, path_index, scan_paths
 from topoagent.core.analysis.rails import Rails, pair_rails
+from topoagent.core.analysis.unknown import Unknown, unknown_facts
 from topoagent.core.aside import Aside, derived
 from topoagent.core.baseline import Baseline
-from topoagent.core.findings import Finding, Severity, find_all, sort_findings
+from topoagent.core.findings import CATALOGUE, Finding, Severity, find_all, sort_findings
+from topoagent.core.findings.catalogue import Output, carries
 from topoagent.core.findings.expect import comparable, compare_hosts
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import Snapshot, SourceStatus
 from topoagent.core.topology import Device, Topology, build_topology
 
-__all__ = ["Expectation", "ScanResult", "analyse", "reanalyse", "with_expected", "with_timings"]
+__all__ = [
+    "Expectation",
+    "ScanResult",
+    "analyse",
+    "failing",
+    "reanalyse",
+    "with_expected",
+    "with_findings",
+    "with_timings",
+]
 
 _UNTIMED: Mapping[str, float] = FrozenMap()
 _PAIRED = {DeviceKind.GPU, DeviceKind.NIC}
@@ -97,14 +108,54 @@ class ScanResult(msgspec.Struct, frozen=True, weakref=True):
 
     def plan_with(self, options: PlanOptions = PlanOptions()) -> Plan:
         """The plan under ``options`` (what ``plan``, ``exec`` and ``apply`` hand out): per GPU
-        its CPUs, ranks' cores, rail NICs and environment.  Pure."""
+        its CPUs, ranks' cores, rail NICs and environment, none for a GPU :attr:`unusable`
+        names.  Pure."""
         return plan_for(
-            self.topology, self.plan, paths=self.paths, findings=self.findings, pairing=self.rails, options=options
+            self.topology,
+            self.plan,
+            paths=self.paths,
+            findings=self.findings,
+            pairing=self.rails,
+            options=options,
+            unusable=self.unusable,
         )
 
     def worst(self) -> Severity | None:
         """The most severe finding's severity, or None when there are none."""
         return max((f.severity for f in self.findings), default=None)
+
+    def counts(self) -> dict[str, int]:
+        """How many findings of each severity, by label, most severe first, zeros included (the
+        Nagios perfdata, ``topoagent_findings{severity}``)."""
+        counts = {s.label: 0 for s in sorted(Severity, reverse=True)}
+        for f in self.findings:
+            counts[f.severity.label] += 1
+        return counts
+
+    def failing(self, threshold: Severity, *, expect_warns: bool = False) -> tuple[Finding, ...]:
+        """The findings at or above ``threshold`` (:func:`failing`): what every command's exit
+        status, ``health``'s drain and node-problem-detector's NonOK are decided by."""
+        return failing(self.findings, threshold, expect_warns=expect_warns)
+
+    @derived("topology", "paths")
+    def unknown(self) -> tuple[Unknown, ...]:
+        """What the scan could not read (:mod:`topoagent.core.analysis.unknown`): every output
+        that prints such a fact says it is unknown, from this one list."""
+        return unknown_facts(self.topology, self.paths)
+
+    @derived("findings")
+    def unusable(self) -> Mapping[str, tuple[str, ...]]:
+        """Each unusable GPU (by id) and the codes that make it so: a finding whose entry carries
+        :attr:`~topoagent.core.findings.catalogue.Output.GPU_UNUSABLE` names it (FELL_OFF_BUS).
+        Every output reads a GPU's state here: the plan gives it no rank, ``exec`` refuses it."""
+        gpus = {g.id for g in self.topology.gpus}
+        out: dict[str, list[str]] = {}
+        for f in self.findings:
+            if carries(f, Output.GPU_UNUSABLE):
+                for s in f.subjects:
+                    if s in gpus and f.code not in out.setdefault(s, []):
+                        out[s].append(f.code)
+        return FrozenMap({k: tuple(v) for k, v in out.items()})
 
     # -- lookups ------------------------------------------------------------------------------
     def device(self, ref: str) -> Device | None:
@@ -163,10 +214,36 @@ def reanalyse(result: ScanResult, ids: Mapping[str, Mapping[str, Any]]) -> ScanR
     """The facts of ``result`` analysed again with some functions' identifiers replaced: ``ids``
     maps a BDF to :class:`~topoagent.core.snapshot.PciFunction` fields (``vendor_id``,
     ``class_code`` ...) and their values.  Only what analysis makes is redone: no timings, and
-    no findings of another tool's view (``tool_findings``)."""
+    no findings of another tool's view (``tool_findings``); an expected topology ``result``
+    was compared with (:func:`with_expected`) is compared with again, after the analysis, so
+    its ``EXPECT_*`` findings and note are those of the new facts."""
     snap = result.snapshot
     pci = tuple(msgspec.structs.replace(f, **ids[f.bdf]) if f.bdf is not None and f.bdf in ids else f for f in snap.pci)
-    return analyse(msgspec.structs.replace(snap, pci=pci))
+    redone = analyse(msgspec.structs.replace(snap, pci=pci))
+    expected: Baseline | None = result.aside.notes.get("expected_from")
+    return redone if expected is None else with_expected(redone, expected)
+
+
+def failing(findings: tuple[Finding, ...], threshold: Severity, *, expect_warns: bool = False) -> tuple[Finding, ...]:
+    """The findings at or above ``threshold``, in their order; with ``expect_warns`` (``--expect``
+    without ``--fail-on``) an ``EXPECT_*`` warning too: asked whether the host is the build, a
+    GPU at x8 or an added card answers no (a warning by severity, since the host still works).
+    The one rule of every verdict: ``scan``'s and ``plan``'s exit status, ``health``'s drain,
+    node-problem-detector's NonOK."""
+    return tuple(
+        f
+        for f in findings
+        if f.severity >= threshold
+        or (expect_warns and CATALOGUE[f.code].family == "expect" and f.severity >= Severity.WARNING)
+    )
+
+
+def with_findings(result: ScanResult, found: tuple[Finding, ...]) -> ScanResult:
+    """``result`` with more findings of the same host (the audit's, which read its processes)
+    among its own, in the one order: every view of the result then carries them."""
+    if not found:
+        return result
+    return msgspec.structs.replace(result, findings=sort_findings((*result.findings, *found)))
 
 
 def with_timings(result: ScanResult, timings: Mapping[str, float]) -> ScanResult:
@@ -186,7 +263,7 @@ def with_expected(result: ScanResult, expected: Baseline) -> ScanResult:
         compared=comparable(expected, result.baseline),
         differences=len(found),
     )
-    aside = result.aside.noting(expected=note)
+    aside = result.aside.noting(expected=note, expected_from=expected)
     if not found:
         return msgspec.structs.replace(result, aside=aside)
     # Subjects as every other finding names them (device ids) where the slot is on this host;

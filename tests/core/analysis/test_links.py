@@ -82,12 +82,12 @@ def test_a_root_port_above_a_narrower_card_is_not_degraded(tmp_path):
 
 
 def test_a_wide_card_in_a_narrow_slot_is_capped_not_degraded(tmp_path):
-    """An x16 Gen4 card in an x8 Gen3 slot, trained x8 8 GT/s: info (the slot limits it), no
-    warning, and the watch agrees."""
+    """An x16 Gen4 card in an x8 Gen3 slot, trained x8 8 GT/s: the link runs as fast as both ends
+    allow, so no finding at all -- a finding must not exist for what its evidence shows is not a
+    fault (issue 40: a healthy GB300's ConnectX-8 bridges below Gen5 root ports raised 8) -- and
+    the watch agrees."""
     r = _nic_below_port(tmp_path, _link(8, 16, "8.0", "16.0"), _link(8, 8, "8.0", "8.0"))
-    assert _findings(r) == {("LINK_WIDTH_DEGRADED", "info"), ("LINK_SPEED_DEGRADED", "info")}
-    width = next(f for f in r.findings if f.code == "LINK_WIDTH_DEGRADED")
-    assert "its slot is only x8" in width.message
+    assert _findings(r) == set()
     assert _degraded(r) == {}
 
 

@@ -259,7 +259,7 @@ def test_eval_of_plan_env_runs_nothing_a_name_carries(planted, tmp_path):
         out = CliRunner().invoke(
             cli, ["plan", "--root", str(planted), "--no-nvml", "--format", "env", "--local-rank", str(rank)]
         )
-        assert out.exit_code == 0, out.output
+        assert out.exit_code == 1, out.output  # the plan's verdict is the scan's: GPU_NIC_CROSS_SOCKET
         comments = [line for line in out.output.splitlines() if line.startswith("#")]
         assert any("rdma\\x0atouch" in line for line in comments), out.output  # the name, on its comment line
         subprocess.run([bash, "-c", 'eval "$1"', "_", out.output], check=True, cwd=tmp_path)

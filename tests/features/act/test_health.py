@@ -10,6 +10,7 @@ import pytest
 
 from tests.plan_helpers import topoagent
 from topoagent.core.findings import Finding, Severity
+from topoagent.core.result import failing
 from topoagent.features.act.drain import (
     MAX_REASON,
     Action,
@@ -90,10 +91,11 @@ def _finding(code: str, severity: Severity, *subjects: str) -> Finding:
 def test_drain_reason():
     crit = _finding("GPU_NIC_CROSS_SOCKET", Severity.CRITICAL, "gpu0", "nic2")
     warn = _finding("LINK_WIDTH_DEGRADED", Severity.WARNING, "gpu3")
-    assert drain_reason([warn], Severity.CRITICAL) is None
-    assert drain_reason([crit, warn], Severity.CRITICAL) == "topoagent: GPU_NIC_CROSS_SOCKET gpu0"
-    assert drain_reason([crit, warn], Severity.WARNING) == "topoagent: GPU_NIC_CROSS_SOCKET gpu0 (+1 more)"
-    assert drain_reason([warn], Severity.WARNING) == "topoagent: LINK_WIDTH_DEGRADED gpu3"
+    # drain_reason is given what ScanResult.failing (the one rule of every verdict) selects
+    assert drain_reason(failing((warn,), Severity.CRITICAL)) is None
+    assert drain_reason(failing((crit, warn), Severity.CRITICAL)) == "topoagent: GPU_NIC_CROSS_SOCKET gpu0"
+    assert drain_reason(failing((crit, warn), Severity.WARNING)) == "topoagent: GPU_NIC_CROSS_SOCKET gpu0 (+1 more)"
+    assert drain_reason(failing((warn,), Severity.WARNING)) == "topoagent: LINK_WIDTH_DEGRADED gpu3"
 
 
 @pytest.mark.parametrize(

@@ -695,8 +695,9 @@ def test_nfd_features_are_valid_for_every_fixture(fixture_root, machine):
     r = scan(fixture_root(machine), nvml="off")
     for degraded in (False, True):
         features = nfd_features(r, degraded_links=degraded)
-        # hw-class, fingerprint, nvswitch.count and platform.kind included; platform.acs-ok on a platform
-        assert len(features) == 13 + (r.topology.platform.kind is not None)
+        # hw-class, fingerprint, nvswitch.count, platform.kind, gpu.usable-count and unknown included;
+        # platform.acs-ok on a platform
+        assert len(features) == 15 + (r.topology.platform.kind is not None)
         text = render_nfd(features, "feature.node.kubernetes.io")
         assert len(text.encode()) < 64 * 1024
         assert len(text.splitlines()) > 1

@@ -55,7 +55,7 @@ HARNESS = TOOL / "harness"
 
 def _plan(root: str) -> str:
     out = topoagent("plan", "--root", root, "--no-nvml", "--format", "nccl-topo")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode in (0, 1), out.stderr  # 1: a critical finding, as scan exits
     return out.stdout
 
 

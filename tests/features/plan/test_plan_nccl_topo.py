@@ -96,7 +96,7 @@ def _ids(el: ET.Element) -> int:
 
 def _xml(root: str) -> str:
     out = run_cli("plan", "--root", root, "--no-nvml", "--format", "nccl-topo")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode in (0, 1), out.stderr  # 1: a critical finding, as scan exits
     return out.stdout
 
 

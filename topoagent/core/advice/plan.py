@@ -121,8 +121,11 @@ class GpuPlan(msgspec.Struct, frozen=True):
     rails: tuple[RailNic, ...] = ()
     #: One disjoint set of whole cores per rank of this GPU (``--ranks-per-gpu``).
     rank_cpus: tuple[CpuSet, ...] = ()
-    #: Findings about this GPU and the plan's own notes (CPUSET_EMPTY ...).
+    #: Findings about this GPU or its rail NICs, and the plan's own notes (CPUSET_EMPTY ...).
     notes: tuple[Any, ...] = ()
+    #: False where a finding makes the GPU unusable (the scan's ``unusable``: FELL_OFF_BUS): it
+    #: gets no rank, no CPU share, no place in a NUMA or split group.
+    usable: bool = True
 
 
 class NumaGroup(msgspec.Struct, frozen=True):
@@ -365,12 +368,15 @@ def plan_for(
     findings: tuple[Finding, ...],
     pairing: Rails,
     options: PlanOptions = PlanOptions(),
+    unusable: Mapping[str, tuple[str, ...]] = FrozenMap(),
 ) -> Plan:
     """The plan of a scanned host under ``options``.  Pure.
 
-    ``base`` is the scan's default plan (:func:`base_plan`), ``paths``, ``findings`` and
-    ``pairing`` (its rails) the scan's: its parts, not the :class:`~topoagent.core.result.ScanResult` (advice sits
-    below it).
+    ``base`` is the scan's default plan (:func:`base_plan`), ``paths``, ``findings``,
+    ``pairing`` (its rails) and ``unusable`` (the GPUs a finding makes unusable, and its codes)
+    the scan's: its parts, not the :class:`~topoagent.core.result.ScanResult` (advice sits
+    below it).  An unusable GPU keeps its row, marked, but gets no rank and no CPU share: its
+    node's cores go to the node's other GPUs, and the groups leave it out.
 
     Per GPU: ``cpus`` = its NUMA node's CPUs, intersected with the allowed CPUs, minus the
     reserved cores; ``rank_cpus`` = ``ranks_per_gpu`` disjoint sets of whole cores from the
@@ -379,20 +385,34 @@ def plan_for(
     never a fallback to all CPUs.
     """
     _check(options)
+    if unusable:  # a node's cores are shared among its usable GPUs only
+        wanted = options.gpus if options.gpus is not None else tuple(g.gpu for g in base.gpus)
+        options = msgspec.structs.replace(options, gpus=tuple(g for g in wanted if g not in unusable))
     w = _sharing(topo, base, options)
     usable, reserved = _usable(base, w)
     share = _shares(base, usable, w)
     by_pair = path_index(paths)
     gpus = [
-        _gpu_for(topo, g, usable.get(_group(g), ()), share[g.gpu], by_pair, findings, pairing, w) for g in base.gpus
+        _gpu_for(topo, g, usable.get(_group(g), ()), share[g.gpu], by_pair, findings, pairing, w)
+        if g.gpu not in unusable
+        else _unusable(topo, g, findings, pairing, w.options.ranks_per_gpu)
+        for g in base.gpus
     ]
     groups = []
     for ng in base.numa_groups:
-        members = [p for p in gpus if p.gpu in ng.gpus]
-        groups.append(msgspec.structs.replace(ng, cpus=CpuSet().union(*(m.cpus for m in members if m.cpus))))
+        members = [p for p in gpus if p.gpu in ng.gpus and p.usable]
+        if members:
+            groups.append(
+                msgspec.structs.replace(
+                    ng,
+                    gpus=tuple(m.gpu for m in members),
+                    cuda_visible_devices=",".join(str(m.cuda_index) for m in members),
+                    cpus=CpuSet().union(*(m.cpus for m in members if m.cpus)),
+                )
+            )
     split_groups: tuple[SplitGroup, ...] = ()
     if options.split:
-        split_groups, split_notes = split_host(topo, tuple(gpus), share, options.split)
+        split_groups, split_notes = split_host(topo, tuple(g for g in gpus if g.usable), share, options.split)
         w.notes.extend(split_notes)
     return Plan(
         tuple(gpus),
@@ -522,7 +542,7 @@ def _gpu_for(
     ranks = w.options.ranks_per_gpu
     own = cores_in(w.cores, share)
     split = w.cut(own, ranks) if w.whole else Split(tuple(share for _ in range(ranks)))
-    gpu_notes = [f for f in findings if g.gpu in f.subjects] + _gpu_notes(g, cpus, own, split, w)
+    gpu_notes = [*_about(topo, g, findings, pairing), *_gpu_notes(g, cpus, own, split, w)]
     env = base_env(g.cuda_index, rocm_index(topo, d))
     env.update(node_hca_env(topo, pairing))
     env.update(rail_env(rails))
@@ -536,6 +556,33 @@ def _gpu_for(
         rank_cpus=split.parts if cpus else tuple(CpuSet() for _ in range(ranks)),
         env=FrozenMap(env),
         notes=tuple(gpu_notes),
+    )
+
+
+def _about(topo: Topology, g: GpuPlan, findings: tuple[Finding, ...], pairing: Rails) -> list[Finding]:
+    """The scan's findings about a GPU: those naming it, and those about one of its rail NICs
+    alone (its AER errors, a fall off the bus: they stop the GPU's network traffic) -- not one
+    that names the NIC with another GPU, which is that GPU's placement."""
+    rail = pairing.rail(g.gpu)
+    nics = set(rail.nics) if rail is not None else set()
+
+    def gpu(ident: str) -> bool:
+        d = topo.by_id(ident)
+        return d is not None and d.kind is pci.DeviceKind.GPU
+
+    return [
+        f for f in findings if g.gpu in f.subjects or (nics & set(f.subjects) and not any(gpu(s) for s in f.subjects))
+    ]
+
+
+def _unusable(topo: Topology, g: GpuPlan, findings: tuple[Finding, ...], pairing: Rails, ranks: int) -> GpuPlan:
+    """An unusable GPU's row: its node and NICs as they are, no CPUs, no rank CPUs, the findings."""
+    return msgspec.structs.replace(
+        g,
+        cpus=CpuSet(),
+        rank_cpus=tuple(CpuSet() for _ in range(ranks)),
+        notes=tuple(_about(topo, g, findings, pairing)),
+        usable=False,
     )
 
 
@@ -637,16 +684,20 @@ def visible_var(topo: Topology) -> str:
 
 def rank_env(plan: Plan, local_rank: int) -> tuple[GpuPlan, CpuSet, dict[str, str]]:
     """The GPU, CPU set and environment of one local rank (``rank // ranks_per_gpu`` is the
-    GPU in PCI order).  Raises ``IndexError`` for a rank the host has no GPU for."""
+    GPU in PCI order among the usable ones: an unusable GPU gets no rank).  Raises
+    ``IndexError`` for a rank the host has no GPU for."""
     if local_rank < 0:
         raise IndexError(f"local rank {local_rank} is negative")
     k = plan.ranks_per_gpu
     index, sub = divmod(local_rank, k)
-    if index >= len(plan.gpus):
+    usable = [g for g in plan.gpus if g.usable]
+    if index >= len(usable):
+        lost = len(plan.gpus) - len(usable)
         raise IndexError(
-            f"local rank {local_rank} needs GPU {index} ({k} rank(s) per GPU), but the host has {len(plan.gpus)} GPU(s)"
+            f"local rank {local_rank} needs GPU {index} ({k} rank(s) per GPU), but the host has {len(usable)} GPU(s)"
+            + (f" usable ({lost} unusable: no rank)" if lost else "")
         )
-    return gpu_rank_env(plan, plan.gpus[index], sub)
+    return gpu_rank_env(plan, usable[index], sub)
 
 
 def gpu_rank_env(plan: Plan, g: GpuPlan, sub: int = 0) -> tuple[GpuPlan, CpuSet, dict[str, str]]:

@@ -74,7 +74,7 @@ def _acs(d: Device) -> list[str] | None:
     return [] if cfg is not None and cfg.extended_readable else None
 
 
-def _iommu(topo: Topology, d: Device) -> str | None:
+def iommu_type(topo: Topology, d: Device) -> str | None:
     """The IOMMU domain type of the device's group; ``none`` where a host tree shows it in no
     group (sysfs links ``iommu_group`` only for a device an IOMMU translates); None where that
     is unknown -- pasted output says nothing of IOMMUs, and kernels before 5.11 write no group
@@ -133,7 +133,7 @@ def slot_facts(topo: Topology, paths: tuple[Path, ...], rails: Rails) -> list[Sl
                 socket=d.socket,
                 link=_link(d),
                 acs=_acs(d),
-                iommu=_iommu(topo, d),
+                iommu=iommu_type(topo, d),
                 fell_off_bus=d.fell_off_bus,
                 **gpu,  # type: ignore[arg-type]  # the GPU-only fields
             )

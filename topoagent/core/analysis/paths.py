@@ -60,11 +60,17 @@ class Path(msgspec.Struct, frozen=True):
     #: ``rocm-smi``/``amd-smi`` link type.  RCCL treats it as NCCL treats NVLink (its topology
     #: gives XGMI links the type LINK_NVL, ROCm/rccl src/graph/topo.cc), so its class is NV.
     xgmi: bool = False
+    #: False for two GPUs whose NVLinks (XGMI for AMD GPUs) no source shows: NVML (or KFD) was
+    #: not read and no pasted cell states them.  :attr:`nvlinks` is then 0 for want of
+    #: knowing, not a fact, and :attr:`cell` is ``?``: ``nvidia-smi topo -m`` might print
+    #: ``NV18`` where the PCIe class alone says ``NODE`` (:mod:`topoagent.core.analysis.unknown`).
+    links_known: bool = True
 
     @property
     def cell(self) -> str:
-        """The matrix cell: :attr:`token`, or ``?`` where no source shows the path."""
-        return self.token if self.shown else "?"
+        """The matrix cell: :attr:`token`, or ``?`` where no source shows the path or the
+        NVLinks between two GPUs."""
+        return self.token if self.shown and self.links_known else "?"
 
     @property
     def cls(self) -> PathClass:
@@ -240,7 +246,21 @@ def path(topo: Topology, a: Device, b: Device) -> Path:
     gpus = a.kind is DeviceKind.GPU and b.kind is DeviceKind.GPU
     links = nvlink_count(topo, a, b) if gpus else 0
     xgmi = gpus and xgmi_linked(a, b)
-    return Path(a.id, b.id, cls, links, same_socket, known and shown, shown, xgmi)
+    return Path(a.id, b.id, cls, links, same_socket, known and shown, shown, xgmi, not gpus or links_read(a, b))
+
+
+def links_read(a: Device, b: Device) -> bool:
+    """Whether the GPU-GPU links between ``a`` and ``b`` are known: NVML's record of both
+    NVIDIA GPUs (NVLinks), KFD's of both AMD GPUs (XGMI); GPUs of two vendors share no such
+    link, and a GPU that fell off the bus has none to know.  Only NVML and KFD show these
+    links: sysfs does not (an NVSwitch in the tree says nothing of how many links a GPU has)."""
+    if a.fell_off_bus or b.fell_off_bus or a.vendor_id != b.vendor_id:
+        return True
+    if a.vendor_id == pci.NVIDIA:
+        return a.nvml is not None and b.nvml is not None
+    if a.vendor_id == pci.AMD_ATI:
+        return a.amd is not None and b.amd is not None
+    return True  # no other vendor's GPU links are modelled
 
 
 def xgmi_linked(a: Device, b: Device) -> bool:

@@ -9,7 +9,7 @@ import click
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail, require_gpus, set_monitoring
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.errors import InputError
-from topoagent.core.findings import CATALOGUE, Severity
+from topoagent.core.findings import Severity
 from topoagent.core.inputs import Inputs
 from topoagent.core.read.expectation import load_expectation
 from topoagent.core.render import FORMATS
@@ -87,18 +87,8 @@ def scan(
     if fmt == "matrix":
         require_gpus(result, "the GPU matrix")
     emit(FORMATS[fmt](result, show_all=show_all, pretty=pretty))
-    sys.exit(EXIT_FINDINGS if fails(result, threshold, expect_warns=bool(expect) and fail_on is None) else EXIT_OK)
-
-
-def fails(result: ScanResult, threshold: Severity, *, expect_warns: bool = False) -> bool:
-    """Whether a finding at or above ``threshold`` was raised; with ``expect_warns`` (``--expect``
-    without ``--fail-on``) an ``EXPECT_*`` warning too: asked whether the host is the build, a GPU
-    at x8 or an added card answers no (a warning by severity, since the host still works)."""
-    return any(
-        f.severity >= threshold
-        or (expect_warns and CATALOGUE[f.code].family == "expect" and f.severity >= Severity.WARNING)
-        for f in result.findings
-    )
+    failed = result.failing(threshold, expect_warns=bool(expect) and fail_on is None)
+    sys.exit(EXIT_FINDINGS if failed else EXIT_OK)
 
 
 def expect_from(name: str, result: ScanResult) -> ScanResult:

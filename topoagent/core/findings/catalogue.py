@@ -71,12 +71,16 @@ class Output(Enum):
     finding a scan raises reaches :attr:`FINDINGS`; the others are read by the one consumer
     each names, through :func:`codes_for`, so a new code reaches them by its entry alone."""
 
-    FINDINGS = "every view of a scan's findings (above)"
+    FINDINGS = "every view of a scan's findings (above), the audit's with them where it ran (the daemon's, `audit`)"
     PROCESS_SERIES = "the metric `topoagent_gpu_processes_misplaced{code}` (the daemon's audit)"
     GDR_BLOCKER = "NFD `topoagent.gdr.ready=false`"
     ACS_BLOCKING = "NFD `topoagent.acs.blocking=true`"
     ACS_UNREAD = "NFD `topoagent.acs.blocking=unknown` (unless a redirect was found)"
     DEVICE_FAULT = "the daemon's `device_fault` event (one per device, keyed by its BDF)"
+    GPU_UNUSABLE = (
+        "the GPU it names is unusable (`ScanResult.unusable`): the plan gives it no rank, gres.conf and the "
+        "NCCL topology leave it out, `exec` refuses it, every output marks it"
+    )
     DRAWN_ON_RAIL = "`draw`: the GPU-NIC rail drawn in the finding's colour"
     DRAWN_ON_LINK = "`draw`: the device's link drawn degraded"
     DRAWN_ON_BRIDGE = "`draw`: an ACS mark on the bridge"
@@ -821,7 +825,10 @@ _ENTRIES = (
         proof=(Proof.CONFIG_SPACE, Proof.PASTED),
         outputs=(Output.FINDINGS, Output.GDR_BLOCKER, Output.ACS_UNREAD),
         about=_prose("""Bridges on GPU paths whose extended config space was not seen: ACS is unknown, never assumed
-        fine. The message says why, from the bytes the config file gave: 64 (the kernel gives a reader
+        fine. A GPU path is every bridge between a GPU and its host bridge (a root port's ACS redirect
+        sends a peer's requests up through the root complex), every bridge where a GPU's peer path
+        turns, and every port an NVIDIA platform sets: the bridges the scan's unknown `acs` names too.
+        The message says why, from the bytes the config file gave: 64 (the kernel gives a reader
         without CAP_SYS_ADMIN the header only: run as root), 256 (the function has no PCIe extended
         space, even for root: conventional PCI, virtio and a VM's emulated bridges; nothing to do on
         this host), or unreadable."""),
@@ -851,11 +858,11 @@ _ENTRIES = (
             Example(
                 fixture="unprivileged",
                 text=_prose("""
-                [info] ACS state of 10 bridge(s) on GPU paths is unknown: the extended config space is readable only with CAP_SYS_ADMIN (64 bytes readable).
-                    subjects: bridge2, bridge3, bridge4, bridge5, bridge6, bridge9, bridge10, bridge11, bridge12, bridge13
+                [info] ACS state of 12 bridge(s) on GPU paths is unknown: the extended config space is readable only with CAP_SYS_ADMIN (64 bytes readable).
+                    subjects: bridge1, bridge2, bridge3, bridge4, bridge5, bridge6, bridge8, bridge9, bridge10, bridge11, bridge12, bridge13
+                    evidence: /sys/bus/pci/devices/0000:00:01.1/config = 64 bytes readable
                     evidence: /sys/bus/pci/devices/0000:01:00.0/config = 64 bytes readable
                     evidence: /sys/bus/pci/devices/0000:02:00.0/config = 64 bytes readable
-                    evidence: /sys/bus/pci/devices/0000:02:01.0/config = 64 bytes readable
                     remedy:   Run topoagent scan as root (or with CAP_SYS_ADMIN) to read ACS control registers.
                 """),  # noqa: E501
             ),
@@ -1041,30 +1048,21 @@ _ENTRIES = (
         family="pcie",
         severity=(
             Grade(Severity.WARNING, "narrower than its link's capability (the lower of its and its slot's maximum)"),
-            Grade(Severity.INFO, "at its slot's width, below its own maximum"),
         ),
         proof=(Proof.SYSFS, Proof.PASTED),
         outputs=(Output.FINDINGS, Output.DRAWN_ON_LINK),
         about=_prose("""A GPU, NIC, NVMe, accelerator or switch uplink trained narrower than its maximum. Judged
         against the link's capability, the lower of the device's maximum and its slot's (the port above):
         narrower than both is a warning (width does not change at idle, so this is a real fault); an x16
-        card in an x8 slot, at x8, is info ("its slot is only x8"). The daemon's link watch and its
+        card in an x8 slot, at x8, raises nothing: its evidence shows no fault. The daemon's link watch and its
         `topoagent_pcie_link_degraded` metric judge with the same function (`topoagent.core.analysis.links`)."""),
         messages={
             "": Wording("{id} {name} trained at x{width} of x{max_width}: {percent}% of its PCIe bandwidth."),
-            "slot": Wording(
-                "{id} {name} trained at x{width} of x{max_width}: {percent}% of its PCIe bandwidth "
-                "(its slot is only x{slot_width}).",
-                when="the slot limits it",
-            ),
         },
         remedies={
             "": Wording(
                 "Reseat the card or riser, check the slot's wiring (an x16 slot wired x8) and the BIOS "
                 "bifurcation setting; the width does not change at idle, so this is not power saving."
-            ),
-            "slot": Wording(
-                "Move the device to a slot as wide as it is, if its bandwidth matters.", when="the slot limits it"
             ),
         },
         examples=(
@@ -1083,26 +1081,20 @@ _ENTRIES = (
     Entry(
         code="LINK_SPEED_DEGRADED",
         family="pcie",
-        severity=(
-            Grade(Severity.WARNING, "below its link's capability (the lower of its and its slot's maximum)"),
-            Grade(Severity.INFO, "the port above cannot go faster, as a Gen5 card in a Gen4 slot"),
-        ),
+        severity=(Grade(Severity.WARNING, "below its link's capability (the lower of its and its slot's maximum)"),),
         proof=(Proof.SYSFS, Proof.PASTED),
         outputs=(Output.FINDINGS, Output.DRAWN_ON_LINK),
-        about="A NIC, NVMe, accelerator or switch uplink below its maximum speed.",
+        about=_prose("""A NIC, NVMe, accelerator or switch uplink below its link's capability (the lower of its and
+        its slot's maximum speed). A device at its slot's speed, below its own maximum (a Gen5 card in a
+        Gen4 slot; a Gen6 ConnectX-8 below a Gen5 Grace root port) raises nothing: its evidence shows no
+        fault."""),
         messages={
             "": Wording(
                 "{id} {name} link runs at {speed:g} of {max_speed:g} GT/s; NICs and switches do not downclock at idle."
             ),
-            "slot": Wording(
-                "{id} {name} link runs at {speed:g} of {max_speed:g} GT/s "
-                "(its slot supports only {slot_speed:g} GT/s).",
-                when="the slot limits it",
-            ),
         },
         remedies={
             "": Wording("Reseat the device, check risers/retimers and the BIOS PCIe generation setting."),
-            "slot": Wording("Move the device to a slot of its own generation.", when="the slot limits it"),
         },
         examples=(
             Example(
@@ -1136,11 +1128,6 @@ _ENTRIES = (
                 "Re-check under load (e.g. during nvbandwidth or a training step); if it stays low, "
                 "check the slot and riser."
             ),
-            "slot": Wording(
-                "Re-check under load (e.g. during nvbandwidth or a training step); if it stays low, "
-                "check the slot and riser. The slot itself tops out at {slot_speed:g} GT/s.",
-                when="the slot limits it",
-            ),
         },
         examples=(
             Example(
@@ -1163,7 +1150,7 @@ _ENTRIES = (
             Grade(Severity.WARNING, "any other device"),
         ),
         proof=(Proof.CONFIG_SPACE, Proof.SYSFS),
-        outputs=(Output.FINDINGS, Output.GDR_BLOCKER, Output.DEVICE_FAULT),
+        outputs=(Output.FINDINGS, Output.GDR_BLOCKER, Output.DEVICE_FAULT, Output.GPU_UNUSABLE),
         alert="TopoagentDeviceFellOffBus",
         about=_prose("""A function sysfs still lists whose config space reads all ones (vendor id 0xffff) and that is
         no SR-IOV VF (a VF's id registers read 0xffff by design): the device no longer answers, what
@@ -1644,7 +1631,7 @@ _ENTRIES = (
             Grade(Severity.INFO, "on another node of the GPU's socket, or where sockets are unknown"),
         ),
         proof=(Proof.SYSFS, Proof.NVML),
-        outputs=(Output.PROCESS_SERIES,),
+        outputs=(Output.FINDINGS, Output.PROCESS_SERIES),
         alert="TopoagentProcessMisplaced",
         about=_prose("""A process using a GPU some of whose threads may run on no CPU of the GPU's NUMA node
         (`Cpus_allowed_list` of `/proc/PID/task/TID/status`): its kernel launches and copies reach the
@@ -1681,7 +1668,7 @@ _ENTRIES = (
             Grade(Severity.INFO, "on another node of the GPU's socket, or where sockets are unknown"),
         ),
         proof=(Proof.SYSFS, Proof.NVML),
-        outputs=(Output.PROCESS_SERIES,),
+        outputs=(Output.FINDINGS, Output.PROCESS_SERIES),
         alert="TopoagentProcessMisplaced",
         about=_prose("""A process using a GPU most of whose anonymous memory (at least 256 MiB) lives off the
         GPU's node, or whose memory policy names only other nodes (`/proc/PID/numa_maps`): every
@@ -1711,7 +1698,7 @@ _ENTRIES = (
         family="audit",
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.SYSFS, Proof.NVML),
-        outputs=(Output.PROCESS_SERIES,),
+        outputs=(Output.FINDINGS, Output.PROCESS_SERIES),
         alert="TopoagentProcessMisplaced",
         about=_prose("""A process whose `NCCL_IB_HCA` (`/proc/PID/environ`) lets NCCL use none of the RDMA
         devices of its GPUs' rail NICs: the GPU's traffic goes through a farther NIC.  A process

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from topoagent.core.analysis import links
 from topoagent.core.analysis.rails import NicRole
-from topoagent.core.findings.context import Context, fmt, link_evidence, sysfs_attr
+from topoagent.core.findings.context import Context, link_evidence, sysfs_attr
 from topoagent.core.findings.finding import Evidence, Finding, Severity
 from topoagent.core.pci import DeviceKind
 from topoagent.core.snapshot import AerCounts
@@ -18,8 +18,8 @@ def check_links(c: Context) -> list[Finding]:
     """LINK_WIDTH_DEGRADED / LINK_SPEED_DEGRADED / LINK_SPEED_BELOW_MAX_GPU from one reading.
 
     Judged against the link's capability (:func:`topoagent.core.analysis.links.capability`, the lower
-    of both ends' maxima): below it is a fault; at it but below the device's own maximum, the
-    slot is what limits the device (info)."""
+    of both ends' maxima): below it is a fault; at it, the link runs as fast as its two ends
+    allow, whatever the device's own maximum, and nothing is raised."""
     out = []
     for d in c.topo.devices:
         if d.kind not in _CHECK_LINK_KINDS and d.role is not BridgeRole.SWITCH_UPSTREAM:
@@ -33,48 +33,33 @@ def check_links(c: Context) -> list[Finding]:
         lk = d.link
         cap = links.capability(c.topo, d)
         width_low, speed_low = links.shortfall(lk.current_gts, lk.current_width, cap)
-        parent = c.topo.by_bdf(d.parent) if d.parent else None
-        if lk.current_width is not None and lk.max_width is not None and lk.current_width < lk.max_width:
-            evidence = link_evidence(c, d, ("current_link_width", "current_width"), ("max_link_width", "max_width"))
-            capped = not width_low  # the port above is no wider than the link is now
-            if capped and parent is not None:
-                evidence.append(Evidence(c.attr(parent, "max_link_width"), fmt(parent.link.max_width)))
+        # At its capability but below its own maximum, the slot (the port above) is what limits
+        # the device (a Gen6 ConnectX-8 below a Gen5 root port, an x16 card in an x8 slot): its
+        # evidence shows no fault, so there is no finding (the tree prints the link, max beside it).
+        if width_low and lk.current_width is not None and lk.max_width is not None:
             out.append(
                 c.finding(
                     "LINK_WIDTH_DEGRADED",
                     [d.id],
-                    evidence,
-                    say="slot" if capped else "",
-                    fix="slot" if capped else "",
-                    severity=Severity.INFO if capped else None,
+                    link_evidence(c, d, ("current_link_width", "current_width"), ("max_link_width", "max_width")),
                     id=d.id,
                     name=d.name,
                     width=lk.current_width,
                     max_width=lk.max_width,
                     percent=100 * lk.current_width // lk.max_width,
-                    slot_width=cap.width,
                 )
             )
-        if lk.current_gts is not None and lk.max_gts is not None and lk.current_gts < lk.max_gts:
-            slot_max = parent.link.max_gts if parent is not None else None
-            capped = not speed_low and slot_max is not None
-            evidence = link_evidence(c, d, ("current_link_speed", "current_gts"), ("max_link_speed", "max_gts"))
-            if capped:
-                evidence.append(Evidence(c.attr(parent, "max_link_speed"), fmt(slot_max)))  # type: ignore[arg-type]
+        if speed_low and lk.current_gts is not None and lk.max_gts is not None:
             other = d.kind is not DeviceKind.GPU  # a GPU's own code: it slows its link at idle
             out.append(
                 c.finding(
                     "LINK_SPEED_DEGRADED" if other else "LINK_SPEED_BELOW_MAX_GPU",
                     [d.id],
-                    evidence,
-                    say="slot" if capped and other else "",
-                    fix="slot" if capped else "",
-                    severity=Severity.INFO if capped and other else None,
+                    link_evidence(c, d, ("current_link_speed", "current_gts"), ("max_link_speed", "max_gts")),
                     id=d.id,
                     name=d.name,
                     speed=lk.current_gts,
                     max_speed=lk.max_gts,
-                    slot_speed=slot_max,
                 )
             )
     return out

@@ -4,6 +4,7 @@ words and rules: :mod:`~topoagent.core.findings.catalogue`)."""
 from __future__ import annotations
 
 from topoagent.core.analysis.peermem import peermem_need
+from topoagent.core.analysis.unknown import acs_unknown, peer_bridges
 from topoagent.core.findings.context import Context, config_size, sysfs_attr
 from topoagent.core.findings.finding import Evidence, Finding, Severity
 from topoagent.core.parse.segment import NCCL_XML
@@ -11,7 +12,7 @@ from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind
 from topoagent.core.platform import ComplexKind
 from topoagent.core.snapshot import UNPRIVILEGED, AcsInfo, host_path, no_extended_reason
-from topoagent.core.topology import BridgeRole, Device, common_ancestors, id_key
+from topoagent.core.topology import BridgeRole, Device, id_key
 
 
 def check_peer_memory(c: Context) -> list[Finding]:
@@ -55,21 +56,11 @@ def _dmabuf_evidence(c: Context) -> list[Evidence]:
     ]
 
 
-def _path_bridges(c: Context, a: Device, b: Device) -> list[Device]:
-    """Bridges where peer traffic between a and b turns round: from their common ancestor down."""
-    common = common_ancestors(a, b)
-    if not common:
-        return []
-    bdfs = dict.fromkeys(a.ancestors[common - 1 :] + b.ancestors[common - 1 :])
-    return [d for bdf in bdfs if (d := c.topo.by_bdf(bdf)) is not None]
-
-
-def _peer_bridges(c: Context) -> tuple[dict[str, set[str]], dict[str, set[str]], dict[str, AcsInfo]]:
-    """The bridges of GPU peer paths (PIX/PXB) whose ACS redirects or is unknown, with the
-    devices whose traffic turns there, and the redirecting ones' ACS.  A port the host's
-    platform names (:mod:`topoagent.core.platform`) is judged by its own rule, not here."""
+def _redirecting(c: Context) -> tuple[dict[str, set[str]], dict[str, AcsInfo]]:
+    """The bridges of GPU peer paths (PIX/PXB) whose ACS redirects, with the devices whose
+    traffic turns there, and their ACS.  A port the host's platform names
+    (:mod:`topoagent.core.platform`) is judged by its own rule, not here."""
     redirect: dict[str, set[str]] = {}
-    unknown: dict[str, set[str]] = {}
     acs_of: dict[str, AcsInfo] = {}
     platform = c.topo.platform
     for p in c.paths:
@@ -78,7 +69,7 @@ def _peer_bridges(c: Context) -> tuple[dict[str, set[str]], dict[str, set[str]],
         a, b = c.dev(p.a), c.dev(p.b)
         if DeviceKind.GPU not in (a.kind, b.kind):
             continue
-        for br in _path_bridges(c, a, b):
+        for br in peer_bridges(c.topo, a, b):
             cfg = br.config
             if cfg is not None and cfg.acs is not None:
                 # a platform port is judged by its rule; on a host near a platform that is not
@@ -87,16 +78,10 @@ def _peer_bridges(c: Context) -> tuple[dict[str, set[str]], dict[str, set[str]],
                 if cfg.acs.redirects_p2p and not mine:
                     redirect.setdefault(br.id, set()).update((a.id, b.id))
                     acs_of[br.id] = cfg.acs
-            elif cfg is None or not cfg.extended_readable:
-                unknown.setdefault(br.id, set()).update((a.id, b.id))
-    for rule in platform.acs:  # a platform port whose ACS is unseen is unknown too
-        port = c.topo.by_bdf(rule.bdf)
-        if port is not None and (port.config is None or not port.config.extended_readable):
-            unknown.setdefault(port.id, set())
-    return redirect, unknown, acs_of
+    return redirect, acs_of
 
 
-def _unseen_redirects(c: Context, seen: dict[str, set[str]]) -> list[tuple[Device, AcsInfo]]:
+def _unseen_redirects(c: Context, seen: set[str]) -> list[tuple[Device, AcsInfo]]:
     """In pasted ``lspci -vvv``: switch downstream and root ports whose ACS redirects and whose link
     is up (``LnkSta`` shows lanes: something answers below) while the excerpt shows no GPU path
     through them: nothing below them -- a ``grep`` or ``-s`` may have left the GPU out -- or a GPU
@@ -143,8 +128,10 @@ def _acs_finding(c: Context, br: Device, acs: AcsInfo, devs: set[str], *, unseen
 
 
 def check_acs(c: Context) -> list[Finding]:
-    """ACS_REDIRECT / ACS_UNKNOWN: ACS on the bridges of GPU peer paths (PIX/PXB)."""
-    redirect, unknown, acs_of = _peer_bridges(c)
+    """ACS_REDIRECT / ACS_UNKNOWN: ACS on the bridges of GPU peer paths (PIX/PXB) that redirects;
+    the bridges GPU traffic crosses whose ACS is unknown (:func:`~topoagent.core.analysis.unknown.acs_unknown`,
+    the one list every output's unknown facts say)."""
+    redirect, acs_of = _redirecting(c)
 
     def by_bdf(ident: str) -> str:
         return c.dev(ident).bdf or ""
@@ -152,11 +139,12 @@ def check_acs(c: Context) -> list[Finding]:
     out = [
         _acs_finding(c, c.dev(b), acs_of[b], devs) for b, devs in sorted(redirect.items(), key=lambda kv: by_bdf(kv[0]))
     ]
-    seen = {**redirect, **unknown}
+    unknown = acs_unknown(c.topo, c.paths)
+    ids = unknown.subjects if unknown is not None else ()
+    seen = {*redirect, *ids}
     for br, acs in _unseen_redirects(c, seen):
         out.append(_acs_finding(c, br, acs, set(), unseen=True))
-    if unknown and c.offline:
-        ids = sorted(unknown, key=by_bdf)
+    if ids and c.offline:
         out.append(
             c.finding(
                 "ACS_UNKNOWN",
@@ -167,8 +155,7 @@ def check_acs(c: Context) -> list[Finding]:
                 bridges=len(ids),
             )
         )
-    elif unknown:
-        ids = sorted(unknown, key=by_bdf)
+    elif ids:
         reasons = {no_extended_reason(c.dev(i).config) for i in ids}
         unprivileged = no_extended_reason(None) in reasons or UNPRIVILEGED in reasons
         out.append(

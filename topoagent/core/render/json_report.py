@@ -157,7 +157,8 @@ class LinkEntry(msgspec.Struct, frozen=True):
 
 class DeviceEntry(msgspec.Struct, frozen=True, omit_defaults=True):
     """A PCI function: identity, placement, link, and what it is for.  The fields after ``notes``
-    are present only on the functions of an NVIDIA platform (``platform``)."""
+    are present only on the functions of an NVIDIA platform (``platform``), and ``usable`` only
+    on GPUs."""
 
     id: Annotated[str, msgspec.Meta(pattern=r"^(gpu|nic|nvme|accel|nvswitch|bridge|other)[0-9]+$")]
     bdf: Bdf | None
@@ -206,6 +207,13 @@ class DeviceEntry(msgspec.Struct, frozen=True, omit_defaults=True):
     ] = None
     vpd_name: Annotated[
         str | None, msgspec.Meta(description="Its VPD product name (ConnectX NICs and DMA functions).")
+    ] = None
+    usable: Annotated[
+        bool | None,
+        msgspec.Meta(
+            description="A GPU: false where a finding makes it unusable (FELL_OFF_BUS; the codes are the "
+            "findings naming it): the plan gives it no rank.  Absent on other devices."
+        ),
     ] = None
 
 
@@ -294,6 +302,16 @@ class PathEntry(msgspec.Struct, frozen=True):
             )
         ),
     ] = True
+    links_known: Annotated[
+        bool,
+        msgspec.Meta(
+            description=(
+                "False for two GPUs whose NVLinks (XGMI) no source shows (NVML or KFD not read): `nvlinks` is 0 "
+                "for want of knowing, `kind` is the PCIe class where nvidia-smi may print NV#, and the matrix "
+                "prints `?` (the host's `unknown` says why)."
+            )
+        ),
+    ] = True
 
 
 class PathsOmitted(msgspec.Struct, frozen=True):
@@ -361,6 +379,20 @@ class Recommendations(msgspec.Struct, frozen=True):
     numa_groups: list[NumaGroupEntry]
 
 
+class UnknownEntry(msgspec.Struct, frozen=True):
+    """A kind of fact the scan could not read (``acs``, ``iommu``, ``nvlinks``, ``peer_memory``,
+    ``shape``), the devices it is unknown for and why."""
+
+    fact: Literal["acs", "iommu", "nvlinks", "peer_memory", "shape"]
+    subjects: list[str]
+    why: str
+
+
+def unknown_entries(result: ScanResult) -> list[UnknownEntry]:
+    """The contract's ``unknown`` list of a result (scan and plan JSON alike)."""
+    return [UnknownEntry(u.fact, list(u.subjects), u.why) for u in result.unknown]  # type: ignore[arg-type]
+
+
 class ScanReport(msgspec.Struct, frozen=True, omit_defaults=True):
     """``topoagent scan --format json``. Schema version 1. Additive changes keep the version;
     breaking ones bump it.  Every field but ``paths_omitted`` and ``platform`` is always present."""
@@ -385,6 +417,13 @@ class ScanReport(msgspec.Struct, frozen=True, omit_defaults=True):
     findings: list[FindingEntry]
     recommendations: Recommendations
     probe_errors: list[ProbeError]
+    unknown: Annotated[
+        list[UnknownEntry],
+        msgspec.Meta(
+            description="What the scan could not read, kind by kind (empty: nothing that matters): the tree's "
+            "Unknown line, the matrix's ? cells and topoagent_topology_info{unknown} say the same."
+        ),
+    ]
     slots: Annotated[
         list[SlotFacts],
         msgspec.Meta(
@@ -434,10 +473,11 @@ def device_entry(
     complex_id: str | None = None,
     *,
     platform: bool = False,
+    usable: bool | None = None,
 ) -> DeviceEntry:
     """One device as the contract's ``devices[]`` entry (``cap``: its link's capability;
     ``complex_id``: the platform complex it belongs to; ``platform``: the host is, or is near,
-    an NVIDIA platform, so its functions carry their platform facts)."""
+    an NVIDIA platform, so its functions carry their platform facts; ``usable``: a GPU's state)."""
     nic = platform and d.platform_role in (PlatformRole.CX_NIC, PlatformRole.BF3_NIC)
     return DeviceEntry(
         id=d.id,
@@ -470,6 +510,7 @@ def device_entry(
         complex=complex_id,
         ats=d.ats if nic else None,
         vpd_name=d.vpd.name if platform and d.vpd is not None else None,
+        usable=usable,
     )
 
 
@@ -575,7 +616,14 @@ def report(result: ScanResult) -> ScanReport:
         numa_nodes=numa_entries(topo),
         host_bridges=[HostBridgeEntry(h.name, h.numa_node, h.socket) for h in topo.host_bridges],
         devices=[
-            device_entry(d, result.rails.roles, capability(topo, d), _complex_id(topo, d), platform=on_platform)
+            device_entry(
+                d,
+                result.rails.roles,
+                capability(topo, d),
+                _complex_id(topo, d),
+                platform=on_platform,
+                usable=d.id not in result.unusable if d.kind is DeviceKind.GPU else None,
+            )
             for d in topo.devices
         ],
         paths=[
@@ -588,6 +636,7 @@ def report(result: ScanResult) -> ScanReport:
                 p.same_socket,
                 p.locality_known,
                 p.shown,
+                p.links_known,
             )
             for p in result.paths
         ],
@@ -615,6 +664,7 @@ def report(result: ScanResult) -> ScanReport:
             ],
         ),
         probe_errors=list(topo.probe_errors),
+        unknown=unknown_entries(result),
         slots=list(facts.slots),
         paths_omitted=paths_omitted(topo),
         expectation=result.expectation,

@@ -24,7 +24,16 @@ from topoagent.core.pathclass import XGMI, PathClass
 from topoagent.core.render.escape import shown
 from topoagent.core.result import ScanResult
 
-__all__ = ["LEGEND", "XGMI_LEGEND", "matrix_of", "matrix_rows", "nic_rows", "render", "render_topo_matrix"]
+__all__ = [
+    "LEGEND",
+    "XGMI_LEGEND",
+    "matrix_of",
+    "matrix_rows",
+    "nic_rows",
+    "render",
+    "render_topo_matrix",
+    "verdict_notes",
+]
 
 #: The legend block as current nvidia-smi prints it, word for word (older drivers said
 #: "PCIe switches" where it now says "PCIe bridges", and had ``SOC`` instead of ``SYS``).
@@ -143,10 +152,29 @@ def matrix_rows(result: ScanResult) -> tuple[tuple[str, TopoDevice], ...]:
     return tuple(rows)
 
 
+def verdict_notes(result: ScanResult, rows: tuple[tuple[str, TopoDevice], ...]) -> str:
+    """The lines below the legend that say what the cells cannot: GPU pairs whose NVLinks are
+    unknown (their cells print ``?``, where ``nvidia-smi`` may print ``NV18``) and the GPUs that
+    are unusable, by their matrix labels.  Empty when there is nothing to say.  A parser of
+    nvidia-smi's text reads them as legend lines and skips them."""
+    label = {ident: d.label for ident, d in rows}
+    lines = []
+    links = next((u for u in result.unknown if u.fact == "nvlinks"), None)
+    if links is not None and any(s in label for s in links.subjects):
+        named = " ".join(label[s] for s in links.subjects if s in label)
+        lines.append(f"  ?    = Unknown: NVLinks between {named}: {links.why}; nvidia-smi prints NV# where they join")
+    for gpu, codes in result.unusable.items():
+        if gpu in label:
+            lines.append(f"  {label[gpu]} ({gpu}) is unusable: {', '.join(codes)}")
+    return "\n" + "".join(line + "\n" for line in lines) if lines else ""
+
+
 def render(result: ScanResult, **_: Any) -> str:
-    """``scan --format matrix``: the scan's GPU/NIC matrix in nvidia-smi's layout; past
-    :data:`~topoagent.core.analysis.paths.NIC_PAIR_LIMIT` NICs, the GPUs' and one line saying so."""
-    text = render_topo_matrix(matrix_of(result))
+    """``scan --format matrix``: the scan's GPU/NIC matrix in nvidia-smi's layout, then what it
+    cannot show (:func:`verdict_notes`); past :data:`~topoagent.core.analysis.paths.NIC_PAIR_LIMIT`
+    NICs, the GPUs' and one line saying so."""
+    rows = matrix_rows(result)
+    text = render_topo_matrix(matrix_of(result, rows)) + verdict_notes(result, rows)
     nics = nic_rows(result)
     if nics > NIC_PAIR_LIMIT:
         text += (

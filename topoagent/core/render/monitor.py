@@ -36,13 +36,6 @@ def _ordered(result: ScanResult) -> list[Finding]:
     return sorted(result.findings, key=lambda f: -int(f.severity))
 
 
-def _counts(result: ScanResult) -> dict[str, int]:
-    counts = {s.label: 0 for s in sorted(Severity, reverse=True)}
-    for f in result.findings:
-        counts[f.severity.label] += 1
-    return counts
-
-
 #: Subjects named per finding in a short text (the rest are counted).
 _SUBJECTS = 3
 
@@ -58,7 +51,7 @@ def _named(f: Finding, every: bool = False) -> str:
 def nagios_text(result: ScanResult) -> tuple[str, int]:
     """The plugin output (status line, perfdata, long output) and its exit code."""
     code = NAGIOS_EXIT[result.worst()]
-    counts = _counts(result)
+    counts = result.counts()
     shown = [f for f in _ordered(result) if f.severity >= Severity.WARNING] or _ordered(result)
     summary = ", ".join(f"{n} {label}" for label, n in counts.items() if n or label != "info")
     if not result.findings:
@@ -81,7 +74,7 @@ def nagios_unknown(message: str) -> str:
 def npd_text(result: ScanResult, fail_on: Severity) -> tuple[str, int]:
     """node-problem-detector's message (fault first, within :data:`NPD_LIMIT`) and exit code:
     1 (NonOK) when a finding is at or above ``fail_on``."""
-    bad = [f for f in _ordered(result) if f.severity >= fail_on]
+    bad = sorted(result.failing(fail_on), key=lambda f: -int(f.severity))
     if not bad:
         return f"topoagent: no finding at or above {fail_on.label}\n", 0
     head = _named(bad[0])

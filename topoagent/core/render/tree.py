@@ -14,6 +14,7 @@ from typing import Any
 from topoagent.core.findings import Severity
 from topoagent.core.pci import CLASSES, DeviceKind, is_nvswitch_or_other_bridge
 from topoagent.core.render.escape import shown
+from topoagent.core.render.verdict import unknown_line, unusable_words
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import LinkInfo
 from topoagent.core.topology import BridgeRole, Device, Node, Topology
@@ -62,6 +63,7 @@ def format_link(link: LinkInfo) -> str | None:
 
 class _Tree:
     def __init__(self, topo: Topology, show_all: bool, rails: dict[str, str]) -> None:
+
         self.topo = topo
         self.show_all = show_all
         self.rails = rails
@@ -221,7 +223,8 @@ def _platform_line(topo: Topology) -> str | None:
 
 
 def _rail_labels(result: ScanResult) -> dict[str, str]:
-    """``rail nic0 (PIX)`` on GPUs, ``rail for gpu0`` / ``storage`` on NICs."""
+    """``rail nic0 (PIX)`` on GPUs (``unusable: FELL_OFF_BUS`` first on one that is), ``rail
+    for gpu0`` / ``storage`` on NICs."""
     labels: dict[str, str] = {}
     topo = result.topology
     for r in result.rails.rails:
@@ -239,6 +242,9 @@ def _rail_labels(result: ScanResult) -> dict[str, str]:
         labels[nic] = (
             f"rail for {','.join(users)}" if users else "no GPU is near it" if unplaced else f"{role.value} NIC"
         )
+    for gpu in result.unusable:
+        state = unusable_words(result, gpu)
+        labels[gpu] = " · ".join(x for x in (state, labels.get(gpu)) if x)
     return labels
 
 
@@ -321,6 +327,9 @@ def render(result: ScanResult, *, show_all: bool = False, **_: Any) -> str:
     sources = ", ".join(f"{s.name} {s.status}" + (f" ({s.detail})" if s.detail else "") for s in topo.sources)
     t.lines.append("")
     t.lines.append(f"Sources: {sources}")
+    unknown = unknown_line(result)
+    if unknown is not None:
+        t.lines.append(unknown)
     if errors:
         t.lines.append(f"Lost probes ({len(errors)}):")
         t.lines.extend(f"  {e.path}: {e.error}" for e in errors)

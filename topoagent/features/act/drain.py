@@ -22,7 +22,7 @@ from enum import Enum
 
 import msgspec
 
-from topoagent.core.findings import Finding, Severity
+from topoagent.core.findings import Finding
 
 #: Every reason topoagent sets starts with this; it resumes only nodes whose reason does.
 PREFIX = "topoagent:"
@@ -66,11 +66,11 @@ def clean_reason(text: str) -> str:
     return flat if len(flat) <= MAX_REASON else flat[: MAX_REASON - 3].rstrip() + "..."
 
 
-def drain_reason(findings: Sequence[Finding], fail_on: Severity) -> str | None:
+def drain_reason(bad: Sequence[Finding]) -> str | None:
     """The reason to drain for (``topoagent: <CODE> <subject>``), or None when no finding is
-    at or above ``fail_on``.  The worst finding names it (findings come most severe first);
-    ``(+N more)`` counts the others at or above ``fail_on``."""
-    bad = [f for f in findings if f.severity >= fail_on]
+    at or above ``--fail-on`` (``bad``: the scan's :meth:`~topoagent.core.result.ScanResult.failing`,
+    the one rule every verdict uses).  The worst finding names it (findings come most severe
+    first); ``(+N more)`` counts the others."""
     if not bad:
         return None
     worst = max(bad, key=lambda f: f.severity)  # the first of the worst: the scan's own order

@@ -28,6 +28,7 @@ from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import Inputs
 from topoagent.core.read.dra_metadata import METADATA_DIR, read_dra_metadata
 from topoagent.core.render.escape import comment, shown
+from topoagent.core.render.verdict import unusable_words
 from topoagent.features.act.mempolicy import MODES, MempolicyError, set_policy
 from topoagent.features.plan.options import make_plan, plan_options
 
@@ -134,6 +135,9 @@ def exec_(
             fail(f"{why}: nothing to place the command on (--allow-no-gpu runs it unbound)")
         _run_unbound(why, command, dry_run)
     rank_plan = _rank_plan(result, plan, gpu, rank, alloc, narrow_visible)
+    state = unusable_words(result, rank_plan.gpu.gpu)
+    if state is not None:  # the plan gives it no rank: nothing to bind the command to
+        fail(f"{rank_plan.who} is {state}: refusing to run the command on it (topoagent scan says why)")
     keep_visible = keep_visible or rank_plan.in_allocation  # the scheduler's device list
     g, env = rank_plan.gpu, rank_plan.env
     _say_notes(g, plan)

@@ -133,7 +133,7 @@ def health(inputs: Inputs, yes: bool, node: str | None, fail_on: str, timeout: s
         result = run_scan(inputs)
     finally:
         timer.cancel()
-    wanted = drain_reason(result.findings, Severity.parse(fail_on))
+    wanted = drain_reason(result.failing(Severity.parse(fail_on)))
     state, error = current_state(node)
     lines = [f"# node {node}: " + (wanted.removeprefix("topoagent: ") if wanted else f"nothing at or above {fail_on}")]
     if state is None:

@@ -11,6 +11,7 @@ from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.findings import Severity
 from topoagent.core.inputs import NVML_OFF, Inputs
 from topoagent.core.read import is_live
+from topoagent.core.result import with_findings
 from topoagent.features.audit.read import audit_host
 from topoagent.features.audit.render import render_json, render_text
 
@@ -41,6 +42,7 @@ def audit(inputs: Inputs, fmt: str, pretty: bool, fail_on: str) -> None:
     The GPU users are NVML's running processes where a driver answers, else the processes
     holding /dev/nvidiaN or /dev/dri/renderD* open (their fd links are read, never opened).
     Other users' processes can be read only by root: the report names those it could not read.
+    The host's verdict is the scan's findings with the audit's (the daemon's is the same).
     Exit status: 0 nothing at or above --fail-on, 1 findings at or above it, 2 it could not run.
     """
     if inputs.offline:
@@ -49,6 +51,6 @@ def audit(inputs: Inputs, fmt: str, pretty: bool, fail_on: str) -> None:
     asked = is_live(inputs) and inputs.nvml != NVML_OFF
     why = "not asked (--no-nvml)" if inputs.nvml == NVML_OFF else "not asked (not the live host)"
     report = audit_host(result, inputs.root, ask_nvml=asked, why_not=None if asked else why)
-    emit(render_json(result, report, pretty=pretty) if fmt == "json" else render_text(result, report))
-    worst = max((f.severity for f in report.findings), default=None)
-    sys.exit(EXIT_FINDINGS if worst is not None and worst >= Severity.parse(fail_on) else EXIT_OK)
+    host = with_findings(result, report.findings)  # the host's verdict: the scan's findings and the audit's
+    emit(render_json(host, report, pretty=pretty) if fmt == "json" else render_text(host, report))
+    sys.exit(EXIT_FINDINGS if host.failing(Severity.parse(fail_on)) else EXIT_OK)

@@ -9,6 +9,7 @@ import msgspec
 
 from topoagent.core.render.escape import shown
 from topoagent.core.render.json_report import FindingEntry, Tool, encode, finding_entry
+from topoagent.core.render.verdict import unknown_line, unusable_line
 from topoagent.core.result import ScanResult
 from topoagent.core.version import __version__
 from topoagent.features.audit.advise import AuditReport, GpuUse, ProcessReport, gib
@@ -53,6 +54,7 @@ class GpuEntry(msgspec.Struct, frozen=True):
     processes: list[int]
     misplaced: list[int]
     by_code: dict[str, list[int]]
+    usable: bool = True
 
 
 class UnreadEntry(msgspec.Struct, frozen=True):
@@ -102,7 +104,7 @@ def _process(p: ProcessReport) -> ProcessEntry:
     )
 
 
-def _gpu(g: GpuUse) -> GpuEntry:
+def _gpu(g: GpuUse, usable: bool) -> GpuEntry:
     return GpuEntry(
         g.gpu,
         g.bdf,
@@ -111,11 +113,13 @@ def _gpu(g: GpuUse) -> GpuEntry:
         list(g.processes),
         list(g.misplaced),
         {c: list(v) for c, v in g.by_code.items()},
+        usable,
     )
 
 
 def render_json(result: ScanResult, report: AuditReport, *, pretty: bool = False) -> str:
-    """The audit as one JSON object."""
+    """The audit as one JSON object; ``findings`` are the result's (the host's: the scan's and
+    the audit's, :func:`~topoagent.core.result.with_findings`)."""
     topo = result.topology
     doc = AuditDoc(
         schema_version=AUDIT_SCHEMA_VERSION,
@@ -127,9 +131,9 @@ def render_json(result: ScanResult, report: AuditReport, *, pretty: bool = False
         as_root=report.as_root,
         examined=report.examined,
         processes=[_process(p) for p in report.processes],
-        gpus=[_gpu(g) for g in report.gpus],
+        gpus=[_gpu(g, g.gpu not in result.unusable) for g in report.gpus],
         unreadable=[UnreadEntry(u.pid, u.why) for u in report.unreadable],
-        findings=[finding_entry(f) for f in report.findings],
+        findings=[finding_entry(f) for f in result.findings],
     )
     return encode(doc, pretty=pretty)
 
@@ -208,4 +212,19 @@ def render_text(result: ScanResult, report: AuditReport) -> str:
     if not report.findings:
         lines.append("No misplaced process found.")
     lines += _unread_lines(report)
+    lines += _host_lines(result, report)
     return "\n".join(lines) + "\n"
+
+
+def _host_lines(result: ScanResult, report: AuditReport) -> list[str]:
+    """The rest of the host's verdict (``result``: the scan's findings with the audit's): the
+    unusable GPUs, what is unknown, and the scan's own findings, counted, worst first."""
+    lines = [x for x in (unusable_line(result), unknown_line(result)) if x is not None]
+    own = [f for f in result.findings if f not in report.findings]
+    if own:
+        worst = own[0]  # most severe first: the one order
+        named = f"{worst.code} {', '.join(worst.subjects[:3])}"
+        lines.append(
+            f"Scan: {len(own)} finding(s), worst {worst.severity.label}: {shown(named)} (topoagent scan lists them)"
+        )
+    return lines

@@ -189,7 +189,10 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
     ``gpu.numa-nodes`` lists nodes joined by ``_`` (``0_1``): commas are not allowed in a
     label value.  ``rail.worst-path`` is the worst GPU-to-rail-NIC class (``none``: no GPU
     has a rail NIC), NCCL's ``P2C`` where nvidia-smi's ``SYS`` is a Grace GPU's own-CPU path.
-    ``acs.blocking`` is ``unknown`` when ACS could not be read.
+    ``acs.blocking`` is ``unknown`` when ACS could not be read.  ``gpu.usable-count`` leaves out
+    the GPUs a finding makes unusable (FELL_OFF_BUS); ``unknown`` lists what the scan could not
+    read joined by ``.`` (``acs.nvlinks``; ``none``), as ``topoagent_topology_info{unknown}``.
+    ``findings.worst`` is over every finding of the result, the daemon's audit's included.
     ``scan-ok`` is ``false`` while the latest scan failed: the other labels are then the last
     good scan's, until the file expires (:data:`NFD_EXPIRY_INTERVALS`).
     """
@@ -202,6 +205,7 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
     worst = result.worst()
     features = {
         "topoagent.gpu.count": str(len(gpus)),
+        "topoagent.gpu.usable-count": str(sum(1 for g in gpus if g.id not in result.unusable)),
         "topoagent.gpu.numa-nodes": "_".join(map(str, nodes)) if nodes else "none",
         "topoagent.nvswitch.count": str(len(topo.of_kind(DeviceKind.NVSWITCH))),
         "topoagent.nic.rdma-count": str(sum(1 for n in topo.nics if n.rdma_capable and not n.is_vf)),
@@ -210,6 +214,7 @@ def nfd_features(result: ScanResult, *, degraded_links: bool, scan_ok: bool = Tr
         "topoagent.acs.blocking": acs,
         "topoagent.pcie.degraded-links": "true" if degraded_links else "false",
         "topoagent.findings.worst": worst.label if worst is not None else "none",
+        "topoagent.unknown": ".".join(u.fact for u in result.unknown) or "none",
         "topoagent.scan-ok": "true" if scan_ok else "false",
         # A label value is at most 63 characters of [A-Za-z0-9._-]: the class as a hash of its
         # readable string (topoagent_topology_info carries the string; docs/fleet.md).

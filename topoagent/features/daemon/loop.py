@@ -36,7 +36,7 @@ from topoagent.core.inputs import NVML_AUTO, NVML_OFF, Inputs
 from topoagent.core.read.archive import resolve_root
 from topoagent.core.read.expectation import load_expectation
 from topoagent.core.read.pci import read_links
-from topoagent.core.result import ScanResult, with_expected
+from topoagent.core.result import ScanResult, with_expected, with_findings
 from topoagent.core.snapshot import LinkInfo
 from topoagent.features.audit.advise import AuditReport
 from topoagent.features.audit.read import audit_host
@@ -523,6 +523,8 @@ class Daemon:
     ) -> None:
         first = self.status.result is None
         result = recall_identity(self.status.result, result)
+        if audit is not None:  # one result: every view of its findings carries the audit's too
+            result = with_findings(result, audit.findings)
         changes = diff(self.status.result, result)
         self.linkwatch.observe_result(self.clock.time(), result, load)
         judgements, link_changes = self._judge()

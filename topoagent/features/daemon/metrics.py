@@ -24,8 +24,6 @@ import msgspec
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from topoagent.core.baseline import Baseline
-from topoagent.core.findings import Severity
 from topoagent.core.findings.catalogue import Output, codes_for
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import encodable
@@ -369,21 +367,25 @@ def _host_families(status: Status, r: ScanResult, add: Callable[..., None]) -> N
     if status.expected_gpus is not None:
         add("topoagent_gpus_expected", [((), status.expected_gpus)])
     facts = r.baseline
-    add("topoagent_topology_info", [((facts.hw_class, facts.fingerprint, unknown_facts(facts)), 1)])
+    add("topoagent_topology_info", [((facts.hw_class, facts.fingerprint, unknown_label(r)), 1)])
     numa = {g.numa_node for g in topo.gpus if g.numa_node is not None}
     add("topoagent_gpu_numa_nodes", [((), len(numa))])
 
 
 def _finding_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:
+    """One ``topoagent_finding`` series per finding and device it names (its BDF), and the count
+    per severity.  A finding that names devices is exported per device only: the audit's name a
+    process too (``pid:N``), which would make a series per process; one that names none (a
+    slot the expected topology has and the host lacks) keeps its subjects."""
     rows: dict[tuple[str, str, str], int] = {}
+    by_id = r.topology.by_id
     for f in r.findings:
-        for subject in finding_keys(r, f) or ("",):
+        keys = finding_keys(r, f)
+        devices = tuple(k for s, k in zip(f.subjects, keys, strict=True) if by_id(s) is not None)
+        for subject in devices or keys or ("",):
             rows[(f.code, f.severity.label, subject)] = 1
     add("topoagent_finding", [(k, v) for k, v in sorted(rows.items())])
-    per_sev = {s.label: 0 for s in sorted(Severity, reverse=True)}
-    for f in r.findings:
-        per_sev[f.severity.label] += 1
-    add("topoagent_findings", [((s,), n) for s, n in per_sev.items()])
+    add("topoagent_findings", [((s,), n) for s, n in r.counts().items()])
 
 
 def _rail_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:
@@ -447,27 +449,14 @@ def _link_families(status: Status, r: ScanResult, add: Callable[..., None]) -> N
     )
 
 
-def unknown_facts(facts: Baseline) -> str:
+def unknown_label(result: ScanResult) -> str:
     """The kinds of fact the host's scan could not read, comma-separated (``none``: it read
-    them all): ``acs`` (no root: the extended config space), ``nvlinks`` (no NVML), ``iommu``
-    (a kernel without the group's ``type`` file), ``peer_memory``, ``shape`` (pasted output).
-    Hosts scanned alike carry the same value, so the fleet rules compare them with each other
-    (a scan without root is never an outlier for what it cannot read)."""
-    unknown = set()
-    if facts.peer_memory is None:
-        unknown.add("peer_memory")
-    if facts.shape is None:
-        unknown.add("shape")
-    for s in facts.slots:
-        if s.fell_off_bus:
-            continue  # a fault of its own, not a scan that knows less
-        if s.acs is None:
-            unknown.add("acs")
-        if s.iommu is None:
-            unknown.add("iommu")
-        if s.kind is DeviceKind.GPU and s.nvlinks is None:
-            unknown.add("nvlinks")
-    return ",".join(sorted(unknown)) or "none"
+    them all), from the one list every output says (:attr:`ScanResult.unknown`): ``acs`` (no
+    root: the extended config space of a bridge GPU traffic crosses), ``iommu``, ``nvlinks`` (no
+    NVML), ``peer_memory``, ``shape`` (pasted output).  Hosts scanned alike carry the same value,
+    so the fleet rules compare them with each other (a scan without root is never an outlier
+    for what it cannot read)."""
+    return ",".join(u.fact for u in result.unknown) or "none"
 
 
 class StatusCollector:

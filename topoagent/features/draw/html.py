@@ -15,6 +15,7 @@ from typing import Any
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import xml_attr as escape
 from topoagent.core.render.matrix import matrix_of, matrix_rows
+from topoagent.core.render.verdict import unknown_line
 from topoagent.core.result import ScanResult
 from topoagent.core.topology import Device
 from topoagent.features.draw.layout import compact_link, layout
@@ -232,6 +233,9 @@ def _matrix_table(result: ScanResult) -> str:
             '<table class="ta-legend"><tr><th>here and in the picture</th><th>nvidia-smi topo -m</th>'
             f"<th>RDMA device</th></tr>{legend}</table>"
         )
+    said = unknown_line(result)  # why a cell is ?: the NVLinks no source showed, and the rest
+    if said is not None:
+        rows.append(f'<p class="ta-muted">{escape(said)}</p>')
     return "".join(rows)
 
 

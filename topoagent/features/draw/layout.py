@@ -47,6 +47,7 @@ from topoagent.core.pathclass import PathClass
 from topoagent.core.pci import DeviceKind, is_nvswitch_or_other_bridge
 from topoagent.core.platform import PlatformRole
 from topoagent.core.render.tree import format_bytes
+from topoagent.core.render.verdict import unusable_words
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import LinkInfo
 from topoagent.core.topology import BridgeRole, Device, Node, Topology, id_key
@@ -475,6 +476,8 @@ class Tile(msgspec.Struct, frozen=True):
     numa_unknown: bool
     degraded: bool
     findings: tuple[str, ...]
+    #: False for a GPU a finding makes unusable (the scan's ``unusable``).
+    usable: bool = True
 
 
 class Chip(msgspec.Struct, frozen=True):
@@ -731,13 +734,14 @@ class _Placer:
         if degraded:
             link = f"⚠ {link}"
         numa = "NUMA node unknown" if numa_unknown else f"NUMA {d.numa_node}" if d.numa_node is not None else "NUMA ?"
+        state = unusable_words(self.result, d.id) if d.kind is DeviceKind.GPU else None
         if d.kind is DeviceKind.GPU:
             rail = self.result.rails.rail(d.id)
             lines = [
                 f"{d.id} {name}",
                 where,
                 link,
-                numa + (f" · rail {rail.nic}" if rail is not None and rail.nic else ""),
+                f"⚠ {state}" if state else numa + (f" · rail {rail.nic}" if rail is not None and rail.nic else ""),
             ]
         elif d.kind is DeviceKind.NIC:
             names = " ".join(d.rdma_devices + d.netdevs) or "no netdev"
@@ -758,6 +762,7 @@ class _Placer:
                 numa_unknown,
                 degraded,
                 tuple(dict.fromkeys(f.code for f in self.findings_of.get(d.id, ()))),
+                state is None,
             )
         )
         self.where[d.id] = r

@@ -7,7 +7,8 @@ embedded in a page as it is (:mod:`topoagent.features.draw.html` does).
 Machine-readable hooks, for tools and tests (every value escaped, every id unique):
 
 * a GPU/NIC/accelerator tile is ``<g class="ta-tile ..." id="tile-<id>" data-id data-key
-  data-bdf data-kind data-role data-findings>``;
+  data-bdf data-kind data-role data-findings data-usable>`` (``data-usable="false"``, class
+  ``ta-unusable``: a GPU a finding makes unusable);
 * a rail is ``<g class="ta-tie ..." id="tie-<gpu>-<nic>" data-gpu data-nic data-gpu-bdf
   data-nic-bdf data-class data-token>``, with ``data-finding`` (and class ``ta-finding``) when a
   placement finding is about it (``GPU_NIC_CROSS_SOCKET``...);
@@ -164,11 +165,12 @@ def _tiles(lay: Layout) -> list[str]:
             f"ta-tile ta-{t.kind}"
             + (f" ta-role-{t.role}" if t.role else "")
             + (" ta-numa-unknown" if t.numa_unknown else "")
+            + ("" if t.usable else " ta-unusable")
         )
         attrs = (
             f'class="{cls}" id="tile-{_a(t.device)}" data-id="{_a(t.device)}" data-key="{_a(t.key)}" '
             f'data-bdf="{_a(t.bdf)}" data-kind="{_a(t.kind)}" data-role="{_a(t.role)}" '
-            f'data-findings="{_a(" ".join(t.findings))}"'
+            f'data-findings="{_a(" ".join(t.findings))}" data-usable="{"true" if t.usable else "false"}"'
         )
         parts = [f"<g {attrs}>", _rect(t.rect, 5)]
         for i, line in enumerate(t.lines):

@@ -13,6 +13,7 @@ from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.errors import TopoagentError
 from topoagent.core.findings import Severity
 from topoagent.core.inputs import Inputs
+from topoagent.core.result import failing
 from topoagent.features.plan import FORMATS, dra
 from topoagent.features.plan.options import make_plan, plan_options
 from topoagent.features.plan.slurm import CORE_MODES
@@ -116,8 +117,9 @@ def plan(
 ) -> None:
     """Plan where each GPU's ranks should run: CPUs, NUMA node, rail NICs, environment.
 
-    Exit status: 0 a plan for every GPU, 1 a GPU got no allowed CPU (CPUSET_EMPTY),
-    2 the scan could not run, an option is wrong, or --format slurm or nccl-topo found no GPU.
+    Exit status: 0 nothing critical, 1 a critical finding (as scan exits 1) or a GPU got no
+    allowed CPU (CPUSET_EMPTY), 2 the scan could not run, an option is wrong, or --format
+    slurm or nccl-topo found no GPU.  A GPU a finding makes unusable (FELL_OFF_BUS) gets no rank.
     """
     if gpu is not None and local_rank is not None:
         fail("give --gpu or --local-rank, not both")
@@ -157,5 +159,5 @@ def plan(
     except TopoagentError as exc:
         fail(str(exc))
     emit(text)
-    worst = max((n.severity for n in p.notes), default=None)
-    sys.exit(EXIT_FINDINGS if worst is not None and worst >= Severity.CRITICAL else EXIT_OK)
+    # the scan's verdict, with the plan's own notes (CPUSET_EMPTY): the rule scan --fail-on critical uses
+    sys.exit(EXIT_FINDINGS if failing((*result.findings, *p.notes), Severity.CRITICAL) else EXIT_OK)

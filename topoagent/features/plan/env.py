@@ -1,7 +1,7 @@
 """``plan --format env``: shell ``export`` lines for one rank, to ``eval`` in a job script.
 
-The rank is ``--gpu N`` (rank 0 of GPU N, PCI bus order) or ``--local-rank R`` (GPU
-``R // ranks_per_gpu``).  Comments above the exports say where the rank runs and what is
+The rank is ``--gpu N`` (rank 0 of GPU N, PCI bus order; refused for an unusable GPU) or
+``--local-rank R`` (usable GPU ``R // ranks_per_gpu``).  Comments above the exports say where the rank runs and what is
 wrong with its placement, so a person reading a job log sees it.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 from topoagent.core.advice.plan import SOCKET_IFNAME_NOTE, Plan, gpu_rank_env, rank_env
 from topoagent.core.errors import InputError
 from topoagent.core.render.escape import comment
+from topoagent.core.render.verdict import unusable_words
 from topoagent.core.result import ScanResult
 from topoagent.features.plan.common import plan_of
 
@@ -32,6 +33,9 @@ def render(
             assert gpu is not None
             if not 0 <= gpu < len(p.gpus):
                 raise IndexError(f"--gpu {gpu}: the host has {len(p.gpus)} GPU(s) (0-{len(p.gpus) - 1})")
+            state = unusable_words(result, p.gpus[gpu].gpu)
+            if state is not None:
+                raise InputError(f"--gpu {gpu}: {p.gpus[gpu].gpu} is {state}: no rank is planned for it")
             g, cpus, env = gpu_rank_env(p, p.gpus[gpu], 0)
             who = f"GPU {gpu}"
     except IndexError as exc:

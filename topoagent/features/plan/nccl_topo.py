@@ -40,7 +40,8 @@ Left out on purpose, for NCCL to fill on the host: ``dev`` of a ``<net>`` (its n
 index, which NCCL sets itself -- older releases kept a file's value, which cannot know the
 plugin's order), ``gdr``, ``maxconn``, ``guid``, ``coll``, ``latency``, and ``sm``/``rank``/
 ``gdr`` of a ``<gpu>`` (NCCL sets those only where unset, so a guess here would override its own
-detection); ``<gpu dev>`` and ``<nvlink>`` are written only from NVML.  NCCL has no NODE class:
+detection); ``<gpu dev>`` and ``<nvlink>`` are written only from NVML.  A GPU the scan calls unusable
+(FELL_OFF_BUS) is left out, as from ``gres.conf``.  NCCL has no NODE class:
 devices under different host bridges of one NUMA node share its ``<cpu>`` and are PHB to NCCL.
 """
 
@@ -122,8 +123,14 @@ def build(result: ScanResult) -> Element:
     holds them (:func:`~topoagent.core.analysis.ncclnet.nccl_order`): NCCL numbers its GPUs and
     NETs in the file's order, so the file gives the order NCCL reading sysfs would."""
     topo = result.topology
+    # a GPU a finding makes unusable (FELL_OFF_BUS) is left out: NCCL on the host cannot see it either
     wanted = [
-        d for d in topo.devices if d.bdf is not None and not d.is_vf and d.kind in (DeviceKind.GPU, DeviceKind.NIC)
+        d
+        for d in topo.devices
+        if d.bdf is not None
+        and not d.is_vf
+        and d.kind in (DeviceKind.GPU, DeviceKind.NIC)
+        and d.id not in result.unusable
     ]
     gpus = [d for d in wanted if d.kind is DeviceKind.GPU]
     if not gpus:

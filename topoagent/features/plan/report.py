@@ -21,9 +21,11 @@ from topoagent.core.render.json_report import (
     NumaGroupEntry,
     PathToken,
     Tool,
+    UnknownEntry,
     encode,
     finding_entry,
     str_or_none,
+    unknown_entries,
 )
 from topoagent.core.result import ScanResult
 from topoagent.core.version import __version__
@@ -97,8 +99,20 @@ class GpuEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     nics: list[RailNic]
     env: dict[str, str]
     numactl: str | None
-    ranks: Annotated[list[Rank], msgspec.Meta(min_length=1)]
-    notes: list[FindingEntry]
+    ranks: Annotated[
+        list[Rank],
+        msgspec.Meta(
+            description="Its local ranks (ranks_per_gpu of them), numbered among the usable GPUs; none "
+            "for an unusable GPU."
+        ),
+    ]
+    notes: Annotated[
+        list[FindingEntry], msgspec.Meta(description="The scan's findings naming it or its rail NICs, and the plan's.")
+    ]
+    usable: Annotated[
+        bool,
+        msgspec.Meta(description="False where a finding makes it unusable (FELL_OFF_BUS, in notes): no rank, no CPUs."),
+    ] = True
 
 
 class SplitEntry(msgspec.Struct, frozen=True):
@@ -147,6 +161,13 @@ class PlanReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             "sharing one L3 (core-complex; numa where --bind core-complex found no L3 domains)."
         ),
     ] = "numa"
+    findings: Annotated[
+        list[FindingEntry],
+        msgspec.Meta(description="The scan's findings, as scan --format json gives them: the host's verdict."),
+    ] = msgspec.field(default_factory=list)
+    unknown: Annotated[
+        list[UnknownEntry], msgspec.Meta(description="What the scan could not read, as scan --format json says it.")
+    ] = msgspec.field(default_factory=list)
 
 
 def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
@@ -154,11 +175,13 @@ def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
     p = plan_of(result, plan)
     topo = result.topology
     gpus = []
+    first = 0  # local ranks are numbered among the usable GPUs (rank_env)
     for g in p.gpus:
         ranks = []
-        for sub in range(p.ranks_per_gpu):
+        for sub in range(p.ranks_per_gpu if g.usable else 0):
             _, cpus, env = gpu_rank_env(p, g, sub)
-            ranks.append(Rank(g.cuda_index * p.ranks_per_gpu + sub, str(cpus), env))
+            ranks.append(Rank(first + sub, str(cpus), env))
+        first += len(ranks)
         gpus.append(
             GpuEntry(
                 gpu=g.gpu,
@@ -189,6 +212,7 @@ def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
                 numactl=g.numactl,
                 ranks=ranks,
                 notes=[finding_entry(n) for n in g.notes],
+                usable=g.usable,
             )
         )
     return PlanReport(
@@ -211,6 +235,8 @@ def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
             for s in p.split
         ],
         notes=[finding_entry(n) for n in p.notes],
+        findings=[finding_entry(f) for f in result.findings],
+        unknown=unknown_entries(result),
     )
 
 

@@ -39,6 +39,7 @@ from topoagent.core.advice.plan import GpuPlan, Plan, rocm_index
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import InputError, TopoagentError
 from topoagent.core.render.escape import shown
+from topoagent.core.render.verdict import unusable_words
 from topoagent.core.result import ScanResult
 from topoagent.core.snapshot import NvmlGpu
 from topoagent.core.topology import Topology
@@ -160,8 +161,18 @@ def rsmi_links(index: int, count: int) -> str:
     return ",".join("-1" if j == index else "0" for j in range(count))
 
 
+def _usable_gpus(result: ScanResult, p: Plan, lines: list[str]) -> list[GpuPlan]:
+    """The GPUs gres.conf lists: the usable ones (slurmd's autodetection cannot see one that fell
+    off the bus either); a comment line in ``lines`` for each left out."""
+    for g in p.gpus:
+        state = unusable_words(result, g.gpu)
+        if state is not None:
+            lines.append(f"# {g.gpu} ({shown(g.bdf or g.key or '?')}) left out: {state}")
+    return [g for g in p.gpus if g.usable]
+
+
 def _amd_lines(
-    topo: Topology,
+    result: ScanResult,
     p: Plan,
     mode: str,
     order: Sequence[CpuSet],
@@ -172,9 +183,16 @@ def _amd_lines(
     (``_get_system_gpu_list_rsmi``): ``File=/dev/dri/renderD<minor>`` (the DRM render minor,
     ``rsmi_dev_drm_render_minor_get``; KFD's ``drm_render_minor``), ``Links=`` in ROCm's device
     order, and ``Cores=``; ``Type=`` (ROCm SMI's brand string) is left out, no file here names it."""
-    lines = ["# AMD GPUs: lines as AutoDetect=rsmi detects them (File= is the GPU's DRM render node)."]
+    lines = [
+        "# AMD GPUs: lines as AutoDetect=rsmi detects them (File= is the GPU's DRM render node).",
+        "# Links= as gpu/rsmi writes them: -1 for the GPU itself, 0 for every other -- Slurm records the",
+        "# GPUs' order there, not their XGMI links (src/plugins/gpu/rsmi/gpu_rsmi.c); the XGMI links are",
+        "# in topoagent scan --format matrix.",
+    ]
+    topo = result.topology
     guessed = False
-    for g in p.gpus:
+    gpus = _usable_gpus(result, p, lines)
+    for g in gpus:
         d = topo.by_id(g.gpu)
         index = rocm_index(topo, d) if d is not None else None
         index = index if index is not None else g.cuda_index
@@ -185,7 +203,7 @@ def _amd_lines(
         cores = _gpu_cores(topo, g, mode, order, package, l3)
         if cores:
             words.append(f"Cores={cores}")
-        words.append(f"Links={rsmi_links(index, len(p.gpus))}")
+        words.append(f"Links={rsmi_links(index, len(gpus))}")
         line = " ".join(words)
         if not cores:
             line += (
@@ -239,11 +257,12 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
     if gres_cores != "socket" and p.allowed is not None:
         lines.append(f"# CPUs were limited to those allowed to the caller: {p.allowed}")
     if _amd_only(topo):
-        return "\n".join(lines + _amd_lines(topo, p, gres_cores, order, package, l3)) + "\n"
-    every_nvml = bool(p.gpus) and all(g.bdf in nvml for g in p.gpus)
-    bdfs = [g.bdf for g in p.gpus]
+        return "\n".join(lines + _amd_lines(result, p, gres_cores, order, package, l3)) + "\n"
+    gpus = _usable_gpus(result, p, lines)
+    every_nvml = bool(gpus) and all(g.bdf in nvml for g in gpus)
+    bdfs = [g.bdf for g in gpus]
     guessed = False
-    for g in p.gpus:
+    for g in gpus:
         nv = nvml.get(g.bdf) if g.bdf else None
         minor = nv.minor if nv is not None and nv.minor is not None else g.cuda_index
         guessed = guessed or nv is None or nv.minor is None
