@@ -122,9 +122,10 @@ METRICS = (
     Metric("topoagent_gpu_numa_nodes", "NUMA nodes that have at least one GPU."),
     Metric(
         "topoagent_finding",
-        "1 for each active finding and each device it names (subject = BDF).",
+        "1 for each active finding at warning or above (subject: the BDFs of the devices it names, comma-separated); "
+        "info findings, which page nothing, are counted in topoagent_findings only.",
         ("code", "severity", "subject"),
-        when="while a finding is active",
+        when="while a finding at warning or above is active",
     ),
     Metric("topoagent_findings", "Active findings of each severity.", ("severity",)),
     Metric(
@@ -138,7 +139,7 @@ METRICS = (
         "topoagent_host_pcie_aer_errors",
         "PCIe AER errors the kernel counted since boot, all functions together, per severity (aer_dev_fatal, "
         "aer_dev_nonfatal, aer_dev_correctable summed), 0 included, so the first error anywhere is an increase(); "
-        "what TopoagentPcieUncorrectableErrors reads.",
+        "the scale records sum it (TopoagentPcieUncorrectableErrors pages on the PCIE_AER_ERRORS finding).",
         ("severity",),
         SCANNED,
         counter=True,
@@ -208,9 +209,10 @@ METRICS = (
     ),
     Metric(
         "topoagent_platform_acs_ok",
-        "1 when a platform port's ACS control register holds the mask its platform requires, 0 when not "
-        "(ACS_PLATFORM_MISMATCH); required is rdma_topo's mask, bit 6 first.",
-        ("bdf", "role", "complex", "required"),
+        "Per role of platform port (root_port, gpu_port, nic_port, dma_port, other): 1 when every such port's ACS "
+        "control register holds the mask its platform requires, 0 when one does not (ACS_PLATFORM_MISMATCH names the "
+        "ports and their masks).",
+        ("role",),
         when="on platform ports whose ACS is readable",
     ),
     Metric(
@@ -313,15 +315,13 @@ def _platform_families(status: Status, r: ScanResult, add: Callable[..., None]) 
     p = topo.platform
     if p.kind is not None:
         add("topoagent_platform_info", [((p.kind.value, {True: "true", False: "false", None: ""}[p.virt]), 1)])
-    rows = []
+    held: dict[str, bool] = {}  # one series per role, not per port (the series budget)
     for rule in p.acs:
         port = topo.by_bdf(rule.bdf)
         acs = port.config.acs if port is not None and port.config is not None else None
         if acs is not None:
-            rows.append(
-                ((rule.bdf, rule.role.value, rule.complex or "", rule.mask), 1 if rule.holds(acs.control) else 0)
-            )
-    add("topoagent_platform_acs_ok", rows)
+            held[rule.role.value] = held.get(rule.role.value, True) and rule.holds(acs.control)
+    add("topoagent_platform_acs_ok", [((role,), 1 if ok else 0) for role, ok in sorted(held.items())])
     state, clique = [], []
     for g in topo.gpus:
         fabric = g.nvml.fabric if g.nvml is not None else None
@@ -375,10 +375,16 @@ def _host_families(status: Status, r: ScanResult, add: Callable[..., None]) -> N
 
 
 def _finding_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:
-    rows: dict[tuple[str, str, str], int] = {}
-    for f in r.findings:
-        for subject in finding_keys(r, f) or ("",):
-            rows[(f.code, f.severity.label, subject)] = 1
+    """One series per finding at warning or above, and the count of each severity.  Per finding,
+    not per device it names: a host-wide finding (an IOMMU that translates for every GPU and NIC)
+    is one cause, and was one series per device.  No info finding: it pages nothing, one was
+    raised per bridge without root (ACS_UNKNOWN), and one comes and goes with load (a GPU's link
+    at idle, which the link watch judges under load: ``topoagent_pcie_link_degraded``)."""
+    rows = {
+        (f.code, f.severity.label, ",".join(finding_keys(r, f))): 1
+        for f in r.findings
+        if f.severity >= Severity.WARNING
+    }
     add("topoagent_finding", [(k, v) for k, v in sorted(rows.items())])
     per_sev = {s.label: 0 for s in sorted(Severity, reverse=True)}
     for f in r.findings:
