@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail
+from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.findings import Severity
 from topoagent.core.inputs import NVML_OFF, Inputs
@@ -18,7 +18,7 @@ __all__ = ["audit"]
 
 
 @click.command()
-@scan_inputs(cross_check=False)
+@scan_inputs(cross_check=False, pasted=False)
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
 @click.option("--pretty", is_flag=True, help="Indent the JSON for a person.")
 @click.option(
@@ -43,8 +43,6 @@ def audit(inputs: Inputs, fmt: str, pretty: bool, fail_on: str) -> None:
     Other users' processes can be read only by root: the report names those it could not read.
     Exit status: 0 nothing at or above --fail-on, 1 findings at or above it, 2 it could not run.
     """
-    if inputs.offline:
-        fail("audit reads the processes of a host tree (--root), not pasted tool output")
     result = run_scan(inputs)
     asked = is_live(inputs) and inputs.nvml != NVML_OFF
     why = "not asked (--no-nvml)" if inputs.nvml == NVML_OFF else "not asked (not the live host)"
