@@ -155,7 +155,9 @@ def test_drains_on_a_critical_finding(tmp_path, scratch_root):
 
 
 def test_dry_run_prints_the_line_and_changes_nothing(tmp_path, scratch_root):
-    code, out, calls = run_health(tmp_path, this_boot(scratch_root("wrong-socket-nic")), show_with(None), "--node", "n9")
+    code, out, calls = run_health(
+        tmp_path, this_boot(scratch_root("wrong-socket-nic")), show_with(None), "--node", "n9"
+    )
     assert code == 0, out
     assert calls == [["show", "node", "n9"]]
     assert 'scontrol update NodeName=n9 State=DRAIN Reason="topoagent: GPU_NIC_CROSS_SOCKET gpu0 (+3 more)"' in out
@@ -269,3 +271,16 @@ def test_another_hosts_data_is_a_dry_run_for_that_hosts_node(tmp_path, fixture_r
     code, out, calls = run_health(tmp_path, root, show_with(None), "--yes")
     assert code == 2 and calls == []
     assert out.count("\n") == 1 and "health --yes acts on this machine" in out and "health without --yes" in out
+
+
+def test_pasted_output_is_a_dry_run_only(tmp_path):
+    """Issue 40: ``health --paste`` was accepted, and would drain this machine's node by another
+    host's text.  A paste names no node here: --node names the one the dry run is for; --yes is
+    refused in one line."""
+    from tests.paths import REPO
+
+    paste = REPO / "tests/core/paste_samples/ellipsis_dgx_a100_nv12.txt"
+    out = topoagent("health", "--paste", str(paste), "--node", "far-07")
+    assert out.returncode == 0 and "a dry run for node far-07" in out.stdout, out.stderr
+    out = topoagent("health", "--paste", str(paste), "--yes")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "health --yes acts on this machine" in out.stderr

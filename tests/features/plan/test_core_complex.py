@@ -14,8 +14,10 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -269,14 +271,18 @@ def test_slurmd_reads_the_l3cache_file_where_installed(fixture_root, tmp_path):
 WAVES = ((16,) * 8, (8,) * 6)
 
 
-def _until(check, what: str, tries: int = 60):
-    """Poll ``check`` (a second apart) until it gives a true value; fail naming ``what``."""
+def _until(check, what: str, logs=None, tries: int = 120):
+    """Poll ``check`` (a second apart) until it gives a true value; fail naming ``what``, with
+    the end of the daemons' logs in ``logs`` (a directory) where there are any."""
     for _ in range(tries):
         got = check()
         if got:
             return got
         time.sleep(1)
-    pytest.fail(f"slurm: {what}")
+    tails = "".join(
+        f"\n{log.name}: {log.read_text()[-1500:]}" for log in sorted(Path(logs or "/nonexistent").glob("*.log"))
+    )
+    pytest.fail(f"slurm: {what}{tails}")
 
 
 @pytest.mark.skipif(
@@ -301,7 +307,9 @@ def test_slurmctld_places_each_gpus_jobs_on_its_ccds(fixture_root, tmp_path):
     ):
         run = tmp_path / ("printed" if right else "slurmd-C")
         (run / "state").mkdir(parents=True)
-        (run / "spool").mkdir()
+        # slurmstepd's socket lives in the spool directory, and a socket's path has at most 107
+        # bytes: a test's own directory is too deep for it
+        spool = Path(tempfile.mkdtemp(prefix="ts-spool", dir="/tmp"))
         env = _slurm_dir(
             fixture_root,
             run,
@@ -314,14 +322,19 @@ def test_slurmctld_places_each_gpus_jobs_on_its_ccds(fixture_root, tmp_path):
             ProctrackType="proctrack/pgid",
             SlurmUser="root",
             StateSaveLocation=run / "state",
-            SlurmdSpoolDir=run / "spool",
+            SlurmdSpoolDir=spool,
             SlurmctldPidFile=run / "ctld.pid",
             SlurmdPidFile=run / "d.pid",
+            SlurmctldLogFile=run / "slurmctld.log",
+            SlurmdLogFile=run / "slurmd.log",
             AccountingStorageType="accounting_storage/none",
             JobCompType="jobcomp/none",
             MpiDefault="none",
         )
-        placed = _run_waves(env, run)
+        try:
+            placed = _run_waves(env, run)
+        finally:
+            shutil.rmtree(spool, ignore_errors=True)
         assert len(placed) == 14, placed
         on_own = [gpu for gpu, got in placed if got <= cpus[gpu]]
         assert (len(on_own) == 14) is right, (node_line, placed)
@@ -347,7 +360,7 @@ def _run_waves(env: dict[str, str], run) -> list[tuple[int, CpuSet]]:
         subprocess.Popen(["slurmctld", "-D", "-f", conf], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     ]
     try:
-        _until(lambda: tool("scontrol", "ping").count("UP") >= 1, "slurmctld did not answer")
+        _until(lambda: tool("scontrol", "ping").count("UP") >= 1, "slurmctld did not answer", run)
         daemons.append(
             subprocess.Popen(
                 ["slurmd", "-D", "-N", "genoa-hgx-01", "-f", conf],
@@ -356,7 +369,7 @@ def _run_waves(env: dict[str, str], run) -> list[tuple[int, CpuSet]]:
                 stderr=subprocess.STDOUT,
             )
         )
-        _until(lambda: "idle" in tool("sinfo", "-h", "-o", "%T"), "the node did not come up idle")
+        _until(lambda: "idle" in tool("sinfo", "-h", "-o", "%T"), "the node did not come up idle", run)
         placed = []
         for wave in WAVES:
             for size in wave:
@@ -376,14 +389,14 @@ def _run_waves(env: dict[str, str], run) -> list[tuple[int, CpuSet]]:
                 running = [x for x in jobs() if x[0] == "RUNNING"]
                 return running if len(running) == n else None
 
-            running = _until(started, "the jobs did not all start")
+            running = _until(started, "the jobs did not all start", run)
             placed += [(gpu, got) for _, gpu, got in running]
             tool("scancel", "--user", "root")
-            _until(lambda: not tool("squeue", "-h"), "the jobs did not end")
+            _until(lambda: not tool("squeue", "-h"), "the jobs did not end", run)
         return placed
     finally:
         tool("scancel", "--user", "root")
-        _until(lambda: not tool("squeue", "-h"), "the jobs did not end", tries=30)
+        _until(lambda: not tool("squeue", "-h"), "the jobs did not end", run, tries=30)
         tool("scontrol", "shutdown")
         for d in reversed(daemons):
             try:

@@ -24,7 +24,7 @@ import threading
 
 import click
 
-from topoagent.core.command.common import EXIT_ERROR, EXIT_OK, emit, fail
+from topoagent.core.command.common import EXIT_ERROR, EXIT_OK, SEVERITIES, emit, fail
 from topoagent.core.command.options import is_this_machine, require_this_machine, run_scan, scan_inputs
 from topoagent.core.findings import Severity
 from topoagent.core.inputs import Inputs
@@ -117,7 +117,7 @@ def current_state(node: str) -> tuple[NodeState | None, str | None]:
 @click.option(
     "--fail-on",
     "fail_on",
-    type=click.Choice(("critical", "warning", "info")),
+    type=click.Choice(SEVERITIES),
     default="critical",
     show_default=True,
     help="Drain on a finding at or above this severity.",

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit
+from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, SEVERITIES, deliver, output_option, pretty_option
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.findings import Severity
 from topoagent.core.inputs import NVML_OFF, Inputs
@@ -20,16 +20,17 @@ __all__ = ["audit"]
 @click.command()
 @scan_inputs(cross_check=False, pasted=False)
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
-@click.option("--pretty", is_flag=True, help="Indent the JSON for a person.")
+@pretty_option
+@output_option()
 @click.option(
     "--fail-on",
     "fail_on",
-    type=click.Choice(("info", "warning", "critical")),
+    type=click.Choice(SEVERITIES),
     default="warning",
     show_default=True,
     help="Exit 1 when a finding is at or above this severity.",
 )
-def audit(inputs: Inputs, fmt: str, pretty: bool, fail_on: str) -> None:
+def audit(inputs: Inputs, fmt: str, pretty: bool, output: str | None, fail_on: str) -> None:
     """Check the processes using each GPU: their threads' CPUs, where their memory lives and
     their NCCL_IB_HCA, against the GPU's NUMA node, CPUs and rail NICs.
 
@@ -47,6 +48,6 @@ def audit(inputs: Inputs, fmt: str, pretty: bool, fail_on: str) -> None:
     asked = is_live(inputs) and inputs.nvml != NVML_OFF
     why = "not asked (--no-nvml)" if inputs.nvml == NVML_OFF else "not asked (not the live host)"
     report = audit_host(result, inputs.root, ask_nvml=asked, why_not=None if asked else why)
-    emit(render_json(result, report, pretty=pretty) if fmt == "json" else render_text(result, report))
+    deliver(render_json(result, report, pretty=pretty) if fmt == "json" else render_text(result, report), output)
     worst = max((f.severity for f in report.findings), default=None)
     sys.exit(EXIT_FINDINGS if worst is not None and worst >= Severity.parse(fail_on) else EXIT_OK)

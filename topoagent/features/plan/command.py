@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
-from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail, require_gpus
+from topoagent.core.command.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    deliver,
+    fail,
+    output_option,
+    pretty_option,
+    require_gpus,
+)
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.errors import TopoagentError
 from topoagent.core.findings import Severity
@@ -84,6 +92,8 @@ def only_gpu(p: Plan, n: int) -> Plan:
     help="For --format dra: judge this claim instead (gpu0,nic0,cpus=0-15): does matchAttribute on "
     "pcieRoot and numaNode accept it, and is it aligned on this host? Exit 1 when not.",
 )
+@pretty_option
+@output_option()
 @plan_options
 @click.option(
     "--split",
@@ -101,6 +111,8 @@ def plan(
     node_uid: str | None,
     dra_numa: str,
     claim: str | None,
+    pretty: bool,
+    output: str | None,
     ranks_per_gpu: int,
     reserve_cores: int,
     bind: str,
@@ -128,7 +140,7 @@ def plan(
             check = dra.check_claim(result, claim, dra_numa)
         except TopoagentError as exc:
             fail(str(exc))
-        emit(dra.render_check(check))
+        deliver(dra.render_check(check, pretty=pretty), output)
         sys.exit(EXIT_OK if check.aligned else EXIT_FINDINGS)
     if fmt in NEEDS_GPUS:
         require_gpus(result, NEEDS_GPUS[fmt])
@@ -145,11 +157,12 @@ def plan(
         "gres_cores": gres_cores,
         "node_uid": node_uid,
         "dra_numa": dra_numa,
+        "pretty": pretty,
     }
     try:
         text = FORMATS[fmt](result, **options)
     except TopoagentError as exc:
         fail(str(exc))
-    emit(text)
+    deliver(text, output)
     worst = max((n.severity for n in p.notes), default=None)
     sys.exit(EXIT_FINDINGS if worst is not None and worst >= Severity.CRITICAL else EXIT_OK)

@@ -3,7 +3,8 @@ the options that share CPUs out, the GPU chosen, and the plan of a scan under th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import msgspec
@@ -23,10 +24,12 @@ if TYPE_CHECKING:
     from topoagent.core.advice.plan import Plan
     from topoagent.core.result import ScanResult
 
+F = TypeVar("F", bound="Callable[..., Any]")
+
 __all__ = ["gpu_option", "make_plan", "pick_gpu", "plan_options", "resolve_allowed"]
 
 
-def gpu_option(what: str) -> Any:
+def gpu_option(what: str) -> Callable[[F], F]:
     """``--gpu GPU``, one spelling for every command that chooses a GPU (``plan``, ``exec``,
     ``apply``): its index in PCI bus order, its id (``gpu3``) or its BDF; ``what`` says what the
     command does with it.  :func:`pick_gpu` resolves it against the plan."""
