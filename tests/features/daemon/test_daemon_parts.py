@@ -633,9 +633,9 @@ def _series(result) -> list:
 def test_every_fixture_stays_within_the_series_budget(fixture_root, machine):
     """Issue 40 item 4: at most 150 series per node on every fixture, healthy and faulty, scanned
     with root and without (where a finding per bridge, ACS_UNKNOWN, was one series each: 182-188)
-    and with NVML where a recording fits, as the daemon serves them (every export, the audit's per-GPU families); and none whose
-    existence depends on load: an idle GPU's downclocked link changes values, never the series
-    (an info finding per idle GPU came and went with load)."""
+    and with NVML where a recording fits, as the daemon serves them (every export, the audit's
+    per-GPU families); and none whose existence depends on load: an idle GPU's downclocked link
+    changes values, never the series (an info finding per idle GPU came and went with load)."""
     r = scan(fixture_root(machine), nvml="off")
     nvml = [scan(fixture_root(machine), nvml=make_fake(NVML_OF[machine]))] if machine in NVML_OF else []
     for variant in (r, _unprivileged(r), *nvml):
