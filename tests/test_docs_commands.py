@@ -143,7 +143,7 @@ CASES: dict[str, Case] = {
     "topoagent exec --gpu 3 --dry-run -- python train.py": OK,
     "topoagent apply --pid 4242 --gpu 3": OK,
     "topoagent apply --pid 4242 --gpu 3 --yes": OK,
-    "topoagent apply --pid 4242 --numa-node 1": OK,
+    "topoagent apply --pid 4242 --numa-node 0": OK,
     "topoagent apply --irqs --yes": OK,
     # docs/schedulers.md (the plan.md monitoring line is README's Nagios line with a redirection)
     # docs/vms.md
