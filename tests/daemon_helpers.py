@@ -37,10 +37,10 @@ def quiet_config(root: Path, tmp_path: Path) -> Config:
     )
 
 
-def scraped_status(result: ScanResult, *, audit: bool = True, **fields: Any) -> Status:
+def scraped_status(result: ScanResult, *, audited: bool = True, **fields: Any) -> Status:
     """The daemon's status after one good scan of ``result``, as it serves it: its links judged
     once (the link watch), every export written, as many GPUs expected as it has (the most the
-    daemon has seen), and (``audit``) the audit's per-GPU families with no process using a GPU;
+    daemon has seen), and (``audited``) the audit's per-GPU families with no process using a GPU;
     ``fields`` replace any of it."""
     from topoagent.features.audit.advise import advise
     from topoagent.features.audit.facts import AuditFacts
@@ -58,7 +58,7 @@ def scraped_status(result: ScanResult, *, audit: bool = True, **fields: Any) -> 
         "exports": FrozenMap({"state": True, "nfd": True, "textfile": True}),
         "interval": 300.0,
         "expected_gpus": sum(1 for g in result.topology.gpus if not g.is_vf),
-        "audit": advise(result, AuditFacts(source="fd")) if audit else None,
+        "audit": advise(result, AuditFacts(source="fd")) if audited else None,
     }
     base.update(fields)
     return Status(**base)

@@ -464,22 +464,12 @@ def test_load_probe_falls_back_to_rail_nic_traffic(dgx, monkeypatch):
 
 
 def _status(result, **kw) -> Status:
-    w = LinkWatch(600)
-    w.observe_result(0, result, {})
-    base = {
-        "started_at": 1.0,
-        "result": result,
-        "good_at": 1700000000.0,
-        "good_duration": 0.05,
-        "last": Attempt(1700000000.0, True, 0.05),
-        "scans_total": 1,
-        "judgements": FrozenMap(w.judge()),
-        "exports": FrozenMap({"state": True}),
-        "interval": 300.0,
-        "expected_gpus": 8,
-    }
-    base.update(kw)
-    return Status(**base)
+    """One good scan's status, as tests/daemon_helpers.scraped_status gives it, with one export
+    written, eight GPUs expected and no audit unless ``kw`` says otherwise."""
+    from tests.daemon_helpers import scraped_status
+
+    base = {"exports": FrozenMap({"state": True}), "expected_gpus": 8}
+    return scraped_status(result, audited=False, **{**base, **kw})
 
 
 @pytest.mark.parametrize("machine", MACHINES)
