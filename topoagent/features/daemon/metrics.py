@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from topoagent.core.baseline import Baseline
-from topoagent.core.findings import Severity
+from topoagent.core.findings import Finding, Severity
 from topoagent.core.findings.catalogue import Output, codes_for
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import encodable
@@ -380,16 +380,21 @@ def _finding_families(status: Status, r: ScanResult, add: Callable[..., None]) -
     is one cause, and was one series per device.  No info finding: it pages nothing, one was
     raised per bridge without root (ACS_UNKNOWN), and one comes and goes with load (a GPU's link
     at idle, which the link watch judges under load: ``topoagent_pcie_link_degraded``)."""
-    rows = {
-        (f.code, f.severity.label, ",".join(finding_keys(r, f))): 1
-        for f in r.findings
-        if f.severity >= Severity.WARNING
-    }
+    rows = {(f.code, f.severity.label, _subject(r, f)): 1 for f in r.findings if f.severity >= Severity.WARNING}
     add("topoagent_finding", [(k, v) for k, v in sorted(rows.items())])
     per_sev = {s.label: 0 for s in sorted(Severity, reverse=True)}
     for f in r.findings:
         per_sev[f.severity.label] += 1
     add("topoagent_findings", [((s,), n) for s, n in per_sev.items()])
+
+
+def _subject(r: ScanResult, f: Finding) -> str:
+    """A finding's ``subject`` label: the BDFs of the devices it names, comma-separated -- its
+    devices only, where it names something else too (a process: one series per process would
+    follow), else what it names (a slot the host lacks)."""
+    keys = finding_keys(r, f)
+    devices = [k for s, k in zip(f.subjects, keys, strict=True) if r.topology.by_id(s) is not None]
+    return ",".join(devices or keys)
 
 
 def _rail_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:
