@@ -94,3 +94,18 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         sys.stderr.flush()
         out, err = streams[0].getvalue().decode(), streams[1].getvalue().decode()
     return subprocess.CompletedProcess(["topoagent", *args], code, out, err)
+
+
+#: Where the kernel gives the running boot's id (proc(5)).
+BOOT_ID = "proc/sys/kernel/random/boot_id"
+
+
+def this_boot(root: Path | str) -> Path:
+    """``root`` made a tree of this machine's running boot (its ``proc/sys/kernel/random/
+    boot_id`` this kernel's, as the host's /proc mounted in a container is): what a command that
+    acts on this machine (``exec``, ``apply --pid --yes``, ``health --yes``) needs of ``--root``.
+    Only on a tree the test may change (``scratch_root``, its own)."""
+    path = Path(root) / BOOT_ID
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(Path("/", BOOT_ID).read_text())
+    return Path(root)

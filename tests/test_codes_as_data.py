@@ -19,7 +19,7 @@ import yaml
 from tests.paths import REPO
 from topoagent.core.api import scan
 from topoagent.core.findings import CATALOGUE, Finding, Severity
-from topoagent.core.findings.catalogue import FAMILIES, Output
+from topoagent.core.findings.catalogue import FAMILIES, Output, Proof
 from topoagent.features.audit.advise import AuditReport, GpuUse
 from topoagent.features.daemon.changes import device_faults
 from topoagent.features.daemon.exports import nfd_features
@@ -86,20 +86,31 @@ def test_every_output_is_read_and_carried():
         assert Output.FINDINGS in e.outputs, e.code
 
 
-def _rules() -> dict[str, str]:
+def _alerts() -> dict[str, dict]:
     doc = yaml.safe_load(RULES.read_text())
-    return {r["alert"]: r["expr"] for g in doc["groups"] for r in g["rules"] if "alert" in r}
+    return {r["alert"]: r for g in doc["groups"] for r in g["rules"] if "alert" in r}
+
+
+def _rules() -> dict[str, str]:
+    return {alert: rule["expr"] for alert, rule in _alerts().items()}
+
+
+def _selected(expr: str) -> set[str]:
+    """The codes a rule pages on: those its finding selectors name (``code="X"`` or
+    ``code=~"X|Y"``) before any ``unless``, which only holds it back."""
+    pages = expr.split("unless")[0]
+    return {
+        code
+        for one, many in re.findall(r'topoagent_finding\{[^}]*code(?:="([A-Z0-9_]+)"|=~"([A-Z0-9_|]+)")', pages)
+        for code in ([one] if one else many.split("|"))
+    }
 
 
 def test_each_alert_pages_on_the_codes_its_entries_name():
     """A rule that selects a finding by code pages on it (``unless`` clauses only hold it back),
     and an entry's ``alert`` is a rule reading a series its outputs put the code in."""
     rules = _rules()
-    selected = {
-        (code, alert)
-        for alert, expr in rules.items()
-        for code in re.findall(r'topoagent_finding\{[^}]*code="([A-Z0-9_]+)"', expr.split("unless")[0])
-    }
+    selected = {(code, alert) for alert, expr in rules.items() for code in _selected(expr)}
     assert selected and all(CATALOGUE[code].alert == alert for code, alert in selected)
     named = [e for e in CATALOGUE.values() if e.alert]
     assert named
@@ -108,6 +119,48 @@ def test_each_alert_pages_on_the_codes_its_entries_name():
         reads = [SERIES[o] for o in e.outputs if o in SERIES and SERIES[o] in expr]
         assert reads, e.code
         assert reads != ["topoagent_finding"] or (e.code, e.alert) in selected, e.code
+
+
+#: The family of the alerts that page on the daemon itself, not on a finding's cause.
+AGENT = "agent"
+
+
+def test_each_alert_owns_one_family_and_each_cause_pages_once():
+    """Issue 40 item 3, one cause, one page: every alert names the family of findings it owns
+    (its ``family`` label: a family of the catalogue, or ``agent``), every code it pages on is of
+    that family, and no code is paged by two alerts; a code a check can raise critical from the
+    host's own files pages (pasted output never reaches the daemon); an alert on findings pages at
+    the finding's own severity; and the outlier and the baseline's alert stand back where any
+    other alert of the node's hardware pages (``unless`` on ALERTS of every family but the
+    agent's, the processes' and their own)."""
+    alerts = _alerts()
+    families = {alert: rule["labels"]["family"] for alert, rule in alerts.items()}
+    assert set(families.values()) <= {*FAMILIES, AGENT}, families
+    paged: dict[str, str] = {}
+    for alert, rule in alerts.items():
+        codes = _selected(rule["expr"])
+        for code in codes:
+            assert CATALOGUE[code].family == families[alert], (alert, code)
+            assert paged.setdefault(code, alert) == alert, (code, alert, paged[code])
+        if codes:  # the finding's severity, never one the rule states
+            assert "severity" not in rule["labels"], alert
+            assert re.search(r"by \([^)]*\bseverity\b", rule["expr"]), alert
+        if families[alert] == AGENT:  # the daemon's own series only
+            assert set(re.findall(r"\b(?:topoagent_\w+|up)\b", rule["expr"])) <= {
+                "up",
+                "topoagent_scan_success",
+                "topoagent_last_scan_timestamp_seconds",
+                "topoagent_scan_interval_seconds",
+            }, alert
+    critical = {c for c, e in CATALOGUE.items() if e.worst is Severity.CRITICAL and e.proof != (Proof.PASTED,)}
+    assert critical and critical <= set(paged), critical - set(paged)
+    standing_back = [a for a, r in alerts.items() if "ALERTS{" in r["expr"]]
+    assert {families[a] for a in standing_back} == {"expect"} and len(standing_back) == 2, standing_back
+    for alert in standing_back:
+        held = re.search(r"unless on \(job, instance\)\s+ALERTS\{([^}]*)\}", alerts[alert]["expr"])
+        assert held, alert
+        skipped = set(re.search(r'family!~"([^"]*)"', held.group(1)).group(1).split("|"))
+        assert skipped <= {AGENT, "audit", "expect"}, (alert, skipped)
 
 
 def _entry(monkeypatch: pytest.MonkeyPatch, code: str, *outputs: Output) -> None:

@@ -47,6 +47,7 @@ import msgspec
 import pytest
 
 from tests.daemon_helpers import free_port
+from tests.plan_helpers import this_boot
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -142,6 +143,7 @@ CASES: dict[str, Case] = {
     "topoagent exec --gpu 3 --dry-run -- python train.py": OK,
     "topoagent apply --pid 4242 --gpu 3": OK,
     "topoagent apply --pid 4242 --gpu 3 --yes": OK,
+    "topoagent apply --pid 4242 --numa-node 0": OK,
     "topoagent apply --irqs --yes": OK,
     # docs/schedulers.md (the plan.md monitoring line is README's Nagios line with a redirection)
     # docs/vms.md
@@ -232,7 +234,9 @@ def world(module_tmp):
     from topoagent.features.capture.pack import entries_to_tar
 
     base = module_tmp
-    root = generate("dgx-h100", base / "root")
+    # this machine's running boot (tests/plan_helpers.this_boot): `apply --pid 4242 --yes` binds
+    # the real process this test starts, which only this machine's own tree may do
+    root = this_boot(generate("dgx-h100", base / "root"))
     qemu = root / "etc" / "libvirt" / "qemu"
     shutil.copytree(REPO / "tests" / "fixtures" / "libvirt" / "qemu", qemu)
     capture = base / "host.tar.gz"  # of a small host: it is unpacked by several commands

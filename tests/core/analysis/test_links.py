@@ -168,6 +168,7 @@ def test_one_degraded_link_under_a_dual_port_nic_is_one_alert(tmp_path):
                         "exp_alerts": [
                             {
                                 "exp_labels": {
+                                    "family": "pcie",
                                     "severity": "warning",
                                     "job": "topoagent",
                                     "instance": "n1:9464",

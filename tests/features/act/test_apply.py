@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.plan_helpers import needs_two_cpus, tiny, topoagent
+from tests.plan_helpers import needs_two_cpus, this_boot, tiny, topoagent
 from topoagent.core.api import scan
 from topoagent.core.findings import Severity
 from topoagent.core.frozen import FrozenMap
@@ -35,7 +35,7 @@ THREADS = (
 def tiny_root(tmp_path):
     from tests.fakesysfs import generate
 
-    return str(generate(tiny(gpus=1), tmp_path / "tiny"))
+    return str(this_boot(generate(tiny(gpus=1), tmp_path / "tiny")))  # its plan binds a real process here
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_pid_needs_a_target_and_refuses_missing_processes(tiny_root, tmp_path):
     out = topoagent("apply", "--root", tiny_root, "--pid", "999999999", "--gpu", "0")
     assert out.returncode == 2 and "no process 999999999" in out.stderr
     out = topoagent("apply", "--root", tiny_root, "--pid", str(os.getpid()))
-    assert out.returncode == 2 and "--gpu N or --node N" in out.stderr
+    assert out.returncode == 2 and "--gpu GPU or --numa-node N" in out.stderr
     out = topoagent("apply", "--root", tiny_root)
     assert out.returncode == 2 and "exactly one of --pid, --irqs, --undo" in out.stderr
 
@@ -111,7 +111,8 @@ def test_irqs_round_trip_on_a_fake_proc_irq(dgx_copy, tmp_path):
 
     done = topoagent("apply", "--root", str(dgx_copy), "--irqs", "--yes", "--state-dir", state)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"undo: topoagent apply --undo --yes --root {dgx_copy} --state-dir" in done.stdout  # a runnable hint
+    # a runnable hint, with no --root to repeat: the journal knows where each change was made
+    assert f"undo: topoagent apply --undo --yes --state-dir {state})" in done.stdout
     after = irq_lists(dgx_copy, nic0 + nic8)
     assert {after[i] for i in nic0} == {"0-55,112-167"} and {after[i] for i in nic8} == {"56-111,168-223"}
     storage = dgx_copy / "sys/bus/pci/devices/0000:29:00.0/msi_irqs"  # storage NIC: not a rail, untouched
@@ -119,7 +120,9 @@ def test_irqs_round_trip_on_a_fake_proc_irq(dgx_copy, tmp_path):
     for i in os.listdir(storage):
         assert (dgx_copy / f"proc/irq/{i}/smp_affinity_list").read_text().strip() == "0-223"
 
-    undone = topoagent("apply", "--undo", "--yes", "--root", str(dgx_copy), "--state-dir", state)
+    shown = topoagent("apply", "--undo", "--state-dir", state)
+    assert shown.stdout.count(f"(under --root {dgx_copy})") == 32 and irq_lists(dgx_copy, nic0 + nic8) == after
+    undone = topoagent("apply", "--undo", "--yes", "--state-dir", state)  # issue 40: no --root repeated
     assert undone.returncode == 0 and undone.stdout.count("applied:") == 32
     assert irq_lists(dgx_copy, nic0 + nic8) == before
 

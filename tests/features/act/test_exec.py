@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.plan_helpers import REPO, needs_two_cpus, tiny, topoagent
+from tests.plan_helpers import REPO, needs_two_cpus, this_boot, tiny, topoagent
 
 REPORT = (
     f"import json, os, sys; sys.path.insert(0, {str(REPO)!r})\n"
@@ -34,7 +34,7 @@ REPORT = (
 def root(module_tmp):
     from tests.fakesysfs import generate
 
-    return str(generate(tiny(gpus=2), module_tmp / "tiny"))
+    return str(this_boot(generate(tiny(gpus=2), module_tmp / "tiny")))  # its plan binds a real child here
 
 
 def run_child(root, *args, env=None, preexec_fn=None):
@@ -104,7 +104,7 @@ def test_ranks_per_gpu_maps_local_ranks_to_gpus(tmp_path):
     needs_two_cpus()
     from tests.fakesysfs import generate
 
-    root = str(generate(tiny(gpus=1), tmp_path / "one"))
+    root = str(this_boot(generate(tiny(gpus=1), tmp_path / "one")))
     seen = []
     for rank in (0, 1):
         out, got = run_child(root, "--local-rank", str(rank), "--ranks-per-gpu", "2")
@@ -191,8 +191,13 @@ def test_keep_visible_and_local_rank_inside_an_allocation(dgx):
     assert out.returncode == 2 and "one of --keep-visible or --narrow-visible" in out.stderr
 
 
-def test_allow_no_gpu_runs_the_command_unbound_with_one_warning(fixture_root, root):
-    nogpu = str(fixture_root("no-gpu"))
+def test_allow_no_gpu_runs_the_command_unbound_with_one_warning(scratch_root, root):
+    nogpu = str(this_boot(scratch_root("no-gpu")))
+    # Issue 40: --allow-no-gpu asked which GPU before it knew there is none.
+    out, got = run_child(nogpu, "--allow-no-gpu")
+    assert out.returncode == 0 and got["cpus"] == sorted(os.sched_getaffinity(0)), out.stderr
+    out, got = run_child(root, "--allow-no-gpu")  # a GPU host: which GPU, then
+    assert got is None and out.returncode == 2 and "the host has 2 GPU(s): say which" in out.stderr
     out, got = run_child(nogpu, "--auto", env={"LOCAL_RANK": "0"})
     assert got is None and out.returncode == 2 and "--allow-no-gpu runs it unbound" in out.stderr
     out, got = run_child(nogpu, "--auto", "--allow-no-gpu", env={"LOCAL_RANK": "0", "CHILD_EXIT": "3"})
@@ -225,3 +230,18 @@ def test_a_rank_or_gpu_list_of_thousands_of_digits_is_one_line(root, name):
     out = topoagent("exec", "--root", str(root), "--auto", "--dry-run", "--", "true", env=env)
     assert out.returncode == 2 and "internal error" not in out.stderr, out.stderr
     assert len(out.stderr.strip().splitlines()) <= 2 and "Traceback" not in out.stderr
+
+
+def test_another_hosts_topology_binds_nothing_here(fixture_root, tmp_path):
+    """Issue 40: ``exec --paste`` bound a local command with another host's topology.  Pasted
+    output, or a tree that is not this machine's running boot, gives a dry run only: the command
+    is refused in one line (and not run), --dry-run shows the plan."""
+    marker = tmp_path / "ran"
+    paste = REPO / "tests/core/paste_samples/ellipsis_dgx_a100_nv12.txt"
+    for source in (["--paste", str(paste)], ["--root", str(fixture_root("dgx-h100"))]):
+        out = topoagent("exec", *source, "--gpu", "0", "--", "touch", str(marker))
+        assert out.returncode == 2 and not marker.exists()
+        assert out.stderr.count("\n") == 1 and "exec acts on this machine" in out.stderr, out.stderr
+        assert "exec --dry-run shows it" in out.stderr
+        out = topoagent("exec", *source, "--gpu", "0", "--dry-run", "--", "touch", str(marker))
+        assert out.returncode in (0, 2) and "exec touch" in out.stdout and not marker.exists(), out.stderr

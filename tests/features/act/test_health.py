@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plan_helpers import topoagent
+from tests.plan_helpers import this_boot, topoagent
 from topoagent.core.findings import Finding, Severity
 from topoagent.core.result import failing
 from topoagent.features.act.drain import (
@@ -146,8 +146,8 @@ def show_with(reason: str | None) -> str:
     )
 
 
-def test_drains_on_a_critical_finding(tmp_path, fixture_root):
-    code, out, calls = run_health(tmp_path, fixture_root("wrong-socket-nic"), show_with(None), "--yes")
+def test_drains_on_a_critical_finding(tmp_path, scratch_root):
+    code, out, calls = run_health(tmp_path, this_boot(scratch_root("wrong-socket-nic")), show_with(None), "--yes")
     assert code == 0, out
     assert calls == [
         ["show", "node", "dgx-01"],
@@ -156,29 +156,31 @@ def test_drains_on_a_critical_finding(tmp_path, fixture_root):
     assert "drained dgx-01" in out
 
 
-def test_dry_run_prints_the_line_and_changes_nothing(tmp_path, fixture_root):
-    code, out, calls = run_health(tmp_path, fixture_root("wrong-socket-nic"), show_with(None), "--node", "n9")
+def test_dry_run_prints_the_line_and_changes_nothing(tmp_path, scratch_root):
+    code, out, calls = run_health(
+        tmp_path, this_boot(scratch_root("wrong-socket-nic")), show_with(None), "--node", "n9"
+    )
     assert code == 0, out
     assert calls == [["show", "node", "n9"]]
     assert 'scontrol update NodeName=n9 State=DRAIN Reason="topoagent: GPU_NIC_CROSS_SOCKET gpu0 (+3 more)"' in out
     assert "dry run" in out
 
 
-def test_resumes_its_own_drain_once_healthy(tmp_path, fixture_root):
-    code, out, calls = run_health(tmp_path, fixture_root("dgx-h100"), show_with(OURS), "--yes")
+def test_resumes_its_own_drain_once_healthy(tmp_path, scratch_root):
+    code, out, calls = run_health(tmp_path, this_boot(scratch_root("dgx-h100")), show_with(OURS), "--yes")
     assert code == 0, out
     assert calls[1:] == [["update", "NodeName=dgx-01", "State=RESUME"]]
 
 
 @pytest.mark.parametrize("machine", ["dgx-h100", "wrong-socket-nic"])
-def test_never_touches_a_node_drained_by_someone_else(tmp_path, fixture_root, machine):
-    code, out, calls = run_health(tmp_path, fixture_root(machine), show_with(FOREIGN), "--yes")
+def test_never_touches_a_node_drained_by_someone_else(tmp_path, scratch_root, machine):
+    code, out, calls = run_health(tmp_path, this_boot(scratch_root(machine)), show_with(FOREIGN), "--yes")
     assert code == 0, out
     assert calls == [["show", "node", "dgx-01"]]
     assert "someone else" in out
 
 
-def test_a_failed_show_changes_nothing(tmp_path, fixture_root):
+def test_a_failed_show_changes_nothing(tmp_path, scratch_root):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "scontrol"
@@ -188,7 +190,7 @@ def test_a_failed_show_changes_nothing(tmp_path, fixture_root):
         "health",
         "--yes",
         "--root",
-        str(fixture_root("wrong-socket-nic")),
+        str(this_boot(scratch_root("wrong-socket-nic"))),
         "--node",
         "dgx-01",
         env={"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"},
@@ -213,18 +215,18 @@ def test_bad_options_are_one_line(fixture_root, args, complaint):
     assert complaint in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_a_scan_past_its_time_limit_changes_nothing(tmp_path, fixture_root):
+def test_a_scan_past_its_time_limit_changes_nothing(tmp_path, scratch_root):
     # No scan of a whole host tree finishes within a millisecond: the watchdog must end it.
     code, out, calls = run_health(
-        tmp_path, fixture_root("wrong-socket-nic"), show_with(None), "--yes", "--timeout", "0.001"
+        tmp_path, this_boot(scratch_root("wrong-socket-nic")), show_with(None), "--yes", "--timeout", "0.001"
     )
     assert code == 2
     assert "the scan took longer than 0.001 s; nothing changed" in out
     assert calls == []
 
 
-def test_a_node_name_with_a_trailing_newline_never_reaches_scontrol(tmp_path, fixture_root):
-    root = fixture_root("wrong-socket-nic")
+def test_a_node_name_with_a_trailing_newline_never_reaches_scontrol(tmp_path, scratch_root):
+    root = this_boot(scratch_root("wrong-socket-nic"))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "scontrol"
@@ -244,7 +246,7 @@ def test_a_node_name_with_a_trailing_newline_never_reaches_scontrol(tmp_path, fi
     assert log.read_text() == ""
 
 
-def test_a_flooding_scontrol_is_stopped_and_nothing_changes(tmp_path, fixture_root):
+def test_a_flooding_scontrol_is_stopped_and_nothing_changes(tmp_path, scratch_root):
     """Issue 31 item 5: `scontrol show node` that prints without end was buffered whole
     (11-15 GB in 42 s); now it is stopped at run_tool's output limit and health exits 2."""
     flood = tmp_path / "flood"
@@ -253,5 +255,34 @@ def test_a_flooding_scontrol_is_stopped_and_nothing_changes(tmp_path, fixture_ro
     fake.write_text('#!/bin/sh\nexec yes "NodeName=dgx-01 State=IDLE"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     env = {"PATH": f"{flood}{os.pathsep}{os.environ.get('PATH', '')}", "SLURMD_NODENAME": "dgx-01"}
-    proc = topoagent("health", "--root", str(fixture_root("wrong-socket-nic")), "--yes", env=env)
+    proc = topoagent("health", "--root", str(this_boot(scratch_root("wrong-socket-nic"))), "--yes", env=env)
     assert proc.returncode == 2 and "printed more than" in proc.stderr and "nothing changed" in proc.stderr
+
+
+def test_another_hosts_data_is_a_dry_run_for_that_hosts_node(tmp_path, fixture_root):
+    """Issue 40: ``health --root <fake>`` proposed draining this machine's node (its
+    $SLURMD_NODENAME) from another tree's data.  Another host's tree is a dry run for the node it
+    names (its host name), this machine's Slurm not asked; --yes is refused in one line, before
+    any scan or scontrol call."""
+    root = fixture_root("wrong-socket-nic")
+    code, out, calls = run_health(tmp_path, root, show_with(None))
+    assert code == 0, out
+    assert calls == []
+    assert "another host's data: a dry run" in out
+    assert "NodeName=gpu-srv-114 State=DRAIN" in out and "dgx-01" not in out
+    code, out, calls = run_health(tmp_path, root, show_with(None), "--yes")
+    assert code == 2 and calls == []
+    assert out.count("\n") == 1 and "health --yes acts on this machine" in out and "health without --yes" in out
+
+
+def test_pasted_output_is_a_dry_run_only(tmp_path):
+    """Issue 40: ``health --paste`` was accepted, and would drain this machine's node by another
+    host's text.  A paste names no node here: --node names the one the dry run is for; --yes is
+    refused in one line."""
+    from tests.paths import REPO
+
+    paste = REPO / "tests/core/paste_samples/ellipsis_dgx_a100_nv12.txt"
+    out = topoagent("health", "--paste", str(paste), "--node", "far-07")
+    assert out.returncode == 0 and "a dry run for node far-07" in out.stdout, out.stderr
+    out = topoagent("health", "--paste", str(paste), "--yes")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "health --yes acts on this machine" in out.stderr

@@ -233,11 +233,14 @@ def test_cli_text_names_each_process_and_the_fix(host):
     assert "off-node" in row and "2/3 off" in row and "=mlx5_6" in row
 
 
-def test_pasted_output_is_refused_in_one_line(tmp_path):
+def test_pasted_output_is_no_option_of_audit(tmp_path):
+    """audit reads a host's /proc: it offers no --paste (issue 40: --help listed it, then the
+    command refused it), and one given is a usage error in one line."""
     paste = tmp_path / "topo.txt"
     paste.write_text("\tGPU0\tCPU Affinity\nGPU0\t X \t0-3\n")
     out = topoagent("audit", "--nvidia-smi-topo", str(paste))
-    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--root" in out.stderr
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "No such option" in out.stderr
+    assert "--paste" not in topoagent("audit", "--help").stdout
 
 
 def test_what_cannot_be_read_is_said_per_process(host, tmp_path):

@@ -11,14 +11,18 @@ import shutil
 import socket
 import subprocess
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import msgspec
 import pytest
 
+from tests.fakenvml import make_fake
+from tests.fakesysfs.generator import machine_names
 from tests.paths import REPO
 from topoagent.core.api import scan
 from topoagent.core.errors import TopoagentError
+from topoagent.core.findings import Severity
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.result import analyse
 from topoagent.core.snapshot import LinkInfo
@@ -460,22 +464,12 @@ def test_load_probe_falls_back_to_rail_nic_traffic(dgx, monkeypatch):
 
 
 def _status(result, **kw) -> Status:
-    w = LinkWatch(600)
-    w.observe_result(0, result, {})
-    base = {
-        "started_at": 1.0,
-        "result": result,
-        "good_at": 1700000000.0,
-        "good_duration": 0.05,
-        "last": Attempt(1700000000.0, True, 0.05),
-        "scans_total": 1,
-        "judgements": FrozenMap(w.judge()),
-        "exports": FrozenMap({"state": True}),
-        "interval": 300.0,
-        "expected_gpus": 8,
-    }
-    base.update(kw)
-    return Status(**base)
+    """One good scan's status, as tests/daemon_helpers.scraped_status gives it, with one export
+    written, eight GPUs expected and no audit unless ``kw`` says otherwise."""
+    from tests.daemon_helpers import scraped_status
+
+    base = {"exports": FrozenMap({"state": True}), "expected_gpus": 8}
+    return scraped_status(result, audited=False, **{**base, **kw})
 
 
 @pytest.mark.parametrize("machine", MACHINES)
@@ -487,6 +481,7 @@ def test_metrics_of_every_fixture_parse_and_are_unique(fixture_root, machine):
     r = scan(fixture_root(machine), nvml="off")
     text = render_text(_status(r)).decode()
     seen = set()
+    values = []
     series = 0
     table = {m.name: m.when for m in METRICS}
     served = set()
@@ -498,6 +493,7 @@ def test_metrics_of_every_fixture_parse_and_are_unique(fixture_root, machine):
             ident = (s.name, tuple(sorted(s.labels.items())))
             assert ident not in seen, ident
             seen.add(ident)
+            values.append((*ident, s.value))
             series += 1
             for k, v in s.labels.items():
                 assert "cpu" not in k and "irq" not in k
@@ -508,9 +504,15 @@ def test_metrics_of_every_fixture_parse_and_are_unique(fixture_root, machine):
     assert {"topoagent_devices", "topoagent_findings", "topoagent_scan_success"} <= names
     # what the table says every scanned host serves, each scanned host serves
     assert {name for name, when in table.items() if when in (ALWAYS, SCANNED)} <= served
-    findings = {(s[1]) for s in seen if s[0] == "topoagent_finding"}
-    codes = {dict(labels)["code"] for labels in findings}
-    assert codes == {f.code for f in r.findings}
+    # One series per finding at warning or above (issue 40: the series budget), so counting them
+    # per severity is topoagent_findings; info findings are counted there only.
+    findings = [dict(labels) for name, labels in seen if name == "topoagent_finding"]
+    paged = [f for f in r.findings if f.severity >= Severity.WARNING]
+    assert sorted(f["code"] for f in findings) == sorted(f.code for f in paged)
+    counts = {dict(labels)["severity"]: value for name, labels, value in values if name == "topoagent_findings"}
+    for severity in ("warning", "critical"):
+        assert counts[severity] == sum(1 for f in findings if f["severity"] == severity)
+    assert counts["info"] == sum(1 for f in r.findings if f.severity is Severity.INFO)
 
 
 def test_the_metric_table_is_the_generated_one():
@@ -587,24 +589,59 @@ def test_aer_counters_the_host_sum_always_and_a_function_once_it_has_counted(dgx
     assert own == {(NIC2, "fatal"): 3, (NIC2, "correctable"): 5}
 
 
-def test_a_dgx_stays_within_the_series_budget(dgx):
+#: The most ``topoagent_*`` series one node may export (docs/daemon.md, "Series budget").
+SERIES_BUDGET = 150
+
+#: Fixtures with an NVML recording of their kind of host (NVLinks, fabric registration).
+NVML_OF = {"dgx-h100": "hgx_h100_8gpu", "gb200-tray": "gb200_nvl72_tray"}
+
+
+def _unprivileged(result):
+    """``result`` as a scan without root reads the host: 64 bytes of each config space, no ACS."""
+    from tests.fleet_hosts import _unprivileged as header_only
+
+    return analyse(header_only(result.snapshot))
+
+
+def _idle(result):
+    """``result`` with every GPU's link downclocked to 2.5 GT/s, as an idle GPU's is."""
+    gpus = {g.bdf for g in result.topology.gpus}
+    pci = tuple(
+        msgspec.structs.replace(f, link=msgspec.structs.replace(f.link, current_gts=2.5)) if f.bdf in gpus else f
+        for f in result.snapshot.pci
+    )
+    return analyse(msgspec.structs.replace(result.snapshot, pci=pci))
+
+
+def _series(result) -> list:
+    from tests.daemon_helpers import scrape
+
+    return [(s.name, tuple(sorted(s.labels.items()))) for s in scrape(result)]
+
+
+@pytest.mark.parametrize("machine", machine_names())
+def test_every_fixture_stays_within_the_series_budget(fixture_root, machine):
+    """Issue 40 item 4: at most 150 series per node on every fixture, healthy and faulty, scanned
+    with root and without (where a finding per bridge, ACS_UNKNOWN, was one series each: 182-188)
+    and with NVML where a recording fits, as the daemon serves them (every export, the audit's
+    per-GPU families); and none whose existence depends on load: an idle GPU's downclocked link
+    changes values, never the series (an info finding per idle GPU came and went with load)."""
+    r = scan(fixture_root(machine), nvml="off")
+    nvml = [scan(fixture_root(machine), nvml=make_fake(NVML_OF[machine]))] if machine in NVML_OF else []
+    for variant in (r, _unprivileged(r), *nvml):
+        names = _series(variant)
+        assert len(names) == len(set(names))
+        assert len(names) <= SERIES_BUDGET, (len(names), Counter(name for name, _ in names).most_common(4))
+    if r.topology.gpus:
+        assert set(_series(_idle(r))) == set(_series(analyse(r.snapshot)))  # (no timings either)
+
+
+def test_a_dgx_exports_one_degraded_series_per_link(dgx):
     """Issue 32 item 9: a DGX-class node exported 961-1,044 series, 88 % of them per-function
-    link width/speed and AER counters; docs/daemon.md's budget is at most 150."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    from topoagent.features.audit.advise import advise
-    from topoagent.features.audit.facts import AuditFacts
-    from topoagent.features.daemon.metrics import render_text
-
-    audit = advise(dgx, AuditFacts(source="fd"))  # with the per-GPU audit families, as the daemon runs
-    text = render_text(_status(dgx, audit=audit)).decode()
-    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
-    assert len(samples) <= 150, len(samples)
-    by_name: dict[str, int] = {}
-    for s in samples:
-        by_name[s.name] = by_name.get(s.name, 0) + 1
+    link width/speed and AER counters: one ``topoagent_pcie_link_degraded`` per physical link."""
+    names = _series(dgx)
     links = len({w.link for w in watched_links(dgx).values()})
-    assert by_name["topoagent_pcie_link_degraded"] == links  # one per physical link
+    assert sum(1 for name, _ in names if name == "topoagent_pcie_link_degraded") == links
 
 
 def test_metrics_before_the_first_scan_and_after_failures(dgx):

@@ -48,13 +48,24 @@ def test_a_platform_set_up_as_its_guide_says_pages_nothing(fixture_root, name, k
 def test_a_platform_port_off_its_mask_is_a_zero_and_not_gdr_ready(fixture_root):
     result = scan(fixture_root("gb300-tray-faults"), nvml="off")
     got = _samples(result)
-    off = {s.labels["bdf"]: s.labels["required"] for s in got["topoagent_platform_acs_ok"] if s.value == 0}
+    # One series per role of port (the series budget): the finding names the ports and masks.
+    ok = {s.labels["role"]: s.value for s in got["topoagent_platform_acs_ok"]}
+    ports = {rule.bdf: rule for rule in result.topology.platform.acs}
+    off = {
+        bdf: ports[bdf].mask
+        for f in result.findings
+        if f.code == "ACS_PLATFORM_MISMATCH"
+        for s in f.subjects
+        if (d := result.topology.by_id(s)) is not None and (bdf := d.key) in ports
+    }
     assert off == {
         "0000:00:00.0": "xx111x1",
         "0008:02:01.0": "xx101x1",
         "0009:02:00.0": "xx110x1",
         "0019:00:00.0": "xx111x0",
     }
+    assert {role for role, value in ok.items() if value == 0} == {ports[bdf].role.value for bdf in off}
+    assert set(ok) == {rule.role.value for rule in ports.values()}
     labels = nfd_features(result, degraded_links=False)
     assert labels["topoagent.platform.acs-ok"] == "false"
     assert labels["topoagent.gdr.ready"] == "false"

@@ -14,7 +14,10 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
+import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -212,24 +215,44 @@ def test_l3cache_core_numbers_are_hwlocs_cores_l3_by_l3(fixture_root):
     assert cores == [under[2 * k] + under[2 * k + 1] for k in range(8)]
 
 
-def test_slurmd_reads_the_l3cache_file_where_installed(fixture_root, tmp_path):
-    """Debian's slurmd, where installed: ``slurmd -G`` with ``SlurmdParameters=l3cache_as_socket``
-    parses the file against the fixture's hardware (hwloc pointed at the tree) and echoes every
-    GPU line with its Cores= -- no "Invalid GRES data", no fatal (as test_gres_slurm does)."""
-    slurmd = shutil.which("slurmd")
-    if slurmd is None:
-        pytest.skip("slurmd not installed (Debian package slurmd)")
+def _node_line(text: str) -> str:
+    """The slurm.conf NodeName line the output prints (issue 40: l3cache prints it, as numa does)."""
+    return next(line[4:] for line in text.splitlines() if line.startswith("#   NodeName="))
+
+
+def _slurm_dir(fixture_root, tmp_path, node_line: str, **ports: int) -> dict[str, str]:
+    """gres.conf (the output, File= moved to plain files) and slurm.conf for the Genoa fixture
+    under l3cache_as_socket; the environment that points slurmd's hwloc at the fake tree."""
     text = l3cache_gres(fixture_root)
     for i in range(8):
         (tmp_path / f"nvidia{i}").touch()
     (tmp_path / "gres.conf").write_text(text.replace("File=/dev/nvidia", f"File={tmp_path}/nvidia"))
+    extra = "".join(f"{key}={value}\n" for key, value in ports.items())
     (tmp_path / "slurm.conf").write_text(
-        "ClusterName=t\nSlurmctldHost=localhost\nGresTypes=gpu\nSelectType=select/cons_tres\n"
-        "SlurmdParameters=l3cache_as_socket\n"
-        "NodeName=genoa-hgx-01 CPUs=256 Sockets=16 CoresPerSocket=8 ThreadsPerCore=2 RealMemory=1000 Gres=gpu:8\n"
-        "PartitionName=p Nodes=ALL Default=YES\n"
+        "ClusterName=t\nSlurmctldHost=localhost(127.0.0.1)\nGresTypes=gpu\nSelectType=select/cons_tres\n"
+        "SelectTypeParameters=CR_Core\nSlurmdParameters=l3cache_as_socket\n"
+        f"{extra}{node_line} NodeAddr=127.0.0.1 RealMemory=1000 Gres=gpu:8\n"
+        "PartitionName=p Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n"
     )
-    env = {**os.environ, "HWLOC_FSROOT": str(fixture_root(GENOA)), "HWLOC_THISSYSTEM": "1"}
+    return {
+        **os.environ,
+        "HWLOC_FSROOT": str(fixture_root(GENOA)),
+        "HWLOC_THISSYSTEM": "1",
+        "SLURM_CONF": str(tmp_path / "slurm.conf"),
+    }
+
+
+def test_slurmd_reads_the_l3cache_file_where_installed(fixture_root, tmp_path):
+    """Debian's slurmd, where installed: ``slurmd -G`` with ``SlurmdParameters=l3cache_as_socket``
+    and the NodeName line the output prints parses the file against the fixture's hardware
+    (hwloc pointed at the tree) and echoes every GPU line with its Cores= -- no "Invalid GRES
+    data", no fatal (as test_gres_slurm does)."""
+    slurmd = shutil.which("slurmd")
+    if slurmd is None:
+        pytest.skip("slurmd not installed (Debian package slurmd)")
+    text = l3cache_gres(fixture_root)
+    assert _node_line(text) == "NodeName=genoa-hgx-01 CPUs=256 Sockets=16 CoresPerSocket=8 ThreadsPerCore=2"
+    env = _slurm_dir(fixture_root, tmp_path, _node_line(text))
     out = subprocess.run(
         [slurmd, "-G", "-f", str(tmp_path / "slurm.conf"), "-N", "genoa-hgx-01"],
         capture_output=True,
@@ -242,6 +265,145 @@ def test_slurmd_reads_the_l3cache_file_where_installed(fixture_root, tmp_path):
     assert "Invalid GRES" not in log and "fatal" not in log, log[-2000:]
     echoed = re.findall(r"Gres Name=gpu .*? Cores=(\S+)", log)
     assert echoed == [e["Cores"] for e in gres_lines(text) if e.get("Name") == "gpu"], log[-2000:]
+
+
+#: The jobs of the slurmctld test: eight of 16 CPUs (one per GPU), then six of 8.
+WAVES = ((16,) * 8, (8,) * 6)
+
+
+def _until(check, what: str, logs=None, tries: int = 120):
+    """Poll ``check`` (a second apart) until it gives a true value; fail naming ``what``, with
+    the end of the daemons' logs in ``logs`` (a directory) where there are any."""
+    for _ in range(tries):
+        got = check()
+        if got:
+            return got
+        time.sleep(1)
+    tails = "".join(
+        f"\n{log.name}: {log.read_text()[-1500:]}" for log in sorted(Path(logs or "/nonexistent").glob("*.log"))
+    )
+    pytest.fail(f"slurm: {what}{tails}")
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not all(shutil.which(t) for t in ("slurmctld", "slurmd", "sbatch", "scontrol", "scancel")),
+    reason="needs root and Slurm's slurmctld, slurmd and client (Debian slurmctld, slurmd, slurm-client)",
+)
+def test_slurmctld_places_each_gpus_jobs_on_its_ccds(fixture_root, tmp_path):
+    """Issue 40: with the printed NodeName line (16 L3s as sockets of 8 cores), Slurm 22.05's
+    slurmctld, with slurmd reading the fixture's hardware, places each of 14 GPU jobs
+    (``--gres=gpu:1 --gres-flags=enforce-binding``) on CPUs of its own GPU's core complexes; with
+    the line ``slurmd -C`` prints (2 sockets of 64 cores) it does not.  A cluster of one node on
+    loopback ports (auth/none), each job a ``sleep``; its CPUs are read back from ``scontrol show
+    job -d`` (``CPU_IDs``: Slurm's abstract CPU numbers, two threads per abstract core)."""
+    from tests.daemon_helpers import free_port
+
+    text = l3cache_gres(fixture_root)
+    mine = [CpuSet.parse(e["Cores"]) for e in gres_lines(text) if e.get("Name") == "gpu"]
+    cpus = [CpuSet(t for c in cores for t in (2 * c, 2 * c + 1)) for cores in mine]
+    for node_line, right in (
+        (_node_line(text), True),
+        ("NodeName=genoa-hgx-01 CPUs=256 Sockets=2 CoresPerSocket=64 ThreadsPerCore=2", False),
+    ):
+        run = tmp_path / ("printed" if right else "slurmd-C")
+        (run / "state").mkdir(parents=True)
+        # slurmstepd's socket lives in the spool directory, and a socket's path has at most 107
+        # bytes: a test's own directory is too deep for it
+        spool = Path(tempfile.mkdtemp(prefix="ts-spool", dir="/tmp"))
+        env = _slurm_dir(
+            fixture_root,
+            run,
+            node_line,
+            SlurmctldPort=free_port(),
+            SlurmdPort=free_port(),
+            AuthType="auth/none",
+            CredType="cred/none",
+            TaskPlugin="task/none",
+            ProctrackType="proctrack/pgid",
+            SlurmUser="root",
+            StateSaveLocation=run / "state",
+            SlurmdSpoolDir=spool,
+            SlurmctldPidFile=run / "ctld.pid",
+            SlurmdPidFile=run / "d.pid",
+            SlurmctldLogFile=run / "slurmctld.log",
+            SlurmdLogFile=run / "slurmd.log",
+            AccountingStorageType="accounting_storage/none",
+            JobCompType="jobcomp/none",
+            MpiDefault="none",
+        )
+        try:
+            placed = _run_waves(env, run)
+        finally:
+            shutil.rmtree(spool, ignore_errors=True)
+        assert len(placed) == 14, placed
+        on_own = [gpu for gpu, got in placed if got <= cpus[gpu]]
+        assert (len(on_own) == 14) is right, (node_line, placed)
+
+
+def _run_waves(env: dict[str, str], run) -> list[tuple[int, CpuSet]]:
+    """Start slurmctld and slurmd, submit :data:`WAVES` (each wave ended before the next), and
+    return each job's GPU index and CPUs; the daemons and their jobs end before it returns."""
+
+    def tool(*argv: str) -> str:
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False).stdout
+
+    def jobs() -> list[tuple[str, int, CpuSet]]:
+        out = []
+        for job in tool("scontrol", "show", "job", "-d").split("JobId=")[1:]:
+            found = re.search(r"JobState=RUNNING\b.*?CPU_IDs=(\S+).*?GRES=gpu:1\(IDX:(\d+)\)", job, re.S)
+            if found:
+                out.append(("RUNNING", int(found.group(2)), CpuSet.parse(found.group(1))))
+        return out
+
+    conf = str(run / "slurm.conf")
+    daemons = [
+        subprocess.Popen(["slurmctld", "-D", "-f", conf], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    ]
+    try:
+        _until(lambda: tool("scontrol", "ping").count("UP") >= 1, "slurmctld did not answer", run)
+        daemons.append(
+            subprocess.Popen(
+                ["slurmd", "-D", "-N", "genoa-hgx-01", "-f", conf],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+            )
+        )
+        _until(lambda: "idle" in tool("sinfo", "-h", "-o", "%T"), "the node did not come up idle", run)
+        placed = []
+        for wave in WAVES:
+            for size in wave:
+                tool(
+                    "sbatch",
+                    "-Q",
+                    "--gres=gpu:1",
+                    "--gres-flags=enforce-binding",
+                    f"-c{size}",
+                    "-o",
+                    "/dev/null",
+                    "--wrap",
+                    "sleep 120",
+                )
+
+            def started(n: int = len(wave)) -> list[tuple[str, int, CpuSet]] | None:
+                running = [x for x in jobs() if x[0] == "RUNNING"]
+                return running if len(running) == n else None
+
+            running = _until(started, "the jobs did not all start", run)
+            placed += [(gpu, got) for _, gpu, got in running]
+            tool("scancel", "--user", "root")
+            _until(lambda: not tool("squeue", "-h"), "the jobs did not end", run)
+        return placed
+    finally:
+        tool("scancel", "--user", "root")
+        _until(lambda: not tool("squeue", "-h"), "the jobs did not end", run, tries=30)
+        tool("scontrol", "shutdown")
+        for d in reversed(daemons):
+            try:
+                d.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                d.kill()
+                d.wait(timeout=30)
 
 
 def test_a_capture_keeps_the_l3_domains(fixture_root, tmp_path):

@@ -273,7 +273,7 @@ def test_split_cores_is_even_and_never_empty():
 
 def test_bad_options_give_one_line(dgx):
     for args, words in (
-        (["--format", "env"], "give --gpu N or --local-rank R"),
+        (["--format", "env"], "give --gpu GPU or --local-rank R"),
         (["--format", "env", "--local-rank", "99"], "has 8 GPU(s)"),
         (["--allowed-cpus", "bogus"], "--allowed-cpus"),
         (["--split", "9"], "cannot split 8 GPU(s) into 9 groups"),

@@ -22,7 +22,8 @@ PCIE_ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")  # `pci<domain>:<bus>`, 
 
 
 def plan(root: Path, fmt: str, *args: str) -> str:
-    result = CliRunner().invoke(cli, ["plan", "--root", str(root), "--format", fmt, *args])
+    """``plan --format FMT`` indented (``--pretty``), as the goldens keep it for review."""
+    result = CliRunner().invoke(cli, ["plan", "--root", str(root), "--format", fmt, "--pretty", *args])
     assert result.exit_code in (0, 1), result.output
     return result.output
 

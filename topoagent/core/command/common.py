@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from topoagent.core.result import ScanResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+F = TypeVar("F", bound="Callable[..., Any]")
 
 #: Characters of the tree view and their ASCII stand-ins, for a terminal that cannot show them.
 _ASCII = str.maketrans(
@@ -132,6 +134,49 @@ def write_output(path: str, data: bytes) -> None:
         write_atomically(path, data)
     except OSError as exc:
         fail(f"cannot write {path}: {exc.strerror or exc}")
+
+
+#: ``--fail-on``'s choices, most severe first, in every command that has it.
+SEVERITIES = ("critical", "warning", "info")
+
+
+def output_option(*, required: bool = False) -> Callable[[F], F]:
+    """``-o/--output FILE``, one spelling for every command that writes a document (``-`` is
+    stdout): :func:`deliver` (text) or :func:`write_output` (bytes) writes it."""
+    return click.option(
+        "-o",
+        "--output",
+        "output",
+        required=required,
+        metavar="FILE",
+        help="Write the output to FILE (written whole, or not at all) instead of stdout; - is stdout.",
+    )
+
+
+def pretty_option(fn: F) -> F:
+    """``--pretty``, for every command that prints JSON: compact by default, indented for people."""
+    return click.option("--pretty", is_flag=True, help="Indent the JSON for a person (compact by default).")(fn)
+
+
+def deliver(text: str, output: str | None) -> None:
+    """A command's text output: to stdout (:func:`emit`), or to ``-o FILE`` (:func:`write_output`)."""
+    if output is None or output == "-":
+        emit(text)
+    else:
+        write_output(output, text.encode("utf-8"))
+
+
+def refuse_binary_terminal(output: str | None, what: str) -> None:
+    """One line and exit 2, before any work, where binary output (``what``) would go to a
+    terminal: no ``-o FILE`` (or ``-o -``) and stdout a terminal."""
+    if output not in (None, "-") or sys.stdout is None:
+        return
+    try:
+        tty = sys.stdout.isatty()
+    except (OSError, ValueError):
+        tty = False
+    if tty:
+        fail(f"{what} is binary: give -o FILE or redirect stdout")
 
 
 def _guarded(write: Callable[[], None]) -> None:

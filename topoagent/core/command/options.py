@@ -17,9 +17,11 @@ from topoagent.core.errors import OfflineInputError, TopoagentError
 from topoagent.core.frozen import FrozenMap
 from topoagent.core.inputs import NVML_AUTO, NVML_OFF, Inputs
 from topoagent.core.parse.segment import KINDS
+from topoagent.core.read import is_live
 from topoagent.core.read.archive import resolve_root
+from topoagent.core.read.kernel import same_boot
 from topoagent.core.read.textinput import read_text_input
-from topoagent.core.tree import Root, is_this_host
+from topoagent.core.tree import Root, is_this_host, root_name
 
 if TYPE_CHECKING:
     from topoagent.core.result import ScanResult
@@ -50,9 +52,11 @@ OFFLINE_OPTIONS = (
 )
 
 
-def input_options(*, cross_check: bool) -> Callable[[F], F]:
+def input_options(*, cross_check: bool, pasted: bool = True) -> Callable[[F], F]:
     """Decorate a click command with the scan-input options (``--cross-check`` only where the
-    command offers it), in ``--help`` order; the command receives their raw values."""
+    command offers it; ``--paste`` and the offline flags only where it accepts pasted output:
+    ``--help`` offers only what the command accepts), in ``--help`` order; the command receives
+    their raw values."""
 
     def decorate(fn: F) -> F:
         if cross_check:
@@ -63,16 +67,17 @@ def input_options(*, cross_check: bool) -> Callable[[F], F]:
                 help="Also run nvidia-smi topo -m and lspci -vvv (if installed) and report "
                 "where they disagree with sysfs. Live host (/) only.",
             )(fn)
-        for field, option, _, text in reversed(OFFLINE_OPTIONS):
+        for field, option, _, text in reversed(OFFLINE_OPTIONS if pasted else ()):
             fn = click.option(option, field, metavar="FILE", help=text)(fn)
-        fn = click.option(
-            "--paste",
-            "paste_files",
-            metavar="FILE",
-            multiple=True,
-            help="Analyse every tool output found in this text (a bug report, an e-mail; - for stdin; "
-            f"repeatable): {', '.join(k.name for k in KINDS)}.",
-        )(fn)
+        if pasted:
+            fn = click.option(
+                "--paste",
+                "paste_files",
+                metavar="FILE",
+                multiple=True,
+                help="Analyse every tool output found in this text (a bug report, an e-mail; - for stdin; "
+                f"repeatable): {', '.join(k.name for k in KINDS)}.",
+            )(fn)
         fn = click.option(
             "--no-nvml", "no_nvml", is_flag=True, help="Do not ask NVML (it is asked only when scanning /)."
         )(fn)
@@ -90,7 +95,7 @@ def input_options(*, cross_check: bool) -> Callable[[F], F]:
 
 def take_inputs(params: dict[str, Any]) -> Inputs:
     """Remove the scan-input values from parsed ``params`` and build their :class:`Inputs`."""
-    files = {field: params.pop(field) for field, *_ in OFFLINE_OPTIONS}
+    files = {field: params.pop(field, None) for field, *_ in OFFLINE_OPTIONS}
     return build_inputs(
         root=params.pop("root"),
         no_nvml=params.pop("no_nvml"),
@@ -100,8 +105,10 @@ def take_inputs(params: dict[str, Any]) -> Inputs:
     )
 
 
-def scan_inputs(*, cross_check: bool = True) -> Callable[[F], F]:
-    """Decorate a click command with the scan-input options; it receives ``inputs``."""
+def scan_inputs(*, cross_check: bool = True, pasted: bool = True) -> Callable[[F], F]:
+    """Decorate a click command with the scan-input options; it receives ``inputs``.  A command
+    that reads what pasted text cannot give (a host's /proc, its config space) takes
+    ``pasted=False``: it offers no ``--paste``."""
 
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
@@ -109,9 +116,28 @@ def scan_inputs(*, cross_check: bool = True) -> Callable[[F], F]:
             kwargs["inputs"] = take_inputs(kwargs)
             return fn(*args, **kwargs)
 
-        return input_options(cross_check=cross_check)(cast("F", command))
+        return input_options(cross_check=cross_check, pasted=pasted)(cast("F", command))
 
     return wrap
+
+
+def is_this_machine(inputs: Inputs) -> bool:
+    """Whether ``inputs`` describe the machine this runs on: the live host, or a tree of this
+    boot of it (:func:`~topoagent.core.read.kernel.same_boot`: the host's /sys and /proc mounted
+    in a container); never pasted output."""
+    return is_live(inputs) or (not inputs.offline and same_boot(inputs.root))
+
+
+def require_this_machine(inputs: Inputs, action: str, dry_run: str) -> None:
+    """One line and exit 2 unless ``inputs`` describe this machine (:func:`is_this_machine`), for
+    an ``action`` that acts on it (a process here, this node's Slurm state): another host's data
+    would place a local command by a topology it does not have.  ``dry_run`` names how to see
+    what it would do."""
+    if is_this_machine(inputs):
+        return
+    origins = inputs.origins or {}
+    source = ", ".join(origins.values()) if origins else f"--root {root_name(inputs.root)} (not this machine's boot)"
+    fail(f"{action} acts on this machine: it needs this machine's own tree, not {source}; {dry_run} shows it")
 
 
 def build_inputs(

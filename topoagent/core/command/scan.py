@@ -6,7 +6,17 @@ import sys
 
 import click
 
-from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail, require_gpus, set_monitoring
+from topoagent.core.command.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    SEVERITIES,
+    deliver,
+    fail,
+    output_option,
+    pretty_option,
+    require_gpus,
+    set_monitoring,
+)
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.errors import InputError
 from topoagent.core.findings import Severity
@@ -18,7 +28,6 @@ from topoagent.core.result import ScanResult, with_expected
 
 __all__ = ["scan"]
 
-SEVERITIES = ("critical", "warning", "info")
 EXIT_CODES = ("default", "nagios", "npd")
 
 HELP = """Read this host's PCIe/NUMA tree and report it.
@@ -51,7 +60,8 @@ finding at or above --fail-on, 3 Unknown.  Both print that text instead of --for
     "--format", "fmt", type=click.Choice(tuple(FORMATS)), default="tree", show_default=True, help="Output format."
 )
 @click.option("--all", "show_all", is_flag=True, help="Show every PCI function in the tree.")
-@click.option("--pretty", is_flag=True, help="Indent the JSON for a person (compact by default).")
+@pretty_option
+@output_option()
 @click.option(
     "--expect",
     metavar="FILE",
@@ -67,7 +77,14 @@ finding at or above --fail-on, 3 Unknown.  Both print that text instead of --for
     "--expect, also any EXPECT_* warning: a narrower link or an added card differs from the build]",
 )
 def scan(
-    inputs: Inputs, exit_codes: str, fmt: str, show_all: bool, pretty: bool, expect: str | None, fail_on: str | None
+    inputs: Inputs,
+    exit_codes: str,
+    fmt: str,
+    show_all: bool,
+    pretty: bool,
+    output: str | None,
+    expect: str | None,
+    fail_on: str | None,
 ) -> None:
     """Scan, print, and exit with the verdict.
 
@@ -82,11 +99,11 @@ def scan(
     threshold = Severity.parse(fail_on or "critical")
     if exit_codes != "default":
         text, code = nagios_text(result) if exit_codes == "nagios" else npd_text(result, threshold)
-        emit(text)
+        deliver(text, output)
         sys.exit(code)
     if fmt == "matrix":
         require_gpus(result, "the GPU matrix")
-    emit(FORMATS[fmt](result, show_all=show_all, pretty=pretty))
+    deliver(FORMATS[fmt](result, show_all=show_all, pretty=pretty), output)
     failed = result.failing(threshold, expect_warns=bool(expect) and fail_on is None)
     sys.exit(EXIT_FINDINGS if failed else EXIT_OK)
 

@@ -722,6 +722,7 @@ _ENTRIES = (
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.SYSFS,),
         outputs=(Output.FINDINGS, Output.GDR_BLOCKER),
+        alert="TopoagentGpuDirectBlocked",
         about=_prose("""GPUs that use GPUDirect RDMA by NCCL's defaults (a rail NIC under their PCIe switch, on their
         Grace, or reached through an NVLinked peer GPU: `rails[].gdr` true), but none of
         nvidia_peermem, nv_peer_mem, /sys/kernel/mm/memory_peers (the files NCCL checks, NVIDIA/nccl
@@ -780,6 +781,7 @@ _ENTRIES = (
         ),
         proof=(Proof.CONFIG_SPACE, Proof.PASTED),
         outputs=(Output.FINDINGS, Output.GDR_BLOCKER, Output.ACS_BLOCKING, Output.DRAWN_ON_BRIDGE),
+        alert="TopoagentGpuDirectBlocked",
         about=_prose("""ACS P2P Request/Completion Redirect or Egress Control enabled on a bridge where GPU peer
         traffic (GPU–GPU or GPU–NIC, PIX/PXB) would turn round. Parsed from the ACS extended capability in config
         space (or `lspci -vvv`'s `ACSCtl`). In pasted `lspci -vvv` a switch downstream or root port that
@@ -874,6 +876,7 @@ _ENTRIES = (
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.SYSFS,),
         outputs=(Output.FINDINGS, Output.GDR_BLOCKER),
+        alert="TopoagentGpuDirectBlocked",
         about="GPUs or RDMA NICs in IOMMU groups of type DMA/DMA-FQ without iommu=pt (nccl#257, pytorch#84803). "
         "Only on hosts with GPUs.",
         messages={
@@ -909,6 +912,7 @@ _ENTRIES = (
         ),
         proof=(Proof.CONFIG_SPACE,),
         outputs=(Output.FINDINGS, Output.GDR_BLOCKER),
+        alert="TopoagentPlatformMisconfigured",
         about=_prose("""A port whose ACS Control register does not hold the mask its platform requires
         (rdma_topo `compute_acs`): on a Data Direct complex the DMA function's port `xx110x1`, the GPU's
         port `xx101x1`, the root port `xx111x0`; on an Inline complex the NIC's port, the GPU's port and the
@@ -948,6 +952,7 @@ _ENTRIES = (
         ),
         proof=(Proof.SYSFS,),
         outputs=(Output.FINDINGS, Output.GDR_BLOCKER),
+        alert="TopoagentPlatformMisconfigured",
         about=_prose("""The IOMMU grouping a complex needs (rdma_topo `check`): a Data Direct DMA function and
         its GPU in one group (its root port's Source Validation off at boot: NVIDIA's GPU driver checks it
         before GPUDirect RDMA, or refuses without `NVreg_GrdmaPciTopoCheckOverride=1`); an Inline complex's
@@ -994,6 +999,7 @@ _ENTRIES = (
         family="platform",
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.CONFIG_SPACE,),
+        alert="TopoagentPlatformMisconfigured",
         about=_prose("""A ConnectX NIC of a NUMA complex (a GB200 tray: every GPU and NIC alone on a Grace root
         port) that exposes the ATS capability: Grace has no PCIe ATS (NVIDIA's Grace Blackwell CX-8 GPUDirect
         RDMA guide) and the platform requires ATS off (rdma_topo `check`). On an Inline host ATS is what
@@ -1191,6 +1197,7 @@ _ENTRIES = (
         severity=(Grade(Severity.CRITICAL, "any error was fatal"), Grade(Severity.WARNING, "non-fatal errors only")),
         proof=(Proof.SYSFS,),
         outputs=(Output.FINDINGS, Output.DEVICE_FAULT),
+        alert="TopoagentPcieUncorrectableErrors",
         about=_prose("""Uncorrectable PCIe errors the kernel counted on a function since boot (`aer_dev_fatal`,
         `aer_dev_nonfatal`: drivers/pci/pcie/aer.c). Correctable errors (`aer_dev_correctable`) are no
         finding: they matter as a rate, which the daemon's `topoagent_pcie_aer_errors_total` counter gives
@@ -1507,6 +1514,7 @@ _ENTRIES = (
         severity=(Grade(Severity.CRITICAL),),
         proof=(Proof.NVML,),
         outputs=(Output.FINDINGS, Output.GDR_BLOCKER),
+        alert="TopoagentNvlinkDown",
         about="Two GPUs joined by NVLink (from NVML) whose P2P read status NVML reports not OK (NCCL then fails with "
         'a hardware error: NVIDIA/nccl issues on "peer access is not supported").',
         messages={
@@ -1542,6 +1550,7 @@ _ENTRIES = (
             Grade(Severity.CRITICAL, "the registration completed with an error"),
         ),
         proof=(Proof.NVML,),
+        alert="TopoagentNvlinkDown",
         about=_prose("""A GPU of an NVLink fabric (NVL72-class systems: GB200, GB300) whose registration with
         the fabric is not complete or failed, as NVML's `nvmlDeviceGetGpuFabricInfoV` reports it (state
         NOT_STARTED / IN_PROGRESS / COMPLETED, status: the registration's NVML return code; NVML API reference,
@@ -1736,6 +1745,7 @@ _ENTRIES = (
         family="expect",
         severity=(Grade(Severity.CRITICAL),),
         proof=(Proof.EXPECTATION,),
+        alert="TopoagentNotAsExpected",
         about=_prose("""A device the expected topology has at a slot is not there, and no device of its model turned
         up elsewhere: unseated, disabled in the BIOS, or fallen off the bus (listed by sysfs but no longer
         answering config reads: its link registers read all ones, a width of 63 that no minimum catches).
@@ -1779,6 +1789,7 @@ _ENTRIES = (
         family="expect",
         severity=(Grade(Severity.WARNING),),
         proof=(Proof.EXPECTATION,),
+        alert="TopoagentNotAsExpected",
         about=_prose("""A device at a slot the expected topology does not have (nor a device of its model missing
         elsewhere): a card added, or a root port that appeared with a card moved into its slot."""),
         messages={
@@ -1807,6 +1818,7 @@ _ENTRIES = (
         family="expect",
         severity=(Grade(Severity.CRITICAL),),
         proof=(Proof.EXPECTATION,),
+        alert="TopoagentNotAsExpected",
         about=_prose("""A device on another socket or NUMA node than expected: either at its slot (a firmware that
         reports another node), or moved -- a missing and an extra device of one kind and model are paired,
         and the finding names both slots (the moved device's other differences, a narrower link or ACS
@@ -1855,6 +1867,7 @@ _ENTRIES = (
         family="expect",
         severity=(Grade(Severity.WARNING, "a PCIe link"), Grade(Severity.CRITICAL, "a GPU with fewer NVLinks")),
         proof=(Proof.EXPECTATION,),
+        alert="TopoagentNotAsExpected",
         about=_prose("""A slot's link below what the expected topology says it must train to: the trained width, the
         link's maximum width or speed (current speed is not compared: idle devices drop to 2.5 GT/s). It
         is raised even when the device's own maximum is as low (a card swapped for an x8 one), which
@@ -1892,6 +1905,7 @@ _ENTRIES = (
             Grade(Severity.WARNING, "other GPU-NIC path classes, one finding for the host listing every pair"),
         ),
         proof=(Proof.EXPECTATION,),
+        alert="TopoagentNotAsExpected",
         about="A GPU's rail NIC (by slot) or the path class to it differs from the expected (NCCL and "
         "GPUDirect RDMA pair them by PCIe distance), or other GPU-NIC path classes changed.",
         messages={
@@ -1925,6 +1939,7 @@ _ENTRIES = (
         family="expect",
         severity=(Grade(Severity.CRITICAL),),
         proof=(Proof.EXPECTATION,),
+        alert="TopoagentNotAsExpected",
         about=_prose("""ACS control bits or the IOMMU domain type of a slot, or GPUDirect peer memory of the host
         (subject `host`), differ from the expected: a BIOS update that turned ACS redirect on breaks
         GPUDirect P2P and RDMA through the switch. One change on several devices is one finding listing
@@ -1973,6 +1988,7 @@ _ENTRIES = (
             Grade(Severity.WARNING, "a NUMA node's memory below the expected"),
         ),
         proof=(Proof.EXPECTATION,),
+        alert="TopoagentNotAsExpected",
         about=_prose("""The host's CPU/NUMA shape (docs/fleet.md) differs from the expected: another CPU model or
         count, SMT turned off, a changed NUMA layout (SNC or NPS turned on or off: the devices that moved
         between the nodes of their socket, and the GPU-NIC paths between NODE and SYS that follow, are
@@ -2019,6 +2035,7 @@ _ENTRIES = (
         family="expect",
         severity=(Grade(Severity.CRITICAL),),
         proof=(Proof.EXPECTATION,),
+        alert="TopoagentNotAsExpected",
         about=_prose("""The host is of another hardware class than the expected topology (another board, CPU or
         GPU model; docs/fleet.md): its slots are not compared, since every one would differ. A class that
         differs only in what one side could not read (`unknown CPU`) or by one GPU model the host lost is

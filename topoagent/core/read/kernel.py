@@ -2,7 +2,8 @@
 
 * the kernel release and whether the NVIDIA kernel module is the open one (DMA-BUF for
   GPUDirect RDMA needs kernel >= 5.12 and the open module);
-* a PCI function's config space bytes, fresh, before a fix writes to it.
+* a PCI function's config space bytes, fresh, before a fix writes to it;
+* whether a tree is this machine's running boot (a command that acts here needs that).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from topoagent.core.errors import TopoagentError
 from topoagent.core.hostfs import HostFS
 from topoagent.core.parse.sysfs_values import parse_kernel_release
+from topoagent.core.tree import Root, is_this_host
 
 
 def kernel_release(fs: HostFS) -> tuple[int, int] | None:
@@ -53,3 +55,20 @@ def file_text(fs: HostFS, rel: str) -> str | None:
             raise UnsavableFile(f"/{rel}: {fs.errors[-1].error}: it cannot be saved for undo, so it is not changed")
         return None
     return data.decode("utf-8", errors="surrogateescape")
+
+
+#: The kernel's random id of the running boot (proc(5), ``/proc/sys/kernel/random/boot_id``):
+#: the same in every container of the machine (the file is not namespaced), new at each boot.
+BOOT_ID = "proc/sys/kernel/random/boot_id"
+
+
+def same_boot(root: Root) -> bool:
+    """Whether the tree at ``root`` is this machine as it runs now: ``/``, or a tree whose
+    ``proc/sys/kernel/random/boot_id`` is this kernel's (the host's /proc mounted elsewhere, as a
+    container does with ``/host/proc``).  A capture, a fake tree or another host's tree is not."""
+    if is_this_host(root):
+        return True
+    if not isinstance(root, str):
+        return False
+    theirs, ours = HostFS(root).text(BOOT_ID, quiet=True), HostFS("/").text(BOOT_ID, quiet=True)
+    return theirs is not None and theirs.strip() != "" and theirs == ours

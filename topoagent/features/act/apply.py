@@ -10,23 +10,24 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from topoagent.core.analysis.locality import switch_node_mismatches
 from topoagent.core.analysis.rails import compute_nics
 from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, fail
-from topoagent.core.command.options import run_scan, scan_inputs
+from topoagent.core.command.options import require_this_machine, run_scan, scan_inputs
 from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import Inputs
 from topoagent.core.read.process import ProcessError, cgroup_cpus, owner_uid, threads
 from topoagent.core.render.escape import shown
-from topoagent.core.tree import Root, is_this_host, root_name
+from topoagent.core.tree import Root, root_name
 from topoagent.core.write.files import DEFAULT_STATE_DIR
 from topoagent.features.act.changes import FILE, irq_changes, thread_changes
 from topoagent.features.act.execute import FAILED, LEFT, REFUSED, SKIPPED, apply_changes, describe, target_rel, undo
 from topoagent.features.act.irqs import device_irqs, irq_affinity, irqbalance_pids
 from topoagent.features.act.journal import Journal, JournalError
 from topoagent.features.act.writer import HostWriter
-from topoagent.features.plan.options import make_plan
+from topoagent.features.plan.options import gpu_option, make_plan, pick_gpu
 
 
 def state_dir_option(f: Any) -> Any:
@@ -100,25 +101,24 @@ def run_changes(changes: Sequence[Any], root: Root, state_dir: str, yes: bool, *
     refused = [o for o in outcomes if o.status == REFUSED]
     if refused:
         click.echo(f"{len(refused)} change(s) refused by the kernel (not an error: left as they were).")
-    # undo takes only the records of the root it is given (apply/validate.py): name it
-    where = "" if is_this_host(root) else f" --root {shlex.quote(root_name(root))}"
-    click.echo(f"Journal: {journal.path}  (undo: topoagent apply --undo --yes{where} --state-dir {state_dir})")
+    # undo puts each record back under its own root (the journal names it)
+    click.echo(f"Journal: {journal.path}  (undo: topoagent apply --undo --yes --state-dir {shlex.quote(state_dir)})")
     return EXIT_FINDINGS if any(o.status == FAILED for o in outcomes) else EXIT_OK
 
 
 @click.command()
-@scan_inputs(cross_check=False)
+@scan_inputs(cross_check=False, pasted=False)
 @click.option("--pid", type=click.IntRange(min=1), metavar="PID", help="Bind every thread of this process.")
-@click.option("--gpu", type=click.IntRange(min=0), metavar="N", help="With --pid: to GPU N's CPUs (PCI bus order).")
-@click.option("--node", type=click.IntRange(min=0), metavar="N", help="With --pid: to NUMA node N's CPUs.")
+@gpu_option("With --pid: to the CPUs of this")
+@click.option("--numa-node", type=click.IntRange(min=0), metavar="N", help="With --pid: to NUMA node N's CPUs.")
 @click.option("--irqs", is_flag=True, help="Move each rail NIC's MSI/MSI-X IRQs onto its NUMA node's CPUs.")
 @click.option("--undo", is_flag=True, help="Restore what earlier applies and fixes changed, newest first.")
 @state_dir_option
 def apply(
     inputs: Inputs,
     pid: int | None,
-    gpu: int | None,
-    node: int | None,
+    gpu: str | None,
+    numa_node: int | None,
     irqs: bool,
     undo: bool,
     state_dir: str,
@@ -131,19 +131,25 @@ def apply(
     topoagent apply --pid 4242 --gpu 3 --yes    # do it (journalled first)
     topoagent apply --irqs --yes                # rail NIC IRQs onto their NUMA nodes
     topoagent apply --undo --yes                # put it all back, newest first
+
+    --pid binds a process of this machine: with --yes it needs this machine's own tree.
+    --irqs and a fix write below --root, the tree they read; --undo puts back each change
+    under the root it was made in (the journal's; --root picks one).
     """
     if sum(bool(x) for x in (pid is not None, irqs, undo)) != 1:
         fail("give exactly one of --pid, --irqs, --undo")
     if undo:
-        sys.exit(_undo(inputs.root, state_dir, yes))
+        sys.exit(_undo(_undo_root(inputs.root), state_dir, yes))
     if pid is not None:
-        sys.exit(_pid(inputs, pid, gpu, node, state_dir, yes))
+        sys.exit(_pid(inputs, pid, gpu, numa_node, state_dir, yes))
     sys.exit(_irqs(inputs, state_dir, yes))
 
 
-def _pid(inputs: Inputs, pid: int, gpu: int | None, node: int | None, state_dir: str, yes: bool) -> int:
+def _pid(inputs: Inputs, pid: int, gpu: str | None, node: int | None, state_dir: str, yes: bool) -> int:
     if (gpu is None) == (node is None):
-        fail("--pid needs one of --gpu N or --node N")
+        fail("--pid needs one of --gpu GPU or --numa-node N")
+    if yes:  # a process here is bound by this machine's topology, never another's
+        require_this_machine(inputs, "apply --pid --yes", "apply --pid without --yes")
     try:
         threads(pid)  # a missing process is refused before the scan
     except ProcessError as exc:
@@ -151,13 +157,12 @@ def _pid(inputs: Inputs, pid: int, gpu: int | None, node: int | None, state_dir:
     result = run_scan(inputs)
     plan = make_plan(result, inputs, "auto", 0, 1, this_process=True)
     if gpu is not None:
-        if gpu >= len(plan.gpus):
-            fail(f"--gpu {gpu}: the host has {len(plan.gpus)} GPU(s)")
-        target, where = plan.gpus[gpu].cpus, f"{plan.gpus[gpu].gpu}'s NUMA node {plan.gpus[gpu].numa_node}"
+        g = plan.gpus[pick_gpu(result, plan, gpu)]
+        target, where = g.cpus, f"{g.gpu}'s NUMA node {g.numa_node}"
     else:
         n = result.topology.node(node)
         if n is None or not n.cpus:
-            fail(f"--node {node}: no NUMA node {node} with CPUs on this host")
+            fail(f"--numa-node {node}: no NUMA node {node} with CPUs on this host")
         target = n.cpus & plan.allowed if plan.allowed is not None else n.cpus
         where = f"NUMA node {node}"
     theirs = cgroup_cpus(pid=pid)  # a process in a Slurm job or container keeps to its cpuset
@@ -212,8 +217,6 @@ def bind_threads(pid: int, target: Any, current: Sequence[Any], root: Root, stat
 
 
 def _irqs(inputs: Inputs, state_dir: str, yes: bool) -> int:
-    if inputs.offline:
-        fail("--irqs changes a host: it needs a host tree (--root), not pasted output")
     result = run_scan(inputs)
     fs = HostFS(inputs.root)
     nics = compute_nics(result.topology, result.rails.roles)
@@ -241,7 +244,14 @@ def _irqs(inputs: Inputs, state_dir: str, yes: bool) -> int:
     return max(status, EXIT_FINDINGS) if disputed else status
 
 
-def _undo(root: Root, state_dir: str, yes: bool) -> int:
+def _undo_root(root: Root) -> str | None:
+    """``--root`` where it was given; None where it was not: each change is then put back under
+    the root the journal says it was made in (none need be typed again)."""
+    given = click.get_current_context().get_parameter_source("root") is not ParameterSource.DEFAULT
+    return root_name(root) if given else None
+
+
+def _undo(root: str | None, state_dir: str, yes: bool) -> int:
     journal = Journal(state_dir)
     try:
         entries = journal.to_undo()
@@ -254,13 +264,16 @@ def _undo(root: Root, state_dir: str, yes: bool) -> int:
         return EXIT_OK
     click.echo(f"{'Undoing' if yes else 'Would undo'} ({len(entries)}, newest first):")
     for e in entries:
-        click.echo(f"  {describe(e)}: {e.after!r} -> {e.before!r}")
+        under = "" if e.root == "/" else f" (under --root {shown(e.root)})"
+        click.echo(f"  {describe(e)}: {e.after!r} -> {e.before!r}{under}")
     if not yes:
         click.echo("Dry run: nothing was changed. Run again with --yes to undo.")
         return EXIT_OK
     if not journal.writable():
         fail(f"cannot write the journal {journal.path} (needs root, or choose --state-dir): nothing undone")
-    outcomes = undo(journal, entries, root_name(root))
+    outcomes = []
+    for where in [root] if root is not None else dict.fromkeys(e.root for e in entries):
+        outcomes += undo(journal, [e for e in entries if root is not None or e.root == where], where)
     for o in outcomes:
         click.echo(f"  {o.status}: {o.what}" + (f" -- {o.detail}" if o.detail else ""))
     bad = journal.skipped or any(o.status in (FAILED, LEFT, SKIPPED) for o in outcomes)

@@ -20,9 +20,8 @@ from topoagent.core.advice.allocation import Allocation, allocated_gpus, allocat
 from topoagent.core.advice.plan import PLAN_CODES, VISIBLE_VARS, GpuPlan, Plan, gpu_rank_env, rank_env
 from topoagent.core.advice.ranks import local_rank_from
 from topoagent.core.command.common import EXIT_ERROR, fail
-from topoagent.core.command.options import run_scan, scan_inputs
+from topoagent.core.command.options import require_this_machine, run_scan, scan_inputs
 from topoagent.core.cpuset import CpuSet
-from topoagent.core.digits import decimal
 from topoagent.core.errors import InputError
 from topoagent.core.hostfs import HostFS
 from topoagent.core.inputs import Inputs
@@ -30,7 +29,7 @@ from topoagent.core.read.dra_metadata import METADATA_DIR, read_dra_metadata
 from topoagent.core.render.escape import comment, shown
 from topoagent.core.render.verdict import unusable_words
 from topoagent.features.act.mempolicy import MODES, MempolicyError, set_policy
-from topoagent.features.plan.options import make_plan, plan_options
+from topoagent.features.plan.options import gpu_option, make_plan, pick_gpu, plan_options
 
 
 def _say(message: str) -> None:
@@ -56,7 +55,7 @@ class _ExecCommand(click.Command):
 
 @click.command("exec", cls=_ExecCommand)
 @scan_inputs(cross_check=False)
-@click.option("--gpu", metavar="N", help="The GPU: index in PCI bus order (or gpu id / BDF).")
+@gpu_option("Bind to this")
 @click.option(
     "--local-rank",
     type=click.IntRange(min=0),
@@ -117,9 +116,12 @@ def exec_(
     Kubernetes pod) the DRA device metadata in /var/run/dra-device-attributes -- and their
     CUDA_VISIBLE_DEVICES is kept as the scheduler set it (--narrow-visible: the rank's GPU
     only).  The plan's CPUs are intersected with this process's own (affinity and cgroup
-    cpuset), also when it comes from --root: an empty intersection stops here, exit 2.
+    cpuset): an empty intersection stops here, exit 2.  The command runs only on this machine's
+    own topology: --root of another machine or boot, or pasted output, is for --dry-run.
     """
-    command = _checked_usage(gpu, local_rank, auto, keep_visible, narrow_visible, command)
+    command = _checked_usage(gpu, local_rank, auto, keep_visible, narrow_visible, allow_no_gpu, command)
+    if not dry_run:  # the command runs here: bound by this machine's topology, never another's
+        require_this_machine(inputs, "exec", "exec --dry-run")
     rank = _rank(auto, local_rank)
     alloc = None if gpu is not None else _allocation()  # a rank indexes the job's GPUs; --gpu names a host GPU
     result = run_scan(inputs)
@@ -134,6 +136,8 @@ def exec_(
         if not allow_no_gpu:
             fail(f"{why}: nothing to place the command on (--allow-no-gpu runs it unbound)")
         _run_unbound(why, command, dry_run)
+    if gpu is None and rank is None:  # --allow-no-gpu asked no GPU: there are some, so say which
+        fail(f"the host has {len(plan.gpus)} GPU(s): say which: --gpu GPU, --local-rank R or --auto")
     rank_plan = _rank_plan(result, plan, gpu, rank, alloc, narrow_visible)
     state = unusable_words(result, rank_plan.gpu.gpu)
     if state is not None:  # the plan gives it no rank: nothing to bind the command to
@@ -196,7 +200,7 @@ def _rank_plan(
     k = plan.ranks_per_gpu
     sub = (rank or 0) % k
     if gpu is not None:
-        g, cpus, env = gpu_rank_env(plan, _pick_gpu(result, plan, gpu), sub)
+        g, cpus, env = gpu_rank_env(plan, plan.gpus[pick_gpu(result, plan, gpu)], sub)
         return _RankPlan(g, cpus, env, sub, k)
     assert rank is not None
     if alloc is None:
@@ -290,15 +294,17 @@ def _checked_usage(
     auto: bool,
     keep_visible: bool,
     narrow_visible: bool,
+    allow_no_gpu: bool,
     command: tuple[str, ...],
 ) -> tuple[str, ...]:
-    """The command to run, once the options make sense together (else one line and exit 2)."""
+    """The command to run, once the options make sense together (else one line and exit 2).
+    With ``--allow-no-gpu`` the GPU is asked for only once the host turns out to have one."""
     if local_rank is not None and auto:
         fail("give one of --local-rank or --auto")
     if keep_visible and narrow_visible:
         fail("give one of --keep-visible or --narrow-visible")
-    if gpu is None and local_rank is None and not auto:
-        fail("say which GPU: --gpu N, --local-rank R or --auto")
+    if gpu is None and local_rank is None and not auto and not allow_no_gpu:
+        fail("say which GPU: --gpu GPU, --local-rank R or --auto")
     if command and command[0] == "--":
         command = command[1:]
     if not command:
@@ -341,19 +347,6 @@ def _narrowed(alloc: Any, index: int, g: Any, nvml: Any) -> str:
     if uuid is None:
         fail(f"--narrow-visible: {alloc.source} sets no CUDA_VISIBLE_DEVICES and NVML gives no UUID for {g.gpu}")
     return str(uuid)
-
-
-def _pick_gpu(result: Any, plan: Any, ref: str) -> Any:
-    index = decimal(ref)
-    if index is not None:
-        if index >= len(plan.gpus):
-            fail(f"--gpu {ref}: the host has {len(plan.gpus)} GPU(s) (0-{len(plan.gpus) - 1})")
-        return plan.gpus[index]
-    d = result.device(ref)
-    match = next((g for g in plan.gpus if d is not None and g.gpu == d.id), None)
-    if match is None:
-        fail(f"--gpu {ref}: no such GPU (give an index in PCI bus order, a gpu id or a BDF)")
-    return match
 
 
 def _mem_words(mem: str, node: int | None) -> str:

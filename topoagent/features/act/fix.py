@@ -32,7 +32,7 @@ def fix() -> None:
 
 
 @fix.command("acs")
-@scan_inputs(cross_check=False)
+@scan_inputs(cross_check=False, pasted=False)
 @state_dir_option
 def acs(inputs: Inputs, state_dir: str, yes: bool) -> None:
     """Set ACS as GPUDirect needs it: on an NVIDIA GPU platform (Data Direct, Inline, NUMA
@@ -45,8 +45,6 @@ def acs(inputs: Inputs, state_dir: str, yes: bool) -> None:
     pci=disable_acs_redir= parameter.  Refuses inside a VM and where a change would end the
     isolation of a device bound to vfio-pci.
     """
-    if inputs.offline:
-        fail("fix acs changes a host: it needs a host tree (--root), not pasted output")
     result = run_scan(inputs)
     fs = HostFS(inputs.root)
     topo = result.topology
@@ -82,13 +80,11 @@ def acs(inputs: Inputs, state_dir: str, yes: bool) -> None:
 
 
 @fix.command("peermem")
-@scan_inputs(cross_check=False)
+@scan_inputs(cross_check=False, pasted=False)
 @state_dir_option
 def peermem(inputs: Inputs, state_dir: str, yes: bool) -> None:
     """Load nvidia_peermem when GPUDirect RDMA needs it and DMA-BUF is not available,
     and list it in /etc/modules-load.d so it loads at boot."""
-    if inputs.offline:
-        fail("fix peermem changes a host: it needs a host tree (--root), not pasted output")
     result = run_scan(inputs)
     fs = HostFS(inputs.root)
     # the scan's own verdict (NO_PEER_MEMORY is raised exactly when this says needed)

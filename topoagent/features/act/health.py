@@ -24,8 +24,8 @@ import threading
 
 import click
 
-from topoagent.core.command.common import EXIT_ERROR, EXIT_OK, emit, fail
-from topoagent.core.command.options import run_scan, scan_inputs
+from topoagent.core.command.common import EXIT_ERROR, EXIT_OK, SEVERITIES, emit, fail
+from topoagent.core.command.options import is_this_machine, require_this_machine, run_scan, scan_inputs
 from topoagent.core.findings import Severity
 from topoagent.core.inputs import Inputs
 from topoagent.core.read.tools import run_tool
@@ -53,17 +53,23 @@ For slurm.conf's HealthCheckProgram.  Scans the node; on findings at or above --
 runs scontrol update NodeName=NODE State=DRAIN Reason="topoagent: CODE SUBJECT"; when
 healthy again, State=RESUME -- only for a node whose reason topoagent set (prefix
 "topoagent:"): a node drained by anyone else is left alone.  Prints the scontrol lines;
-runs them only with --yes.
+runs them only with --yes, and only from this machine's own scan (another host's --root or
+pasted output is a dry run for that host's node).
 
 Exit status: 0 done (drained, resumed, nothing to do, or a dry run), 2 the scan or
 scontrol failed or an option is wrong (nothing changed).
 """
 
 
-def node_name(given: str | None) -> str:
-    """The node to act on: ``--node``, else ``$SLURMD_NODENAME`` (set by slurmd for the
-    programs it runs), else the short host name (one line and exit 2 if it is no node name)."""
-    name = given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+def node_name(given: str | None, elsewhere: str | None = None, *, here: bool = True) -> str:
+    """The node to act on: ``--node``, else (``here``: this machine's scan) ``$SLURMD_NODENAME``
+    (set by slurmd for the programs it runs) or the short host name, else the host name the
+    scanned tree gives (``elsewhere``): another host's data never names this machine's node.
+    One line and exit 2 if it is no node name, or there is none."""
+    name = given or (os.environ.get("SLURMD_NODENAME") or socket.gethostname() if here else elsewhere)
+    if not name:
+        fail("--node NAME: the scanned host names no host, and this machine's node is not the scanned one")
+    name = name if given else name.split(".")[0]
     if not _NODE_NAME.fullmatch(name):
         fail(f"--node {name!r}: not a node name")
     return name
@@ -111,7 +117,7 @@ def current_state(node: str) -> tuple[NodeState | None, str | None]:
 @click.option(
     "--fail-on",
     "fail_on",
-    type=click.Choice(("critical", "warning", "info")),
+    type=click.Choice(SEVERITIES),
     default="critical",
     show_default=True,
     help="Drain on a finding at or above this severity.",
@@ -125,18 +131,27 @@ def current_state(node: str) -> tuple[NodeState | None, str | None]:
 )
 @scan_inputs(cross_check=False)
 def health(inputs: Inputs, yes: bool, node: str | None, fail_on: str, timeout: str) -> None:
-    """Scan, decide, print the scontrol line, run it under --yes, exit."""
-    node = node_name(node)
+    """Scan, decide, print the scontrol line, run it under --yes, exit.  Another host's data
+    (pasted output, a tree of another machine or boot) is a dry run for that host's node: this
+    machine's Slurm is neither asked nor changed."""
+    here = is_this_machine(inputs)
+    if yes:
+        require_this_machine(inputs, "health --yes", "health without --yes")
+    if node is not None or here:
+        node = node_name(node)
     limit = _seconds(timeout)
     timer = _watchdog(limit)
     try:
         result = run_scan(inputs)
     finally:
         timer.cancel()
+    node = node or node_name(None, result.topology.hostname, here=False)
     wanted = drain_reason(result.failing(Severity.parse(fail_on)))
-    state, error = current_state(node)
+    state, error = current_state(node) if here else (None, None)
     lines = [f"# node {node}: " + (wanted.removeprefix("topoagent: ") if wanted else f"nothing at or above {fail_on}")]
-    if state is None:
+    if not here:
+        lines.append(f"# another host's data: a dry run for node {node}; this machine's Slurm is not asked")
+    elif state is None:
         if yes:
             emit("\n".join(lines) + "\n")
             fail(f"health: scontrol show node {node}: {error}; nothing changed")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail
+from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, SEVERITIES, deliver, output_option, pretty_option
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.findings import Severity
 from topoagent.core.inputs import NVML_OFF, Inputs
@@ -19,18 +19,19 @@ __all__ = ["audit"]
 
 
 @click.command()
-@scan_inputs(cross_check=False)
+@scan_inputs(cross_check=False, pasted=False)
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
-@click.option("--pretty", is_flag=True, help="Indent the JSON for a person.")
+@pretty_option
+@output_option()
 @click.option(
     "--fail-on",
     "fail_on",
-    type=click.Choice(("info", "warning", "critical")),
+    type=click.Choice(SEVERITIES),
     default="warning",
     show_default=True,
     help="Exit 1 when a finding is at or above this severity.",
 )
-def audit(inputs: Inputs, fmt: str, pretty: bool, fail_on: str) -> None:
+def audit(inputs: Inputs, fmt: str, pretty: bool, output: str | None, fail_on: str) -> None:
     """Check the processes using each GPU: their threads' CPUs, where their memory lives and
     their NCCL_IB_HCA, against the GPU's NUMA node, CPUs and rail NICs.
 
@@ -45,12 +46,10 @@ def audit(inputs: Inputs, fmt: str, pretty: bool, fail_on: str) -> None:
     The host's verdict is the scan's findings with the audit's (the daemon's is the same).
     Exit status: 0 nothing at or above --fail-on, 1 findings at or above it, 2 it could not run.
     """
-    if inputs.offline:
-        fail("audit reads the processes of a host tree (--root), not pasted tool output")
     result = run_scan(inputs)
     asked = is_live(inputs) and inputs.nvml != NVML_OFF
     why = "not asked (--no-nvml)" if inputs.nvml == NVML_OFF else "not asked (not the live host)"
     report = audit_host(result, inputs.root, ask_nvml=asked, why_not=None if asked else why)
     host = with_findings(result, report.findings)  # the host's verdict: the scan's findings and the audit's
-    emit(render_json(host, report, pretty=pretty) if fmt == "json" else render_text(host, report))
+    deliver(render_json(host, report, pretty=pretty) if fmt == "json" else render_text(host, report), output)
     sys.exit(EXIT_FINDINGS if host.failing(Severity.parse(fail_on)) else EXIT_OK)

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from topoagent.core.command.common import EXIT_OK, Progress, fail, write_output
+from topoagent.core.command.common import EXIT_OK, Progress, fail, output_option, refuse_binary_terminal, write_output
 from topoagent.core.errors import TopoagentError
 from topoagent.core.tree import is_this_host
 from topoagent.features.capture.collect import collect_capture
@@ -20,9 +20,7 @@ from topoagent.features.capture.pack import entries_to_tar
 
 
 @click.command()
-@click.option(
-    "-o", "--output", "output", required=True, metavar="FILE.tar.gz", help="Write the capture here (- for stdout)."
-)
+@output_option(required=True)
 @click.option(
     "--root",
     default="/",
@@ -36,6 +34,7 @@ from topoagent.features.capture.pack import entries_to_tar
 def capture(output: str, root: str, no_tools: bool, tool_timeout: float, quiet: bool) -> None:
     """Record the allow-listed /sys and /proc files a scan reads, plus lspci and nvidia-smi output,
     with host names, MACs, GUIDs and serial numbers scrubbed, into a .tar.gz."""
+    refuse_binary_terminal(output, "a capture (-o -)")  # before the work, not after it
     live = is_this_host(root)
     with Progress("capture", quiet=quiet) as progress:
         try:

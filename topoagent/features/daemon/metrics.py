@@ -24,6 +24,7 @@ import msgspec
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from topoagent.core.findings import Finding, Severity
 from topoagent.core.findings.catalogue import Output, codes_for
 from topoagent.core.pci import DeviceKind
 from topoagent.core.render.escape import encodable
@@ -120,9 +121,10 @@ METRICS = (
     Metric("topoagent_gpu_numa_nodes", "NUMA nodes that have at least one GPU."),
     Metric(
         "topoagent_finding",
-        "1 for each active finding and each device it names (subject = BDF).",
+        "1 for each active finding at warning or above (subject: the BDFs of the devices it names, comma-separated); "
+        "info findings, which page nothing, are counted in topoagent_findings only.",
         ("code", "severity", "subject"),
-        when="while a finding is active",
+        when="while a finding at warning or above is active",
     ),
     Metric("topoagent_findings", "Active findings of each severity.", ("severity",)),
     Metric(
@@ -136,7 +138,7 @@ METRICS = (
         "topoagent_host_pcie_aer_errors",
         "PCIe AER errors the kernel counted since boot, all functions together, per severity (aer_dev_fatal, "
         "aer_dev_nonfatal, aer_dev_correctable summed), 0 included, so the first error anywhere is an increase(); "
-        "what TopoagentPcieUncorrectableErrors reads.",
+        "the scale records sum it (TopoagentPcieUncorrectableErrors pages on the PCIE_AER_ERRORS finding).",
         ("severity",),
         SCANNED,
         counter=True,
@@ -206,9 +208,10 @@ METRICS = (
     ),
     Metric(
         "topoagent_platform_acs_ok",
-        "1 when a platform port's ACS control register holds the mask its platform requires, 0 when not "
-        "(ACS_PLATFORM_MISMATCH); required is rdma_topo's mask, bit 6 first.",
-        ("bdf", "role", "complex", "required"),
+        "Per role of platform port (root_port, gpu_port, nic_port, dma_port, other): 1 when every such port's ACS "
+        "control register holds the mask its platform requires, 0 when one does not (ACS_PLATFORM_MISMATCH names the "
+        "ports and their masks).",
+        ("role",),
         when="on platform ports whose ACS is readable",
     ),
     Metric(
@@ -311,15 +314,13 @@ def _platform_families(status: Status, r: ScanResult, add: Callable[..., None]) 
     p = topo.platform
     if p.kind is not None:
         add("topoagent_platform_info", [((p.kind.value, {True: "true", False: "false", None: ""}[p.virt]), 1)])
-    rows = []
+    held: dict[str, bool] = {}  # one series per role, not per port (the series budget)
     for rule in p.acs:
         port = topo.by_bdf(rule.bdf)
         acs = port.config.acs if port is not None and port.config is not None else None
         if acs is not None:
-            rows.append(
-                ((rule.bdf, rule.role.value, rule.complex or "", rule.mask), 1 if rule.holds(acs.control) else 0)
-            )
-    add("topoagent_platform_acs_ok", rows)
+            held[rule.role.value] = held.get(rule.role.value, True) and rule.holds(acs.control)
+    add("topoagent_platform_acs_ok", [((role,), 1 if ok else 0) for role, ok in sorted(held.items())])
     state, clique = [], []
     for g in topo.gpus:
         fabric = g.nvml.fabric if g.nvml is not None else None
@@ -373,19 +374,23 @@ def _host_families(status: Status, r: ScanResult, add: Callable[..., None]) -> N
 
 
 def _finding_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:
-    """One ``topoagent_finding`` series per finding and device it names (its BDF), and the count
-    per severity.  A finding that names devices is exported per device only: the audit's name a
-    process too (``pid:N``), which would make a series per process; one that names none (a
-    slot the expected topology has and the host lacks) keeps its subjects."""
-    rows: dict[tuple[str, str, str], int] = {}
-    by_id = r.topology.by_id
-    for f in r.findings:
-        keys = finding_keys(r, f)
-        devices = tuple(k for s, k in zip(f.subjects, keys, strict=True) if by_id(s) is not None)
-        for subject in devices or keys or ("",):
-            rows[(f.code, f.severity.label, subject)] = 1
+    """One series per finding at warning or above, and the count of each severity.  Per finding,
+    not per device it names: a host-wide finding (an IOMMU that translates for every GPU and NIC)
+    is one cause, and was one series per device.  No info finding: it pages nothing, one was
+    raised per bridge without root (ACS_UNKNOWN), and one comes and goes with load (a GPU's link
+    at idle, which the link watch judges under load: ``topoagent_pcie_link_degraded``)."""
+    rows = {(f.code, f.severity.label, _subject(r, f)): 1 for f in r.findings if f.severity >= Severity.WARNING}
     add("topoagent_finding", [(k, v) for k, v in sorted(rows.items())])
     add("topoagent_findings", [((s,), n) for s, n in r.counts().items()])
+
+
+def _subject(r: ScanResult, f: Finding) -> str:
+    """A finding's ``subject`` label: the BDFs of the devices it names, comma-separated -- its
+    devices only, where it names something else too (a process: one series per process would
+    follow), else what it names (a slot the host lacks)."""
+    keys = finding_keys(r, f)
+    devices = [k for s, k in zip(f.subjects, keys, strict=True) if r.topology.by_id(s) is not None]
+    return ",".join(devices or keys)
 
 
 def _rail_families(status: Status, r: ScanResult, add: Callable[..., None]) -> None:

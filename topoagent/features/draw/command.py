@@ -8,7 +8,16 @@ import sys
 
 import click
 
-from topoagent.core.command.common import EXIT_OK, Progress, emit, emit_bytes, fail, write_output
+from topoagent.core.command.common import (
+    EXIT_OK,
+    Progress,
+    deliver,
+    emit_bytes,
+    fail,
+    output_option,
+    refuse_binary_terminal,
+    write_output,
+)
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.inputs import Inputs
 from topoagent.features.draw import FORMATS
@@ -52,7 +61,7 @@ def dot_to_png(dot_text: str) -> bytes:
     help="svg: the picture; html: picture, findings and matrix in one page; dot: Graphviz source; "
     "png: the DOT drawn by Graphviz (needs neato).",
 )
-@click.option("-o", "--output", "output", metavar="FILE", help="Write to FILE instead of stdout.")
+@output_option()
 @click.option("-q", "--quiet", is_flag=True, help="No progress line on a terminal (shown for --format png).")
 def draw(inputs: Inputs, fmt: str, output: str | None, quiet: bool) -> None:
     """Draw the host: sockets, NUMA nodes, host bridges, switches, GPUs and NICs, each GPU
@@ -62,21 +71,16 @@ def draw(inputs: Inputs, fmt: str, output: str | None, quiet: bool) -> None:
     Exit status: 0 drawn, 2 the scan could not run or the output could not be written.
     """
     if fmt == "png":
+        refuse_binary_terminal(output, "--format png")  # before the work, not after it
         with Progress("draw", quiet=quiet) as progress:  # Graphviz may take seconds on a big host
             progress.step("scanning")
             result = run_scan(inputs)
             progress.step("laying out with Graphviz dot")
             data = dot_to_png(FORMATS["dot"](result))
         if output is None:
-            if sys.stdout is not None and sys.stdout.isatty():
-                fail("--format png is binary: give -o FILE or redirect stdout")
             emit_bytes(data)
         else:
             write_output(output, data)
         sys.exit(EXIT_OK)
-    text = FORMATS[fmt](run_scan(inputs))
-    if output is None:
-        emit(text)
-    else:
-        write_output(output, text.encode("utf-8"))
+    deliver(FORMATS[fmt](run_scan(inputs)), output)
     sys.exit(EXIT_OK)

@@ -8,14 +8,22 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
-from topoagent.core.command.common import EXIT_FINDINGS, EXIT_OK, emit, fail, require_gpus
+from topoagent.core.command.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    deliver,
+    fail,
+    output_option,
+    pretty_option,
+    require_gpus,
+)
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.errors import TopoagentError
 from topoagent.core.findings import Severity
 from topoagent.core.inputs import Inputs
 from topoagent.core.result import failing
 from topoagent.features.plan import FORMATS, dra
-from topoagent.features.plan.options import make_plan, plan_options
+from topoagent.features.plan.options import gpu_option, make_plan, pick_gpu, plan_options
 from topoagent.features.plan.slurm import CORE_MODES
 
 if TYPE_CHECKING:
@@ -32,9 +40,7 @@ ONE_GPU = ("text", "json", "env")
 
 def only_gpu(p: Plan, n: int) -> Plan:
     """The plan narrowed to GPU ``n`` (PCI bus order): its row, the NUMA group and split group
-    holding it, and the host's notes; one line and exit 2 when there is no GPU ``n``."""
-    if not 0 <= n < len(p.gpus):
-        fail(f"--gpu {n}: the host has {len(p.gpus)} GPU(s)" + (f" (0-{len(p.gpus) - 1})" if p.gpus else ""))
+    holding it, and the host's notes."""
     g = p.gpus[n]
     return msgspec.structs.replace(
         p,
@@ -56,12 +62,7 @@ def only_gpu(p: Plan, n: int) -> Plan:
     "slurm: gres.conf lines; nccl-topo: an NCCL_TOPO_FILE; rails: each GPU's NIC per rail "
     "(NVIDIA/topograph's record); dra: the Kubernetes DRA standard attributes of GPUs, NICs and CPUs.",
 )
-@click.option(
-    "--gpu",
-    type=click.IntRange(min=0),
-    metavar="N",
-    help="GPU N (PCI bus order) alone: its row (text, json) or its first rank's exports (env).",
-)
+@gpu_option("Only this GPU: its row (text, json) or its first rank's exports (env).")
 @click.option(
     "--local-rank",
     type=click.IntRange(min=0),
@@ -92,6 +93,8 @@ def only_gpu(p: Plan, n: int) -> Plan:
     help="For --format dra: judge this claim instead (gpu0,nic0,cpus=0-15): does matchAttribute on "
     "pcieRoot and numaNode accept it, and is it aligned on this host? Exit 1 when not.",
 )
+@pretty_option
+@output_option()
 @plan_options
 @click.option(
     "--split",
@@ -103,12 +106,14 @@ def only_gpu(p: Plan, n: int) -> Plan:
 def plan(
     inputs: Inputs,
     fmt: str,
-    gpu: int | None,
+    gpu: str | None,
     local_rank: int | None,
     gres_cores: str,
     node_uid: str | None,
     dra_numa: str,
     claim: str | None,
+    pretty: bool,
+    output: str | None,
     ranks_per_gpu: int,
     reserve_cores: int,
     bind: str,
@@ -124,9 +129,9 @@ def plan(
     if gpu is not None and local_rank is not None:
         fail("give --gpu or --local-rank, not both")
     if fmt == "env" and gpu is None and local_rank is None:
-        fail("--format env is for one rank: give --gpu N or --local-rank R")
+        fail("--format env is for one rank: give --gpu GPU or --local-rank R")
     if local_rank is not None and fmt != "env":
-        fail("--local-rank is for --format env (one rank's exports); --gpu N shows one GPU's plan")
+        fail("--local-rank is for --format env (one rank's exports); --gpu GPU shows one GPU's plan")
     if gpu is not None and fmt not in ONE_GPU:
         fail(f"--gpu is for --format {', '.join(ONE_GPU)}: --format {fmt} describes the whole host")
     if claim is not None and fmt != "dra":
@@ -137,27 +142,29 @@ def plan(
             check = dra.check_claim(result, claim, dra_numa)
         except TopoagentError as exc:
             fail(str(exc))
-        emit(dra.render_check(check))
+        deliver(dra.render_check(check, pretty=pretty), output)
         sys.exit(EXIT_OK if check.aligned else EXIT_FINDINGS)
     if fmt in NEEDS_GPUS:
         require_gpus(result, NEEDS_GPUS[fmt])
     if fmt == "slurm" and gres_cores == "l3cache":
         bind = "core-complex"  # each GPU's Cores= are the core complexes the plan gives it
     p = make_plan(result, inputs, allowed_cpus, reserve_cores, ranks_per_gpu, split or 0, bind=bind)
-    if gpu is not None and fmt != "env":
-        p = only_gpu(p, gpu)
+    index = pick_gpu(result, p, gpu) if gpu is not None else None
+    if index is not None and fmt != "env":
+        p = only_gpu(p, index)
     options: dict[str, Any] = {
         "plan": p,
-        "gpu": gpu,
+        "gpu": index,
         "local_rank": local_rank,
         "gres_cores": gres_cores,
         "node_uid": node_uid,
         "dra_numa": dra_numa,
+        "pretty": pretty,
     }
     try:
         text = FORMATS[fmt](result, **options)
     except TopoagentError as exc:
         fail(str(exc))
-    emit(text)
+    deliver(text, output)
     # the scan's verdict, with the plan's own notes (CPUSET_EMPTY): the rule scan --fail-on critical uses
     sys.exit(EXIT_FINDINGS if failing((*result.findings, *p.notes), Severity.CRITICAL) else EXIT_OK)

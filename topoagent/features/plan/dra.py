@@ -147,9 +147,9 @@ def report(result: ScanResult, numa: str = "scalar") -> DraReport:
     return DraReport(topo.hostname, devices)
 
 
-def render(result: ScanResult, dra_numa: str = "scalar", **_: Any) -> str:
-    """``plan --format dra``: the attributes, indented."""
-    return encode(report(result, dra_numa), pretty=True)
+def render(result: ScanResult, dra_numa: str = "scalar", pretty: bool = False, **_: Any) -> str:
+    """``plan --format dra``: the attributes, one compact line (``pretty``: indented)."""
+    return encode(report(result, dra_numa), pretty=pretty)
 
 
 # -- a claim: is it aligned here? -----------------------------------------------------------
@@ -274,6 +274,6 @@ def _topology_view(result: ScanResult, devices: list[Device], cpus: CpuSet | Non
     return lines, ok
 
 
-def render_check(check: ClaimCheck) -> str:
-    """``plan --format dra --claim``: the verdict, indented JSON."""
-    return encode(check, pretty=True)
+def render_check(check: ClaimCheck, pretty: bool = False) -> str:
+    """``plan --format dra --claim``: the verdict as JSON, one compact line (``pretty``: indented)."""
+    return encode(check, pretty=pretty)

@@ -1,9 +1,10 @@
 """What a plan is asked with, for every command that makes one (``plan``, ``exec``, ``apply``):
-the options that share CPUs out and the plan of a scan under them."""
+the options that share CPUs out, the GPU chosen, and the plan of a scan under them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import msgspec
@@ -12,6 +13,7 @@ from topoagent.core.advice.allocation import allocated_gpus
 from topoagent.core.advice.plan import BIND_MODES, PlanOptions
 from topoagent.core.command.common import fail
 from topoagent.core.cpuset import MAX_CPUS, CpuSet
+from topoagent.core.digits import is_decimal
 from topoagent.core.errors import InputError
 from topoagent.core.inputs import Inputs
 from topoagent.core.read import is_live
@@ -22,7 +24,33 @@ if TYPE_CHECKING:
     from topoagent.core.advice.plan import Plan
     from topoagent.core.result import ScanResult
 
-__all__ = ["make_plan", "plan_options", "resolve_allowed"]
+F = TypeVar("F", bound="Callable[..., Any]")
+
+__all__ = ["gpu_option", "make_plan", "pick_gpu", "plan_options", "resolve_allowed"]
+
+
+def gpu_option(what: str) -> Callable[[F], F]:
+    """``--gpu GPU``, one spelling for every command that chooses a GPU (``plan``, ``exec``,
+    ``apply``): its index in PCI bus order, its id (``gpu3``) or its BDF; ``what`` says what the
+    command does with it.  :func:`pick_gpu` resolves it against the plan."""
+    return click.option(
+        "--gpu", metavar="GPU", help=f"{what} GPU: its index in PCI bus order (3), its id (gpu3) or its PCI address."
+    )
+
+
+def pick_gpu(result: ScanResult, plan: Plan, ref: str) -> int:
+    """The index in ``plan.gpus`` (PCI bus order) of the GPU ``--gpu`` names; one line and
+    exit 2 where it names none."""
+    count = f"the host has {len(plan.gpus)} GPU(s)" + (f" (0-{len(plan.gpus) - 1})" if plan.gpus else "")
+    if is_decimal(ref):
+        if int(ref) >= len(plan.gpus):
+            fail(f"--gpu {ref}: {count}")
+        return int(ref)
+    d = result.device(ref)
+    match = next((i for i, g in enumerate(plan.gpus) if d is not None and g.gpu == d.id), None)
+    if match is None:
+        fail(f"--gpu {ref}: no such GPU ({count}; give an index in PCI bus order, a gpu id or a PCI address)")
+    return match
 
 
 def plan_options(f: Any) -> Any:

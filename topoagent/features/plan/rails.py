@@ -116,6 +116,6 @@ def record(result: ScanResult, node_uid: str | None = None) -> RailRecord:
     )
 
 
-def render(result: ScanResult, node_uid: str | None = None, **_: Any) -> str:
-    """``plan --format rails``: the record, indented."""
-    return encode(record(result, node_uid), pretty=True)
+def render(result: ScanResult, node_uid: str | None = None, pretty: bool = False, **_: Any) -> str:
+    """``plan --format rails``: the record, one compact line (``pretty``: indented)."""
+    return encode(record(result, node_uid), pretty=pretty)

@@ -240,6 +240,6 @@ def report(result: ScanResult, plan: Plan | None = None) -> PlanReport:
     )
 
 
-def render(result: ScanResult, plan: Plan | None = None, **_: Any) -> str:
-    """``plan --format json``: the plan, indented."""
-    return encode(report(result, plan), pretty=True)
+def render(result: ScanResult, plan: Plan | None = None, pretty: bool = False, **_: Any) -> str:
+    """``plan --format json``: the plan, one compact line (``pretty``: indented)."""
+    return encode(report(result, plan), pretty=pretty)

@@ -16,7 +16,9 @@ writes each GPU's own core complexes (the L3 domains a ``--bind core-complex`` p
 whole), numbered with each L3 as a socket: slurmd counts hwloc's L3 objects as sockets under
 ``SlurmdParameters=l3cache_as_socket`` (src/slurmd/common/xcpuinfo.c, ``CONF_FLAG_L3CSOCK``),
 so these ranges cover whole sockets in its eyes, and ``--gres-flags=enforce-binding`` keeps a
-GPU's tasks on its CCDs.
+GPU's tasks on its CCDs -- with a NodeName line counting the L3s as sockets, printed beside it
+as for ``numa`` (with the line ``slurmd -C`` prints, 2 x 64 on a Genoa, Slurm 22.05 placed 4 of
+14 jobs on another GPU's CCDs).
 
 ``Type=`` is Slurm's NVML name of the GPU -- ``nvmlDeviceGetName`` lower-cased with spaces as
 underscores (``gpu_common_underscorify_tolower``, src/plugins/gpu/common/gpu_common.c) -- and
@@ -87,9 +89,10 @@ def numa_order(cores: Sequence[CpuSet], node_of: Mapping[int, int]) -> tuple[Cpu
     return tuple(sorted(cores, key=lambda k: (node_of.get(k.first or 0, big), k.first or 0)))
 
 
-def numa_node_line(host: str, cores: Sequence[CpuSet], node_of: Mapping[int, int]) -> str:
-    """slurm.conf's NodeName line with each NUMA node counted as a socket; InputError where the
-    nodes hold different numbers of cores (a Sockets= x CoresPerSocket= grid cannot say it)."""
+def numa_node_line(host: str, cores: Sequence[CpuSet], node_of: Mapping[int, int], mode: str = "numa") -> str:
+    """slurm.conf's NodeName line with each NUMA node (``mode`` "l3cache": each L3 domain, as
+    ``node_of`` numbers them) counted as a socket; InputError where they hold different numbers
+    of cores (a Sockets= x CoresPerSocket= grid cannot say it)."""
     per_node: dict[int, int] = {}
     for core in cores:
         node = node_of.get(core.first or 0)
@@ -98,9 +101,10 @@ def numa_node_line(host: str, cores: Sequence[CpuSet], node_of: Mapping[int, int
     counts = sorted(set(per_node.values()))
     threads = sorted({len(core) for core in cores})
     if len(counts) != 1 or len(threads) != 1:
-        shape = ", ".join(f"node {n}: {c}" for n, c in sorted(per_node.items()))
+        what = "L3 caches" if mode == "l3cache" else "NUMA nodes"
+        shape = ", ".join(f"{'L3' if mode == 'l3cache' else 'node'} {n}: {c}" for n, c in sorted(per_node.items()))
         raise InputError(
-            f"--gres-cores numa: the NUMA nodes hold different numbers of cores ({shape}) or threads "
+            f"--gres-cores {mode}: the {what} hold different numbers of cores ({shape}) or threads "
             "per core; Slurm's NodeName line cannot count them as sockets: use --gres-cores socket"
         )
     name = host.split(".")[0]
@@ -108,16 +112,18 @@ def numa_node_line(host: str, cores: Sequence[CpuSet], node_of: Mapping[int, int
     return f"NodeName={name} CPUs={cpus} Sockets={len(per_node)} CoresPerSocket={counts[0]} ThreadsPerCore={threads[0]}"
 
 
-def _l3_header(domains: Sequence[CpuSet], order: Sequence[CpuSet]) -> list[str]:
-    """The comment lines of ``--gres-cores l3cache``: the slurm.conf line it needs, and the
-    node shape slurmd then reports."""
-    per = {sum(1 for core in order if core & d) for d in domains}
-    shape = f" (slurmd -C then reports Sockets={len(domains)} CoresPerSocket={per.pop()})" if len(per) == 1 else ""
+def _l3_header(host: str, cores: Sequence[CpuSet], l3_of: Mapping[int, int]) -> list[str]:
+    """The comment lines of ``--gres-cores l3cache``: the slurm.conf lines it needs.  Slurm 22.05's
+    ``slurmd -C`` still prints the real sockets (2 x 64 on a 2-socket Genoa), and with that
+    NodeName line slurmctld keeps its socket view and places a GPU's job on another GPU's CCDs:
+    the line counting each L3 as a socket is printed, as for ``numa``."""
     return [
         "# Cores= are each GPU's own core complexes (CPUs sharing one L3 cache, whole), each L3 counted",
-        "# as a socket (cores numbered L3 by L3): right only with this line in slurm.conf (not here),",
-        f"# on every such node{shape}:",
+        "# as a socket (cores numbered L3 by L3): right only with these lines in slurm.conf (not here),",
+        "# for every such node (the NodeName line slurmd -C prints counts real sockets: Slurm then",
+        "# keeps that view):",
         "#   SlurmdParameters=l3cache_as_socket",
+        f"#   {numa_node_line(host, cores, l3_of, 'l3cache')}",
     ]
 
 
@@ -252,8 +258,9 @@ def render(result: ScanResult, plan: Plan | None = None, gres_cores: str = "sock
                 "--gres-cores l3cache: the kernel names no L3 cache domains on this host "
                 "(cpu*/cache/index3/shared_cpu_list), so there are no core complexes to count as sockets"
             )
-        order = list(numa_order(p.cores, {c: i for i, d in enumerate(l3) for c in d}))
-        lines += _l3_header(l3, order)
+        l3_of = {c: i for i, d in enumerate(l3) for c in d}
+        order = list(numa_order(p.cores, l3_of))
+        lines += _l3_header(host, p.cores, l3_of)
     if gres_cores != "socket" and p.allowed is not None:
         lines.append(f"# CPUs were limited to those allowed to the caller: {p.allowed}")
     if _amd_only(topo):

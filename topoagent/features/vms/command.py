@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from topoagent.core.command.common import EXIT_OK, emit, fail
+from topoagent.core.command.common import EXIT_OK, deliver, emit, fail, output_option, pretty_option
 from topoagent.core.command.options import run_scan, scan_inputs
 from topoagent.core.cpuset import CpuSet
 from topoagent.core.errors import TopoagentError
@@ -79,6 +79,8 @@ if TYPE_CHECKING:
 @click.option(
     "--format", "fmt", type=click.Choice(tuple(FORMATS)), default="text", show_default=True, help="Output format."
 )
+@pretty_option
+@output_option()
 @click.option(
     "--pin",
     is_flag=True,
@@ -119,6 +121,8 @@ def vms(
     inputs: Inputs,
     uri: str | None,
     fmt: str,
+    pretty: bool,
+    output: str | None,
     pin: bool,
     reserve_cores: int,
     esxcli_file: str | None,
@@ -153,7 +157,7 @@ def vms(
         return
     else:
         report = _kvm_report(inputs, uri, pin=pin, reserve_cores=reserve_cores)
-    emit(FORMATS[fmt](None, vms=report))
+    deliver(FORMATS[fmt](None, vms=report, pretty=pretty), output)
     sys.exit(EXIT_OK)
 
 

@@ -111,6 +111,6 @@ def report_dict(report: VmReport) -> VmsReport:
     )
 
 
-def render(result: object = None, *, vms: VmReport, pretty: bool = True, **_: Any) -> str:
-    """The report as one JSON document (indented unless ``pretty`` is false: then one compact line)."""
+def render(result: object = None, *, vms: VmReport, pretty: bool = False, **_: Any) -> str:
+    """The report as one JSON document, one compact line (``pretty``: indented)."""
     return encode(report_dict(vms), pretty=pretty)
